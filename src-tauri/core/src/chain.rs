@@ -1,0 +1,354 @@
+//! The sampler chain: asks sources from most to least trustworthy and builds one [`Snapshot`].
+//!
+//! Headline policy:
+//! 1. the first whole-system reading (domain `system`) from the most trusted source that has one;
+//! 2. otherwise the sum of component readings (CPU, GPU, ANE, DRAM), one per domain and device,
+//!    each taken from the most trusted source that reported it, so nothing is counted twice.
+//!    The sum is as good as its worst part;
+//! 3. otherwise no headline: absent, never 0 W.
+//!
+//! A source that answers `Unavailable` is not asked again; its reason stays in every snapshot.
+//! A `Transient` failure is listed for that sample and the source is asked again next time.
+
+use crate::error::Error;
+use crate::reading::{Domain, Quality, Reading, Source, Stamp};
+use crate::units::Watts;
+use serde::{Deserialize, Serialize};
+
+/// A source that gave nothing this sample, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Unavailable {
+    pub source: String,
+    pub reason: String,
+    /// False when the source failed only this time and will be asked again.
+    pub permanent: bool,
+}
+
+/// Everything known about the machine's power at one instant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub at: Stamp,
+    /// Whole-system power, if any source (or sum of sources) could give it.
+    pub headline: Option<Reading>,
+    /// Every reading of this sample, best source first.
+    pub breakdown: Vec<Reading>,
+    pub unavailable: Vec<Unavailable>,
+}
+
+impl Snapshot {
+    pub fn headline_watts(&self) -> Option<Watts> {
+        self.headline.as_ref().and_then(|r| r.watts)
+    }
+}
+
+struct Slot {
+    source: Box<dyn Source>,
+    gone: Option<String>,
+}
+
+/// Sources in priority order.
+pub struct Chain {
+    slots: Vec<Slot>,
+}
+
+impl Chain {
+    /// Sources are sorted by their quality, best first; equal qualities keep the given order.
+    pub fn new(mut sources: Vec<Box<dyn Source>>) -> Self {
+        sources.sort_by_key(|s| s.quality());
+        Chain {
+            slots: sources
+                .into_iter()
+                .map(|source| Slot { source, gone: None })
+                .collect(),
+        }
+    }
+
+    pub fn source_ids(&self) -> Vec<String> {
+        self.slots.iter().map(|s| s.source.id().to_string()).collect()
+    }
+
+    pub fn sample(&mut self, at: Stamp) -> Snapshot {
+        let mut breakdown = Vec::new();
+        let mut unavailable = Vec::new();
+        for slot in &mut self.slots {
+            if let Some(reason) = &slot.gone {
+                unavailable.push(Unavailable {
+                    source: slot.source.id().to_string(),
+                    reason: reason.clone(),
+                    permanent: true,
+                });
+                continue;
+            }
+            match slot.source.read(at) {
+                Ok(readings) => breakdown.extend(readings),
+                Err(Error::Unavailable(reason)) => {
+                    unavailable.push(Unavailable {
+                        source: slot.source.id().to_string(),
+                        reason: reason.clone(),
+                        permanent: true,
+                    });
+                    slot.gone = Some(reason);
+                }
+                Err(other) => unavailable.push(Unavailable {
+                    source: slot.source.id().to_string(),
+                    reason: other.to_string(),
+                    permanent: false,
+                }),
+            }
+        }
+        let headline = headline(&breakdown, at);
+        Snapshot {
+            at,
+            headline,
+            breakdown,
+            unavailable,
+        }
+    }
+}
+
+fn usable(r: &Reading) -> Option<Watts> {
+    r.watts.filter(|w| w.is_plausible())
+}
+
+/// The headline from readings ordered best source first (see the module docs).
+pub fn headline(readings: &[Reading], at: Stamp) -> Option<Reading> {
+    if let Some(system) = readings
+        .iter()
+        .find(|r| r.domain == Domain::System && usable(r).is_some())
+    {
+        return Some(system.clone());
+    }
+    let mut parts: Vec<&Reading> = Vec::new();
+    for r in readings
+        .iter()
+        .filter(|r| r.domain.is_component() && usable(r).is_some())
+    {
+        if !parts
+            .iter()
+            .any(|p| p.domain == r.domain && p.device == r.device)
+        {
+            parts.push(r);
+        }
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    let total = parts
+        .iter()
+        .filter_map(|r| usable(r))
+        .fold(Watts(0.0), |a, b| a + b);
+    let quality = parts
+        .iter()
+        .map(|r| r.quality)
+        .max()
+        .unwrap_or(Quality::Heuristic);
+    let mut sources: Vec<&str> = Vec::new();
+    for p in &parts {
+        if !sources.contains(&p.source.as_str()) {
+            sources.push(&p.source);
+        }
+    }
+    Some(Reading::power(
+        Domain::System,
+        total,
+        sources.join("+"),
+        quality,
+        at,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    struct Fixed {
+        id: &'static str,
+        quality: Quality,
+        result: Result<Vec<(Domain, Option<&'static str>, f64)>, Error>,
+        calls: usize,
+    }
+
+    impl Source for Fixed {
+        fn id(&self) -> &str {
+            self.id
+        }
+        fn quality(&self) -> Quality {
+            self.quality
+        }
+        fn read(&mut self, at: Stamp) -> Result<Vec<Reading>, Error> {
+            self.calls += 1;
+            let quality = self.quality;
+            let id = self.id;
+            self.result.clone().map(|v| {
+                v.into_iter()
+                    .map(|(d, dev, w)| {
+                        let r = Reading::power(d, Watts(w), id, quality, at);
+                        match dev {
+                            Some(dev) => r.with_device(dev),
+                            None => r,
+                        }
+                    })
+                    .collect()
+            })
+        }
+    }
+
+    fn fixed(
+        id: &'static str,
+        quality: Quality,
+        result: Result<Vec<(Domain, Option<&'static str>, f64)>, Error>,
+    ) -> Box<dyn Source> {
+        Box::new(Fixed {
+            id,
+            quality,
+            result,
+            calls: 0,
+        })
+    }
+
+    fn t(s: u64) -> Stamp {
+        Stamp::new(Duration::from_secs(s), s as f64)
+    }
+
+    #[test]
+    fn a_measured_system_reading_beats_an_estimate_given_first() {
+        let mut chain = Chain::new(vec![
+            fixed(
+                "cpu-proxy",
+                Quality::Estimated,
+                Ok(vec![(Domain::Cpu, None, 9.0)]),
+            ),
+            fixed(
+                "smc",
+                Quality::Measured,
+                Ok(vec![(Domain::System, None, 14.2)]),
+            ),
+        ]);
+        let snap = chain.sample(t(1));
+        let head = snap.headline.unwrap_or_else(|| panic!("no headline"));
+        assert_eq!(head.watts, Some(Watts(14.2)));
+        assert_eq!(head.source, "smc");
+        assert_eq!(head.quality, Quality::Measured);
+        assert_eq!(snap.breakdown.len(), 2);
+    }
+
+    #[test]
+    fn components_sum_once_each_and_take_the_worst_quality() {
+        let mut chain = Chain::new(vec![
+            fixed(
+                "rapl",
+                Quality::Measured,
+                Ok(vec![(Domain::Cpu, Some("package-0"), 20.0)]),
+            ),
+            fixed(
+                "nvml",
+                Quality::Measured,
+                Ok(vec![(Domain::Gpu, Some("0"), 100.0)]),
+            ),
+            fixed(
+                "cpu-proxy",
+                Quality::Estimated,
+                Ok(vec![(Domain::Cpu, Some("package-0"), 35.0)]),
+            ),
+        ]);
+        let head = chain
+            .sample(t(1))
+            .headline
+            .unwrap_or_else(|| panic!("no headline"));
+        assert_eq!(head.watts, Some(Watts(120.0)));
+        assert_eq!(head.quality, Quality::Measured);
+        assert_eq!(head.source, "rapl+nvml");
+    }
+
+    #[test]
+    fn an_estimated_part_makes_the_sum_estimated() {
+        let mut chain = Chain::new(vec![
+            fixed(
+                "nvml",
+                Quality::Measured,
+                Ok(vec![(Domain::Gpu, Some("0"), 100.0)]),
+            ),
+            fixed(
+                "cpu-proxy",
+                Quality::Estimated,
+                Ok(vec![(Domain::Cpu, None, 35.0)]),
+            ),
+        ]);
+        let head = chain
+            .sample(t(1))
+            .headline
+            .unwrap_or_else(|| panic!("no headline"));
+        assert_eq!(head.watts, Some(Watts(135.0)));
+        assert_eq!(head.quality, Quality::Estimated);
+    }
+
+    #[test]
+    fn no_source_means_no_headline_not_zero_watts() {
+        let mut chain = Chain::new(vec![fixed(
+            "rapl",
+            Quality::Measured,
+            Err(Error::Unavailable("energy_uj is root-only".into())),
+        )]);
+        let snap = chain.sample(t(1));
+        assert!(snap.headline.is_none());
+        assert_eq!(snap.unavailable.len(), 1);
+        assert_eq!(snap.unavailable[0].source, "rapl");
+        assert!(snap.unavailable[0].reason.contains("root-only"));
+    }
+
+    #[test]
+    fn nan_readings_never_become_the_headline() {
+        let mut chain = Chain::new(vec![
+            fixed(
+                "smc",
+                Quality::Measured,
+                Ok(vec![(Domain::System, None, f64::NAN)]),
+            ),
+            fixed(
+                "cpu-proxy",
+                Quality::Estimated,
+                Ok(vec![(Domain::Cpu, None, 7.0)]),
+            ),
+        ]);
+        let head = chain
+            .sample(t(1))
+            .headline
+            .unwrap_or_else(|| panic!("no headline"));
+        assert_eq!(head.watts, Some(Watts(7.0)));
+        assert_eq!(head.source, "cpu-proxy");
+    }
+
+    #[test]
+    fn an_unavailable_source_is_not_asked_again_but_stays_listed() {
+        let mut chain = Chain::new(vec![fixed(
+            "rapl",
+            Quality::Measured,
+            Err(Error::Unavailable("no powercap".into())),
+        )]);
+        chain.sample(t(1));
+        let snap = chain.sample(t(2));
+        assert_eq!(snap.unavailable.len(), 1);
+        assert!(snap.unavailable[0].permanent);
+        let calls = chain
+            .slots
+            .first()
+            .map(|s| s.gone.is_some())
+            .unwrap_or(false);
+        assert!(calls);
+    }
+
+    #[test]
+    fn a_transient_failure_is_listed_and_retried() {
+        let mut chain = Chain::new(vec![fixed(
+            "nvml",
+            Quality::Measured,
+            Err(Error::Transient("busy".into())),
+        )]);
+        let first = chain.sample(t(1));
+        let second = chain.sample(t(2));
+        assert!(!first.unavailable[0].permanent);
+        assert_eq!(second.unavailable.len(), 1);
+        assert!(chain.slots[0].gone.is_none());
+    }
+}

@@ -1,0 +1,21 @@
+//! wattbar-core: the pure heart of Wattbar.
+//!
+//! Units, readings, the [`Source`] trait, the priority [`Chain`], the energy [`Integrator`] and
+//! the preference schema with cost. Nothing here does I/O, reads a clock or knows about Tauri:
+//! callers pass in the time ([`Stamp`]) and the bytes.
+
+pub mod chain;
+pub mod energy;
+pub mod error;
+pub mod prefs;
+pub mod reading;
+pub mod session;
+pub mod units;
+
+pub use chain::{Chain, Snapshot, Unavailable};
+pub use energy::{Gap, Integrator, DEFAULT_GAP_THRESHOLD, MAX_POWER_WATTS};
+pub use error::Error;
+pub use prefs::{Currency, Preferences, Price};
+pub use reading::{Domain, Quality, Reading, Source, Stamp};
+pub use session::{Session, SessionTotals};
+pub use units::{Joules, Watts, JOULES_PER_KWH};

@@ -1,0 +1,261 @@
+//! The one validated preference schema, shared by the app (tauri-plugin-store) and the CLI.
+//!
+//! Every setter validates first and changes nothing when the value is refused, so a bad entry
+//! never replaces a good one.
+
+use crate::error::Error;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::time::Duration;
+
+/// An ISO 4217 currency code: three ASCII capital letters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Currency(String);
+
+impl Currency {
+    pub fn parse(code: &str) -> Result<Self, Error> {
+        let code = code.trim();
+        if code.len() == 3 && code.bytes().all(|b| b.is_ascii_uppercase()) {
+            Ok(Currency(code.to_string()))
+        } else {
+            Err(Error::Invalid {
+                field: "currency",
+                message: format!("{code:?} is not an ISO 4217 code such as EUR or USD"),
+            })
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for Currency {
+    fn default() -> Self {
+        Currency("EUR".to_string())
+    }
+}
+
+impl TryFrom<String> for Currency {
+    type Error = Error;
+    fn try_from(s: String) -> Result<Self, Error> {
+        Currency::parse(&s)
+    }
+}
+
+impl From<Currency> for String {
+    fn from(c: Currency) -> String {
+        c.0
+    }
+}
+
+impl fmt::Display for Currency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Electricity price per kWh: finite and not negative.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
+#[serde(try_from = "f64", into = "f64")]
+pub struct Price(f64);
+
+/// Upper bound that catches a price typed in the wrong unit (per MWh, or cents).
+pub const MAX_PRICE_PER_KWH: f64 = 1000.0;
+
+impl Price {
+    pub fn new(per_kwh: f64) -> Result<Self, Error> {
+        if !per_kwh.is_finite() {
+            return Err(Error::Invalid {
+                field: "price",
+                message: "must be a number".into(),
+            });
+        }
+        if per_kwh < 0.0 {
+            return Err(Error::Invalid {
+                field: "price",
+                message: "cannot be negative".into(),
+            });
+        }
+        if per_kwh > MAX_PRICE_PER_KWH {
+            return Err(Error::Invalid {
+                field: "price",
+                message: format!("{per_kwh} per kWh is too high; enter the price of one kWh"),
+            });
+        }
+        Ok(Price(per_kwh))
+    }
+
+    /// Parses what a person typed in a price field: `0.30`, ` 0,30 `.
+    pub fn parse_input(input: &str) -> Result<Self, Error> {
+        let text = input.trim();
+        if text.is_empty() {
+            return Err(Error::Invalid {
+                field: "price",
+                message: "enter a price per kWh".into(),
+            });
+        }
+        let normalised = text.replacen(',', ".", 1);
+        let value: f64 = normalised.parse().map_err(|_| Error::Invalid {
+            field: "price",
+            message: format!("{text:?} is not a number"),
+        })?;
+        Price::new(value)
+    }
+
+    pub fn per_kwh(self) -> f64 {
+        self.0
+    }
+}
+
+impl Default for Price {
+    fn default() -> Self {
+        Price(0.30)
+    }
+}
+
+impl TryFrom<f64> for Price {
+    type Error = Error;
+    fn try_from(v: f64) -> Result<Self, Error> {
+        Price::new(v)
+    }
+}
+
+impl From<Price> for f64 {
+    fn from(p: Price) -> f64 {
+        p.0
+    }
+}
+
+pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
+pub const MAX_INTERVAL: Duration = Duration::from_secs(60);
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Everything a person can set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Preferences {
+    pub price_per_kwh: Price,
+    pub currency: Currency,
+    pub low_power: bool,
+    /// Sampling interval in milliseconds, 100 ms – 60 s.
+    pub interval_ms: u64,
+}
+
+impl Default for Preferences {
+    fn default() -> Self {
+        Preferences {
+            price_per_kwh: Price::default(),
+            currency: Currency::default(),
+            low_power: false,
+            interval_ms: DEFAULT_INTERVAL.as_millis() as u64,
+        }
+    }
+}
+
+impl Preferences {
+    pub fn interval(&self) -> Duration {
+        Duration::from_millis(self.interval_ms)
+    }
+
+    pub fn validate_interval(ms: u64) -> Result<Duration, Error> {
+        let d = Duration::from_millis(ms);
+        if d < MIN_INTERVAL || d > MAX_INTERVAL {
+            return Err(Error::Invalid {
+                field: "interval",
+                message: format!("{ms} ms is outside 100 ms – 60 s"),
+            });
+        }
+        Ok(d)
+    }
+
+    /// Checks every field; returns the first problem.
+    pub fn validate(&self) -> Result<(), Error> {
+        Preferences::validate_interval(self.interval_ms)?;
+        Ok(())
+    }
+}
+
+/// Parses a human duration such as `1s`, `500ms`, `2m` or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, Error> {
+    let t = text.trim();
+    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (t, 1.0)
+    };
+    let bad = || Error::Invalid {
+        field: "duration",
+        message: format!("{t:?} is not a duration such as 1s or 500ms"),
+    };
+    let v: f64 = num.trim().parse().map_err(|_| bad())?;
+    if !v.is_finite() || v <= 0.0 {
+        return Err(bad());
+    }
+    Duration::try_from_secs_f64(v * scale).map_err(|_| bad())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_price_field_accepts_dots_commas_and_spaces() {
+        assert_eq!(Price::parse_input("0.25").map(Price::per_kwh), Ok(0.25));
+        assert_eq!(Price::parse_input(" 0,40 ").map(Price::per_kwh), Ok(0.40));
+        assert_eq!(Price::parse_input("0").map(Price::per_kwh), Ok(0.0));
+    }
+
+    #[test]
+    fn negative_empty_and_non_numeric_prices_are_refused_with_a_message() {
+        for bad in ["-0.1", "", "  ", "abc", "NaN", "inf", "1e9"] {
+            let err = Price::parse_input(bad).err();
+            assert!(
+                matches!(err, Some(Error::Invalid { field: "price", .. })),
+                "{bad:?} gave {err:?}"
+            );
+        }
+        let msg = Price::parse_input("-1").err().map(|e| e.to_string());
+        assert_eq!(msg.as_deref(), Some("price: cannot be negative"));
+    }
+
+    #[test]
+    fn stored_preferences_with_a_bad_price_do_not_load() {
+        let bad = serde_json::from_str::<Preferences>(r#"{"price_per_kwh": -2}"#);
+        assert!(bad.is_err());
+        let ok: Preferences = serde_json::from_str(r#"{"price_per_kwh": 0.5}"#)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ok.price_per_kwh.per_kwh(), 0.5);
+        assert_eq!(ok.currency.as_str(), "EUR");
+    }
+
+    #[test]
+    fn currencies_are_iso_codes() {
+        assert!(Currency::parse("USD").is_ok());
+        assert!(Currency::parse("usd").is_err());
+        assert!(Currency::parse("EURO").is_err());
+    }
+
+    #[test]
+    fn sampling_interval_stays_between_100_ms_and_60_s() {
+        assert!(Preferences::validate_interval(99).is_err());
+        assert!(Preferences::validate_interval(100).is_ok());
+        assert!(Preferences::validate_interval(60_000).is_ok());
+        assert!(Preferences::validate_interval(60_001).is_err());
+    }
+
+    #[test]
+    fn durations_read_like_a_person_writes_them() {
+        assert_eq!(parse_duration("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("0.25"), Ok(Duration::from_millis(250)));
+        assert!(parse_duration("fast").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+}

@@ -1,0 +1,56 @@
+//! Builds the chain for this machine from the environment.
+
+use crate::error::Error;
+use std::path::{Path, PathBuf};
+use wattbar_core::{Chain, Source};
+use wattbar_sources::{replay, ReplaySource};
+
+pub const REPLAY_ENV: &str = "WATTBAR_REPLAY";
+pub const SYSFS_ROOT_ENV: &str = "WATTBAR_SYSFS_ROOT";
+pub const CPU_TDP_ENV: &str = "WATTBAR_CPU_TDP_W";
+
+#[derive(Debug, Clone, Default)]
+pub struct ChainOptions {
+    /// A recorded trace that replaces every source.
+    pub replay: Option<PathBuf>,
+    /// Root under which Linux readers look for `sys/` and `proc/`.
+    pub root: PathBuf,
+    pub cpu_tdp_watts: Option<f64>,
+}
+
+impl ChainOptions {
+    /// `WATTBAR_REPLAY`, `WATTBAR_SYSFS_ROOT` (default `/`) and `WATTBAR_CPU_TDP_W`.
+    pub fn from_env() -> Self {
+        ChainOptions {
+            replay: std::env::var_os(REPLAY_ENV)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from),
+            root: std::env::var_os(SYSFS_ROOT_ENV)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("/")),
+            cpu_tdp_watts: std::env::var(CPU_TDP_ENV)
+                .ok()
+                .and_then(|v| v.trim().parse().ok()),
+        }
+    }
+}
+
+pub fn load_trace(path: &Path) -> Result<replay::Trace, Error> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    replay::parse_trace(&text).map_err(|e| Error::Parse {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
+}
+
+pub fn build_chain(options: &ChainOptions) -> Result<Chain, Error> {
+    let sources: Vec<Box<dyn Source>> = match &options.replay {
+        Some(path) => vec![Box::new(ReplaySource::new(load_trace(path)?))],
+        None => wattbar_sources::default_sources(&options.root, options.cpu_tdp_watts),
+    };
+    Ok(Chain::new(sources))
+}

@@ -1,0 +1,25 @@
+//! wattbar-sources: one module per power source.
+//!
+//! Each source reads bytes (a file under a root path, a system call) and hands them to a pure
+//! `parse_*` function that tests exercise on real captures. Readers take `root: &Path` so tests
+//! point them at fake sysfs trees.
+
+pub mod cpu_proxy;
+pub mod error;
+pub mod replay;
+
+pub use cpu_proxy::{CpuPowerModel, CpuProxy};
+pub use error::Error;
+pub use replay::{ReplaySource, Trace};
+
+use std::path::Path;
+use wattbar_core::Source;
+
+/// The sources for this machine, best first. `replay`, when given, replaces the whole chain.
+pub fn default_sources(
+    root: &Path,
+    configured_tdp_watts: Option<f64>,
+) -> Vec<Box<dyn Source>> {
+    let model = CpuPowerModel::detect(root, configured_tdp_watts);
+    vec![Box::new(CpuProxy::new(model))]
+}

@@ -1,0 +1,263 @@
+//! Replay: a recorded trace stands in for the whole chain (`WATTBAR_REPLAY=trace.csv`).
+//!
+//! The CSV has a header with `t` (seconds) and `watts`, and optionally `domain` and `quality`
+//! columns, in any order. Rows are sorted by `t`. An empty `watts` cell is an absent reading.
+//! The trace plays in real time from the source's first read and loops; each loop lasts from the
+//! first `t` to the last plus the last step, so the last row gets its own interval. At each read
+//! the replay gives the latest row at or before the current position, as a sensor would.
+
+use crate::error::Error;
+use std::time::Duration;
+use wattbar_core::{Domain, Quality, Reading, Source, Stamp, Watts};
+
+pub const SOURCE_ID: &str = "replay";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceRow {
+    pub t: f64,
+    pub watts: Option<Watts>,
+    pub domain: Domain,
+    pub quality: Quality,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trace {
+    rows: Vec<TraceRow>,
+    period: f64,
+}
+
+fn parse_err(line: usize, message: String) -> Error {
+    Error::Parse {
+        what: "replay trace",
+        line: Some(line),
+        message,
+    }
+}
+
+fn parse_domain(s: &str) -> Option<Domain> {
+    Some(match s {
+        "system" => Domain::System,
+        "cpu" => Domain::Cpu,
+        "gpu" => Domain::Gpu,
+        "ane" => Domain::Ane,
+        "dram" => Domain::Dram,
+        "soc" => Domain::Soc,
+        "battery" => Domain::Battery,
+        "adapter" => Domain::Adapter,
+        "platform" => Domain::Platform,
+        _ => return None,
+    })
+}
+
+fn parse_quality(s: &str) -> Option<Quality> {
+    Some(match s {
+        "measured" => Quality::Measured,
+        "estimated" => Quality::Estimated,
+        "heuristic" => Quality::Heuristic,
+        _ => return None,
+    })
+}
+
+/// Parses a replay CSV. Errors name the line.
+pub fn parse_trace(text: &str) -> Result<Trace, Error> {
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));
+    let (hline, header) = lines
+        .next()
+        .ok_or_else(|| parse_err(1, "the trace is empty".into()))?;
+    let cols: Vec<&str> = header.split(',').map(str::trim).collect();
+    let find = |name: &str| cols.iter().position(|c| *c == name);
+    let t_col = find("t").ok_or_else(|| parse_err(hline, "the header has no `t` column".into()))?;
+    let w_col = find("watts")
+        .ok_or_else(|| parse_err(hline, "the header has no `watts` column".into()))?;
+    let d_col = find("domain");
+    let q_col = find("quality");
+
+    let mut rows: Vec<TraceRow> = Vec::new();
+    for (n, line) in lines {
+        let cells: Vec<&str> = line.split(',').map(str::trim).collect();
+        if cells.len() != cols.len() {
+            return Err(parse_err(
+                n,
+                format!("{} cells where the header has {}", cells.len(), cols.len()),
+            ));
+        }
+        let t: f64 = cells[t_col]
+            .parse()
+            .ok()
+            .filter(|t: &f64| t.is_finite())
+            .ok_or_else(|| parse_err(n, format!("t {:?} is not a number", cells[t_col])))?;
+        let watts = match cells[w_col] {
+            "" => None,
+            w => Some(
+                w.parse::<f64>()
+                    .ok()
+                    .filter(|w| w.is_finite() && *w >= 0.0)
+                    .map(Watts)
+                    .ok_or_else(|| {
+                        parse_err(n, format!("watts {w:?} is not a non-negative number"))
+                    })?,
+            ),
+        };
+        let domain = match d_col.map(|c| cells[c]) {
+            None | Some("") => Domain::System,
+            Some(d) => {
+                parse_domain(d).ok_or_else(|| parse_err(n, format!("unknown domain {d:?}")))?
+            }
+        };
+        let quality = match q_col.map(|c| cells[c]) {
+            None | Some("") => Quality::Measured,
+            Some(q) => {
+                parse_quality(q).ok_or_else(|| parse_err(n, format!("unknown quality {q:?}")))?
+            }
+        };
+        if let Some(prev) = rows.last() {
+            if t < prev.t {
+                return Err(parse_err(n, format!("t {t} goes back before {}", prev.t)));
+            }
+        }
+        rows.push(TraceRow {
+            t,
+            watts,
+            domain,
+            quality,
+        });
+    }
+    let (first, last) = match (rows.first(), rows.last()) {
+        (Some(f), Some(l)) => (f.t, l.t),
+        _ => return Err(parse_err(hline, "the trace has no rows".into())),
+    };
+    let distinct: Vec<f64> = {
+        let mut ts: Vec<f64> = rows.iter().map(|r| r.t).collect();
+        ts.dedup();
+        ts
+    };
+    let last_step = match distinct.as_slice() {
+        [.., a, b] => b - a,
+        _ => 1.0,
+    };
+    Ok(Trace {
+        period: (last - first) + last_step,
+        rows,
+    })
+}
+
+impl Trace {
+    pub fn rows(&self) -> &[TraceRow] {
+        &self.rows
+    }
+
+    /// Length of one loop in seconds.
+    pub fn period(&self) -> f64 {
+        self.period
+    }
+
+    /// The rows in force `elapsed` after the start of playback (one per domain at that `t`).
+    pub fn at(&self, elapsed: Duration) -> Vec<&TraceRow> {
+        let first = self.rows.first().map(|r| r.t).unwrap_or(0.0);
+        let pos = first + elapsed.as_secs_f64() % self.period;
+        let idx = self.rows.partition_point(|r| r.t <= pos);
+        let Some(current) = idx.checked_sub(1).and_then(|i| self.rows.get(i)) else {
+            return Vec::new();
+        };
+        self.rows.iter().filter(|r| r.t == current.t).collect()
+    }
+}
+
+/// Plays a [`Trace`] in real time, looping.
+pub struct ReplaySource {
+    trace: Trace,
+    start: Option<Duration>,
+}
+
+impl ReplaySource {
+    pub fn new(trace: Trace) -> Self {
+        ReplaySource { trace, start: None }
+    }
+}
+
+impl Source for ReplaySource {
+    fn id(&self) -> &str {
+        SOURCE_ID
+    }
+
+    fn quality(&self) -> Quality {
+        Quality::Measured
+    }
+
+    fn read(&mut self, at: Stamp) -> Result<Vec<Reading>, wattbar_core::Error> {
+        let start = *self.start.get_or_insert(at.monotonic);
+        let elapsed = at.monotonic.saturating_sub(start);
+        Ok(self
+            .trace
+            .at(elapsed)
+            .into_iter()
+            .map(|row| Reading {
+                domain: row.domain,
+                device: None,
+                watts: row.watts,
+                energy_counter: None,
+                source: SOURCE_ID.to_string(),
+                quality: row.quality,
+                at,
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trace(text: &str) -> Trace {
+        parse_trace(text).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn watts_at(source: &mut ReplaySource, secs: f64) -> Option<f64> {
+        source
+            .read(Stamp::new(Duration::from_secs_f64(secs), 0.0))
+            .unwrap_or_default()
+            .first()
+            .and_then(|r| r.watts)
+            .map(|w| w.0)
+    }
+
+    #[test]
+    fn a_trace_plays_in_real_time_and_loops() {
+        let mut s = ReplaySource::new(trace("t,watts\n0,10\n1,20\n2,30\n"));
+        assert_eq!(watts_at(&mut s, 100.0), Some(10.0));
+        assert_eq!(watts_at(&mut s, 100.5), Some(10.0));
+        assert_eq!(watts_at(&mut s, 101.0), Some(20.0));
+        assert_eq!(watts_at(&mut s, 102.9), Some(30.0));
+        assert_eq!(watts_at(&mut s, 103.0), Some(10.0));
+        assert_eq!(watts_at(&mut s, 104.2), Some(20.0));
+    }
+
+    #[test]
+    fn optional_columns_set_domain_and_quality() {
+        let t = trace("quality,t,domain,watts\nestimated,0,cpu,5\nheuristic,0,gpu,\n");
+        let rows = t.at(Duration::ZERO);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].domain, Domain::Cpu);
+        assert_eq!(rows[0].quality, Quality::Estimated);
+        assert_eq!(rows[1].watts, None);
+    }
+
+    #[test]
+    fn a_bad_row_is_an_error_naming_its_line() {
+        let err = parse_trace("t,watts\n0,1\n1,lots\n").err().map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("replay trace line 3: watts \"lots\" is not a non-negative number")
+        );
+        assert!(parse_trace("t,watts\n0,-4\n").is_err());
+        assert!(parse_trace("t,watts\n0,NaN\n").is_err());
+        assert!(parse_trace("time,power\n0,1\n").is_err());
+        assert!(parse_trace("t,watts\n").is_err());
+        assert!(parse_trace("t,watts\n2,1\n1,1\n").is_err());
+        assert!(parse_trace("t,watts\n0,1,2\n").is_err());
+    }
+}
