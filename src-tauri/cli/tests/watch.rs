@@ -1,0 +1,84 @@
+//! `wattbar-cli watch` as a user runs it.
+
+use std::process::Command;
+
+fn cli(data: &std::path::Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_wattbar-cli"));
+    c.env("WATTBAR_DATA_DIR", data)
+        .env("XDG_DATA_HOME", data)
+        .env("XDG_CONFIG_HOME", data)
+        .env("TMPDIR", data)
+        .env_remove("WATTBAR_REPLAY");
+    c
+}
+
+#[test]
+fn watch_count_3_json_prints_three_json_lines_from_this_machine() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = cli(dir.path())
+        .args(["watch", "--interval", "200ms", "--count", "3", "--json"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    let mut last_t = 0.0;
+    for line in lines {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        let t = v["t"].as_f64().unwrap_or_else(|| panic!("no t in {line}"));
+        assert!(t > last_t, "t must increase: {line}");
+        last_t = t;
+        // This machine has no power sensor, so the CPU proxy answers, labelled as an estimate.
+        assert!(v["watts"].as_f64().is_some_and(|w| w > 0.0), "{line}");
+        assert_eq!(v["quality"], "estimated", "{line}");
+        assert_eq!(v["source"], "cpu-proxy", "{line}");
+        assert_eq!(v["domain"], "system", "{line}");
+        assert!(v["session_joules"].as_f64().is_some_and(|j| j >= 0.0), "{line}");
+    }
+}
+
+#[test]
+fn watch_replays_a_trace_and_integrates_it() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let trace = dir.path().join("trace.csv");
+    std::fs::write(&trace, "t,watts\n0,50\n").unwrap_or_else(|e| panic!("{e}"));
+    let out = cli(dir.path())
+        .env("WATTBAR_REPLAY", &trace)
+        .args(["watch", "--interval", "100ms", "--count", "4", "--json"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(rows.len(), 4);
+    assert!(rows.iter().all(|r| r["watts"] == 50.0 && r["quality"] == "measured"));
+    // Three intervals of about 100 ms at 50 W: about 15 J.
+    let joules = rows[3]["session_joules"].as_f64().unwrap_or_default();
+    assert!((10.0..=25.0).contains(&joules), "{joules}");
+}
+
+#[test]
+fn a_bad_interval_or_trace_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = cli(dir.path())
+        .args(["watch", "--interval", "5ms", "--count", "1"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("100 ms"));
+
+    let trace = dir.path().join("bad.csv");
+    std::fs::write(&trace, "t,watts\n0,oops\n").unwrap_or_else(|e| panic!("{e}"));
+    let out = cli(dir.path())
+        .env("WATTBAR_REPLAY", &trace)
+        .args(["watch", "--count", "1"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.csv") && err.contains("line 2"), "{err}");
+}
