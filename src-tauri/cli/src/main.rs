@@ -82,7 +82,13 @@ fn human_line(p: &Published) -> Option<String> {
 
 async fn watch(interval: Duration, count: Option<u64>, json: bool) -> Result<()> {
     let prefs_path = paths::preferences_path()?;
-    let prefs = prefs_file::load(&prefs_path)?;
+    let (prefs, problems) = prefs_file::load(&prefs_path)?;
+    for problem in problems {
+        eprintln!(
+            "wattbar-cli: {}: {problem}; using the default",
+            prefs_path.display()
+        );
+    }
     let chain = build_chain(&ChainOptions::from_env())?;
     let engine = wattbar_engine::spawn(chain, EngineConfig::new(prefs));
     engine.send(Command::SetInterval(interval))?;

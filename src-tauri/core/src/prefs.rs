@@ -175,6 +175,58 @@ impl Preferences {
         Preferences::validate_interval(self.interval_ms)?;
         Ok(())
     }
+
+    /// Sets one stored field after validating it. Unknown keys are ignored (a newer version may
+    /// have written them); a refused value leaves the field as it was.
+    pub fn set_field(&mut self, key: &str, value: &serde_json::Value) -> Result<(), Error> {
+        fn wrong(field: &'static str, want: &str, value: &serde_json::Value) -> Error {
+            Error::Invalid {
+                field,
+                message: format!("{value} is not {want}"),
+            }
+        }
+        match key {
+            "price_per_kwh" => {
+                let v = value
+                    .as_f64()
+                    .ok_or_else(|| wrong("price", "a number", value))?;
+                self.price_per_kwh = Price::new(v)?;
+            }
+            "currency" => {
+                let v = value
+                    .as_str()
+                    .ok_or_else(|| wrong("currency", "a string", value))?;
+                self.currency = Currency::parse(v)?;
+            }
+            "low_power" => {
+                self.low_power = value
+                    .as_bool()
+                    .ok_or_else(|| wrong("low_power", "true or false", value))?;
+            }
+            "interval_ms" => {
+                let ms = value
+                    .as_u64()
+                    .ok_or_else(|| wrong("interval", "a whole number of ms", value))?;
+                Preferences::validate_interval(ms)?;
+                self.interval_ms = ms;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Builds preferences from stored key/value pairs one field at a time, so a bad value costs
+    /// only itself: it keeps its default and is returned as a problem to show.
+    pub fn from_entries<'a>(
+        entries: impl IntoIterator<Item = (&'a str, &'a serde_json::Value)>,
+    ) -> (Preferences, Vec<Error>) {
+        let mut prefs = Preferences::default();
+        let problems = entries
+            .into_iter()
+            .filter_map(|(k, v)| prefs.set_field(k, v).err())
+            .collect();
+        (prefs, problems)
+    }
 }
 
 /// Parses a human duration such as `1s`, `500ms`, `2m` or a bare number of seconds.
@@ -232,6 +284,24 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(ok.price_per_kwh.per_kwh(), 0.5);
         assert_eq!(ok.currency.as_str(), "EUR");
+    }
+
+    #[test]
+    fn one_bad_stored_value_costs_only_itself() {
+        let stored = serde_json::json!({
+            "price_per_kwh": -3.0,
+            "low_power": true,
+            "interval_ms": 500,
+            "currency": "usd",
+            "from_the_future": 1
+        });
+        let map = stored.as_object().cloned().unwrap_or_default();
+        let (prefs, problems) = Preferences::from_entries(map.iter().map(|(k, v)| (k.as_str(), v)));
+        assert!(prefs.low_power);
+        assert_eq!(prefs.interval_ms, 500);
+        assert_eq!(prefs.price_per_kwh, Price::default());
+        assert_eq!(prefs.currency, Currency::default());
+        assert_eq!(problems.len(), 2, "{problems:?}");
     }
 
     #[test]

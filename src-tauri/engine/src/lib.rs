@@ -12,5 +12,5 @@ pub mod sampler;
 pub mod setup;
 
 pub use error::Error;
-pub use sampler::{spawn, Command, EngineConfig, EngineHandle, Published};
+pub use sampler::{spawn, Command, EngineConfig, EngineHandle, Point, Published, RECENT_WINDOW};
 pub use setup::{build_chain, ChainOptions};

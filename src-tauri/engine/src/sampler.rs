@@ -8,7 +8,8 @@
 
 use crate::error::Error;
 use serde::Serialize;
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -54,8 +55,23 @@ pub struct Published {
     pub interval_ms: u64,
 }
 
+/// One point of the recent-watts history.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Point {
+    /// Wall-clock time, seconds since the Unix epoch.
+    pub t: f64,
+    /// `None` where no headline could be read: a hole in the line, not a zero.
+    pub watts: Option<f64>,
+}
+
+/// How much recent history the engine keeps for sparklines.
+pub const RECENT_WINDOW: Duration = Duration::from_secs(5 * 60);
+
+type Recent = Arc<Mutex<VecDeque<Point>>>;
+
 pub struct EngineHandle {
     state: watch::Receiver<Arc<Published>>,
+    recent: Recent,
     commands: mpsc::UnboundedSender<Command>,
     task: JoinHandle<()>,
 }
@@ -67,6 +83,12 @@ impl EngineHandle {
 
     pub fn current(&self) -> Arc<Published> {
         self.state.borrow().clone()
+    }
+
+    /// Headline watts over the last [`RECENT_WINDOW`], oldest first.
+    pub fn recent(&self) -> Vec<Point> {
+        let guard = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        guard.iter().copied().collect()
     }
 
     pub fn send(&self, command: Command) -> Result<(), Error> {
@@ -99,6 +121,7 @@ struct Engine {
     last_clocks: Option<(Duration, f64)>,
     snapshot: Option<Snapshot>,
     seq: u64,
+    recent: Recent,
 }
 
 impl Engine {
@@ -123,7 +146,20 @@ impl Engine {
             snapshot.headline_watts(),
             self.prefs.price_per_kwh,
         );
+        self.remember(at, snapshot.headline_watts().map(|w| w.0));
         self.snapshot = Some(snapshot);
+    }
+
+    fn remember(&self, at: Stamp, watts: Option<f64>) {
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        recent.push_back(Point {
+            t: at.unix_seconds,
+            watts,
+        });
+        let oldest = at.unix_seconds - RECENT_WINDOW.as_secs_f64();
+        while recent.front().is_some_and(|p| p.t < oldest) {
+            recent.pop_front();
+        }
     }
 
     fn apply(&mut self, command: Command) {
@@ -169,7 +205,9 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> EngineHandle {
         last_clocks: None,
         snapshot: None,
         seq: 0,
+        recent: Arc::new(Mutex::new(VecDeque::new())),
     };
+    let recent = engine.recent.clone();
     let (state_tx, state_rx) = watch::channel(engine.published());
     let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel();
     let task = tokio::spawn(async move {
@@ -197,6 +235,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> EngineHandle {
     });
     EngineHandle {
         state: state_rx,
+        recent,
         commands: cmd_tx,
         task,
     }

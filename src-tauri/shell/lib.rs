@@ -1,0 +1,103 @@
+//! The Wattbar tray app: a thin Tauri shell over wattbar-engine.
+//!
+//! Presentation only. The engine samples and publishes; this crate shows the published state in
+//! the tray and the dashboard, and turns clicks into engine commands and stored preferences.
+
+mod commands;
+pub mod events;
+mod format;
+mod menu;
+mod settings;
+mod tray;
+mod windows;
+
+use std::sync::Arc;
+use tauri::{Emitter, Manager, RunEvent};
+use tauri_plugin_store::Store;
+use wattbar_engine::{build_chain, ChainOptions, EngineConfig, EngineHandle};
+
+/// Command-line flag: open the dashboard at start (used by tests and by a second launch).
+pub const OPEN_DASHBOARD_FLAG: &str = "--open-dashboard";
+
+pub struct AppState {
+    pub engine: EngineHandle,
+    pub store: Arc<Store<tauri::Wry>>,
+}
+
+fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn setup(app: &mut tauri::App) -> Result<(), Box<dyn std::error::Error>> {
+    #[cfg(target_os = "macos")]
+    app.set_activation_policy(tauri::ActivationPolicy::Accessory);
+
+    let store = settings::open(app.handle())?;
+    let prefs = settings::load(&store);
+    let chain = build_chain(&ChainOptions::from_env())?;
+    let engine = tauri::async_runtime::block_on(async move {
+        wattbar_engine::spawn(chain, EngineConfig::new(prefs))
+    });
+    let mut rx = engine.subscribe();
+    app.manage(AppState { engine, store });
+
+    let mut tray = tray::Tray::build(app.handle())?;
+    let handle = app.handle().clone();
+    tauri::async_runtime::spawn(async move {
+        loop {
+            let published = rx.borrow_and_update().clone();
+            tray.show(&published);
+            if handle.get_webview_window(windows::DASHBOARD).is_some() {
+                let payload = events::StatePayload::from(published.as_ref());
+                if let Err(e) = handle.emit_to(windows::DASHBOARD, events::STATE_CHANGED, payload) {
+                    tracing::warn!("could not update the dashboard: {e}");
+                }
+            }
+            if rx.changed().await.is_err() {
+                break;
+            }
+        }
+    });
+
+    if std::env::args().any(|a| a == OPEN_DASHBOARD_FLAG) {
+        windows::open_dashboard(app.handle())?;
+    }
+    Ok(())
+}
+
+/// Runs the app until the user quits.
+pub fn run() {
+    init_tracing();
+    let app = tauri::Builder::default()
+        .plugin(tauri_plugin_single_instance::init(|app, _argv, _cwd| {
+            if let Err(e) = windows::open_dashboard(app) {
+                tracing::warn!("could not open the dashboard: {e}");
+            }
+        }))
+        .plugin(tauri_plugin_store::Builder::default().build())
+        .invoke_handler(tauri::generate_handler![
+            commands::get_dashboard,
+            commands::set_price,
+            commands::set_low_power
+        ])
+        .setup(setup)
+        .build(tauri::generate_context!());
+    match app {
+        Ok(app) => app.run(|_app, event| {
+            // Closing the dashboard must not quit: the tray lives on. Quit asks with a code.
+            if let RunEvent::ExitRequested { api, code: None, .. } = event {
+                api.prevent_exit();
+            }
+        }),
+        Err(e) => {
+            eprintln!("wattbar: cannot start: {e}");
+            std::process::exit(1);
+        }
+    }
+}

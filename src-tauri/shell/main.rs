@@ -1,0 +1,3 @@
+fn main() {
+    wattbar_app::run()
+}

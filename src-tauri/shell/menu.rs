@@ -1,0 +1,49 @@
+//! Tray menu ids. The menu is built once; its lines are updated in place.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MenuId {
+    /// Disabled line: watts, source and quality.
+    Now,
+    /// Disabled line: session kWh and cost.
+    Session,
+    LowPower,
+    OpenDashboard,
+    Quit,
+}
+
+impl MenuId {
+    pub const ALL: [MenuId; 5] = [
+        MenuId::Now,
+        MenuId::Session,
+        MenuId::LowPower,
+        MenuId::OpenDashboard,
+        MenuId::Quit,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MenuId::Now => "now",
+            MenuId::Session => "session",
+            MenuId::LowPower => "low-power",
+            MenuId::OpenDashboard => "open-dashboard",
+            MenuId::Quit => "quit",
+        }
+    }
+
+    pub fn parse(id: &str) -> Option<MenuId> {
+        MenuId::ALL.into_iter().find(|m| m.as_str() == id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_menu_id_round_trips() {
+        for id in MenuId::ALL {
+            assert_eq!(MenuId::parse(id.as_str()), Some(id));
+        }
+        assert_eq!(MenuId::parse("nope"), None);
+    }
+}

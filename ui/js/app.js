@@ -1,0 +1,118 @@
+// The dashboard: shows published state and sends the user's changes. Updates text in place.
+import * as transport from "./transport.js";
+import * as fmt from "./format.js";
+
+const WINDOW_SECONDS = 5 * 60;
+const $ = (id) => document.getElementById(id);
+let history = [];
+let lowPowerBusy = false;
+
+function setText(el, text, value) {
+  if (el.textContent !== text) el.textContent = text;
+  if (value !== undefined) el.dataset.value = String(value);
+}
+
+function renderUnavailable(list) {
+  const box = $("unavailable-box");
+  box.hidden = list.length === 0;
+  setText($("unavailable-count"), String(list.length));
+  const ul = $("unavailable");
+  const key = JSON.stringify(list);
+  if (ul.dataset.key === key) return;
+  ul.dataset.key = key;
+  ul.replaceChildren(...list.map((u) => {
+    const li = document.createElement("li");
+    li.textContent = `${u.source}: ${u.reason}`;
+    return li;
+  }));
+}
+
+function renderSpark() {
+  const now = history.length ? history[history.length - 1].t : 0;
+  const points = history.filter((p) => p.t >= now - WINDOW_SECONDS);
+  const values = points.filter((p) => p.watts !== null).map((p) => p.watts);
+  if (values.length === 0) { $("spark-line").setAttribute("d", ""); return; }
+  const max = Math.max(...values) * 1.1 || 1;
+  const min = Math.min(0, ...values);
+  let d = "";
+  let pen = false;
+  for (const p of points) {
+    if (p.watts === null) { pen = false; continue; }
+    const x = 300 * (1 - (now - p.t) / WINDOW_SECONDS);
+    const y = 60 - 60 * ((p.watts - min) / (max - min));
+    d += `${pen ? "L" : "M"}${x.toFixed(1)},${y.toFixed(1)}`;
+    pen = true;
+  }
+  $("spark-line").setAttribute("d", d);
+}
+
+function render(state) {
+  setText($("watts"), fmt.watts(state.watts), state.watts ?? "");
+  const q = $("quality");
+  setText(q, state.quality ?? "no reading");
+  q.dataset.quality = state.quality ?? "";
+  setText($("source"), state.source ?? "no source");
+  renderUnavailable(state.unavailable);
+  setText($("session-kwh"), fmt.energy(state.session_kwh), state.session_kwh);
+  setText($("session-cost"), fmt.money(state.session_cost, state.currency), state.session_cost);
+  setText($("price-value"), `${state.price_per_kwh} ${state.currency}/kWh`, state.price_per_kwh);
+  if (!lowPowerBusy) $("low-power").checked = state.low_power;
+  document.body.dataset.seq = String(state.seq);
+}
+
+function onState(state) {
+  if (state.at !== null && (history.length === 0 || history[history.length - 1].t < state.at)) {
+    history.push({ t: state.at, watts: state.watts });
+    const oldest = state.at - WINDOW_SECONDS;
+    while (history.length && history[0].t < oldest) history.shift();
+    renderSpark();
+  }
+  render(state);
+}
+
+function message(text, kind) {
+  const el = $("price-message");
+  el.textContent = text;
+  el.dataset.kind = kind;
+}
+
+async function savePrice(event) {
+  event.preventDefault();
+  try {
+    const price = await transport.setPrice($("price-input").value);
+    message(`Saved: ${price} per kWh from now on`, "ok");
+  } catch (reason) {
+    message(`Not saved. ${reason}`, "error");
+  }
+}
+
+async function toggleLowPower() {
+  const box = $("low-power");
+  lowPowerBusy = true;
+  try {
+    await transport.setLowPower(box.checked);
+  } catch (reason) {
+    box.checked = !box.checked;
+    message(`Low-power mode unchanged. ${reason}`, "error");
+  } finally {
+    lowPowerBusy = false;
+  }
+}
+
+async function start() {
+  if (!transport.available()) {
+    setText($("source"), "no connection to Wattbar");
+    return;
+  }
+  $("price-form").addEventListener("submit", savePrice);
+  $("low-power").addEventListener("change", toggleLowPower);
+  await transport.onState(onState);
+  const init = await transport.getDashboard();
+  history = init.history.slice();
+  $("price-input").value = String(init.state.price_per_kwh);
+  renderSpark();
+  render(init.state);
+  document.body.dataset.ready = "true";
+}
+
+start();

@@ -1,0 +1,5 @@
+// Mirror of src-tauri/shell/events.rs: event and command names shared with the app.
+export const STATE_CHANGED = "wattbar:state";
+export const CMD_GET_DASHBOARD = "get_dashboard";
+export const CMD_SET_PRICE = "set_price";
+export const CMD_SET_LOW_POWER = "set_low_power";
