@@ -35,7 +35,7 @@ pub fn session_line(p: &Published) -> String {
 
 pub fn kwh(kwh: f64) -> String {
     if kwh < 0.01 {
-        format!("{:.1} Wh", kwh * 1000.0)
+        format!("{:.2} Wh", kwh * 1000.0)
     } else {
         format!("{kwh:.3} kWh")
     }
@@ -89,7 +89,7 @@ mod tests {
     #[test]
     fn menu_lines_name_quality_and_source() {
         assert_eq!(now_line(&published(Some(14.2))), "14.2 W · measured · smc");
-        assert_eq!(session_line(&published(Some(1.0))), "Session 0.0 Wh · 0.0000 EUR");
+        assert_eq!(session_line(&published(Some(1.0))), "Session 0.00 Wh · 0.0000 EUR");
         assert_eq!(kwh(0.05), "0.050 kWh");
         assert_eq!(money(1.234, "USD"), "1.23 USD");
     }

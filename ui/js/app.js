@@ -106,6 +106,13 @@ async function start() {
   }
   $("price-form").addEventListener("submit", savePrice);
   $("low-power").addEventListener("change", toggleLowPower);
+  document.addEventListener("keydown", (event) => {
+    // Ctrl+W (Linux) and Cmd+W (macOS) close the dashboard, as in any small utility window.
+    if ((event.ctrlKey || event.metaKey) && event.key.toLowerCase() === "w") {
+      event.preventDefault();
+      transport.closeWindow();
+    }
+  });
   await transport.onState(onState);
   const init = await transport.getDashboard();
   history = init.history.slice();

@@ -5,7 +5,7 @@ export function watts(w) {
 }
 
 export function energy(kwh) {
-  return kwh < 0.01 ? `${(kwh * 1000).toFixed(1)} Wh` : `${kwh.toFixed(3)} kWh`;
+  return kwh < 0.01 ? `${(kwh * 1000).toFixed(2)} Wh` : `${kwh.toFixed(3)} kWh`;
 }
 
 export function money(amount, currency) {

@@ -20,6 +20,11 @@ export function setLowPower(enabled) {
   return tauri.core.invoke(CMD_SET_LOW_POWER, { enabled });
 }
 
+// Closes the dashboard window (the app and its tray keep running).
+export function closeWindow() {
+  return tauri.window.getCurrentWindow().close();
+}
+
 // Calls back with each published state. Returns a promise of the unsubscribe function.
 export function onState(callback) {
   return tauri.event.listen(STATE_CHANGED, (event) => callback(event.payload));
