@@ -36,7 +36,10 @@ fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<
         if let Some(v) = probe() {
             return v;
         }
-        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -112,26 +115,30 @@ struct Tray {
 
 impl Tray {
     fn find() -> Tray {
-        wait_for("the tray item on the session bus", Duration::from_secs(20), || {
-            let names = gdbus(
-                "org.freedesktop.DBus",
-                "/org/freedesktop/DBus",
-                "org.freedesktop.DBus.ListNames",
-                &[],
-            )?;
-            names
-                .split(['\'', ' ', ',', '[', ']', '(', ')'])
-                .filter(|n| n.starts_with(':'))
-                .find(|n| {
-                    let t = Tray {
+        wait_for(
+            "the tray item on the session bus",
+            Duration::from_secs(20),
+            || {
+                let names = gdbus(
+                    "org.freedesktop.DBus",
+                    "/org/freedesktop/DBus",
+                    "org.freedesktop.DBus.ListNames",
+                    &[],
+                )?;
+                names
+                    .split(['\'', ' ', ',', '[', ']', '(', ')'])
+                    .filter(|n| n.starts_with(':'))
+                    .find(|n| {
+                        let t = Tray {
+                            dest: n.to_string(),
+                        };
+                        t.label().is_some()
+                    })
+                    .map(|n| Tray {
                         dest: n.to_string(),
-                    };
-                    t.label().is_some()
-                })
-                .map(|n| Tray {
-                    dest: n.to_string(),
-                })
-        })
+                    })
+            },
+        )
     }
 
     /// The tray title (`XAyatanaLabel`).
@@ -235,8 +242,13 @@ fn web_processes_of_the_app() -> usize {
 fn launch(home: &Home, args: &[&str]) -> Proc {
     let mut cmd = Command::new(APP);
     home.apply(&mut cmd);
-    cmd.args(args).stdout(Stdio::null()).stderr(Stdio::inherit());
-    Proc(cmd.spawn().unwrap_or_else(|e| panic!("cannot start {APP}: {e}")))
+    cmd.args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    Proc(
+        cmd.spawn()
+            .unwrap_or_else(|e| panic!("cannot start {APP}: {e}")),
+    )
 }
 
 #[test]
@@ -264,7 +276,10 @@ fn the_tray_shows_live_watts_and_the_dashboard_opens_only_on_demand() {
         labels.iter().any(|l| l.ends_with(" W · measured · replay")),
         "{labels:?}"
     );
-    assert!(labels.iter().any(|l| l.starts_with("Session ")), "{labels:?}");
+    assert!(
+        labels.iter().any(|l| l.starts_with("Session ")),
+        "{labels:?}"
+    );
     for wanted in ["Low-power mode", "Open dashboard", "Quit"] {
         assert!(labels.contains(&wanted), "{wanted} missing from {labels:?}");
     }
@@ -283,7 +298,10 @@ fn the_tray_shows_live_watts_and_the_dashboard_opens_only_on_demand() {
     wait_for("the dashboard window", Duration::from_secs(15), || {
         visible_dashboard().then_some(())
     });
-    assert!(app.0.try_wait().ok().flatten().is_none(), "the first instance died");
+    assert!(
+        app.0.try_wait().ok().flatten().is_none(),
+        "the first instance died"
+    );
 
     // Quit ends the app cleanly.
     tray.click("Quit");
@@ -312,12 +330,18 @@ impl Driver {
         let native = free_port();
         let mut cmd = Command::new("tauri-driver");
         home.apply(&mut cmd);
-        cmd.args(["--port", &port.to_string(), "--native-port", &native.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let proc = Proc(cmd.spawn().unwrap_or_else(|e| {
-            panic!("cannot start tauri-driver ({e}): run scripts/setup")
-        }));
+        cmd.args([
+            "--port",
+            &port.to_string(),
+            "--native-port",
+            &native.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+        let proc = Proc(
+            cmd.spawn()
+                .unwrap_or_else(|e| panic!("cannot start tauri-driver ({e}): run scripts/setup")),
+        );
         let base = format!("http://127.0.0.1:{port}");
         wait_for("tauri-driver to listen", Duration::from_secs(10), || {
             std::net::TcpStream::connect(("127.0.0.1", port)).ok()
@@ -351,7 +375,10 @@ fn post(url: &str, body: &Value) -> Value {
     match agent().post(url).send_json(body) {
         Ok(r) => r.into_json().unwrap_or(Value::Null),
         Err(ureq::Error::Status(code, r)) => {
-            panic!("POST {url} → {code}: {}", r.into_string().unwrap_or_default())
+            panic!(
+                "POST {url} → {code}: {}",
+                r.into_string().unwrap_or_default()
+            )
         }
         Err(e) => panic!("POST {url}: {e}"),
     }
@@ -401,10 +428,12 @@ impl Session {
     }
 
     fn text(&self, id: &str) -> String {
-        self.js(&format!("return document.getElementById('{id}').textContent"))
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
+        self.js(&format!(
+            "return document.getElementById('{id}').textContent"
+        ))
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
     }
 
     fn number(&self, id: &str) -> f64 {
@@ -471,7 +500,10 @@ fn the_dashboard_shows_live_watts_prices_cost_and_follows_the_tray() {
     assert_eq!(ui.text("quality"), "measured");
     assert_eq!(ui.text("source"), "replay");
     let spark = ui.js("return document.getElementById('spark-line').getAttribute('d')");
-    assert!(spark.as_str().is_some_and(|d| d.starts_with('M')), "{spark}");
+    assert!(
+        spark.as_str().is_some_and(|d| d.starts_with('M')),
+        "{spark}"
+    );
 
     // Bad prices are refused with a message and the old price stays.
     assert_eq!(ui.number("price-value"), 0.3);
@@ -515,23 +547,30 @@ fn the_dashboard_shows_live_watts_prices_cost_and_follows_the_tray() {
         (k > kwh0 + 1e-6).then_some((k, c))
     });
     let rate = (cost1 - cost0) / (kwh1 - kwh0);
-    assert!((rate - 2.0).abs() < 1e-6, "cost grew at {rate} per kWh, not 2");
+    assert!(
+        (rate - 2.0).abs() < 1e-6,
+        "cost grew at {rate} per kWh, not 2"
+    );
     assert!(ui.text("session-cost").ends_with(" EUR"));
 
     // The tray and the dashboard share one low-power state, and the store keeps it.
     let tray = Tray::find();
     assert!(TRACE_TITLES.contains(&tray.label().unwrap_or_default().as_str()));
     tray.click("Low-power mode");
-    wait_for("the dashboard to follow the tray", Duration::from_secs(5), || {
-        (ui.js("return document.getElementById('low-power').checked") == true).then_some(())
-    });
+    wait_for(
+        "the dashboard to follow the tray",
+        Duration::from_secs(5),
+        || (ui.js("return document.getElementById('low-power').checked") == true).then_some(()),
+    );
     assert_eq!(home.stored()["low_power"], true);
     assert_eq!(tray.item("Low-power mode").toggle, Some(1));
     ui.screenshot("dashboard.png");
     ui.click("#low-power");
-    wait_for("the tray to follow the dashboard", Duration::from_secs(5), || {
-        (tray.item("Low-power mode").toggle == Some(0)).then_some(())
-    });
+    wait_for(
+        "the tray to follow the dashboard",
+        Duration::from_secs(5),
+        || (tray.item("Low-power mode").toggle == Some(0)).then_some(()),
+    );
     assert_eq!(home.stored()["low_power"], false);
     tray.click("Low-power mode");
     wait_for("low power on again", Duration::from_secs(5), || {
@@ -556,9 +595,11 @@ fn the_dashboard_shows_live_watts_prices_cost_and_follows_the_tray() {
 
     // A restart keeps the price and the low-power state.
     let ui = driver.session(&["--open-dashboard"]);
-    wait_for("the dashboard to load again", Duration::from_secs(20), || {
-        (ui.js("return document.body.dataset.ready").as_str() == Some("true")).then_some(())
-    });
+    wait_for(
+        "the dashboard to load again",
+        Duration::from_secs(20),
+        || (ui.js("return document.body.dataset.ready").as_str() == Some("true")).then_some(()),
+    );
     assert_eq!(ui.number("price-value"), 2.0);
     assert_eq!(
         ui.js("return document.getElementById('price-input').value"),

@@ -25,7 +25,11 @@ pub fn get_dashboard(state: State<'_, AppState>) -> DashboardPayload {
 #[tauri::command]
 pub fn set_price(input: String, state: State<'_, AppState>) -> Result<f64, String> {
     let price = Price::parse_input(&input).map_err(|e| e.to_string())?;
-    settings::save(&state.store, settings::PRICE_PER_KWH, serde_json::json!(price.per_kwh()))?;
+    settings::save(
+        &state.store,
+        settings::PRICE_PER_KWH,
+        serde_json::json!(price.per_kwh()),
+    )?;
     state
         .engine
         .send(Command::SetPrice(price))
@@ -43,7 +47,11 @@ pub fn apply_low_power(app: &AppHandle, enabled: bool) -> Result<bool, String> {
     let state = app
         .try_state::<AppState>()
         .ok_or_else(|| "Wattbar is still starting".to_string())?;
-    settings::save(&state.store, settings::LOW_POWER, serde_json::json!(enabled))?;
+    settings::save(
+        &state.store,
+        settings::LOW_POWER,
+        serde_json::json!(enabled),
+    )?;
     state
         .engine
         .send(Command::SetLowPower(enabled))

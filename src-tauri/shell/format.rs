@@ -57,7 +57,8 @@ mod tests {
 
     fn published(watts: Option<f64>) -> Published {
         let at = Stamp::new(Duration::from_secs(1), 1.0);
-        let headline = watts.map(|w| Reading::power(Domain::System, Watts(w), "smc", Quality::Measured, at));
+        let headline =
+            watts.map(|w| Reading::power(Domain::System, Watts(w), "smc", Quality::Measured, at));
         Published {
             seq: 1,
             snapshot: Some(Snapshot {
@@ -89,7 +90,10 @@ mod tests {
     #[test]
     fn menu_lines_name_quality_and_source() {
         assert_eq!(now_line(&published(Some(14.2))), "14.2 W · measured · smc");
-        assert_eq!(session_line(&published(Some(1.0))), "Session 0.00 Wh · 0.0000 EUR");
+        assert_eq!(
+            session_line(&published(Some(1.0))),
+            "Session 0.00 Wh · 0.0000 EUR"
+        );
         assert_eq!(kwh(0.05), "0.050 kWh");
         assert_eq!(money(1.234, "USD"), "1.23 USD");
     }

@@ -91,7 +91,10 @@ pub fn run() {
     match app {
         Ok(app) => app.run(|_app, event| {
             // Closing the dashboard must not quit: the tray lives on. Quit asks with a code.
-            if let RunEvent::ExitRequested { api, code: None, .. } = event {
+            if let RunEvent::ExitRequested {
+                api, code: None, ..
+            } = event
+            {
                 api.prevent_exit();
             }
         }),

@@ -40,7 +40,13 @@ fn icon() -> Result<Image<'static>, tauri::Error> {
 impl Tray {
     pub fn build(app: &AppHandle) -> Result<Tray, tauri::Error> {
         let now = MenuItem::with_id(app, MenuId::Now.as_str(), "Starting…", false, None::<&str>)?;
-        let session = MenuItem::with_id(app, MenuId::Session.as_str(), "Session —", false, None::<&str>)?;
+        let session = MenuItem::with_id(
+            app,
+            MenuId::Session.as_str(),
+            "Session —",
+            false,
+            None::<&str>,
+        )?;
         let low_power = CheckMenuItem::with_id(
             app,
             MenuId::LowPower.as_str(),
@@ -98,7 +104,8 @@ impl Tray {
         let result = (|| -> Result<(), tauri::Error> {
             if next.title != self.shown.title {
                 self.icon.set_title(Some(&next.title))?;
-                self.icon.set_tooltip(Some(&format!("Wattbar · {}\n{}", next.now, next.session)))?;
+                self.icon
+                    .set_tooltip(Some(&format!("Wattbar · {}\n{}", next.now, next.session)))?;
             }
             if next.now != self.shown.now {
                 self.now.set_text(&next.now)?;
@@ -106,7 +113,9 @@ impl Tray {
             if next.session != self.shown.session {
                 self.session.set_text(&next.session)?;
             }
-            if next.low_power != self.shown.low_power || self.low_power.is_checked()? != next.low_power {
+            if next.low_power != self.shown.low_power
+                || self.low_power.is_checked()? != next.low_power
+            {
                 self.low_power.set_checked(next.low_power)?;
             }
             Ok(())

@@ -7,10 +7,16 @@ use std::io::Write;
 use std::time::Duration;
 use wattbar_core::prefs::parse_duration;
 use wattbar_core::Preferences;
-use wattbar_engine::{build_chain, paths, prefs_file, ChainOptions, Command, EngineConfig, Published};
+use wattbar_engine::{
+    build_chain, paths, prefs_file, ChainOptions, Command, EngineConfig, Published,
+};
 
 #[derive(Parser)]
-#[command(name = "wattbar-cli", version, about = "Wattbar's power engine, headless")]
+#[command(
+    name = "wattbar-cli",
+    version,
+    about = "Wattbar's power engine, headless"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -105,7 +111,9 @@ async fn watch(interval: Duration, count: Option<u64>, json: bool) -> Result<()>
         }
         last_sample = at;
         let line = if json {
-            watch_line(&p).map(|l| serde_json::to_string(&l)).transpose()?
+            watch_line(&p)
+                .map(|l| serde_json::to_string(&l))
+                .transpose()?
         } else {
             human_line(&p)
         };

@@ -19,13 +19,18 @@ fn watch_count_3_json_prints_three_json_lines_from_this_machine() {
         .args(["watch", "--interval", "200ms", "--count", "3", "--json"])
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3, "{text}");
     let mut last_t = 0.0;
     for line in lines {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
         let t = v["t"].as_f64().unwrap_or_else(|| panic!("no t in {line}"));
         assert!(t > last_t, "t must increase: {line}");
         last_t = t;
@@ -34,7 +39,10 @@ fn watch_count_3_json_prints_three_json_lines_from_this_machine() {
         assert_eq!(v["quality"], "estimated", "{line}");
         assert_eq!(v["source"], "cpu-proxy", "{line}");
         assert_eq!(v["domain"], "system", "{line}");
-        assert!(v["session_joules"].as_f64().is_some_and(|j| j >= 0.0), "{line}");
+        assert!(
+            v["session_joules"].as_f64().is_some_and(|j| j >= 0.0),
+            "{line}"
+        );
     }
 }
 
@@ -48,14 +56,20 @@ fn watch_replays_a_trace_and_integrates_it() {
         .args(["watch", "--interval", "100ms", "--count", "4", "--json"])
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     let rows: Vec<serde_json::Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect();
     assert_eq!(rows.len(), 4);
-    assert!(rows.iter().all(|r| r["watts"] == 50.0 && r["quality"] == "measured"));
+    assert!(rows
+        .iter()
+        .all(|r| r["watts"] == 50.0 && r["quality"] == "measured"));
     // Three intervals of about 100 ms at 50 W: about 15 J.
     let joules = rows[3]["session_joules"].as_f64().unwrap_or_default();
     assert!((10.0..=25.0).contains(&joules), "{joules}");

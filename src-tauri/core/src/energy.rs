@@ -144,7 +144,11 @@ mod tests {
             i.push(secs(t), Some(Watts(p)));
         }
         let exact = 60_000.0;
-        assert!((i.total().0 - exact).abs() / exact < 0.001, "{:?}", i.total());
+        assert!(
+            (i.total().0 - exact).abs() / exact < 0.001,
+            "{:?}",
+            i.total()
+        );
     }
 
     #[test]

@@ -15,5 +15,8 @@ pub enum Error {
     Parse(String),
     /// A value a person entered (or a stored preference) is out of bounds; the old value stays.
     #[error("{field}: {message}")]
-    Invalid { field: &'static str, message: String },
+    Invalid {
+        field: &'static str,
+        message: String,
+    },
 }

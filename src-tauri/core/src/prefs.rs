@@ -280,8 +280,8 @@ mod tests {
     fn stored_preferences_with_a_bad_price_do_not_load() {
         let bad = serde_json::from_str::<Preferences>(r#"{"price_per_kwh": -2}"#);
         assert!(bad.is_err());
-        let ok: Preferences = serde_json::from_str(r#"{"price_per_kwh": 0.5}"#)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let ok: Preferences =
+            serde_json::from_str(r#"{"price_per_kwh": 0.5}"#).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(ok.price_per_kwh.per_kwh(), 0.5);
         assert_eq!(ok.currency.as_str(), "EUR");
     }

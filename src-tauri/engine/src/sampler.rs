@@ -135,7 +135,10 @@ impl Engine {
             let mono_dt = at.monotonic.saturating_sub(mono).as_secs_f64();
             let wall_dt = at.unix_seconds - wall;
             if wall_dt - mono_dt > self.gap_threshold.as_secs_f64() {
-                tracing::info!(seconds = wall_dt, "suspend or clock jump: not integrating across it");
+                tracing::info!(
+                    seconds = wall_dt,
+                    "suspend or clock jump: not integrating across it"
+                );
                 self.session.interrupt(at.monotonic, wall_dt);
             }
         }
@@ -310,7 +313,11 @@ mod tests {
         let priced = wait_for(&mut rx, |p| p.price_per_kwh == 0.5).await;
         assert_eq!(priced.session.cost, 0.0);
         let later = wait_for(&mut rx, |p| p.session.kwh >= 2.0 - 1e-9).await;
-        assert!((later.session.cost - 0.5).abs() < 1e-9, "{}", later.session.cost);
+        assert!(
+            (later.session.cost - 0.5).abs() < 1e-9,
+            "{}",
+            later.session.cost
+        );
         engine.stop();
     }
 
@@ -345,12 +352,24 @@ mod tests {
             .send(Command::SetInterval(Duration::from_millis(100)))
             .unwrap_or_else(|e| panic!("{e}"));
         let a = wait_for(&mut rx, |p| p.interval_ms == 100).await;
-        let t0 = a.snapshot.as_ref().map(|s| s.at.monotonic).unwrap_or_default();
+        let t0 = a
+            .snapshot
+            .as_ref()
+            .map(|s| s.at.monotonic)
+            .unwrap_or_default();
         let b = wait_for(&mut rx, |p| {
-            p.snapshot.as_ref().map(|s| s.at.monotonic).unwrap_or_default() > t0
+            p.snapshot
+                .as_ref()
+                .map(|s| s.at.monotonic)
+                .unwrap_or_default()
+                > t0
         })
         .await;
-        let t1 = b.snapshot.as_ref().map(|s| s.at.monotonic).unwrap_or_default();
+        let t1 = b
+            .snapshot
+            .as_ref()
+            .map(|s| s.at.monotonic)
+            .unwrap_or_default();
         assert!(t1 - t0 <= Duration::from_millis(150), "{:?}", t1 - t0);
         engine.stop();
     }

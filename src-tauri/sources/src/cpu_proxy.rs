@@ -116,8 +116,9 @@ pub struct CpuProxy {
 impl CpuProxy {
     pub fn new(model: CpuPowerModel) -> Self {
         // The first refresh sets the baseline; the first read then gives the load since start.
-        let system =
-            System::new_with_specifics(RefreshKind::nothing().with_cpu(CpuRefreshKind::nothing().with_cpu_usage()));
+        let system = System::new_with_specifics(
+            RefreshKind::nothing().with_cpu(CpuRefreshKind::nothing().with_cpu_usage()),
+        );
         CpuProxy { model, system }
     }
 

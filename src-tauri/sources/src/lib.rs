@@ -16,10 +16,7 @@ use std::path::Path;
 use wattbar_core::Source;
 
 /// The sources for this machine, best first. `replay`, when given, replaces the whole chain.
-pub fn default_sources(
-    root: &Path,
-    configured_tdp_watts: Option<f64>,
-) -> Vec<Box<dyn Source>> {
+pub fn default_sources(root: &Path, configured_tdp_watts: Option<f64>) -> Vec<Box<dyn Source>> {
     let model = CpuPowerModel::detect(root, configured_tdp_watts);
     vec![Box::new(CpuProxy::new(model))]
 }

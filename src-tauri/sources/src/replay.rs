@@ -71,8 +71,8 @@ pub fn parse_trace(text: &str) -> Result<Trace, Error> {
     let cols: Vec<&str> = header.split(',').map(str::trim).collect();
     let find = |name: &str| cols.iter().position(|c| *c == name);
     let t_col = find("t").ok_or_else(|| parse_err(hline, "the header has no `t` column".into()))?;
-    let w_col = find("watts")
-        .ok_or_else(|| parse_err(hline, "the header has no `watts` column".into()))?;
+    let w_col =
+        find("watts").ok_or_else(|| parse_err(hline, "the header has no `watts` column".into()))?;
     let d_col = find("domain");
     let q_col = find("quality");
 
@@ -248,7 +248,9 @@ mod tests {
 
     #[test]
     fn a_bad_row_is_an_error_naming_its_line() {
-        let err = parse_trace("t,watts\n0,1\n1,lots\n").err().map(|e| e.to_string());
+        let err = parse_trace("t,watts\n0,1\n1,lots\n")
+            .err()
+            .map(|e| e.to_string());
         assert_eq!(
             err.as_deref(),
             Some("replay trace line 3: watts \"lots\" is not a non-negative number")

@@ -1,0 +1,41 @@
+# Wattbar: `make run` to use it, `make test` for everything CI checks.
+SHELL := /bin/bash
+.DEFAULT_GOAL := run
+
+CARGO ?= cargo
+MAC_TARGET := aarch64-apple-darwin
+MAC_ENV := CC_aarch64_apple_darwin=clang AR_aarch64_apple_darwin=llvm-ar
+# End-to-end tests need an X display and a private D-Bus session bus; on a desktop you already have both.
+DESKTOP := xvfb-run -a dbus-run-session --
+
+.PHONY: run setup build release test fmt clippy unit mac-check e2e bench clean
+
+setup:
+	@scripts/setup
+
+build: setup
+	$(CARGO) build --workspace
+
+release: setup
+	$(CARGO) build --release --workspace
+
+run: release
+	./target/release/wattbar
+
+fmt:
+	$(CARGO) fmt --all -- --check
+
+clippy:
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+# All tests of every crate, the end-to-end ones included, under a virtual display and session bus.
+unit:
+	$(DESKTOP) $(CARGO) test --workspace
+
+mac-check:
+	$(MAC_ENV) $(CARGO) check --workspace --all-targets --target $(MAC_TARGET)
+
+test: setup fmt clippy unit mac-check
+
+clean:
+	$(CARGO) clean
