@@ -587,6 +587,12 @@ fn the_dashboard_shows_live_watts_prices_cost_and_follows_the_tray() {
     wait_for("the title to keep updating", Duration::from_secs(5), || {
         (tray.label() != before).then_some(())
     });
+
+    // The tray's "Open dashboard" creates it again.
+    tray.click("Open dashboard");
+    wait_for("the dashboard to reopen", Duration::from_secs(15), || {
+        (visible_dashboard() && web_processes_of_the_app() > 0).then_some(())
+    });
     tray.click("Quit");
     wait_for("the app to quit", Duration::from_secs(10), || {
         tray.label().is_none().then_some(())

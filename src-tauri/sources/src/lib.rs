@@ -6,11 +6,17 @@
 
 pub mod cpu_proxy;
 pub mod error;
+pub mod linux;
+pub mod macos;
+pub mod nvidia;
+pub mod ollama;
 pub mod replay;
+pub mod sample;
 
 pub use cpu_proxy::{CpuPowerModel, CpuProxy};
 pub use error::Error;
 pub use replay::{ReplaySource, Trace};
+pub use sample::Sample;
 
 use std::path::Path;
 use wattbar_core::Source;
