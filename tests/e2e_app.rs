@@ -499,6 +499,16 @@ fn the_dashboard_shows_live_watts_prices_cost_and_follows_the_tray() {
     }
     assert_eq!(ui.text("quality"), "measured");
     assert_eq!(ui.text("source"), "replay");
+    let breakdown = ui.js(
+        "return [...document.querySelectorAll('#breakdown-rows tr')].map(r => r.innerText.replace(/\\s+/g, ' ').trim())",
+    );
+    let rows = breakdown.as_array().cloned().unwrap_or_default();
+    assert_eq!(rows.len(), 1, "{breakdown}");
+    let row = rows[0].as_str().unwrap_or_default();
+    assert!(
+        row.starts_with("system ") && row.ends_with(" W measured · replay"),
+        "{row}"
+    );
     let spark = ui.js("return document.getElementById('spark-line').getAttribute('d')");
     assert!(
         spark.as_str().is_some_and(|d| d.starts_with('M')),

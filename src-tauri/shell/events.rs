@@ -25,11 +25,23 @@ pub struct StatePayload {
     pub source: Option<String>,
     pub domain: Option<Domain>,
     pub unavailable: Vec<Unavailable>,
+    /// Every reading of the sample, best source first.
+    pub breakdown: Vec<BreakdownItem>,
     pub session_kwh: f64,
     pub session_cost: f64,
     pub currency: String,
     pub price_per_kwh: f64,
     pub low_power: bool,
+}
+
+/// One line of the dashboard's breakdown.
+#[derive(Debug, Clone, Serialize)]
+pub struct BreakdownItem {
+    pub domain: Domain,
+    pub device: Option<String>,
+    pub watts: Option<f64>,
+    pub source: String,
+    pub quality: Quality,
 }
 
 impl From<&Published> for StatePayload {
@@ -46,6 +58,22 @@ impl From<&Published> for StatePayload {
                 .snapshot
                 .as_ref()
                 .map(|s| s.unavailable.clone())
+                .unwrap_or_default(),
+            breakdown: p
+                .snapshot
+                .as_ref()
+                .map(|s| {
+                    s.breakdown
+                        .iter()
+                        .map(|r| BreakdownItem {
+                            domain: r.domain,
+                            device: r.device.clone(),
+                            watts: r.watts.map(|w| w.0),
+                            source: r.source.clone(),
+                            quality: r.quality,
+                        })
+                        .collect()
+                })
                 .unwrap_or_default(),
             session_kwh: p.session.kwh,
             session_cost: p.session.cost,

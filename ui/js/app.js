@@ -27,6 +27,25 @@ function renderUnavailable(list) {
   }));
 }
 
+function renderBreakdown(items) {
+  const body = $("breakdown-rows");
+  const key = JSON.stringify(items.map((i) => [i.domain, i.device, i.source, i.quality]));
+  if (body.dataset.key !== key) {
+    body.dataset.key = key;
+    body.replaceChildren(...items.map(() => {
+      const tr = document.createElement("tr");
+      for (let i = 0; i < 3; i++) tr.appendChild(document.createElement("td"));
+      return tr;
+    }));
+  }
+  items.forEach((item, n) => {
+    const cells = body.children[n].children;
+    setText(cells[0], item.device ? `${item.domain} ${item.device}` : item.domain);
+    setText(cells[1], `${fmt.watts(item.watts)} W`, item.watts ?? "");
+    setText(cells[2], `${item.quality} · ${item.source}`);
+  });
+}
+
 function renderSpark() {
   const now = history.length ? history[history.length - 1].t : 0;
   const points = history.filter((p) => p.t >= now - WINDOW_SECONDS);
@@ -53,6 +72,7 @@ function render(state) {
   q.dataset.quality = state.quality ?? "";
   setText($("source"), state.source ?? "no source");
   renderUnavailable(state.unavailable);
+  renderBreakdown(state.breakdown);
   setText($("session-kwh"), fmt.energy(state.session_kwh), state.session_kwh);
   setText($("session-cost"), fmt.money(state.session_cost, state.currency), state.session_cost);
   setText($("price-value"), `${state.price_per_kwh} ${state.currency}/kWh`, state.price_per_kwh);

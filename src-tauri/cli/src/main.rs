@@ -33,8 +33,11 @@ enum Cmd {
         #[arg(long)]
         count: Option<u64>,
         /// One JSON object per line.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "csv")]
         json: bool,
+        /// Record a replay trace: `t,watts,domain,quality`, t in seconds from the first sample.
+        #[arg(long)]
+        csv: bool,
     },
 }
 
@@ -86,7 +89,29 @@ fn human_line(p: &Published) -> Option<String> {
     ))
 }
 
-async fn watch(interval: Duration, count: Option<u64>, json: bool) -> Result<()> {
+#[derive(Clone, Copy, PartialEq)]
+enum Format {
+    Human,
+    Json,
+    Csv,
+}
+
+/// One row of a replay trace (see `wattbar_sources::replay`).
+fn csv_line(p: &Published, origin: Duration) -> Option<String> {
+    let snap = p.snapshot.as_ref()?;
+    let t = snap.at.monotonic.saturating_sub(origin).as_secs_f64();
+    Some(match snap.headline.as_ref() {
+        Some(h) => format!(
+            "{t:.3},{},{},{}",
+            h.watts.map(|w| w.0.to_string()).unwrap_or_default(),
+            h.domain,
+            h.quality
+        ),
+        None => format!("{t:.3},,system,measured"),
+    })
+}
+
+async fn watch(interval: Duration, count: Option<u64>, format: Format) -> Result<()> {
     let prefs_path = paths::preferences_path()?;
     let (prefs, problems) = prefs_file::load(&prefs_path)?;
     for problem in problems {
@@ -102,6 +127,10 @@ async fn watch(interval: Duration, count: Option<u64>, json: bool) -> Result<()>
     let mut last_sample = None;
     let mut printed = 0u64;
     let mut out = std::io::stdout().lock();
+    let mut origin = None;
+    if format == Format::Csv {
+        writeln!(out, "t,watts,domain,quality")?;
+    }
     while count.is_none_or(|c| printed < c) {
         rx.changed().await.context("the engine stopped")?;
         let p = rx.borrow_and_update().clone();
@@ -110,12 +139,15 @@ async fn watch(interval: Duration, count: Option<u64>, json: bool) -> Result<()>
             continue;
         }
         last_sample = at;
-        let line = if json {
-            watch_line(&p)
+        let line = match format {
+            Format::Json => watch_line(&p)
                 .map(|l| serde_json::to_string(&l))
-                .transpose()?
-        } else {
-            human_line(&p)
+                .transpose()?,
+            Format::Human => human_line(&p),
+            Format::Csv => {
+                let origin = *origin.get_or_insert(at.unwrap_or_default());
+                csv_line(&p, origin)
+            }
         };
         if let Some(line) = line {
             writeln!(out, "{line}")?;
@@ -145,6 +177,14 @@ fn main() -> Result<()> {
             interval,
             count,
             json,
-        } => runtime.block_on(watch(interval, count, json)),
+            csv,
+        } => {
+            let format = match (json, csv) {
+                (true, _) => Format::Json,
+                (_, true) => Format::Csv,
+                _ => Format::Human,
+            };
+            runtime.block_on(watch(interval, count, format))
+        }
     }
 }

@@ -96,3 +96,45 @@ fn a_bad_interval_or_trace_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.csv") && err.contains("line 2"), "{err}");
 }
+
+#[test]
+fn watch_csv_records_a_trace_that_replays_the_same_watts() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let source = dir.path().join("source.csv");
+    std::fs::write(&source, "t,watts\n0,40\n").unwrap_or_else(|e| panic!("{e}"));
+    let out = cli(dir.path())
+        .env("WATTBAR_REPLAY", &source)
+        .args(["watch", "--interval", "100ms", "--count", "3", "--csv"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let recorded = String::from_utf8_lossy(&out.stdout).into_owned();
+    let lines: Vec<&str> = recorded.lines().collect();
+    assert_eq!(lines.len(), 4, "{recorded}");
+    assert_eq!(lines[0], "t,watts,domain,quality");
+    assert!(
+        lines[1].starts_with("0.000,40,system,measured"),
+        "{recorded}"
+    );
+
+    let trace = dir.path().join("recorded.csv");
+    std::fs::write(&trace, &recorded).unwrap_or_else(|e| panic!("{e}"));
+    let out = cli(dir.path())
+        .env("WATTBAR_REPLAY", &trace)
+        .args(["watch", "--interval", "100ms", "--count", "2", "--json"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(v["watts"], 40.0);
+    }
+}

@@ -1,11 +1,16 @@
 //! The sampler chain: asks sources from most to least trustworthy and builds one [`Snapshot`].
 //!
 //! Headline policy:
-//! 1. the first whole-system reading (domain `system`) from the most trusted source that has one;
-//! 2. otherwise the sum of component readings (CPU, GPU, ANE, DRAM), one per domain and device,
-//!    each taken from the most trusted source that reported it, so nothing is counted twice.
-//!    The sum is as good as its worst part;
-//! 3. otherwise no headline: absent, never 0 W.
+//! 1. the first whole-system reading (domain `system`) from the most trusted source that has one
+//!    (e.g. SMC system power, then battery `SystemLoad`, then battery V×I while discharging);
+//! 2. otherwise a platform-wide reading (RAPL `psys`);
+//! 3. otherwise the sum of component readings (CPU, GPU, ANE, DRAM). Each domain comes whole from
+//!    the most trusted source that reported it (RAPL's packages, not RAPL plus the CPU proxy), so
+//!    nothing is counted twice. The sum is as good as its worst part;
+//! 4. otherwise no headline: absent, never 0 W.
+//!
+//! A candidate of better quality beats the order above: measured parts beat a heuristic
+//! whole-system guess.
 //!
 //! A source that answers `Unavailable` is not asked again; its reason stays in every snapshot.
 //! A `Transient` failure is listed for that sample and the source is asked again next time.
@@ -115,21 +120,42 @@ fn usable(r: &Reading) -> Option<Watts> {
 
 /// The headline from readings ordered best source first (see the module docs).
 pub fn headline(readings: &[Reading], at: Stamp) -> Option<Reading> {
-    if let Some(system) = readings
-        .iter()
-        .find(|r| r.domain == Domain::System && usable(r).is_some())
-    {
-        return Some(system.clone());
+    let mut candidates: Vec<Reading> = [Domain::System, Domain::Platform]
+        .into_iter()
+        .filter_map(|whole| {
+            readings
+                .iter()
+                .find(|r| r.domain == whole && usable(r).is_some())
+                .cloned()
+        })
+        .collect();
+    candidates.extend(component_sum(readings, at));
+    // A better quality wins; among equals, the order above (system, platform, sum).
+    let best = candidates.iter().map(|r| r.quality).min()?;
+    candidates.into_iter().find(|r| r.quality == best)
+}
+
+fn component_sum(readings: &[Reading], at: Stamp) -> Option<Reading> {
+    let usable_parts = || {
+        readings
+            .iter()
+            .filter(|r| r.domain.is_component() && usable(r).is_some())
+    };
+    let mut owner: Vec<(Domain, &str)> = Vec::new();
+    for r in usable_parts() {
+        if !owner.iter().any(|(d, _)| *d == r.domain) {
+            owner.push((r.domain, &r.source));
+        }
     }
     let mut parts: Vec<&Reading> = Vec::new();
-    for r in readings
-        .iter()
-        .filter(|r| r.domain.is_component() && usable(r).is_some())
-    {
-        if !parts
+    for r in usable_parts() {
+        let from_owner = owner
             .iter()
-            .any(|p| p.domain == r.domain && p.device == r.device)
-        {
+            .any(|(d, s)| *d == r.domain && *s == r.source.as_str());
+        let repeated = parts
+            .iter()
+            .any(|p| p.domain == r.domain && p.device == r.device);
+        if from_owner && !repeated {
             parts.push(r);
         }
     }
@@ -272,6 +298,91 @@ mod tests {
         assert_eq!(head.watts, Some(Watts(120.0)));
         assert_eq!(head.quality, Quality::Measured);
         assert_eq!(head.source, "rapl+nvml");
+    }
+
+    #[test]
+    fn a_domain_comes_whole_from_its_best_source() {
+        // RAPL's two packages and the CPU proxy's whole-CPU estimate must not add up.
+        let mut chain = Chain::new(vec![
+            fixed(
+                "rapl",
+                Quality::Measured,
+                Ok(vec![
+                    (Domain::Cpu, Some("package-0"), 20.0),
+                    (Domain::Cpu, Some("package-1"), 22.0),
+                ]),
+            ),
+            fixed(
+                "cpu-proxy",
+                Quality::Estimated,
+                Ok(vec![(Domain::Cpu, None, 35.0)]),
+            ),
+        ]);
+        let head = chain
+            .sample(t(1))
+            .headline
+            .unwrap_or_else(|| panic!("no headline"));
+        assert_eq!(head.watts, Some(Watts(42.0)));
+        assert_eq!(head.source, "rapl");
+    }
+
+    #[test]
+    fn psys_is_used_only_without_a_system_reading_and_never_added_to_parts() {
+        let mut chain = Chain::new(vec![
+            fixed(
+                "rapl",
+                Quality::Measured,
+                Ok(vec![
+                    (Domain::Cpu, Some("package-0"), 20.0),
+                    (Domain::Platform, Some("psys"), 31.0),
+                ]),
+            ),
+            fixed(
+                "power-supply",
+                Quality::Measured,
+                Ok(vec![(Domain::System, None, 36.5)]),
+            ),
+        ]);
+        let head = chain
+            .sample(t(1))
+            .headline
+            .unwrap_or_else(|| panic!("no headline"));
+        assert_eq!(head.watts, Some(Watts(36.5)));
+        let mut no_battery = Chain::new(vec![fixed(
+            "rapl",
+            Quality::Measured,
+            Ok(vec![
+                (Domain::Cpu, Some("package-0"), 20.0),
+                (Domain::Platform, Some("psys"), 31.0),
+            ]),
+        )]);
+        let head = no_battery
+            .sample(t(1))
+            .headline
+            .unwrap_or_else(|| panic!("no headline"));
+        assert_eq!(head.watts, Some(Watts(31.0)));
+    }
+
+    #[test]
+    fn measured_parts_beat_a_heuristic_whole_system_guess() {
+        let mut chain = Chain::new(vec![
+            fixed(
+                "ollama-heuristic",
+                Quality::Heuristic,
+                Ok(vec![(Domain::System, None, 16.0)]),
+            ),
+            fixed(
+                "nvml",
+                Quality::Measured,
+                Ok(vec![(Domain::Gpu, Some("0"), 250.0)]),
+            ),
+        ]);
+        let head = chain
+            .sample(t(1))
+            .headline
+            .unwrap_or_else(|| panic!("no headline"));
+        assert_eq!(head.watts, Some(Watts(250.0)));
+        assert_eq!(head.quality, Quality::Measured);
     }
 
     #[test]
