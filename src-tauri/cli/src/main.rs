@@ -39,6 +39,8 @@ enum Cmd {
         #[arg(long)]
         csv: bool,
     },
+    /// Each source on this machine, in priority order: available or not, why, and its quality (JSON).
+    Sources,
 }
 
 fn parse_interval(text: &str) -> Result<Duration, String> {
@@ -159,6 +161,28 @@ async fn watch(interval: Duration, count: Option<u64>, format: Format) -> Result
     Ok(())
 }
 
+/// Samples twice (counters and utilisation need two reads) and prints every source's status.
+fn sources() -> Result<()> {
+    let mut chain = build_chain(&ChainOptions::from_env())?;
+    let origin = std::time::Instant::now();
+    let stamp = || {
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
+        wattbar_core::Stamp::new(origin.elapsed(), unix)
+    };
+    chain.sample(stamp());
+    std::thread::sleep(Duration::from_millis(250));
+    let snapshot = chain.sample(stamp());
+    let report = serde_json::json!({
+        "sources": chain.status(&snapshot),
+        "headline": snapshot.headline,
+    });
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}
+
 fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -186,5 +210,6 @@ fn main() -> Result<()> {
             };
             runtime.block_on(watch(interval, count, format))
         }
+        Cmd::Sources => sources(),
     }
 }

@@ -138,3 +138,32 @@ fn watch_csv_records_a_trace_that_replays_the_same_watts() {
         assert_eq!(v["watts"], 40.0);
     }
 }
+
+#[test]
+fn sources_lists_each_source_with_its_quality_and_availability() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = cli(dir.path())
+        .arg("sources")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let sources = v["sources"].as_array().cloned().unwrap_or_default();
+    let proxy = sources
+        .iter()
+        .find(|s| s["id"] == "cpu-proxy")
+        .unwrap_or_else(|| panic!("no cpu-proxy in {v}"));
+    assert_eq!(proxy["quality"], "estimated");
+    assert_eq!(proxy["available"], true);
+    for s in &sources {
+        // Every unavailable source says why.
+        if s["available"] == false {
+            assert!(s["reason"].as_str().is_some_and(|r| !r.is_empty()), "{s}");
+        }
+    }
+}

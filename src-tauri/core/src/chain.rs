@@ -29,6 +29,17 @@ pub struct Unavailable {
     pub permanent: bool,
 }
 
+/// What `wattbar-cli sources` prints for one source.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourceStatus {
+    pub id: String,
+    pub quality: Quality,
+    pub available: bool,
+    pub reason: Option<String>,
+    /// Readings it gave in the snapshot.
+    pub readings: usize,
+}
+
 /// Everything known about the machine's power at one instant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
@@ -72,6 +83,25 @@ impl Chain {
         self.slots
             .iter()
             .map(|s| s.source.id().to_string())
+            .collect()
+    }
+
+    /// Every source in priority order with what the given snapshot (taken from this chain)
+    /// says of it.
+    pub fn status(&self, snapshot: &Snapshot) -> Vec<SourceStatus> {
+        self.slots
+            .iter()
+            .map(|slot| {
+                let id = slot.source.id();
+                let failure = snapshot.unavailable.iter().find(|u| u.source == id);
+                SourceStatus {
+                    id: id.to_string(),
+                    quality: slot.source.quality(),
+                    available: failure.is_none(),
+                    reason: failure.map(|u| u.reason.clone()),
+                    readings: snapshot.breakdown.iter().filter(|r| r.source == id).count(),
+                }
+            })
             .collect()
     }
 
@@ -415,6 +445,10 @@ mod tests {
             Err(Error::Unavailable("energy_uj is root-only".into())),
         )]);
         let snap = chain.sample(t(1));
+        let status = chain.status(&snap);
+        assert_eq!(status.len(), 1);
+        assert!(!status[0].available);
+        assert_eq!(status[0].reason.as_deref(), Some("energy_uj is root-only"));
         assert!(snap.headline.is_none());
         assert_eq!(snap.unavailable.len(), 1);
         assert_eq!(snap.unavailable[0].source, "rapl");

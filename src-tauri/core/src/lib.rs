@@ -12,7 +12,7 @@ pub mod reading;
 pub mod session;
 pub mod units;
 
-pub use chain::{Chain, Snapshot, Unavailable};
+pub use chain::{Chain, Snapshot, SourceStatus, Unavailable};
 pub use energy::{Gap, Integrator, DEFAULT_GAP_THRESHOLD, MAX_POWER_WATTS};
 pub use error::Error;
 pub use prefs::{Currency, Preferences, Price};
