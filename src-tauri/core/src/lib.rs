@@ -10,6 +10,7 @@ pub mod error;
 pub mod prefs;
 pub mod reading;
 pub mod session;
+pub mod tariff;
 pub mod units;
 
 pub use chain::{Chain, Snapshot, SourceStatus, Unavailable};
