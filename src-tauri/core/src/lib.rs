@@ -5,6 +5,7 @@
 //! callers pass in the time ([`Stamp`]) and the bytes.
 
 pub mod chain;
+pub mod counter;
 pub mod energy;
 pub mod error;
 pub mod prefs;
