@@ -10,6 +10,7 @@ pub mod paths;
 pub mod prefs_file;
 pub mod sampler;
 pub mod setup;
+pub mod store;
 
 pub use error::Error;
 pub use sampler::{spawn, Command, EngineConfig, EngineHandle, Point, Published, RECENT_WINDOW};

@@ -1,0 +1,592 @@
+//! The ledger: a SQLite file (WAL) that keeps Wattbar's energy across crashes and restarts.
+//!
+//! Tables (schema version in `PRAGMA user_version`, migrated forward in order):
+//! - `lifetime(domain, joules)`: per-domain lifetime energy; only ever increases;
+//! - `sessions(id, start, end, joules, cost, currency)`: `end` is NULL while the session runs;
+//! - `samples(t, watts, joules)`: raw samples, kept 24 h;
+//! - `minutes(t, n, sum_watts, max_watts, joules)`: per-minute rollups, kept 30 days;
+//! - `hours(t, n, sum_watts, max_watts, joules)`: per-hour rollups, kept forever;
+//! - `daily(day, joules, cost)`, `monthly(month, joules, cost)`: local calendar totals.
+//!
+//! Writes come in batches, each one transaction: a kill -9 loses at most the batch in memory and
+//! never leaves a half-written one. A file that is not a database, or fails its integrity
+//! check, is moved aside as `<name>.corrupt-<unix seconds>` and a fresh one is created; the
+//! caller is told so it can tell the user.
+
+use chrono::{Local, TimeZone};
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+pub const DB_FILE: &str = "wattbar.db";
+const SCHEMA_VERSION: i64 = 1;
+pub const RAW_KEEP_SECONDS: f64 = 24.0 * 3600.0;
+pub const MINUTES_KEEP_SECONDS: f64 = 30.0 * 86_400.0;
+
+#[derive(Debug, Error)]
+pub enum StoreError {
+    #[error("database {path}: {source}")]
+    Sql {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error("database {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// One sample's contribution, as the engine hands it to the store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// Wall-clock time, Unix seconds.
+    pub t: f64,
+    /// Headline watts; `None` when nothing could be read.
+    pub watts: Option<f64>,
+    pub domain: String,
+    /// Energy this step added (joules) and what it cost.
+    pub joules: f64,
+    pub cost: f64,
+}
+
+/// Totals for `wattbar-cli totals` and the UI.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct Total {
+    pub joules: f64,
+    pub kwh: f64,
+    pub cost: f64,
+}
+
+impl Total {
+    fn new(joules: f64, cost: f64) -> Self {
+        Total {
+            joules,
+            kwh: joules / wattbar_core::JOULES_PER_KWH,
+            cost,
+        }
+    }
+}
+
+/// A session row: start and end in Unix seconds (`end` is `None` while it runs).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionRecord {
+    pub start: f64,
+    pub end: Option<f64>,
+    pub joules: f64,
+    pub cost: f64,
+    pub currency: String,
+}
+
+/// One point of a history series.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct HistoryPoint {
+    /// Start of the bucket, Unix seconds.
+    pub t: f64,
+    /// Mean of the watts read in the bucket; `None` when none was read.
+    pub mean_watts: Option<f64>,
+    pub max_watts: Option<f64>,
+    pub joules: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    Minute,
+    Hour,
+}
+
+impl Step {
+    pub fn seconds(self) -> i64 {
+        match self {
+            Step::Minute => 60,
+            Step::Hour => 3600,
+        }
+    }
+    fn table(self) -> &'static str {
+        match self {
+            Step::Minute => "minutes",
+            Step::Hour => "hours",
+        }
+    }
+}
+
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+/// Said when a damaged database was moved aside.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MovedAside {
+    pub to: PathBuf,
+    pub reason: String,
+}
+
+fn local_day_month(t: f64) -> (String, String) {
+    let secs = t.floor() as i64;
+    match Local.timestamp_opt(secs, 0).single() {
+        Some(dt) => (
+            dt.format("%Y-%m-%d").to_string(),
+            dt.format("%Y-%m").to_string(),
+        ),
+        None => ("unknown".into(), "unknown".into()),
+    }
+}
+
+const MIGRATIONS: [&str; 1] = [r#"
+CREATE TABLE lifetime (domain TEXT PRIMARY KEY, joules REAL NOT NULL);
+CREATE TABLE sessions (id INTEGER PRIMARY KEY, start REAL NOT NULL, end REAL,
+                       joules REAL NOT NULL DEFAULT 0, cost REAL NOT NULL DEFAULT 0,
+                       currency TEXT NOT NULL);
+CREATE TABLE samples (t REAL NOT NULL, watts REAL, joules REAL NOT NULL);
+CREATE INDEX samples_t ON samples(t);
+CREATE TABLE minutes (t INTEGER PRIMARY KEY, n INTEGER NOT NULL, sum_watts REAL NOT NULL,
+                      max_watts REAL, joules REAL NOT NULL);
+CREATE TABLE hours (t INTEGER PRIMARY KEY, n INTEGER NOT NULL, sum_watts REAL NOT NULL,
+                    max_watts REAL, joules REAL NOT NULL);
+CREATE TABLE daily (day TEXT PRIMARY KEY, joules REAL NOT NULL, cost REAL NOT NULL);
+CREATE TABLE monthly (month TEXT PRIMARY KEY, joules REAL NOT NULL, cost REAL NOT NULL);
+"#];
+
+impl Store {
+    /// Opens (or creates) the ledger at `path`. A damaged file is moved aside and a new one
+    /// created; the second value then says where it went and why.
+    pub fn open(path: &Path, now_unix: f64) -> Result<(Store, Option<MovedAside>), StoreError> {
+        match Store::open_checked(path) {
+            Ok(store) => Ok((store, None)),
+            Err(StoreError::Sql { source, .. }) if is_damage(&source) => {
+                let to = path.with_file_name(format!(
+                    "{}.corrupt-{}",
+                    path.file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_else(|| DB_FILE.to_string()),
+                    now_unix.floor() as i64
+                ));
+                std::fs::rename(path, &to).map_err(|source| StoreError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+                for suffix in ["-wal", "-shm"] {
+                    let side = PathBuf::from(format!("{}{suffix}", path.display()));
+                    let _ = std::fs::remove_file(side);
+                }
+                let store = Store::open_checked(path)?;
+                Ok((
+                    store,
+                    Some(MovedAside {
+                        to,
+                        reason: source.to_string(),
+                    }),
+                ))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn open_checked(path: &Path) -> Result<Store, StoreError> {
+        let sql = |source| StoreError::Sql {
+            path: path.to_path_buf(),
+            source,
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        let conn = Connection::open(path).map_err(sql)?;
+        restrict_to_user(path).map_err(|source| StoreError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(sql)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(sql)?;
+        let check: String = conn
+            .query_row("PRAGMA quick_check", [], |r| r.get(0))
+            .map_err(sql)?;
+        if check != "ok" {
+            return Err(sql(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
+                Some(check),
+            )));
+        }
+        let mut store = Store {
+            conn,
+            path: path.to_path_buf(),
+        };
+        store.migrate().map_err(sql)?;
+        Ok(store)
+    }
+
+    fn migrate(&mut self) -> rusqlite::Result<()> {
+        let version: i64 = self
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        for (i, step) in MIGRATIONS.iter().enumerate() {
+            let target = i as i64 + 1;
+            if version < target {
+                let tx = self.conn.transaction()?;
+                tx.execute_batch(step)?;
+                tx.pragma_update(None, "user_version", target)?;
+                tx.commit()?;
+            }
+        }
+        debug_assert_eq!(MIGRATIONS.len() as i64, SCHEMA_VERSION);
+        Ok(())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn sql(&self, source: rusqlite::Error) -> StoreError {
+        sql_at(&self.path, source)
+    }
+
+    /// Ends any session a crash left open (its totals are as of its last batch) and starts a new one.
+    pub fn start_session(&mut self, now_unix: f64, currency: &str) -> Result<i64, StoreError> {
+        let path = self.path.clone();
+        let tx = self.conn.transaction().map_err(|e| sql_at(&path, e))?;
+        let id = (|| {
+            tx.execute(
+                "UPDATE sessions SET end = COALESCE((SELECT MAX(t) FROM samples), start) WHERE end IS NULL",
+                [],
+            )?;
+            tx.execute(
+                "INSERT INTO sessions (start, currency) VALUES (?1, ?2)",
+                params![now_unix, currency],
+            )?;
+            let id = tx.last_insert_rowid();
+            tx.commit()?;
+            Ok(id)
+        })()
+        .map_err(|e| sql_at(&path, e))?;
+        Ok(id)
+    }
+
+    pub fn end_session(&mut self, id: i64, now_unix: f64) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "UPDATE sessions SET end = ?2 WHERE id = ?1",
+                params![id, now_unix],
+            )
+            .map_err(|e| self.sql(e))?;
+        Ok(())
+    }
+
+    /// Writes one batch in one transaction: raw samples, rollups, lifetime, calendar totals and
+    /// the running session's totals.
+    pub fn write_batch(
+        &mut self,
+        session_id: i64,
+        rows: &[Row],
+        session_joules: f64,
+        session_cost: f64,
+    ) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let tx = self.conn.transaction().map_err(|e| sql_at(&path, e))?;
+        let result = (|| {
+            for row in rows {
+                tx.execute(
+                    "INSERT INTO samples (t, watts, joules) VALUES (?1, ?2, ?3)",
+                    params![row.t, row.watts, row.joules],
+                )?;
+                for step in [Step::Minute, Step::Hour] {
+                    let bucket = (row.t.floor() as i64).div_euclid(step.seconds()) * step.seconds();
+                    let (n, w) = match row.watts {
+                        Some(w) => (1, w),
+                        None => (0, 0.0),
+                    };
+                    tx.execute(
+                        &format!(
+                            "INSERT INTO {t} (t, n, sum_watts, max_watts, joules) VALUES (?1, ?2, ?3, ?4, ?5)
+                             ON CONFLICT(t) DO UPDATE SET n = n + ?2, sum_watts = sum_watts + ?3,
+                               max_watts = CASE WHEN ?4 IS NULL THEN max_watts
+                                                WHEN max_watts IS NULL OR ?4 > max_watts THEN ?4
+                                                ELSE max_watts END,
+                               joules = joules + ?5",
+                            t = step.table()
+                        ),
+                        params![bucket, n, w, row.watts, row.joules],
+                    )?;
+                }
+                if row.joules > 0.0 {
+                    tx.execute(
+                        "INSERT INTO lifetime (domain, joules) VALUES (?1, ?2)
+                         ON CONFLICT(domain) DO UPDATE SET joules = joules + ?2",
+                        params![row.domain, row.joules],
+                    )?;
+                }
+                let (day, month) = local_day_month(row.t);
+                tx.execute(
+                    "INSERT INTO daily (day, joules, cost) VALUES (?1, ?2, ?3)
+                     ON CONFLICT(day) DO UPDATE SET joules = joules + ?2, cost = cost + ?3",
+                    params![day, row.joules, row.cost],
+                )?;
+                tx.execute(
+                    "INSERT INTO monthly (month, joules, cost) VALUES (?1, ?2, ?3)
+                     ON CONFLICT(month) DO UPDATE SET joules = joules + ?2, cost = cost + ?3",
+                    params![month, row.joules, row.cost],
+                )?;
+            }
+            tx.execute(
+                "UPDATE sessions SET joules = ?2, cost = ?3 WHERE id = ?1",
+                params![session_id, session_joules, session_cost],
+            )?;
+            tx.commit()
+        })();
+        result.map_err(|e| sql_at(&path, e))
+    }
+
+    /// Drops raw samples older than 24 h and minute rollups older than 30 days.
+    pub fn prune(&mut self, now_unix: f64) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "DELETE FROM samples WHERE t < ?1",
+                params![now_unix - RAW_KEEP_SECONDS],
+            )
+            .and_then(|_| {
+                self.conn.execute(
+                    "DELETE FROM minutes WHERE t < ?1",
+                    params![now_unix - MINUTES_KEEP_SECONDS],
+                )
+            })
+            .map_err(|e| self.sql(e))?;
+        Ok(())
+    }
+
+    /// Lifetime joules over every domain.
+    pub fn lifetime(&self) -> Result<Total, StoreError> {
+        let joules: f64 = self
+            .conn
+            .query_row("SELECT COALESCE(SUM(joules), 0) FROM lifetime", [], |r| {
+                r.get(0)
+            })
+            .map_err(|e| self.sql(e))?;
+        let cost: f64 = self
+            .conn
+            .query_row("SELECT COALESCE(SUM(cost), 0) FROM monthly", [], |r| {
+                r.get(0)
+            })
+            .map_err(|e| self.sql(e))?;
+        Ok(Total::new(joules, cost))
+    }
+
+    pub fn day(&self, unix: f64) -> Result<Total, StoreError> {
+        let (day, _) = local_day_month(unix);
+        self.calendar("daily", "day", &day)
+    }
+
+    pub fn month(&self, unix: f64) -> Result<Total, StoreError> {
+        let (_, month) = local_day_month(unix);
+        self.calendar("monthly", "month", &month)
+    }
+
+    fn calendar(&self, table: &str, key: &str, value: &str) -> Result<Total, StoreError> {
+        let row: Option<(f64, f64)> = self
+            .conn
+            .query_row(
+                &format!("SELECT joules, cost FROM {table} WHERE {key} = ?1"),
+                params![value],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| self.sql(e))?;
+        let (j, c) = row.unwrap_or((0.0, 0.0));
+        Ok(Total::new(j, c))
+    }
+
+    /// The session's stored totals: (start, end, joules, cost, currency).
+    pub fn session(
+        &self,
+        id: i64,
+    ) -> Result<Option<(f64, Option<f64>, f64, f64, String)>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT start, end, joules, cost, currency FROM sessions WHERE id = ?1",
+                params![id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            )
+            .optional()
+            .map_err(|e| self.sql(e))
+    }
+
+    /// `(t, mean watts, max watts, joules)` buckets in `[from, to)`, oldest first.
+    pub fn history(&self, from: f64, to: f64, step: Step) -> Result<Vec<HistoryPoint>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT t, n, sum_watts, max_watts, joules FROM {} WHERE t >= ?1 AND t < ?2 ORDER BY t",
+                step.table()
+            ))
+            .map_err(|e| self.sql(e))?;
+        let rows = stmt
+            .query_map(params![from.floor() as i64, to.ceil() as i64], |r| {
+                let n: i64 = r.get(1)?;
+                let sum: f64 = r.get(2)?;
+                Ok(HistoryPoint {
+                    t: r.get::<_, i64>(0)? as f64,
+                    mean_watts: (n > 0).then(|| sum / n as f64),
+                    max_watts: r.get(3)?,
+                    joules: r.get(4)?,
+                })
+            })
+            .map_err(|e| self.sql(e))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.sql(e))
+    }
+}
+
+fn sql_at(path: &Path, source: rusqlite::Error) -> StoreError {
+    StoreError::Sql {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn is_damage(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::NotADatabase) | Some(rusqlite::ErrorCode::DatabaseCorrupt)
+    )
+}
+
+#[cfg(unix)]
+fn restrict_to_user(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+}
+
+#[cfg(not(unix))]
+fn restrict_to_user(_path: &Path) -> std::io::Result<()> {
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(dir: &Path) -> Store {
+        Store::open(&dir.join(DB_FILE), 1_700_000_000.0)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .0
+    }
+
+    fn row(t: f64, watts: f64, joules: f64, cost: f64) -> Row {
+        Row {
+            t,
+            watts: Some(watts),
+            domain: "system".into(),
+            joules,
+            cost,
+        }
+    }
+
+    #[test]
+    fn ten_minutes_at_300_w_roll_up_into_minutes_hours_and_lifetime() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut store = open(dir.path());
+        let start = 1_700_000_400.0; // 22:20:00 UTC, on a minute boundary
+        let id = store
+            .start_session(start, "EUR")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let rows: Vec<Row> = (1..=600)
+            .map(|i| row(start + i as f64, 300.0, 300.0, 300.0 / 3.6e6 * 0.3))
+            .collect();
+        for batch in rows.chunks(5) {
+            store
+                .write_batch(id, batch, 0.0, 0.0)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let lifetime = store.lifetime().unwrap_or_else(|e| panic!("{e}"));
+        assert!((lifetime.joules - 180_000.0).abs() < 1e-6);
+        assert!((lifetime.kwh - 0.05).abs() < 1e-12);
+        assert!((lifetime.cost - 0.015).abs() < 1e-9);
+        let minutes = store
+            .history(start, start + 700.0, Step::Minute)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(minutes.len(), 11);
+        assert_eq!(minutes[1].mean_watts, Some(300.0));
+        assert!((minutes[1].joules - 18_000.0).abs() < 1e-6);
+        let hours = store
+            .history(start - 3600.0, start + 3600.0, Step::Hour)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let total: f64 = hours.iter().map(|h| h.joules).sum();
+        assert!((total - 180_000.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn lifetime_survives_a_reopen_and_a_new_session() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut store = open(dir.path());
+        let id = store
+            .start_session(100.0, "EUR")
+            .unwrap_or_else(|e| panic!("{e}"));
+        store
+            .write_batch(id, &[row(101.0, 50.0, 50.0, 0.0)], 50.0, 0.0)
+            .unwrap_or_else(|e| panic!("{e}"));
+        drop(store);
+        let mut store = open(dir.path());
+        let second = store
+            .start_session(200.0, "EUR")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_ne!(id, second);
+        let first = store.session(id).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(first.map(|s| (s.end, s.joules)), Some((Some(101.0), 50.0)));
+        store
+            .write_batch(second, &[row(201.0, 10.0, 10.0, 0.0)], 10.0, 0.0)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(store.lifetime().map(|l| l.joules).unwrap_or(-1.0), 60.0);
+    }
+
+    #[test]
+    fn a_corrupt_file_is_moved_aside_and_a_fresh_one_used() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join(DB_FILE);
+        std::fs::write(&path, b"this is not a database, just some bytes that are long enough to fill a header page of sqlite......")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (store, moved) = Store::open(&path, 1234.0).unwrap_or_else(|e| panic!("{e}"));
+        let moved = moved.unwrap_or_else(|| panic!("not moved aside"));
+        assert_eq!(moved.to, dir.path().join("wattbar.db.corrupt-1234"));
+        assert!(moved.to.exists());
+        assert_eq!(store.lifetime().map(|l| l.joules).unwrap_or(-1.0), 0.0);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_database_is_readable_by_its_user_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let store = open(dir.path());
+        let mode = std::fs::metadata(store.path())
+            .map(|m| m.permissions().mode() & 0o777)
+            .unwrap_or(0);
+        assert_eq!(mode, 0o600);
+    }
+
+    #[test]
+    fn raw_samples_older_than_a_day_are_pruned_but_rollups_stay() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut store = open(dir.path());
+        let id = store
+            .start_session(0.0, "EUR")
+            .unwrap_or_else(|e| panic!("{e}"));
+        store
+            .write_batch(id, &[row(1000.0, 5.0, 5.0, 0.0)], 5.0, 0.0)
+            .unwrap_or_else(|e| panic!("{e}"));
+        store
+            .prune(1000.0 + 2.0 * 86_400.0)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let raw: i64 = store
+            .conn
+            .query_row("SELECT COUNT(*) FROM samples", [], |r| r.get(0))
+            .unwrap_or(-1);
+        assert_eq!(raw, 0);
+        let hours = store
+            .history(0.0, 10_000.0, Step::Hour)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(hours.len(), 1);
+    }
+}
