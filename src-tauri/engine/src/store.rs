@@ -399,16 +399,21 @@ impl Store {
         Ok(Total::new(j, c))
     }
 
-    /// The session's stored totals: (start, end, joules, cost, currency).
-    pub fn session(
-        &self,
-        id: i64,
-    ) -> Result<Option<(f64, Option<f64>, f64, f64, String)>, StoreError> {
+    /// A session as stored.
+    pub fn session(&self, id: i64) -> Result<Option<SessionRecord>, StoreError> {
         self.conn
             .query_row(
                 "SELECT start, end, joules, cost, currency FROM sessions WHERE id = ?1",
                 params![id],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+                |r| {
+                    Ok(SessionRecord {
+                        start: r.get(0)?,
+                        end: r.get(1)?,
+                        joules: r.get(2)?,
+                        cost: r.get(3)?,
+                        currency: r.get(4)?,
+                    })
+                },
             )
             .optional()
             .map_err(|e| self.sql(e))
