@@ -6,6 +6,7 @@
 //! state; changes come back only as [`Command`]s.
 
 pub mod error;
+pub mod ledger;
 pub mod paths;
 pub mod prefs_file;
 pub mod sampler;

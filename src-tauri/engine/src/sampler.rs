@@ -7,20 +7,29 @@
 //! and nothing is integrated across it.
 
 use crate::error::Error;
+use crate::ledger::{Ledger, LedgerTotals};
+use crate::store::Row;
 use serde::Serialize;
 use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 use wattbar_core::energy::DEFAULT_GAP_THRESHOLD;
 use wattbar_core::{Chain, Currency, Preferences, Price, Session, SessionTotals, Snapshot, Stamp};
 
+/// How often pending samples are written to the store.
+pub const DEFAULT_BATCH_INTERVAL: Duration = Duration::from_secs(5);
+
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     pub prefs: Preferences,
     pub gap_threshold: Duration,
+    /// The SQLite ledger; `None` keeps everything in memory.
+    pub store: Option<PathBuf>,
+    pub batch_interval: Duration,
 }
 
 impl EngineConfig {
@@ -28,13 +37,22 @@ impl EngineConfig {
         EngineConfig {
             prefs,
             gap_threshold: DEFAULT_GAP_THRESHOLD,
+            store: None,
+            batch_interval: DEFAULT_BATCH_INTERVAL,
         }
+    }
+
+    pub fn with_store(mut self, path: PathBuf) -> Self {
+        self.store = Some(path);
+        self
     }
 }
 
 /// Requests to the engine. Each one is applied and republished at once.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub enum Command {
+    /// Write everything to the store, end the session and stop; answers when done.
+    Shutdown(oneshot::Sender<()>),
     SetPrice(Price),
     SetCurrency(Currency),
     SetLowPower(bool),
@@ -53,6 +71,10 @@ pub struct Published {
     pub low_power: bool,
     pub price_per_kwh: f64,
     pub interval_ms: u64,
+    /// Today, this month and lifetime from the store, as of the last batch.
+    pub totals: Option<LedgerTotals>,
+    /// Something the user should know, e.g. a damaged database that was replaced.
+    pub notice: Option<String>,
 }
 
 /// One point of the recent-watts history.
@@ -103,6 +125,15 @@ impl EngineHandle {
     pub fn stop(self) {
         self.task.abort();
     }
+
+    /// Flushes the store, ends the session and stops the engine.
+    pub async fn shutdown(self) {
+        let (tx, rx) = oneshot::channel();
+        if self.commands.send(Command::Shutdown(tx)).is_ok() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), rx).await;
+        }
+        self.task.abort();
+    }
 }
 
 fn unix_now() -> f64 {
@@ -122,6 +153,11 @@ struct Engine {
     snapshot: Option<Snapshot>,
     seq: u64,
     recent: Recent,
+    ledger: Option<Ledger>,
+    batch_interval: Duration,
+    last_flush: Instant,
+    totals: Option<LedgerTotals>,
+    notice: Option<String>,
 }
 
 impl Engine {
@@ -144,11 +180,28 @@ impl Engine {
         }
         self.last_clocks = Some((at.monotonic, at.unix_seconds));
         let snapshot = self.chain.sample(at);
-        self.session.push(
+        let added = self.session.push(
             at.monotonic,
             snapshot.headline_watts(),
             self.prefs.price_per_kwh,
         );
+        if let Some(ledger) = self.ledger.as_mut() {
+            ledger.record(Row {
+                t: at.unix_seconds,
+                watts: snapshot.headline_watts().map(|w| w.0),
+                domain: snapshot
+                    .headline
+                    .as_ref()
+                    .map(|h| h.domain.as_str())
+                    .unwrap_or("system")
+                    .to_string(),
+                joules: added.0,
+                cost: added.kwh() * self.prefs.price_per_kwh.per_kwh(),
+            });
+        }
+        if self.last_flush.elapsed() >= self.batch_interval {
+            self.flush();
+        }
         self.remember(at, snapshot.headline_watts().map(|w| w.0));
         self.snapshot = Some(snapshot);
     }
@@ -172,9 +225,51 @@ impl Engine {
             Command::SetLowPower(on) => self.prefs.low_power = on,
             Command::SetInterval(d) => self.prefs.interval_ms = d.as_millis() as u64,
             Command::ResetSession => {
+                let totals = self.session.totals(&self.prefs.currency);
+                if let Some(ledger) = self.ledger.as_mut() {
+                    if let Err(e) = ledger.new_session(
+                        totals.joules.0,
+                        totals.cost,
+                        unix_now(),
+                        self.prefs.currency.as_str(),
+                    ) {
+                        self.store_failed(e);
+                    }
+                }
                 self.session = Session::new(unix_now(), self.gap_threshold);
                 self.last_clocks = None;
             }
+            Command::Shutdown(done) => {
+                let totals = self.session.totals(&self.prefs.currency);
+                if let Some(ledger) = self.ledger.as_mut() {
+                    if let Err(e) = ledger.end(totals.joules.0, totals.cost, unix_now()) {
+                        tracing::error!("could not write the last batch: {e}");
+                    }
+                }
+                let _ = done.send(());
+            }
+        }
+    }
+
+    fn store_failed(&mut self, e: crate::store::StoreError) {
+        tracing::error!("energy store: {e}");
+        self.notice = Some(format!("Energy history is not being saved: {e}"));
+    }
+
+    /// Writes the pending batch and refreshes the stored totals.
+    fn flush(&mut self) {
+        self.last_flush = Instant::now();
+        let totals = self.session.totals(&self.prefs.currency);
+        let now = unix_now();
+        let Some(ledger) = self.ledger.as_mut() else {
+            return;
+        };
+        match ledger
+            .flush(totals.joules.0, totals.cost, now)
+            .and_then(|()| ledger.totals(now))
+        {
+            Ok(t) => self.totals = Some(t),
+            Err(e) => self.store_failed(e),
         }
     }
 
@@ -187,6 +282,8 @@ impl Engine {
             low_power: self.prefs.low_power,
             price_per_kwh: self.prefs.price_per_kwh.per_kwh(),
             interval_ms: self.prefs.interval_ms,
+            totals: self.totals,
+            notice: self.notice.clone(),
         })
     }
 }
@@ -199,6 +296,21 @@ fn ticker(period: Duration) -> tokio::time::Interval {
 
 /// Starts the engine on the current tokio runtime. The first sample is taken at once.
 pub fn spawn(chain: Chain, config: EngineConfig) -> EngineHandle {
+    let started = unix_now();
+    let (ledger, notice) = match &config.store {
+        Some(path) => match Ledger::open(path, started, config.prefs.currency.as_str()) {
+            Ok((ledger, notice)) => (Some(ledger), notice),
+            Err(e) => {
+                tracing::error!("energy store: {e}");
+                (
+                    None,
+                    Some(format!("Energy history is not being saved: {e}")),
+                )
+            }
+        },
+        None => (None, None),
+    };
+    let totals = ledger.as_ref().and_then(|l| l.totals(started).ok());
     let mut engine = Engine {
         chain,
         session: Session::new(unix_now(), config.gap_threshold),
@@ -209,6 +321,11 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> EngineHandle {
         snapshot: None,
         seq: 0,
         recent: Arc::new(Mutex::new(VecDeque::new())),
+        ledger,
+        batch_interval: config.batch_interval,
+        last_flush: Instant::now(),
+        totals,
+        notice,
     };
     let recent = engine.recent.clone();
     let (state_tx, state_rx) = watch::channel(engine.published());
@@ -222,6 +339,10 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> EngineHandle {
                     engine.sample();
                 }
                 command = cmd_rx.recv() => match command {
+                    Some(Command::Shutdown(done)) => {
+                        engine.apply(Command::Shutdown(done));
+                        break;
+                    }
                     Some(command) => engine.apply(command),
                     None => break,
                 },
@@ -338,6 +459,28 @@ mod tests {
         let after = wait_for(&mut rx, |p| p.low_power).await;
         assert_eq!(after.session.joules.0, 0.0);
         engine.stop();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_ledger_keeps_what_was_integrated_after_a_shutdown() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let db = dir.path().join("wattbar.db");
+        let engine = spawn(
+            replay("t,watts\n0,300\n"),
+            EngineConfig::new(Preferences::default()).with_store(db.clone()),
+        );
+        let mut rx = engine.subscribe();
+        let done = wait_for(&mut rx, |p| p.session.joules.0 >= 180_000.0 - 1e-6).await;
+        // Stored totals trail by at most one batch (5 s at 300 W = 1.5 kJ).
+        let stored = done.totals.map(|t| t.lifetime.joules).unwrap_or(-1.0);
+        assert!(stored >= 180_000.0 - 1_500.0 - 1e-6, "{stored}");
+        engine.shutdown().await;
+        let (store, moved) =
+            crate::store::Store::open(&db, 0.0).unwrap_or_else(|e| panic!("{e}"));
+        assert!(moved.is_none());
+        let lifetime = store.lifetime().unwrap_or_else(|e| panic!("{e}"));
+        assert!((lifetime.joules - 180_000.0).abs() < 1e-6, "{lifetime:?}");
+        assert!((lifetime.kwh - 0.05).abs() < 1e-9);
     }
 
     #[tokio::test(start_paused = true)]

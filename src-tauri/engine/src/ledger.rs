@@ -1,0 +1,111 @@
+//! The engine's side of the store: rows wait in memory and are written in batches.
+//!
+//! A failed write is logged, kept for the next batch (up to [`MAX_PENDING`] rows) and shown to
+//! the user; it never stops sampling.
+
+use crate::store::{MovedAside, Row, Store, StoreError, Total};
+use serde::Serialize;
+use std::path::Path;
+
+/// Rows kept while the store cannot be written (a day at 1 Hz).
+pub const MAX_PENDING: usize = 86_400;
+
+/// What the UI and CLI show from the ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct LedgerTotals {
+    pub today: Total,
+    pub month: Total,
+    pub lifetime: Total,
+}
+
+pub struct Ledger {
+    store: Store,
+    session_id: i64,
+    pending: Vec<Row>,
+}
+
+impl Ledger {
+    /// Opens the store and starts a session. The second value is a notice for the user.
+    pub fn open(
+        path: &Path,
+        now_unix: f64,
+        currency: &str,
+    ) -> Result<(Ledger, Option<String>), StoreError> {
+        let (mut store, moved) = Store::open(path, now_unix)?;
+        let notice = moved.map(|MovedAside { to, reason }| {
+            format!(
+                "The energy database was damaged ({reason}); it was moved to {} and a new one started.",
+                to.display()
+            )
+        });
+        let session_id = store.start_session(now_unix, currency)?;
+        Ok((
+            Ledger {
+                store,
+                session_id,
+                pending: Vec::new(),
+            },
+            notice,
+        ))
+    }
+
+    pub fn session_id(&self) -> i64 {
+        self.session_id
+    }
+
+    pub fn record(&mut self, row: Row) {
+        if self.pending.len() >= MAX_PENDING {
+            self.pending.remove(0);
+        }
+        self.pending.push(row);
+    }
+
+    /// Writes what is pending in one transaction, with the session's running totals.
+    pub fn flush(
+        &mut self,
+        session_joules: f64,
+        session_cost: f64,
+        now_unix: f64,
+    ) -> Result<(), StoreError> {
+        self.store
+            .write_batch(self.session_id, &self.pending, session_joules, session_cost)?;
+        self.pending.clear();
+        self.store.prune(now_unix)
+    }
+
+    /// Ends the running session and starts another; lifetime is untouched.
+    pub fn new_session(
+        &mut self,
+        session_joules: f64,
+        session_cost: f64,
+        now_unix: f64,
+        currency: &str,
+    ) -> Result<(), StoreError> {
+        self.flush(session_joules, session_cost, now_unix)?;
+        self.store.end_session(self.session_id, now_unix)?;
+        self.session_id = self.store.start_session(now_unix, currency)?;
+        Ok(())
+    }
+
+    pub fn end(
+        &mut self,
+        session_joules: f64,
+        session_cost: f64,
+        now_unix: f64,
+    ) -> Result<(), StoreError> {
+        self.flush(session_joules, session_cost, now_unix)?;
+        self.store.end_session(self.session_id, now_unix)
+    }
+
+    pub fn totals(&self, now_unix: f64) -> Result<LedgerTotals, StoreError> {
+        Ok(LedgerTotals {
+            today: self.store.day(now_unix)?,
+            month: self.store.month(now_unix)?,
+            lifetime: self.store.lifetime()?,
+        })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+}
