@@ -32,6 +32,8 @@ pub struct StatePayload {
     pub currency: String,
     pub price_per_kwh: f64,
     pub low_power: bool,
+    /// Something the user should know (e.g. the energy database was damaged and replaced).
+    pub notice: Option<String>,
 }
 
 /// One line of the dashboard's breakdown.
@@ -80,6 +82,7 @@ impl From<&Published> for StatePayload {
             currency: p.session.currency.to_string(),
             price_per_kwh: p.price_per_kwh,
             low_power: p.low_power,
+            notice: p.notice.clone(),
         }
     }
 }

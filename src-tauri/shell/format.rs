@@ -71,6 +71,8 @@ mod tests {
             low_power: false,
             price_per_kwh: 0.3,
             interval_ms: 1000,
+            totals: None,
+            notice: None,
         }
     }
 

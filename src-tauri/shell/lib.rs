@@ -41,9 +41,9 @@ fn setup(app: &mut tauri::App) -> Result<(), Box<dyn std::error::Error>> {
     let store = settings::open(app.handle())?;
     let prefs = settings::load(&store);
     let chain = build_chain(&ChainOptions::from_env())?;
-    let engine = tauri::async_runtime::block_on(async move {
-        wattbar_engine::spawn(chain, EngineConfig::new(prefs))
-    });
+    let config = EngineConfig::new(prefs).with_store(wattbar_engine::paths::database_path()?);
+    let engine =
+        tauri::async_runtime::block_on(async move { wattbar_engine::spawn(chain, config) });
     let mut rx = engine.subscribe();
     app.manage(AppState { engine, store });
 

@@ -7,7 +7,7 @@ use crate::{commands, windows};
 use tauri::image::Image;
 use tauri::menu::{CheckMenuItem, Menu, MenuEvent, MenuItem, PredefinedMenuItem};
 use tauri::tray::{TrayIcon, TrayIconBuilder};
-use tauri::{AppHandle, Wry};
+use tauri::{AppHandle, Manager, Wry};
 use wattbar_engine::Published;
 
 /// Tray id; on Linux the item is exported at `/org/ayatana/NotificationItem/wattbar`.
@@ -135,6 +135,10 @@ fn on_menu_event(app: &AppHandle, event: MenuEvent) {
         }
         Some(MenuId::OpenDashboard) => windows::open_dashboard(app).map_err(|e| e.to_string()),
         Some(MenuId::Quit) => {
+            // Write the last batch and end the session before the process goes.
+            if let Some(state) = app.try_state::<crate::AppState>() {
+                tauri::async_runtime::block_on(state.engine.shutdown());
+            }
             app.exit(0);
             Ok(())
         }

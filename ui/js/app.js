@@ -77,6 +77,9 @@ function render(state) {
   setText($("session-cost"), fmt.money(state.session_cost, state.currency), state.session_cost);
   setText($("price-value"), `${state.price_per_kwh} ${state.currency}/kWh`, state.price_per_kwh);
   if (!lowPowerBusy) $("low-power").checked = state.low_power;
+  const notice = $("notice");
+  notice.hidden = !state.notice;
+  setText(notice, state.notice ?? "");
   document.body.dataset.seq = String(state.seq);
 }
 

@@ -1,6 +1,8 @@
 //! wattbar-cli: the Wattbar engine without a desktop.
 
-use anyhow::{Context, Result};
+mod integrate;
+
+use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use serde::Serialize;
 use std::io::Write;
@@ -38,9 +40,23 @@ enum Cmd {
         /// Record a replay trace: `t,watts,domain,quality`, t in seconds from the first sample.
         #[arg(long)]
         csv: bool,
+        /// How often samples are written to the store, e.g. 5s.
+        #[arg(long, default_value = "5s", value_parser = parse_batch)]
+        batch: Duration,
     },
     /// Each source on this machine, in priority order: available or not, why, and its quality (JSON).
     Sources,
+    /// Energy of a CSV with `t,watts` or `t,joules` (t in seconds), optionally a `domain` column (JSON).
+    Integrate { file: std::path::PathBuf },
+    /// Session, today, this month and lifetime from the store, as kWh, cost and currency.
+    Totals {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_batch(text: &str) -> Result<Duration, String> {
+    parse_duration(text).map_err(|e| e.to_string())
 }
 
 fn parse_interval(text: &str) -> Result<Duration, String> {
@@ -113,7 +129,12 @@ fn csv_line(p: &Published, origin: Duration) -> Option<String> {
     })
 }
 
-async fn watch(interval: Duration, count: Option<u64>, format: Format) -> Result<()> {
+async fn watch(
+    interval: Duration,
+    count: Option<u64>,
+    format: Format,
+    batch: Duration,
+) -> Result<()> {
     let prefs_path = paths::preferences_path()?;
     let (prefs, problems) = prefs_file::load(&prefs_path)?;
     for problem in problems {
@@ -123,7 +144,12 @@ async fn watch(interval: Duration, count: Option<u64>, format: Format) -> Result
         );
     }
     let chain = build_chain(&ChainOptions::from_env())?;
-    let engine = wattbar_engine::spawn(chain, EngineConfig::new(prefs));
+    let mut config = EngineConfig::new(prefs).with_store(paths::database_path()?);
+    config.batch_interval = batch;
+    let engine = wattbar_engine::spawn(chain, config);
+    if let Some(notice) = &engine.current().notice {
+        eprintln!("wattbar-cli: {notice}");
+    }
     engine.send(Command::SetInterval(interval))?;
     let mut rx = engine.subscribe();
     let mut last_sample = None;
@@ -133,8 +159,13 @@ async fn watch(interval: Duration, count: Option<u64>, format: Format) -> Result
     if format == Format::Csv {
         writeln!(out, "t,watts,domain,quality")?;
     }
+    let stop = terminated();
+    tokio::pin!(stop);
     while count.is_none_or(|c| printed < c) {
-        rx.changed().await.context("the engine stopped")?;
+        tokio::select! {
+            changed = rx.changed() => changed.context("the engine stopped")?,
+            _ = &mut stop => break,
+        }
         let p = rx.borrow_and_update().clone();
         let at = p.snapshot.as_ref().map(|s| s.at.monotonic);
         if at.is_none() || at == last_sample {
@@ -157,21 +188,38 @@ async fn watch(interval: Duration, count: Option<u64>, format: Format) -> Result
             printed += 1;
         }
     }
-    engine.stop();
+    engine.shutdown().await;
     Ok(())
+}
+
+/// Resolves on Ctrl+C or SIGTERM, so that the last batch is written before exit.
+async fn terminated() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 /// Samples twice (counters and utilisation need two reads) and prints every source's status.
 fn sources() -> Result<()> {
     let mut chain = build_chain(&ChainOptions::from_env())?;
     let origin = std::time::Instant::now();
-    let stamp = || {
-        let unix = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs_f64())
-            .unwrap_or(0.0);
-        wattbar_core::Stamp::new(origin.elapsed(), unix)
-    };
+    let stamp = || wattbar_core::Stamp::new(origin.elapsed(), unix_now());
     chain.sample(stamp());
     std::thread::sleep(Duration::from_millis(250));
     let snapshot = chain.sample(stamp());
@@ -181,6 +229,72 @@ fn sources() -> Result<()> {
     });
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
+}
+
+fn integrate_file(file: &std::path::Path) -> Result<()> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    match integrate::integrate(&text) {
+        Ok(report) => {
+            println!("{}", serde_json::to_string(&report)?);
+            Ok(())
+        }
+        Err(e) => bail!("{}: {e}", file.display()),
+    }
+}
+
+fn totals(json: bool) -> Result<()> {
+    let prefs_path = paths::preferences_path()?;
+    let (prefs, _) = prefs_file::load(&prefs_path)?;
+    let db = paths::database_path()?;
+    if !db.exists() {
+        bail!("no energy recorded yet: {} does not exist", db.display());
+    }
+    let (store, moved) = wattbar_engine::store::Store::open(&db, unix_now())?;
+    if let Some(m) = moved {
+        eprintln!(
+            "wattbar-cli: the database was damaged ({}); moved to {}",
+            m.reason,
+            m.to.display()
+        );
+    }
+    let now = unix_now();
+    let session = store.latest_session()?;
+    let currency = session
+        .as_ref()
+        .map(|s| s.currency.clone())
+        .unwrap_or_else(|| prefs.currency.to_string());
+    let row = |joules: f64, cost: f64| serde_json::json!({"kwh": joules / wattbar_core::JOULES_PER_KWH, "cost": cost, "currency": currency});
+    let today = store.day(now)?;
+    let month = store.month(now)?;
+    let lifetime = store.lifetime()?;
+    let report = serde_json::json!({
+        "session": session.as_ref().map(|s| row(s.joules, s.cost)),
+        "today": row(today.joules, today.cost),
+        "month": row(month.joules, month.cost),
+        "lifetime": row(lifetime.joules, lifetime.cost),
+    });
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        for key in ["session", "today", "month", "lifetime"] {
+            let v = &report[key];
+            println!(
+                "{key:<9} {:>12.6} kWh  {:>10.4} {}",
+                v["kwh"].as_f64().unwrap_or(0.0),
+                v["cost"].as_f64().unwrap_or(0.0),
+                currency
+            );
+        }
+    }
+    Ok(())
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }
 
 fn main() -> Result<()> {
@@ -202,14 +316,17 @@ fn main() -> Result<()> {
             count,
             json,
             csv,
+            batch,
         } => {
             let format = match (json, csv) {
                 (true, _) => Format::Json,
                 (_, true) => Format::Csv,
                 _ => Format::Human,
             };
-            runtime.block_on(watch(interval, count, format))
+            runtime.block_on(watch(interval, count, format, batch))
         }
         Cmd::Sources => sources(),
+        Cmd::Integrate { file } => integrate_file(&file),
+        Cmd::Totals { json } => totals(json),
     }
 }

@@ -19,3 +19,7 @@ pub fn data_dir() -> Result<PathBuf, Error> {
 pub fn preferences_path() -> Result<PathBuf, Error> {
     Ok(data_dir()?.join(PREFERENCES_FILE))
 }
+
+pub fn database_path() -> Result<PathBuf, Error> {
+    Ok(data_dir()?.join(crate::store::DB_FILE))
+}

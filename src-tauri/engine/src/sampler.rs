@@ -127,7 +127,7 @@ impl EngineHandle {
     }
 
     /// Flushes the store, ends the session and stops the engine.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(&self) {
         let (tx, rx) = oneshot::channel();
         if self.commands.send(Command::Shutdown(tx)).is_ok() {
             let _ = tokio::time::timeout(Duration::from_secs(5), rx).await;
@@ -475,8 +475,7 @@ mod tests {
         let stored = done.totals.map(|t| t.lifetime.joules).unwrap_or(-1.0);
         assert!(stored >= 180_000.0 - 1_500.0 - 1e-6, "{stored}");
         engine.shutdown().await;
-        let (store, moved) =
-            crate::store::Store::open(&db, 0.0).unwrap_or_else(|e| panic!("{e}"));
+        let (store, moved) = crate::store::Store::open(&db, 0.0).unwrap_or_else(|e| panic!("{e}"));
         assert!(moved.is_none());
         let lifetime = store.lifetime().unwrap_or_else(|e| panic!("{e}"));
         assert!((lifetime.joules - 180_000.0).abs() < 1e-6, "{lifetime:?}");

@@ -399,6 +399,18 @@ impl Store {
         Ok(Total::new(j, c))
     }
 
+    /// The newest session, running or not.
+    pub fn latest_session(&self) -> Result<Option<SessionRecord>, StoreError> {
+        let id: Option<i64> = self
+            .conn
+            .query_row("SELECT MAX(id) FROM sessions", [], |r| r.get(0))
+            .map_err(|e| self.sql(e))?;
+        match id {
+            Some(id) => self.session(id),
+            None => Ok(None),
+        }
+    }
+
     /// A session as stored.
     pub fn session(&self, id: i64) -> Result<Option<SessionRecord>, StoreError> {
         self.conn

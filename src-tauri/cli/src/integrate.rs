@@ -1,0 +1,153 @@
+//! `wattbar-cli integrate FILE`: energy of a recorded CSV.
+//!
+//! Header `t,watts` (power samples, trapezoid rule with the 10 s gap policy) or `t,joules`
+//! (an energy counter: deltas, with resets adding nothing), with an optional `domain` column;
+//! each domain is integrated on its own and the results added. `t` is in seconds.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use wattbar_core::counter::CounterIntegrator;
+use wattbar_core::{Gap, Integrator, Joules, Watts};
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub joules: f64,
+    pub kwh: f64,
+    pub gaps: Vec<Gap>,
+    pub samples: usize,
+}
+
+enum Kind {
+    Watts,
+    Joules,
+}
+
+enum Acc {
+    Power(Integrator),
+    Counter(CounterIntegrator),
+}
+
+pub fn integrate(text: &str) -> Result<Report, String> {
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty());
+    let (_, header) = lines.next().ok_or("line 1: the file is empty")?;
+    let cols: Vec<&str> = header.split(',').map(str::trim).collect();
+    let find = |n: &str| cols.iter().position(|c| *c == n);
+    let t_col = find("t").ok_or("line 1: the header has no `t` column")?;
+    let (v_col, kind) = match (find("watts"), find("joules")) {
+        (Some(c), None) => (c, Kind::Watts),
+        (None, Some(c)) => (c, Kind::Joules),
+        _ => return Err("line 1: the header needs exactly one of `watts` or `joules`".into()),
+    };
+    let d_col = find("domain");
+    let mut domains: BTreeMap<String, Acc> = BTreeMap::new();
+    let mut samples = 0;
+    for (n, line) in lines {
+        let cells: Vec<&str> = line.split(',').map(str::trim).collect();
+        if cells.len() != cols.len() {
+            return Err(format!(
+                "line {n}: {} cells where the header has {}",
+                cells.len(),
+                cols.len()
+            ));
+        }
+        let t: f64 = cells[t_col]
+            .parse()
+            .ok()
+            .filter(|t: &f64| t.is_finite() && *t >= 0.0)
+            .ok_or_else(|| format!("line {n}: t {:?} is not a number of seconds", cells[t_col]))?;
+        let raw = cells[v_col];
+        let value: Option<f64> = match raw {
+            "" => None,
+            v => Some(
+                v.parse()
+                    .map_err(|_| format!("line {n}: {raw:?} is not a number"))?,
+            ),
+        };
+        let domain = d_col.map(|c| cells[c]).unwrap_or("system").to_string();
+        let at = Duration::from_secs_f64(t);
+        let acc = domains.entry(domain).or_insert_with(|| match kind {
+            Kind::Watts => Acc::Power(Integrator::default()),
+            Kind::Joules => Acc::Counter(CounterIntegrator::new()),
+        });
+        match acc {
+            Acc::Power(i) => {
+                i.push(at, value.map(Watts));
+            }
+            Acc::Counter(c) => {
+                if let Some(v) = value {
+                    c.push(at, Joules(v), None);
+                }
+            }
+        }
+        samples += 1;
+    }
+    let mut joules = 0.0;
+    let mut gaps = Vec::new();
+    for acc in domains.values() {
+        match acc {
+            Acc::Power(i) => {
+                joules += i.total().0;
+                gaps.extend_from_slice(i.gaps());
+            }
+            Acc::Counter(c) => joules += c.total().0,
+        }
+    }
+    gaps.sort_by(|a, b| a.from.total_cmp(&b.from));
+    Ok(Report {
+        joules,
+        kwh: Joules(joules).kwh(),
+        gaps,
+        samples,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn three_hundred_watts_for_ten_minutes_is_a_twentieth_of_a_kwh() {
+        let mut csv = String::from("t,watts\n");
+        for t in 0..=600 {
+            csv.push_str(&format!("{t},300\n"));
+        }
+        let r = integrate(&csv).unwrap_or_else(|e| panic!("{e}"));
+        assert!((r.joules - 180_000.0).abs() < 1e-6);
+        assert!((r.kwh - 0.05).abs() < 1e-12);
+        assert_eq!(r.samples, 601);
+        assert!(r.gaps.is_empty());
+    }
+
+    #[test]
+    fn a_30_second_gap_is_reported_and_adds_nothing() {
+        let r = integrate("t,watts\n0,10\n1,10\n31,10\n32,10\n").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.joules, 20.0);
+        assert_eq!(r.gaps.len(), 1);
+        assert_eq!((r.gaps[0].from, r.gaps[0].seconds), (1.0, 30.0));
+    }
+
+    #[test]
+    fn counters_give_deltas_per_domain_and_resets_add_nothing() {
+        let r = integrate(
+            "t,joules,domain\n0,100,cpu\n0,5,gpu\n1,160,cpu\n1,25,gpu\n2,10,cpu\n3,30,cpu\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        // cpu: 60, then a reset, then 20; gpu: 20.
+        assert_eq!(r.joules, 100.0);
+    }
+
+    #[test]
+    fn a_non_numeric_row_is_an_error_naming_its_line() {
+        assert_eq!(
+            integrate("t,watts\n0,1\n1,abc\n").err().as_deref(),
+            Some("line 3: \"abc\" is not a number")
+        );
+        assert!(integrate("time,watts\n").is_err());
+        assert!(integrate("t,watts,joules\n").is_err());
+    }
+}

@@ -1,0 +1,232 @@
+//! The ledger as a user relies on it: energy survives kill -9 and SIGTERM, never goes backwards,
+//! and `totals` and `integrate` read it back.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+fn cli(home: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_wattbar-cli"));
+    c.env("WATTBAR_DATA_DIR", home.join("data"))
+        .env("XDG_DATA_HOME", home)
+        .env("XDG_CONFIG_HOME", home)
+        .env("TMPDIR", home)
+        .env("WATTBAR_REPLAY", home.join("trace.csv"));
+    c
+}
+
+fn home() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.path().join("trace.csv"), "t,watts\n0,100\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    dir
+}
+
+fn lifetime_joules(home: &Path) -> Option<f64> {
+    let out = cli(home).args(["totals", "--json"]).output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    v["lifetime"]["kwh"].as_f64().map(|kwh| kwh * 3.6e6)
+}
+
+/// A running `watch --json`, with its lines arriving on a channel.
+struct Watch {
+    child: Child,
+    lines: mpsc::Receiver<serde_json::Value>,
+}
+
+impl Watch {
+    fn start(home: &Path) -> Watch {
+        let mut child = cli(home)
+            .args(["watch", "--interval", "100ms", "--batch", "300ms", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str(&line) {
+                    if tx.send(v).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        Watch { child, lines }
+    }
+
+    fn next(&self) -> serde_json::Value {
+        self.lines
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("no line from watch: {e}"))
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_for<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn kill_9_loses_at_most_a_batch_and_lifetime_never_goes_backwards() {
+    let home = home();
+    let mut watch = Watch::start(home.path());
+    let committed = wait_for("a committed batch", || {
+        lifetime_joules(home.path()).filter(|j| *j > 0.0)
+    });
+    let later = wait_for("another batch", || {
+        lifetime_joules(home.path()).filter(|j| *j > committed)
+    });
+    let mut printed = 0.0;
+    while let Ok(v) = watch.lines.try_recv() {
+        printed = v["session_joules"].as_f64().unwrap_or(printed);
+    }
+    watch.child.kill().unwrap_or_else(|e| panic!("{e}"));
+    let _ = watch.child.wait();
+    let after_kill =
+        lifetime_joules(home.path()).unwrap_or_else(|| panic!("unreadable after kill -9"));
+    assert!(
+        after_kill >= later,
+        "lifetime went back: {later} → {after_kill}"
+    );
+    // At 100 W, a 300 ms batch is 30 J; allow two samples of slack on top of what was printed.
+    assert!(
+        after_kill <= printed + 100.0 * 0.3 + 20.0 + 1e-6,
+        "{after_kill} > {printed}"
+    );
+
+    // A restart continues from there.
+    let restarted = Watch::start(home.path());
+    let first = restarted.next();
+    assert!(
+        first["session_joules"].as_f64().unwrap_or(-1.0) < 1.0,
+        "a new session starts at zero"
+    );
+    let grown = wait_for("growth after restart", || {
+        lifetime_joules(home.path()).filter(|j| *j > after_kill)
+    });
+    assert!(grown > after_kill);
+}
+
+#[cfg(unix)]
+#[test]
+fn sigterm_writes_the_last_batch_and_exits_0() {
+    let home = home();
+    let mut watch = Watch::start(home.path());
+    let mut last = 0.0;
+    for _ in 0..5 {
+        last = watch.next()["session_joules"].as_f64().unwrap_or(-1.0);
+    }
+    let status = Command::new("kill")
+        .args(["-TERM", &watch.child.id().to_string()])
+        .status()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(status.success());
+    let exit = wait_for("exit", || watch.child.try_wait().ok().flatten());
+    assert!(exit.success(), "{exit:?}");
+    let stored = lifetime_joules(home.path()).unwrap_or(-1.0);
+    assert!(
+        stored >= last - 1e-6,
+        "{stored} < {last}: the last batch was lost"
+    );
+}
+
+#[test]
+fn integrate_prints_energy_and_gaps_and_names_a_bad_line() {
+    let home = home();
+    let csv = home.path().join("power.csv");
+    std::fs::write(&csv, "t,watts\n0,300\n300,300\n600,300\n").unwrap_or_else(|e| panic!("{e}"));
+    // 300 s steps are gaps: nothing is integrated across them.
+    let out = cli(home.path())
+        .arg("integrate")
+        .arg(&csv)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.status.success());
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v["joules"], 0.0);
+    assert_eq!(v["gaps"].as_array().map(Vec::len), Some(2));
+    assert_eq!(v["samples"], 3);
+
+    let mut dense = String::from("t,watts\n");
+    for t in 0..=600 {
+        dense.push_str(&format!("{t},300\n"));
+    }
+    std::fs::write(&csv, dense).unwrap_or_else(|e| panic!("{e}"));
+    let out = cli(home.path())
+        .arg("integrate")
+        .arg(&csv)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v["joules"], 180_000.0);
+    assert!((v["kwh"].as_f64().unwrap_or(0.0) - 0.05).abs() < 1e-12);
+
+    std::fs::write(&csv, "t,watts\n0,1\nx,2\n").unwrap_or_else(|e| panic!("{e}"));
+    let out = cli(home.path())
+        .arg("integrate")
+        .arg(&csv)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 3"));
+}
+
+#[test]
+fn a_corrupt_database_is_moved_aside_and_recording_goes_on() {
+    let home = home();
+    let data = home.path().join("data");
+    std::fs::create_dir_all(&data).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(data.join("wattbar.db"), vec![0x42u8; 8192]).unwrap_or_else(|e| panic!("{e}"));
+    let out = cli(home.path())
+        .args(["watch", "--interval", "100ms", "--count", "3", "--json"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("moved to"));
+    let aside: Vec<_> = std::fs::read_dir(&data)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        aside.iter().any(|n| n.starts_with("wattbar.db.corrupt-")),
+        "{aside:?}"
+    );
+    assert!(lifetime_joules(home.path()).is_some_and(|j| j > 0.0));
+}
