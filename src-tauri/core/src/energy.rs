@@ -105,6 +105,11 @@ impl Integrator {
         self.total
     }
 
+    /// Monotonic time of the last valid sample, the start of the next interval.
+    pub fn last_time(&self) -> Option<Duration> {
+        self.last.map(|(t, _)| t)
+    }
+
     pub fn gaps(&self) -> &[Gap] {
         &self.gaps
     }

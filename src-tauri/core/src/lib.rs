@@ -19,5 +19,6 @@ pub use energy::{Gap, Integrator, DEFAULT_GAP_THRESHOLD, MAX_POWER_WATTS};
 pub use error::Error;
 pub use prefs::{Currency, Preferences, Price};
 pub use reading::{Domain, Quality, Reading, Source, Stamp};
-pub use session::{Session, SessionTotals};
+pub use session::{Added, Session, SessionTotals};
+pub use tariff::{TariffRule, Tariffs};
 pub use units::{Joules, Watts, JOULES_PER_KWH};

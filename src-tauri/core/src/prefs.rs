@@ -4,6 +4,7 @@
 //! never replaces a good one.
 
 use crate::error::Error;
+use crate::tariff::{TariffRule, Tariffs};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;
@@ -141,6 +142,27 @@ pub struct Preferences {
     pub low_power: bool,
     /// Sampling interval in milliseconds, 100 ms – 60 s.
     pub interval_ms: u64,
+    /// Time-of-use rules over `price_per_kwh`.
+    pub tariffs: Vec<TariffRule>,
+    /// Grid carbon intensity, gCO₂ per kWh, when known.
+    pub carbon_g_per_kwh: Option<f64>,
+    pub daily_budget_kwh: Option<f64>,
+    pub daily_budget_cost: Option<f64>,
+    pub monthly_budget_kwh: Option<f64>,
+    pub monthly_budget_cost: Option<f64>,
+}
+
+/// Upper bound for carbon intensity: no grid is dirtier than pure lignite (~1200 g/kWh).
+pub const MAX_CARBON_G_PER_KWH: f64 = 2000.0;
+
+fn positive(field: &'static str, v: Option<f64>) -> Result<Option<f64>, Error> {
+    match v {
+        Some(x) if !x.is_finite() || x <= 0.0 => Err(Error::Invalid {
+            field,
+            message: format!("{x} must be a positive number"),
+        }),
+        other => Ok(other),
+    }
 }
 
 impl Default for Preferences {
@@ -150,6 +172,12 @@ impl Default for Preferences {
             currency: Currency::default(),
             low_power: false,
             interval_ms: DEFAULT_INTERVAL.as_millis() as u64,
+            tariffs: Vec::new(),
+            carbon_g_per_kwh: None,
+            daily_budget_kwh: None,
+            daily_budget_cost: None,
+            monthly_budget_kwh: None,
+            monthly_budget_cost: None,
         }
     }
 }
@@ -173,7 +201,30 @@ impl Preferences {
     /// Checks every field; returns the first problem.
     pub fn validate(&self) -> Result<(), Error> {
         Preferences::validate_interval(self.interval_ms)?;
+        self.tariff_schedule()?;
+        Preferences::validate_carbon(self.carbon_g_per_kwh)?;
+        positive("daily_budget_kwh", self.daily_budget_kwh)?;
+        positive("daily_budget_cost", self.daily_budget_cost)?;
+        positive("monthly_budget_kwh", self.monthly_budget_kwh)?;
+        positive("monthly_budget_cost", self.monthly_budget_cost)?;
         Ok(())
+    }
+
+    /// The price schedule: the default price with the time-of-use rules over it.
+    pub fn tariff_schedule(&self) -> Result<Tariffs, Error> {
+        Tariffs::new(self.price_per_kwh, self.tariffs.clone())
+    }
+
+    pub fn validate_carbon(v: Option<f64>) -> Result<Option<f64>, Error> {
+        match v {
+            Some(x) if !x.is_finite() || !(0.0..=MAX_CARBON_G_PER_KWH).contains(&x) => {
+                Err(Error::Invalid {
+                    field: "carbon_g_per_kwh",
+                    message: format!("{x} is not between 0 and {MAX_CARBON_G_PER_KWH} g/kWh"),
+                })
+            }
+            other => Ok(other),
+        }
     }
 
     /// Sets one stored field after validating it. Unknown keys are ignored (a newer version may
@@ -210,6 +261,43 @@ impl Preferences {
                 Preferences::validate_interval(ms)?;
                 self.interval_ms = ms;
             }
+            "tariffs" => {
+                let rules: Vec<TariffRule> =
+                    serde_json::from_value(value.clone()).map_err(|e| Error::Invalid {
+                        field: "tariffs",
+                        message: e.to_string(),
+                    })?;
+                Tariffs::new(self.price_per_kwh, rules.clone())?;
+                self.tariffs = rules;
+            }
+            "carbon_g_per_kwh" => {
+                let v = optional_number("carbon_g_per_kwh", value)?;
+                self.carbon_g_per_kwh = Preferences::validate_carbon(v)?;
+            }
+            "daily_budget_kwh" => {
+                self.daily_budget_kwh = positive(
+                    "daily_budget_kwh",
+                    optional_number("daily_budget_kwh", value)?,
+                )?;
+            }
+            "daily_budget_cost" => {
+                self.daily_budget_cost = positive(
+                    "daily_budget_cost",
+                    optional_number("daily_budget_cost", value)?,
+                )?;
+            }
+            "monthly_budget_kwh" => {
+                self.monthly_budget_kwh = positive(
+                    "monthly_budget_kwh",
+                    optional_number("monthly_budget_kwh", value)?,
+                )?;
+            }
+            "monthly_budget_cost" => {
+                self.monthly_budget_cost = positive(
+                    "monthly_budget_cost",
+                    optional_number("monthly_budget_cost", value)?,
+                )?;
+            }
             _ => {}
         }
         Ok(())
@@ -227,6 +315,16 @@ impl Preferences {
             .collect();
         (prefs, problems)
     }
+}
+
+fn optional_number(field: &'static str, value: &serde_json::Value) -> Result<Option<f64>, Error> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    value.as_f64().map(Some).ok_or_else(|| Error::Invalid {
+        field,
+        message: format!("{value} is not a number"),
+    })
 }
 
 /// Parses a human duration such as `1s`, `500ms`, `2m` or a bare number of seconds.
@@ -302,6 +400,42 @@ mod tests {
         assert_eq!(prefs.price_per_kwh, Price::default());
         assert_eq!(prefs.currency, Currency::default());
         assert_eq!(problems.len(), 2, "{problems:?}");
+    }
+
+    #[test]
+    fn tariffs_carbon_and_budgets_are_validated_as_they_are_set() {
+        let mut p = Preferences::default();
+        let overlapping = serde_json::json!([
+            {"weekdays": ["mon"], "from": "07:00", "to": "09:00", "price": 0.4},
+            {"weekdays": ["mon"], "from": "08:00", "to": "10:00", "price": 0.5}
+        ]);
+        let err = p
+            .set_field("tariffs", &overlapping)
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(err.as_deref(), Some("tariffs: tariff 2 overlaps tariff 1"));
+        assert!(p.tariffs.is_empty());
+        let ok = serde_json::json!([{"weekdays": ["sat", "sun"], "from": "00:00", "to": "24:00", "price": 0.1}]);
+        assert!(p.set_field("tariffs", &ok).is_ok());
+        assert_eq!(p.tariffs.len(), 1);
+        assert!(p
+            .set_field("carbon_g_per_kwh", &serde_json::json!(-5))
+            .is_err());
+        assert!(p
+            .set_field("carbon_g_per_kwh", &serde_json::json!(350))
+            .is_ok());
+        assert_eq!(p.carbon_g_per_kwh, Some(350.0));
+        assert!(p
+            .set_field("daily_budget_kwh", &serde_json::json!(0))
+            .is_err());
+        assert!(p
+            .set_field("daily_budget_kwh", &serde_json::json!(2.5))
+            .is_ok());
+        assert!(p
+            .set_field("daily_budget_kwh", &serde_json::Value::Null)
+            .is_ok());
+        assert_eq!(p.daily_budget_kwh, None);
+        assert!(p.validate().is_ok());
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! it was drawn, so changing the price changes cost from then on and never re-prices the past.
 
 use crate::energy::{Gap, Integrator};
-use crate::prefs::{Currency, Price};
+use crate::prefs::Currency;
+use crate::tariff::Tariffs;
 use crate::units::{Joules, Watts};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -18,6 +19,8 @@ pub struct SessionTotals {
     pub kwh: f64,
     pub cost: f64,
     pub currency: Currency,
+    /// Grams of CO₂ at the configured carbon intensity; `None` when none is set.
+    pub carbon_g: Option<f64>,
     pub gaps: usize,
 }
 
@@ -26,6 +29,15 @@ pub struct Session {
     started_unix: f64,
     integrator: Integrator,
     cost: f64,
+    carbon_g: Option<f64>,
+}
+
+/// What one sample added.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Added {
+    pub joules: Joules,
+    pub cost: f64,
+    pub carbon_g: f64,
 }
 
 impl Session {
@@ -34,14 +46,40 @@ impl Session {
             started_unix,
             integrator: Integrator::new(gap_threshold),
             cost: 0.0,
+            carbon_g: None,
         }
     }
 
-    /// Adds one sample; returns the energy it added.
-    pub fn push(&mut self, t: Duration, watts: Option<Watts>, price: Price) -> Joules {
-        let added = self.integrator.push(t, watts);
-        self.cost += added.kwh() * price.per_kwh();
-        added
+    /// Adds one sample taken at monotonic `t`, when the local time was `week_seconds` (seconds
+    /// since Monday 00:00). The energy since the last sample is priced at the tariffs in force
+    /// over that interval.
+    pub fn push(
+        &mut self,
+        t: Duration,
+        watts: Option<Watts>,
+        tariffs: &Tariffs,
+        week_seconds: f64,
+        carbon_g_per_kwh: Option<f64>,
+    ) -> Added {
+        let since = self.integrator.last_time();
+        let joules = self.integrator.push(t, watts);
+        if joules.0 <= 0.0 {
+            return Added::default();
+        }
+        let seconds = since
+            .map(|s| t.saturating_sub(s).as_secs_f64())
+            .unwrap_or(0.0);
+        let cost = tariffs.cost(week_seconds - seconds, seconds, joules);
+        self.cost += cost;
+        let carbon_g = carbon_g_per_kwh.map(|g| g * joules.kwh()).unwrap_or(0.0);
+        if carbon_g_per_kwh.is_some() {
+            *self.carbon_g.get_or_insert(0.0) += carbon_g;
+        }
+        Added {
+            joules,
+            cost,
+            carbon_g,
+        }
     }
 
     pub fn interrupt(&mut self, t: Duration, seconds: f64) {
@@ -60,6 +98,7 @@ impl Session {
             kwh: joules.kwh(),
             cost: self.cost,
             currency: currency.clone(),
+            carbon_g: self.carbon_g,
             gaps: self.integrator.gaps().len(),
         }
     }
@@ -68,18 +107,35 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prefs::Price;
+    use crate::tariff::{TariffRule, TimeOfDay, Weekday};
+
+    fn flat(p: f64) -> Tariffs {
+        Tariffs::flat(Price::new(p).unwrap_or_default())
+    }
 
     #[test]
     fn a_price_change_reprices_only_what_comes_after() {
         // 3600 W for 1000 s = 1 kWh at 0.20, then 1 kWh at 0.50: 0.70 in all.
         let mut s = Session::new(0.0, Duration::from_secs(10));
-        let cheap = Price::new(0.20).unwrap_or_default();
-        let dear = Price::new(0.50).unwrap_or_default();
+        let (cheap, dear) = (flat(0.20), flat(0.50));
         for t in 0..=1000 {
-            s.push(Duration::from_secs(t), Some(Watts(3600.0)), cheap);
+            s.push(
+                Duration::from_secs(t),
+                Some(Watts(3600.0)),
+                &cheap,
+                t as f64,
+                None,
+            );
         }
         for t in 1001..=2000 {
-            s.push(Duration::from_secs(t), Some(Watts(3600.0)), dear);
+            s.push(
+                Duration::from_secs(t),
+                Some(Watts(3600.0)),
+                &dear,
+                t as f64,
+                None,
+            );
         }
         let totals = s.totals(&Currency::default());
         // The 1000→1001 step was drawn under the new price.
@@ -90,11 +146,66 @@ mod tests {
     #[test]
     fn a_free_price_costs_nothing_but_energy_still_counts() {
         let mut s = Session::new(0.0, Duration::from_secs(10));
-        let free = Price::new(0.0).unwrap_or_default();
-        s.push(Duration::from_secs(0), Some(Watts(100.0)), free);
-        s.push(Duration::from_secs(1), Some(Watts(100.0)), free);
+        let free = flat(0.0);
+        s.push(Duration::from_secs(0), Some(Watts(100.0)), &free, 0.0, None);
+        s.push(Duration::from_secs(1), Some(Watts(100.0)), &free, 1.0, None);
         let t = s.totals(&Currency::default());
         assert_eq!(t.joules, Joules(100.0));
         assert_eq!(t.cost, 0.0);
+        assert_eq!(t.carbon_g, None);
+    }
+
+    #[test]
+    fn a_tariff_boundary_inside_a_sample_interval_is_split() {
+        // Monday: 0.30 until 17:00, 0.50 after. 3600 W from 16:59:50 to 17:00:10 = 20 Wh.
+        let rules = vec![TariffRule {
+            weekdays: vec![Weekday::Mon],
+            from: TimeOfDay::parse("17:00").unwrap_or_else(|e| panic!("{e}")),
+            to: TimeOfDay::parse("20:00").unwrap_or_else(|e| panic!("{e}")),
+            price: Price::new(0.50).unwrap_or_default(),
+        }];
+        let tariffs = Tariffs::new(Price::new(0.30).unwrap_or_default(), rules)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let five_pm = 17.0 * 3600.0;
+        let mut s = Session::new(0.0, Duration::from_secs(30));
+        s.push(
+            Duration::from_secs(100),
+            Some(Watts(3600.0)),
+            &tariffs,
+            five_pm - 10.0,
+            None,
+        );
+        s.push(
+            Duration::from_secs(120),
+            Some(Watts(3600.0)),
+            &tariffs,
+            five_pm + 10.0,
+            None,
+        );
+        let t = s.totals(&Currency::default());
+        assert!((t.kwh - 0.02).abs() < 1e-12);
+        assert!(
+            (t.cost - (0.01 * 0.30 + 0.01 * 0.50)).abs() < 1e-12,
+            "{}",
+            t.cost
+        );
+    }
+
+    #[test]
+    fn carbon_intensity_gives_grams_alongside_cost() {
+        // 1 kWh at 400 g/kWh = 400 g.
+        let mut s = Session::new(0.0, Duration::from_secs(10));
+        let t0 = flat(0.3);
+        for t in 0..=1000 {
+            s.push(
+                Duration::from_secs(t),
+                Some(Watts(3600.0)),
+                &t0,
+                t as f64,
+                Some(400.0),
+            );
+        }
+        let totals = s.totals(&Currency::default());
+        assert!((totals.carbon_g.unwrap_or(0.0) - 400.0).abs() < 1e-9);
     }
 }

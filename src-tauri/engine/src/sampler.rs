@@ -18,7 +18,9 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 use wattbar_core::energy::DEFAULT_GAP_THRESHOLD;
-use wattbar_core::{Chain, Currency, Preferences, Price, Session, SessionTotals, Snapshot, Stamp};
+use wattbar_core::{
+    Chain, Currency, Preferences, Price, Session, SessionTotals, Snapshot, Stamp, Tariffs,
+};
 
 /// How often pending samples are written to the store.
 pub const DEFAULT_BATCH_INTERVAL: Duration = Duration::from_secs(5);
@@ -54,6 +56,8 @@ pub enum Command {
     /// Write everything to the store, end the session and stop; answers when done.
     Shutdown(oneshot::Sender<()>),
     SetPrice(Price),
+    /// Replace every preference at once (validated first; refused values change nothing).
+    SetPreferences(Box<Preferences>),
     SetCurrency(Currency),
     SetLowPower(bool),
     SetInterval(Duration),
@@ -136,6 +140,19 @@ impl EngineHandle {
     }
 }
 
+/// Local time as seconds since Monday 00:00 of its week, for tariffs.
+pub fn local_week_seconds(unix: f64) -> f64 {
+    use chrono::{Datelike, Local, TimeZone, Timelike};
+    match Local.timestamp_opt(unix.floor() as i64, 0).single() {
+        Some(dt) => {
+            f64::from(dt.weekday().num_days_from_monday()) * 86_400.0
+                + f64::from(dt.num_seconds_from_midnight())
+                + unix.fract()
+        }
+        None => 0.0,
+    }
+}
+
 fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -154,6 +171,7 @@ struct Engine {
     seq: u64,
     recent: Recent,
     ledger: Option<Ledger>,
+    tariffs: Tariffs,
     batch_interval: Duration,
     last_flush: Instant,
     totals: Option<LedgerTotals>,
@@ -183,7 +201,9 @@ impl Engine {
         let added = self.session.push(
             at.monotonic,
             snapshot.headline_watts(),
-            self.prefs.price_per_kwh,
+            &self.tariffs,
+            local_week_seconds(at.unix_seconds),
+            self.prefs.carbon_g_per_kwh,
         );
         if let Some(ledger) = self.ledger.as_mut() {
             ledger.record(Row {
@@ -195,8 +215,8 @@ impl Engine {
                     .map(|h| h.domain.as_str())
                     .unwrap_or("system")
                     .to_string(),
-                joules: added.0,
-                cost: added.kwh() * self.prefs.price_per_kwh.per_kwh(),
+                joules: added.joules.0,
+                cost: added.cost,
             });
         }
         if self.last_flush.elapsed() >= self.batch_interval {
@@ -220,7 +240,12 @@ impl Engine {
 
     fn apply(&mut self, command: Command) {
         match command {
-            Command::SetPrice(p) => self.prefs.price_per_kwh = p,
+            Command::SetPrice(p) => {
+                let mut next = self.prefs.clone();
+                next.price_per_kwh = p;
+                self.set_preferences(next);
+            }
+            Command::SetPreferences(p) => self.set_preferences(*p),
             Command::SetCurrency(c) => self.prefs.currency = c,
             Command::SetLowPower(on) => self.prefs.low_power = on,
             Command::SetInterval(d) => self.prefs.interval_ms = d.as_millis() as u64,
@@ -247,6 +272,23 @@ impl Engine {
                     }
                 }
                 let _ = done.send(());
+            }
+        }
+    }
+
+    fn set_preferences(&mut self, next: Preferences) {
+        match next.tariff_schedule() {
+            Ok(tariffs) if next.validate().is_ok() => {
+                self.tariffs = tariffs;
+                self.prefs = next;
+            }
+            Ok(_) | Err(_) => {
+                let why = next
+                    .validate()
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default();
+                tracing::warn!("preferences refused: {why}");
             }
         }
     }
@@ -311,6 +353,10 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> EngineHandle {
         None => (None, None),
     };
     let totals = ledger.as_ref().and_then(|l| l.totals(started).ok());
+    let tariffs = config
+        .prefs
+        .tariff_schedule()
+        .unwrap_or_else(|_| Tariffs::flat(config.prefs.price_per_kwh));
     let mut engine = Engine {
         chain,
         session: Session::new(unix_now(), config.gap_threshold),
@@ -322,6 +368,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> EngineHandle {
         seq: 0,
         recent: Arc::new(Mutex::new(VecDeque::new())),
         ledger,
+        tariffs,
         batch_interval: config.batch_interval,
         last_flush: Instant::now(),
         totals,
@@ -480,6 +527,28 @@ mod tests {
         let lifetime = store.lifetime().unwrap_or_else(|e| panic!("{e}"));
         assert!((lifetime.joules - 180_000.0).abs() < 1e-6, "{lifetime:?}");
         assert!((lifetime.kwh - 0.05).abs() < 1e-9);
+    }
+
+    #[test]
+    fn local_week_seconds_start_on_monday_midnight() {
+        use chrono::{Local, TimeZone};
+        // Monday 23 November 2026, local midnight, and 17:30 on the Wednesday after.
+        let monday = Local
+            .with_ymd_and_hms(2026, 11, 23, 0, 0, 0)
+            .single()
+            .map(|d| d.timestamp() as f64)
+            .unwrap_or_else(|| panic!("no such local time"));
+        let wednesday = Local
+            .with_ymd_and_hms(2026, 11, 25, 17, 30, 0)
+            .single()
+            .map(|d| d.timestamp() as f64)
+            .unwrap_or_else(|| panic!("no such local time"));
+        assert_eq!(local_week_seconds(monday), 0.0);
+        assert_eq!(local_week_seconds(monday + 0.25), 0.25);
+        assert_eq!(
+            local_week_seconds(wednesday),
+            2.0 * 86_400.0 + 17.5 * 3600.0
+        );
     }
 
     #[tokio::test(start_paused = true)]
