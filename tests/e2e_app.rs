@@ -68,6 +68,7 @@ impl Home {
             .env("XDG_CACHE_HOME", p.join("xdg-cache"))
             .env("TMPDIR", p)
             .env("WATTBAR_REPLAY", p.join("trace.csv"))
+            .env("WATTBAR_BATCH_INTERVAL", "1s")
             .env("RUST_LOG", "warn");
     }
 
@@ -280,10 +281,30 @@ fn the_tray_shows_live_watts_and_the_dashboard_opens_only_on_demand() {
         labels.iter().any(|l| l.starts_with("Session ")),
         "{labels:?}"
     );
-    for wanted in ["Low-power mode", "Open dashboard", "Quit"] {
+    for wanted in ["Low-power mode", "Reset session", "Open dashboard", "Quit"] {
         assert!(labels.contains(&wanted), "{wanted} missing from {labels:?}");
     }
     assert_eq!(tray.item("Low-power mode").toggle, Some(0));
+
+    // "Reset session" starts the session's energy again from zero.
+    let session_line = || {
+        tray.menu()
+            .into_iter()
+            .find(|i| i.label.starts_with("Session "))
+            .map(|i| i.label)
+            .unwrap_or_default()
+    };
+    wait_for(
+        "session energy in the menu",
+        Duration::from_secs(15),
+        || (!session_line().starts_with("Session 0.00 Wh")).then_some(()),
+    );
+    tray.click("Reset session");
+    wait_for(
+        "the session line to restart",
+        Duration::from_secs(5),
+        || session_line().starts_with("Session 0.00 Wh").then_some(()),
+    );
 
     // No window at start-up; a second launch hands over to the first, which opens it.
     assert!(!visible_dashboard(), "a window is open at start-up");
@@ -562,6 +583,42 @@ fn the_dashboard_shows_live_watts_prices_cost_and_follows_the_tray() {
         "cost grew at {rate} per kWh, not 2"
     );
     assert!(ui.text("session-cost").ends_with(" EUR"));
+
+    // The ledger feeds today's totals and the history tabs.
+    wait_for(
+        "a stored batch in today's total",
+        Duration::from_secs(10),
+        || (ui.number("today-kwh") > 0.0).then_some(()),
+    );
+    for tab in ["#tab-24h", "#tab-30d", "#tab-1h"] {
+        wait_for("history points", Duration::from_secs(10), || {
+            ui.click(tab);
+            std::thread::sleep(Duration::from_millis(200));
+            (ui.number("history-points") >= 1.0 && ui.number("history-kwh") > 0.0).then_some(())
+        });
+        let selected = ui.js(&format!(
+            "return document.querySelector('{tab}').getAttribute('aria-selected')"
+        ));
+        assert_eq!(selected, "true", "{tab}");
+        let line = ui.js("return document.getElementById('history-line').getAttribute('d')");
+        assert!(
+            line.as_str().is_some_and(|d| d.starts_with('M')),
+            "{tab}: {line}"
+        );
+    }
+
+    // Reset session: the session starts again from zero; today and lifetime keep their energy.
+    let (session_before, lifetime_before) = (ui.number("session-kwh"), ui.number("lifetime-kwh"));
+    assert!(session_before > 0.0);
+    ui.click("#reset-session");
+    assert_eq!(ui.text("reset-session"), "Click again to reset");
+    ui.click("#reset-session");
+    wait_for("the session to restart", Duration::from_secs(5), || {
+        (ui.number("session-kwh") < session_before / 2.0).then_some(())
+    });
+    wait_for("lifetime to keep counting", Duration::from_secs(10), || {
+        (ui.number("lifetime-kwh") >= lifetime_before).then_some(())
+    });
 
     // The tray and the dashboard share one low-power state, and the store keeps it.
     let tray = Tray::find();

@@ -1,12 +1,13 @@
 //! Commands the dashboard invokes. Each validates with wattbar-core, stores, then tells the
 //! engine; a refused value changes nothing.
 
-use crate::events::{DashboardPayload, StatePayload};
+use crate::events::{DashboardPayload, HistoryPayload, StatePayload};
 use crate::settings;
 use crate::AppState;
 use std::sync::Arc;
 use tauri::{AppHandle, Manager, State};
 use wattbar_core::Price;
+use wattbar_engine::store::{Step, Store};
 use wattbar_engine::{Command, Published};
 
 pub fn current(app: &AppHandle) -> Option<Arc<Published>> {
@@ -57,4 +58,43 @@ pub fn apply_low_power(app: &AppHandle, enabled: bool) -> Result<bool, String> {
         .send(Command::SetLowPower(enabled))
         .map_err(|e| e.to_string())?;
     Ok(enabled)
+}
+
+#[tauri::command]
+pub fn reset_session(app: AppHandle) -> Result<(), String> {
+    apply_reset(&app)
+}
+
+/// Ends the session and starts another; lifetime and history stay.
+pub fn apply_reset(app: &AppHandle) -> Result<(), String> {
+    let state = app
+        .try_state::<AppState>()
+        .ok_or_else(|| "Wattbar is still starting".to_string())?;
+    state
+        .engine
+        .send(Command::ResetSession)
+        .map_err(|e| e.to_string())
+}
+
+/// Stored history for `range`: `1h` and `24h` by minute, `30d` by hour.
+#[tauri::command]
+pub fn get_history(range: String, state: State<'_, AppState>) -> Result<HistoryPayload, String> {
+    let (seconds, step) = match range.as_str() {
+        "1h" => (3600.0, Step::Minute),
+        "24h" => (86_400.0, Step::Minute),
+        "30d" => (30.0 * 86_400.0, Step::Hour),
+        other => return Err(format!("unknown range {other:?}: use 1h, 24h or 30d")),
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
+    if !state.db_path.exists() {
+        return Ok(HistoryPayload::new(range, step, Vec::new()));
+    }
+    let store = Store::open_read_only(&state.db_path).map_err(|e| e.to_string())?;
+    let points = store
+        .history(now - seconds, now + 1.0, step)
+        .map_err(|e| e.to_string())?;
+    Ok(HistoryPayload::new(range, step, points))
 }

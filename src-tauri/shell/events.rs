@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 use wattbar_core::{Domain, Quality, Unavailable};
+use wattbar_engine::ledger::LedgerTotals;
+use wattbar_engine::store::{HistoryPoint, Step};
 use wattbar_engine::{Point, Published};
 
 /// Emitted to the dashboard after every publication, only while the window exists.
@@ -12,6 +14,8 @@ pub const STATE_CHANGED: &str = "wattbar:state";
 pub const CMD_GET_DASHBOARD: &str = "get_dashboard";
 pub const CMD_SET_PRICE: &str = "set_price";
 pub const CMD_SET_LOW_POWER: &str = "set_low_power";
+pub const CMD_RESET_SESSION: &str = "reset_session";
+pub const CMD_GET_HISTORY: &str = "get_history";
 
 /// Payload of [`STATE_CHANGED`].
 #[derive(Debug, Clone, Serialize)]
@@ -34,6 +38,30 @@ pub struct StatePayload {
     pub low_power: bool,
     /// Something the user should know (e.g. the energy database was damaged and replaced).
     pub notice: Option<String>,
+    pub carbon_g: Option<f64>,
+    /// Today, this month and lifetime from the store, as of the last batch.
+    pub totals: Option<LedgerTotals>,
+}
+
+/// Reply of [`CMD_GET_HISTORY`].
+#[derive(Debug, Clone, Serialize)]
+pub struct HistoryPayload {
+    pub range: String,
+    pub step_seconds: i64,
+    pub points: Vec<HistoryPoint>,
+    pub kwh: f64,
+}
+
+impl HistoryPayload {
+    pub fn new(range: String, step: Step, points: Vec<HistoryPoint>) -> Self {
+        let joules: f64 = points.iter().map(|p| p.joules).sum();
+        HistoryPayload {
+            range,
+            step_seconds: step.seconds(),
+            kwh: joules / wattbar_core::JOULES_PER_KWH,
+            points,
+        }
+    }
 }
 
 /// One line of the dashboard's breakdown.
@@ -83,6 +111,8 @@ impl From<&Published> for StatePayload {
             price_per_kwh: p.price_per_kwh,
             low_power: p.low_power,
             notice: p.notice.clone(),
+            carbon_g: p.session.carbon_g,
+            totals: p.totals,
         }
     }
 }
@@ -106,6 +136,8 @@ mod tests {
             ("CMD_GET_DASHBOARD", CMD_GET_DASHBOARD),
             ("CMD_SET_PRICE", CMD_SET_PRICE),
             ("CMD_SET_LOW_POWER", CMD_SET_LOW_POWER),
+            ("CMD_RESET_SESSION", CMD_RESET_SESSION),
+            ("CMD_GET_HISTORY", CMD_GET_HISTORY),
         ] {
             let line = format!("export const {js_name} = \"{value}\";");
             assert!(js.contains(&line), "ui/js/contract.js lacks {line}");

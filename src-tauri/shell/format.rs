@@ -73,6 +73,8 @@ mod tests {
             interval_ms: 1000,
             totals: None,
             notice: None,
+            alerts: Vec::new(),
+            alert_seq: 0,
         }
     }
 

@@ -7,6 +7,7 @@ mod commands;
 pub mod events;
 mod format;
 mod menu;
+mod notify;
 mod settings;
 mod tray;
 mod windows;
@@ -22,7 +23,12 @@ pub const OPEN_DASHBOARD_FLAG: &str = "--open-dashboard";
 pub struct AppState {
     pub engine: EngineHandle,
     pub store: Arc<Store<tauri::Wry>>,
+    /// The engine's SQLite ledger, read for history.
+    pub db_path: std::path::PathBuf,
 }
+
+/// How often the ledger is written (`WATTBAR_BATCH_INTERVAL`, e.g. `1s`; default 5 s).
+const BATCH_ENV: &str = "WATTBAR_BATCH_INTERVAL";
 
 fn init_tracing() {
     let _ = tracing_subscriber::fmt()
@@ -41,18 +47,34 @@ fn setup(app: &mut tauri::App) -> Result<(), Box<dyn std::error::Error>> {
     let store = settings::open(app.handle())?;
     let prefs = settings::load(&store);
     let chain = build_chain(&ChainOptions::from_env())?;
-    let config = EngineConfig::new(prefs).with_store(wattbar_engine::paths::database_path()?);
+    let db_path = wattbar_engine::paths::database_path()?;
+    let mut config = EngineConfig::new(prefs).with_store(db_path.clone());
+    if let Some(batch) = std::env::var(BATCH_ENV)
+        .ok()
+        .and_then(|v| wattbar_core::prefs::parse_duration(&v).ok())
+    {
+        config.batch_interval = batch;
+    }
     let engine =
         tauri::async_runtime::block_on(async move { wattbar_engine::spawn(chain, config) });
     let mut rx = engine.subscribe();
-    app.manage(AppState { engine, store });
+    app.manage(AppState {
+        engine,
+        store,
+        db_path,
+    });
 
     let mut tray = tray::Tray::build(app.handle())?;
     let handle = app.handle().clone();
     tauri::async_runtime::spawn(async move {
+        let mut alerts_seen = 0;
         loop {
             let published = rx.borrow_and_update().clone();
             tray.show(&published);
+            if published.alert_seq > alerts_seen {
+                alerts_seen = published.alert_seq;
+                notify::budget(&handle, &published.alerts);
+            }
             if handle.get_webview_window(windows::DASHBOARD).is_some() {
                 let payload = events::StatePayload::from(published.as_ref());
                 if let Err(e) = handle.emit_to(windows::DASHBOARD, events::STATE_CHANGED, payload) {
@@ -81,10 +103,13 @@ pub fn run() {
             }
         }))
         .plugin(tauri_plugin_store::Builder::default().build())
+        .plugin(tauri_plugin_notification::init())
         .invoke_handler(tauri::generate_handler![
             commands::get_dashboard,
             commands::set_price,
-            commands::set_low_power
+            commands::set_low_power,
+            commands::reset_session,
+            commands::get_history
         ])
         .setup(setup)
         .build(tauri::generate_context!());

@@ -7,15 +7,17 @@ pub enum MenuId {
     /// Disabled line: session kWh and cost.
     Session,
     LowPower,
+    ResetSession,
     OpenDashboard,
     Quit,
 }
 
 impl MenuId {
-    pub const ALL: [MenuId; 5] = [
+    pub const ALL: [MenuId; 6] = [
         MenuId::Now,
         MenuId::Session,
         MenuId::LowPower,
+        MenuId::ResetSession,
         MenuId::OpenDashboard,
         MenuId::Quit,
     ];
@@ -25,6 +27,7 @@ impl MenuId {
             MenuId::Now => "now",
             MenuId::Session => "session",
             MenuId::LowPower => "low-power",
+            MenuId::ResetSession => "reset-session",
             MenuId::OpenDashboard => "open-dashboard",
             MenuId::Quit => "quit",
         }

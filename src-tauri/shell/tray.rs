@@ -55,6 +55,13 @@ impl Tray {
             false,
             None::<&str>,
         )?;
+        let reset = MenuItem::with_id(
+            app,
+            MenuId::ResetSession.as_str(),
+            "Reset session",
+            true,
+            None::<&str>,
+        )?;
         let open = MenuItem::with_id(
             app,
             MenuId::OpenDashboard.as_str(),
@@ -70,6 +77,7 @@ impl Tray {
                 &session,
                 &PredefinedMenuItem::separator(app)?,
                 &low_power,
+                &reset,
                 &open,
                 &PredefinedMenuItem::separator(app)?,
                 &quit,
@@ -133,6 +141,7 @@ fn on_menu_event(app: &AppHandle, event: MenuEvent) {
             let on = commands::current(app).map(|p| !p.low_power).unwrap_or(true);
             commands::apply_low_power(app, on).map(|_| ())
         }
+        Some(MenuId::ResetSession) => commands::apply_reset(app),
         Some(MenuId::OpenDashboard) => windows::open_dashboard(app).map_err(|e| e.to_string()),
         Some(MenuId::Quit) => {
             // Write the last batch and end the session before the process goes.

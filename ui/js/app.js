@@ -46,23 +46,71 @@ function renderBreakdown(items) {
   });
 }
 
-function renderSpark() {
-  const now = history.length ? history[history.length - 1].t : 0;
-  const points = history.filter((p) => p.t >= now - WINDOW_SECONDS);
+// An SVG path through (t, watts) points over [end - span, end]; null watts break the line.
+function linePath(points, end, span) {
   const values = points.filter((p) => p.watts !== null).map((p) => p.watts);
-  if (values.length === 0) { $("spark-line").setAttribute("d", ""); return; }
+  if (values.length === 0) return "";
   const max = Math.max(...values) * 1.1 || 1;
   const min = Math.min(0, ...values);
   let d = "";
   let pen = false;
   for (const p of points) {
     if (p.watts === null) { pen = false; continue; }
-    const x = 300 * (1 - (now - p.t) / WINDOW_SECONDS);
-    const y = 60 - 60 * ((p.watts - min) / (max - min));
+    const x = 300 * (1 - (end - p.t) / span);
+    const y = 60 - 60 * ((p.watts - min) / (max - min || 1));
     d += `${pen ? "L" : "M"}${x.toFixed(1)},${y.toFixed(1)}`;
     pen = true;
   }
-  $("spark-line").setAttribute("d", d);
+  return d;
+}
+
+function renderSpark() {
+  const now = history.length ? history[history.length - 1].t : 0;
+  const points = history.filter((p) => p.t >= now - WINDOW_SECONDS);
+  $("spark-line").setAttribute("d", linePath(points, now, WINDOW_SECONDS));
+}
+
+const RANGE_SECONDS = { "1h": 3600, "24h": 86400, "30d": 30 * 86400 };
+let historyRange = "1h";
+
+async function loadHistory() {
+  try {
+    const h = await transport.getHistory(historyRange);
+    const end = Date.now() / 1000;
+    const points = h.points.map((p) => ({ t: p.t, watts: p.mean_watts }));
+    $("history-line").setAttribute("d", linePath(points, end, RANGE_SECONDS[h.range]));
+    setText($("history-kwh"), fmt.energy(h.kwh), h.kwh);
+    setText($("history-points"), String(h.points.length), h.points.length);
+  } catch (reason) {
+    setText($("history-kwh"), `history unavailable: ${reason}`);
+  }
+}
+
+function selectRange(range) {
+  historyRange = range;
+  for (const tab of document.querySelectorAll("[role=tab]")) {
+    tab.setAttribute("aria-selected", String(tab.dataset.range === range));
+  }
+  loadHistory();
+}
+
+let resetTimer = null;
+async function resetClicked() {
+  const button = $("reset-session");
+  if (button.dataset.armed !== "true") {
+    button.dataset.armed = "true";
+    button.textContent = "Click again to reset";
+    resetTimer = setTimeout(() => { button.dataset.armed = "false"; button.textContent = "Reset session"; }, 4000);
+    return;
+  }
+  clearTimeout(resetTimer);
+  button.dataset.armed = "false";
+  button.textContent = "Reset session";
+  try {
+    await transport.resetSession();
+  } catch (reason) {
+    message(`Session not reset. ${reason}`, "error");
+  }
 }
 
 function render(state) {
@@ -75,6 +123,16 @@ function render(state) {
   renderBreakdown(state.breakdown);
   setText($("session-kwh"), fmt.energy(state.session_kwh), state.session_kwh);
   setText($("session-cost"), fmt.money(state.session_cost, state.currency), state.session_cost);
+  const carbon = state.carbon_g;
+  $("carbon-row").hidden = carbon === null || carbon === undefined;
+  if (carbon !== null && carbon !== undefined) setText($("session-carbon"), `${carbon.toFixed(1)} g CO₂`, carbon);
+  if (state.totals) {
+    for (const key of ["today", "month", "lifetime"]) {
+      const t = state.totals[key];
+      setText($(`${key}-kwh`), fmt.energy(t.kwh), t.kwh);
+      setText($(`${key}-cost`), fmt.money(t.cost, state.currency), t.cost);
+    }
+  }
   setText($("price-value"), `${state.price_per_kwh} ${state.currency}/kWh`, state.price_per_kwh);
   if (!lowPowerBusy) $("low-power").checked = state.low_power;
   const notice = $("notice");
@@ -129,6 +187,11 @@ async function start() {
   }
   $("price-form").addEventListener("submit", savePrice);
   $("low-power").addEventListener("change", toggleLowPower);
+  $("reset-session").addEventListener("click", resetClicked);
+  for (const tab of document.querySelectorAll("[role=tab]")) {
+    tab.addEventListener("click", () => selectRange(tab.dataset.range));
+  }
+  setInterval(() => { if (!document.hidden) loadHistory(); }, 30000);
   document.addEventListener("keydown", (event) => {
     // Ctrl+W (Linux) and Cmd+W (macOS) close the dashboard, as in any small utility window.
     if ((event.ctrlKey || event.metaKey) && event.key.toLowerCase() === "w") {
@@ -142,6 +205,7 @@ async function start() {
   $("price-input").value = String(init.state.price_per_kwh);
   renderSpark();
   render(init.state);
+  await loadHistory();
   document.body.dataset.ready = "true";
 }
 

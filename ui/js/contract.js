@@ -3,3 +3,5 @@ export const STATE_CHANGED = "wattbar:state";
 export const CMD_GET_DASHBOARD = "get_dashboard";
 export const CMD_SET_PRICE = "set_price";
 export const CMD_SET_LOW_POWER = "set_low_power";
+export const CMD_RESET_SESSION = "reset_session";
+export const CMD_GET_HISTORY = "get_history";

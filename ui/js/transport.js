@@ -1,5 +1,7 @@
 // The only module that knows how the dashboard talks to Wattbar. Inside the app: Tauri IPC.
-import { STATE_CHANGED, CMD_GET_DASHBOARD, CMD_SET_PRICE, CMD_SET_LOW_POWER } from "./contract.js";
+import {
+  STATE_CHANGED, CMD_GET_DASHBOARD, CMD_SET_PRICE, CMD_SET_LOW_POWER, CMD_RESET_SESSION, CMD_GET_HISTORY,
+} from "./contract.js";
 
 const tauri = window.__TAURI__;
 
@@ -18,6 +20,15 @@ export function setPrice(input) {
 
 export function setLowPower(enabled) {
   return tauri.core.invoke(CMD_SET_LOW_POWER, { enabled });
+}
+
+export function resetSession() {
+  return tauri.core.invoke(CMD_RESET_SESSION);
+}
+
+// range: "1h", "24h" or "30d". Resolves with { range, step_seconds, points, kwh }.
+export function getHistory(range) {
+  return tauri.core.invoke(CMD_GET_HISTORY, { range });
 }
 
 // Closes the dashboard window (the app and its tray keep running).

@@ -53,6 +53,21 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// History from the store: one row per minute or hour with mean and max watts and joules.
+    Export {
+        /// Start: Unix seconds, or a duration back from now such as 24h or 30m.
+        #[arg(long, default_value = "24h")]
+        from: String,
+        /// End: Unix seconds, or `now`.
+        #[arg(long, default_value = "now")]
+        to: String,
+        /// 1m or 1h.
+        #[arg(long, default_value = "1m")]
+        step: String,
+        /// csv or json.
+        #[arg(long, default_value = "csv")]
+        format: String,
+    },
 }
 
 fn parse_batch(text: &str) -> Result<Duration, String> {
@@ -290,6 +305,75 @@ fn totals(json: bool) -> Result<()> {
     Ok(())
 }
 
+/// `now`, Unix seconds, or a duration back from now (`24h`, `30m`, `7d`).
+fn parse_time(text: &str, now: f64) -> Result<f64> {
+    let t = text.trim();
+    if t == "now" {
+        return Ok(now);
+    }
+    if let Ok(v) = t.parse::<f64>() {
+        if v.is_finite() && v >= 0.0 {
+            return Ok(v);
+        }
+    }
+    let back = match t.strip_suffix('d') {
+        Some(days) => days
+            .parse::<f64>()
+            .ok()
+            .filter(|d| d.is_finite() && *d > 0.0)
+            .map(|d| d * 86_400.0),
+        None => t
+            .strip_suffix('h')
+            .and_then(|h| h.parse::<f64>().ok())
+            .filter(|h| h.is_finite() && *h > 0.0)
+            .map(|h| h * 3600.0)
+            .or_else(|| parse_duration(t).ok().map(|d| d.as_secs_f64())),
+    };
+    match back {
+        Some(secs) => Ok(now - secs),
+        None => bail!("{t:?} is not `now`, Unix seconds, or a duration such as 24h"),
+    }
+}
+
+fn export(from: &str, to: &str, step: &str, format: &str) -> Result<()> {
+    let now = unix_now();
+    let (from, to) = (parse_time(from, now)?, parse_time(to, now)?);
+    if from >= to {
+        bail!("--from must be before --to");
+    }
+    let step = match step {
+        "1m" => wattbar_engine::store::Step::Minute,
+        "1h" => wattbar_engine::store::Step::Hour,
+        other => bail!("--step {other:?}: use 1m or 1h"),
+    };
+    let db = paths::database_path()?;
+    if !db.exists() {
+        bail!("no energy recorded yet: {} does not exist", db.display());
+    }
+    let (store, _) = wattbar_engine::store::Store::open(&db, now)?;
+    let points = store.history(from, to, step)?;
+    let mut out = std::io::stdout().lock();
+    match format {
+        "json" => writeln!(out, "{}", serde_json::to_string(&points)?)?,
+        "csv" => {
+            writeln!(out, "t,mean_watts,max_watts,joules")?;
+            let cell = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+            for p in points {
+                writeln!(
+                    out,
+                    "{},{},{},{}",
+                    p.t,
+                    cell(p.mean_watts),
+                    cell(p.max_watts),
+                    p.joules
+                )?;
+            }
+        }
+        other => bail!("--format {other:?}: use csv or json"),
+    }
+    Ok(())
+}
+
 fn unix_now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -328,5 +412,11 @@ fn main() -> Result<()> {
         Cmd::Sources => sources(),
         Cmd::Integrate { file } => integrate_file(&file),
         Cmd::Totals { json } => totals(json),
+        Cmd::Export {
+            from,
+            to,
+            step,
+            format,
+        } => export(&from, &to, &step, &format),
     }
 }

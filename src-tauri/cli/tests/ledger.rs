@@ -230,3 +230,57 @@ fn a_corrupt_database_is_moved_aside_and_recording_goes_on() {
     );
     assert!(lifetime_joules(home.path()).is_some_and(|j| j > 0.0));
 }
+
+#[test]
+fn export_gives_the_recorded_minutes_as_csv_and_json() {
+    let home = home();
+    let out = cli(home.path())
+        .args(["watch", "--interval", "100ms", "--count", "11", "--json"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.status.success());
+    let last: serde_json::Value = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or_default();
+    let session = last["session_joules"].as_f64().unwrap_or(-1.0);
+
+    let out = cli(home.path())
+        .args(["export", "--from", "1h", "--step", "1m", "--format", "json"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert!(!rows.is_empty() && rows.len() <= 2, "{rows:?}");
+    let joules: f64 = rows.iter().filter_map(|r| r["joules"].as_f64()).sum();
+    // Shutdown writes everything printed, and at most the one sample it may take meanwhile.
+    assert!(
+        joules >= session - 1e-6 && joules <= session + 100.0 * 0.1 + 1e-6,
+        "{joules} vs {session}"
+    );
+    assert!(rows
+        .iter()
+        .all(|r| r["mean_watts"] == 100.0 && r["max_watts"] == 100.0));
+
+    let out = cli(home.path())
+        .args(["export", "--from", "1h", "--step", "1h"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("t,mean_watts,max_watts,joules\n"),
+        "{text}"
+    );
+
+    let out = cli(home.path())
+        .args(["export", "--step", "5m"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1m or 1h"));
+}

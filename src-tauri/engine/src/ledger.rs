@@ -105,6 +105,11 @@ impl Ledger {
         })
     }
 
+    /// Records that an alert was given; false when it already had been (in this period).
+    pub fn first_alert(&mut self, key: &str, now_unix: f64) -> Result<bool, StoreError> {
+        self.store.mark_alert(key, now_unix)
+    }
+
     pub fn store(&self) -> &Store {
         &self.store
     }

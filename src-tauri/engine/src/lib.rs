@@ -5,6 +5,7 @@
 //! `watch` channel as a [`Published`] state. Everything that shows Wattbar's numbers reads that
 //! state; changes come back only as [`Command`]s.
 
+pub mod budget;
 pub mod error;
 pub mod ledger;
 pub mod paths;

@@ -6,6 +6,7 @@
 //! clock between two samples, the machine slept (or the clock jumped): the session records a gap
 //! and nothing is integrated across it.
 
+use crate::budget::{self, BudgetAlert};
 use crate::error::Error;
 use crate::ledger::{Ledger, LedgerTotals};
 use crate::store::Row;
@@ -79,6 +80,9 @@ pub struct Published {
     pub totals: Option<LedgerTotals>,
     /// Something the user should know, e.g. a damaged database that was replaced.
     pub notice: Option<String>,
+    /// Budget alerts given at the last batch; `alert_seq` increases with each new set.
+    pub alerts: Vec<BudgetAlert>,
+    pub alert_seq: u64,
 }
 
 /// One point of the recent-watts history.
@@ -176,6 +180,8 @@ struct Engine {
     last_flush: Instant,
     totals: Option<LedgerTotals>,
     notice: Option<String>,
+    alerts: Vec<BudgetAlert>,
+    alert_seq: u64,
 }
 
 impl Engine {
@@ -310,8 +316,39 @@ impl Engine {
             .flush(totals.joules.0, totals.cost, now)
             .and_then(|()| ledger.totals(now))
         {
-            Ok(t) => self.totals = Some(t),
+            Ok(t) => {
+                self.totals = Some(t);
+                self.check_budgets(t, now);
+            }
             Err(e) => self.store_failed(e),
+        }
+    }
+
+    /// Alerts for budgets crossed, each once per local day or month.
+    fn check_budgets(&mut self, totals: LedgerTotals, now: f64) {
+        let Some(ledger) = self.ledger.as_mut() else {
+            return;
+        };
+        let (day, month) = crate::store::local_day_month(now);
+        let mut fresh = Vec::new();
+        for alert in budget::crossed(&self.prefs, &totals) {
+            let period = if alert.kind.starts_with("daily") {
+                &day
+            } else {
+                &month
+            };
+            match ledger.first_alert(&format!("{}:{period}", alert.kind), now) {
+                Ok(true) => fresh.push(alert),
+                Ok(false) => {}
+                Err(e) => tracing::warn!("could not record a budget alert: {e}"),
+            }
+        }
+        if !fresh.is_empty() {
+            for a in &fresh {
+                tracing::info!("{}", a.message);
+            }
+            self.alerts = fresh;
+            self.alert_seq += 1;
         }
     }
 
@@ -326,6 +363,8 @@ impl Engine {
             interval_ms: self.prefs.interval_ms,
             totals: self.totals,
             notice: self.notice.clone(),
+            alerts: self.alerts.clone(),
+            alert_seq: self.alert_seq,
         })
     }
 }
@@ -373,6 +412,8 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> EngineHandle {
         last_flush: Instant::now(),
         totals,
         notice,
+        alerts: Vec::new(),
+        alert_seq: 0,
     };
     let recent = engine.recent.clone();
     let (state_tx, state_rx) = watch::channel(engine.published());
@@ -527,6 +568,28 @@ mod tests {
         let lifetime = store.lifetime().unwrap_or_else(|e| panic!("{e}"));
         assert!((lifetime.joules - 180_000.0).abs() < 1e-6, "{lifetime:?}");
         assert!((lifetime.kwh - 0.05).abs() < 1e-9);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn crossing_a_daily_budget_alerts_once() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        // 3600 W is 1 Wh a second; the budget is 10 Wh.
+        let prefs = Preferences {
+            daily_budget_kwh: Some(0.01),
+            ..Preferences::default()
+        };
+        let engine = spawn(
+            replay("t,watts\n0,3600\n"),
+            EngineConfig::new(prefs).with_store(dir.path().join("wattbar.db")),
+        );
+        let mut rx = engine.subscribe();
+        let first = wait_for(&mut rx, |p| p.alert_seq > 0).await;
+        assert_eq!(first.alerts.len(), 1);
+        assert_eq!(first.alerts[0].kind, "daily-kwh");
+        assert!(first.alerts[0].used >= 0.01);
+        let later = wait_for(&mut rx, |p| p.session.kwh > 0.05).await;
+        assert_eq!(later.alert_seq, 1, "the alert came again");
+        engine.shutdown().await;
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! - `samples(t, watts, joules)`: raw samples, kept 24 h;
 //! - `minutes(t, n, sum_watts, max_watts, joules)`: per-minute rollups, kept 30 days;
 //! - `hours(t, n, sum_watts, max_watts, joules)`: per-hour rollups, kept forever;
-//! - `daily(day, joules, cost)`, `monthly(month, joules, cost)`: local calendar totals.
+//! - `daily(day, joules, cost)`, `monthly(month, joules, cost)`: local calendar totals;
+//! - `alerts(key)` (v2): budget alerts already given, so each is given once per period.
 //!
 //! Writes come in batches, each one transaction: a kill -9 loses at most the batch in memory and
 //! never leaves a half-written one. A file that is not a database, or fails its integrity
@@ -20,7 +21,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 pub const DB_FILE: &str = "wattbar.db";
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 pub const RAW_KEEP_SECONDS: f64 = 24.0 * 3600.0;
 pub const MINUTES_KEEP_SECONDS: f64 = 30.0 * 86_400.0;
 
@@ -123,7 +124,8 @@ pub struct MovedAside {
     pub reason: String,
 }
 
-fn local_day_month(t: f64) -> (String, String) {
+/// Local calendar day (`YYYY-MM-DD`) and month (`YYYY-MM`) of Unix time `t`.
+pub fn local_day_month(t: f64) -> (String, String) {
     let secs = t.floor() as i64;
     match Local.timestamp_opt(secs, 0).single() {
         Some(dt) => (
@@ -134,7 +136,8 @@ fn local_day_month(t: f64) -> (String, String) {
     }
 }
 
-const MIGRATIONS: [&str; 1] = [r#"
+const MIGRATIONS: [&str; 2] = [
+    r#"
 CREATE TABLE lifetime (domain TEXT PRIMARY KEY, joules REAL NOT NULL);
 CREATE TABLE sessions (id INTEGER PRIMARY KEY, start REAL NOT NULL, end REAL,
                        joules REAL NOT NULL DEFAULT 0, cost REAL NOT NULL DEFAULT 0,
@@ -147,7 +150,11 @@ CREATE TABLE hours (t INTEGER PRIMARY KEY, n INTEGER NOT NULL, sum_watts REAL NO
                     max_watts REAL, joules REAL NOT NULL);
 CREATE TABLE daily (day TEXT PRIMARY KEY, joules REAL NOT NULL, cost REAL NOT NULL);
 CREATE TABLE monthly (month TEXT PRIMARY KEY, joules REAL NOT NULL, cost REAL NOT NULL);
-"#];
+"#,
+    r#"
+CREATE TABLE alerts (key TEXT PRIMARY KEY, at REAL NOT NULL);
+"#,
+];
 
 impl Store {
     /// Opens (or creates) the ledger at `path`. A damaged file is moved aside and a new one
@@ -221,6 +228,19 @@ impl Store {
         Ok(store)
     }
 
+    /// A read-only view of an existing ledger, for queries beside the engine that writes it.
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        let conn = Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|source| sql_at(path, source))?;
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
     fn migrate(&mut self) -> rusqlite::Result<()> {
         let version: i64 = self
             .conn
@@ -289,49 +309,50 @@ impl Store {
         let path = self.path.clone();
         let tx = self.conn.transaction().map_err(|e| sql_at(&path, e))?;
         let result = (|| {
+            let mut sample =
+                tx.prepare_cached("INSERT INTO samples (t, watts, joules) VALUES (?1, ?2, ?3)")?;
+            let rollup_sql = |table: &str| {
+                format!(
+                    "INSERT INTO {table} (t, n, sum_watts, max_watts, joules) VALUES (?1, ?2, ?3, ?4, ?5)
+                     ON CONFLICT(t) DO UPDATE SET n = n + ?2, sum_watts = sum_watts + ?3,
+                       max_watts = CASE WHEN ?4 IS NULL THEN max_watts
+                                        WHEN max_watts IS NULL OR ?4 > max_watts THEN ?4
+                                        ELSE max_watts END,
+                       joules = joules + ?5"
+                )
+            };
+            let mut minute = tx.prepare_cached(&rollup_sql("minutes"))?;
+            let mut hour = tx.prepare_cached(&rollup_sql("hours"))?;
+            let mut lifetime = tx.prepare_cached(
+                "INSERT INTO lifetime (domain, joules) VALUES (?1, ?2)
+                 ON CONFLICT(domain) DO UPDATE SET joules = joules + ?2",
+            )?;
+            let mut daily = tx.prepare_cached(
+                "INSERT INTO daily (day, joules, cost) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(day) DO UPDATE SET joules = joules + ?2, cost = cost + ?3",
+            )?;
+            let mut monthly = tx.prepare_cached(
+                "INSERT INTO monthly (month, joules, cost) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(month) DO UPDATE SET joules = joules + ?2, cost = cost + ?3",
+            )?;
             for row in rows {
-                tx.execute(
-                    "INSERT INTO samples (t, watts, joules) VALUES (?1, ?2, ?3)",
-                    params![row.t, row.watts, row.joules],
-                )?;
-                for step in [Step::Minute, Step::Hour] {
+                sample.execute(params![row.t, row.watts, row.joules])?;
+                let (n, w) = match row.watts {
+                    Some(w) => (1, w),
+                    None => (0, 0.0),
+                };
+                for (step, stmt) in [(Step::Minute, &mut minute), (Step::Hour, &mut hour)] {
                     let bucket = (row.t.floor() as i64).div_euclid(step.seconds()) * step.seconds();
-                    let (n, w) = match row.watts {
-                        Some(w) => (1, w),
-                        None => (0, 0.0),
-                    };
-                    tx.execute(
-                        &format!(
-                            "INSERT INTO {t} (t, n, sum_watts, max_watts, joules) VALUES (?1, ?2, ?3, ?4, ?5)
-                             ON CONFLICT(t) DO UPDATE SET n = n + ?2, sum_watts = sum_watts + ?3,
-                               max_watts = CASE WHEN ?4 IS NULL THEN max_watts
-                                                WHEN max_watts IS NULL OR ?4 > max_watts THEN ?4
-                                                ELSE max_watts END,
-                               joules = joules + ?5",
-                            t = step.table()
-                        ),
-                        params![bucket, n, w, row.watts, row.joules],
-                    )?;
+                    stmt.execute(params![bucket, n, w, row.watts, row.joules])?;
                 }
                 if row.joules > 0.0 {
-                    tx.execute(
-                        "INSERT INTO lifetime (domain, joules) VALUES (?1, ?2)
-                         ON CONFLICT(domain) DO UPDATE SET joules = joules + ?2",
-                        params![row.domain, row.joules],
-                    )?;
+                    lifetime.execute(params![row.domain, row.joules])?;
                 }
                 let (day, month) = local_day_month(row.t);
-                tx.execute(
-                    "INSERT INTO daily (day, joules, cost) VALUES (?1, ?2, ?3)
-                     ON CONFLICT(day) DO UPDATE SET joules = joules + ?2, cost = cost + ?3",
-                    params![day, row.joules, row.cost],
-                )?;
-                tx.execute(
-                    "INSERT INTO monthly (month, joules, cost) VALUES (?1, ?2, ?3)
-                     ON CONFLICT(month) DO UPDATE SET joules = joules + ?2, cost = cost + ?3",
-                    params![month, row.joules, row.cost],
-                )?;
+                daily.execute(params![day, row.joules, row.cost])?;
+                monthly.execute(params![month, row.joules, row.cost])?;
             }
+            drop((sample, minute, hour, lifetime, daily, monthly));
             tx.execute(
                 "UPDATE sessions SET joules = ?2, cost = ?3 WHERE id = ?1",
                 params![session_id, session_joules, session_cost],
@@ -356,6 +377,18 @@ impl Store {
             })
             .map_err(|e| self.sql(e))?;
         Ok(())
+    }
+
+    /// Records that the alert `key` was given; false when it already had been.
+    pub fn mark_alert(&mut self, key: &str, now_unix: f64) -> Result<bool, StoreError> {
+        let inserted = self
+            .conn
+            .execute(
+                "INSERT OR IGNORE INTO alerts (key, at) VALUES (?1, ?2)",
+                params![key, now_unix],
+            )
+            .map_err(|e| self.sql(e))?;
+        Ok(inserted == 1)
     }
 
     /// Lifetime joules over every domain.
@@ -581,6 +614,54 @@ mod tests {
             .map(|m| m.permissions().mode() & 0o777)
             .unwrap_or(0);
         assert_eq!(mode, 0o600);
+    }
+
+    #[test]
+    fn an_alert_is_given_once_even_across_a_reopen() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut store = open(dir.path());
+        assert_eq!(
+            store.mark_alert("daily-kwh:2026-11-22", 1.0).ok(),
+            Some(true)
+        );
+        assert_eq!(
+            store.mark_alert("daily-kwh:2026-11-22", 2.0).ok(),
+            Some(false)
+        );
+        drop(store);
+        let mut store = open(dir.path());
+        assert_eq!(
+            store.mark_alert("daily-kwh:2026-11-22", 3.0).ok(),
+            Some(false)
+        );
+        assert_eq!(
+            store.mark_alert("daily-kwh:2026-11-23", 3.0).ok(),
+            Some(true)
+        );
+    }
+
+    #[test]
+    fn a_version_1_database_is_migrated_forward_keeping_its_data() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join(DB_FILE);
+        {
+            let conn = Connection::open(&path).unwrap_or_else(|e| panic!("{e}"));
+            conn.execute_batch(MIGRATIONS[0])
+                .unwrap_or_else(|e| panic!("{e}"));
+            conn.execute_batch(
+                "INSERT INTO lifetime VALUES ('system', 42.0); PRAGMA user_version = 1;",
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let (mut store, moved) = Store::open(&path, 0.0).unwrap_or_else(|e| panic!("{e}"));
+        assert!(moved.is_none());
+        assert_eq!(store.lifetime().map(|l| l.joules).unwrap_or(-1.0), 42.0);
+        assert_eq!(store.mark_alert("x", 0.0).ok(), Some(true));
+        let version: i64 = store
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap_or(-1);
+        assert_eq!(version, SCHEMA_VERSION);
     }
 
     #[test]
