@@ -53,6 +53,8 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// End the running session; a running Wattbar starts a new one at its next batch (≤ 5 s).
+    ResetSession,
     /// History from the store: one row per minute or hour with mean and max watts and joules.
     Export {
         /// Start: Unix seconds, or a duration back from now such as 24h or 30m.
@@ -374,6 +376,17 @@ fn export(from: &str, to: &str, step: &str, format: &str) -> Result<()> {
     Ok(())
 }
 
+fn reset_session() -> Result<()> {
+    let db = paths::database_path()?;
+    if !db.exists() {
+        bail!("no energy recorded yet: {} does not exist", db.display());
+    }
+    let (mut store, _) = wattbar_engine::store::Store::open(&db, unix_now())?;
+    let ended = store.end_running_sessions(unix_now())?;
+    println!("{}", serde_json::json!({"ended_sessions": ended}));
+    Ok(())
+}
+
 fn unix_now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -412,6 +425,7 @@ fn main() -> Result<()> {
         Cmd::Sources => sources(),
         Cmd::Integrate { file } => integrate_file(&file),
         Cmd::Totals { json } => totals(json),
+        Cmd::ResetSession => reset_session(),
         Cmd::Export {
             from,
             to,

@@ -284,3 +284,30 @@ fn export_gives_the_recorded_minutes_as_csv_and_json() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("1m or 1h"));
 }
+
+#[test]
+fn reset_session_from_the_cli_restarts_a_running_watch_and_keeps_lifetime() {
+    let home = home();
+    let watch = Watch::start(home.path());
+    let grown = wait_for("session energy", || {
+        let j = watch.next()["session_joules"].as_f64()?;
+        (j > 50.0).then_some(j)
+    });
+    let before = lifetime_joules(home.path()).unwrap_or(0.0);
+    let out = cli(home.path())
+        .arg("reset-session")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(v["ended_sessions"], 1);
+    wait_for("the running session to restart", || {
+        let j = watch.next()["session_joules"].as_f64()?;
+        (j < grown).then_some(())
+    });
+    assert!(lifetime_joules(home.path()).unwrap_or(0.0) >= before);
+}

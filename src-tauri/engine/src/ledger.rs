@@ -73,6 +73,17 @@ impl Ledger {
         self.store.prune(now_unix)
     }
 
+    /// True when another process (`wattbar-cli reset-session`) ended this session.
+    pub fn ended_elsewhere(&self) -> Result<bool, StoreError> {
+        self.store.session_ended(self.session_id)
+    }
+
+    /// Starts a new session after the old one was ended elsewhere.
+    pub fn restart_session(&mut self, now_unix: f64, currency: &str) -> Result<(), StoreError> {
+        self.session_id = self.store.start_session(now_unix, currency)?;
+        Ok(())
+    }
+
     /// Ends the running session and starts another; lifetime is untouched.
     pub fn new_session(
         &mut self,

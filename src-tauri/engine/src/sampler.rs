@@ -322,6 +322,26 @@ impl Engine {
             }
             Err(e) => self.store_failed(e),
         }
+        self.follow_reset_elsewhere(now);
+    }
+
+    /// `wattbar-cli reset-session` ends the session in the store; start a new one here too.
+    fn follow_reset_elsewhere(&mut self, now: f64) {
+        let Some(ledger) = self.ledger.as_mut() else {
+            return;
+        };
+        match ledger.ended_elsewhere() {
+            Ok(false) => {}
+            Ok(true) => match ledger.restart_session(now, self.prefs.currency.as_str()) {
+                Ok(()) => {
+                    tracing::info!("the session was reset from outside; a new one started");
+                    self.session = Session::new(now, self.gap_threshold);
+                    self.last_clocks = None;
+                }
+                Err(e) => self.store_failed(e),
+            },
+            Err(e) => self.store_failed(e),
+        }
     }
 
     /// Alerts for budgets crossed, each once per local day or month.

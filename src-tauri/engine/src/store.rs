@@ -287,6 +287,21 @@ impl Store {
         Ok(id)
     }
 
+    /// Ends every running session (`wattbar-cli reset-session`); returns how many.
+    pub fn end_running_sessions(&mut self, now_unix: f64) -> Result<usize, StoreError> {
+        self.conn
+            .execute(
+                "UPDATE sessions SET end = ?1 WHERE end IS NULL",
+                params![now_unix],
+            )
+            .map_err(|e| self.sql(e))
+    }
+
+    /// True when session `id` has been ended, by this process or another.
+    pub fn session_ended(&self, id: i64) -> Result<bool, StoreError> {
+        Ok(self.session(id)?.is_some_and(|s| s.end.is_some()))
+    }
+
     pub fn end_session(&mut self, id: i64, now_unix: f64) -> Result<(), StoreError> {
         self.conn
             .execute(
