@@ -191,6 +191,14 @@ impl Tray {
             .unwrap_or_else(|| panic!("no menu item {label:?} in {menu:?}"))
     }
 
+    fn item_starting(&self, prefix: &str) -> String {
+        self.menu()
+            .into_iter()
+            .find(|i| i.label.starts_with(prefix))
+            .map(|i| i.label)
+            .unwrap_or_default()
+    }
+
     fn click(&self, label: &str) {
         let id = self.item(label).id.to_string();
         gdbus(
@@ -287,13 +295,7 @@ fn the_tray_shows_live_watts_and_the_dashboard_opens_only_on_demand() {
     assert_eq!(tray.item("Low-power mode").toggle, Some(0));
 
     // "Reset session" starts the session's energy again from zero.
-    let session_line = || {
-        tray.menu()
-            .into_iter()
-            .find(|i| i.label.starts_with("Session "))
-            .map(|i| i.label)
-            .unwrap_or_default()
-    };
+    let session_line = || tray.item_starting("Session ");
     wait_for(
         "session energy in the menu",
         Duration::from_secs(15),
@@ -330,6 +332,61 @@ fn the_tray_shows_live_watts_and_the_dashboard_opens_only_on_demand() {
         app.0.try_wait().ok().flatten()
     });
     assert!(status.success(), "{status:?}");
+
+    // SIGTERM (logout, kill) writes the batch still in memory before exiting 0. With a
+    // one-minute batch, only that final write can have put this run's energy on disk.
+    let before = stored_lifetime_joules(&home);
+    let mut cmd = Command::new(APP);
+    home.apply(&mut cmd);
+    cmd.env("WATTBAR_BATCH_INTERVAL", "60s")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    let mut app = Proc(cmd.spawn().unwrap_or_else(|e| panic!("{e}")));
+    let tray = Tray::find();
+    wait_for(
+        "energy in the session line",
+        Duration::from_secs(15),
+        || {
+            let line = tray.item_starting("Session ");
+            (!line.starts_with("Session 0.00 Wh")).then_some(())
+        },
+    );
+    assert_eq!(
+        stored_lifetime_joules(&home),
+        before,
+        "written before the batch was due"
+    );
+    let term = Command::new("kill")
+        .args(["-TERM", &app.0.id().to_string()])
+        .status()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(term.success());
+    let status = wait_for(
+        "the app to exit on SIGTERM",
+        Duration::from_secs(10),
+        || app.0.try_wait().ok().flatten(),
+    );
+    assert!(status.success(), "{status:?}");
+    assert!(
+        stored_lifetime_joules(&home) > before,
+        "the last batch was lost"
+    );
+}
+
+/// Lifetime joules in the app's ledger, read the way `wattbar-cli totals` would.
+fn stored_lifetime_joules(home: &Home) -> f64 {
+    let db = home.path().join("data/wattbar.db");
+    let Ok(conn) =
+        rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+    else {
+        return 0.0;
+    };
+    conn.query_row(
+        "SELECT COALESCE(SUM(joules), 0) FROM lifetime WHERE domain = 'system'",
+        [],
+        |r| r.get(0),
+    )
+    .unwrap_or(0.0)
 }
 
 /// A tauri-driver on free ports, with the app's environment.

@@ -87,6 +87,22 @@ fn setup(app: &mut tauri::App) -> Result<(), Box<dyn std::error::Error>> {
         }
     });
 
+    #[cfg(unix)]
+    {
+        // A logout or `kill` sends SIGTERM: write the last batch, then exit cleanly.
+        let handle = app.handle().clone();
+        tauri::async_runtime::spawn(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            if let Ok(mut term) = signal(SignalKind::terminate()) {
+                term.recv().await;
+                if let Some(state) = handle.try_state::<AppState>() {
+                    state.engine.shutdown().await;
+                }
+                handle.exit(0);
+            }
+        });
+    }
+
     if std::env::args().any(|a| a == OPEN_DASHBOARD_FLAG) {
         windows::open_dashboard(app.handle())?;
     }

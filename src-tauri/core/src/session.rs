@@ -86,6 +86,11 @@ impl Session {
         self.integrator.interrupt(t, seconds);
     }
 
+    /// Samples clamped to the 100 kW ceiling so far.
+    pub fn clamped(&self) -> u64 {
+        self.integrator.clamped()
+    }
+
     pub fn gaps(&self) -> &[Gap] {
         self.integrator.gaps()
     }

@@ -25,9 +25,9 @@ fn year_of_data(dir: &std::path::Path) -> Store {
                 Row {
                     t,
                     watts: Some(watts),
-                    domain: "system".into(),
                     joules: watts * 60.0,
                     cost: watts * 60.0 / 3.6e6 * 0.3,
+                    by_domain: vec![("cpu".into(), watts * 40.0)],
                 }
             })
             .collect();

@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 use wattbar_core::energy::DEFAULT_GAP_THRESHOLD;
+use wattbar_core::meter::Meter;
 use wattbar_core::{
     Chain, Currency, Preferences, Price, Session, SessionTotals, Snapshot, Stamp, Tariffs,
 };
@@ -175,6 +176,8 @@ struct Engine {
     seq: u64,
     recent: Recent,
     ledger: Option<Ledger>,
+    meter: Meter,
+    clamped_logged: u64,
     tariffs: Tariffs,
     batch_interval: Duration,
     last_flush: Instant,
@@ -211,18 +214,24 @@ impl Engine {
             local_week_seconds(at.unix_seconds),
             self.prefs.carbon_g_per_kwh,
         );
+        if self.session.clamped() > self.clamped_logged {
+            self.clamped_logged = self.session.clamped();
+            tracing::warn!(
+                watts = snapshot.headline_watts().map(|w| w.0),
+                "absurd power clamped to 100 kW: a broken sensor or a bogus unit"
+            );
+        }
+        let by_domain = self.meter.push(at.monotonic, &snapshot.breakdown);
         if let Some(ledger) = self.ledger.as_mut() {
             ledger.record(Row {
                 t: at.unix_seconds,
                 watts: snapshot.headline_watts().map(|w| w.0),
-                domain: snapshot
-                    .headline
-                    .as_ref()
-                    .map(|h| h.domain.as_str())
-                    .unwrap_or("system")
-                    .to_string(),
                 joules: added.joules.0,
                 cost: added.cost,
+                by_domain: by_domain
+                    .into_iter()
+                    .map(|(d, j)| (d.as_str().to_string(), j.0))
+                    .collect(),
             });
         }
         if self.last_flush.elapsed() >= self.batch_interval {
@@ -427,6 +436,8 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> EngineHandle {
         seq: 0,
         recent: Arc::new(Mutex::new(VecDeque::new())),
         ledger,
+        meter: Meter::new(),
+        clamped_logged: 0,
         tariffs,
         batch_interval: config.batch_interval,
         last_flush: Instant::now(),

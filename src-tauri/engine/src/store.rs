@@ -1,7 +1,8 @@
 //! The ledger: a SQLite file (WAL) that keeps Wattbar's energy across crashes and restarts.
 //!
 //! Tables (schema version in `PRAGMA user_version`, migrated forward in order):
-//! - `lifetime(domain, joules)`: per-domain lifetime energy; only ever increases;
+//! - `lifetime(domain, joules)`: lifetime energy, only ever increasing: `system` is the headline
+//!   (what the user sees), the other domains (cpu, gpu, …) are metered from the breakdown;
 //! - `sessions(id, start, end, joules, cost, currency)`: `end` is NULL while the session runs;
 //! - `samples(t, watts, joules)`: raw samples, kept 24 h;
 //! - `minutes(t, n, sum_watts, max_watts, joules)`: per-minute rollups, kept 30 days;
@@ -46,10 +47,11 @@ pub struct Row {
     pub t: f64,
     /// Headline watts; `None` when nothing could be read.
     pub watts: Option<f64>,
-    pub domain: String,
-    /// Energy this step added (joules) and what it cost.
+    /// Energy this step added to the headline (joules) and what it cost.
     pub joules: f64,
     pub cost: f64,
+    /// Energy this step added per breakdown domain (cpu, gpu, …), counters first.
+    pub by_domain: Vec<(String, f64)>,
 }
 
 /// Totals for `wattbar-cli totals` and the UI.
@@ -361,7 +363,12 @@ impl Store {
                     stmt.execute(params![bucket, n, w, row.watts, row.joules])?;
                 }
                 if row.joules > 0.0 {
-                    lifetime.execute(params![row.domain, row.joules])?;
+                    lifetime.execute(params!["system", row.joules])?;
+                }
+                for (domain, joules) in &row.by_domain {
+                    if *joules > 0.0 && domain != "system" {
+                        lifetime.execute(params![domain, joules])?;
+                    }
                 }
                 let (day, month) = local_day_month(row.t);
                 daily.execute(params![day, row.joules, row.cost])?;
@@ -406,13 +413,15 @@ impl Store {
         Ok(inserted == 1)
     }
 
-    /// Lifetime joules over every domain.
+    /// Lifetime headline energy and cost.
     pub fn lifetime(&self) -> Result<Total, StoreError> {
         let joules: f64 = self
             .conn
-            .query_row("SELECT COALESCE(SUM(joules), 0) FROM lifetime", [], |r| {
-                r.get(0)
-            })
+            .query_row(
+                "SELECT COALESCE(SUM(joules), 0) FROM lifetime WHERE domain = 'system'",
+                [],
+                |r| r.get(0),
+            )
             .map_err(|e| self.sql(e))?;
         let cost: f64 = self
             .conn
@@ -421,6 +430,18 @@ impl Store {
             })
             .map_err(|e| self.sql(e))?;
         Ok(Total::new(joules, cost))
+    }
+
+    /// Lifetime joules per domain: `system` (the headline) and each metered part.
+    pub fn lifetime_by_domain(&self) -> Result<Vec<(String, f64)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT domain, joules FROM lifetime ORDER BY domain")
+            .map_err(|e| self.sql(e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(|e| self.sql(e))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.sql(e))
     }
 
     pub fn day(&self, unix: f64) -> Result<Total, StoreError> {
@@ -543,9 +564,9 @@ mod tests {
         Row {
             t,
             watts: Some(watts),
-            domain: "system".into(),
             joules,
             cost,
+            by_domain: vec![("cpu".into(), joules / 3.0), ("system".into(), joules)],
         }
     }
 
@@ -567,6 +588,10 @@ mod tests {
         }
         let lifetime = store.lifetime().unwrap_or_else(|e| panic!("{e}"));
         assert!((lifetime.joules - 180_000.0).abs() < 1e-6);
+        let by_domain = store.lifetime_by_domain().unwrap_or_default();
+        assert_eq!(by_domain.len(), 2, "{by_domain:?}");
+        assert_eq!(by_domain[0].0, "cpu");
+        assert!((by_domain[0].1 - 60_000.0).abs() < 1e-6);
         assert!((lifetime.kwh - 0.05).abs() < 1e-12);
         assert!((lifetime.cost - 0.015).abs() < 1e-9);
         let minutes = store
