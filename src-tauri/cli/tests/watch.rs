@@ -2,6 +2,13 @@
 
 use std::process::Command;
 
+/// The CPU-utilisation estimate: /proc/stat on Linux, sysinfo elsewhere.
+const CPU_ESTIMATE: &str = if cfg!(target_os = "linux") {
+    "proc-stat"
+} else {
+    "cpu-proxy"
+};
+
 fn cli(data: &std::path::Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_wattbar-cli"));
     c.env("WATTBAR_DATA_DIR", data)
@@ -34,10 +41,10 @@ fn watch_count_3_json_prints_three_json_lines_from_this_machine() {
         let t = v["t"].as_f64().unwrap_or_else(|| panic!("no t in {line}"));
         assert!(t > last_t, "t must increase: {line}");
         last_t = t;
-        // This machine has no power sensor, so the CPU proxy answers, labelled as an estimate.
+        // This machine has no power sensor, so the CPU-utilisation estimate answers, labelled so.
         assert!(v["watts"].as_f64().is_some_and(|w| w > 0.0), "{line}");
         assert_eq!(v["quality"], "estimated", "{line}");
-        assert_eq!(v["source"], "cpu-proxy", "{line}");
+        assert_eq!(v["source"], CPU_ESTIMATE, "{line}");
         assert_eq!(v["domain"], "system", "{line}");
         assert!(
             v["session_joules"].as_f64().is_some_and(|j| j >= 0.0),
@@ -156,8 +163,18 @@ fn sources_lists_each_source_with_its_quality_and_availability() {
     let sources = v["sources"].as_array().cloned().unwrap_or_default();
     let proxy = sources
         .iter()
-        .find(|s| s["id"] == "cpu-proxy")
-        .unwrap_or_else(|| panic!("no cpu-proxy in {v}"));
+        .find(|s| s["id"] == CPU_ESTIMATE)
+        .unwrap_or_else(|| panic!("no {CPU_ESTIMATE} in {v}"));
+    if cfg!(target_os = "linux") {
+        // This machine has no RAPL, battery or GPU: each says why instead of reading 0 W.
+        for id in ["rapl", "power-supply", "hwmon"] {
+            let s = sources
+                .iter()
+                .find(|s| s["id"] == id)
+                .unwrap_or_else(|| panic!("no {id} in {v}"));
+            assert_eq!(s["available"], false, "{s}");
+        }
+    }
     assert_eq!(proxy["quality"], "estimated");
     assert_eq!(proxy["available"], true);
     for s in &sources {

@@ -166,11 +166,15 @@ pub fn headline(readings: &[Reading], at: Stamp) -> Option<Reading> {
 }
 
 fn component_sum(readings: &[Reading], at: Stamp) -> Option<Reading> {
-    let usable_parts = || {
-        readings
-            .iter()
-            .filter(|r| r.domain.is_component() && usable(r).is_some())
+    // An APU's SoC figure includes its CPU: it stands in for the CPU only when nothing measures
+    // the CPU itself, and is never added to it.
+    let has_cpu = readings
+        .iter()
+        .any(|r| r.domain == Domain::Cpu && usable(r).is_some());
+    let counts = |r: &&Reading| {
+        (r.domain.is_component() || (r.domain == Domain::Soc && !has_cpu)) && usable(r).is_some()
     };
+    let usable_parts = || readings.iter().filter(counts);
     let mut owner: Vec<(Domain, &str)> = Vec::new();
     for r in usable_parts() {
         if !owner.iter().any(|(d, _)| *d == r.domain) {
@@ -413,6 +417,37 @@ mod tests {
             .unwrap_or_else(|| panic!("no headline"));
         assert_eq!(head.watts, Some(Watts(250.0)));
         assert_eq!(head.quality, Quality::Measured);
+    }
+
+    #[test]
+    fn an_apu_soc_figure_is_never_added_to_the_cpu() {
+        let mut both = Chain::new(vec![
+            fixed(
+                "rapl",
+                Quality::Measured,
+                Ok(vec![(Domain::Cpu, Some("package-0"), 9.0)]),
+            ),
+            fixed(
+                "hwmon",
+                Quality::Measured,
+                Ok(vec![(Domain::Soc, Some("amdgpu"), 9.1)]),
+            ),
+        ]);
+        let head = both
+            .sample(t(1))
+            .headline
+            .unwrap_or_else(|| panic!("no headline"));
+        assert_eq!(head.watts, Some(Watts(9.0)));
+        let mut soc_only = Chain::new(vec![fixed(
+            "hwmon",
+            Quality::Measured,
+            Ok(vec![(Domain::Soc, Some("amdgpu"), 9.1)]),
+        )]);
+        let head = soc_only
+            .sample(t(1))
+            .headline
+            .unwrap_or_else(|| panic!("no headline"));
+        assert_eq!(head.watts, Some(Watts(9.1)));
     }
 
     #[test]

@@ -21,8 +21,13 @@ pub use sample::Sample;
 use std::path::Path;
 use wattbar_core::Source;
 
-/// The sources for this machine, best first. `replay`, when given, replaces the whole chain.
+/// The sources for this machine, best first; a CPU-utilisation estimate is the last resort
+/// (/proc/stat on Linux, sysinfo elsewhere).
 pub fn default_sources(root: &Path, configured_tdp_watts: Option<f64>) -> Vec<Box<dyn Source>> {
     let model = CpuPowerModel::detect(root, configured_tdp_watts);
-    vec![Box::new(CpuProxy::new(model))]
+    if cfg!(target_os = "linux") {
+        linux::linux_sources(root, model)
+    } else {
+        vec![Box::new(CpuProxy::new(model))]
+    }
 }

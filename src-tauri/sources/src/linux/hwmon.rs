@@ -1,1 +1,233 @@
-//! (to be written)
+//! GPUs (and server power meters) through hwmon: `root/sys/class/hwmon/hwmon*`.
+//!
+//! Rules:
+//! - Power: `powerN_input`, else `powerN_average`, in µW. `powerN_cap`, `_max` and `_crit` are
+//!   limits, reported as state, never as readings.
+//! - Energy: `energyN_input` is a µJ counter: watts need two reads. A counter that reads 0, or
+//!   has never moved between reads, is unsupported (the xe driver on Linux 6.16 reads 0 for
+//!   `card`; a real counter has counted since boot).
+//! - One figure per device: never add two channels of one device (an APU's two PPT channels
+//!   measure the same SoC). A device's first power channel wins; without one, its first moving
+//!   energy counter.
+//! - Devices: `amdgpu` is a GPU, except on an APU, where its PPT is the whole SoC including the
+//!   CPU cores (kernel amdgpu docs): domain `soc`, which the chain never adds to a CPU figure.
+//!   An amdgpu with no `power1_cap` is taken as an APU (discrete cards expose their board power
+//!   cap; APUs do not). `i915`, `xe` and `nouveau` are GPUs. `acpi_power_meter` measures the whole
+//!   server: domain `system`. Other devices are skipped.
+//! - `name` may be NUL-padded: NULs and whitespace are trimmed.
+
+use crate::error::Error;
+use crate::sample::Sample;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use wattbar_core::{Domain, Joules, Quality, Reading, Source, Stamp, Watts};
+
+pub const SOURCE_ID: &str = "hwmon";
+const CLASS: &str = "sys/class/hwmon";
+/// Larger than any GPU or server draws: a bigger value is a broken counter.
+pub const MAX_DEVICE_WATTS: f64 = 5000.0;
+
+/// The files of one hwmon device, by name, values trimmed.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Device {
+    pub dir: String,
+    pub name: String,
+    pub files: BTreeMap<String, String>,
+}
+
+fn clean(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .trim_matches(|c: char| c == '\0' || c.is_whitespace())
+        .to_string()
+}
+
+pub fn read_device(dir: &Path) -> Option<Device> {
+    let name = clean(&std::fs::read(dir.join("name")).ok()?);
+    let files = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|f| f.starts_with("power") || f.starts_with("energy"))
+        .filter_map(|f| std::fs::read(dir.join(&f)).ok().map(|b| (f, clean(&b))))
+        .collect();
+    Some(Device {
+        dir: dir.file_name()?.to_string_lossy().into_owned(),
+        name,
+        files,
+    })
+}
+
+pub fn read_devices(root: &Path) -> Result<Vec<Device>, Error> {
+    let base = root.join(CLASS);
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&base)
+        .map_err(|e| Error::Unavailable(format!("no hwmon under {}: {e}", base.display())))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    dirs.sort();
+    Ok(dirs.iter().filter_map(|d| read_device(d)).collect())
+}
+
+/// The domain a device measures, or `None` for devices Wattbar does not read.
+pub fn domain(device: &Device) -> Option<Domain> {
+    match device.name.as_str() {
+        "amdgpu" if !device.files.contains_key("power1_cap") => Some(Domain::Soc),
+        "amdgpu" | "i915" | "xe" | "nouveau" => Some(Domain::Gpu),
+        "acpi_power_meter" => Some(Domain::System),
+        _ => None,
+    }
+}
+
+fn channels(device: &Device, kind: &str, suffix: &str) -> Vec<(u32, u64)> {
+    let mut out: Vec<(u32, u64)> = device
+        .files
+        .iter()
+        .filter_map(|(f, v)| {
+            let n = f.strip_prefix(kind)?.strip_suffix(suffix)?.parse().ok()?;
+            Some((n, v.parse().ok()?))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The device's instantaneous power: first channel with `_input`, else `_average`.
+pub fn power(device: &Device) -> Option<Watts> {
+    let inputs = channels(device, "power", "_input");
+    let averages = channels(device, "power", "_average");
+    let (_, uw) = inputs.first().or(averages.first())?;
+    Some(Watts::from_microwatts(*uw as f64))
+}
+
+/// Energy counters `(channel, µJ)` in channel order.
+pub fn energy_counters(device: &Device) -> Vec<(u32, u64)> {
+    channels(device, "energy", "_input")
+}
+
+/// Limits (`powerN_cap`, `_max`, `_crit`) in watts, as state.
+pub fn limits(device: &Device) -> serde_json::Map<String, serde_json::Value> {
+    device
+        .files
+        .iter()
+        .filter(|(f, _)| {
+            f.starts_with("power")
+                && (f.ends_with("_cap") || f.ends_with("_max") || f.ends_with("_crit"))
+        })
+        .filter_map(|(f, v)| {
+            v.parse::<f64>()
+                .ok()
+                .map(|uw| (f.clone(), serde_json::json!(uw / 1e6)))
+        })
+        .collect()
+}
+
+/// Counter state kept between reads.
+#[derive(Debug, Clone, Default)]
+struct CounterState {
+    first: u64,
+    last: u64,
+    at: Duration,
+}
+
+/// The hwmon source.
+pub struct Hwmon {
+    root: PathBuf,
+    counters: HashMap<(String, u32), CounterState>,
+}
+
+impl Hwmon {
+    pub fn new(root: &Path) -> Self {
+        Hwmon {
+            root: root.to_path_buf(),
+            counters: HashMap::new(),
+        }
+    }
+
+    /// Reads every device under `root` (the source's own, or another for `probe --then`).
+    pub fn sample_root(&mut self, root: &Path, at: Stamp) -> Result<Sample, Error> {
+        let devices = read_devices(root)?;
+        let mut sample = Sample::default();
+        for device in &devices {
+            let Some(domain) = domain(device) else {
+                continue;
+            };
+            let limits = limits(device);
+            if !limits.is_empty() {
+                sample.state.insert(
+                    format!("{}_limits_w", device.dir),
+                    serde_json::Value::Object(limits),
+                );
+            }
+            let reading = |watts: Option<Watts>, counter: Option<u64>| Reading {
+                domain,
+                device: Some(format!("{}:{}", device.name, device.dir)),
+                watts,
+                energy_counter: counter.map(|uj| Joules::from_microjoules(uj as f64)),
+                source: SOURCE_ID.to_string(),
+                quality: Quality::Measured,
+                at,
+            };
+            if let Some(w) = power(device) {
+                sample.readings.push(reading(Some(w), None));
+                continue;
+            }
+            let mut chosen = None;
+            let mut waiting = None;
+            for (ch, uj) in energy_counters(device) {
+                let key = (device.dir.clone(), ch);
+                let state = self.counters.entry(key).or_insert(CounterState {
+                    first: uj,
+                    last: uj,
+                    at: at.monotonic,
+                });
+                let seconds = at.monotonic.saturating_sub(state.at).as_secs_f64();
+                let moved = uj != state.first;
+                let watts = (seconds > 0.0 && uj >= state.last)
+                    .then(|| Watts((uj - state.last) as f64 / 1e6 / seconds))
+                    .filter(|w| w.0 <= MAX_DEVICE_WATTS);
+                let never_moved = uj == 0 || (seconds > 0.0 && !moved);
+                *state = CounterState {
+                    first: state.first,
+                    last: uj,
+                    at: at.monotonic,
+                };
+                if never_moved {
+                    sample.state.insert(
+                        format!("{}_energy{ch}", device.dir),
+                        "unsupported: the counter never moves".into(),
+                    );
+                    continue;
+                }
+                if seconds == 0.0 {
+                    waiting.get_or_insert((uj, ch));
+                    continue;
+                }
+                if chosen.is_none() {
+                    chosen = Some(reading(watts, Some(uj)));
+                }
+            }
+            if let Some(r) = chosen {
+                sample.readings.push(r);
+            } else if let Some((uj, _)) = waiting {
+                sample.readings.push(reading(None, Some(uj)));
+            }
+        }
+        if sample.readings.is_empty() && sample.state.is_empty() {
+            return Err(Error::Unavailable("no GPU or power meter in hwmon".into()));
+        }
+        Ok(sample)
+    }
+}
+
+impl Source for Hwmon {
+    fn id(&self) -> &str {
+        SOURCE_ID
+    }
+    fn quality(&self) -> Quality {
+        Quality::Measured
+    }
+    fn read(&mut self, at: Stamp) -> Result<Vec<Reading>, wattbar_core::Error> {
+        let root = self.root.clone();
+        Ok(self.sample_root(&root, at)?.readings)
+    }
+}

@@ -1,1 +1,254 @@
-//! (to be written)
+//! Batteries and adapters: `root/sys/class/power_supply/*`.
+//!
+//! Rules:
+//! - Direction comes from `status`, never from the sign of a current (drivers disagree on it).
+//! - Only a battery that is Discharging while no adapter is online measures the whole system:
+//!   domain `system`. A Charging battery measures power *into* the battery: domain `battery`.
+//!   Full, Not charging and Unknown are no measurement at all (drivers report placeholders such
+//!   as `CURRENT_NOW=1000` then), so no reading, never 0 W.
+//! - P = `power_now` / 10⁶ when present, else |`current_now`| × `voltage_now` / 10¹².
+//! - All of a supply's fields come from one read: `uevent` when it exists (the kernel fills it
+//!   in one call), else the attribute files. Never a mix: they are read at different moments.
+//! - Discharging batteries (BAT0 + BAT1) add up into one system reading.
+//! - Strings are read lossily; a supply is a battery when `TYPE` says so or, without `TYPE`,
+//!   when it has a `STATUS`; an adapter when `TYPE` is Mains/USB or it has only `ONLINE`.
+
+use crate::error::Error;
+use crate::sample::Sample;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use wattbar_core::{Domain, Quality, Reading, Source, Stamp, Watts};
+
+pub const SOURCE_ID: &str = "power-supply";
+const CLASS: &str = "sys/class/power_supply";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Battery,
+    Adapter,
+    Other,
+}
+
+/// One supply's fields, from one read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Supply {
+    pub name: String,
+    pub kind: Kind,
+    pub status: Option<String>,
+    pub online: Option<bool>,
+    pub power_now_uw: Option<u64>,
+    pub current_now_ua: Option<i64>,
+    pub voltage_now_uv: Option<u64>,
+    pub capacity_percent: Option<u8>,
+}
+
+/// Parses `uevent` (`POWER_SUPPLY_KEY=value` lines) into lowercase keys without the prefix.
+pub fn parse_uevent(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .filter_map(|(k, v)| {
+            k.trim()
+                .strip_prefix("POWER_SUPPLY_")
+                .map(|k| (k.to_ascii_lowercase(), v.trim().to_string()))
+        })
+        .collect()
+}
+
+/// Builds a supply from fields named as in sysfs (`status`, `power_now`, …).
+pub fn supply(name: &str, fields: &BTreeMap<String, String>) -> Supply {
+    let num = |k: &str| fields.get(k).and_then(|v| v.trim().parse::<i64>().ok());
+    let kind = match fields.get("type").map(String::as_str) {
+        Some("Battery") => Kind::Battery,
+        Some(t) if t == "Mains" || t.starts_with("USB") => Kind::Adapter,
+        Some(_) => Kind::Other,
+        None if fields.contains_key("status") => Kind::Battery,
+        None if fields.contains_key("online") => Kind::Adapter,
+        None => Kind::Other,
+    };
+    Supply {
+        name: name.to_string(),
+        kind,
+        status: fields.get("status").cloned(),
+        online: num("online").map(|v| v != 0),
+        power_now_uw: num("power_now").and_then(|v| u64::try_from(v).ok()),
+        current_now_ua: num("current_now"),
+        voltage_now_uv: num("voltage_now").and_then(|v| u64::try_from(v).ok()),
+        capacity_percent: num("capacity").and_then(|v| u8::try_from(v).ok()),
+    }
+}
+
+const ATTRIBUTES: [&str; 7] = [
+    "type",
+    "status",
+    "online",
+    "power_now",
+    "current_now",
+    "voltage_now",
+    "capacity",
+];
+
+fn read_lossy(path: &Path) -> Option<String> {
+    std::fs::read(path).ok().map(|b| {
+        String::from_utf8_lossy(&b)
+            .trim_matches(['\0', ' ', '\n'])
+            .to_string()
+    })
+}
+
+/// The fields of a supply's `uevent`, when it has one that says anything.
+pub fn read_uevent(dir: &Path) -> Option<BTreeMap<String, String>> {
+    read_lossy(&dir.join("uevent"))
+        .map(|t| parse_uevent(&t))
+        .filter(|f| f.contains_key("status") || f.contains_key("online"))
+}
+
+/// The fields of a supply's attribute files.
+pub fn read_attributes(dir: &Path) -> BTreeMap<String, String> {
+    ATTRIBUTES
+        .iter()
+        .filter_map(|a| read_lossy(&dir.join(a)).map(|v| (a.to_string(), v)))
+        .collect()
+}
+
+/// Reads one supply directory: `uevent` if it exists, else the attribute files.
+pub fn read_supply(dir: &Path) -> Option<Supply> {
+    let name = dir.file_name()?.to_string_lossy().into_owned();
+    let fields = read_uevent(dir).unwrap_or_else(|| read_attributes(dir));
+    Some(supply(&name, &fields))
+}
+
+pub fn read_supplies(root: &Path) -> Result<Vec<Supply>, Error> {
+    let base = root.join(CLASS);
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&base)
+        .map_err(|e| {
+            Error::Unavailable(format!(
+                "no power_supply class under {}: {e}",
+                base.display()
+            ))
+        })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    dirs.sort();
+    Ok(dirs.iter().filter_map(|d| read_supply(d)).collect())
+}
+
+/// Instantaneous power of a battery, without direction.
+pub fn battery_watts(s: &Supply) -> Option<Watts> {
+    if let Some(uw) = s.power_now_uw {
+        return Some(Watts::from_microwatts(uw as f64));
+    }
+    let (ua, uv) = (s.current_now_ua?, s.voltage_now_uv?);
+    Some(Watts(ua.unsigned_abs() as f64 * uv as f64 / 1e12))
+}
+
+/// What the supplies say now (see the module rules).
+pub fn interpret(supplies: &[Supply], at: Stamp) -> Result<Sample, Error> {
+    let batteries: Vec<&Supply> = supplies
+        .iter()
+        .filter(|s| s.kind == Kind::Battery)
+        .collect();
+    if batteries.is_empty() {
+        return Err(Error::Unavailable("no battery in power_supply".into()));
+    }
+    let ac_online = supplies
+        .iter()
+        .any(|s| s.kind == Kind::Adapter && s.online == Some(true));
+    let mut sample = Sample::default();
+    sample
+        .state
+        .insert("ac_online".into(), serde_json::Value::Bool(ac_online));
+    let mut system: Option<Watts> = None;
+    let mut any_discharging = false;
+    for b in &batteries {
+        let status = b.status.as_deref().unwrap_or("Unknown");
+        sample.state.insert(
+            format!("{}_status", b.name),
+            serde_json::Value::String(status.to_string()),
+        );
+        if let Some(c) = b.capacity_percent {
+            sample
+                .state
+                .insert(format!("{}_capacity_percent", b.name), serde_json::json!(c));
+        }
+        match status {
+            "Discharging" if !ac_online => {
+                any_discharging = true;
+                if let Some(w) = battery_watts(b) {
+                    system = Some(system.unwrap_or(Watts(0.0)) + w);
+                }
+            }
+            "Charging" => {
+                if let Some(w) = battery_watts(b) {
+                    sample.readings.push(
+                        Reading::power(Domain::Battery, w, SOURCE_ID, Quality::Measured, at)
+                            .with_device(b.name.clone()),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(w) = system {
+        sample.readings.insert(
+            0,
+            Reading::power(Domain::System, w, SOURCE_ID, Quality::Measured, at),
+        );
+    } else if any_discharging {
+        sample.state.insert(
+            "note".into(),
+            "discharging, but the driver reports neither power_now nor current_now".into(),
+        );
+    }
+    Ok(sample)
+}
+
+pub struct PowerSupply {
+    root: PathBuf,
+}
+
+impl PowerSupply {
+    pub fn new(root: &Path) -> Self {
+        PowerSupply {
+            root: root.to_path_buf(),
+        }
+    }
+}
+
+impl Source for PowerSupply {
+    fn id(&self) -> &str {
+        SOURCE_ID
+    }
+    fn quality(&self) -> Quality {
+        Quality::Measured
+    }
+    fn read(&mut self, at: Stamp) -> Result<Vec<Reading>, wattbar_core::Error> {
+        let supplies = read_supplies(&self.root)?;
+        Ok(interpret(&supplies, at)?.readings)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uevent_keys_lose_their_prefix_and_other_lines_are_ignored() {
+        let f = parse_uevent("DEVTYPE=power_supply\nPOWER_SUPPLY_STATUS=Not charging\nPOWER_SUPPLY_SERIAL_NUMBER= 2958\n");
+        assert_eq!(f.get("status").map(String::as_str), Some("Not charging"));
+        assert_eq!(f.get("serial_number").map(String::as_str), Some("2958"));
+        assert!(!f.contains_key("devtype"));
+    }
+
+    #[test]
+    fn the_sign_of_the_current_never_decides_direction() {
+        let mut fields = BTreeMap::new();
+        fields.insert("status".to_string(), "Charging".to_string());
+        fields.insert("current_now".to_string(), "-2000000".to_string());
+        fields.insert("voltage_now".to_string(), "12000000".to_string());
+        let s = supply("BAT0", &fields);
+        let sample = interpret(&[s], Stamp::default()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(sample.readings.len(), 1);
+        assert_eq!(sample.readings[0].domain, Domain::Battery);
+        assert_eq!(sample.readings[0].watts, Some(Watts(24.0)));
+    }
+}

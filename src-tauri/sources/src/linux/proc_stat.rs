@@ -1,1 +1,154 @@
-//! (to be written)
+//! CPU utilisation from `root/proc/stat`, as a CPU power estimate.
+//!
+//! busy = user + nice + system + irq + softirq + steal; total = busy + idle + iowait. `guest`
+//! and `guest_nice` are already counted inside `user` and `nice`, so they are never added.
+//! Utilisation is Δbusy / Δtotal between two reads (the first read uses the ticks since boot, so
+//! the very first sample already has an estimate); the power comes from the CPU model
+//! (`cpu_proxy::CpuPowerModel`), quality `estimated`.
+
+use crate::cpu_proxy::CpuPowerModel;
+use crate::error::Error;
+use std::path::{Path, PathBuf};
+use wattbar_core::{Domain, Quality, Reading, Source, Stamp};
+
+pub const SOURCE_ID: &str = "proc-stat";
+
+/// Ticks of the aggregate `cpu` line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CpuTicks {
+    pub busy: u64,
+    pub total: u64,
+}
+
+/// Parses the aggregate `cpu` line of `/proc/stat`.
+pub fn parse_proc_stat(text: &str) -> Result<CpuTicks, Error> {
+    let (n, line) = text
+        .lines()
+        .enumerate()
+        .find(|(_, l)| l.starts_with("cpu "))
+        .ok_or_else(|| Error::Parse {
+            what: "/proc/stat",
+            line: None,
+            message: "no aggregate `cpu` line".into(),
+        })?;
+    let fields: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse::<u64>())
+        .collect::<Result<_, _>>()
+        .map_err(|e| Error::Parse {
+            what: "/proc/stat",
+            line: Some(n + 1),
+            message: e.to_string(),
+        })?;
+    if fields.len() < 4 {
+        return Err(Error::Parse {
+            what: "/proc/stat",
+            line: Some(n + 1),
+            message: format!("{} columns, need at least 4", fields.len()),
+        });
+    }
+    let f = |i: usize| fields.get(i).copied().unwrap_or(0);
+    let (user, nice, system, idle, iowait, irq, softirq, steal) =
+        (f(0), f(1), f(2), f(3), f(4), f(5), f(6), f(7));
+    let busy = user + nice + system + irq + softirq + steal;
+    Ok(CpuTicks {
+        busy,
+        total: busy + idle + iowait,
+    })
+}
+
+/// Share of time busy between two reads, 0..1; `None` when no time passed or counters went back.
+pub fn utilisation(prev: CpuTicks, cur: CpuTicks) -> Option<f64> {
+    let total = cur.total.checked_sub(prev.total)?;
+    let busy = cur.busy.checked_sub(prev.busy)?;
+    (total > 0).then(|| busy as f64 / total as f64)
+}
+
+pub struct ProcStat {
+    root: PathBuf,
+    model: CpuPowerModel,
+    prev: Option<CpuTicks>,
+}
+
+impl ProcStat {
+    pub fn new(root: &Path, model: CpuPowerModel) -> Self {
+        ProcStat {
+            root: root.to_path_buf(),
+            model,
+            prev: None,
+        }
+    }
+
+    pub fn read_root(&mut self, root: &Path, at: Stamp) -> Result<Vec<Reading>, Error> {
+        let path = root.join("proc/stat");
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| Error::Unavailable(format!("{}: {e}", path.display())))?;
+        let cur = parse_proc_stat(&text)?;
+        let prev = self.prev.replace(cur).unwrap_or_default();
+        let Some(u) = utilisation(prev, cur) else {
+            return Err(Error::Transient(
+                "no CPU time passed since the last read".into(),
+            ));
+        };
+        Ok(vec![Reading::power(
+            Domain::Cpu,
+            self.model.power_at(u),
+            SOURCE_ID,
+            Quality::Estimated,
+            at,
+        )])
+    }
+}
+
+impl Source for ProcStat {
+    fn id(&self) -> &str {
+        SOURCE_ID
+    }
+    fn quality(&self) -> Quality {
+        Quality::Estimated
+    }
+    fn read(&mut self, at: Stamp) -> Result<Vec<Reading>, wattbar_core::Error> {
+        let root = self.root.clone();
+        self.read_root(&root, at).map_err(Into::into)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guest_time_is_not_added_again() {
+        // user 100 includes guest 40: busy = 100 + 0 + 10 = 110, total = 110 + 880 + 10.
+        let t =
+            parse_proc_stat("cpu  100 0 10 880 10 0 0 0 40 0\n").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            t,
+            CpuTicks {
+                busy: 110,
+                total: 1000
+            }
+        );
+    }
+
+    #[test]
+    fn a_garbled_line_is_a_parse_error_with_its_line() {
+        let err = parse_proc_stat("intr 5\ncpu  1 x 3 4\n")
+            .err()
+            .map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("line 2")));
+        assert!(parse_proc_stat("cpu0 1 2 3 4\n").is_err());
+    }
+
+    #[test]
+    fn counters_that_go_back_give_no_utilisation() {
+        let a = CpuTicks {
+            busy: 10,
+            total: 100,
+        };
+        let b = CpuTicks { busy: 5, total: 50 };
+        assert_eq!(utilisation(a, b), None);
+        assert_eq!(utilisation(a, a), None);
+    }
+}
