@@ -53,6 +53,16 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Read every Linux source once from a sysfs root; with --then, again from a second root as
+    /// if --after seconds had passed, which turns energy counters into watts (JSON).
+    Probe {
+        #[arg(long)]
+        sysfs_root: std::path::PathBuf,
+        #[arg(long, requires = "after")]
+        then: Option<std::path::PathBuf>,
+        #[arg(long, requires = "then")]
+        after: Option<f64>,
+    },
     /// End the running session; a running Wattbar starts a new one at its next batch (≤ 5 s).
     ResetSession,
     /// History from the store: one row per minute or hour with mean and max watts and joules.
@@ -376,6 +386,53 @@ fn export(from: &str, to: &str, step: &str, format: &str) -> Result<()> {
     Ok(())
 }
 
+/// The `probe`/`parse` output shape: `{"samples": [{"readings": [...], "state": {...}}]}`.
+fn samples_json(samples: &[wattbar_sources::Sample]) -> serde_json::Value {
+    let samples: Vec<serde_json::Value> = samples
+        .iter()
+        .map(|s| {
+            let readings: Vec<serde_json::Value> = s
+                .readings
+                .iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "domain": r.domain,
+                        "device": r.device,
+                        "watts": r.watts.map(|w| w.0),
+                        "source": r.source,
+                        "quality": r.quality,
+                    })
+                })
+                .collect();
+            serde_json::json!({"readings": readings, "state": s.state})
+        })
+        .collect();
+    serde_json::json!({ "samples": samples })
+}
+
+fn probe(root: &std::path::Path, then: Option<&std::path::Path>, after: Option<f64>) -> Result<()> {
+    if !root.is_dir() {
+        bail!("{} is not a directory", root.display());
+    }
+    let then = match (then, after) {
+        (Some(dir), Some(secs)) => {
+            if !dir.is_dir() {
+                bail!("{} is not a directory", dir.display());
+            }
+            if !secs.is_finite() || secs <= 0.0 {
+                bail!("--after must be a positive number of seconds");
+            }
+            Some((dir, Duration::from_secs_f64(secs)))
+        }
+        _ => None,
+    };
+    let options = ChainOptions::from_env();
+    let model = wattbar_sources::CpuPowerModel::detect(root, options.cpu_tdp_watts);
+    let sample = wattbar_sources::linux::probe(root, then, model);
+    println!("{}", serde_json::to_string(&samples_json(&[sample]))?);
+    Ok(())
+}
+
 fn reset_session() -> Result<()> {
     let db = paths::database_path()?;
     if !db.exists() {
@@ -426,6 +483,11 @@ fn main() -> Result<()> {
         Cmd::Integrate { file } => integrate_file(&file),
         Cmd::Totals { json } => totals(json),
         Cmd::ResetSession => reset_session(),
+        Cmd::Probe {
+            sysfs_root,
+            then,
+            after,
+        } => probe(&sysfs_root, then.as_deref(), after),
         Cmd::Export {
             from,
             to,

@@ -184,3 +184,69 @@ fn sources_lists_each_source_with_its_quality_and_availability() {
         }
     }
 }
+
+fn fixture(rel: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/linux")
+        .join(rel)
+}
+
+#[test]
+fn probe_turns_two_rapl_snapshots_into_package_watts() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let base = fixture("powercap/s-tui-56-i7-8550u-x1c6");
+    let out = cli(dir.path())
+        .arg("probe")
+        .arg("--sysfs-root")
+        .arg(base.join("t0"))
+        .arg("--then")
+        .arg(base.join("t1"))
+        .args(["--after", "1.1679787635803223"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let readings = v["samples"][0]["readings"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let rapl: Vec<_> = readings.iter().filter(|r| r["source"] == "rapl").collect();
+    assert_eq!(rapl.len(), 1, "{v}");
+    assert_eq!(rapl[0]["domain"], "cpu");
+    assert_eq!(rapl[0]["quality"], "measured");
+    let w = rapl[0]["watts"].as_f64().unwrap_or(0.0);
+    assert!((w - 0.923955).abs() < 1e-6, "{w}");
+    assert!(v["samples"][0]["state"]["unavailable"]["power-supply"].is_string());
+}
+
+#[test]
+fn probe_of_a_not_charging_battery_has_no_zero_watts() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = cli(dir.path())
+        .arg("probe")
+        .arg("--sysfs-root")
+        .arg(fixture("power_supply/dell-xps15-9560-not-charging"))
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.status.success());
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let readings = v["samples"][0]["readings"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(readings.iter().all(|r| r["watts"] != 0.0), "{v}");
+    assert_eq!(v["samples"][0]["state"]["BAT0_status"], "Not charging");
+
+    let out = cli(dir.path())
+        .args(["probe", "--sysfs-root", "/no/such/dir"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a directory"));
+}

@@ -229,7 +229,10 @@ fn amdgpu_discrete_cards_read_their_average_power_and_report_limits() {
 }
 
 #[test]
-#[allow(clippy::approx_constant, reason = "3.142 W is the Phoenix APU's measured PPT, not π")]
+#[allow(
+    clippy::approx_constant,
+    reason = "3.142 W is the Phoenix APU's measured PPT, not π"
+)]
 fn an_apu_is_the_whole_soc_and_prefers_input_over_average() {
     // The NUL-padded name must still read as amdgpu.
     let phoenix = probe(&fixture("hwmon/amd-phoenix"), None, model());
