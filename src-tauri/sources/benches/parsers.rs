@@ -1,0 +1,84 @@
+//! Parser costs on real captures, and one full tick of the Linux chain over a fake root that
+//! holds a RAPL package, a discharging battery, an amdgpu and /proc/stat (all real captures).
+//!
+//! `cargo bench -p wattbar-sources --bench parsers`
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use wattbar_core::{Chain, Stamp, Watts};
+use wattbar_sources::cpu_proxy::{CpuPowerModel, TdpOrigin};
+use wattbar_sources::linux::{self, power_supply, proc_stat, rapl};
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/linux")
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .flatten()
+    {
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            std::fs::create_dir_all(&target).unwrap_or_else(|e| panic!("{e}"));
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}
+
+/// A laptop-like root assembled from real captures.
+fn fake_root() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    for case in [
+        "powercap/procfs-testdata-intel",
+        "power_supply/thinkpad-lgc-lnv45n1-discharging",
+        "hwmon/amd-rx7900xtx",
+        "proc-stat/sysstat-8cpu/t0",
+    ] {
+        copy_tree(&fixtures().join(case), dir.path());
+    }
+    dir
+}
+
+fn parsers(c: &mut Criterion) {
+    let stat =
+        std::fs::read_to_string(fixtures().join("proc-stat/scaphandre-xeon-bisocket/proc/stat"))
+            .unwrap_or_default();
+    c.bench_function("parse /proc/stat (24 CPUs)", |b| {
+        b.iter(|| proc_stat::parse_proc_stat(black_box(&stat)))
+    });
+    let uevent =
+        std::fs::read_to_string(fixtures().join(
+            "power_supply/thinkpad-lgc-lnv45n1-discharging/sys/class/power_supply/BAT0/uevent",
+        ))
+        .unwrap_or_default();
+    c.bench_function("parse power_supply uevent", |b| {
+        b.iter(|| power_supply::parse_uevent(black_box(&uevent)))
+    });
+    c.bench_function("parse energy_uj", |b| {
+        b.iter(|| rapl::parse_uj(black_box("240422366267\n")))
+    });
+
+    let root = fake_root();
+    let model = CpuPowerModel::with_tdp(Watts(15.0), TdpOrigin::Configured);
+    let mut chain = Chain::new(linux::linux_sources(root.path(), model));
+    let mut t = 0u64;
+    c.bench_function(
+        "full Linux tick (rapl + power_supply + hwmon + /proc/stat)",
+        |b| {
+            b.iter(|| {
+                t += 1;
+                let snap = chain.sample(Stamp::new(Duration::from_millis(t), t as f64 / 1000.0));
+                assert!(snap.headline.is_some());
+                snap
+            })
+        },
+    );
+}
+
+criterion_group!(benches, parsers);
+criterion_main!(benches);
