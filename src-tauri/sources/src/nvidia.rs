@@ -13,8 +13,9 @@
 //!    reading (`nvmlDeviceGetPowerUsage`, mW; a one-second average on Ampere and newer).
 //! 3. neither: the reading has `watts: None`. Absent is not zero.
 //!
-//! Each reading's `energy_counter` is the energy this source has counted for that GPU since it
-//! started, so it stays monotonic across driver reloads.
+//! On a GPU with the counter, each reading's `energy_counter` is the energy this source has
+//! counted for that GPU since it started, so it stays monotonic across driver reloads; without
+//! one it is `None`.
 //!
 //! The enforced power limit, utilisation and memory use go into [`GpuState`] (and into
 //! `Sample::state["gpus"]`). A value the GPU does not support (utilisation in MIG mode) is left
@@ -207,6 +208,11 @@ impl EnergyCounter {
     pub fn total(&self) -> Joules {
         self.total
     }
+
+    /// True once a counter value has been seen: the GPU has an energy counter.
+    pub fn has_started(&self) -> bool {
+        self.baseline.is_some()
+    }
 }
 
 /// Zeus's `infer_gpu_counter_update_period` over `(time, counter value)` samples taken as fast
@@ -388,13 +394,12 @@ impl<G: Gpus> NvmlSource<G> {
         &self.state
     }
 
-    fn ensure_open(&mut self) -> Result<&G, Error> {
+    /// Opens the GPUs with the opener if that has not happened yet, and returns them.
+    fn open(&mut self) -> Result<&G, Error> {
         if self.gpus.is_none() {
-            let opener = self
-                .opener
-                .as_mut()
-                .ok_or_else(|| Error::Unavailable("NVML was never opened".into()))?;
-            self.gpus = Some(opener()?);
+            if let Some(opener) = self.opener.as_mut() {
+                self.gpus = Some(opener()?);
+            }
         }
         self.gpus
             .as_ref()
@@ -405,17 +410,16 @@ impl<G: Gpus> NvmlSource<G> {
     pub fn sample(&mut self, at: Stamp) -> Result<Sample, Error> {
         check_runtime_pm(&self.root)?;
         let min_interval = self.min_sampling_interval();
-        self.ensure_open()?;
-        let Some(gpus) = self.gpus.as_ref() else {
-            return Err(Error::Unavailable("NVML was never opened".into()));
-        };
-        let count = gpus.count()?;
+        let count = self.open()?.count()?;
         if count == 0 {
             return Err(Error::Unavailable("NVML reports no NVIDIA GPU".into()));
         }
         let mut readings = Vec::new();
         let mut states = Vec::new();
         let mut first_error = None;
+        let Some(gpus) = self.gpus.as_ref() else {
+            return Err(Error::Unavailable("NVML was never opened".into()));
+        };
         for i in 0..count {
             let counter = self.counters.entry(i).or_default();
             let gpu = read_gpu(gpus, i, at, counter, min_interval);
@@ -427,7 +431,7 @@ impl<G: Gpus> NvmlSource<G> {
                     domain: Domain::Gpu,
                     device: Some(i.to_string()),
                     watts: gpu.watts,
-                    energy_counter: Some(counter.total()),
+                    energy_counter: counter.has_started().then(|| counter.total()),
                     source: SOURCE_ID.to_string(),
                     quality: Quality::Measured,
                     at,
@@ -601,7 +605,11 @@ fn init_reason(e: &NvmlError) -> String {
 }
 
 fn query_error(index: u32, what: &str, e: NvmlError) -> Error {
-    let message = format!("NVML {what} on GPU {index}: {e}");
+    nvml_error(format!("NVML {what} on GPU {index}: {e}"), e)
+}
+
+/// NVML itself gone is `Unavailable`; anything else may pass.
+fn nvml_error(message: String, e: NvmlError) -> Error {
     match e {
         NvmlError::Uninitialized | NvmlError::DriverNotLoaded | NvmlError::LibraryNotFound => {
             Error::Unavailable(message)
@@ -614,7 +622,7 @@ impl Gpus for NvmlGpus {
     fn count(&self) -> Result<u32, Error> {
         self.nvml
             .device_count()
-            .map_err(|e| query_error(0, "device count", e))
+            .map_err(|e| nvml_error(format!("NVML device count: {e}"), e))
     }
 
     fn name(&self, index: u32) -> Result<Option<String>, Error> {

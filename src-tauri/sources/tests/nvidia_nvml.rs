@@ -174,6 +174,8 @@ fn check_row(
     let w = r.watts.unwrap_or(Watts(-1.0)).0;
     assert!(close(w, watts), "{w} W, expected {watts} W");
     assert_eq!(state.power_from, Some(PowerFrom::PowerUsage));
+    // nvidia-smi shows no energy counter, so the fake has none: no counter, not 0 J.
+    assert_eq!(r.energy_counter, None);
     let l = state.enforced_power_limit.unwrap_or(Watts(-1.0)).0;
     assert!(close(l, limit), "limit {l} W, expected {limit} W");
     assert_eq!(
