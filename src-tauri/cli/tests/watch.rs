@@ -167,7 +167,7 @@ fn sources_lists_each_source_with_its_quality_and_availability() {
         .unwrap_or_else(|| panic!("no {CPU_ESTIMATE} in {v}"));
     if cfg!(target_os = "linux") {
         // This machine has no RAPL, battery or GPU: each says why instead of reading 0 W.
-        for id in ["rapl", "power-supply", "hwmon"] {
+        for id in ["nvml", "rapl", "power-supply", "hwmon"] {
             let s = sources
                 .iter()
                 .find(|s| s["id"] == id)
