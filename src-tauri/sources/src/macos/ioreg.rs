@@ -4,7 +4,8 @@
 //! `ioreg -r -n AppleSmartBattery`; [`parse_ioreg`] detects which (`<?xml` / `<plist`).
 //!
 //! Rules:
-//! - System draw (domain `system`, measured) = `PowerTelemetryData.SystemLoad` mW when present,
+//! - System draw (domain `system`, measured) = `PowerTelemetryData.SystemLoad` mW when present
+//!   and non-zero (0 is an unpopulated field),
 //!   on AC or on battery: it is what the machine uses, whoever supplies it.
 //! - Otherwise, and only when `ExternalConnected` is false: `Voltage × |InstantAmperage|`
 //!   (mV × mA; `Amperage` if there is no `InstantAmperage`). On AC the battery current says
@@ -147,8 +148,14 @@ impl SmartBattery {
         if !self.is_installed() {
             return None;
         }
-        if let Some(load) = self.telemetry.as_ref().and_then(|t| t.system_load_mw) {
-            return Some(mw(load)).filter(|w| w.is_plausible());
+        // A zero SystemLoad is an unpopulated field (a running Mac never draws 0 W).
+        if let Some(load) = self
+            .telemetry
+            .as_ref()
+            .and_then(|t| t.system_load_mw)
+            .filter(|mw| *mw > 0)
+        {
+            return Some(mw(load));
         }
         if self.external_connected != Some(false) {
             return None;
@@ -555,6 +562,18 @@ mod tests {
         // 12 V × 2 A into the battery.
         assert_eq!(b.charge_power(), Some(Watts(24.0)));
         assert_eq!(b.adapter_power(), None);
+    }
+
+    #[test]
+    fn a_zero_system_load_falls_back_to_the_battery_on_battery_power() {
+        let b = battery(&text_entry(&[
+            "\"ExternalConnected\" = No",
+            "\"Voltage\" = 12000",
+            "\"InstantAmperage\" = 18446744073709550616",
+            "\"PowerTelemetryData\" = {\"SystemLoad\"=0,\"SystemPowerIn\"=0}",
+        ]));
+        // 12 V × |−1 A|, not 0 W.
+        assert_eq!(b.system_power(), Some(Watts(12.0)));
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! macmon: SMC system power and the IOReport CPU/GPU/ANE/DRAM breakdown, without root
 //! (source `macmon`, measured).
 //!
-//! Rule: `sys_power` (SMC `PSTR`, which macmon raises to at least CPU + GPU + ANE) is the
-//! whole-system figure, domain `system`; `cpu_power`, `gpu_power`, `ane_power` and `ram_power`
+//! Rule: SMC `PSTR` is the whole-system figure, domain `system`. The live reader reads `PSTR`
+//! itself, because macmon's `sys_power` is `max(PSTR, CPU + GPU + ANE)` and would turn an
+//! unreadable PSTR into a component sum labelled "system"; `macmon pipe` lines only have that
+//! `sys_power`, used as printed unless it equals `all_power` or less (then it is that clamp,
+//! not PSTR, and left out); `cpu_power`, `gpu_power`, `ane_power` and `ram_power`
 //! are domains cpu, gpu, ane and dram. `all_power` (CPU + GPU + ANE) is state only: the chain
 //! sums parts itself.
 //!
@@ -63,11 +66,13 @@ impl MacmonSample {
         MacmonChannels::default().to_sample(self, at)
     }
 
+    /// `pstr`: the SMC key read directly, since `Metrics::sys_power` is raised to at least
+    /// CPU + GPU + ANE and so reads as a "system" figure even when `PSTR` reads 0.
     #[cfg(target_os = "macos")]
-    fn from_metrics(m: &::macmon::Metrics) -> Self {
+    fn from_metrics(m: &::macmon::Metrics, pstr: Option<f32>) -> Self {
         let w = |v: f32| Some(Watts(f64::from(v)));
         MacmonSample {
-            sys_power: w(m.sys_power),
+            sys_power: pstr.and_then(w),
             cpu_power: w(m.cpu_power),
             gpu_power: w(m.gpu_power),
             ane_power: w(m.ane_power),
@@ -160,13 +165,17 @@ pub fn parse_macmon_json(text: &str) -> Result<Vec<MacmonSample>, Error> {
                     .ok_or_else(|| parse_err(i + 1, format!("{k} {x} is not a number"))),
             }
         };
+        let all_power = field("all_power")?;
+        // macmon prints max(PSTR, all_power): a value at the clamp is the parts' sum.
+        let sys_power = field("sys_power")?
+            .filter(|sys| all_power.is_none_or(|all| all.0 <= 0.0 || sys.0 > all.0));
         let sample = MacmonSample {
-            sys_power: field("sys_power")?,
+            sys_power,
             cpu_power: field("cpu_power")?,
             gpu_power: field("gpu_power")?,
             ane_power: field("ane_power")?,
             ram_power: field("ram_power")?,
-            all_power: field("all_power")?,
+            all_power,
         };
         if sample.sys_power.is_none() && sample.cpu_power.is_none() {
             return Err(parse_err(
@@ -201,11 +210,14 @@ impl MacmonSource {
                     "macmon cannot open SMC/IOReport (Apple Silicon only): {e}"
                 ))
             })?;
+            // A second SMC connection of our own, to read PSTR as it is (see `from_metrics`).
+            let mut smc = ::macmon::sources::SMC::new().ok();
             Ok(move || {
-                sampler
+                let metrics = sampler
                     .get_metrics(ms)
-                    .map(|m| MacmonSample::from_metrics(&m))
-                    .map_err(|e| Error::Transient(format!("macmon: {e}")))
+                    .map_err(|e| Error::Transient(format!("macmon: {e}")))?;
+                let pstr = smc.as_mut().and_then(|s| s.read_float_val("PSTR").ok());
+                Ok(MacmonSample::from_metrics(&metrics, pstr))
             })
         });
         MacmonSource {
@@ -278,6 +290,17 @@ mod tests {
             s.state["unavailable_channels"],
             json!(["system", "cpu", "ane", "dram"])
         );
+    }
+
+    #[test]
+    fn a_pipe_sys_power_at_the_parts_sum_is_not_taken_for_pstr() {
+        let s = parse_macmon_json(
+            "{\"sys_power\":0.5,\"all_power\":0.5,\"cpu_power\":0.5}\n\
+             {\"sys_power\":9.0,\"all_power\":0.5,\"cpu_power\":0.5}\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s[0].sys_power, None);
+        assert_eq!(s[1].sys_power, Some(Watts(9.0)));
     }
 
     #[test]
