@@ -34,9 +34,11 @@ pub fn default_sources(root: &Path, configured_tdp_watts: Option<f64>) -> Vec<Bo
             e,
         ))),
     }
+    #[cfg(target_os = "macos")]
+    sources.extend(macos::macos_sources(model));
     if cfg!(target_os = "linux") {
         sources.extend(linux::linux_sources(root, model));
-    } else {
+    } else if cfg!(not(target_os = "macos")) {
         sources.push(Box::new(CpuProxy::new(model)));
     }
     sources.push(Box::new(ollama::OllamaHeuristic::default()));

@@ -1,1 +1,624 @@
-//! (to be written)
+//! AppleSmartBattery from `ioreg`: the battery gauge's own power telemetry (source `smart-battery`).
+//!
+//! Input: `ioreg -a -r -c AppleSmartBattery` (plist, what the reader runs) or the text form of
+//! `ioreg -r -n AppleSmartBattery`; [`parse_ioreg`] detects which (`<?xml` / `<plist`).
+//!
+//! Rules:
+//! - System draw (domain `system`, measured) = `PowerTelemetryData.SystemLoad` mW when present
+//!   and non-zero (0 is an unpopulated field),
+//!   on AC or on battery: it is what the machine uses, whoever supplies it.
+//! - Otherwise, and only when `ExternalConnected` is false: `Voltage × |InstantAmperage|`
+//!   (mV × mA; `Amperage` if there is no `InstantAmperage`). On AC the battery current says
+//!   nothing about the draw (0 A while the adapter powers everything), and a zero current right
+//!   after unplugging is no measurement either: both give no system reading, never 0 W.
+//! - Power into the battery (domain `battery`) = `PowerTelemetryData.BatteryPower` when
+//!   positive, else `Voltage × Amperage` while charging. Adapter input (domain `adapter`) =
+//!   `PowerTelemetryData.SystemPowerIn`. Neither is ever the system draw.
+//! - `BatteryInstalled` false is a desktop Mac's ghost battery: nothing here is a measurement
+//!   and the source is unavailable.
+//!
+//! Pitfalls: text `ioreg` prints negative numbers as unsigned 64-bit (`18446744073709550000`
+//! is −1616): every integer is reinterpreted as i64; plist prints them signed already. Nested
+//! dictionaries repeat key names (`BatteryData.Voltage` ≠ `Voltage`): only top-level keys are
+//! read, plus the named keys of `PowerTelemetryData` and `AdapterDetails`.
+
+use crate::error::Error;
+use crate::sample::Sample;
+use serde_json::{json, Map, Value};
+use wattbar_core::{Domain, Quality, Reading, Stamp, Watts};
+
+pub const SOURCE_ID: &str = "smart-battery";
+
+/// One registry value, as far as this parser needs to tell values apart.
+#[derive(Debug, Clone, PartialEq)]
+pub enum IoValue {
+    Int(i64),
+    Real(f64),
+    Bool(bool),
+    Str(String),
+    Dict(Vec<(String, IoValue)>),
+    /// Arrays, data blobs, dates and empty values: kept but never read.
+    Other,
+}
+
+impl IoValue {
+    fn int(&self) -> Option<i64> {
+        match self {
+            IoValue::Int(i) => Some(*i),
+            _ => None,
+        }
+    }
+
+    fn bool(&self) -> Option<bool> {
+        match self {
+            IoValue::Bool(b) => Some(*b),
+            // Some gauges report flags as 0/1.
+            IoValue::Int(0) => Some(false),
+            IoValue::Int(1) => Some(true),
+            _ => None,
+        }
+    }
+}
+
+fn get<'a>(dict: &'a [(String, IoValue)], key: &str) -> Option<&'a IoValue> {
+    dict.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+}
+
+fn get_dict<'a>(dict: &'a [(String, IoValue)], key: &str) -> Option<&'a [(String, IoValue)]> {
+    match get(dict, key) {
+        Some(IoValue::Dict(d)) => Some(d),
+        _ => None,
+    }
+}
+
+/// `PowerTelemetryData`: the gauge's power figures (mW, mV, mA).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PowerTelemetry {
+    pub system_load_mw: Option<i64>,
+    pub system_power_in_mw: Option<i64>,
+    /// Positive while charging, negative while discharging.
+    pub battery_power_mw: Option<i64>,
+    pub system_voltage_in_mv: Option<i64>,
+    pub system_current_in_ma: Option<i64>,
+    /// Apple's empirical wall-side figure; units unverified, kept as state only.
+    pub wall_energy_estimate: Option<i64>,
+}
+
+/// The top-level facts of one AppleSmartBattery entry.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SmartBattery {
+    pub battery_installed: Option<bool>,
+    pub external_connected: Option<bool>,
+    pub is_charging: Option<bool>,
+    pub fully_charged: Option<bool>,
+    /// `CurrentCapacity`: percent on Apple Silicon (mAh on some Intel Macs).
+    pub current_capacity: Option<i64>,
+    pub max_capacity: Option<i64>,
+    pub voltage_mv: Option<i64>,
+    pub amperage_ma: Option<i64>,
+    pub instant_amperage_ma: Option<i64>,
+    /// `AdapterDetails.Watts`: the adapter's rating, not its draw.
+    pub adapter_rating_watts: Option<i64>,
+    pub telemetry: Option<PowerTelemetry>,
+}
+
+fn mw(v: i64) -> Watts {
+    Watts::from_milliwatts(v as f64)
+}
+
+impl SmartBattery {
+    fn from_dict(d: &[(String, IoValue)]) -> Self {
+        let int = |k: &str| get(d, k).and_then(IoValue::int);
+        let flag = |k: &str| get(d, k).and_then(IoValue::bool);
+        let telemetry = get_dict(d, "PowerTelemetryData").map(|t| {
+            let int = |k: &str| get(t, k).and_then(IoValue::int);
+            PowerTelemetry {
+                system_load_mw: int("SystemLoad"),
+                system_power_in_mw: int("SystemPowerIn"),
+                battery_power_mw: int("BatteryPower"),
+                system_voltage_in_mv: int("SystemVoltageIn"),
+                system_current_in_ma: int("SystemCurrentIn"),
+                wall_energy_estimate: int("WallEnergyEstimate"),
+            }
+        });
+        SmartBattery {
+            battery_installed: flag("BatteryInstalled"),
+            external_connected: flag("ExternalConnected"),
+            is_charging: flag("IsCharging"),
+            fully_charged: flag("FullyCharged"),
+            current_capacity: int("CurrentCapacity"),
+            max_capacity: int("MaxCapacity"),
+            voltage_mv: int("Voltage"),
+            amperage_ma: int("Amperage"),
+            instant_amperage_ma: int("InstantAmperage"),
+            adapter_rating_watts: get_dict(d, "AdapterDetails")
+                .and_then(|a| get(a, "Watts"))
+                .and_then(IoValue::int),
+            telemetry,
+        }
+    }
+
+    /// False only for a desktop Mac's placeholder battery.
+    pub fn is_installed(&self) -> bool {
+        self.battery_installed != Some(false)
+    }
+
+    /// Whole-system draw, as the module docs say; `None` when the data holds no measurement.
+    pub fn system_power(&self) -> Option<Watts> {
+        if !self.is_installed() {
+            return None;
+        }
+        // A zero SystemLoad is an unpopulated field (a running Mac never draws 0 W).
+        if let Some(load) = self
+            .telemetry
+            .as_ref()
+            .and_then(|t| t.system_load_mw)
+            .filter(|mw| *mw > 0)
+        {
+            return Some(mw(load));
+        }
+        if self.external_connected != Some(false) {
+            return None;
+        }
+        let volts = self.voltage_mv? as f64 / 1e3;
+        let amps = self
+            .instant_amperage_ma
+            .or(self.amperage_ma)?
+            .unsigned_abs() as f64
+            / 1e3;
+        Some(Watts(volts * amps)).filter(|w| w.is_plausible() && w.0 > 0.0)
+    }
+
+    /// Power into the battery while it charges.
+    pub fn charge_power(&self) -> Option<Watts> {
+        if !self.is_installed() {
+            return None;
+        }
+        if let Some(p) = self.telemetry.as_ref().and_then(|t| t.battery_power_mw) {
+            return Some(mw(p)).filter(|w| w.0 > 0.0);
+        }
+        if self.is_charging != Some(true) {
+            return None;
+        }
+        let w = self.voltage_mv? as f64 * self.amperage_ma? as f64 / 1e6;
+        Some(Watts(w)).filter(|w| w.is_plausible() && w.0 > 0.0)
+    }
+
+    /// Power drawn from the adapter (`SystemPowerIn`), when one is connected and delivering.
+    pub fn adapter_power(&self) -> Option<Watts> {
+        if self.external_connected == Some(false) {
+            return None;
+        }
+        let p = self.telemetry.as_ref().and_then(|t| t.system_power_in_mw)?;
+        Some(mw(p)).filter(|w| w.0 > 0.0)
+    }
+
+    pub fn to_sample(&self, at: Stamp) -> Sample {
+        let mut readings = Vec::new();
+        let mut push = |domain, w: Option<Watts>| {
+            if let Some(w) = w {
+                readings.push(Reading::power(domain, w, SOURCE_ID, Quality::Measured, at));
+            }
+        };
+        push(Domain::System, self.system_power());
+        push(Domain::Battery, self.charge_power());
+        push(Domain::Adapter, self.adapter_power());
+
+        let mut state = Map::new();
+        state.insert("battery_installed".into(), json!(self.is_installed()));
+        if self.is_installed() {
+            let opt = |v: Option<i64>| v.map_or(Value::Null, |v| json!(v));
+            if let Some(ext) = self.external_connected {
+                state.insert(
+                    "power_source".into(),
+                    json!(if ext { "AC" } else { "Battery" }),
+                );
+            }
+            state.insert("charging".into(), json!(self.is_charging));
+            state.insert("fully_charged".into(), json!(self.fully_charged));
+            state.insert("current_capacity".into(), opt(self.current_capacity));
+            state.insert("max_capacity".into(), opt(self.max_capacity));
+            state.insert("voltage_mv".into(), opt(self.voltage_mv));
+            state.insert(
+                "instant_amperage_ma".into(),
+                opt(self.instant_amperage_ma.or(self.amperage_ma)),
+            );
+            state.insert(
+                "adapter_rating_watts".into(),
+                opt(self.adapter_rating_watts),
+            );
+            if let Some(t) = &self.telemetry {
+                state.insert("wall_energy_estimate".into(), opt(t.wall_energy_estimate));
+            }
+        }
+        Sample { readings, state }
+    }
+}
+
+fn parse_err(line: Option<usize>, message: impl Into<String>) -> Error {
+    Error::Parse {
+        what: "ioreg AppleSmartBattery",
+        line,
+        message: message.into(),
+    }
+}
+
+/// Parses `ioreg` output for AppleSmartBattery, plist or text (detected). The first entry wins.
+pub fn parse_ioreg(text: &str) -> Result<SmartBattery, Error> {
+    let t = text.trim_start();
+    let dict = if t.starts_with("<?xml") || t.starts_with("<plist") {
+        parse_plist(t)?
+    } else {
+        parse_text(text)?
+    };
+    if get(&dict, "Voltage").is_none() && get(&dict, "BatteryInstalled").is_none() {
+        return Err(parse_err(
+            None,
+            "the entry has neither `Voltage` nor `BatteryInstalled`: not an AppleSmartBattery",
+        ));
+    }
+    Ok(SmartBattery::from_dict(&dict))
+}
+
+fn from_plist(v: &plist::Value) -> IoValue {
+    match v {
+        plist::Value::Integer(i) => i
+            .as_signed()
+            .or_else(|| i.as_unsigned().map(|u| u as i64))
+            .map_or(IoValue::Other, IoValue::Int),
+        plist::Value::Real(r) => IoValue::Real(*r),
+        plist::Value::Boolean(b) => IoValue::Bool(*b),
+        plist::Value::String(s) => IoValue::Str(s.clone()),
+        plist::Value::Dictionary(d) => {
+            IoValue::Dict(d.iter().map(|(k, v)| (k.clone(), from_plist(v))).collect())
+        }
+        _ => IoValue::Other,
+    }
+}
+
+fn parse_plist(text: &str) -> Result<Vec<(String, IoValue)>, Error> {
+    let value = plist::Value::from_reader_xml(text.as_bytes())
+        .map_err(|e| parse_err(None, format!("bad plist: {e}")))?;
+    let first = match &value {
+        plist::Value::Array(items) => items.first(),
+        dict @ plist::Value::Dictionary(_) => Some(dict),
+        _ => None,
+    };
+    match first.map(from_plist) {
+        Some(IoValue::Dict(d)) => Ok(d),
+        _ => Err(parse_err(
+            None,
+            "the plist holds no AppleSmartBattery dictionary (is there a battery?)",
+        )),
+    }
+}
+
+/// The text form: `+-o AppleSmartBattery <class …>`, then `{`, one `"Key" = value` per line
+/// (nested values inline), then `}`. Only the first entry is read.
+fn parse_text(text: &str) -> Result<Vec<(String, IoValue)>, Error> {
+    let mut entries = Vec::new();
+    let mut inside = false;
+    for (i, line) in text.lines().enumerate() {
+        let l = line.trim();
+        if !inside {
+            inside = l == "{";
+            continue;
+        }
+        if l == "}" {
+            return Ok(entries);
+        }
+        if l.is_empty() {
+            continue;
+        }
+        let mut p = TextParser::new(l);
+        let key = p
+            .string()
+            .ok_or_else(|| parse_err(Some(i + 1), "expected a quoted key"))?;
+        p.skip_ws();
+        if !p.eat(b'=') {
+            return Err(parse_err(Some(i + 1), format!("no `=` after {key:?}")));
+        }
+        p.skip_ws();
+        let value = p
+            .value()
+            .map_err(|m| parse_err(Some(i + 1), format!("{key}: {m}")))?;
+        entries.push((key, value));
+    }
+    if inside {
+        Err(parse_err(None, "the entry's `}` is missing"))
+    } else {
+        Err(parse_err(
+            None,
+            "no `{` entry found: not ioreg output, or no AppleSmartBattery",
+        ))
+    }
+}
+
+/// Recursive descent over one line of ioreg text values: `123`, `Yes`/`No`, `"str"`, `<hex>`,
+/// `(a,b)`, `{"k"=v,…}`, and nothing at all (`"AdapterPower"=,`).
+struct TextParser<'a> {
+    s: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> TextParser<'a> {
+    fn new(s: &'a str) -> Self {
+        TextParser {
+            s: s.as_bytes(),
+            pos: 0,
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.s.get(self.pos).copied()
+    }
+
+    fn eat(&mut self, c: u8) -> bool {
+        if self.peek() == Some(c) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn skip_ws(&mut self) {
+        while self.peek().is_some_and(|c| c == b' ' || c == b'\t') {
+            self.pos += 1;
+        }
+    }
+
+    fn string(&mut self) -> Option<String> {
+        if !self.eat(b'"') {
+            return None;
+        }
+        let start = self.pos;
+        while let Some(c) = self.peek() {
+            if c == b'"' {
+                let s = String::from_utf8_lossy(&self.s[start..self.pos]).into_owned();
+                self.pos += 1;
+                return Some(s);
+            }
+            self.pos += 1;
+        }
+        None
+    }
+
+    fn value(&mut self) -> Result<IoValue, String> {
+        match self.peek() {
+            None | Some(b',' | b')' | b'}') => Ok(IoValue::Other),
+            Some(b'"') => self
+                .string()
+                .map(IoValue::Str)
+                .ok_or_else(|| "unterminated string".to_string()),
+            Some(b'{') => {
+                self.pos += 1;
+                let mut entries = Vec::new();
+                loop {
+                    if self.eat(b'}') {
+                        return Ok(IoValue::Dict(entries));
+                    }
+                    let key = self
+                        .string()
+                        .ok_or_else(|| format!("expected a key at byte {}", self.pos))?;
+                    if !self.eat(b'=') {
+                        return Err(format!("no `=` after {key:?}"));
+                    }
+                    let v = self.value()?;
+                    entries.push((key, v));
+                    if !self.eat(b',') && self.peek() != Some(b'}') {
+                        return Err(format!("expected `,` or `}}` at byte {}", self.pos));
+                    }
+                }
+            }
+            Some(b'(') => {
+                self.pos += 1;
+                loop {
+                    if self.eat(b')') {
+                        return Ok(IoValue::Other);
+                    }
+                    self.value()?;
+                    if !self.eat(b',') && self.peek() != Some(b')') {
+                        return Err(format!("expected `,` or `)` at byte {}", self.pos));
+                    }
+                }
+            }
+            Some(b'<') => {
+                match self.s[self.pos..].iter().position(|&c| c == b'>') {
+                    Some(n) => self.pos += n + 1,
+                    None => return Err("unterminated data".into()),
+                }
+                Ok(IoValue::Other)
+            }
+            Some(_) => {
+                let start = self.pos;
+                while self
+                    .peek()
+                    .is_some_and(|c| !matches!(c, b',' | b')' | b'}'))
+                {
+                    self.pos += 1;
+                }
+                let word = String::from_utf8_lossy(&self.s[start..self.pos]);
+                Ok(scalar(word.trim()))
+            }
+        }
+    }
+}
+
+fn scalar(word: &str) -> IoValue {
+    match word {
+        "Yes" => IoValue::Bool(true),
+        "No" => IoValue::Bool(false),
+        // Text ioreg prints signed values as their unsigned 64-bit pattern.
+        w => w
+            .parse::<u64>()
+            .map(|u| IoValue::Int(u as i64))
+            .or_else(|_| w.parse::<i64>().map(IoValue::Int))
+            .or_else(|_| w.parse::<f64>().map(IoValue::Real))
+            .unwrap_or(IoValue::Other),
+    }
+}
+
+/// Runs `ioreg -a -r -c AppleSmartBattery` and parses it. No entry, or a ghost battery, is
+/// `Unavailable`.
+#[cfg(target_os = "macos")]
+pub fn read_smart_battery() -> Result<SmartBattery, Error> {
+    let out = super::run_command("ioreg", &["-a", "-r", "-c", "AppleSmartBattery"])?;
+    if out.trim().is_empty() {
+        return Err(Error::Unavailable(
+            "no AppleSmartBattery in the I/O Registry: this Mac has no battery".into(),
+        ));
+    }
+    let battery = parse_ioreg(&out)?;
+    if !battery.is_installed() {
+        return Err(Error::Unavailable(
+            "AppleSmartBattery says BatteryInstalled = false: a desktop Mac's placeholder, \
+             not a battery"
+                .into(),
+        ));
+    }
+    Ok(battery)
+}
+
+/// AppleSmartBattery as a [`Source`](wattbar_core::Source).
+#[cfg(target_os = "macos")]
+#[derive(Debug, Default)]
+pub struct SmartBatterySource;
+
+#[cfg(target_os = "macos")]
+impl SmartBatterySource {
+    pub fn new() -> Self {
+        SmartBatterySource
+    }
+}
+
+#[cfg(target_os = "macos")]
+impl wattbar_core::Source for SmartBatterySource {
+    fn id(&self) -> &str {
+        SOURCE_ID
+    }
+
+    fn quality(&self) -> Quality {
+        Quality::Measured
+    }
+
+    fn read(&mut self, at: Stamp) -> Result<Vec<Reading>, wattbar_core::Error> {
+        let battery = read_smart_battery()?;
+        let readings = battery.to_sample(at).readings;
+        if readings.is_empty() {
+            return Err(Error::Transient(
+                "on AC without PowerTelemetryData the battery gauge does not measure the \
+                 system's draw"
+                    .into(),
+            )
+            .into());
+        }
+        Ok(readings)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn battery(text: &str) -> SmartBattery {
+        parse_ioreg(text).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn text_entry(lines: &[&str]) -> String {
+        let mut s = String::from("+-o AppleSmartBattery  <class AppleSmartBattery>\n    {\n");
+        for l in lines {
+            s.push_str("      ");
+            s.push_str(l);
+            s.push('\n');
+        }
+        s.push_str("    }\n");
+        s
+    }
+
+    #[test]
+    fn text_ioreg_negative_numbers_are_reinterpreted_as_signed() {
+        let b = battery(&text_entry(&[
+            "\"ExternalConnected\" = No",
+            "\"Voltage\" = 11659",
+            "\"InstantAmperage\" = 18446744073709549993",
+        ]));
+        assert_eq!(b.instant_amperage_ma, Some(-1623));
+        // 11.659 V × 1.623 A = 18.922557 W
+        let w = b.system_power().unwrap_or(Watts(-1.0));
+        assert!((w.0 - 18.922_557).abs() < 1e-9, "{w:?}");
+    }
+
+    #[test]
+    fn battery_current_on_ac_is_not_the_system_draw() {
+        let b = battery(&text_entry(&[
+            "\"ExternalConnected\" = Yes",
+            "\"IsCharging\" = Yes",
+            "\"Voltage\" = 12000",
+            "\"Amperage\" = 2000",
+            "\"InstantAmperage\" = 2000",
+        ]));
+        assert_eq!(b.system_power(), None);
+        // 12 V × 2 A into the battery.
+        assert_eq!(b.charge_power(), Some(Watts(24.0)));
+        assert_eq!(b.adapter_power(), None);
+    }
+
+    #[test]
+    fn a_zero_system_load_falls_back_to_the_battery_on_battery_power() {
+        let b = battery(&text_entry(&[
+            "\"ExternalConnected\" = No",
+            "\"Voltage\" = 12000",
+            "\"InstantAmperage\" = 18446744073709550616",
+            "\"PowerTelemetryData\" = {\"SystemLoad\"=0,\"SystemPowerIn\"=0}",
+        ]));
+        // 12 V × |−1 A|, not 0 W.
+        assert_eq!(b.system_power(), Some(Watts(12.0)));
+    }
+
+    #[test]
+    fn zero_current_on_battery_is_no_measurement_not_zero_watts() {
+        let b = battery(&text_entry(&[
+            "\"ExternalConnected\" = No",
+            "\"Voltage\" = 12000",
+            "\"Amperage\" = 0",
+            "\"InstantAmperage\" = 0",
+        ]));
+        assert_eq!(b.system_power(), None);
+        assert!(b.to_sample(Stamp::default()).readings.is_empty());
+    }
+
+    #[test]
+    fn a_ghost_battery_on_a_desktop_gives_nothing() {
+        let b = battery(&text_entry(&[
+            "\"BatteryInstalled\" = No",
+            "\"ExternalConnected\" = No",
+            "\"Voltage\" = 0",
+            "\"PowerTelemetryData\" = {\"SystemLoad\"=9000,\"SystemPowerIn\"=9000}",
+        ]));
+        assert!(!b.is_installed());
+        let s = b.to_sample(Stamp::default());
+        assert!(s.readings.is_empty());
+        assert_eq!(s.state["battery_installed"], false);
+    }
+
+    #[test]
+    fn nested_dictionaries_do_not_shadow_top_level_keys() {
+        let b = battery(&text_entry(&[
+            "\"BatteryData\" = {\"Voltage\"=11708,\"AdapterPower\"=,\"CellVoltage\"=(4121,4122)}",
+            "\"Voltage\" = 11659",
+            "\"ExternalConnected\" = No",
+        ]));
+        assert_eq!(b.voltage_mv, Some(11659));
+    }
+
+    #[test]
+    fn garbage_is_a_parse_error() {
+        assert!(parse_ioreg("").is_err());
+        assert!(parse_ioreg("hello\n").is_err());
+        assert!(parse_ioreg("<plist version=\"1.0\"><array/></plist>").is_err());
+        assert!(parse_ioreg("<?xml version=\"1.0\"?><plist><dict><key>").is_err());
+        assert!(parse_ioreg(&text_entry(&["\"Voltage\" 12"])).is_err());
+        assert!(parse_ioreg("+-o X\n{\n\"Voltage\" = 1\n").is_err());
+    }
+}
