@@ -63,6 +63,12 @@ enum Cmd {
         #[arg(long, requires = "then")]
         after: Option<f64>,
     },
+    /// Parse a macOS capture (JSON): ioreg (text or plist), powermetrics (text or a plist
+    /// stream), pmset-batt, pmset-g, top, macmon (pipe JSON lines).
+    Parse {
+        kind: String,
+        file: std::path::PathBuf,
+    },
     /// End the running session; a running Wattbar starts a new one at its next batch (≤ 5 s).
     ResetSession,
     /// History from the store: one row per minute or hour with mean and max watts and joules.
@@ -433,6 +439,46 @@ fn probe(root: &std::path::Path, then: Option<&std::path::Path>, after: Option<f
     Ok(())
 }
 
+fn parse(kind: &str, file: &std::path::Path) -> Result<()> {
+    use wattbar_sources::macos::{ioreg, macmon, pmset, powermetrics, top};
+    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let at = wattbar_core::Stamp::default();
+    let fail = |e: wattbar_sources::Error| anyhow::anyhow!("{}: {e}", file.display());
+    let samples: Vec<wattbar_sources::Sample> = match kind {
+        "ioreg" => vec![ioreg::parse_ioreg(&text).map_err(fail)?.to_sample(at)],
+        "powermetrics" => powermetrics::parse_powermetrics(&text)
+            .map_err(fail)?
+            .iter()
+            .map(|r| r.to_sample(at))
+            .collect(),
+        "pmset-batt" => vec![pmset::parse_pmset_batt(&text).map_err(fail)?.to_sample(at)],
+        "pmset-g" => vec![pmset::parse_pmset_g(&text).map_err(fail)?.to_sample(at)],
+        "top" => {
+            let model = wattbar_sources::CpuPowerModel::detect(
+                std::path::Path::new("/"),
+                ChainOptions::from_env().cpu_tdp_watts,
+            );
+            vec![top::parse_top(&text)
+                .map_err(fail)?
+                .to_sample_with_model(&model, at)]
+        }
+        "macmon" => {
+            let mut channels = macmon::MacmonChannels::default();
+            macmon::parse_macmon_json(&text)
+                .map_err(fail)?
+                .iter()
+                .map(|s| channels.to_sample(s, at))
+                .collect()
+        }
+        other => bail!(
+            "unknown kind {other:?}: use ioreg, powermetrics, pmset-batt, pmset-g, top or macmon"
+        ),
+    };
+    println!("{}", serde_json::to_string(&samples_json(&samples))?);
+    Ok(())
+}
+
 fn reset_session() -> Result<()> {
     let db = paths::database_path()?;
     if !db.exists() {
@@ -483,6 +529,7 @@ fn main() -> Result<()> {
         Cmd::Integrate { file } => integrate_file(&file),
         Cmd::Totals { json } => totals(json),
         Cmd::ResetSession => reset_session(),
+        Cmd::Parse { kind, file } => parse(&kind, &file),
         Cmd::Probe {
             sysfs_root,
             then,

@@ -250,3 +250,90 @@ fn probe_of_a_not_charging_battery_has_no_zero_watts() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a directory"));
 }
+
+fn macos_fixture(name: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/macos")
+        .join(name)
+}
+
+fn parse_json(kind: &str, file: &std::path::Path) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = cli(dir.path())
+        .args(["parse", kind])
+        .arg(file)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn parse_ioreg_gives_system_load_as_the_system_draw() {
+    let v = parse_json(
+        "ioreg",
+        &macos_fixture("ioreg-applesilicon-charging-60w.txt"),
+    );
+    let readings = v["samples"][0]["readings"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let system: Vec<_> = readings
+        .iter()
+        .filter(|r| r["domain"] == "system")
+        .collect();
+    assert_eq!(system.len(), 1, "{v}");
+    assert!((system[0]["watts"].as_f64().unwrap_or(0.0) - 23.437).abs() < 1e-9);
+    assert_eq!(system[0]["source"], "smart-battery");
+    assert_eq!(system[0]["quality"], "measured");
+    // The plist form is detected on its own.
+    let plist = parse_json(
+        "ioreg",
+        &macos_fixture("ioreg-a-applesilicon-m4pro-battery-1.plist"),
+    );
+    let readings = plist["samples"][0]["readings"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(readings
+        .iter()
+        .any(|r| r["domain"] == "system"
+            && (r["watts"].as_f64().unwrap_or(0.0) - 18.922).abs() < 1e-9));
+}
+
+#[test]
+fn parse_powermetrics_gives_one_sample_per_record_and_bad_input_exits_1() {
+    let v = parse_json(
+        "powermetrics",
+        &macos_fixture("powermetrics-m1-air-monterey.txt"),
+    );
+    assert!(
+        v["samples"].as_array().map(Vec::len).unwrap_or(0) > 1,
+        "{v}"
+    );
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let junk = dir.path().join("junk.txt");
+    std::fs::write(&junk, "hello").unwrap_or_else(|e| panic!("{e}"));
+    for kind in ["ioreg", "powermetrics", "pmset-batt", "top"] {
+        let out = cli(dir.path())
+            .args(["parse", kind])
+            .arg(&junk)
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(out.status.code(), Some(1), "{kind}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("junk.txt"),
+            "{kind}"
+        );
+    }
+    let out = cli(dir.path())
+        .args(["parse", "nope"])
+        .arg(&junk)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(1));
+}

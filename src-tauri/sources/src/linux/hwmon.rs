@@ -12,7 +12,7 @@
 //! - Devices: `amdgpu` is a GPU, except on an APU, where its PPT is the whole SoC including the
 //!   CPU cores (kernel amdgpu docs): domain `soc`, which the chain never adds to a CPU figure.
 //!   An amdgpu with no `power1_cap` is taken as an APU (discrete cards expose their board power
-//!   cap; APUs do not). `i915`, `xe` and `nouveau` are GPUs. `acpi_power_meter` measures the whole
+//!   cap; APUs do not), or with `in1_label` = vddnb. `i915`, `xe` and `nouveau` are GPUs. `acpi_power_meter` measures the whole
 //!   server: domain `system`. Other devices are skipped.
 //! - `name` may be NUL-padded: NULs and whitespace are trimmed.
 
@@ -48,7 +48,7 @@ pub fn read_device(dir: &Path) -> Option<Device> {
         .ok()?
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|f| f.starts_with("power") || f.starts_with("energy"))
+        .filter(|f| f.starts_with("power") || f.starts_with("energy") || f == "in1_label")
         .filter_map(|f| std::fs::read(dir.join(&f)).ok().map(|b| (f, clean(&b))))
         .collect();
     Some(Device {
@@ -68,10 +68,17 @@ pub fn read_devices(root: &Path) -> Result<Vec<Device>, Error> {
     Ok(dirs.iter().filter_map(|d| read_device(d)).collect())
 }
 
+/// An amdgpu on an APU: it reports the northbridge voltage (`in1_label` = vddnb, from
+/// amdgpu_pm.c) or, lacking that file, no board power cap (discrete cards always have one).
+pub fn is_apu(device: &Device) -> bool {
+    device.files.get("in1_label").is_some_and(|l| l == "vddnb")
+        || !device.files.contains_key("power1_cap")
+}
+
 /// The domain a device measures, or `None` for devices Wattbar does not read.
 pub fn domain(device: &Device) -> Option<Domain> {
     match device.name.as_str() {
-        "amdgpu" if !device.files.contains_key("power1_cap") => Some(Domain::Soc),
+        "amdgpu" if is_apu(device) => Some(Domain::Soc),
         "amdgpu" | "i915" | "xe" | "nouveau" => Some(Domain::Gpu),
         "acpi_power_meter" => Some(Domain::System),
         _ => None,

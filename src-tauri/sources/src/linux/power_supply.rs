@@ -10,6 +10,7 @@
 //! - All of a supply's fields come from one read: `uevent` when it exists (the kernel fills it
 //!   in one call), else the attribute files. Never a mix: they are read at different moments.
 //! - Discharging batteries (BAT0 + BAT1) add up into one system reading.
+//! - Peripheral batteries (`scope` = Device: a mouse, a headset) are not the machine's: skipped.
 //! - Strings are read lossily; a supply is a battery when `TYPE` says so or, without `TYPE`,
 //!   when it has a `STATUS`; an adapter when `TYPE` is Mains/USB or it has only `ONLINE`.
 
@@ -57,7 +58,10 @@ pub fn parse_uevent(text: &str) -> BTreeMap<String, String> {
 /// Builds a supply from fields named as in sysfs (`status`, `power_now`, …).
 pub fn supply(name: &str, fields: &BTreeMap<String, String>) -> Supply {
     let num = |k: &str| fields.get(k).and_then(|v| v.trim().parse::<i64>().ok());
+    let peripheral = fields.get("scope").is_some_and(|s| s == "Device");
     let kind = match fields.get("type").map(String::as_str) {
+        // A mouse's or headset's battery is not the machine's.
+        _ if peripheral => Kind::Other,
         Some("Battery") => Kind::Battery,
         Some(t) if t == "Mains" || t.starts_with("USB") => Kind::Adapter,
         Some(_) => Kind::Other,
@@ -77,8 +81,9 @@ pub fn supply(name: &str, fields: &BTreeMap<String, String>) -> Supply {
     }
 }
 
-const ATTRIBUTES: [&str; 7] = [
+const ATTRIBUTES: [&str; 8] = [
     "type",
+    "scope",
     "status",
     "online",
     "power_now",
@@ -237,6 +242,16 @@ mod tests {
         assert_eq!(f.get("status").map(String::as_str), Some("Not charging"));
         assert_eq!(f.get("serial_number").map(String::as_str), Some("2958"));
         assert!(!f.contains_key("devtype"));
+    }
+
+    #[test]
+    fn a_wireless_mouse_battery_is_not_system_draw() {
+        let mouse = parse_uevent(
+            "POWER_SUPPLY_NAME=hidpp_battery_0\nPOWER_SUPPLY_SCOPE=Device\nPOWER_SUPPLY_STATUS=Discharging\nPOWER_SUPPLY_POWER_NOW=50000\n",
+        );
+        let s = supply("hidpp_battery_0", &mouse);
+        assert_eq!(s.kind, Kind::Other);
+        assert!(interpret(&[s], Stamp::default()).is_err());
     }
 
     #[test]
