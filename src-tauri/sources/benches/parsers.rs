@@ -63,6 +63,33 @@ fn parsers(c: &mut Criterion) {
         b.iter(|| rapl::parse_uj(black_box("240422366267\n")))
     });
 
+    let macos = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/macos");
+    let read = |name: &str| std::fs::read_to_string(macos.join(name)).unwrap_or_default();
+    let plist = read("ioreg-a-applesilicon-m4pro-battery-1.plist");
+    c.bench_function("parse ioreg plist (AppleSmartBattery)", |b| {
+        b.iter(|| wattbar_sources::macos::ioreg::parse_ioreg(black_box(&plist)))
+    });
+    let text = read("ioreg-applesilicon-charging-60w.txt");
+    c.bench_function("parse ioreg text", |b| {
+        b.iter(|| wattbar_sources::macos::ioreg::parse_ioreg(black_box(&text)))
+    });
+    let pm = read("powermetrics-mac16-5-tahoe.plist");
+    c.bench_function("parse powermetrics plist record", |b| {
+        b.iter(|| wattbar_sources::macos::powermetrics::parse_powermetrics(black_box(&pm)))
+    });
+    let pm_text = read("powermetrics-m1-air-monterey.txt");
+    c.bench_function("parse powermetrics text (10 records)", |b| {
+        b.iter(|| wattbar_sources::macos::powermetrics::parse_powermetrics(black_box(&pm_text)))
+    });
+    let batt = read("pmset-batt-discharging-48pct.txt");
+    c.bench_function("parse pmset -g batt", |b| {
+        b.iter(|| wattbar_sources::macos::pmset::parse_pmset_batt(black_box(&batt)))
+    });
+    let top = read("top-l2-stats-power.txt");
+    c.bench_function("parse top -l 2", |b| {
+        b.iter(|| wattbar_sources::macos::top::parse_top(black_box(&top)))
+    });
+
     let root = fake_root();
     let model = CpuPowerModel::with_tdp(Watts(15.0), TdpOrigin::Configured);
     let mut chain = Chain::new(linux::linux_sources(root.path(), model));
