@@ -112,14 +112,16 @@ fn setup(app: &mut tauri::App) -> Result<(), Box<dyn std::error::Error>> {
 /// Runs the app until the user quits.
 pub fn run() {
     init_tracing();
-    let app = tauri::Builder::default()
+    let builder = tauri::Builder::default()
         .plugin(tauri_plugin_single_instance::init(|app, _argv, _cwd| {
             if let Err(e) = windows::open_dashboard(app) {
                 tracing::warn!("could not open the dashboard: {e}");
             }
         }))
-        .plugin(tauri_plugin_store::Builder::default().build())
-        .plugin(tauri_plugin_notification::init())
+        .plugin(tauri_plugin_store::Builder::default().build());
+    #[cfg(feature = "notifications")]
+    let builder = builder.plugin(tauri_plugin_notification::init());
+    let app = builder
         .invoke_handler(tauri::generate_handler![
             commands::get_dashboard,
             commands::set_price,
