@@ -140,6 +140,63 @@ struct CounterState {
 pub struct Hwmon {
     root: PathBuf,
     counters: HashMap<(String, u32), CounterState>,
+    layout: Option<Layout>,
+}
+
+/// Reads between two full scans of `sys/class/hwmon`, which catch a GPU plugged in meanwhile.
+const RESCAN_EVERY: u32 = 300;
+
+/// The devices Wattbar reads, with the paths of their changing values (`*_input`, `*_average`):
+/// labels and limits are read once, so a tick costs one read per value.
+struct Layout {
+    root: PathBuf,
+    devices: Vec<(Device, Vec<(String, PathBuf)>)>,
+    reads: u32,
+}
+
+impl Layout {
+    fn discover(root: &Path) -> Result<(Layout, Vec<Device>), Error> {
+        let devices: Vec<Device> = read_devices(root)?
+            .into_iter()
+            .filter(|d| domain(d).is_some())
+            .collect();
+        let base = root.join(CLASS);
+        let layout = Layout {
+            root: root.to_path_buf(),
+            devices: devices
+                .iter()
+                .map(|d| {
+                    let values = d
+                        .files
+                        .keys()
+                        .filter(|f| f.ends_with("_input") || f.ends_with("_average"))
+                        .map(|f| (f.clone(), base.join(&d.dir).join(f)))
+                        .collect();
+                    (d.clone(), values)
+                })
+                .collect(),
+            reads: 0,
+        };
+        Ok((layout, devices))
+    }
+
+    fn read(&mut self) -> Option<Vec<Device>> {
+        self.reads += 1;
+        if self.reads >= RESCAN_EVERY {
+            return None;
+        }
+        self.devices
+            .iter()
+            .map(|(device, values)| {
+                let mut d = device.clone();
+                for (file, path) in values {
+                    d.files
+                        .insert(file.clone(), clean(&std::fs::read(path).ok()?));
+                }
+                Some(d)
+            })
+            .collect()
+    }
 }
 
 impl Hwmon {
@@ -147,12 +204,25 @@ impl Hwmon {
         Hwmon {
             root: root.to_path_buf(),
             counters: HashMap::new(),
+            layout: None,
         }
     }
 
     /// Reads every device under `root` (the source's own, or another for `probe --then`).
     pub fn sample_root(&mut self, root: &Path, at: Stamp) -> Result<Sample, Error> {
-        let devices = read_devices(root)?;
+        let cached = self
+            .layout
+            .as_mut()
+            .filter(|l| l.root == root)
+            .and_then(Layout::read);
+        let devices = match cached {
+            Some(devices) => devices,
+            None => {
+                let (layout, devices) = Layout::discover(root)?;
+                self.layout = Some(layout);
+                devices
+            }
+        };
         let mut sample = Sample::default();
         for device in &devices {
             let Some(domain) = domain(device) else {
@@ -236,5 +306,37 @@ impl Source for Hwmon {
     fn read(&mut self, at: Stamp) -> Result<Vec<Reading>, wattbar_core::Error> {
         let root = self.root.clone();
         Ok(self.sample_root(&root, at)?.readings)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cached_device_still_reads_fresh_values_every_tick() {
+        let root = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dev = root.path().join(CLASS).join("hwmon0");
+        std::fs::create_dir_all(&dev).unwrap_or_else(|e| panic!("{e}"));
+        let write =
+            |f: &str, v: &str| std::fs::write(dev.join(f), v).unwrap_or_else(|e| panic!("{e}"));
+        write("name", "xe\n");
+        write("energy1_input", "1000000\n");
+        let mut source = Hwmon::new(root.path());
+        let at = |s: u64| Stamp::new(Duration::from_secs(s), s as f64);
+        let first = source
+            .sample_root(root.path(), at(0))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(first.readings[0].watts, None);
+        write("energy1_input", "3000000\n");
+        let second = source
+            .sample_root(root.path(), at(1))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(second.readings[0].watts, Some(Watts(2.0)));
+        write("energy1_input", "3500000\n");
+        let third = source
+            .sample_root(root.path(), at(2))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(third.readings[0].watts, Some(Watts(0.5)));
     }
 }

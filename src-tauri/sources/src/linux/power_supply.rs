@@ -122,7 +122,7 @@ pub fn read_supply(dir: &Path) -> Option<Supply> {
     Some(supply(&name, &fields))
 }
 
-pub fn read_supplies(root: &Path) -> Result<Vec<Supply>, Error> {
+fn supply_dirs(root: &Path) -> Result<Vec<PathBuf>, Error> {
     let base = root.join(CLASS);
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(&base)
         .map_err(|e| {
@@ -134,7 +134,14 @@ pub fn read_supplies(root: &Path) -> Result<Vec<Supply>, Error> {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
     dirs.sort();
-    Ok(dirs.iter().filter_map(|d| read_supply(d)).collect())
+    Ok(dirs)
+}
+
+pub fn read_supplies(root: &Path) -> Result<Vec<Supply>, Error> {
+    Ok(supply_dirs(root)?
+        .iter()
+        .filter_map(|d| read_supply(d))
+        .collect())
 }
 
 /// Instantaneous power of a battery, without direction.
@@ -209,13 +216,30 @@ pub fn interpret(supplies: &[Supply], at: Stamp) -> Result<Sample, Error> {
 
 pub struct PowerSupply {
     root: PathBuf,
+    /// Supply folders, listed once and again every [`RESCAN_EVERY`] reads (a battery may be
+    /// hot-swapped).
+    dirs: Vec<PathBuf>,
+    reads: u32,
 }
+
+const RESCAN_EVERY: u32 = 300;
 
 impl PowerSupply {
     pub fn new(root: &Path) -> Self {
         PowerSupply {
             root: root.to_path_buf(),
+            dirs: Vec::new(),
+            reads: 0,
         }
+    }
+
+    fn supplies(&mut self) -> Result<Vec<Supply>, Error> {
+        self.reads += 1;
+        if self.dirs.is_empty() || self.reads >= RESCAN_EVERY {
+            self.reads = 0;
+            self.dirs = supply_dirs(&self.root)?;
+        }
+        Ok(self.dirs.iter().filter_map(|d| read_supply(d)).collect())
     }
 }
 
@@ -227,7 +251,7 @@ impl Source for PowerSupply {
         Quality::Measured
     }
     fn read(&mut self, at: Stamp) -> Result<Vec<Reading>, wattbar_core::Error> {
-        let supplies = read_supplies(&self.root)?;
+        let supplies = self.supplies()?;
         Ok(interpret(&supplies, at)?.readings)
     }
 }

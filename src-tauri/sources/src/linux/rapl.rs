@@ -178,9 +178,47 @@ pub fn readings(
         .collect()
 }
 
+/// Where the zones that give readings keep their counters: found once, then read directly, so a
+/// tick costs one file read per zone.
+#[derive(Debug, Clone)]
+struct Layout {
+    root: PathBuf,
+    zones: Vec<(PathBuf, Zone)>,
+}
+
+impl Layout {
+    fn discover(root: &Path) -> Result<(Layout, Vec<Zone>), Error> {
+        let zones = read_zones(root)?;
+        let base = root.join(POWERCAP);
+        let layout = Layout {
+            root: root.to_path_buf(),
+            zones: zones
+                .iter()
+                .filter(|z| !matches!(z.kind, ZoneKind::Part(_)))
+                .map(|z| (base.join(&z.dir).join("energy_uj"), z.clone()))
+                .collect(),
+        };
+        Ok((layout, zones))
+    }
+
+    fn read(&self) -> Result<Vec<Zone>, Error> {
+        self.zones
+            .iter()
+            .map(|(path, zone)| {
+                let bytes = std::fs::read(path).map_err(|e| Error::Transient(e.to_string()))?;
+                Ok(Zone {
+                    energy_uj: parse_uj(&String::from_utf8_lossy(&bytes))?,
+                    ..zone.clone()
+                })
+            })
+            .collect()
+    }
+}
+
 /// The RAPL source: remembers the last counters to turn them into watts.
 pub struct Rapl {
     root: PathBuf,
+    layout: Option<Layout>,
     prev: HashMap<String, u64>,
     prev_at: Option<Duration>,
 }
@@ -189,6 +227,7 @@ impl Rapl {
     pub fn new(root: &Path) -> Self {
         Rapl {
             root: root.to_path_buf(),
+            layout: None,
             prev: HashMap::new(),
             prev_at: None,
         }
@@ -196,7 +235,19 @@ impl Rapl {
 
     /// Reads from `root` (the source's own, or another for `probe --then`).
     pub fn read_root(&mut self, root: &Path, at: Stamp) -> Result<Vec<Reading>, Error> {
-        let zones = read_zones(root)?;
+        let cached = self
+            .layout
+            .as_ref()
+            .filter(|l| l.root == root)
+            .and_then(|l| l.read().ok());
+        let zones = match cached {
+            Some(zones) => zones,
+            None => {
+                let (layout, zones) = Layout::discover(root)?;
+                self.layout = Some(layout);
+                zones
+            }
+        };
         let seconds = self
             .prev_at
             .map(|p| at.monotonic.saturating_sub(p).as_secs_f64())
