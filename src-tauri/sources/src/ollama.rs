@@ -98,7 +98,13 @@ pub struct OllamaHeuristic {
     base_url: String,
     watts_per_gb: f64,
     agent: ureq::Agent,
+    /// While Ollama is not running, ask again only after this monotonic time, and meanwhile
+    /// repeat the reason: an idle machine without Ollama should not pay a connection a second.
+    quiet: Option<(std::time::Duration, Error)>,
 }
+
+/// How long to wait before asking an Ollama that did not answer again.
+pub const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Default for OllamaHeuristic {
     fn default() -> Self {
@@ -124,6 +130,7 @@ impl OllamaHeuristic {
                 .timeout(DEFAULT_TIMEOUT)
                 .try_proxy_from_env(false)
                 .build(),
+            quiet: None,
         }
     }
 
@@ -137,26 +144,57 @@ impl OllamaHeuristic {
 
     /// The raw body of `GET {base}/api/ps`.
     pub fn fetch_ps(&self) -> Result<String, Error> {
+        self.fetch().map_err(|(e, _)| e)
+    }
+
+    /// Like [`fetch_ps`](Self::fetch_ps); the flag says nothing answered at all.
+    fn fetch(&self) -> Result<String, (Error, bool)> {
         let url = format!("{}/api/ps", self.base_url);
         match self.agent.get(&url).call() {
             Ok(response) => response.into_string().map_err(|e| {
-                Error::Transient(format!("Ollama at {}: reading /api/ps: {e}", self.base_url))
+                (
+                    Error::Transient(format!("Ollama at {}: reading /api/ps: {e}", self.base_url)),
+                    false,
+                )
             }),
-            Err(ureq::Error::Status(code, _)) => Err(Error::Transient(format!(
-                "Ollama at {} answered HTTP {code} to /api/ps",
-                self.base_url
-            ))),
-            Err(ureq::Error::Transport(t)) => Err(Error::Transient(format!(
-                "Ollama is not answering at {} ({t}); is it running?",
-                self.base_url
-            ))),
+            Err(ureq::Error::Status(code, _)) => Err((
+                Error::Transient(format!(
+                    "Ollama at {} answered HTTP {code} to /api/ps",
+                    self.base_url
+                )),
+                false,
+            )),
+            Err(ureq::Error::Transport(t)) => Err((
+                Error::Transient(format!(
+                    "Ollama is not answering at {} ({t}); is it running?",
+                    self.base_url
+                )),
+                true,
+            )),
         }
     }
 
     /// One read: a `gpu` reading from the loaded models, and the models in
     /// `state["ollama_models"]` (`name`, `size_bytes`, `size_vram_bytes`).
     pub fn sample(&mut self, at: Stamp) -> Result<Sample, Error> {
-        let models = parse_ps(&self.fetch_ps()?)?;
+        if let Some((until, why)) = &self.quiet {
+            if at.monotonic < *until {
+                return Err(why.clone());
+            }
+        }
+        let body = match self.fetch() {
+            Ok(body) => {
+                self.quiet = None;
+                body
+            }
+            Err((e, unreachable)) => {
+                if unreachable {
+                    self.quiet = Some((at.monotonic + RETRY_AFTER, e.clone()));
+                }
+                return Err(e);
+            }
+        };
+        let models = parse_ps(&body)?;
         if models.is_empty() {
             return Err(Error::Transient(NO_MODEL_LOADED.into()));
         }
