@@ -260,6 +260,7 @@ pub fn parse_ioreg(text: &str) -> Result<SmartBattery, Error> {
     Ok(SmartBattery::from_dict(&dict))
 }
 
+#[cfg(test)]
 fn from_plist(v: &plist::Value) -> IoValue {
     match v {
         plist::Value::Integer(i) => i
@@ -277,6 +278,12 @@ fn from_plist(v: &plist::Value) -> IoValue {
 }
 
 fn parse_plist(text: &str) -> Result<Vec<(String, IoValue)>, Error> {
+    super::plist_xml::first_dict(text).map_err(|e| parse_err(None, format!("bad plist: {e}")))
+}
+
+/// The same dictionary through the `plist` crate: the reference the fast reader is checked against.
+#[cfg(test)]
+fn parse_plist_reference(text: &str) -> Result<Vec<(String, IoValue)>, Error> {
     let value = plist::Value::from_reader_xml(text.as_bytes())
         .map_err(|e| parse_err(None, format!("bad plist: {e}")))?;
     let first = match &value {
@@ -519,6 +526,17 @@ impl wattbar_core::Source for SmartBatterySource {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_fast_plist_reader_agrees_with_the_plist_crate_on_the_real_capture() {
+        let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/macos/ioreg-a-applesilicon-m4pro-battery-1.plist");
+        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{e}"));
+        let fast = parse_plist(&text).unwrap_or_else(|e| panic!("{e}"));
+        let reference = parse_plist_reference(&text).unwrap_or_else(|e| panic!("{e}"));
+        assert!(fast.len() > 50);
+        assert_eq!(fast, reference);
+    }
     use super::*;
 
     fn battery(text: &str) -> SmartBattery {

@@ -16,6 +16,7 @@
 
 pub mod ioreg;
 pub mod macmon;
+mod plist_xml;
 pub mod pmset;
 pub mod powermetrics;
 pub mod top;
