@@ -85,10 +85,7 @@ pub fn get_history(range: String, state: State<'_, AppState>) -> Result<HistoryP
         "30d" => (30.0 * 86_400.0, Step::Hour),
         other => return Err(format!("unknown range {other:?}: use 1h, 24h or 30d")),
     };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0);
+    let now = wattbar_engine::unix_now();
     if !state.db_path.exists() {
         return Ok(HistoryPayload::new(range, step, Vec::new()));
     }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use wattbar_core::prefs::parse_duration;
 use wattbar_core::Preferences;
 use wattbar_engine::{
-    build_chain, paths, prefs_file, ChainOptions, Command, EngineConfig, Published,
+    build_chain, paths, prefs_file, unix_now, ChainOptions, Command, EngineConfig, Published,
 };
 
 #[derive(Parser)]
@@ -488,13 +488,6 @@ fn reset_session() -> Result<()> {
     let ended = store.end_running_sessions(unix_now())?;
     println!("{}", serde_json::json!({"ended_sessions": ended}));
     Ok(())
-}
-
-fn unix_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
 }
 
 fn main() -> Result<()> {

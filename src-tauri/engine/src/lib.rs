@@ -15,5 +15,7 @@ pub mod setup;
 pub mod store;
 
 pub use error::Error;
-pub use sampler::{spawn, Command, EngineConfig, EngineHandle, Point, Published, RECENT_WINDOW};
+pub use sampler::{
+    spawn, unix_now, Command, EngineConfig, EngineHandle, Point, Published, RECENT_WINDOW,
+};
 pub use setup::{build_chain, ChainOptions};

@@ -158,7 +158,8 @@ pub fn local_week_seconds(unix: f64) -> f64 {
     }
 }
 
-fn unix_now() -> f64 {
+/// Wall-clock time now, seconds since the Unix epoch (0 if the clock is before 1970).
+pub fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())

@@ -16,6 +16,7 @@
 //!   server: domain `system`. Other devices are skipped.
 //! - `name` may be NUL-padded: NULs and whitespace are trimmed.
 
+use super::clean;
 use crate::error::Error;
 use crate::sample::Sample;
 use std::collections::{BTreeMap, HashMap};
@@ -34,12 +35,6 @@ pub struct Device {
     pub dir: String,
     pub name: String,
     pub files: BTreeMap<String, String>,
-}
-
-fn clean(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes)
-        .trim_matches(|c: char| c == '\0' || c.is_whitespace())
-        .to_string()
 }
 
 pub fn read_device(dir: &Path) -> Option<Device> {

@@ -14,6 +14,7 @@
 //! - Strings are read lossily; a supply is a battery when `TYPE` says so or, without `TYPE`,
 //!   when it has a `STATUS`; an adapter when `TYPE` is Mains/USB or it has only `ONLINE`.
 
+use super::read_attr;
 use crate::error::Error;
 use crate::sample::Sample;
 use std::collections::BTreeMap;
@@ -92,17 +93,9 @@ const ATTRIBUTES: [&str; 8] = [
     "capacity",
 ];
 
-fn read_lossy(path: &Path) -> Option<String> {
-    std::fs::read(path).ok().map(|b| {
-        String::from_utf8_lossy(&b)
-            .trim_matches(['\0', ' ', '\n'])
-            .to_string()
-    })
-}
-
 /// The fields of a supply's `uevent`, when it has one that says anything.
 pub fn read_uevent(dir: &Path) -> Option<BTreeMap<String, String>> {
-    read_lossy(&dir.join("uevent"))
+    read_attr(&dir.join("uevent"))
         .map(|t| parse_uevent(&t))
         .filter(|f| f.contains_key("status") || f.contains_key("online"))
 }
@@ -111,7 +104,7 @@ pub fn read_uevent(dir: &Path) -> Option<BTreeMap<String, String>> {
 pub fn read_attributes(dir: &Path) -> BTreeMap<String, String> {
     ATTRIBUTES
         .iter()
-        .filter_map(|a| read_lossy(&dir.join(a)).map(|v| (a.to_string(), v)))
+        .filter_map(|a| read_attr(&dir.join(a)).map(|v| (a.to_string(), v)))
         .collect()
 }
 

@@ -16,6 +16,7 @@
 //!
 //! The first read has no watts yet: its readings carry only the energy counter.
 
+use super::read_attr;
 use crate::error::Error;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -95,14 +96,6 @@ pub fn watts_between(
     (w <= MAX_ZONE_WATTS).then_some(Watts(w))
 }
 
-fn read_opt(path: &Path) -> Option<String> {
-    std::fs::read(path).ok().map(|b| {
-        String::from_utf8_lossy(&b)
-            .trim_matches(['\0', ' ', '\n', '\t'])
-            .to_string()
-    })
-}
-
 /// Reads every RAPL zone under `root`.
 pub fn read_zones(root: &Path) -> Result<Vec<Zone>, Error> {
     let base = root.join(POWERCAP);
@@ -117,7 +110,7 @@ pub fn read_zones(root: &Path) -> Result<Vec<Zone>, Error> {
     let mut zones = Vec::new();
     for (dir, path) in dirs {
         let top_level = dir.matches(':').count() == 1;
-        let name = read_opt(&path.join("name"));
+        let name = read_attr(&path.join("name"));
         let Some(kind) = classify(name.as_deref(), top_level) else {
             continue;
         };
@@ -129,7 +122,7 @@ pub fn read_zones(root: &Path) -> Result<Vec<Zone>, Error> {
             Err(e) => return Err(Error::Transient(format!("{dir}/energy_uj: {e}"))),
         };
         let max_energy_range_uj =
-            read_opt(&path.join("max_energy_range_uj")).and_then(|t| parse_uj(&t).ok());
+            read_attr(&path.join("max_energy_range_uj")).and_then(|t| parse_uj(&t).ok());
         zones.push(Zone {
             dir,
             kind,
