@@ -86,6 +86,16 @@ impl Chain {
             .collect()
     }
 
+    /// The longest of the sources' minimum intervals: sampling faster than this only re-reads
+    /// values the hardware has not updated yet.
+    pub fn min_interval(&self) -> Option<std::time::Duration> {
+        self.slots
+            .iter()
+            .filter(|s| s.gone.is_none())
+            .filter_map(|s| s.source.min_interval())
+            .max()
+    }
+
     /// Every source in priority order with what the given snapshot (taken from this chain)
     /// says of it.
     pub fn status(&self, snapshot: &Snapshot) -> Vec<SourceStatus> {
@@ -448,6 +458,33 @@ mod tests {
             .headline
             .unwrap_or_else(|| panic!("no headline"));
         assert_eq!(head.watts, Some(Watts(9.1)));
+    }
+
+    struct Slow;
+
+    impl Source for Slow {
+        fn id(&self) -> &str {
+            "nvml"
+        }
+        fn quality(&self) -> Quality {
+            Quality::Measured
+        }
+        fn read(&mut self, _at: Stamp) -> Result<Vec<Reading>, Error> {
+            Ok(Vec::new())
+        }
+        fn min_interval(&self) -> Option<Duration> {
+            Some(Duration::from_millis(250))
+        }
+    }
+
+    #[test]
+    fn the_chain_knows_the_slowest_sources_minimum_interval() {
+        let chain = Chain::new(vec![
+            Box::new(Slow),
+            fixed("cpu-proxy", Quality::Estimated, Ok(vec![])),
+        ]);
+        assert_eq!(chain.min_interval(), Some(Duration::from_millis(250)));
+        assert_eq!(Chain::new(Vec::new()).min_interval(), None);
     }
 
     #[test]

@@ -168,6 +168,11 @@ pub trait Source: Send {
     /// Read now. `Err(Unavailable)` means "never on this machine, and here is why";
     /// `Err(Transient)` means "not this time".
     fn read(&mut self, at: Stamp) -> Result<Vec<Reading>, Error>;
+    /// The shortest useful interval between reads, when the hardware updates slower than some
+    /// intervals a person may choose (NVML's energy counter, for one).
+    fn min_interval(&self) -> Option<Duration> {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -242,6 +242,16 @@ impl Engine {
         self.snapshot = Some(snapshot);
     }
 
+    /// The sampling period: the preference, but never faster than the slowest source can give
+    /// new values (half NVML's counter update period, for one).
+    fn period(&self) -> Duration {
+        let chosen = self.prefs.interval();
+        match self.chain.min_interval() {
+            Some(min) if min > chosen => min,
+            _ => chosen,
+        }
+    }
+
     fn remember(&self, at: Stamp, watts: Option<f64>) {
         let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
         recent.push_back(Point {
@@ -451,7 +461,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> EngineHandle {
     let (state_tx, state_rx) = watch::channel(engine.published());
     let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel();
     let task = tokio::spawn(async move {
-        let mut period = engine.prefs.interval();
+        let mut period = engine.period();
         let mut tick = ticker(period);
         loop {
             tokio::select! {
@@ -467,8 +477,8 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> EngineHandle {
                     None => break,
                 },
             }
-            if engine.prefs.interval() != period {
-                period = engine.prefs.interval();
+            if engine.period() != period {
+                period = engine.period();
                 tick = ticker(period);
                 tick.reset();
             }
@@ -622,6 +632,43 @@ mod tests {
         let later = wait_for(&mut rx, |p| p.session.kwh > 0.05).await;
         assert_eq!(later.alert_seq, 1, "the alert came again");
         engine.shutdown().await;
+    }
+
+    struct Slow;
+
+    impl Source for Slow {
+        fn id(&self) -> &str {
+            "nvml"
+        }
+        fn quality(&self) -> Quality {
+            Quality::Measured
+        }
+        fn read(&mut self, _at: Stamp) -> Result<Vec<wattbar_core::Reading>, wattbar_core::Error> {
+            Ok(Vec::new())
+        }
+        fn min_interval(&self) -> Option<Duration> {
+            Some(Duration::from_millis(250))
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sampling_never_goes_faster_than_the_slowest_source_updates() {
+        let trace = parse_trace("t,watts\n0,10\n").unwrap_or_else(|e| panic!("{e}"));
+        let sources: Vec<Box<dyn Source>> =
+            vec![Box::new(ReplaySource::new(trace)), Box::new(Slow)];
+        let prefs = Preferences {
+            interval_ms: 100,
+            ..Preferences::default()
+        };
+        let engine = spawn(Chain::new(sources), EngineConfig::new(prefs));
+        let mut rx = engine.subscribe();
+        let mono = |p: &Published| p.snapshot.as_ref().map(|s| s.at.monotonic);
+        let a = wait_for(&mut rx, |p| p.snapshot.is_some()).await;
+        let t0 = mono(&a).unwrap_or_default();
+        let b = wait_for(&mut rx, |p| mono(p).is_some_and(|t| t > t0)).await;
+        let t1 = mono(&b).unwrap_or_default();
+        assert!(t1 - t0 >= Duration::from_millis(250), "{:?}", t1 - t0);
+        engine.stop();
     }
 
     #[test]

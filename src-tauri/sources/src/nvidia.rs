@@ -534,6 +534,10 @@ impl<G: Gpus> Source for NvmlSource<G> {
         Quality::Measured
     }
 
+    fn min_interval(&self) -> Option<Duration> {
+        Some(self.min_sampling_interval())
+    }
+
     fn read(&mut self, at: Stamp) -> Result<Vec<Reading>, wattbar_core::Error> {
         let opened_now = self.gpus.is_none();
         match self.sample(at) {
