@@ -137,13 +137,17 @@ pub fn read_supplies(root: &Path) -> Result<Vec<Supply>, Error> {
         .collect())
 }
 
-/// Instantaneous power of a battery, without direction.
+/// Instantaneous power of a battery, without direction. A battery that is charging or
+/// discharging draws something: a 0 is a driver that has not measured, so it is `None`.
 pub fn battery_watts(s: &Supply) -> Option<Watts> {
-    if let Some(uw) = s.power_now_uw {
-        return Some(Watts::from_microwatts(uw as f64));
-    }
-    let (ua, uv) = (s.current_now_ua?, s.voltage_now_uv?);
-    Some(Watts(ua.unsigned_abs() as f64 * uv as f64 / 1e12))
+    let w = match s.power_now_uw {
+        Some(uw) => Watts::from_microwatts(uw as f64),
+        None => {
+            let (ua, uv) = (s.current_now_ua?, s.voltage_now_uv?);
+            Watts(ua.unsigned_abs() as f64 * uv as f64 / 1e12)
+        }
+    };
+    (w.0 > 0.0).then_some(w)
 }
 
 /// What the supplies say now (see the module rules).
@@ -259,6 +263,17 @@ mod tests {
         assert_eq!(f.get("status").map(String::as_str), Some("Not charging"));
         assert_eq!(f.get("serial_number").map(String::as_str), Some("2958"));
         assert!(!f.contains_key("devtype"));
+    }
+
+    #[test]
+    fn a_discharging_battery_reporting_zero_is_no_measurement() {
+        let fields = parse_uevent(
+            "POWER_SUPPLY_STATUS=Discharging\nPOWER_SUPPLY_POWER_NOW=0\nPOWER_SUPPLY_VOLTAGE_NOW=12000000\n",
+        );
+        let sample = interpret(&[supply("BAT0", &fields)], Stamp::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(sample.readings.is_empty(), "{:?}", sample.readings);
+        assert!(sample.state.contains_key("note"));
     }
 
     #[test]
