@@ -7,7 +7,7 @@ use crate::AppState;
 use std::sync::Arc;
 use tauri::{AppHandle, Manager, State};
 use wattbar_core::Price;
-use wattbar_engine::store::{Step, Store};
+use wattbar_engine::store::Store;
 use wattbar_engine::{Command, Published};
 
 pub fn current(app: &AppHandle) -> Option<Arc<Published>> {
@@ -43,16 +43,12 @@ pub fn set_low_power(enabled: bool, app: AppHandle) -> Result<bool, String> {
     apply_low_power(&app, enabled)
 }
 
-/// Shared by the tray and the dashboard: persist, then publish through the engine.
+/// Shared by the tray and the dashboard: the engine records the manual choice in the store and
+/// publishes it.
 pub fn apply_low_power(app: &AppHandle, enabled: bool) -> Result<bool, String> {
     let state = app
         .try_state::<AppState>()
         .ok_or_else(|| "Wattbar is still starting".to_string())?;
-    settings::save(
-        &state.store,
-        settings::LOW_POWER,
-        serde_json::json!(enabled),
-    )?;
     state
         .engine
         .send(Command::SetLowPower(enabled))
@@ -79,12 +75,7 @@ pub fn apply_reset(app: &AppHandle) -> Result<(), String> {
 /// Stored history for `range`: `1h` and `24h` by minute, `30d` by hour.
 #[tauri::command]
 pub fn get_history(range: String, state: State<'_, AppState>) -> Result<HistoryPayload, String> {
-    let (seconds, step) = match range.as_str() {
-        "1h" => (3600.0, Step::Minute),
-        "24h" => (86_400.0, Step::Minute),
-        "30d" => (30.0 * 86_400.0, Step::Hour),
-        other => return Err(format!("unknown range {other:?}: use 1h, 24h or 30d")),
-    };
+    let (seconds, step) = wattbar_engine::view::range(&range)?;
     let now = wattbar_engine::unix_now();
     if !state.db_path.exists() {
         return Ok(HistoryPayload::new(range, step, Vec::new()));

@@ -8,7 +8,6 @@ use wattbar_core::Preferences;
 use wattbar_engine::paths;
 
 pub const PRICE_PER_KWH: &str = "price_per_kwh";
-pub const LOW_POWER: &str = "low_power";
 
 pub fn open(app: &AppHandle) -> Result<Arc<Store<Wry>>, Box<dyn std::error::Error>> {
     let dir = paths::data_dir()?;

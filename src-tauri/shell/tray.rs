@@ -107,7 +107,7 @@ impl Tray {
             title: format::title(p),
             now: format::now_line(p),
             session: format::session_line(p),
-            low_power: p.low_power,
+            low_power: p.low_power.enabled,
         };
         let result = (|| -> Result<(), tauri::Error> {
             if next.title != self.shown.title {
@@ -138,7 +138,9 @@ impl Tray {
 fn on_menu_event(app: &AppHandle, event: MenuEvent) {
     let result = match MenuId::parse(event.id().as_ref()) {
         Some(MenuId::LowPower) => {
-            let on = commands::current(app).map(|p| !p.low_power).unwrap_or(true);
+            let on = commands::current(app)
+                .map(|p| !p.low_power.enabled)
+                .unwrap_or(true);
             commands::apply_low_power(app, on).map(|_| ())
         }
         Some(MenuId::ResetSession) => commands::apply_reset(app),

@@ -16,6 +16,7 @@
 //! A `Transient` failure is listed for that sample and the source is asked again next time.
 
 use crate::error::Error;
+use crate::policy::Battery;
 use crate::reading::{Domain, Quality, Reading, Source, Stamp};
 use crate::units::Watts;
 use serde::{Deserialize, Serialize};
@@ -49,6 +50,9 @@ pub struct Snapshot {
     /// Every reading of this sample, best source first.
     pub breakdown: Vec<Reading>,
     pub unavailable: Vec<Unavailable>,
+    /// The supply as the first battery-aware source saw it; `None` without a battery source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub battery: Option<Battery>,
 }
 
 impl Snapshot {
@@ -98,6 +102,14 @@ impl Chain {
 
     /// Every source in priority order with what the given snapshot (taken from this chain)
     /// says of it.
+    /// Every source's id, best first.
+    pub fn ids(&self) -> Vec<String> {
+        self.slots
+            .iter()
+            .map(|s| s.source.id().to_string())
+            .collect()
+    }
+
     pub fn status(&self, snapshot: &Snapshot) -> Vec<SourceStatus> {
         self.slots
             .iter()
@@ -118,6 +130,7 @@ impl Chain {
     pub fn sample(&mut self, at: Stamp) -> Snapshot {
         let mut breakdown = Vec::new();
         let mut unavailable = Vec::new();
+        let mut battery = None;
         for slot in &mut self.slots {
             if let Some(reason) = &slot.gone {
                 unavailable.push(Unavailable {
@@ -143,6 +156,11 @@ impl Chain {
                     permanent: false,
                 }),
             }
+            // Asked even after a transient failure: a battery gauge that cannot measure the
+            // draw on mains still knows it is on mains.
+            if battery.is_none() && slot.gone.is_none() {
+                battery = slot.source.battery();
+            }
         }
         let headline = headline(&breakdown, at);
         Snapshot {
@@ -150,6 +168,7 @@ impl Chain {
             headline,
             breakdown,
             unavailable,
+            battery,
         }
     }
 }

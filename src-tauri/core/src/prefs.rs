@@ -4,6 +4,7 @@
 //! never replaces a good one.
 
 use crate::error::Error;
+use crate::policy::{PolicyConfig, POLICY_KEYS};
 use crate::tariff::{TariffRule, Tariffs};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -139,7 +140,10 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
 pub struct Preferences {
     pub price_per_kwh: Price,
     pub currency: Currency,
-    pub low_power: bool,
+    /// When and how low-power mode engages. Its on/off state is not a preference: the engine
+    /// keeps it in the store with the reason.
+    #[serde(flatten)]
+    pub low_power: PolicyConfig,
     /// Sampling interval in milliseconds, 100 ms – 60 s.
     pub interval_ms: u64,
     /// Time-of-use rules over `price_per_kwh`.
@@ -150,6 +154,13 @@ pub struct Preferences {
     pub daily_budget_cost: Option<f64>,
     pub monthly_budget_kwh: Option<f64>,
     pub monthly_budget_cost: Option<f64>,
+    /// Show the watts in the menu bar only while the draw is above this; `None`: always.
+    pub title_above_w: Option<f64>,
+    /// Show the session cost next to the watts in the menu bar.
+    pub cost_in_menu_bar: bool,
+    pub launch_at_login: bool,
+    /// Serve the local HTTP API from the tray app too.
+    pub api_enabled: bool,
 }
 
 /// Upper bound for carbon intensity: no grid is dirtier than pure lignite (~1200 g/kWh).
@@ -170,7 +181,7 @@ impl Default for Preferences {
         Preferences {
             price_per_kwh: Price::default(),
             currency: Currency::default(),
-            low_power: false,
+            low_power: PolicyConfig::default(),
             interval_ms: DEFAULT_INTERVAL.as_millis() as u64,
             tariffs: Vec::new(),
             carbon_g_per_kwh: None,
@@ -178,6 +189,10 @@ impl Default for Preferences {
             daily_budget_cost: None,
             monthly_budget_kwh: None,
             monthly_budget_cost: None,
+            title_above_w: None,
+            cost_in_menu_bar: false,
+            launch_at_login: false,
+            api_enabled: true,
         }
     }
 }
@@ -207,6 +222,8 @@ impl Preferences {
         positive("daily_budget_cost", self.daily_budget_cost)?;
         positive("monthly_budget_kwh", self.monthly_budget_kwh)?;
         positive("monthly_budget_cost", self.monthly_budget_cost)?;
+        positive("title_above_w", self.title_above_w)?;
+        self.low_power.validate()?;
         Ok(())
     }
 
@@ -249,10 +266,43 @@ impl Preferences {
                     .ok_or_else(|| wrong("currency", "a string", value))?;
                 self.currency = Currency::parse(v)?;
             }
-            "low_power" => {
-                self.low_power = value
+            k if POLICY_KEYS.contains(&k) => {
+                let field = POLICY_KEYS
+                    .iter()
+                    .find(|f| **f == k)
+                    .copied()
+                    .unwrap_or("low_power");
+                let mut all =
+                    serde_json::to_value(&self.low_power).map_err(|e| Error::Invalid {
+                        field,
+                        message: e.to_string(),
+                    })?;
+                if let Some(map) = all.as_object_mut() {
+                    map.insert(k.to_string(), value.clone());
+                }
+                let next: PolicyConfig =
+                    serde_json::from_value(all).map_err(|_| wrong(field, kind_of(k), value))?;
+                next.validate()?;
+                self.low_power = next;
+            }
+            "title_above_w" => {
+                self.title_above_w =
+                    positive("title_above_w", optional_number("title_above_w", value)?)?;
+            }
+            "cost_in_menu_bar" | "launch_at_login" | "api_enabled" => {
+                let field = match key {
+                    "cost_in_menu_bar" => "cost_in_menu_bar",
+                    "launch_at_login" => "launch_at_login",
+                    _ => "api_enabled",
+                };
+                let v = value
                     .as_bool()
-                    .ok_or_else(|| wrong("low_power", "true or false", value))?;
+                    .ok_or_else(|| wrong(field, "true or false", value))?;
+                match key {
+                    "cost_in_menu_bar" => self.cost_in_menu_bar = v,
+                    "launch_at_login" => self.launch_at_login = v,
+                    _ => self.api_enabled = v,
+                }
             }
             "interval_ms" => {
                 let ms = value
@@ -314,6 +364,16 @@ impl Preferences {
             .filter_map(|(k, v)| prefs.set_field(k, v).err())
             .collect();
         (prefs, problems)
+    }
+}
+
+/// What a policy key takes, for the message when a value has the wrong type.
+fn kind_of(key: &str) -> &'static str {
+    match key {
+        "low_power_auto" | "low_power_on_battery" | "os_power_mode" => "true or false",
+        "low_power_model" => "a model name",
+        "low_power_battery_below_percent" => "a percentage or null",
+        _ => "a number",
     }
 }
 
@@ -388,14 +448,14 @@ mod tests {
     fn one_bad_stored_value_costs_only_itself() {
         let stored = serde_json::json!({
             "price_per_kwh": -3.0,
-            "low_power": true,
+            "low_power_threshold_w": 25,
             "interval_ms": 500,
             "currency": "usd",
             "from_the_future": 1
         });
         let map = stored.as_object().cloned().unwrap_or_default();
         let (prefs, problems) = Preferences::from_entries(map.iter().map(|(k, v)| (k.as_str(), v)));
-        assert!(prefs.low_power);
+        assert_eq!(prefs.low_power.threshold_w, 25.0);
         assert_eq!(prefs.interval_ms, 500);
         assert_eq!(prefs.price_per_kwh, Price::default());
         assert_eq!(prefs.currency, Currency::default());
@@ -436,6 +496,43 @@ mod tests {
             .is_ok());
         assert_eq!(p.daily_budget_kwh, None);
         assert!(p.validate().is_ok());
+    }
+
+    #[test]
+    fn low_power_settings_are_set_one_key_at_a_time_and_checked_together() {
+        let mut p = Preferences::default();
+        assert!(p
+            .set_field("low_power_threshold_w", &serde_json::json!(40))
+            .is_ok());
+        assert!(p
+            .set_field("low_power_hysteresis_w", &serde_json::json!(5))
+            .is_ok());
+        let err = p
+            .set_field("low_power_hysteresis_w", &serde_json::json!(45))
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("low_power_hysteresis_w: 45 W must be at least 0 and below the threshold (40 W)")
+        );
+        assert_eq!(
+            p.low_power.hysteresis_w, 5.0,
+            "the refused value changed nothing"
+        );
+        let err = p
+            .set_field("low_power_auto", &serde_json::json!("yes"))
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("low_power_auto: \"yes\" is not true or false")
+        );
+        assert!(p
+            .set_field("low_power_model", &serde_json::json!("llama3.2:1b"))
+            .is_ok());
+        let json = serde_json::to_value(&p).unwrap_or_default();
+        assert_eq!(json["low_power_model"], "llama3.2:1b");
+        assert_eq!(json["low_power_threshold_w"], 40.0);
     }
 
     #[test]

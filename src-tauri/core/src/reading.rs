@@ -173,6 +173,10 @@ pub trait Source: Send {
     fn min_interval(&self) -> Option<Duration> {
         None
     }
+    /// The supply state seen by the last successful read, for sources that watch a battery.
+    fn battery(&self) -> Option<crate::policy::Battery> {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -121,6 +121,14 @@ impl Ledger {
         self.store.mark_alert(key, now_unix)
     }
 
+    pub fn record_low_power(
+        &mut self,
+        state: &wattbar_core::LowPowerState,
+        message: &str,
+    ) -> Result<(), StoreError> {
+        self.store.record_low_power(state, message)
+    }
+
     pub fn store(&self) -> &Store {
         &self.store
     }

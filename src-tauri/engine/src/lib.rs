@@ -5,17 +5,22 @@
 //! `watch` channel as a [`Published`] state. Everything that shows Wattbar's numbers reads that
 //! state; changes come back only as [`Command`]s.
 
+pub mod api;
 pub mod budget;
 pub mod error;
 pub mod ledger;
+pub mod metrics;
 pub mod paths;
 pub mod prefs_file;
 pub mod sampler;
 pub mod setup;
 pub mod store;
+pub mod token;
+pub mod view;
 
 pub use error::Error;
 pub use sampler::{
-    spawn, unix_now, Command, EngineConfig, EngineHandle, Point, Published, RECENT_WINDOW,
+    spawn, unix_now, Command, EngineConfig, EngineHandle, EngineReader, Point, Published,
+    RECENT_WINDOW,
 };
 pub use setup::{build_chain, ChainOptions};

@@ -54,12 +54,12 @@ mod tests {
         let path = dir.path().join("preferences.json");
         std::fs::write(
             &path,
-            r#"{"price_per_kwh":0.42,"low_power":true,"currency":"USD"}"#,
+            r#"{"price_per_kwh":0.42,"low_power_threshold_w":20,"currency":"USD"}"#,
         )
         .unwrap_or_else(|e| panic!("{e}"));
         let (p, problems) = load(&path).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(p.price_per_kwh.per_kwh(), 0.42);
-        assert!(p.low_power);
+        assert_eq!(p.low_power.threshold_w, 20.0);
         assert_eq!(p.currency.as_str(), "USD");
         assert!(problems.is_empty());
     }

@@ -20,8 +20,10 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 use wattbar_core::energy::DEFAULT_GAP_THRESHOLD;
 use wattbar_core::meter::Meter;
+use wattbar_core::policy::{advice, Advice};
 use wattbar_core::{
-    Chain, Currency, Preferences, Price, Session, SessionTotals, Snapshot, Stamp, Tariffs,
+    Chain, Currency, LowPowerState, Policy, Preferences, Price, Session, SessionTotals, Snapshot,
+    Stamp, Tariffs, Transition,
 };
 
 /// How often pending samples are written to the store.
@@ -74,11 +76,22 @@ pub struct Published {
     /// The latest sample; `None` before the first one.
     pub snapshot: Option<Snapshot>,
     pub session: SessionTotals,
-    pub low_power: bool,
+    /// Low-power mode: on or off, since when and why.
+    pub low_power: LowPowerState,
+    /// The model to run and a sentence for routers.
+    pub advice: Advice,
+    /// The last change of low-power mode, as a sentence; `low_power_seq` increases with each.
+    pub low_power_event: Option<String>,
+    pub low_power_seq: u64,
+    pub prefs: Preferences,
     pub price_per_kwh: f64,
     pub interval_ms: u64,
     /// Today, this month and lifetime from the store, as of the last batch.
     pub totals: Option<LedgerTotals>,
+    /// Lifetime joules per domain (`system` is the headline), as of the last batch; only grows.
+    pub lifetime_by_domain: Vec<(String, f64)>,
+    /// The id of every source in the chain, best first.
+    pub sources: Vec<String>,
     /// Something the user should know, e.g. a damaged database that was replaced.
     pub notice: Option<String>,
     /// Budget alerts given at the last batch; `alert_seq` increases with each new set.
@@ -107,7 +120,43 @@ pub struct EngineHandle {
     task: JoinHandle<()>,
 }
 
+/// A cloneable view of a running engine for servers and windows: read the state, send commands.
+#[derive(Clone)]
+pub struct EngineReader {
+    state: watch::Receiver<Arc<Published>>,
+    recent: Recent,
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl EngineReader {
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Published>> {
+        self.state.clone()
+    }
+
+    pub fn current(&self) -> Arc<Published> {
+        self.state.borrow().clone()
+    }
+
+    /// Headline watts over the last [`RECENT_WINDOW`], oldest first.
+    pub fn recent(&self) -> Vec<Point> {
+        let guard = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        guard.iter().copied().collect()
+    }
+
+    pub fn send(&self, command: Command) -> Result<(), Error> {
+        self.commands.send(command).map_err(|_| Error::Stopped)
+    }
+}
+
 impl EngineHandle {
+    pub fn reader(&self) -> EngineReader {
+        EngineReader {
+            state: self.state.clone(),
+            recent: self.recent.clone(),
+            commands: self.commands.clone(),
+        }
+    }
+
     pub fn subscribe(&self) -> watch::Receiver<Arc<Published>> {
         self.state.clone()
     }
@@ -183,9 +232,14 @@ struct Engine {
     batch_interval: Duration,
     last_flush: Instant,
     totals: Option<LedgerTotals>,
+    lifetime_by_domain: Vec<(String, f64)>,
+    sources: Vec<String>,
     notice: Option<String>,
     alerts: Vec<BudgetAlert>,
     alert_seq: u64,
+    policy: Policy,
+    low_power_event: Option<String>,
+    low_power_seq: u64,
 }
 
 impl Engine {
@@ -221,6 +275,12 @@ impl Engine {
                 watts = snapshot.headline_watts().map(|w| w.0),
                 "absurd power clamped to 100 kW: a broken sensor or a bogus unit"
             );
+        }
+        if let Some(t) = self
+            .policy
+            .observe(at, snapshot.headline_watts(), snapshot.battery)
+        {
+            self.low_power_changed(t);
         }
         let by_domain = self.meter.push(at.monotonic, &snapshot.breakdown);
         if let Some(ledger) = self.ledger.as_mut() {
@@ -273,7 +333,12 @@ impl Engine {
             }
             Command::SetPreferences(p) => self.set_preferences(*p),
             Command::SetCurrency(c) => self.prefs.currency = c,
-            Command::SetLowPower(on) => self.prefs.low_power = on,
+            Command::SetLowPower(on) => {
+                let at = self.stamp();
+                if let Some(t) = self.policy.set_manual(on, at) {
+                    self.low_power_changed(t);
+                }
+            }
             Command::SetInterval(d) => self.prefs.interval_ms = d.as_millis() as u64,
             Command::ResetSession => {
                 let totals = self.session.totals(&self.prefs.currency);
@@ -306,6 +371,7 @@ impl Engine {
         match next.tariff_schedule() {
             Ok(tariffs) if next.validate().is_ok() => {
                 self.tariffs = tariffs;
+                self.policy.set_config(next.low_power.clone());
                 self.prefs = next;
             }
             Ok(_) | Err(_) => {
@@ -317,6 +383,18 @@ impl Engine {
                 tracing::warn!("preferences refused: {why}");
             }
         }
+    }
+
+    /// Records a change of low-power mode in the store at once and announces it.
+    fn low_power_changed(&mut self, t: Transition) {
+        tracing::info!("{}", t.message);
+        if let Some(ledger) = self.ledger.as_mut() {
+            if let Err(e) = ledger.record_low_power(&t.state, &t.message) {
+                self.store_failed(e);
+            }
+        }
+        self.low_power_event = Some(t.message);
+        self.low_power_seq += 1;
     }
 
     fn store_failed(&mut self, e: crate::store::StoreError) {
@@ -339,10 +417,21 @@ impl Engine {
             Ok(t) => {
                 self.totals = Some(t);
                 self.check_budgets(t, now);
+                self.refresh_lifetime_by_domain();
             }
             Err(e) => self.store_failed(e),
         }
         self.follow_reset_elsewhere(now);
+    }
+
+    fn refresh_lifetime_by_domain(&mut self) {
+        let Some(ledger) = self.ledger.as_ref() else {
+            return;
+        };
+        match ledger.store().lifetime_by_domain() {
+            Ok(v) => self.lifetime_by_domain = v,
+            Err(e) => tracing::warn!("could not read lifetime energy by domain: {e}"),
+        }
     }
 
     /// `wattbar-cli reset-session` ends the session in the store; start a new one here too.
@@ -398,10 +487,16 @@ impl Engine {
             seq: self.seq,
             snapshot: self.snapshot.clone(),
             session: self.session.totals(&self.prefs.currency),
-            low_power: self.prefs.low_power,
+            low_power: self.policy.state().clone(),
+            advice: advice(&self.prefs.low_power, self.policy.state(), None),
+            low_power_event: self.low_power_event.clone(),
+            low_power_seq: self.low_power_seq,
+            prefs: self.prefs.clone(),
             price_per_kwh: self.prefs.price_per_kwh.per_kwh(),
             interval_ms: self.prefs.interval_ms,
             totals: self.totals,
+            lifetime_by_domain: self.lifetime_by_domain.clone(),
+            sources: self.sources.clone(),
             notice: self.notice.clone(),
             alerts: self.alerts.clone(),
             alert_seq: self.alert_seq,
@@ -432,10 +527,20 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> EngineHandle {
         None => (None, None),
     };
     let totals = ledger.as_ref().and_then(|l| l.totals(started).ok());
+    let restored = match ledger.as_ref().map(|l| l.store().low_power()) {
+        Some(Ok(state)) => state,
+        Some(Err(e)) => {
+            tracing::warn!("could not read the last low-power state: {e}");
+            LowPowerState::off()
+        }
+        None => LowPowerState::off(),
+    };
     let tariffs = config
         .prefs
         .tariff_schedule()
         .unwrap_or_else(|_| Tariffs::flat(config.prefs.price_per_kwh));
+    let policy = Policy::new(config.prefs.low_power.clone(), restored);
+    let sources = chain.ids();
     let mut engine = Engine {
         chain,
         session: Session::new(unix_now(), config.gap_threshold),
@@ -453,10 +558,16 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> EngineHandle {
         batch_interval: config.batch_interval,
         last_flush: Instant::now(),
         totals,
+        lifetime_by_domain: Vec::new(),
+        sources,
         notice,
         alerts: Vec::new(),
         alert_seq: 0,
+        policy,
+        low_power_event: None,
+        low_power_seq: 0,
     };
+    engine.refresh_lifetime_by_domain();
     let recent = engine.recent.clone();
     let (state_tx, state_rx) = watch::channel(engine.published());
     let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel();
@@ -586,7 +697,7 @@ mod tests {
         engine
             .send(Command::SetLowPower(true))
             .unwrap_or_else(|e| panic!("{e}"));
-        let after = wait_for(&mut rx, |p| p.low_power).await;
+        let after = wait_for(&mut rx, |p| p.low_power.enabled).await;
         assert_eq!(after.session.joules.0, 0.0);
         engine.stop();
     }
@@ -610,6 +721,61 @@ mod tests {
         let lifetime = store.lifetime().unwrap_or_else(|e| panic!("{e}"));
         assert!((lifetime.joules - 180_000.0).abs() < 1e-6, "{lifetime:?}");
         assert!((lifetime.kwh - 0.05).abs() < 1e-9);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_high_trace_engages_low_power_and_the_store_remembers_it() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let db = dir.path().join("wattbar.db");
+        // 40 W for a minute, then 5 W.
+        let engine = spawn(
+            replay("t,watts\n0,40\n60,5\n"),
+            EngineConfig::new(Preferences::default()).with_store(db.clone()),
+        );
+        let mut rx = engine.subscribe();
+        let on = wait_for(&mut rx, |p| p.low_power.enabled).await;
+        assert_eq!(
+            on.low_power.reason,
+            Some(wattbar_core::Reason::AutoThreshold)
+        );
+        assert_eq!(on.low_power_seq, 1);
+        assert_eq!(
+            on.low_power_event.as_deref(),
+            Some("Low-power mode on: above 15 W for 30 s")
+        );
+        assert!(on.advice.recommendation.contains("qwen3:1b"));
+        let mono = |p: &Published| p.snapshot.as_ref().map(|s| s.at.monotonic.as_secs_f64());
+        let engaged_at = mono(&on).unwrap_or(0.0);
+        assert!(
+            (engaged_at - 30.0).abs() <= 1.0,
+            "engaged at {engaged_at} s"
+        );
+        let off = wait_for(&mut rx, |p| p.low_power_seq == 2).await;
+        assert!(!off.low_power.enabled);
+        // Released 30 s after the draw fell below 12 W at t = 60.
+        let released_at = mono(&off).unwrap_or(0.0);
+        assert!(
+            (released_at - 90.0).abs() <= 1.0,
+            "released at {released_at} s"
+        );
+        engine
+            .send(Command::SetLowPower(true))
+            .unwrap_or_else(|e| panic!("{e}"));
+        wait_for(&mut rx, |p| p.low_power_seq == 3).await;
+        engine.shutdown().await;
+        // A restart restores the manual choice, which the low trace does not undo.
+        let engine = spawn(
+            replay("t,watts\n0,5\n"),
+            EngineConfig::new(Preferences::default()).with_store(db.clone()),
+        );
+        let mut rx = engine.subscribe();
+        let later = wait_for(&mut rx, |p| p.session.joules.0 >= 5.0 * 120.0).await;
+        assert!(later.low_power.enabled);
+        assert_eq!(later.low_power.reason, Some(wattbar_core::Reason::Manual));
+        assert_eq!(later.low_power_seq, 0, "nothing changed after the restart");
+        engine.shutdown().await;
+        let (store, _) = crate::store::Store::open(&db, 0.0).unwrap_or_else(|e| panic!("{e}"));
+        assert!(store.low_power().map(|s| s.enabled).unwrap_or(false));
     }
 
     #[tokio::test(start_paused = true)]

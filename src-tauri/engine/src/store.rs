@@ -8,7 +8,9 @@
 //! - `minutes(t, n, sum_watts, max_watts, joules)`: per-minute rollups, kept 30 days;
 //! - `hours(t, n, sum_watts, max_watts, joules)`: per-hour rollups, kept forever;
 //! - `daily(day, joules, cost)`, `monthly(month, joules, cost)`: local calendar totals;
-//! - `alerts(key)` (v2): budget alerts already given, so each is given once per period.
+//! - `alerts(key)` (v2): budget alerts already given, so each is given once per period;
+//! - `low_power(t, enabled, reason, message)` (v3): every change of low-power mode; the last row
+//!   is the state restored at start.
 //!
 //! Writes come in batches, each one transaction: a kill -9 loses at most the batch in memory and
 //! never leaves a half-written one. A file that is not a database, or fails its integrity
@@ -22,7 +24,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 pub const DB_FILE: &str = "wattbar.db";
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 pub const RAW_KEEP_SECONDS: f64 = 24.0 * 3600.0;
 pub const MINUTES_KEEP_SECONDS: f64 = 30.0 * 86_400.0;
 
@@ -138,7 +140,7 @@ pub fn local_day_month(t: f64) -> (String, String) {
     }
 }
 
-const MIGRATIONS: [&str; 2] = [
+const MIGRATIONS: [&str; 3] = [
     r#"
 CREATE TABLE lifetime (domain TEXT PRIMARY KEY, joules REAL NOT NULL);
 CREATE TABLE sessions (id INTEGER PRIMARY KEY, start REAL NOT NULL, end REAL,
@@ -155,6 +157,10 @@ CREATE TABLE monthly (month TEXT PRIMARY KEY, joules REAL NOT NULL, cost REAL NO
 "#,
     r#"
 CREATE TABLE alerts (key TEXT PRIMARY KEY, at REAL NOT NULL);
+"#,
+    r#"
+CREATE TABLE low_power (id INTEGER PRIMARY KEY, t REAL NOT NULL, enabled INTEGER NOT NULL,
+                        reason TEXT NOT NULL, message TEXT NOT NULL);
 "#,
 ];
 
@@ -411,6 +417,43 @@ impl Store {
             )
             .map_err(|e| self.sql(e))?;
         Ok(inserted == 1)
+    }
+
+    /// Records a change of low-power mode at once, in its own transaction.
+    pub fn record_low_power(
+        &mut self,
+        state: &wattbar_core::LowPowerState,
+        message: &str,
+    ) -> Result<(), StoreError> {
+        let reason = state.reason.map(|r| r.as_str()).unwrap_or("manual");
+        self.conn
+            .execute(
+                "INSERT INTO low_power (t, enabled, reason, message) VALUES (?1, ?2, ?3, ?4)",
+                params![state.since.unwrap_or(0.0), state.enabled, reason, message],
+            )
+            .map_err(|e| self.sql(e))?;
+        Ok(())
+    }
+
+    /// The last recorded low-power state; off when none was ever recorded.
+    pub fn low_power(&self) -> Result<wattbar_core::LowPowerState, StoreError> {
+        let row: Option<(f64, bool, String)> = self
+            .conn
+            .query_row(
+                "SELECT t, enabled, reason FROM low_power ORDER BY id DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()
+            .map_err(|e| self.sql(e))?;
+        Ok(match row {
+            Some((t, enabled, reason)) => wattbar_core::LowPowerState {
+                enabled,
+                since: Some(t),
+                reason: wattbar_core::Reason::parse(&reason),
+            },
+            None => wattbar_core::LowPowerState::off(),
+        })
     }
 
     /// Lifetime headline energy and cost.
@@ -677,6 +720,41 @@ mod tests {
         assert_eq!(
             store.mark_alert("daily-kwh:2026-11-23", 3.0).ok(),
             Some(true)
+        );
+    }
+
+    #[test]
+    fn the_last_low_power_change_is_what_a_reopen_sees() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        {
+            let mut store = open(dir.path());
+            assert_eq!(
+                store.low_power().ok(),
+                Some(wattbar_core::LowPowerState::off())
+            );
+            for (t, enabled, reason) in [
+                (10.0, true, wattbar_core::Reason::AutoThreshold),
+                (20.0, false, wattbar_core::Reason::AutoThreshold),
+                (30.0, true, wattbar_core::Reason::Manual),
+            ] {
+                let state = wattbar_core::LowPowerState {
+                    enabled,
+                    since: Some(t),
+                    reason: Some(reason),
+                };
+                store
+                    .record_low_power(&state, "why")
+                    .unwrap_or_else(|e| panic!("{e}"));
+            }
+        }
+        let store = open(dir.path());
+        assert_eq!(
+            store.low_power().ok(),
+            Some(wattbar_core::LowPowerState {
+                enabled: true,
+                since: Some(30.0),
+                reason: Some(wattbar_core::Reason::Manual)
+            })
         );
     }
 

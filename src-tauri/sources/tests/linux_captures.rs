@@ -135,6 +135,25 @@ fn thinkpad_discharging_takes_every_field_from_one_read() {
 }
 
 #[test]
+fn a_discharging_battery_with_no_adapter_online_is_running_on_battery() {
+    let root = fixture("power_supply/thinkpad-lgc-lnv45n1-discharging");
+    let supplies = power_supply::read_supplies(&root).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        power_supply::supply_state(&supplies),
+        Some(wattbar_core::Battery {
+            on_battery: true,
+            percent: Some(85.0)
+        })
+    );
+    let charging = fixture("power_supply/thinkpad-sanyo-00hw022-charging-power");
+    let supplies = power_supply::read_supplies(&charging).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        power_supply::supply_state(&supplies).map(|b| b.on_battery),
+        Some(false)
+    );
+}
+
+#[test]
 fn thinkpad_45n1153_discharging_power_from_attribute_files() {
     let sample = probe(
         &fixture("power_supply/thinkpad-lgc-45n1153-discharging-power"),

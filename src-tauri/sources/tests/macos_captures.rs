@@ -148,6 +148,14 @@ fn ioreg_plist_on_battery_reads_top_level_keys_and_signed_currents() {
     assert_eq!(m(Domain::Adapter), None);
     assert_eq!(m(Domain::Battery), None);
     assert_eq!(s.state["power_source"], "Battery");
+    // ExternalConnected false; CurrentCapacity 61 of MaxCapacity 100.
+    assert_eq!(
+        b.supply(),
+        Some(wattbar_core::Battery {
+            on_battery: true,
+            percent: Some(61.0)
+        })
+    );
     // Without SystemLoad, on battery: 11659 mV × |−1623 mA| = 18.923 W.
     let fallback = wattbar_sources::macos::ioreg::SmartBattery {
         telemetry: None,

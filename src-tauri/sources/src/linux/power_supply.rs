@@ -211,8 +211,36 @@ pub fn interpret(supplies: &[Supply], at: Stamp) -> Result<Sample, Error> {
     Ok(sample)
 }
 
+/// On battery when no adapter is online and a battery discharges; the charge is the mean of the
+/// batteries' `capacity`. `None` without a battery.
+pub fn supply_state(supplies: &[Supply]) -> Option<wattbar_core::Battery> {
+    let batteries: Vec<&Supply> = supplies
+        .iter()
+        .filter(|s| s.kind == Kind::Battery)
+        .collect();
+    if batteries.is_empty() {
+        return None;
+    }
+    let ac_online = supplies
+        .iter()
+        .any(|s| s.kind == Kind::Adapter && s.online == Some(true));
+    let discharging = batteries
+        .iter()
+        .any(|b| b.status.as_deref() == Some("Discharging"));
+    let charges: Vec<f64> = batteries
+        .iter()
+        .filter_map(|b| b.capacity_percent.map(f64::from))
+        .collect();
+    let percent = (!charges.is_empty()).then(|| charges.iter().sum::<f64>() / charges.len() as f64);
+    Some(wattbar_core::Battery {
+        on_battery: discharging && !ac_online,
+        percent,
+    })
+}
+
 pub struct PowerSupply {
     root: PathBuf,
+    supply: Option<wattbar_core::Battery>,
     /// Supply folders, listed once and again every [`RESCAN_EVERY`] reads (a battery may be
     /// hot-swapped).
     dirs: Vec<PathBuf>,
@@ -225,6 +253,7 @@ impl PowerSupply {
     pub fn new(root: &Path) -> Self {
         PowerSupply {
             root: root.to_path_buf(),
+            supply: None,
             dirs: Vec::new(),
             reads: 0,
         }
@@ -249,7 +278,12 @@ impl Source for PowerSupply {
     }
     fn read(&mut self, at: Stamp) -> Result<Vec<Reading>, wattbar_core::Error> {
         let supplies = self.supplies()?;
+        self.supply = supply_state(&supplies);
         Ok(interpret(&supplies, at)?.readings)
+    }
+
+    fn battery(&self) -> Option<wattbar_core::Battery> {
+        self.supply
     }
 }
 

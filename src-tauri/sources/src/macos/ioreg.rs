@@ -107,6 +107,23 @@ fn mw(v: i64) -> Watts {
 }
 
 impl SmartBattery {
+    /// On battery or on mains, and the charge: `CurrentCapacity / MaxCapacity` (percent over
+    /// 100 on Apple Silicon, mAh over mAh on Intel). `None` without an installed battery.
+    pub fn supply(&self) -> Option<wattbar_core::Battery> {
+        if self.battery_installed == Some(false) {
+            return None;
+        }
+        let on_battery = !self.external_connected?;
+        let percent = match (self.current_capacity, self.max_capacity) {
+            (Some(c), Some(m)) if m > 0 && c >= 0 => Some((c as f64 * 100.0 / m as f64).min(100.0)),
+            _ => None,
+        };
+        Some(wattbar_core::Battery {
+            on_battery,
+            percent,
+        })
+    }
+
     fn from_dict(d: &[(String, IoValue)]) -> Self {
         let int = |k: &str| get(d, k).and_then(IoValue::int);
         let flag = |k: &str| get(d, k).and_then(IoValue::bool);
@@ -490,12 +507,14 @@ pub fn read_smart_battery() -> Result<SmartBattery, Error> {
 /// AppleSmartBattery as a [`Source`](wattbar_core::Source).
 #[cfg(target_os = "macos")]
 #[derive(Debug, Default)]
-pub struct SmartBatterySource;
+pub struct SmartBatterySource {
+    supply: Option<wattbar_core::Battery>,
+}
 
 #[cfg(target_os = "macos")]
 impl SmartBatterySource {
     pub fn new() -> Self {
-        SmartBatterySource
+        SmartBatterySource { supply: None }
     }
 }
 
@@ -510,8 +529,9 @@ impl wattbar_core::Source for SmartBatterySource {
     }
 
     fn read(&mut self, at: Stamp) -> Result<Vec<Reading>, wattbar_core::Error> {
-        let battery = read_smart_battery()?;
-        let readings = battery.to_sample(at).readings;
+        let battery = read_smart_battery();
+        self.supply = battery.as_ref().ok().and_then(SmartBattery::supply);
+        let readings = battery?.to_sample(at).readings;
         if readings.is_empty() {
             return Err(Error::Transient(
                 "on AC without PowerTelemetryData the battery gauge does not measure the \
@@ -521,6 +541,10 @@ impl wattbar_core::Source for SmartBatterySource {
             .into());
         }
         Ok(readings)
+    }
+
+    fn battery(&self) -> Option<wattbar_core::Battery> {
+        self.supply
     }
 }
 

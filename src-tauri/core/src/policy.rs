@@ -1,0 +1,736 @@
+//! Low-power mode: when it is on, why, and what to run instead.
+//!
+//! Rules, in the order they are checked at each sample:
+//! 1. **Manual wins.** A choice the user made (on or off) stays until the user changes it. A
+//!    manual "off" also disarms auto-engage until the draw has fallen below the release level
+//!    once, so the mode does not spring back on a few seconds after being switched off.
+//! 2. **Battery.** With the battery rule set, running on battery (or below the charge percent)
+//!    engages at once; it releases when the condition ends, if the battery rule engaged it.
+//! 3. **Threshold.** Headline watts above `threshold` for `engage_after` engage it; below
+//!    `threshold − hysteresis` for `release_after` release it, only when the threshold engaged it.
+//!    A sample with no headline is no evidence either way: it restarts both timers.
+//!
+//! Time is the caller's monotonic clock ([`Stamp`]); nothing here reads a clock.
+//!
+//! Non-goals: acting on the operating system's power mode (the engine does that, opt-in), and
+//! estimating inference speed (the advice takes tokens/s per watt as given).
+
+use crate::error::Error;
+use crate::reading::Stamp;
+use crate::units::Watts;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Why low-power mode is in its current state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reason {
+    Manual,
+    AutoThreshold,
+    Battery,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Manual => "manual",
+            Reason::AutoThreshold => "auto-threshold",
+            Reason::Battery => "battery",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Reason> {
+        match s {
+            "manual" => Some(Reason::Manual),
+            "auto-threshold" => Some(Reason::AutoThreshold),
+            "battery" => Some(Reason::Battery),
+            _ => None,
+        }
+    }
+}
+
+/// What a battery source says about the machine's supply.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Battery {
+    /// True when no adapter is supplying the machine.
+    pub on_battery: bool,
+    /// State of charge, 0–100, when known.
+    pub percent: Option<f64>,
+}
+
+/// The low-power settings a person chooses; part of [`crate::Preferences`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PolicyConfig {
+    /// Auto-engage on sustained high draw.
+    #[serde(rename = "low_power_auto")]
+    pub auto: bool,
+    #[serde(rename = "low_power_threshold_w")]
+    pub threshold_w: f64,
+    #[serde(rename = "low_power_hysteresis_w")]
+    pub hysteresis_w: f64,
+    #[serde(rename = "low_power_engage_after_s")]
+    pub engage_after_s: f64,
+    #[serde(rename = "low_power_release_after_s")]
+    pub release_after_s: f64,
+    /// Engage whenever the machine runs on battery.
+    #[serde(rename = "low_power_on_battery")]
+    pub on_battery: bool,
+    /// Engage when the charge falls below this percent.
+    #[serde(rename = "low_power_battery_below_percent")]
+    pub battery_below_percent: Option<f64>,
+    /// The model a local router should switch to while the mode is on.
+    #[serde(rename = "low_power_model")]
+    pub model: String,
+    /// Also switch the operating system's power mode (power-profiles-daemon, macOS Low Power Mode).
+    pub os_power_mode: bool,
+}
+
+/// The preference keys of [`PolicyConfig`], as stored.
+pub const POLICY_KEYS: [&str; 9] = [
+    "low_power_auto",
+    "low_power_threshold_w",
+    "low_power_hysteresis_w",
+    "low_power_engage_after_s",
+    "low_power_release_after_s",
+    "low_power_on_battery",
+    "low_power_battery_below_percent",
+    "low_power_model",
+    "os_power_mode",
+];
+
+pub const DEFAULT_THRESHOLD_W: f64 = 15.0;
+pub const DEFAULT_HYSTERESIS_W: f64 = 3.0;
+pub const DEFAULT_ENGAGE_AFTER_S: f64 = 30.0;
+pub const DEFAULT_RELEASE_AFTER_S: f64 = 30.0;
+pub const DEFAULT_MODEL: &str = "qwen3:1b";
+/// Longest engage or release delay a person may choose: one day.
+pub const MAX_DELAY_S: f64 = 86_400.0;
+/// Highest threshold: anything above is a unit mistake (kW typed as W is caught the other way).
+pub const MAX_THRESHOLD_W: f64 = 100_000.0;
+/// Charge that must be regained above `battery_below_percent` before the battery rule releases.
+pub const BATTERY_HYSTERESIS_PERCENT: f64 = 5.0;
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        PolicyConfig {
+            auto: true,
+            threshold_w: DEFAULT_THRESHOLD_W,
+            hysteresis_w: DEFAULT_HYSTERESIS_W,
+            engage_after_s: DEFAULT_ENGAGE_AFTER_S,
+            release_after_s: DEFAULT_RELEASE_AFTER_S,
+            on_battery: false,
+            battery_below_percent: None,
+            model: DEFAULT_MODEL.to_string(),
+            os_power_mode: false,
+        }
+    }
+}
+
+fn invalid(field: &'static str, message: String) -> Error {
+    Error::Invalid { field, message }
+}
+
+impl PolicyConfig {
+    /// Checks every field; returns the first problem, named by its preference key.
+    pub fn validate(&self) -> Result<(), Error> {
+        let t = self.threshold_w;
+        if !t.is_finite() || t <= 0.0 || t > MAX_THRESHOLD_W {
+            return Err(invalid(
+                "low_power_threshold_w",
+                format!("{t} W is not between 0 and {MAX_THRESHOLD_W} W"),
+            ));
+        }
+        let h = self.hysteresis_w;
+        if !h.is_finite() || h < 0.0 || h >= t {
+            return Err(invalid(
+                "low_power_hysteresis_w",
+                format!("{h} W must be at least 0 and below the threshold ({t} W)"),
+            ));
+        }
+        for (field, v) in [
+            ("low_power_engage_after_s", self.engage_after_s),
+            ("low_power_release_after_s", self.release_after_s),
+        ] {
+            if !v.is_finite() || !(0.0..=MAX_DELAY_S).contains(&v) {
+                return Err(invalid(
+                    field,
+                    format!("{v} s is not between 0 s and one day"),
+                ));
+            }
+        }
+        if let Some(p) = self.battery_below_percent {
+            if !p.is_finite() || !(1.0..=99.0).contains(&p) {
+                return Err(invalid(
+                    "low_power_battery_below_percent",
+                    format!("{p} % is not between 1 and 99 %"),
+                ));
+            }
+        }
+        let m = self.model.trim();
+        if m.is_empty() || m.len() > 200 || m.chars().any(char::is_control) {
+            return Err(invalid(
+                "low_power_model",
+                "enter a model name such as qwen3:1b".to_string(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn release_level(&self) -> f64 {
+        self.threshold_w - self.hysteresis_w
+    }
+}
+
+/// The mode as everyone reads it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LowPowerState {
+    pub enabled: bool,
+    /// Wall-clock time of the last change, seconds since the Unix epoch; `None` if never changed.
+    pub since: Option<f64>,
+    /// Why it is in this state; `None` if it never changed.
+    pub reason: Option<Reason>,
+}
+
+impl LowPowerState {
+    pub fn off() -> Self {
+        LowPowerState {
+            enabled: false,
+            since: None,
+            reason: None,
+        }
+    }
+}
+
+/// A change of the mode, with a sentence for the notification.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Transition {
+    pub state: LowPowerState,
+    pub message: String,
+}
+
+/// The policy state machine. Feed it every sample with [`Policy::observe`].
+#[derive(Debug, Clone)]
+pub struct Policy {
+    config: PolicyConfig,
+    state: LowPowerState,
+    above_since: Option<Duration>,
+    below_since: Option<Duration>,
+    /// False after a manual "off" until the draw falls below the release level.
+    armed: bool,
+}
+
+impl Policy {
+    /// Starts from a restored state (the last one recorded in the store).
+    pub fn new(config: PolicyConfig, restored: LowPowerState) -> Self {
+        let armed = restored.reason != Some(Reason::Manual) || restored.enabled;
+        Policy {
+            config,
+            state: restored,
+            above_since: None,
+            below_since: None,
+            armed,
+        }
+    }
+
+    pub fn state(&self) -> &LowPowerState {
+        &self.state
+    }
+
+    pub fn config(&self) -> &PolicyConfig {
+        &self.config
+    }
+
+    pub fn set_config(&mut self, config: PolicyConfig) {
+        if config != self.config {
+            self.above_since = None;
+            self.below_since = None;
+        }
+        self.config = config;
+    }
+
+    /// The user's choice. Returns a transition when it changes anything, including the reason
+    /// (turning "on" an auto-engaged mode makes it manual, so it no longer auto-releases).
+    pub fn set_manual(&mut self, enabled: bool, at: Stamp) -> Option<Transition> {
+        self.armed = enabled;
+        self.above_since = None;
+        self.below_since = None;
+        if self.state.enabled == enabled && self.state.reason == Some(Reason::Manual) {
+            return None;
+        }
+        let was = self.state.enabled;
+        self.state = LowPowerState {
+            enabled,
+            since: if was == enabled {
+                self.state.since
+            } else {
+                Some(at.unix_seconds)
+            },
+            reason: Some(Reason::Manual),
+        };
+        let message = if enabled {
+            "Low-power mode on: switched on by hand".to_string()
+        } else {
+            "Low-power mode off: switched off by hand".to_string()
+        };
+        Some(Transition {
+            state: self.state.clone(),
+            message,
+        })
+    }
+
+    /// One sample. Returns a transition when the mode changes.
+    pub fn observe(
+        &mut self,
+        at: Stamp,
+        watts: Option<Watts>,
+        battery: Option<Battery>,
+    ) -> Option<Transition> {
+        if let Some(t) = self.battery_rule(at, battery) {
+            return Some(t);
+        }
+        self.threshold_rule(at, watts)
+    }
+
+    /// `Some(true)`: the battery rule wants the mode on; `Some(false)`: off; `None`: no
+    /// battery known, or the charge is inside the release band.
+    fn battery_trigger(&self, battery: Option<Battery>) -> Option<bool> {
+        let b = battery?;
+        let limit = self.config.battery_below_percent;
+        let low = matches!((limit, b.percent), (Some(l), Some(p)) if b.on_battery && p < l);
+        let recovered = match (limit, b.percent) {
+            (Some(l), Some(p)) if b.on_battery => p >= l + BATTERY_HYSTERESIS_PERCENT,
+            _ => true,
+        };
+        if (self.config.on_battery && b.on_battery) || low {
+            Some(true)
+        } else if recovered {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    fn battery_rule(&mut self, at: Stamp, battery: Option<Battery>) -> Option<Transition> {
+        if self.state.reason == Some(Reason::Manual) {
+            return None;
+        }
+        let engage = self.battery_trigger(battery)?;
+        if engage && !self.state.enabled {
+            let why = match battery {
+                Some(Battery {
+                    percent: Some(p), ..
+                }) if self
+                    .config
+                    .battery_below_percent
+                    .is_some_and(|limit| p < limit) =>
+                {
+                    format!("battery at {p:.0} %")
+                }
+                _ => "running on battery".to_string(),
+            };
+            return Some(self.change(
+                true,
+                Reason::Battery,
+                at,
+                format!("Low-power mode on: {why}"),
+            ));
+        }
+        if !engage && self.state.enabled && self.state.reason == Some(Reason::Battery) {
+            return Some(self.change(
+                false,
+                Reason::Battery,
+                at,
+                "Low-power mode off: back on mains power".to_string(),
+            ));
+        }
+        None
+    }
+
+    fn threshold_rule(&mut self, at: Stamp, watts: Option<Watts>) -> Option<Transition> {
+        let Some(w) = watts.map(|w| w.0).filter(|w| w.is_finite()) else {
+            self.above_since = None;
+            self.below_since = None;
+            return None;
+        };
+        let now = at.monotonic;
+        if w > self.config.threshold_w {
+            self.above_since.get_or_insert(now);
+        } else {
+            self.above_since = None;
+        }
+        if w < self.config.release_level() {
+            self.below_since.get_or_insert(now);
+            self.armed = true;
+        } else {
+            self.below_since = None;
+        }
+        if !self.config.auto || self.state.reason == Some(Reason::Manual) && self.state.enabled {
+            return None;
+        }
+        let held = |since: Option<Duration>| since.map(|s| now.saturating_sub(s).as_secs_f64());
+        if !self.state.enabled && self.armed {
+            if let Some(d) = held(self.above_since) {
+                if d >= self.config.engage_after_s {
+                    let msg = format!(
+                        "Low-power mode on: above {} W for {}",
+                        trim(self.config.threshold_w),
+                        seconds(self.config.engage_after_s)
+                    );
+                    return Some(self.change(true, Reason::AutoThreshold, at, msg));
+                }
+            }
+        }
+        if self.state.enabled && self.state.reason == Some(Reason::AutoThreshold) {
+            if let Some(d) = held(self.below_since) {
+                if d >= self.config.release_after_s {
+                    let msg = format!(
+                        "Low-power mode off: below {} W for {}",
+                        trim(self.config.release_level()),
+                        seconds(self.config.release_after_s)
+                    );
+                    return Some(self.change(false, Reason::AutoThreshold, at, msg));
+                }
+            }
+        }
+        None
+    }
+
+    fn change(&mut self, enabled: bool, reason: Reason, at: Stamp, message: String) -> Transition {
+        self.above_since = None;
+        self.below_since = None;
+        self.state = LowPowerState {
+            enabled,
+            since: Some(at.unix_seconds),
+            reason: Some(reason),
+        };
+        Transition {
+            state: self.state.clone(),
+            message,
+        }
+    }
+}
+
+fn trim(v: f64) -> String {
+    let s = format!("{v:.1}");
+    s.strip_suffix(".0").map(str::to_string).unwrap_or(s)
+}
+
+fn seconds(s: f64) -> String {
+    if s >= 120.0 && s % 60.0 == 0.0 {
+        format!("{} min", trim(s / 60.0))
+    } else {
+        format!("{} s", trim(s))
+    }
+}
+
+/// Tokens per second per watt that scores 10.
+pub const TOPS_PER_WATT_FOR_TEN: f64 = 5.0;
+
+/// Efficiency score 0–10 from tokens/s per watt: linear, 5 tok/s/W and above score 10.
+pub fn efficiency_score(tokens_per_second_per_watt: f64) -> Option<f64> {
+    if !tokens_per_second_per_watt.is_finite() || tokens_per_second_per_watt < 0.0 {
+        return None;
+    }
+    Some((tokens_per_second_per_watt / TOPS_PER_WATT_FOR_TEN * 10.0).min(10.0))
+}
+
+/// What a router should do, as one sentence per score band.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Advice {
+    pub recommended_model: String,
+    /// `None` until inference data arrives.
+    pub score: Option<f64>,
+    pub recommendation: String,
+}
+
+pub const NO_INFERENCE_DATA: &str = "No inference data yet.";
+
+/// Advice for the current state. `tokens_per_second_per_watt` is `None` until the inference
+/// tracker feeds it.
+pub fn advice(
+    config: &PolicyConfig,
+    state: &LowPowerState,
+    tokens_per_second_per_watt: Option<f64>,
+) -> Advice {
+    let model = config.model.trim().to_string();
+    let score = tokens_per_second_per_watt.and_then(efficiency_score);
+    let recommendation = match score {
+        None if state.enabled => {
+            format!("Low-power mode is on: route requests to {model}. {NO_INFERENCE_DATA}")
+        }
+        None => NO_INFERENCE_DATA.to_string(),
+        Some(s) if s >= 8.0 => format!(
+            "Efficiency {s:.1}/10: excellent; the current model is a good use of power."
+        ),
+        Some(s) if s >= 5.0 => {
+            format!("Efficiency {s:.1}/10: good; switch to {model} only when power matters more than quality.")
+        }
+        Some(s) if s >= 2.0 => format!(
+            "Efficiency {s:.1}/10: fair; {model} would answer for less energy per token."
+        ),
+        Some(s) => format!(
+            "Efficiency {s:.1}/10: poor; switch to {model}, the current model spends a lot of power per token."
+        ),
+    };
+    Advice {
+        recommended_model: model,
+        score,
+        recommendation,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: u64) -> Stamp {
+        Stamp::new(Duration::from_secs(s), 1_700_000_000.0 + s as f64)
+    }
+
+    fn policy() -> Policy {
+        Policy::new(PolicyConfig::default(), LowPowerState::off())
+    }
+
+    /// Feeds `watts` once a second from `from` to `to` inclusive; returns the transitions.
+    fn feed(p: &mut Policy, from: u64, to: u64, watts: f64) -> Vec<(u64, Transition)> {
+        (from..=to)
+            .filter_map(|s| p.observe(at(s), Some(Watts(watts)), None).map(|t| (s, t)))
+            .collect()
+    }
+
+    #[test]
+    fn sustained_draw_above_threshold_engages_after_the_duration() {
+        let mut p = policy();
+        let t = feed(&mut p, 0, 40, 20.0);
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].0, 30, "engages once 30 s have passed above 15 W");
+        assert_eq!(t[0].1.state.reason, Some(Reason::AutoThreshold));
+        assert_eq!(t[0].1.message, "Low-power mode on: above 15 W for 30 s");
+        assert_eq!(p.state().since, Some(1_700_000_030.0));
+    }
+
+    #[test]
+    fn a_dip_below_threshold_restarts_the_engage_timer() {
+        let mut p = policy();
+        assert!(feed(&mut p, 0, 20, 20.0).is_empty());
+        assert!(feed(&mut p, 21, 21, 14.0).is_empty());
+        let t = feed(&mut p, 22, 60, 20.0);
+        assert_eq!(t[0].0, 52);
+    }
+
+    #[test]
+    fn release_needs_the_hysteresis_band_and_the_duration() {
+        let mut p = policy();
+        feed(&mut p, 0, 30, 20.0);
+        assert!(p.state().enabled);
+        // 13 W is under the threshold but not under 15 − 3 = 12 W: it stays on.
+        assert!(feed(&mut p, 31, 200, 13.0).is_empty());
+        let t = feed(&mut p, 201, 300, 10.0);
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].0, 231);
+        assert!(!t[0].1.state.enabled);
+        assert_eq!(t[0].1.message, "Low-power mode off: below 12 W for 30 s");
+    }
+
+    #[test]
+    fn manual_engage_survives_a_low_trace() {
+        let mut p = policy();
+        let t = p.set_manual(true, at(0)).map(|t| t.state);
+        assert_eq!(
+            t,
+            Some(LowPowerState {
+                enabled: true,
+                since: Some(1_700_000_000.0),
+                reason: Some(Reason::Manual)
+            })
+        );
+        assert!(feed(&mut p, 1, 600, 2.0).is_empty());
+        assert!(p.state().enabled);
+    }
+
+    #[test]
+    fn manual_on_while_auto_engaged_makes_it_stay() {
+        let mut p = policy();
+        feed(&mut p, 0, 30, 20.0);
+        let t = p.set_manual(true, at(31)).map(|t| t.state);
+        assert_eq!(t.as_ref().map(|s| s.since), Some(Some(1_700_000_030.0)));
+        assert!(feed(&mut p, 32, 600, 2.0).is_empty());
+    }
+
+    #[test]
+    fn manual_off_is_not_undone_by_the_same_high_draw() {
+        let mut p = policy();
+        feed(&mut p, 0, 30, 20.0);
+        assert!(p.set_manual(false, at(31)).is_some());
+        assert!(feed(&mut p, 32, 600, 20.0).is_empty(), "stays off");
+        // Once the draw has been low, a new high period engages again.
+        feed(&mut p, 601, 610, 5.0);
+        let t = feed(&mut p, 611, 700, 20.0);
+        assert_eq!(t[0].0, 641);
+    }
+
+    #[test]
+    fn missing_watts_is_no_evidence() {
+        let mut p = policy();
+        feed(&mut p, 0, 20, 20.0);
+        assert!(p.observe(at(21), None, None).is_none());
+        let t = feed(&mut p, 22, 60, 20.0);
+        assert_eq!(t[0].0, 52, "the hole restarted the timer");
+        assert!(p.observe(at(61), Some(Watts(f64::NAN)), None).is_none());
+    }
+
+    #[test]
+    fn auto_off_never_engages() {
+        let mut p = Policy::new(
+            PolicyConfig {
+                auto: false,
+                ..PolicyConfig::default()
+            },
+            LowPowerState::off(),
+        );
+        assert!(feed(&mut p, 0, 600, 100.0).is_empty());
+    }
+
+    #[test]
+    fn battery_rule_engages_at_once_and_releases_on_mains() {
+        let mut p = Policy::new(
+            PolicyConfig {
+                on_battery: true,
+                ..PolicyConfig::default()
+            },
+            LowPowerState::off(),
+        );
+        let on_batt = Some(Battery {
+            on_battery: true,
+            percent: Some(80.0),
+        });
+        let t = p.observe(at(0), Some(Watts(5.0)), on_batt);
+        assert_eq!(
+            t.map(|t| (t.state.reason, t.message)),
+            Some((
+                Some(Reason::Battery),
+                "Low-power mode on: running on battery".to_string()
+            ))
+        );
+        assert!(p.observe(at(1), Some(Watts(5.0)), on_batt).is_none());
+        // The low draw does not release a battery engagement.
+        assert!(feed(&mut p, 2, 100, 1.0).is_empty());
+        let mains = Some(Battery {
+            on_battery: false,
+            percent: Some(80.0),
+        });
+        let t = p.observe(at(101), Some(Watts(5.0)), mains);
+        assert_eq!(t.map(|t| t.state.enabled), Some(false));
+    }
+
+    #[test]
+    fn battery_below_percent_engages_and_needs_five_points_to_release() {
+        let mut p = Policy::new(
+            PolicyConfig {
+                battery_below_percent: Some(20.0),
+                ..PolicyConfig::default()
+            },
+            LowPowerState::off(),
+        );
+        let b = |pct| {
+            Some(Battery {
+                on_battery: true,
+                percent: Some(pct),
+            })
+        };
+        assert!(p.observe(at(0), None, b(25.0)).is_none());
+        let t = p.observe(at(1), None, b(19.0));
+        assert_eq!(
+            t.map(|t| t.message),
+            Some("Low-power mode on: battery at 19 %".to_string())
+        );
+        assert!(p.observe(at(2), None, b(22.0)).is_none(), "inside the band");
+        assert_eq!(
+            p.observe(at(3), None, b(25.0)).map(|t| t.state.enabled),
+            Some(false)
+        );
+    }
+
+    #[test]
+    fn restored_manual_state_is_kept() {
+        let restored = LowPowerState {
+            enabled: true,
+            since: Some(1.0),
+            reason: Some(Reason::Manual),
+        };
+        let mut p = Policy::new(PolicyConfig::default(), restored.clone());
+        assert!(feed(&mut p, 0, 100, 1.0).is_empty());
+        assert_eq!(p.state(), &restored);
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let bad = |c: PolicyConfig| match c.validate() {
+            Err(Error::Invalid { field, .. }) => field,
+            other => panic!("expected a refusal, got {other:?}"),
+        };
+        let d = PolicyConfig::default;
+        assert_eq!(
+            bad(PolicyConfig {
+                threshold_w: f64::NAN,
+                ..d()
+            }),
+            "low_power_threshold_w"
+        );
+        assert_eq!(
+            bad(PolicyConfig {
+                hysteresis_w: 15.0,
+                ..d()
+            }),
+            "low_power_hysteresis_w"
+        );
+        assert_eq!(
+            bad(PolicyConfig {
+                engage_after_s: -1.0,
+                ..d()
+            }),
+            "low_power_engage_after_s"
+        );
+        assert_eq!(
+            bad(PolicyConfig {
+                battery_below_percent: Some(0.0),
+                ..d()
+            }),
+            "low_power_battery_below_percent"
+        );
+        assert_eq!(
+            bad(PolicyConfig {
+                model: " ".into(),
+                ..d()
+            }),
+            "low_power_model"
+        );
+        assert!(d().validate().is_ok());
+    }
+
+    #[test]
+    fn score_is_linear_to_five_tokens_per_second_per_watt() {
+        assert_eq!(efficiency_score(2.5), Some(5.0));
+        assert_eq!(efficiency_score(5.0), Some(10.0));
+        assert_eq!(efficiency_score(12.0), Some(10.0));
+        assert_eq!(efficiency_score(f64::NAN), None);
+    }
+
+    #[test]
+    fn advice_follows_the_score_bands() {
+        let c = PolicyConfig::default();
+        let off = LowPowerState::off();
+        assert_eq!(advice(&c, &off, None).recommendation, NO_INFERENCE_DATA);
+        assert_eq!(advice(&c, &off, None).recommended_model, "qwen3:1b");
+        assert!(advice(&c, &off, Some(4.5))
+            .recommendation
+            .starts_with("Efficiency 9.0/10: excellent"));
+        assert!(advice(&c, &off, Some(0.5))
+            .recommendation
+            .contains("poor; switch to qwen3:1b"));
+        assert!(advice(&c, &off, Some(1.5))
+            .recommendation
+            .starts_with("Efficiency 3.0/10: fair"));
+    }
+}

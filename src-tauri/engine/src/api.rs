@@ -1,0 +1,546 @@
+//! The local HTTP API (axum), served by `wattbar-cli serve` and by the tray app.
+//!
+//! Routes: `GET /metrics` (OpenMetrics), `GET /v1/snapshot`, `/v1/dashboard`, `/v1/totals`,
+//! `/v1/history?from=&to=&step=` (or `?range=1h|24h|30d`), `/v1/stream` (Server-Sent Events, one
+//! `state` event per sample), `GET|PUT /v1/low-power`, `POST /v1/session/reset`, and `GET /` the
+//! dashboard's files.
+//!
+//! Security rules, each checked before any handler runs:
+//! - `Host` must name this server: `localhost`, `127.0.0.1` or `[::1]` (plus hosts allowed for a
+//!   non-loopback listen) with this port or none. Anything else gets 421: a DNS-rebinding page
+//!   reaches us under its own host name.
+//! - A write (PUT, POST, PATCH, DELETE) with an `Origin` that is not this server gets 403, and
+//!   without `Authorization: Bearer <token>` gets 401.
+//! - Bodies over 64 KiB get 413; malformed JSON gets 400 with the parser's message; an unknown
+//!   route gets 404, all as `{"error": "..."}`. A panicking handler answers 500.
+
+use crate::metrics::{self, SelfUsage};
+use crate::store::{Step, Store};
+use crate::view::{DashboardPayload, HistoryPayload, LowPowerView, StatePayload};
+use crate::{unix_now, Command, EngineReader, Published};
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get, post};
+use axum::{Json, Router};
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_stream::wrappers::WatchStream;
+use tokio_stream::Stream;
+
+pub const DEFAULT_PORT: u16 = 9471;
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9471";
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// Longest span `/v1/history` answers in one request.
+pub const MAX_HISTORY_SECONDS: f64 = 400.0 * 86_400.0;
+/// How long a write waits for the engine to publish its effect.
+const APPLY_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Clone, Default)]
+pub struct ApiConfig {
+    /// The bearer token writes must carry.
+    pub token: String,
+    /// Host names accepted besides the loopback ones (for a deliberate non-loopback listen).
+    pub extra_hosts: Vec<String>,
+    /// The SQLite ledger, read for `/v1/history`.
+    pub db_path: Option<PathBuf>,
+    /// The dashboard's files, served at `/`.
+    pub ui_dir: Option<PathBuf>,
+}
+
+struct Shared {
+    engine: EngineReader,
+    config: ApiConfig,
+    port: u16,
+    closing: watch::Receiver<bool>,
+    usage: Mutex<Usage>,
+}
+
+struct Usage {
+    system: sysinfo::System,
+    pid: Option<sysinfo::Pid>,
+}
+
+impl Usage {
+    fn read(&mut self) -> Option<SelfUsage> {
+        use sysinfo::{ProcessRefreshKind, ProcessesToUpdate};
+        let pid = self.pid?;
+        self.system.refresh_processes_specifics(
+            ProcessesToUpdate::Some(&[pid]),
+            true,
+            ProcessRefreshKind::nothing().with_cpu().with_memory(),
+        );
+        let p = self.system.process(pid)?;
+        Some(SelfUsage {
+            cpu_seconds: p.accumulated_cpu_time() as f64 / 1000.0,
+            resident_bytes: p.memory(),
+        })
+    }
+}
+
+#[derive(Serialize)]
+struct ErrorBody {
+    error: String,
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (
+        status,
+        Json(ErrorBody {
+            error: message.into(),
+        }),
+    )
+        .into_response()
+}
+
+/// Builds the router for a server listening on `port`. `closing` turns true when the server
+/// shuts down, which ends open event streams.
+pub fn router(
+    engine: EngineReader,
+    config: ApiConfig,
+    port: u16,
+    closing: watch::Receiver<bool>,
+) -> Router {
+    let ui_dir = config.ui_dir.clone();
+    let shared = Arc::new(Shared {
+        engine,
+        config,
+        port,
+        closing,
+        usage: Mutex::new(Usage {
+            system: sysinfo::System::new(),
+            pid: sysinfo::get_current_pid().ok(),
+        }),
+    });
+    let api = Router::new()
+        .route("/metrics", get(get_metrics))
+        .route("/v1/snapshot", get(get_snapshot))
+        .route("/v1/dashboard", get(get_dashboard))
+        .route("/v1/totals", get(get_totals))
+        .route("/v1/history", get(get_history))
+        .route("/v1/stream", get(get_stream))
+        .route("/v1/low-power", get(get_low_power).put(put_low_power))
+        .route("/v1/session/reset", post(post_reset))
+        .route("/v1/{*rest}", any(not_found))
+        .method_not_allowed_fallback(method_not_allowed);
+    let with_ui = match ui_dir {
+        Some(dir) => api.fallback_service(
+            tower_http::services::ServeDir::new(dir)
+                .not_found_service(axum::routing::any(not_found).with_state(shared.clone())),
+        ),
+        None => api.fallback(not_found),
+    };
+    with_ui
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(shared.clone(), guard))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+            |_: Box<dyn std::any::Any + Send>| {
+                error(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+            },
+        ))
+        .with_state(shared)
+}
+
+/// Serves until `shutdown` completes; open event streams end then, so shutdown does not wait on
+/// them.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    engine: EngineReader,
+    config: ApiConfig,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let port = listener.local_addr()?.port();
+    let (close_tx, close_rx) = watch::channel(false);
+    let app = router(engine, config, port, close_rx);
+    axum::serve(listener, app.into_make_service())
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            let _ = close_tx.send(true);
+        })
+        .await
+}
+
+/// Whether `addr` may be listened on without the explicit remote flag.
+pub fn is_loopback(addr: &SocketAddr) -> bool {
+    addr.ip().is_loopback()
+}
+
+fn host_allowed(shared: &Shared, host: &str) -> bool {
+    let (name, port) = split_host(host);
+    let port_ok = match port {
+        None => true,
+        Some(p) => p.parse::<u16>().ok() == Some(shared.port),
+    };
+    let name = name.to_ascii_lowercase();
+    let name_ok = matches!(name.as_str(), "localhost" | "127.0.0.1" | "[::1]")
+        || shared
+            .config
+            .extra_hosts
+            .iter()
+            .any(|h| h.eq_ignore_ascii_case(&name));
+    port_ok && name_ok
+}
+
+/// Splits `host[:port]`, keeping an IPv6 literal's brackets.
+fn split_host(host: &str) -> (&str, Option<&str>) {
+    if host.starts_with('[') {
+        match host.find(']') {
+            Some(end) => {
+                let (name, rest) = host.split_at(end + 1);
+                (name, rest.strip_prefix(':'))
+            }
+            None => (host, None),
+        }
+    } else {
+        match host.rsplit_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (host, None),
+        }
+    }
+}
+
+fn origin_allowed(shared: &Shared, origin: &str) -> bool {
+    origin
+        .strip_prefix("http://")
+        .is_some_and(|host| !host.contains('/') && host_allowed(shared, host))
+}
+
+async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| request.uri().authority().map(|a| a.as_str()));
+    match host {
+        Some(h) if host_allowed(&shared, h) => {}
+        Some(h) => {
+            return error(
+                StatusCode::MISDIRECTED_REQUEST,
+                format!("this server answers to localhost only, not {h:?}"),
+            )
+        }
+        None => return error(StatusCode::MISDIRECTED_REQUEST, "a Host header is required"),
+    }
+    let writes = !matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS
+    );
+    if writes {
+        if let Some(origin) = headers.get(header::ORIGIN) {
+            let ok = origin.to_str().is_ok_and(|o| origin_allowed(&shared, o));
+            if !ok {
+                return error(
+                    StatusCode::FORBIDDEN,
+                    "writes from another origin are refused",
+                );
+            }
+        }
+        if !authorised(&shared, headers) {
+            let mut r = error(
+                StatusCode::UNAUTHORIZED,
+                "writes need the bearer token that `wattbar-cli token` prints",
+            );
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return r;
+        }
+    }
+    next.run(request).await
+}
+
+fn authorised(shared: &Shared, headers: &HeaderMap) -> bool {
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    match given {
+        Some(t) => {
+            !shared.config.token.is_empty() && crate::token::matches(&shared.config.token, t)
+        }
+        None => false,
+    }
+}
+
+async fn not_found(request: Request) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        format!(
+            "no such route: {} {}",
+            request.method(),
+            request.uri().path()
+        ),
+    )
+}
+
+async fn method_not_allowed(request: Request) -> Response {
+    error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!(
+            "{} is not allowed on {}",
+            request.method(),
+            request.uri().path()
+        ),
+    )
+}
+
+async fn get_metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    let usage = shared
+        .usage
+        .lock()
+        .map(|mut u| u.read())
+        .unwrap_or_else(|mut e| e.get_mut().read());
+    let body = metrics::render(&shared.engine.current(), unix_now(), usage);
+    let openmetrics = headers
+        .get(header::ACCEPT)
+        .and_then(|a| a.to_str().ok())
+        .is_some_and(|a| a.contains("application/openmetrics-text"));
+    if openmetrics {
+        (
+            [(header::CONTENT_TYPE, metrics::OPENMETRICS_CONTENT_TYPE)],
+            body,
+        )
+            .into_response()
+    } else {
+        (
+            [(header::CONTENT_TYPE, metrics::TEXT_CONTENT_TYPE)],
+            metrics::to_prometheus_text(&body),
+        )
+            .into_response()
+    }
+}
+
+async fn get_snapshot(State(shared): State<Arc<Shared>>) -> Json<StatePayload> {
+    Json(StatePayload::from(shared.engine.current().as_ref()))
+}
+
+async fn get_dashboard(State(shared): State<Arc<Shared>>) -> Json<DashboardPayload> {
+    Json(DashboardPayload {
+        state: StatePayload::from(shared.engine.current().as_ref()),
+        history: shared.engine.recent(),
+    })
+}
+
+#[derive(Serialize)]
+struct TotalsBody {
+    session: wattbar_core::SessionTotals,
+    /// Today, this month and lifetime from the store, as of the last batch.
+    stored: Option<crate::ledger::LedgerTotals>,
+    lifetime_joules_by_domain: std::collections::BTreeMap<String, f64>,
+}
+
+async fn get_totals(State(shared): State<Arc<Shared>>) -> Json<TotalsBody> {
+    let p = shared.engine.current();
+    Json(TotalsBody {
+        session: p.session.clone(),
+        stored: p.totals,
+        lifetime_joules_by_domain: p.lifetime_by_domain.iter().cloned().collect(),
+    })
+}
+
+#[derive(Debug, Deserialize)]
+struct HistoryQuery {
+    range: Option<String>,
+    from: Option<f64>,
+    to: Option<f64>,
+    step: Option<String>,
+}
+
+async fn get_history(
+    State(shared): State<Arc<Shared>>,
+    query: Result<Query<HistoryQuery>, QueryRejection>,
+) -> Response {
+    let Query(q) = match query {
+        Ok(q) => q,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e.body_text()),
+    };
+    let now = unix_now();
+    let (label, from, to, step) = match history_window(&q, now) {
+        Ok(w) => w,
+        Err(message) => return error(StatusCode::BAD_REQUEST, message),
+    };
+    let Some(db) = shared.config.db_path.clone() else {
+        return Json(HistoryPayload::new(label, step, Vec::new())).into_response();
+    };
+    let result = tokio::task::spawn_blocking(move || {
+        if !db.exists() {
+            return Ok(Vec::new());
+        }
+        Store::open_read_only(&db).and_then(|s| s.history(from, to, step))
+    })
+    .await;
+    match result {
+        Ok(Ok(points)) => Json(HistoryPayload::new(label, step, points)).into_response(),
+        Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
+    }
+}
+
+/// The window a history request asks for: a named range, or `from`/`to` (Unix seconds; `to`
+/// defaults to now, `from` to a day before `to`) with `step` `minute` or `hour` (by default,
+/// minutes up to two days, hours beyond).
+fn history_window(q: &HistoryQuery, now: f64) -> Result<(String, f64, f64, Step), String> {
+    if let Some(range) = &q.range {
+        let (seconds, step) = crate::view::range(range)?;
+        return Ok((range.clone(), now - seconds, now + 1.0, step));
+    }
+    let to = q.to.unwrap_or(now + 1.0);
+    let from = q.from.unwrap_or(to - 86_400.0);
+    if !from.is_finite() || !to.is_finite() || from >= to {
+        return Err("from must be before to, both in seconds since 1970".into());
+    }
+    if to - from > MAX_HISTORY_SECONDS {
+        return Err("ask for at most 400 days at a time".into());
+    }
+    let step = match q.step.as_deref() {
+        None if to - from <= 2.0 * 86_400.0 => Step::Minute,
+        None => Step::Hour,
+        Some("minute" | "1m" | "60") => Step::Minute,
+        Some("hour" | "1h" | "3600") => Step::Hour,
+        Some(other) => return Err(format!("step {other:?}: use minute or hour")),
+    };
+    Ok(("custom".into(), from, to, step))
+}
+
+async fn get_stream(
+    State(shared): State<Arc<Shared>>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let mut closing = shared.closing.clone();
+    let closed = async move {
+        let _ = closing.wait_for(|c| *c).await;
+    };
+    let events = WatchStream::new(shared.engine.subscribe())
+        .map(|p: Arc<Published>| {
+            let event = Event::default()
+                .event("state")
+                .id(p.seq.to_string())
+                .json_data(StatePayload::from(p.as_ref()))
+                .unwrap_or_else(|e| Event::default().comment(format!("unencodable state: {e}")));
+            Ok(event)
+        })
+        .take_until(Box::pin(closed));
+    Sse::new(events).keep_alive(KeepAlive::default())
+}
+
+async fn get_low_power(State(shared): State<Arc<Shared>>) -> Json<LowPowerView> {
+    Json(LowPowerView::from(shared.engine.current().as_ref()))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LowPowerBody {
+    enabled: bool,
+}
+
+fn json_body<T: serde::de::DeserializeOwned>(
+    body: Result<Bytes, BytesRejection>,
+) -> Result<T, (StatusCode, String)> {
+    let bytes = body.map_err(|e| (e.status(), e.body_text()))?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| (StatusCode::BAD_REQUEST, format!("malformed JSON body: {e}")))
+}
+
+async fn put_low_power(
+    State(shared): State<Arc<Shared>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let want: LowPowerBody = match json_body(body) {
+        Ok(b) => b,
+        Err((status, message)) => return error(status, message),
+    };
+    let mut rx = shared.engine.subscribe();
+    if shared
+        .engine
+        .send(Command::SetLowPower(want.enabled))
+        .is_err()
+    {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "the engine has stopped");
+    }
+    let applied = tokio::time::timeout(APPLY_TIMEOUT, async {
+        rx.wait_for(|p| {
+            p.low_power.enabled == want.enabled
+                && p.low_power.reason == Some(wattbar_core::Reason::Manual)
+        })
+        .await
+        .map(|p| Arc::clone(&p))
+    })
+    .await;
+    match applied {
+        Ok(Ok(p)) => Json(LowPowerView::from(p.as_ref())).into_response(),
+        _ => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the engine did not apply the change in time",
+        ),
+    }
+}
+
+#[derive(Serialize)]
+struct ResetBody {
+    /// When the new session started, seconds since the Unix epoch.
+    started: f64,
+}
+
+async fn post_reset(State(shared): State<Arc<Shared>>) -> Response {
+    let mut rx = shared.engine.subscribe();
+    let before = shared.engine.current().session.started_unix;
+    if shared.engine.send(Command::ResetSession).is_err() {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "the engine has stopped");
+    }
+    let reset = tokio::time::timeout(APPLY_TIMEOUT, async {
+        rx.wait_for(|p| p.session.started_unix != before)
+            .await
+            .map(|p| Arc::clone(&p))
+    })
+    .await;
+    match reset {
+        Ok(Ok(p)) => Json(ResetBody {
+            started: p.session.started_unix,
+        })
+        .into_response(),
+        _ => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the engine did not reset in time",
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_names_keep_ipv6_brackets() {
+        assert_eq!(split_host("[::1]:9471"), ("[::1]", Some("9471")));
+        assert_eq!(split_host("localhost"), ("localhost", None));
+        assert_eq!(split_host("127.0.0.1:80"), ("127.0.0.1", Some("80")));
+    }
+
+    #[test]
+    fn history_windows_are_checked() {
+        let q = |from, to, step: Option<&str>| HistoryQuery {
+            range: None,
+            from,
+            to,
+            step: step.map(str::to_string),
+        };
+        assert!(history_window(&q(Some(10.0), Some(5.0), None), 100.0).is_err());
+        assert!(history_window(&q(Some(0.0), Some(500.0 * 86_400.0), None), 0.0).is_err());
+        assert!(history_window(&q(None, None, Some("week")), 1e9).is_err());
+        let (_, from, to, step) =
+            history_window(&q(None, Some(1e9), None), 0.0).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((from, to, step), (1e9 - 86_400.0, 1e9, Step::Minute));
+        let (_, _, _, step) = history_window(&q(Some(0.0), Some(30.0 * 86_400.0), None), 0.0)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(step, Step::Hour);
+    }
+}

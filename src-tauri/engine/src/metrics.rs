@@ -1,0 +1,218 @@
+//! `GET /metrics`: the published state, made with `prometheus-client`, in the format the scraper
+//! asks for: OpenMetrics when its `Accept` names `application/openmetrics-text` (Prometheus does),
+//! else the classic Prometheus text format (what `promtool check metrics`, curl and most other
+//! tools read).
+//!
+//! Rules: a value nobody measured is left out, never exported as 0 (a source that cannot read
+//! shows as `wattbar_source_up 0`, with no power series). Energy and cost counters come from the
+//! store's lifetime totals, which only grow: they survive restarts and session resets.
+//! A registry is built per scrape from one `Published`, so a scrape is one consistent moment.
+
+use crate::Published;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::{Registry, Unit};
+use std::sync::atomic::AtomicU64;
+
+/// The media type of what [`render`] returns.
+pub const OPENMETRICS_CONTENT_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// The media type of [`to_prometheus_text`]'s output.
+pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Rewrites OpenMetrics text into the classic Prometheus format: a counter's HELP and TYPE name
+/// its `_total` series, and the `# UNIT` and `# EOF` lines go.
+pub fn to_prometheus_text(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find_map(|p| line.strip_prefix(p).map(|rest| (p, rest)));
+        match meta {
+            Some((prefix, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                if counters.contains(name) {
+                    out.push_str(&format!("{prefix}{name}_total {tail}"));
+                } else {
+                    out.push_str(line);
+                }
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The process's own cost, when it could be read.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SelfUsage {
+    pub cpu_seconds: f64,
+    pub resident_bytes: u64,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PowerLabels {
+    domain: String,
+    device: String,
+    source: String,
+    quality: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DomainLabels {
+    domain: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CurrencyLabels {
+    currency: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SourceLabels {
+    source: String,
+}
+
+type GaugeF = Gauge<f64, AtomicU64>;
+type CounterF = Counter<f64, AtomicU64>;
+
+fn label(s: impl AsRef<str>) -> String {
+    s.as_ref().to_string()
+}
+
+/// The exposition for one published state at `now_unix`.
+pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String {
+    let mut registry = Registry::default();
+
+    let power = Family::<PowerLabels, GaugeF>::default();
+    registry.register_with_unit(
+        "wattbar_power",
+        "Power drawn now, per domain, device and source; absent when not measured",
+        Unit::Other("watts".into()),
+        power.clone(),
+    );
+    if let Some(snapshot) = &p.snapshot {
+        let readings = snapshot.breakdown.iter().chain(
+            // A headline summed from components is not among the readings: export it too.
+            snapshot
+                .headline
+                .iter()
+                .filter(|h| !snapshot.breakdown.contains(h)),
+        );
+        for r in readings {
+            if let Some(w) = r.watts.filter(|w| w.0.is_finite()) {
+                power
+                    .get_or_create(&PowerLabels {
+                        domain: label(r.domain.as_str()),
+                        device: r.device.clone().unwrap_or_default(),
+                        source: r.source.clone(),
+                        quality: label(r.quality.as_str()),
+                    })
+                    .set(w.0);
+            }
+        }
+    }
+
+    let energy = Family::<DomainLabels, CounterF>::default();
+    registry.register_with_unit(
+        "wattbar_energy",
+        "Lifetime energy from the store (system is the headline); never decreases",
+        Unit::Joules,
+        energy.clone(),
+    );
+    for (domain, joules) in &p.lifetime_by_domain {
+        if joules.is_finite() && *joules >= 0.0 {
+            energy
+                .get_or_create(&DomainLabels {
+                    domain: domain.clone(),
+                })
+                .inc_by(*joules);
+        }
+    }
+
+    let cost = Family::<CurrencyLabels, CounterF>::default();
+    registry.register(
+        "wattbar_cost",
+        "Lifetime cost of the headline energy at the prices in force",
+        cost.clone(),
+    );
+    if let Some(t) = &p.totals {
+        if t.lifetime.cost.is_finite() && t.lifetime.cost >= 0.0 {
+            cost.get_or_create(&CurrencyLabels {
+                currency: label(p.session.currency.as_str()),
+            })
+            .inc_by(t.lifetime.cost);
+        }
+    }
+
+    let low_power = Gauge::<i64>::default();
+    low_power.set(i64::from(p.low_power.enabled));
+    registry.register(
+        "wattbar_low_power_mode",
+        "1 while low-power mode is on",
+        low_power,
+    );
+
+    if let Some(snapshot) = &p.snapshot {
+        let age = GaugeF::default();
+        age.set((now_unix - snapshot.at.unix_seconds).max(0.0));
+        registry.register_with_unit(
+            "wattbar_sample_age",
+            "Time since the last sample",
+            Unit::Seconds,
+            age,
+        );
+    }
+
+    let up = Family::<SourceLabels, Gauge<i64>>::default();
+    registry.register(
+        "wattbar_source_up",
+        "1 when the source gave a reading or answered at the last sample, 0 when it could not",
+        up.clone(),
+    );
+    for id in &p.sources {
+        let down = p
+            .snapshot
+            .as_ref()
+            .is_none_or(|s| s.unavailable.iter().any(|u| &u.source == id));
+        up.get_or_create(&SourceLabels { source: id.clone() })
+            .set(i64::from(!down));
+    }
+
+    if let Some(u) = usage {
+        let cpu = CounterF::default();
+        cpu.inc_by(u.cpu_seconds.max(0.0));
+        registry.register_with_unit(
+            "wattbar_self_cpu",
+            "CPU time used by Wattbar itself",
+            Unit::Seconds,
+            cpu,
+        );
+        let rss = Gauge::<i64>::default();
+        rss.set(i64::try_from(u.resident_bytes).unwrap_or(i64::MAX));
+        registry.register_with_unit(
+            "wattbar_self_resident",
+            "Resident memory of Wattbar itself",
+            Unit::Bytes,
+            rss,
+        );
+    }
+
+    let mut out = String::new();
+    if let Err(e) = encode(&mut out, &registry) {
+        tracing::error!("could not encode metrics: {e}");
+    }
+    out
+}

@@ -1,0 +1,155 @@
+//! What every reader of the engine shows: the payloads the dashboard receives, whether over Tauri
+//! IPC in the app or over the HTTP API (`/v1/snapshot`, `/v1/stream`) in a browser. One shape for
+//! both, so the UI has one code path.
+
+use crate::ledger::LedgerTotals;
+use crate::store::{HistoryPoint, Step};
+use crate::{Point, Published};
+use serde::Serialize;
+use wattbar_core::policy::Reason;
+use wattbar_core::{Domain, Quality, Unavailable};
+
+/// Low-power mode as routers and the UI read it (`GET /v1/low-power`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LowPowerView {
+    pub enabled: bool,
+    /// Seconds since the Unix epoch of the last change; `None` if it never changed.
+    pub since: Option<f64>,
+    pub reason: Option<Reason>,
+    pub recommended_model: String,
+    pub recommendation: String,
+    /// Efficiency score 0–10; `None` until inference data arrives.
+    pub score: Option<f64>,
+}
+
+impl From<&Published> for LowPowerView {
+    fn from(p: &Published) -> Self {
+        LowPowerView {
+            enabled: p.low_power.enabled,
+            since: p.low_power.since,
+            reason: p.low_power.reason,
+            recommended_model: p.advice.recommended_model.clone(),
+            recommendation: p.advice.recommendation.clone(),
+            score: p.advice.score,
+        }
+    }
+}
+
+/// The state after one sample: the dashboard's event payload and `/v1/snapshot`.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatePayload {
+    pub seq: u64,
+    /// Time of the sample, seconds since the Unix epoch; `None` before the first sample.
+    pub at: Option<f64>,
+    /// Headline watts; `None` when nothing could be read (shown as "—", never 0).
+    pub watts: Option<f64>,
+    pub quality: Option<Quality>,
+    pub source: Option<String>,
+    pub domain: Option<Domain>,
+    pub unavailable: Vec<Unavailable>,
+    /// Every reading of the sample, best source first.
+    pub breakdown: Vec<BreakdownItem>,
+    pub session_kwh: f64,
+    pub session_cost: f64,
+    pub currency: String,
+    pub price_per_kwh: f64,
+    pub low_power: LowPowerView,
+    pub interval_ms: u64,
+    /// Something the user should know (e.g. the energy database was damaged and replaced).
+    pub notice: Option<String>,
+    pub carbon_g: Option<f64>,
+    /// Today, this month and lifetime from the store, as of the last batch.
+    pub totals: Option<LedgerTotals>,
+}
+
+/// A stretch of stored history (`/v1/history`, the dashboard's history tabs).
+#[derive(Debug, Clone, Serialize)]
+pub struct HistoryPayload {
+    pub range: String,
+    pub step_seconds: i64,
+    pub points: Vec<HistoryPoint>,
+    pub kwh: f64,
+}
+
+impl HistoryPayload {
+    pub fn new(range: String, step: Step, points: Vec<HistoryPoint>) -> Self {
+        let joules: f64 = points.iter().map(|p| p.joules).sum();
+        HistoryPayload {
+            range,
+            step_seconds: step.seconds(),
+            kwh: joules / wattbar_core::JOULES_PER_KWH,
+            points,
+        }
+    }
+}
+
+/// One line of the dashboard's breakdown.
+#[derive(Debug, Clone, Serialize)]
+pub struct BreakdownItem {
+    pub domain: Domain,
+    pub device: Option<String>,
+    pub watts: Option<f64>,
+    pub source: String,
+    pub quality: Quality,
+}
+
+impl From<&Published> for StatePayload {
+    fn from(p: &Published) -> Self {
+        let head = p.snapshot.as_ref().and_then(|s| s.headline.as_ref());
+        StatePayload {
+            seq: p.seq,
+            at: p.snapshot.as_ref().map(|s| s.at.unix_seconds),
+            watts: head.and_then(|h| h.watts).map(|w| w.0),
+            quality: head.map(|h| h.quality),
+            source: head.map(|h| h.source.clone()),
+            domain: head.map(|h| h.domain),
+            unavailable: p
+                .snapshot
+                .as_ref()
+                .map(|s| s.unavailable.clone())
+                .unwrap_or_default(),
+            breakdown: p
+                .snapshot
+                .as_ref()
+                .map(|s| {
+                    s.breakdown
+                        .iter()
+                        .map(|r| BreakdownItem {
+                            domain: r.domain,
+                            device: r.device.clone(),
+                            watts: r.watts.map(|w| w.0),
+                            source: r.source.clone(),
+                            quality: r.quality,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            session_kwh: p.session.kwh,
+            session_cost: p.session.cost,
+            currency: p.session.currency.to_string(),
+            price_per_kwh: p.price_per_kwh,
+            low_power: LowPowerView::from(p),
+            interval_ms: p.interval_ms,
+            notice: p.notice.clone(),
+            carbon_g: p.session.carbon_g,
+            totals: p.totals,
+        }
+    }
+}
+
+/// What the dashboard loads first: the state now and the recent watts for the sparklines.
+#[derive(Debug, Clone, Serialize)]
+pub struct DashboardPayload {
+    pub state: StatePayload,
+    pub history: Vec<Point>,
+}
+
+/// The named history ranges the dashboard offers: `1h` and `24h` by minute, `30d` by hour.
+pub fn range(name: &str) -> Result<(f64, Step), String> {
+    match name {
+        "1h" => Ok((3600.0, Step::Minute)),
+        "24h" => Ok((86_400.0, Step::Minute)),
+        "30d" => Ok((30.0 * 86_400.0, Step::Hour)),
+        other => Err(format!("unknown range {other:?}: use 1h, 24h or 30d")),
+    }
+}

@@ -1,0 +1,476 @@
+//! The local API over real TCP: a real engine on a replayed trace, a real SQLite file, and raw
+//! HTTP/1.1 requests so every header (Host, Origin, Authorization) is exactly what a test says.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use wattbar_core::{Chain, Preferences, Source};
+use wattbar_engine::api::{self, ApiConfig};
+use wattbar_engine::{spawn, EngineConfig, EngineHandle};
+use wattbar_sources::replay::parse_trace;
+use wattbar_sources::ReplaySource;
+
+const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+struct Server {
+    addr: SocketAddr,
+    engine: EngineHandle,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Server {
+    async fn start(trace: &str, db: Option<&Path>) -> Server {
+        let trace = parse_trace(trace).unwrap_or_else(|e| panic!("{e}"));
+        let sources: Vec<Box<dyn Source>> = vec![Box::new(ReplaySource::new(trace))];
+        let prefs = Preferences {
+            interval_ms: 100,
+            ..Preferences::default()
+        };
+        let mut config = EngineConfig::new(prefs);
+        config.batch_interval = Duration::from_millis(200);
+        if let Some(db) = db {
+            config = config.with_store(db.to_path_buf());
+        }
+        let engine = spawn(Chain::new(sources), config);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        let (stop, stopped) = oneshot::channel::<()>();
+        let api_config = ApiConfig {
+            token: TOKEN.to_string(),
+            db_path: db.map(Path::to_path_buf),
+            ..ApiConfig::default()
+        };
+        let task = tokio::spawn(api::serve(listener, engine.reader(), api_config, async {
+            let _ = stopped.await;
+        }));
+        Server {
+            addr,
+            engine,
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.addr.port())
+    }
+
+    /// Sends one request with exactly these extra headers; returns status, headers and body.
+    async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, String)],
+        body: &[u8],
+    ) -> Reply {
+        let mut text = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+        for (k, v) in headers {
+            text.push_str(&format!("{k}: {v}\r\n"));
+        }
+        if !body.is_empty() || method != "GET" {
+            text.push_str(&format!("Content-Length: {}\r\n", body.len()));
+        }
+        text.push_str("\r\n");
+        let mut bytes = text.into_bytes();
+        bytes.extend_from_slice(body);
+        let addr = self.addr;
+        tokio::task::spawn_blocking(move || raw(addr, &bytes))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    async fn get(&self, path: &str) -> Reply {
+        self.send("GET", path, &[("Host", self.host())], b"").await
+    }
+
+    async fn write(&self, method: &str, path: &str, body: &str) -> Reply {
+        self.send(
+            method,
+            path,
+            &[
+                ("Host", self.host()),
+                ("Authorization", format!("Bearer {TOKEN}")),
+                ("Content-Type", "application/json".into()),
+            ],
+            body.as_bytes(),
+        )
+        .await
+    }
+
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let finished = tokio::time::timeout(Duration::from_secs(5), &mut self.task).await;
+        assert!(finished.is_ok(), "the server did not stop within 5 s");
+        self.engine.shutdown().await;
+    }
+}
+
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+impl Reply {
+    fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {:?}", self.body))
+    }
+}
+
+fn raw(addr: SocketAddr, request: &[u8]) -> Reply {
+    let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("{e}"));
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap_or_else(|e| panic!("{e}"));
+    // A refused large body may close the socket before all of it is written: that is fine.
+    let _ = s.write_all(request);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {text:?}"));
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    Reply {
+        status,
+        head: head.to_string(),
+        body,
+    }
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        body = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+async fn wait_until_sampled(server: &Server) {
+    let mut rx = server.engine.subscribe();
+    let _ = tokio::time::timeout(
+        Duration::from_secs(5),
+        rx.wait_for(|p| p.snapshot.is_some()),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_snapshot_carries_the_replayed_watts_with_source_and_quality() {
+    let server = Server::start("t,watts\n0,42.5\n", None).await;
+    wait_until_sampled(&server).await;
+    let r = server.get("/v1/snapshot").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let j = r.json();
+    assert_eq!(j["watts"], 42.5);
+    assert_eq!(j["source"], "replay");
+    assert_eq!(j["quality"], "measured");
+    assert_eq!(j["low_power"]["enabled"], false);
+    assert_eq!(j["low_power"]["recommended_model"], "qwen3:1b");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_host_is_refused_with_421() {
+    let server = Server::start("t,watts\n0,10\n", None).await;
+    let port = server.addr.port();
+    for host in [
+        format!("evil.example:{port}"),
+        "attacker.test".to_string(),
+        format!("localhost:{}", port.wrapping_add(1)),
+        format!("127.0.0.2:{port}"),
+    ] {
+        let r = server
+            .send("GET", "/v1/snapshot", &[("Host", host.clone())], b"")
+            .await;
+        assert_eq!(r.status, 421, "{host}: {r:?}");
+        assert!(r.json()["error"].as_str().is_some());
+    }
+    for host in [
+        format!("localhost:{port}"),
+        format!("[::1]:{port}"),
+        "127.0.0.1".to_string(),
+    ] {
+        let r = server
+            .send("GET", "/v1/low-power", &[("Host", host.clone())], b"")
+            .await;
+        assert_eq!(r.status, 200, "{host}: {r:?}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_need_the_bearer_token() {
+    let server = Server::start("t,watts\n0,10\n", None).await;
+    let body = br#"{"enabled": true}"#;
+    let host = ("Host", server.host());
+    let none = server
+        .send("PUT", "/v1/low-power", std::slice::from_ref(&host), body)
+        .await;
+    assert_eq!(none.status, 401, "{none:?}");
+    assert!(none
+        .head
+        .to_ascii_lowercase()
+        .contains("www-authenticate: bearer"));
+    let wrong = server
+        .send(
+            "PUT",
+            "/v1/low-power",
+            &[
+                host.clone(),
+                ("Authorization", format!("Bearer {}", "f".repeat(64))),
+            ],
+            body,
+        )
+        .await;
+    assert_eq!(wrong.status, 401);
+    let reset = server.send("POST", "/v1/session/reset", &[host], b"").await;
+    assert_eq!(reset.status, 401);
+    assert!(
+        !server.engine.current().low_power.enabled,
+        "nothing changed"
+    );
+    let ok = server
+        .write("PUT", "/v1/low-power", r#"{"enabled": true}"#)
+        .await;
+    assert_eq!(ok.status, 200, "{ok:?}");
+    let j = ok.json();
+    assert_eq!(j["enabled"], true);
+    assert_eq!(j["reason"], "manual");
+    assert!(j["since"].as_f64().is_some());
+    assert_eq!(server.get("/v1/low-power").await.json()["enabled"], true);
+    server.stop().await;
+}
+
+async fn with_origin(server: &Server, origin: String) -> Reply {
+    let headers = [
+        ("Host", server.host()),
+        ("Origin", origin),
+        ("Authorization", format!("Bearer {TOKEN}")),
+    ];
+    server
+        .send("PUT", "/v1/low-power", &headers, br#"{"enabled":true}"#)
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_from_another_origin_is_refused_even_with_the_token() {
+    let server = Server::start("t,watts\n0,10\n", None).await;
+    let port = server.addr.port();
+    for origin in [
+        "http://evil.example".to_string(),
+        "null".to_string(),
+        format!("https://localhost:{port}"),
+    ] {
+        let r = with_origin(&server, origin.clone()).await;
+        assert_eq!(r.status, 403, "{origin}: {r:?}");
+    }
+    assert!(!server.engine.current().low_power.enabled);
+    let same = with_origin(&server, format!("http://localhost:{port}")).await;
+    assert_eq!(same.status, 200, "{same:?}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_clear_json_errors() {
+    let server = Server::start("t,watts\n0,10\n", None).await;
+    let big = format!(r#"{{"enabled": true, "pad": "{}"}}"#, "x".repeat(70 * 1024));
+    let r = server.write("PUT", "/v1/low-power", &big).await;
+    assert_eq!(r.status, 413, "{r:?}");
+    let r = server
+        .write("PUT", "/v1/low-power", r#"{"enabled": tru"#)
+        .await;
+    assert_eq!(r.status, 400);
+    let msg = r.json()["error"]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_default();
+    assert!(msg.starts_with("malformed JSON body"), "{msg}");
+    let r = server
+        .write("PUT", "/v1/low-power", r#"{"enabled": "yes"}"#)
+        .await;
+    assert_eq!(r.status, 400);
+    let r = server.get("/v1/nothing-here").await;
+    assert_eq!(r.status, 404);
+    assert_eq!(r.json()["error"], "no such route: GET /v1/nothing-here");
+    let r = server.write("DELETE", "/v1/snapshot", "").await;
+    assert_eq!(r.status, 405, "{r:?}");
+    let r = server.get("/v1/history?from=abc").await;
+    assert_eq!(r.status, 400);
+    let r = server.get("/v1/history?from=100&to=50").await;
+    assert_eq!(r.status, 400);
+    // Still serving after all of that.
+    assert_eq!(server.get("/v1/snapshot").await.status, 200);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stream_sends_one_state_per_sample_and_ends_at_shutdown() {
+    let server = Server::start("t,watts\n0,10\n1,20\n", None).await;
+    let host = server.host();
+    let addr = server.addr;
+    let reader = tokio::task::spawn_blocking(move || {
+        let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("{e}"));
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let req = format!("GET /v1/stream HTTP/1.1\r\nHost: {host}\r\n\r\n");
+        s.write_all(req.as_bytes())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut seen = String::new();
+        let mut buf = [0u8; 4096];
+        while seen.matches("event: state").count() < 5 {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => seen.push_str(&String::from_utf8_lossy(&buf[..n])),
+            }
+        }
+        (seen, s)
+    });
+    let (seen, mut socket) = reader.await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(seen.contains("content-type: text/event-stream"), "{seen}");
+    let seqs: Vec<u64> = seen
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .filter_map(|v| v.trim().parse().ok())
+        .collect();
+    assert!(seqs.len() >= 5, "{seen}");
+    assert!(seqs.windows(2).all(|w| w[1] > w[0]), "{seqs:?}");
+    let data: Vec<serde_json::Value> = seen
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str(d).ok())
+        .collect();
+    assert!(data.iter().any(|d| d["source"] == "replay"));
+    // The open stream does not hold the server up.
+    server.stop().await;
+    let mut rest = Vec::new();
+    let _ = socket.read_to_end(&mut rest);
+}
+
+fn energy_counter(metrics: &str) -> f64 {
+    metrics
+        .lines()
+        .find(|l| l.starts_with("wattbar_energy_joules_total{domain=\"system\"}"))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no system energy counter in\n{metrics}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_energy_counter_never_decreases_across_a_reset_and_a_restart() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let db = dir.path().join("wattbar.db");
+    let server = Server::start("t,watts\n0,3600\n", Some(&db)).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let first = energy_counter(&server.get("/metrics").await.body);
+    assert!(first > 0.0);
+    let reset = server.write("POST", "/v1/session/reset", "").await;
+    assert_eq!(reset.status, 200, "{reset:?}");
+    assert!(server.engine.current().session.joules.0 < 3600.0 * 0.5);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after_reset = energy_counter(&server.get("/metrics").await.body);
+    assert!(after_reset >= first, "{after_reset} < {first}");
+    server.stop().await;
+    let server = Server::start("t,watts\n0,3600\n", Some(&db)).await;
+    let r = server.get("/metrics").await;
+    let after_restart = energy_counter(&r.body);
+    assert!(
+        after_restart >= after_reset,
+        "{after_restart} < {after_reset}"
+    );
+    assert!(r.head.contains("text/plain; version=0.0.4"), "{}", r.head);
+    let om = server
+        .send(
+            "GET",
+            "/metrics",
+            &[
+                ("Host", server.host()),
+                (
+                    "Accept",
+                    "application/openmetrics-text;version=1.0.0".into(),
+                ),
+            ],
+            b"",
+        )
+        .await;
+    assert!(
+        om.head.contains("application/openmetrics-text"),
+        "{}",
+        om.head
+    );
+    assert!(om.body.ends_with("# EOF\n"));
+    assert!(om.body.contains("# TYPE wattbar_energy_joules counter"));
+    let totals = server.get("/v1/totals").await.json();
+    assert!(totals["lifetime_joules_by_domain"]["system"].as_f64() >= Some(after_reset));
+    let history = server.get("/v1/history?range=1h").await.json();
+    assert!(
+        history["points"].as_array().is_some_and(|p| !p.is_empty()),
+        "{history}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_scrape_passes_promtool_check_metrics() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let server = Server::start("t,watts\n0,25\n", Some(&dir.path().join("w.db"))).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let metrics = server.get("/metrics").await.body;
+    server.stop().await;
+    for name in [
+        "wattbar_power_watts{",
+        "wattbar_energy_joules_total{",
+        "wattbar_cost_total{currency=\"EUR\"}",
+        "wattbar_low_power_mode 0",
+        "wattbar_sample_age_seconds ",
+        "wattbar_source_up{source=\"replay\"} 1",
+        "wattbar_self_cpu_seconds_total ",
+        "wattbar_self_resident_bytes ",
+    ] {
+        assert!(metrics.contains(name), "{name} missing from\n{metrics}");
+    }
+    assert!(metrics.contains(
+        "wattbar_power_watts{domain=\"system\",device=\"\",source=\"replay\",quality=\"measured\"} 25"
+    ));
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("promtool is needed (scripts/setup installs it): {e}"));
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(metrics.as_bytes())
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool: {}{}\n{metrics}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
