@@ -5,6 +5,8 @@ import * as fmt from "./format.js";
 const WINDOW_SECONDS = 5 * 60;
 const $ = (id) => document.getElementById(id);
 let history = [];
+// Session energy and cost over time, from the states received since the page opened.
+let session = [];
 let lowPowerBusy = false;
 
 function setText(el, text, value) {
@@ -46,28 +48,41 @@ function renderBreakdown(items) {
   });
 }
 
-// An SVG path through (t, watts) points over [end - span, end]; null watts break the line.
-function linePath(points, end, span) {
-  const values = points.filter((p) => p.watts !== null).map((p) => p.watts);
-  if (values.length === 0) return "";
-  const max = Math.max(...values) * 1.1 || 1;
-  const min = Math.min(0, ...values);
-  let d = "";
-  let pen = false;
-  for (const p of points) {
-    if (p.watts === null) { pen = false; continue; }
-    const x = 300 * (1 - (end - p.t) / span);
-    const y = 60 - 60 * ((p.watts - min) / (max - min || 1));
-    d += `${pen ? "L" : "M"}${x.toFixed(1)},${y.toFixed(1)}`;
-    pen = true;
-  }
-  return d;
+// Small uPlot line charts. A null value is a hole in the line: absent, never zero.
+function chart(el, stroke) {
+  const width = () => Math.max(120, el.clientWidth || 300);
+  const plot = new uPlot({
+    width: width(),
+    height: el.classList.contains("small") ? 28 : 60,
+    cursor: { show: false }, legend: { show: false }, select: { show: false },
+    scales: { x: { time: true }, y: { range: (u, min, max) => [Math.min(0, min), max > 0 ? max * 1.1 : 1] } },
+    axes: [{ show: false }, { show: false }],
+    series: [{}, { stroke, width: 1.5, spanGaps: false, points: { show: false } }],
+  }, [[], []], el);
+  new ResizeObserver(() => plot.setSize({ width: width(), height: plot.height })).observe(el);
+  return plot;
 }
 
+const charts = {};
+function accent() {
+  return getComputedStyle(document.documentElement).getPropertyValue("--accent").trim() || "#c98f00";
+}
+
+function series(points, key) {
+  return [points.map((p) => p.t), points.map((p) => p[key])];
+}
+
+let sparkPending = false;
 function renderSpark() {
-  const now = history.length ? history[history.length - 1].t : 0;
-  const points = history.filter((p) => p.t >= now - WINDOW_SECONDS);
-  $("spark-line").setAttribute("d", linePath(points, now, WINDOW_SECONDS));
+  // At most one redraw per frame, and none while the window is hidden.
+  if (sparkPending || document.hidden) return;
+  sparkPending = true;
+  requestAnimationFrame(() => {
+    sparkPending = false;
+    charts.watts.setData(series(history, "watts"));
+    charts.kwh.setData(series(session, "kwh"));
+    charts.cost.setData(series(session, "cost"));
+  });
 }
 
 const RANGE_SECONDS = { "1h": 3600, "24h": 86400, "30d": 30 * 86400 };
@@ -78,7 +93,8 @@ async function loadHistory() {
     const h = await transport.getHistory(historyRange);
     const end = Date.now() / 1000;
     const points = h.points.map((p) => ({ t: p.t, watts: p.mean_watts }));
-    $("history-line").setAttribute("d", linePath(points, end, RANGE_SECONDS[h.range]));
+    charts.history.setScale("x", { min: end - RANGE_SECONDS[historyRange], max: end });
+    charts.history.setData(series(points, "watts"));
     setText($("history-kwh"), fmt.energy(h.kwh), h.kwh);
     setText($("history-points"), String(h.points.length), h.points.length);
   } catch (reason) {
@@ -134,11 +150,28 @@ function render(state) {
     }
   }
   setText($("price-value"), `${state.price_per_kwh} ${state.currency}/kWh`, state.price_per_kwh);
-  if (!lowPowerBusy) $("low-power").checked = state.low_power;
+  renderLowPower(state.low_power);
   const notice = $("notice");
   notice.hidden = !state.notice;
   setText(notice, state.notice ?? "");
   document.body.dataset.seq = String(state.seq);
+}
+
+const REASONS = {
+  manual: "switched by hand",
+  "auto-threshold": "automatic, from the power draw",
+  battery: "automatic, on battery",
+};
+
+function renderLowPower(lp) {
+  if (!lowPowerBusy) $("low-power").checked = lp.enabled;
+  const status = $("low-power-status");
+  const since = lp.since ? ` since ${new Date(lp.since * 1000).toLocaleTimeString()}` : "";
+  const why = lp.reason ? ` · ${REASONS[lp.reason] ?? lp.reason}` : "";
+  setText(status, `${lp.enabled ? "On" : "Off"}${why}${since}`);
+  status.dataset.reason = lp.reason ?? "";
+  status.dataset.enabled = String(lp.enabled);
+  setText($("recommendation"), lp.recommendation);
 }
 
 function onState(state) {
@@ -146,6 +179,9 @@ function onState(state) {
     history.push({ t: state.at, watts: state.watts });
     const oldest = state.at - WINDOW_SECONDS;
     while (history.length && history[0].t < oldest) history.shift();
+    if (session.length && state.session_kwh < session[session.length - 1].kwh) session = [];
+    session.push({ t: state.at, kwh: state.session_kwh, cost: state.session_cost });
+    if (session.length > 3600) session.shift();
     renderSpark();
   }
   render(state);
@@ -185,6 +221,17 @@ async function start() {
     setText($("source"), "no connection to Wattbar");
     return;
   }
+  document.body.dataset.transport = transport.kind;
+  const stroke = accent();
+  charts.watts = chart($("spark-watts"), stroke);
+  charts.kwh = chart($("spark-kwh"), stroke);
+  charts.cost = chart($("spark-cost"), stroke);
+  charts.history = chart($("history-chart"), stroke);
+  document.addEventListener("visibilitychange", () => { if (!document.hidden) renderSpark(); });
+  $("price-form").hidden = !transport.can.price;
+  const prefsButton = $("open-preferences");
+  prefsButton.hidden = !transport.can.preferences;
+  prefsButton.addEventListener("click", () => transport.openPreferences());
   $("price-form").addEventListener("submit", savePrice);
   $("low-power").addEventListener("change", toggleLowPower);
   $("reset-session").addEventListener("click", resetClicked);
@@ -194,7 +241,7 @@ async function start() {
   setInterval(() => { if (!document.hidden) loadHistory(); }, 30000);
   document.addEventListener("keydown", (event) => {
     // Ctrl+W (Linux) and Cmd+W (macOS) close the dashboard, as in any small utility window.
-    if ((event.ctrlKey || event.metaKey) && event.key.toLowerCase() === "w") {
+    if (transport.can.closeWindow && (event.ctrlKey || event.metaKey) && event.key.toLowerCase() === "w") {
       event.preventDefault();
       transport.closeWindow();
     }
@@ -203,6 +250,9 @@ async function start() {
   const init = await transport.getDashboard();
   history = init.history.slice();
   $("price-input").value = String(init.state.price_per_kwh);
+  if (init.state.at !== null) {
+    session.push({ t: init.state.at, kwh: init.state.session_kwh, cost: init.state.session_cost });
+  }
   renderSpark();
   render(init.state);
   await loadHistory();

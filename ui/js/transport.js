@@ -1,42 +1,100 @@
-// The only module that knows how the dashboard talks to Wattbar. Inside the app: Tauri IPC.
+// The only module that knows how the dashboard talks to Wattbar: Tauri IPC inside the app, the
+// local HTTP API (fetch, and Server-Sent Events from /v1/stream) in a browser. Both deliver the
+// same payloads; nothing else in the UI knows which one is in use.
 import {
   STATE_CHANGED, CMD_GET_DASHBOARD, CMD_SET_PRICE, CMD_SET_LOW_POWER, CMD_RESET_SESSION, CMD_GET_HISTORY,
+  CMD_GET_PREFERENCES, CMD_SET_PREFERENCE, CMD_OPEN_PREFERENCES,
 } from "./contract.js";
 
 const tauri = window.__TAURI__;
+const ipc = Boolean(tauri && tauri.core && tauri.event);
+const TOKEN_KEY = "wattbar-token";
+
+// "ipc" in the app, "http" in a browser.
+export const kind = ipc ? "ipc" : "http";
 
 export function available() {
-  return Boolean(tauri && tauri.core && tauri.event);
+  return ipc || location.protocol === "http:" || location.protocol === "https:";
+}
+
+// What this transport can do beyond reading: the browser cannot edit preferences, which live
+// with the app or the daemon's preferences file.
+export const can = { preferences: ipc, price: ipc, closeWindow: ipc };
+
+// The API token for writes, from the page's #token=… (then kept for this tab only).
+function token() {
+  const fromHash = new URLSearchParams(location.hash.slice(1)).get("token");
+  if (fromHash) {
+    sessionStorage.setItem(TOKEN_KEY, fromHash);
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+token();
+
+async function http(method, path, body) {
+  const headers = { Accept: "application/json" };
+  if (method !== "GET") {
+    const t = token();
+    if (!t) throw new Error("this needs the API token: open the page as /#token=<the output of wattbar-cli token>");
+    headers.Authorization = `Bearer ${t}`;
+  }
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(data.error || `${response.status} ${response.statusText}`);
+  return data;
 }
 
 export function getDashboard() {
-  return tauri.core.invoke(CMD_GET_DASHBOARD);
+  return ipc ? tauri.core.invoke(CMD_GET_DASHBOARD) : http("GET", "/v1/dashboard");
 }
 
 // Resolves with the price in force; rejects with the reason it was refused.
 export function setPrice(input) {
+  if (!ipc) return Promise.reject(new Error("set the price in Wattbar's preferences"));
   return tauri.core.invoke(CMD_SET_PRICE, { input });
 }
 
 export function setLowPower(enabled) {
-  return tauri.core.invoke(CMD_SET_LOW_POWER, { enabled });
+  return ipc ? tauri.core.invoke(CMD_SET_LOW_POWER, { enabled }) : http("PUT", "/v1/low-power", { enabled });
 }
 
 export function resetSession() {
-  return tauri.core.invoke(CMD_RESET_SESSION);
+  return ipc ? tauri.core.invoke(CMD_RESET_SESSION) : http("POST", "/v1/session/reset");
 }
 
 // range: "1h", "24h" or "30d". Resolves with { range, step_seconds, points, kwh }.
 export function getHistory(range) {
-  return tauri.core.invoke(CMD_GET_HISTORY, { range });
+  return ipc ? tauri.core.invoke(CMD_GET_HISTORY, { range })
+    : http("GET", `/v1/history?range=${encodeURIComponent(range)}`);
 }
 
-// Closes the dashboard window (the app and its tray keep running).
+// Every preference, as stored (app only).
+export function getPreferences() {
+  return tauri.core.invoke(CMD_GET_PREFERENCES);
+}
+
+// Sets one preference; resolves with all of them, rejects with the message for that field.
+export function setPreference(key, value) {
+  return tauri.core.invoke(CMD_SET_PREFERENCE, { key, value });
+}
+
+export function openPreferences() {
+  return tauri.core.invoke(CMD_OPEN_PREFERENCES);
+}
+
+// Closes this window (the app and its tray keep running).
 export function closeWindow() {
-  return tauri.window.getCurrentWindow().close();
+  if (ipc) return tauri.window.getCurrentWindow().close();
+  window.close();
+  return Promise.resolve();
 }
 
 // Calls back with each published state. Returns a promise of the unsubscribe function.
 export function onState(callback) {
-  return tauri.event.listen(STATE_CHANGED, (event) => callback(event.payload));
+  if (ipc) return tauri.event.listen(STATE_CHANGED, (event) => callback(event.payload));
+  const source = new EventSource("/v1/stream");
+  source.addEventListener("state", (event) => callback(JSON.parse(event.data)));
+  return Promise.resolve(() => source.close());
 }

@@ -71,6 +71,35 @@ enum Cmd {
     },
     /// End the running session; a running Wattbar starts a new one at its next batch (≤ 5 s).
     ResetSession,
+    /// Run the engine with the local HTTP API: Prometheus /metrics, /v1/… JSON and SSE, and the
+    /// dashboard at /. Loopback only unless --allow-remote. SIGTERM writes the store and exits 0.
+    Serve {
+        /// Address and port to listen on.
+        #[arg(long, default_value = wattbar_engine::api::DEFAULT_LISTEN)]
+        listen: std::net::SocketAddr,
+        /// Allow a --listen address other than loopback (anyone who reaches it can read).
+        #[arg(long)]
+        allow_remote: bool,
+        /// Sampling interval, e.g. 1s, 100ms; default: the preference.
+        #[arg(long, value_parser = parse_interval)]
+        interval: Option<Duration>,
+        /// How often samples are written to the store, e.g. 5s.
+        #[arg(long, default_value = "5s", value_parser = parse_batch)]
+        batch: Duration,
+        /// The dashboard's files (default: found beside the binary or in the source tree).
+        #[arg(long)]
+        ui: Option<std::path::PathBuf>,
+    },
+    /// Print the bearer token the API's writes need (made on first use, mode 0600).
+    Token,
+    /// Ask a running `serve` (or the tray app) to turn low-power mode on or off, or show it.
+    LowPower {
+        #[arg(value_parser = ["on", "off", "status"], default_value = "status")]
+        state: String,
+        /// The API's address.
+        #[arg(long, default_value = wattbar_engine::api::DEFAULT_LISTEN)]
+        api: std::net::SocketAddr,
+    },
     /// History from the store: one row per minute or hour with mean and max watts and joules.
     Export {
         /// Start: Unix seconds, or a duration back from now such as 24h or 30m.
@@ -479,6 +508,99 @@ fn parse(kind: &str, file: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
+async fn serve(
+    listen: std::net::SocketAddr,
+    allow_remote: bool,
+    interval: Option<Duration>,
+    batch: Duration,
+    ui: Option<std::path::PathBuf>,
+) -> Result<()> {
+    use wattbar_engine::api;
+    let mut extra_hosts = Vec::new();
+    if !api::is_loopback(&listen) {
+        if !allow_remote {
+            bail!(
+                "{listen} is not a loopback address: anyone who can reach it could read this \
+                 machine's power data. Pass --allow-remote to serve it anyway"
+            );
+        }
+        tracing::warn!(
+            "serving on {listen}, beyond this machine: reads need no token, writes need the token"
+        );
+        extra_hosts.push(match listen.ip() {
+            std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+            ip => ip.to_string(),
+        });
+    }
+    let token = wattbar_engine::token::load_or_create(&paths::data_dir()?)?;
+    let prefs_path = paths::preferences_path()?;
+    let (prefs, problems) = prefs_file::load(&prefs_path)?;
+    for problem in problems {
+        tracing::warn!("{}: {problem}; using the default", prefs_path.display());
+    }
+    let db = paths::database_path()?;
+    let chain = build_chain(&ChainOptions::from_env())?;
+    let mut config = EngineConfig::new(prefs).with_store(db.clone());
+    config.batch_interval = batch;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    let engine = wattbar_engine::spawn(chain, config);
+    if let Some(notice) = &engine.current().notice {
+        tracing::warn!("{notice}");
+    }
+    if let Some(interval) = interval {
+        engine.send(Command::SetInterval(interval))?;
+    }
+    let ui_dir = api::find_ui_dir(ui);
+    if ui_dir.is_none() {
+        tracing::warn!("the dashboard's files were not found: / answers 404 (pass --ui DIR)");
+    }
+    let addr = listener.local_addr()?;
+    tracing::info!("serving on http://{addr}/ (metrics at /metrics)");
+    let config = api::ApiConfig {
+        token,
+        extra_hosts,
+        db_path: Some(db),
+        ui_dir,
+    };
+    let served = api::serve(listener, engine.reader(), config, terminated()).await;
+    engine.shutdown().await;
+    tracing::info!("stopped; the store is written");
+    served.context("the API server failed")
+}
+
+fn token() -> Result<()> {
+    let token = wattbar_engine::token::load_or_create(&paths::data_dir()?)?;
+    println!("{token}");
+    Ok(())
+}
+
+fn low_power(state: &str, api: std::net::SocketAddr) -> Result<()> {
+    let url = format!("http://{api}/v1/low-power");
+    let reply = match state {
+        "status" => ureq::get(&url).call(),
+        on_off => {
+            let token = wattbar_engine::token::load_or_create(&paths::data_dir()?)?;
+            ureq::put(&url)
+                .set("Authorization", &format!("Bearer {token}"))
+                .send_json(serde_json::json!({ "enabled": on_off == "on" }))
+        }
+    };
+    match reply {
+        Ok(r) => {
+            let body: serde_json::Value = r.into_json()?;
+            println!("{body}");
+            Ok(())
+        }
+        Err(ureq::Error::Status(code, r)) => {
+            let body = r.into_string().unwrap_or_default();
+            bail!("{url}: {code} {body}")
+        }
+        Err(e) => bail!("is Wattbar running with its API on {api}? {e}"),
+    }
+}
+
 fn reset_session() -> Result<()> {
     let db = paths::database_path()?;
     if !db.exists() {
@@ -491,14 +613,19 @@ fn reset_session() -> Result<()> {
 }
 
 fn main() -> Result<()> {
+    let cli = Cli::parse();
+    // The daemon logs what it does; one-shot commands only what went wrong. RUST_LOG overrides.
+    let default_level = match cli.command {
+        Cmd::Serve { .. } => "info",
+        _ => "warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -522,6 +649,15 @@ fn main() -> Result<()> {
         Cmd::Integrate { file } => integrate_file(&file),
         Cmd::Totals { json } => totals(json),
         Cmd::ResetSession => reset_session(),
+        Cmd::Serve {
+            listen,
+            allow_remote,
+            interval,
+            batch,
+            ui,
+        } => runtime.block_on(serve(listen, allow_remote, interval, batch, ui)),
+        Cmd::Token => token(),
+        Cmd::LowPower { state, api } => low_power(&state, api),
         Cmd::Parse { kind, file } => parse(&kind, &file),
         Cmd::Probe {
             sysfs_root,

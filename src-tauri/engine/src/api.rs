@@ -170,6 +170,30 @@ pub async fn serve(
         .await
 }
 
+/// Where the dashboard's files are: `explicit`, else `WATTBAR_UI_DIR`, else `share/wattbar/ui`
+/// or `ui` beside the executable (an install), else the source tree's `ui/` (a build from it).
+pub fn find_ui_dir(explicit: Option<PathBuf>) -> Option<PathBuf> {
+    let exe_dir = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|p| p.to_path_buf()));
+    let candidates = explicit
+        .into_iter()
+        .chain(std::env::var_os(UI_DIR_ENV).map(PathBuf::from))
+        .chain(
+            exe_dir
+                .iter()
+                .flat_map(|d| [d.join("../share/wattbar/ui"), d.join("ui")]),
+        )
+        .chain(std::iter::once(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../ui"),
+        ));
+    candidates
+        .into_iter()
+        .find(|d| d.join("index.html").is_file())
+}
+
+pub const UI_DIR_ENV: &str = "WATTBAR_UI_DIR";
+
 /// Whether `addr` may be listened on without the explicit remote flag.
 pub fn is_loopback(addr: &SocketAddr) -> bool {
     addr.ip().is_loopback()

@@ -1,0 +1,253 @@
+//! `wattbar-cli serve` as a server admin runs it: a real process on a replayed trace, a real
+//! SQLite file, real HTTP, SIGTERM, and the dashboard in a real Chromium (Playwright).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn cli(data: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_wattbar-cli"));
+    c.env("WATTBAR_DATA_DIR", data)
+        .env("XDG_DATA_HOME", data)
+        .env("XDG_CONFIG_HOME", data)
+        .env("TMPDIR", data)
+        .env("RUST_LOG", "info")
+        .env_remove("WATTBAR_REPLAY");
+    c
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+struct Serve {
+    child: Child,
+    url: String,
+    log: std::sync::mpsc::Receiver<String>,
+}
+
+impl Serve {
+    /// Starts `serve` on a free loopback port with a replay trace; waits for its address.
+    fn start(data: &Path, trace: &str, extra: &[&str]) -> Serve {
+        let trace_path = data.join("trace.csv");
+        std::fs::write(&trace_path, trace).unwrap_or_else(|e| panic!("{e}"));
+        let mut child = cli(data)
+            .env("WATTBAR_REPLAY", &trace_path)
+            .args(["serve", "--listen", "127.0.0.1:0", "--batch", "500ms"])
+            .args(extra)
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+        let (tx, log) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let url = loop {
+            let line = log
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .unwrap_or_else(|e| panic!("serve printed no address: {e}"));
+            if let Some(rest) = line.split("serving on ").nth(1) {
+                break rest
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .trim_end_matches('/')
+                    .to_string();
+            }
+        };
+        Serve { child, url, log }
+    }
+
+    fn get(&self, path: &str) -> serde_json::Value {
+        ureq::get(&format!("{}{path}", self.url))
+            .call()
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+            .into_json()
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    /// SIGTERM, then the exit status and everything it logged.
+    fn terminate(mut self) -> (std::process::ExitStatus, Vec<String>) {
+        let pid = self.child.id().to_string();
+        let killed = Command::new("kill").args(["-TERM", &pid]).status();
+        assert!(killed.is_ok_and(|s| s.success()));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "serve did not exit on SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let lines = self.log.try_iter().collect();
+        (status, lines)
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn serving_beyond_loopback_needs_the_explicit_flag() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = cli(dir.path())
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not a loopback address"), "{err}");
+    assert!(err.contains("--allow-remote"), "{err}");
+}
+
+#[test]
+fn serving_beyond_loopback_with_the_flag_warns() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.path().join("trace.csv"), "t,watts\n0,10\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut child = cli(dir.path())
+        .env("WATTBAR_REPLAY", dir.path().join("trace.csv"))
+        .args(["serve", "--listen", "0.0.0.0:0", "--allow-remote"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+    let mut warned = false;
+    for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+        if line.contains("WARN") && line.contains("beyond this machine") {
+            warned = true;
+        }
+        if line.contains("serving on") {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(warned, "no warning was logged");
+}
+
+#[test]
+fn token_prints_the_same_private_token_every_time() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let run = || {
+        let out = cli(dir.path())
+            .arg("token")
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let first = run();
+    assert_eq!(first.len(), 64);
+    assert!(first.bytes().all(|b| b.is_ascii_hexdigit()));
+    assert_eq!(run(), first);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join("api-token"))
+            .map(|m| m.permissions().mode() & 0o777)
+            .unwrap_or(0);
+        assert_eq!(mode, 0o600);
+    }
+}
+
+#[test]
+fn serve_answers_the_cli_low_power_switch_and_sigterm_keeps_the_energy() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // 3600 W: one watt-hour a second.
+    let serve = Serve::start(dir.path(), "t,watts\n0,3600\n", &["--interval", "100ms"]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while serve.get("/v1/snapshot")["source"].is_null() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(serve.get("/v1/snapshot")["source"], "replay");
+    let api = serve.url.trim_start_matches("http://").to_string();
+    let switch = |state: &str| {
+        let out = cli(dir.path())
+            .args(["low-power", state, "--api", &api])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let on = switch("on");
+    assert_eq!(on["enabled"], true);
+    assert_eq!(on["reason"], "manual");
+    assert_eq!(serve.get("/v1/low-power")["enabled"], true);
+    std::thread::sleep(Duration::from_millis(1500));
+    let (status, log) = serve.terminate();
+    assert!(status.success(), "exit {status:?}: {log:?}");
+    assert!(
+        log.iter().any(|l| l.contains("the store is written")),
+        "{log:?}"
+    );
+    let out = cli(dir.path())
+        .args(["totals", "--json"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let totals: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    // At least 1.5 s at 3600 W = 5400 J was written before exit.
+    let lifetime_kwh = totals["lifetime"]["kwh"].as_f64().unwrap_or(0.0);
+    assert!(lifetime_kwh * 3.6e6 >= 5000.0, "{totals}");
+}
+
+#[test]
+fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_token() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // 12.5 W, then 31 W from t = 3 s: the page must show the second value without a reload.
+    let serve = Serve::start(
+        dir.path(),
+        "t,watts\n0,12.5\n3,31\n",
+        &["--interval", "250ms"],
+    );
+    let token = String::from_utf8_lossy(
+        &cli(dir.path())
+            .arg("token")
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .stdout,
+    )
+    .trim()
+    .to_string();
+    let shots = repo_root().join("target/e2e");
+    std::fs::create_dir_all(&shots).unwrap_or_else(|e| panic!("{e}"));
+    let out = Command::new("node")
+        .arg(repo_root().join("tests/browser/dashboard.mjs"))
+        .env("WATTBAR_URL", &serve.url)
+        .env("WATTBAR_TOKEN", &token)
+        .env("SCREENSHOT", shots.join("browser-dashboard.png"))
+        .env("TMPDIR", dir.path())
+        .current_dir(repo_root())
+        .output()
+        .unwrap_or_else(|e| panic!("node is needed (scripts/setup checks for it): {e}"));
+    assert!(
+        out.status.success(),
+        "browser test failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(report["first_watts"], "12.5");
+    assert_eq!(report["later_watts"], "31.0");
+    assert_eq!(report["low_power_after_toggle"], true);
+    assert_eq!(serve.get("/v1/low-power")["enabled"], true);
+    assert_eq!(serve.get("/v1/low-power")["reason"], "manual");
+    let (status, _) = serve.terminate();
+    assert!(status.success());
+}
