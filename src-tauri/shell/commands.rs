@@ -4,9 +4,10 @@
 use crate::events::{DashboardPayload, HistoryPayload, StatePayload};
 use crate::settings;
 use crate::AppState;
+use serde::Serialize;
 use std::sync::Arc;
 use tauri::{AppHandle, Manager, State};
-use wattbar_core::Price;
+use wattbar_core::{Preferences, Price};
 use wattbar_engine::store::Store;
 use wattbar_engine::{Command, Published};
 
@@ -24,18 +25,85 @@ pub fn get_dashboard(state: State<'_, AppState>) -> DashboardPayload {
 
 /// Sets the price from what was typed. Returns the price now in force, or why it was refused.
 #[tauri::command]
-pub fn set_price(input: String, state: State<'_, AppState>) -> Result<f64, String> {
+pub fn set_price(input: String, app: AppHandle) -> Result<f64, String> {
     let price = Price::parse_input(&input).map_err(|e| e.to_string())?;
-    settings::save(
-        &state.store,
+    apply_preference(
+        &app,
         settings::PRICE_PER_KWH,
         serde_json::json!(price.per_kwh()),
     )?;
+    Ok(price.per_kwh())
+}
+
+/// Every preference, with the schema's key names.
+#[tauri::command]
+pub fn get_preferences(state: State<'_, AppState>) -> Preferences {
+    state
+        .prefs
+        .lock()
+        .map(|p| p.clone())
+        .unwrap_or_else(|e| e.into_inner().clone())
+}
+
+/// A refused preference: the field it belongs to and the message to show next to it.
+#[derive(Debug, Serialize)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+/// Sets one preference. Validated by the one schema in core; stored; applied at once. Returns
+/// every preference, or the field's message.
+#[tauri::command]
+pub fn set_preference(
+    key: String,
+    value: serde_json::Value,
+    app: AppHandle,
+) -> Result<Preferences, FieldError> {
+    apply_preference(&app, &key, value).map_err(|message| FieldError {
+        field: key.clone(),
+        message,
+    })
+}
+
+pub fn apply_preference(
+    app: &AppHandle,
+    key: &str,
+    value: serde_json::Value,
+) -> Result<Preferences, String> {
+    let state = app
+        .try_state::<AppState>()
+        .ok_or_else(|| "Wattbar is still starting".to_string())?;
+    let mut prefs = state.prefs.lock().unwrap_or_else(|e| e.into_inner());
+    if !Preferences::KEYS.contains(&key) {
+        return Err(format!("unknown preference {key:?}"));
+    }
+    let mut next = prefs.clone();
+    next.set_field(key, &value).map_err(|e| message_of(&e))?;
+    next.validate().map_err(|e| message_of(&e))?;
+    if key == "launch_at_login" {
+        crate::autostart::apply(app, next.launch_at_login)?;
+    }
+    settings::save(&state.store, key, value)?;
     state
         .engine
-        .send(Command::SetPrice(price))
+        .send(Command::SetPreferences(Box::new(next.clone())))
         .map_err(|e| e.to_string())?;
-    Ok(price.per_kwh())
+    *prefs = next.clone();
+    Ok(next)
+}
+
+/// The message without the field name, which the form shows by the field itself.
+fn message_of(e: &wattbar_core::Error) -> String {
+    match e {
+        wattbar_core::Error::Invalid { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[tauri::command]
+pub fn open_preferences(app: AppHandle) -> Result<(), String> {
+    crate::windows::open_preferences(&app).map_err(|e| e.to_string())
 }
 
 #[tauri::command]

@@ -14,6 +14,9 @@ pub const CMD_SET_PRICE: &str = "set_price";
 pub const CMD_SET_LOW_POWER: &str = "set_low_power";
 pub const CMD_RESET_SESSION: &str = "reset_session";
 pub const CMD_GET_HISTORY: &str = "get_history";
+pub const CMD_GET_PREFERENCES: &str = "get_preferences";
+pub const CMD_SET_PREFERENCE: &str = "set_preference";
+pub const CMD_OPEN_PREFERENCES: &str = "open_preferences";
 
 #[cfg(test)]
 mod tests {
@@ -29,6 +32,9 @@ mod tests {
             ("CMD_SET_LOW_POWER", CMD_SET_LOW_POWER),
             ("CMD_RESET_SESSION", CMD_RESET_SESSION),
             ("CMD_GET_HISTORY", CMD_GET_HISTORY),
+            ("CMD_GET_PREFERENCES", CMD_GET_PREFERENCES),
+            ("CMD_SET_PREFERENCE", CMD_SET_PREFERENCE),
+            ("CMD_OPEN_PREFERENCES", CMD_OPEN_PREFERENCES),
         ] {
             let line = format!("export const {js_name} = \"{value}\";");
             assert!(js.contains(&line), "ui/js/contract.js lacks {line}");

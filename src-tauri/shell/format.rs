@@ -1,25 +1,55 @@
-//! How numbers read in the tray.
+//! How numbers read in the tray: the title, the tooltip and the menu's info lines.
+//!
+//! Title rules: `14.2 W` when measured, `≈14 W` when estimated, `~14 W` when heuristic (a guess is
+//! not shown to a tenth); `— W` when nothing can be read (absent is not zero). With the
+//! `title_above_w` preference the title is empty while the draw is at or below it; with
+//! `cost_in_menu_bar` the session cost follows.
 
+use wattbar_core::Quality;
 use wattbar_engine::Published;
 
-/// The tray title: `14.2 W`, or `— W` when nothing can be read (absent is not zero).
-pub fn title(p: &Published) -> String {
-    match p
-        .snapshot
-        .as_ref()
-        .and_then(|s| s.headline_watts())
-        .filter(|w| w.is_plausible())
-    {
-        Some(w) if w.0 >= 100.0 => format!("{:.0} W", w.0),
-        Some(w) => format!("{:.1} W", w.0),
+/// Headline watts (plausible only) and their quality.
+fn headline(p: &Published) -> Option<(f64, Quality)> {
+    let h = p.snapshot.as_ref()?.headline.as_ref()?;
+    let w = h.watts.filter(|w| w.is_plausible())?;
+    Some((w.0, h.quality))
+}
+
+/// Watts as the tray writes them, with the quality's mark.
+pub fn watts_text(p: &Published) -> String {
+    match headline(p) {
+        Some((w, Quality::Measured)) if w < 100.0 => format!("{w:.1} W"),
+        Some((w, Quality::Measured)) => format!("{w:.0} W"),
+        Some((w, Quality::Estimated)) => format!("≈{w:.0} W"),
+        Some((w, Quality::Heuristic)) => format!("~{w:.0} W"),
         None => "— W".to_string(),
+    }
+}
+
+/// The menu-bar title (see the module rules).
+pub fn title(p: &Published) -> String {
+    if let (Some(limit), Some((w, _))) = (p.prefs.title_above_w, headline(p)) {
+        if w <= limit {
+            return String::new();
+        }
+    }
+    if p.prefs.cost_in_menu_bar {
+        format!(
+            "{} · {}",
+            watts_text(p),
+            money(p.session.cost, p.session.currency.as_str())
+        )
+    } else {
+        watts_text(p)
     }
 }
 
 /// The first menu line: watts with quality and source.
 pub fn now_line(p: &Published) -> String {
     match p.snapshot.as_ref().and_then(|s| s.headline.as_ref()) {
-        Some(h) if h.watts.is_some() => format!("{} · {} · {}", title(p), h.quality, h.source),
+        Some(h) if headline(p).is_some() => {
+            format!("{} · {} · {}", watts_text(p), h.quality, h.source)
+        }
         _ => "No power reading".to_string(),
     }
 }
@@ -31,6 +61,28 @@ pub fn session_line(p: &Published) -> String {
         kwh(p.session.kwh),
         money(p.session.cost, p.session.currency.as_str())
     )
+}
+
+/// The third menu line: today's energy and cost from the store.
+pub fn today_line(p: &Published) -> String {
+    match &p.totals {
+        Some(t) => format!(
+            "Today {} · {}",
+            kwh(t.today.kwh),
+            money(t.today.cost, p.session.currency.as_str())
+        ),
+        None => "Today —".to_string(),
+    }
+}
+
+/// The tooltip: watts, source and quality, then the session.
+pub fn tooltip(p: &Published) -> String {
+    let low = if p.low_power.enabled {
+        "\nLow-power mode on"
+    } else {
+        ""
+    };
+    format!("Wattbar · {}\n{}{low}", now_line(p), session_line(p))
 }
 
 pub fn kwh(kwh: f64) -> String {
@@ -56,9 +108,12 @@ mod tests {
     use wattbar_core::{Currency, Domain, Quality, Reading, Session, Snapshot, Stamp, Watts};
 
     fn published(watts: Option<f64>) -> Published {
+        with_quality(watts, Quality::Measured)
+    }
+
+    fn with_quality(watts: Option<f64>, quality: Quality) -> Published {
         let at = Stamp::new(Duration::from_secs(1), 1.0);
-        let headline =
-            watts.map(|w| Reading::power(Domain::System, Watts(w), "smc", Quality::Measured, at));
+        let headline = watts.map(|w| Reading::power(Domain::System, Watts(w), "smc", quality, at));
         Published {
             seq: 1,
             snapshot: Some(Snapshot {
@@ -96,6 +151,33 @@ mod tests {
     }
 
     #[test]
+    fn estimates_and_guesses_are_marked_and_not_shown_to_a_tenth() {
+        assert_eq!(
+            title(&with_quality(Some(14.2), Quality::Estimated)),
+            "≈14 W"
+        );
+        assert_eq!(
+            title(&with_quality(Some(13.6), Quality::Heuristic)),
+            "~14 W"
+        );
+    }
+
+    #[test]
+    fn the_threshold_hides_the_title_at_or_below_it_and_cost_can_follow() {
+        let mut p = published(Some(9.0));
+        p.prefs.title_above_w = Some(10.0);
+        assert_eq!(title(&p), "");
+        let mut p = published(Some(10.5));
+        p.prefs.title_above_w = Some(10.0);
+        p.prefs.cost_in_menu_bar = true;
+        assert_eq!(title(&p), "10.5 W · 0.0000 EUR");
+        // Nothing read is still shown: a missing reading is news, not a low draw.
+        let mut p = published(None);
+        p.prefs.title_above_w = Some(10.0);
+        assert_eq!(title(&p), "— W");
+    }
+
+    #[test]
     fn no_reading_is_a_dash_never_zero() {
         assert_eq!(title(&published(None)), "— W");
         assert_eq!(title(&published(Some(f64::NAN))), "— W");
@@ -109,6 +191,7 @@ mod tests {
             session_line(&published(Some(1.0))),
             "Session 0.00 Wh · 0.0000 EUR"
         );
+        assert_eq!(today_line(&published(Some(1.0))), "Today —");
         assert_eq!(kwh(0.05), "0.050 kWh");
         assert_eq!(money(1.234, "USD"), "1.23 USD");
     }

@@ -3,9 +3,11 @@
 //! Presentation only. The engine samples and publishes; this crate shows the published state in
 //! the tray and the dashboard, and turns clicks into engine commands and stored preferences.
 
+mod autostart;
 mod commands;
 pub mod events;
 mod format;
+pub mod icon_render;
 mod menu;
 mod notify;
 mod settings;
@@ -19,16 +21,22 @@ use wattbar_engine::{build_chain, ChainOptions, EngineConfig, EngineHandle};
 
 /// Command-line flag: open the dashboard at start (used by tests and by a second launch).
 pub const OPEN_DASHBOARD_FLAG: &str = "--open-dashboard";
+/// Command-line flag: open the preferences at start.
+pub const OPEN_PREFERENCES_FLAG: &str = "--open-preferences";
 
 pub struct AppState {
     pub engine: EngineHandle,
     pub store: Arc<Store<tauri::Wry>>,
+    /// The preferences in force; changed only by `commands::apply_preference`.
+    pub prefs: std::sync::Mutex<wattbar_core::Preferences>,
     /// The engine's SQLite ledger, read for history.
     pub db_path: std::path::PathBuf,
 }
 
 /// How often the ledger is written (`WATTBAR_BATCH_INTERVAL`, e.g. `1s`; default 5 s).
 const BATCH_ENV: &str = "WATTBAR_BATCH_INTERVAL";
+/// Where the app serves the local API (`WATTBAR_API_LISTEN`; default 127.0.0.1:9471).
+const API_LISTEN_ENV: &str = "WATTBAR_API_LISTEN";
 
 fn init_tracing() {
     let _ = tracing_subscriber::fmt()
@@ -48,7 +56,7 @@ fn setup(app: &mut tauri::App) -> Result<(), Box<dyn std::error::Error>> {
     let prefs = settings::load(&store);
     let chain = build_chain(&ChainOptions::from_env())?;
     let db_path = wattbar_engine::paths::database_path()?;
-    let mut config = EngineConfig::new(prefs).with_store(db_path.clone());
+    let mut config = EngineConfig::new(prefs.clone()).with_store(db_path.clone());
     if let Some(batch) = std::env::var(BATCH_ENV)
         .ok()
         .and_then(|v| wattbar_core::prefs::parse_duration(&v).ok())
@@ -58,9 +66,16 @@ fn setup(app: &mut tauri::App) -> Result<(), Box<dyn std::error::Error>> {
     let engine =
         tauri::async_runtime::block_on(async move { wattbar_engine::spawn(chain, config) });
     let mut rx = engine.subscribe();
+    if prefs.api_enabled {
+        start_api(engine.reader(), db_path.clone());
+    }
+    if let Err(e) = autostart::apply(app.handle(), prefs.launch_at_login) {
+        tracing::warn!("{e}");
+    }
     app.manage(AppState {
         engine,
         store,
+        prefs: std::sync::Mutex::new(prefs),
         db_path,
     });
 
@@ -68,6 +83,7 @@ fn setup(app: &mut tauri::App) -> Result<(), Box<dyn std::error::Error>> {
     let handle = app.handle().clone();
     tauri::async_runtime::spawn(async move {
         let mut alerts_seen = 0;
+        let mut low_power_seen = 0;
         loop {
             let published = rx.borrow_and_update().clone();
             tray.show(&published);
@@ -75,7 +91,13 @@ fn setup(app: &mut tauri::App) -> Result<(), Box<dyn std::error::Error>> {
                 alerts_seen = published.alert_seq;
                 notify::budget(&handle, &published.alerts);
             }
-            if handle.get_webview_window(windows::DASHBOARD).is_some() {
+            if published.low_power_seq > low_power_seen {
+                low_power_seen = published.low_power_seq;
+                if let Some(message) = &published.low_power_event {
+                    notify::low_power(&handle, message);
+                }
+            }
+            if windows::dashboard_visible(&handle) {
                 let payload = events::StatePayload::from(published.as_ref());
                 if let Err(e) = handle.emit_to(windows::DASHBOARD, events::STATE_CHANGED, payload) {
                     tracing::warn!("could not update the dashboard: {e}");
@@ -106,7 +128,58 @@ fn setup(app: &mut tauri::App) -> Result<(), Box<dyn std::error::Error>> {
     if std::env::args().any(|a| a == OPEN_DASHBOARD_FLAG) {
         windows::open_dashboard(app.handle())?;
     }
+    if std::env::args().any(|a| a == OPEN_PREFERENCES_FLAG) {
+        windows::open_preferences(app.handle())?;
+    }
     Ok(())
+}
+
+/// Serves the local API for routers and scrapers, as `wattbar-cli serve` does. A port already in
+/// use (a `serve` running beside the app) is logged, not fatal.
+fn start_api(engine: wattbar_engine::EngineReader, db_path: std::path::PathBuf) {
+    use wattbar_engine::api;
+    let listen = std::env::var(API_LISTEN_ENV).unwrap_or_else(|_| api::DEFAULT_LISTEN.to_string());
+    tauri::async_runtime::spawn(async move {
+        let addr: std::net::SocketAddr = match listen.parse() {
+            Ok(a) if api::is_loopback(&a) => a,
+            Ok(a) => {
+                tracing::warn!(
+                    "{API_LISTEN_ENV}={a} is not loopback; the app serves loopback only"
+                );
+                return;
+            }
+            Err(e) => {
+                tracing::warn!("{API_LISTEN_ENV}={listen:?}: {e}");
+                return;
+            }
+        };
+        let token = match wattbar_engine::paths::data_dir()
+            .and_then(|d| wattbar_engine::token::load_or_create(&d))
+        {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!("the local API is off: {e}");
+                return;
+            }
+        };
+        let listener = match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!("the local API is off: cannot listen on {addr}: {e}");
+                return;
+            }
+        };
+        tracing::info!("local API on http://{addr}/");
+        let config = api::ApiConfig {
+            token,
+            extra_hosts: Vec::new(),
+            db_path: Some(db_path),
+            ui_dir: api::find_ui_dir(None),
+        };
+        if let Err(e) = api::serve(listener, engine, config, std::future::pending()).await {
+            tracing::warn!("the local API stopped: {e}");
+        }
+    });
 }
 
 /// Runs the app until the user quits.
@@ -118,7 +191,12 @@ pub fn run() {
                 tracing::warn!("could not open the dashboard: {e}");
             }
         }))
-        .plugin(tauri_plugin_store::Builder::default().build());
+        .plugin(tauri_plugin_store::Builder::default().build())
+        .plugin(tauri_plugin_autostart::init(
+            tauri_plugin_autostart::MacosLauncher::LaunchAgent,
+            None,
+        ))
+        .plugin(tauri_plugin_positioner::init());
     #[cfg(feature = "notifications")]
     let builder = builder.plugin(tauri_plugin_notification::init());
     let app = builder
@@ -127,7 +205,10 @@ pub fn run() {
             commands::set_price,
             commands::set_low_power,
             commands::reset_session,
-            commands::get_history
+            commands::get_history,
+            commands::get_preferences,
+            commands::set_preference,
+            commands::open_preferences
         ])
         .setup(setup)
         .build(tauri::generate_context!());

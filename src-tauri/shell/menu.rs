@@ -6,19 +6,24 @@ pub enum MenuId {
     Now,
     /// Disabled line: session kWh and cost.
     Session,
+    /// Disabled line: today's kWh and cost.
+    Today,
     LowPower,
     ResetSession,
     OpenDashboard,
+    Preferences,
     Quit,
 }
 
 impl MenuId {
-    pub const ALL: [MenuId; 6] = [
+    pub const ALL: [MenuId; 8] = [
         MenuId::Now,
         MenuId::Session,
+        MenuId::Today,
         MenuId::LowPower,
         MenuId::ResetSession,
         MenuId::OpenDashboard,
+        MenuId::Preferences,
         MenuId::Quit,
     ];
 
@@ -26,9 +31,11 @@ impl MenuId {
         match self {
             MenuId::Now => "now",
             MenuId::Session => "session",
+            MenuId::Today => "today",
             MenuId::LowPower => "low-power",
             MenuId::ResetSession => "reset-session",
             MenuId::OpenDashboard => "open-dashboard",
+            MenuId::Preferences => "preferences",
             MenuId::Quit => "quit",
         }
     }

@@ -4,28 +4,26 @@
 use tauri::AppHandle;
 use wattbar_engine::budget::BudgetAlert;
 
-#[cfg(feature = "notifications")]
 pub fn budget(app: &AppHandle, alerts: &[BudgetAlert]) {
-    use tauri_plugin_notification::NotificationExt;
     for alert in alerts {
-        if let Err(e) = app
-            .notification()
-            .builder()
-            .title("Wattbar budget")
-            .body(&alert.message)
-            .show()
-        {
-            tracing::warn!("could not show a notification ({}): {e}", alert.message);
-        }
+        post(app, "Wattbar budget", &alert.message);
+    }
+}
+
+/// One notification per change of low-power mode, with its reason.
+pub fn low_power(app: &AppHandle, message: &str) {
+    post(app, "Wattbar", message);
+}
+
+#[cfg(feature = "notifications")]
+fn post(app: &AppHandle, title: &str, body: &str) {
+    use tauri_plugin_notification::NotificationExt;
+    if let Err(e) = app.notification().builder().title(title).body(body).show() {
+        tracing::warn!("could not show a notification ({body}): {e}");
     }
 }
 
 #[cfg(not(feature = "notifications"))]
-pub fn budget(_app: &AppHandle, alerts: &[BudgetAlert]) {
-    for alert in alerts {
-        tracing::warn!(
-            "budget alert (notifications are off in this build): {}",
-            alert.message
-        );
-    }
+fn post(_app: &AppHandle, title: &str, body: &str) {
+    tracing::warn!("{title} (notifications are off in this build): {body}");
 }

@@ -1,9 +1,10 @@
-//! The tray icon and its menu. Built once; the title and the info lines change in place, and
-//! only when their text changes.
+//! The tray icon and its menu. Built once; the title, icon and info lines change in place, and
+//! only when what they show changes (at most once per sample, and the engine samples at most
+//! once a second by default).
 
-use crate::format;
 use crate::menu::MenuId;
 use crate::{commands, windows};
+use crate::{format, icon_render};
 use tauri::image::Image;
 use tauri::menu::{CheckMenuItem, Menu, MenuEvent, MenuItem, PredefinedMenuItem};
 use tauri::tray::{TrayIcon, TrayIconBuilder};
@@ -17,6 +18,7 @@ pub struct Tray {
     icon: TrayIcon<Wry>,
     now: MenuItem<Wry>,
     session: MenuItem<Wry>,
+    today: MenuItem<Wry>,
     low_power: CheckMenuItem<Wry>,
     shown: Shown,
 }
@@ -24,29 +26,40 @@ pub struct Tray {
 #[derive(Default, PartialEq)]
 struct Shown {
     title: String,
+    tooltip: String,
+    /// The text drawn in the icon (Linux) or "" (macOS, where the title carries it).
+    icon_text: String,
     now: String,
     session: String,
+    today: String,
     low_power: bool,
 }
 
-fn icon() -> Result<Image<'static>, tauri::Error> {
-    if cfg!(target_os = "macos") {
-        Image::from_bytes(include_bytes!("../../icons/tray-template.png"))
-    } else {
-        Image::from_bytes(include_bytes!("../../icons/tray.png"))
+/// The static icon: a template (monochrome, tinted by macOS) on macOS. In low-power mode a
+/// variant with a leaf mark.
+fn icon(low_power: bool) -> Result<Image<'static>, tauri::Error> {
+    match (cfg!(target_os = "macos"), low_power) {
+        (true, false) => Image::from_bytes(include_bytes!("../../icons/tray-template.png")),
+        (true, true) => {
+            Image::from_bytes(include_bytes!("../../icons/tray-template-low-power.png"))
+        }
+        (false, false) => Image::from_bytes(include_bytes!("../../icons/tray.png")),
+        (false, true) => Image::from_bytes(include_bytes!("../../icons/tray-low-power.png")),
     }
 }
 
+/// Linux draws the number into the icon; macOS shows it as the title next to a template icon.
+const NUMBER_IN_ICON: bool = cfg!(not(target_os = "macos"));
+/// Rendered at 44 px: crisp on HiDPI panels and when a host halves it.
+const ICON_PX: u32 = 44;
+
 impl Tray {
     pub fn build(app: &AppHandle) -> Result<Tray, tauri::Error> {
-        let now = MenuItem::with_id(app, MenuId::Now.as_str(), "Starting…", false, None::<&str>)?;
-        let session = MenuItem::with_id(
-            app,
-            MenuId::Session.as_str(),
-            "Session —",
-            false,
-            None::<&str>,
-        )?;
+        let info =
+            |id: MenuId, text: &str| MenuItem::with_id(app, id.as_str(), text, false, None::<&str>);
+        let now = info(MenuId::Now, "Starting…")?;
+        let session = info(MenuId::Session, "Session —")?;
+        let today = info(MenuId::Today, "Today —")?;
         let low_power = CheckMenuItem::with_id(
             app,
             MenuId::LowPower.as_str(),
@@ -55,65 +68,90 @@ impl Tray {
             false,
             None::<&str>,
         )?;
-        let reset = MenuItem::with_id(
-            app,
-            MenuId::ResetSession.as_str(),
-            "Reset session",
-            true,
-            None::<&str>,
-        )?;
-        let open = MenuItem::with_id(
-            app,
-            MenuId::OpenDashboard.as_str(),
-            "Open dashboard",
-            true,
-            None::<&str>,
-        )?;
-        let quit = MenuItem::with_id(app, MenuId::Quit.as_str(), "Quit", true, None::<&str>)?;
+        let action =
+            |id: MenuId, text: &str| MenuItem::with_id(app, id.as_str(), text, true, None::<&str>);
         let menu = Menu::with_items(
             app,
             &[
                 &now,
                 &session,
+                &today,
                 &PredefinedMenuItem::separator(app)?,
                 &low_power,
-                &reset,
-                &open,
+                &action(MenuId::ResetSession, "Reset session")?,
+                &action(MenuId::OpenDashboard, "Open dashboard")?,
+                &action(MenuId::Preferences, "Preferences…")?,
                 &PredefinedMenuItem::separator(app)?,
-                &quit,
+                &action(MenuId::Quit, "Quit")?,
             ],
         )?;
-        let icon = TrayIconBuilder::with_id(TRAY_ID)
-            .icon(icon()?)
+        let builder = TrayIconBuilder::with_id(TRAY_ID)
+            .icon(icon(false)?)
             .icon_as_template(cfg!(target_os = "macos"))
-            .title("— W")
             .tooltip("Wattbar")
             .menu(&menu)
             .show_menu_on_left_click(true)
-            .on_menu_event(on_menu_event)
-            .build(app)?;
+            .on_menu_event(on_menu_event);
+        #[cfg(target_os = "macos")]
+        let builder = builder.title("— W").on_tray_icon_event(|tray, event| {
+            tauri_plugin_positioner::on_tray_event(tray.app_handle(), &event);
+        });
+        let icon = builder.build(app)?;
         Ok(Tray {
             icon,
             now,
             session,
+            today,
             low_power,
             shown: Shown::default(),
         })
     }
 
-    /// Shows the published state.
+    /// Shows the published state, changing only what changed.
     pub fn show(&mut self, p: &Published) {
+        let low_power = p.low_power.enabled;
+        let headline = p
+            .snapshot
+            .as_ref()
+            .and_then(|s| s.headline_watts())
+            .map(|w| w.0);
         let next = Shown {
-            title: format::title(p),
+            title: if NUMBER_IN_ICON {
+                String::new()
+            } else {
+                format::title(p)
+            },
+            tooltip: format::tooltip(p),
+            icon_text: if NUMBER_IN_ICON && !format::title(p).is_empty() {
+                icon_render::icon_text(headline)
+            } else {
+                String::new()
+            },
             now: format::now_line(p),
             session: format::session_line(p),
-            low_power: p.low_power.enabled,
+            today: format::today_line(p),
+            low_power,
         };
         let result = (|| -> Result<(), tauri::Error> {
-            if next.title != self.shown.title {
+            if next.title != self.shown.title && !NUMBER_IN_ICON {
                 self.icon.set_title(Some(&next.title))?;
-                self.icon
-                    .set_tooltip(Some(&format!("Wattbar · {}\n{}", next.now, next.session)))?;
+            }
+            if next.tooltip != self.shown.tooltip {
+                self.icon.set_tooltip(Some(&next.tooltip))?;
+            }
+            if next.icon_text != self.shown.icon_text || next.low_power != self.shown.low_power {
+                if next.icon_text.is_empty() {
+                    self.icon.set_icon(Some(icon(low_power)?))?;
+                } else {
+                    let drawn = icon_render::render(&next.icon_text, ICON_PX, low_power);
+                    self.icon.set_icon(Some(Image::new_owned(
+                        drawn.pixels,
+                        drawn.size,
+                        drawn.size,
+                    )))?;
+                }
+                #[cfg(target_os = "macos")]
+                self.icon.set_icon_as_template(true)?;
             }
             if next.now != self.shown.now {
                 self.now.set_text(&next.now)?;
@@ -121,10 +159,11 @@ impl Tray {
             if next.session != self.shown.session {
                 self.session.set_text(&next.session)?;
             }
-            if next.low_power != self.shown.low_power
-                || self.low_power.is_checked()? != next.low_power
-            {
-                self.low_power.set_checked(next.low_power)?;
+            if next.today != self.shown.today {
+                self.today.set_text(&next.today)?;
+            }
+            if next.low_power != self.shown.low_power || self.low_power.is_checked()? != low_power {
+                self.low_power.set_checked(low_power)?;
             }
             Ok(())
         })();
@@ -145,6 +184,7 @@ fn on_menu_event(app: &AppHandle, event: MenuEvent) {
         }
         Some(MenuId::ResetSession) => commands::apply_reset(app),
         Some(MenuId::OpenDashboard) => windows::open_dashboard(app).map_err(|e| e.to_string()),
+        Some(MenuId::Preferences) => windows::open_preferences(app).map_err(|e| e.to_string()),
         Some(MenuId::Quit) => {
             // Write the last batch and end the session before the process goes.
             if let Some(state) = app.try_state::<crate::AppState>() {
@@ -153,7 +193,7 @@ fn on_menu_event(app: &AppHandle, event: MenuEvent) {
             app.exit(0);
             Ok(())
         }
-        Some(MenuId::Now) | Some(MenuId::Session) | None => Ok(()),
+        Some(MenuId::Now) | Some(MenuId::Session) | Some(MenuId::Today) | None => Ok(()),
     };
     if let Err(e) = result {
         tracing::warn!("menu {:?}: {e}", event.id());

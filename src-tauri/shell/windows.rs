@@ -1,20 +1,66 @@
-//! The dashboard window: created on demand, destroyed on close, so that an idle tray costs
-//! no web process.
+//! The dashboard and preferences windows: created on demand, destroyed on close, so that an idle
+//! tray costs no web process. On macOS the dashboard opens under the tray icon and hides when it
+//! loses focus, like a menu-bar popover.
 
-use tauri::{AppHandle, Manager, WebviewUrl, WebviewWindowBuilder};
+use tauri::{AppHandle, Manager, WebviewUrl, WebviewWindow, WebviewWindowBuilder};
 
 pub const DASHBOARD: &str = "dashboard";
+pub const PREFERENCES: &str = "preferences";
+
+fn focus(window: &WebviewWindow) -> Result<(), tauri::Error> {
+    window.show()?;
+    window.unminimize()?;
+    window.set_focus()
+}
 
 pub fn open_dashboard(app: &AppHandle) -> Result<(), tauri::Error> {
     if let Some(window) = app.get_webview_window(DASHBOARD) {
-        window.show()?;
-        window.unminimize()?;
-        return window.set_focus();
+        place_under_tray(&window);
+        return focus(&window);
     }
-    WebviewWindowBuilder::new(app, DASHBOARD, WebviewUrl::App("index.html".into()))
+    let window = WebviewWindowBuilder::new(app, DASHBOARD, WebviewUrl::App("index.html".into()))
         .title("Wattbar")
-        .inner_size(440.0, 600.0)
+        .inner_size(440.0, 640.0)
         .min_inner_size(360.0, 480.0)
         .build()?;
+    place_under_tray(&window);
+    #[cfg(target_os = "macos")]
+    {
+        let w = window.clone();
+        window.on_window_event(move |event| {
+            if let tauri::WindowEvent::Focused(false) = event {
+                let _ = w.hide();
+            }
+        });
+    }
     Ok(())
+}
+
+#[cfg(target_os = "macos")]
+fn place_under_tray(window: &WebviewWindow) {
+    use tauri_plugin_positioner::{Position, WindowExt};
+    if let Err(e) = window.move_window(Position::TrayBottomCenter) {
+        tracing::debug!("could not place the dashboard under the tray icon: {e}");
+    }
+}
+
+#[cfg(not(target_os = "macos"))]
+fn place_under_tray(_window: &WebviewWindow) {}
+
+pub fn open_preferences(app: &AppHandle) -> Result<(), tauri::Error> {
+    if let Some(window) = app.get_webview_window(PREFERENCES) {
+        return focus(&window);
+    }
+    WebviewWindowBuilder::new(app, PREFERENCES, WebviewUrl::App("preferences.html".into()))
+        .title("Wattbar Preferences")
+        .inner_size(520.0, 720.0)
+        .min_inner_size(420.0, 480.0)
+        .build()?;
+    Ok(())
+}
+
+/// Whether the dashboard is open and shown: only then is state sent to it.
+pub fn dashboard_visible(app: &AppHandle) -> bool {
+    app.get_webview_window(DASHBOARD)
+        .is_some_and(|w| w.is_visible().unwrap_or(false) && !w.is_minimized().unwrap_or(false))
 }

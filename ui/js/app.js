@@ -259,4 +259,9 @@ async function start() {
   document.body.dataset.ready = "true";
 }
 
-start();
+start().catch((reason) => {
+  const notice = $("notice");
+  notice.hidden = false;
+  notice.textContent = `The dashboard could not start: ${reason}`;
+  document.body.dataset.failed = String(reason);
+});

@@ -198,6 +198,32 @@ impl Default for Preferences {
 }
 
 impl Preferences {
+    /// Every stored key, as [`Preferences::set_field`] takes it and serde writes it.
+    pub const KEYS: [&'static str; 22] = [
+        "price_per_kwh",
+        "currency",
+        "interval_ms",
+        "tariffs",
+        "carbon_g_per_kwh",
+        "daily_budget_kwh",
+        "daily_budget_cost",
+        "monthly_budget_kwh",
+        "monthly_budget_cost",
+        "title_above_w",
+        "cost_in_menu_bar",
+        "launch_at_login",
+        "api_enabled",
+        "low_power_auto",
+        "low_power_threshold_w",
+        "low_power_hysteresis_w",
+        "low_power_engage_after_s",
+        "low_power_release_after_s",
+        "low_power_on_battery",
+        "low_power_battery_below_percent",
+        "low_power_model",
+        "os_power_mode",
+    ];
+
     pub fn interval(&self) -> Duration {
         Duration::from_millis(self.interval_ms)
     }
@@ -533,6 +559,32 @@ mod tests {
         let json = serde_json::to_value(&p).unwrap_or_default();
         assert_eq!(json["low_power_model"], "llama3.2:1b");
         assert_eq!(json["low_power_threshold_w"], 40.0);
+    }
+
+    #[test]
+    fn every_key_is_what_serde_writes_and_set_field_takes_back() {
+        let p = Preferences {
+            carbon_g_per_kwh: Some(300.0),
+            title_above_w: Some(5.0),
+            ..Preferences::default()
+        };
+        let json = serde_json::to_value(&p).unwrap_or_default();
+        let written: Vec<&str> = json
+            .as_object()
+            .map(|m| m.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        let mut keys = Preferences::KEYS.to_vec();
+        keys.sort_unstable();
+        let mut written_sorted = written.clone();
+        written_sorted.sort_unstable();
+        assert_eq!(keys, written_sorted);
+        let mut round = Preferences::default();
+        for key in Preferences::KEYS {
+            round
+                .set_field(key, &json[key])
+                .unwrap_or_else(|e| panic!("{key}: {e}"));
+        }
+        assert_eq!(round, p);
     }
 
     #[test]

@@ -1,0 +1,132 @@
+// The preferences window: every field is saved as soon as it changes, validated by Wattbar's one
+// schema; a refused value shows its message next to the field and changes nothing.
+import * as transport from "./transport.js";
+
+const $ = (id) => document.getElementById(id);
+const DAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
+let tariffs = [];
+
+// What the field holds, as the schema takes it. Text that is not a number is sent as it is, so
+// the schema's own message explains it.
+function valueOf(input) {
+  const kind = input.dataset.kind;
+  if (kind === "bool") return input.checked;
+  const text = input.value.trim();
+  if (kind === "text") return input.id === "currency" ? text.toUpperCase() : text;
+  if (kind === "optional-number" && text === "") return null;
+  const n = Number(text.replace(",", "."));
+  if (text === "" || !Number.isFinite(n)) return text;
+  if (kind === "integer" && !Number.isInteger(n)) return text;
+  return n;
+}
+
+function show(input, value) {
+  if (input.dataset.kind === "bool") input.checked = Boolean(value);
+  else input.value = value === null || value === undefined ? "" : String(value);
+}
+
+function setMessage(key, text, kind) {
+  const el = $(`msg-${key}`);
+  if (el) { el.textContent = text; el.dataset.kind = kind; }
+  const input = $(key);
+  if (input) {
+    if (kind === "error") input.setAttribute("aria-invalid", "true");
+    else input.removeAttribute("aria-invalid");
+  }
+}
+
+async function save(key, value) {
+  try {
+    await transport.setPreference(key, value);
+    setMessage(key, "Saved", "ok");
+    return true;
+  } catch (reason) {
+    setMessage(key, reason && reason.message ? reason.message : String(reason), "error");
+    return false;
+  }
+}
+
+function tariffRow(rule, index) {
+  const tr = document.createElement("tr");
+  const days = document.createElement("td");
+  days.className = "days";
+  for (const d of DAYS) {
+    const label = document.createElement("label");
+    const box = document.createElement("input");
+    box.type = "checkbox";
+    box.checked = rule.weekdays.includes(d);
+    box.setAttribute("aria-label", `Tariff ${index + 1} on ${d}`);
+    box.addEventListener("change", () => {
+      rule.weekdays = DAYS.filter((x, i) => days.querySelectorAll("input")[i].checked);
+      saveTariffs();
+    });
+    label.append(box, d.slice(0, 2));
+    days.appendChild(label);
+  }
+  const cell = (field, type, label) => {
+    const td = document.createElement("td");
+    const input = document.createElement("input");
+    input.type = type;
+    input.value = String(rule[field]);
+    input.setAttribute("aria-label", `Tariff ${index + 1} ${label}`);
+    if (field === "price") input.inputMode = "decimal";
+    input.addEventListener("change", () => {
+      const v = input.value.trim();
+      rule[field] = field === "price" ? (Number.isFinite(Number(v.replace(",", "."))) && v !== "" ? Number(v.replace(",", ".")) : v) : v;
+      saveTariffs();
+    });
+    td.appendChild(input);
+    return td;
+  };
+  const remove = document.createElement("td");
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "secondary";
+  button.textContent = "Remove";
+  button.setAttribute("aria-label", `Remove tariff ${index + 1}`);
+  button.addEventListener("click", () => { tariffs.splice(index, 1); renderTariffs(); saveTariffs(); });
+  remove.appendChild(button);
+  tr.append(days, cell("from", "text", "from (hh:mm)"), cell("to", "text", "to (hh:mm, 24:00 for midnight)"), cell("price", "text", "price"), remove);
+  return tr;
+}
+
+function renderTariffs() {
+  $("tariff-rows").replaceChildren(...tariffs.map(tariffRow));
+}
+
+function saveTariffs() {
+  return save("tariffs", tariffs);
+}
+
+async function start() {
+  let prefs;
+  try {
+    prefs = await transport.getPreferences();
+  } catch (reason) {
+    const el = $("load-error");
+    el.hidden = false;
+    el.textContent = `Preferences could not be read: ${reason}`;
+    return;
+  }
+  for (const input of document.querySelectorAll("[data-key]")) {
+    const key = input.dataset.key;
+    show(input, prefs[key]);
+    input.addEventListener("change", () => save(key, valueOf(input)));
+  }
+  tariffs = prefs.tariffs.map((r) => ({ ...r, weekdays: [...r.weekdays] }));
+  renderTariffs();
+  $("add-tariff").addEventListener("click", () => {
+    tariffs.push({ weekdays: ["mon", "tue", "wed", "thu", "fri"], from: "17:00", to: "21:00", price: prefs.price_per_kwh });
+    renderTariffs();
+    saveTariffs();
+  });
+  document.addEventListener("keydown", (event) => {
+    if ((event.ctrlKey || event.metaKey) && event.key.toLowerCase() === "w") {
+      event.preventDefault();
+      transport.closeWindow();
+    }
+  });
+  document.body.dataset.ready = "true";
+}
+
+start();
