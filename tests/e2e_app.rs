@@ -909,6 +909,7 @@ fn the_dashboard_shows_live_watts_prices_cost_and_follows_the_tray() {
         Duration::from_secs(5),
         || tray.icon_watts(&TRACE_WATTS, true),
     );
+    ui.js("window.scrollTo(0, 0); return 0");
     ui.screenshot("dashboard.png");
     ui.click("#low-power");
     wait_for(

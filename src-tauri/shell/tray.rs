@@ -21,6 +21,25 @@ pub struct Tray {
     today: MenuItem<Wry>,
     low_power: CheckMenuItem<Wry>,
     shown: Shown,
+    /// The watts drawn into the icon and when: small wobbles do not redraw it (see [`Tray::show`]).
+    icon_drawn: Option<(Option<f64>, std::time::Instant)>,
+}
+
+/// Redraw the icon for a change of at least this fraction of the value (or 1 W), or after
+/// [`ICON_MAX_AGE`]: an estimate that wobbles between 7 and 8 W each second would otherwise cost a
+/// PNG and a D-Bus signal every second for nothing a person can use.
+const ICON_DEADBAND: f64 = 0.05;
+const ICON_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(10);
+
+fn worth_redrawing(drawn: Option<(Option<f64>, std::time::Instant)>, now: Option<f64>) -> bool {
+    match (drawn, now) {
+        (None, _) => true,
+        (Some((old, at)), new) if at.elapsed() >= ICON_MAX_AGE => old != new,
+        (Some((Some(old), _)), Some(new)) => {
+            (new - old).abs() >= (old.abs() * ICON_DEADBAND).max(1.0)
+        }
+        (Some((old, _)), new) => old.is_some() != new.is_some(),
+    }
 }
 
 #[derive(Default, PartialEq)]
@@ -104,6 +123,7 @@ impl Tray {
             today,
             low_power,
             shown: Shown::default(),
+            icon_drawn: None,
         })
     }
 
@@ -122,10 +142,15 @@ impl Tray {
                 format::title(p)
             },
             tooltip: format::tooltip(p),
-            icon_text: if NUMBER_IN_ICON && !format::title(p).is_empty() {
-                icon_render::icon_text(headline)
-            } else {
+            icon_text: if !NUMBER_IN_ICON || format::title(p).is_empty() {
                 String::new()
+            } else if self.shown.low_power == low_power
+                && !self.shown.icon_text.is_empty()
+                && !worth_redrawing(self.icon_drawn, headline)
+            {
+                self.shown.icon_text.clone()
+            } else {
+                icon_render::icon_text(headline)
             },
             now: format::now_line(p),
             session: format::session_line(p),
@@ -140,6 +165,7 @@ impl Tray {
                 self.icon.set_tooltip(Some(&next.tooltip))?;
             }
             if next.icon_text != self.shown.icon_text || next.low_power != self.shown.low_power {
+                self.icon_drawn = Some((headline, std::time::Instant::now()));
                 if next.icon_text.is_empty() {
                     self.icon.set_icon(Some(icon(low_power)?))?;
                 } else {
@@ -197,5 +223,39 @@ fn on_menu_event(app: &AppHandle, event: MenuEvent) {
     };
     if let Err(e) = result {
         tracing::warn!("menu {:?}: {e}", event.id());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn the_icon_ignores_wobbles_but_not_changes() {
+        let now = Instant::now();
+        assert!(worth_redrawing(None, Some(7.0)));
+        assert!(
+            !worth_redrawing(Some((Some(7.4), now)), Some(8.1)),
+            "0.7 W wobble"
+        );
+        assert!(worth_redrawing(Some((Some(7.4), now)), Some(8.5)), "1.1 W");
+        assert!(
+            !worth_redrawing(Some((Some(200.0), now)), Some(208.0)),
+            "4 %"
+        );
+        assert!(
+            worth_redrawing(Some((Some(200.0), now)), Some(212.0)),
+            "6 %"
+        );
+        assert!(
+            worth_redrawing(Some((Some(7.0), now)), None),
+            "the reading went away"
+        );
+        let old = now - Duration::from_secs(11);
+        assert!(
+            worth_redrawing(Some((Some(7.4), old)), Some(8.1)),
+            "stale after 10 s"
+        );
     }
 }

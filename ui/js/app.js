@@ -57,7 +57,8 @@ function chart(el, stroke) {
     cursor: { show: false }, legend: { show: false }, select: { show: false },
     scales: { x: { time: true }, y: { range: (u, min, max) => [Math.min(0, min), max > 0 ? max * 1.1 : 1] } },
     axes: [{ show: false }, { show: false }],
-    series: [{}, { stroke, width: 1.5, spanGaps: false, points: { show: false } }],
+    // Points only where there are few, so a single stored minute is still visible.
+    series: [{}, { stroke, width: 1.5, spanGaps: false, points: { show: (u) => u.data[0].length <= 60, size: 4 } }],
   }, [[], []], el);
   new ResizeObserver(() => plot.setSize({ width: width(), height: plot.height })).observe(el);
   return plot;
@@ -73,15 +74,21 @@ function series(points, key) {
 }
 
 let sparkPending = false;
+let sessionDrawn = 0;
+// Session energy and cost climb slowly: their charts are redrawn every 5 s, not every sample.
+const SESSION_REDRAW_MS = 5000;
 function renderSpark() {
   // At most one redraw per frame, and none while the window is hidden.
   if (sparkPending || document.hidden) return;
   sparkPending = true;
-  requestAnimationFrame(() => {
+  requestAnimationFrame((now) => {
     sparkPending = false;
     charts.watts.setData(series(history, "watts"));
-    charts.kwh.setData(series(session, "kwh"));
-    charts.cost.setData(series(session, "cost"));
+    if (now - sessionDrawn >= SESSION_REDRAW_MS) {
+      sessionDrawn = now;
+      charts.kwh.setData(series(session, "kwh"));
+      charts.cost.setData(series(session, "cost"));
+    }
   });
 }
 

@@ -10,6 +10,7 @@ pub mod budget;
 pub mod error;
 pub mod ledger;
 pub mod metrics;
+pub mod os_power;
 pub mod paths;
 pub mod prefs_file;
 pub mod sampler;

@@ -36,6 +36,8 @@ pub struct EngineConfig {
     /// The SQLite ledger; `None` keeps everything in memory.
     pub store: Option<PathBuf>,
     pub batch_interval: Duration,
+    /// The client that switches the OS power profile when the `os_power_mode` preference is on.
+    pub os_power: crate::os_power::ProfilesCtl,
 }
 
 impl EngineConfig {
@@ -45,6 +47,7 @@ impl EngineConfig {
             gap_threshold: DEFAULT_GAP_THRESHOLD,
             store: None,
             batch_interval: DEFAULT_BATCH_INTERVAL,
+            os_power: crate::os_power::ProfilesCtl::default(),
         }
     }
 
@@ -240,6 +243,7 @@ struct Engine {
     policy: Policy,
     low_power_event: Option<String>,
     low_power_seq: u64,
+    os_power: Arc<Mutex<crate::os_power::OsPowerMode>>,
 }
 
 impl Engine {
@@ -392,6 +396,18 @@ impl Engine {
             if let Err(e) = ledger.record_low_power(&t.state, &t.message) {
                 self.store_failed(e);
             }
+        }
+        if self.prefs.low_power.os_power_mode {
+            // Off the sampling task: the client talks to D-Bus and may be slow.
+            let os_power = self.os_power.clone();
+            let enabled = t.state.enabled;
+            std::thread::spawn(move || {
+                let mut mode = os_power.lock().unwrap_or_else(|e| e.into_inner());
+                match mode.follow(enabled) {
+                    Ok(done) => tracing::info!("{done}"),
+                    Err(e) => tracing::warn!("the OS power mode was not changed: {e}"),
+                }
+            });
         }
         self.low_power_event = Some(t.message);
         self.low_power_seq += 1;
@@ -566,6 +582,9 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> EngineHandle {
         policy,
         low_power_event: None,
         low_power_seq: 0,
+        os_power: Arc::new(Mutex::new(crate::os_power::OsPowerMode::new(
+            config.os_power,
+        ))),
     };
     engine.refresh_lifetime_by_domain();
     let recent = engine.recent.clone();
