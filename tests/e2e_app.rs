@@ -1046,12 +1046,28 @@ fn sustained_draw_engages_low_power_everywhere_once_and_a_manual_choice_stays() 
         }),
     );
     let notifications = Notifications::start();
-    let mut app = launch(&home, &[]);
+    let driver = Driver::start(&home);
+    let ui = driver.session(&["--open-dashboard"]);
+    ui.wait_ready();
     let tray = Tray::find();
     let mut posted = Vec::new();
     wait_for("auto-engage in the tray", Duration::from_secs(15), || {
         (tray.item("Low-power mode").toggle == Some(1)).then_some(())
     });
+    wait_for(
+        "auto-engage in the dashboard",
+        Duration::from_secs(5),
+        || {
+            let status = ui.js("const s = document.getElementById('low-power-status'); return [document.getElementById('low-power').checked, s.dataset.reason, s.textContent]");
+            (status[0] == true && status[1] == "auto-threshold").then_some(())
+        },
+    );
+    assert!(
+        ui.text("low-power-status")
+            .starts_with("On · automatic, from the power draw"),
+        "{}",
+        ui.text("low-power-status")
+    );
     assert_eq!(
         stored_low_power(&home),
         Some((true, "auto-threshold".to_string()))
@@ -1075,6 +1091,11 @@ fn sustained_draw_engages_low_power_everywhere_once_and_a_manual_choice_stays() 
     wait_for("auto-release", Duration::from_secs(15), || {
         (tray.item("Low-power mode").toggle == Some(0)).then_some(())
     });
+    wait_for(
+        "auto-release in the dashboard",
+        Duration::from_secs(5),
+        || (ui.js("return document.getElementById('low-power').checked") == false).then_some(()),
+    );
     assert_eq!(
         stored_low_power(&home),
         Some((false, "auto-threshold".to_string()))
@@ -1095,12 +1116,15 @@ fn sustained_draw_engages_low_power_everywhere_once_and_a_manual_choice_stays() 
     assert_eq!(home.api("/v1/low-power")["enabled"], true);
     notifications.low_power_bodies(&mut posted);
     assert_eq!(posted.len(), 3, "{posted:?}");
+    assert_eq!(
+        ui.js("return document.getElementById('low-power-status').dataset.reason"),
+        "manual"
+    );
     write_menu_picture(&tray, "tray-menu-low-power.png");
     tray.click("Quit");
-    let status = wait_for("the app to quit", Duration::from_secs(10), || {
-        app.0.try_wait().ok().flatten()
+    wait_for("the app to quit", Duration::from_secs(10), || {
+        apps_running().is_empty().then_some(())
     });
-    assert!(status.success());
 }
 
 #[test]

@@ -132,6 +132,7 @@ mod tests {
             ),
             low_power_event: None,
             low_power_seq: 0,
+            os_low_power_mode: None,
             prefs: Default::default(),
             price_per_kwh: 0.3,
             interval_ms: 1000,

@@ -158,6 +158,9 @@ function render(state) {
   }
   setText($("price-value"), `${state.price_per_kwh} ${state.currency}/kWh`, state.price_per_kwh);
   renderLowPower(state.low_power);
+  const os = $("os-low-power");
+  os.hidden = state.os_low_power_mode === null || state.os_low_power_mode === undefined;
+  if (!os.hidden) setText(os, `macOS Low Power Mode: ${state.os_low_power_mode ? "on" : "off"}`);
   const notice = $("notice");
   notice.hidden = !state.notice;
   setText(notice, state.notice ?? "");

@@ -5,8 +5,10 @@
 //! active profile and switches to `power-saver`; releasing restores the remembered profile, and
 //! only if the profile is still `power-saver` (a change the user made meanwhile is kept).
 //!
-//! macOS: Low Power Mode needs admin rights (`pmset -a lowpowermode 1`), so Wattbar does not set
-//! it; it is shown from `pmset -g` instead.
+//! macOS: Low Power Mode is read from `pmset -g` and shown. Setting it needs admin rights
+//! (`pmset -a lowpowermode 1`), so with the preference on, Wattbar asks through the system's own
+//! administrator prompt (`osascript … with administrator privileges`) each time, and never
+//! otherwise. Releasing restores Low Power Mode as it was.
 //!
 //! The switch runs on its own thread: a slow D-Bus never delays a sample.
 
@@ -82,21 +84,84 @@ impl ProfilesCtl {
     }
 }
 
+/// macOS Low Power Mode now, from `pmset -g`; `None` where the Mac does not report it.
+pub fn macos_low_power_mode() -> Result<Option<bool>, String> {
+    let text = wattbar_sources::macos::run_command("pmset", &["-g"]).map_err(|e| e.to_string())?;
+    wattbar_sources::macos::pmset::parse_pmset_g(&text)
+        .map(|s| s.current.low_power_mode)
+        .map_err(|e| e.to_string())
+}
+
+/// Sets macOS Low Power Mode through the administrator prompt.
+fn set_macos_low_power_mode(on: bool) -> Result<(), String> {
+    let script = format!(
+        "do shell script \"pmset -a lowpowermode {}\" with prompt \"Wattbar would like to change Low Power Mode.\" with administrator privileges",
+        u8::from(on)
+    );
+    let out = Command::new("osascript")
+        .args(["-e", &script])
+        .output()
+        .map_err(|e| format!("osascript: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "Low Power Mode unchanged: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
 /// Follows low-power mode with the OS profile, remembering what to restore.
 #[derive(Debug, Default)]
 pub struct OsPowerMode {
     ctl: ProfilesCtl,
     /// The profile active before Wattbar switched to power-saver.
     saved: Option<String>,
+    /// macOS: Low Power Mode was off before Wattbar turned it on.
+    macos_turned_on: bool,
 }
 
 impl OsPowerMode {
     pub fn new(ctl: ProfilesCtl) -> Self {
-        OsPowerMode { ctl, saved: None }
+        OsPowerMode {
+            ctl,
+            saved: None,
+            macos_turned_on: false,
+        }
     }
 
     /// Low-power mode turned on or off. Returns what happened, for the log and the notice.
     pub fn follow(&mut self, low_power: bool) -> Result<String, String> {
+        if cfg!(target_os = "macos") {
+            self.follow_macos(low_power)
+        } else {
+            self.follow_profiles(low_power)
+        }
+    }
+
+    fn follow_macos(&mut self, low_power: bool) -> Result<String, String> {
+        let now = macos_low_power_mode()?;
+        match (low_power, now) {
+            (true, Some(true)) => Ok("Low Power Mode was already on".into()),
+            (true, _) => {
+                set_macos_low_power_mode(true)?;
+                self.macos_turned_on = true;
+                Ok("Low Power Mode on".into())
+            }
+            (false, Some(true)) if self.macos_turned_on => {
+                set_macos_low_power_mode(false)?;
+                self.macos_turned_on = false;
+                Ok("Low Power Mode off, as it was".into())
+            }
+            (false, _) => {
+                self.macos_turned_on = false;
+                Ok("Low Power Mode left as it is".into())
+            }
+        }
+    }
+
+    fn follow_profiles(&mut self, low_power: bool) -> Result<String, String> {
         if low_power {
             let before = self.ctl.get()?;
             if before == POWER_SAVER {
@@ -165,12 +230,12 @@ mod tests {
         let read = || std::fs::read_to_string(&state).unwrap_or_default();
         let mut mode = OsPowerMode::new(ctl);
         assert_eq!(
-            mode.follow(true).as_deref(),
+            mode.follow_profiles(true).as_deref(),
             Ok("power profile performance → power-saver")
         );
         assert_eq!(read(), "power-saver");
         assert_eq!(
-            mode.follow(false).as_deref(),
+            mode.follow_profiles(false).as_deref(),
             Ok("power profile power-saver → performance")
         );
         assert_eq!(read(), "performance");
@@ -182,9 +247,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let (ctl, state) = stand_in(dir.path(), "balanced");
         let mut mode = OsPowerMode::new(ctl);
-        assert!(mode.follow(true).is_ok());
+        assert!(mode.follow_profiles(true).is_ok());
         std::fs::write(&state, "performance").unwrap_or_else(|e| panic!("{e}"));
-        assert!(mode.follow(false).is_ok_and(|m| m.contains("kept")));
+        assert!(mode
+            .follow_profiles(false)
+            .is_ok_and(|m| m.contains("kept")));
         assert_eq!(
             std::fs::read_to_string(&state).unwrap_or_default(),
             "performance"
@@ -194,7 +261,7 @@ mod tests {
     #[test]
     fn a_missing_client_is_an_error_that_says_so() {
         let mut mode = OsPowerMode::new(ProfilesCtl::with_program("/nonexistent/powerprofilesctl"));
-        let err = mode.follow(true).err().unwrap_or_default();
+        let err = mode.follow_profiles(true).err().unwrap_or_default();
         assert!(err.contains("is not available"), "{err}");
     }
 }

@@ -86,6 +86,8 @@ pub struct Published {
     /// The last change of low-power mode, as a sentence; `low_power_seq` increases with each.
     pub low_power_event: Option<String>,
     pub low_power_seq: u64,
+    /// macOS Low Power Mode as `pmset -g` last said (read once a minute); `None` elsewhere.
+    pub os_low_power_mode: Option<bool>,
     pub prefs: Preferences,
     pub price_per_kwh: f64,
     pub interval_ms: u64,
@@ -244,6 +246,29 @@ struct Engine {
     low_power_event: Option<String>,
     low_power_seq: u64,
     os_power: Arc<Mutex<crate::os_power::OsPowerMode>>,
+    os_low_power_mode: Arc<Mutex<Option<bool>>>,
+}
+
+/// Reads macOS Low Power Mode once a minute on its own thread, until the engine is gone.
+fn watch_macos_low_power_mode(slot: &Arc<Mutex<Option<bool>>>) {
+    if !cfg!(target_os = "macos") {
+        return;
+    }
+    let weak = Arc::downgrade(slot);
+    std::thread::spawn(move || {
+        while let Some(slot) = weak.upgrade() {
+            let now = match crate::os_power::macos_low_power_mode() {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::debug!("pmset -g: {e}");
+                    None
+                }
+            };
+            *slot.lock().unwrap_or_else(|e| e.into_inner()) = now;
+            drop(slot);
+            std::thread::sleep(Duration::from_secs(60));
+        }
+    });
 }
 
 impl Engine {
@@ -507,6 +532,10 @@ impl Engine {
             advice: advice(&self.prefs.low_power, self.policy.state(), None),
             low_power_event: self.low_power_event.clone(),
             low_power_seq: self.low_power_seq,
+            os_low_power_mode: *self
+                .os_low_power_mode
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
             prefs: self.prefs.clone(),
             price_per_kwh: self.prefs.price_per_kwh.per_kwh(),
             interval_ms: self.prefs.interval_ms,
@@ -585,7 +614,9 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> EngineHandle {
         os_power: Arc::new(Mutex::new(crate::os_power::OsPowerMode::new(
             config.os_power,
         ))),
+        os_low_power_mode: Arc::new(Mutex::new(None)),
     };
+    watch_macos_low_power_mode(&engine.os_low_power_mode);
     engine.refresh_lifetime_by_domain();
     let recent = engine.recent.clone();
     let (state_tx, state_rx) = watch::channel(engine.published());

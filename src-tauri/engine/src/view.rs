@@ -54,6 +54,8 @@ pub struct StatePayload {
     pub currency: String,
     pub price_per_kwh: f64,
     pub low_power: LowPowerView,
+    /// macOS Low Power Mode (`pmset -g`); `None` where there is none.
+    pub os_low_power_mode: Option<bool>,
     pub interval_ms: u64,
     /// Something the user should know (e.g. the energy database was damaged and replaced).
     pub notice: Option<String>,
@@ -129,6 +131,7 @@ impl From<&Published> for StatePayload {
             currency: p.session.currency.to_string(),
             price_per_kwh: p.price_per_kwh,
             low_power: LowPowerView::from(p),
+            os_low_power_mode: p.os_low_power_mode,
             interval_ms: p.interval_ms,
             notice: p.notice.clone(),
             carbon_g: p.session.carbon_g,
