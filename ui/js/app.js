@@ -74,7 +74,7 @@ function series(points, key) {
 }
 
 let sparkPending = false;
-let sessionDrawn = 0;
+let sessionDrawn = -Infinity;
 // Session energy and cost climb slowly: their charts are redrawn every 5 s, not every sample.
 const SESSION_REDRAW_MS = 5000;
 function renderSpark() {
@@ -84,7 +84,7 @@ function renderSpark() {
   requestAnimationFrame((now) => {
     sparkPending = false;
     charts.watts.setData(series(history, "watts"));
-    if (now - sessionDrawn >= SESSION_REDRAW_MS) {
+    if (now - sessionDrawn >= SESSION_REDRAW_MS || session.length < 10) {
       sessionDrawn = now;
       charts.kwh.setData(series(session, "kwh"));
       charts.cost.setData(series(session, "cost"));
@@ -100,8 +100,9 @@ async function loadHistory() {
     const h = await transport.getHistory(historyRange);
     const end = Date.now() / 1000;
     const points = h.points.map((p) => ({ t: p.t, watts: p.mean_watts }));
-    charts.history.setScale("x", { min: end - RANGE_SECONDS[historyRange], max: end });
+    // The data first (it rescales), then the x range: the whole tab, however few points.
     charts.history.setData(series(points, "watts"));
+    charts.history.setScale("x", { min: end - RANGE_SECONDS[historyRange], max: end });
     setText($("history-kwh"), fmt.energy(h.kwh), h.kwh);
     setText($("history-points"), String(h.points.length), h.points.length);
   } catch (reason) {
