@@ -75,7 +75,7 @@ pub fn apply_preference(
         .try_state::<AppState>()
         .ok_or_else(|| "Wattbar is still starting".to_string())?;
     let mut prefs = state.prefs.lock().unwrap_or_else(|e| e.into_inner());
-    if !Preferences::KEYS.contains(&key) {
+    if !Preferences::is_key(key) {
         return Err(format!("unknown preference {key:?}"));
     }
     let mut next = prefs.clone();

@@ -6,18 +6,22 @@ const $ = (id) => document.getElementById(id);
 const DAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
 let tariffs = [];
 
-// What the field holds, as the schema takes it. Text that is not a number is sent as it is, so
-// the schema's own message explains it.
+// A typed number (a decimal comma is fine), or the text as it is, so that the schema's own
+// message explains what is wrong with it.
+function numberOrText(text) {
+  const n = Number(text.replace(",", "."));
+  return text === "" || !Number.isFinite(n) ? text : n;
+}
+
+// What the field holds, as the schema takes it.
 function valueOf(input) {
   const kind = input.dataset.kind;
   if (kind === "bool") return input.checked;
   const text = input.value.trim();
   if (kind === "text") return input.id === "currency" ? text.toUpperCase() : text;
   if (kind === "optional-number" && text === "") return null;
-  const n = Number(text.replace(",", "."));
-  if (text === "" || !Number.isFinite(n)) return text;
-  if (kind === "integer" && !Number.isInteger(n)) return text;
-  return n;
+  const value = numberOrText(text);
+  return kind === "integer" && !Number.isInteger(value) ? text : value;
 }
 
 function show(input, value) {
@@ -72,7 +76,7 @@ function tariffRow(rule, index) {
     if (field === "price") input.inputMode = "decimal";
     input.addEventListener("change", () => {
       const v = input.value.trim();
-      rule[field] = field === "price" ? (Number.isFinite(Number(v.replace(",", "."))) && v !== "" ? Number(v.replace(",", ".")) : v) : v;
+      rule[field] = field === "price" ? numberOrText(v) : v;
       saveTariffs();
     });
     td.appendChild(input);

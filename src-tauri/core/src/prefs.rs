@@ -198,8 +198,8 @@ impl Default for Preferences {
 }
 
 impl Preferences {
-    /// Every stored key, as [`Preferences::set_field`] takes it and serde writes it.
-    pub const KEYS: [&'static str; 22] = [
+    /// The stored keys besides the low-power ones ([`POLICY_KEYS`]).
+    const OWN_KEYS: [&'static str; 13] = [
         "price_per_kwh",
         "currency",
         "interval_ms",
@@ -213,16 +213,16 @@ impl Preferences {
         "cost_in_menu_bar",
         "launch_at_login",
         "api_enabled",
-        "low_power_auto",
-        "low_power_threshold_w",
-        "low_power_hysteresis_w",
-        "low_power_engage_after_s",
-        "low_power_release_after_s",
-        "low_power_on_battery",
-        "low_power_battery_below_percent",
-        "low_power_model",
-        "os_power_mode",
     ];
+
+    /// Every stored key, as [`Preferences::set_field`] takes it and serde writes it.
+    pub fn keys() -> impl Iterator<Item = &'static str> {
+        Self::OWN_KEYS.into_iter().chain(POLICY_KEYS)
+    }
+
+    pub fn is_key(key: &str) -> bool {
+        Self::keys().any(|k| k == key)
+    }
 
     pub fn interval(&self) -> Duration {
         Duration::from_millis(self.interval_ms)
@@ -573,13 +573,13 @@ mod tests {
             .as_object()
             .map(|m| m.keys().map(String::as_str).collect())
             .unwrap_or_default();
-        let mut keys = Preferences::KEYS.to_vec();
+        let mut keys: Vec<&str> = Preferences::keys().collect();
         keys.sort_unstable();
         let mut written_sorted = written.clone();
         written_sorted.sort_unstable();
         assert_eq!(keys, written_sorted);
         let mut round = Preferences::default();
-        for key in Preferences::KEYS {
+        for key in Preferences::keys() {
             round
                 .set_field(key, &json[key])
                 .unwrap_or_else(|e| panic!("{key}: {e}"));

@@ -119,9 +119,7 @@ pub const RECENT_WINDOW: Duration = Duration::from_secs(5 * 60);
 type Recent = Arc<Mutex<VecDeque<Point>>>;
 
 pub struct EngineHandle {
-    state: watch::Receiver<Arc<Published>>,
-    recent: Recent,
-    commands: mpsc::UnboundedSender<Command>,
+    reader: EngineReader,
     task: JoinHandle<()>,
 }
 
@@ -155,34 +153,29 @@ impl EngineReader {
 
 impl EngineHandle {
     pub fn reader(&self) -> EngineReader {
-        EngineReader {
-            state: self.state.clone(),
-            recent: self.recent.clone(),
-            commands: self.commands.clone(),
-        }
+        self.reader.clone()
     }
 
     pub fn subscribe(&self) -> watch::Receiver<Arc<Published>> {
-        self.state.clone()
+        self.reader.subscribe()
     }
 
     pub fn current(&self) -> Arc<Published> {
-        self.state.borrow().clone()
+        self.reader.current()
     }
 
     /// Headline watts over the last [`RECENT_WINDOW`], oldest first.
     pub fn recent(&self) -> Vec<Point> {
-        let guard = self.recent.lock().unwrap_or_else(|e| e.into_inner());
-        guard.iter().copied().collect()
+        self.reader.recent()
     }
 
     pub fn send(&self, command: Command) -> Result<(), Error> {
-        self.commands.send(command).map_err(|_| Error::Stopped)
+        self.reader.send(command)
     }
 
     /// A sender that can be moved into callbacks.
     pub fn commands(&self) -> mpsc::UnboundedSender<Command> {
-        self.commands.clone()
+        self.reader.commands.clone()
     }
 
     pub fn stop(self) {
@@ -192,7 +185,7 @@ impl EngineHandle {
     /// Flushes the store, ends the session and stops the engine.
     pub async fn shutdown(&self) {
         let (tx, rx) = oneshot::channel();
-        if self.commands.send(Command::Shutdown(tx)).is_ok() {
+        if self.reader.send(Command::Shutdown(tx)).is_ok() {
             let _ = tokio::time::timeout(Duration::from_secs(5), rx).await;
         }
         self.task.abort();
@@ -243,6 +236,8 @@ struct Engine {
     alerts: Vec<BudgetAlert>,
     alert_seq: u64,
     policy: Policy,
+    /// Derived from the policy's settings and state; refreshed when either changes.
+    advice: Advice,
     low_power_event: Option<String>,
     low_power_seq: u64,
     os_power: Arc<Mutex<crate::os_power::OsPowerMode>>,
@@ -402,6 +397,7 @@ impl Engine {
                 self.tariffs = tariffs;
                 self.policy.set_config(next.low_power.clone());
                 self.prefs = next;
+                self.refresh_advice();
             }
             Ok(_) | Err(_) => {
                 let why = next
@@ -414,8 +410,13 @@ impl Engine {
         }
     }
 
+    fn refresh_advice(&mut self) {
+        self.advice = advice(&self.prefs.low_power, self.policy.state(), None);
+    }
+
     /// Records a change of low-power mode in the store at once and announces it.
     fn low_power_changed(&mut self, t: Transition) {
+        self.refresh_advice();
         tracing::info!("{}", t.message);
         if let Some(ledger) = self.ledger.as_mut() {
             if let Err(e) = ledger.record_low_power(&t.state, &t.message) {
@@ -529,7 +530,7 @@ impl Engine {
             snapshot: self.snapshot.clone(),
             session: self.session.totals(&self.prefs.currency),
             low_power: self.policy.state().clone(),
-            advice: advice(&self.prefs.low_power, self.policy.state(), None),
+            advice: self.advice.clone(),
             low_power_event: self.low_power_event.clone(),
             low_power_seq: self.low_power_seq,
             os_low_power_mode: *self
@@ -584,7 +585,8 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> EngineHandle {
         .prefs
         .tariff_schedule()
         .unwrap_or_else(|_| Tariffs::flat(config.prefs.price_per_kwh));
-    let policy = Policy::new(config.prefs.low_power.clone(), restored);
+    let config_low_power = config.prefs.low_power.clone();
+    let policy = Policy::new(config_low_power.clone(), restored);
     let sources = chain.ids();
     let mut engine = Engine {
         chain,
@@ -608,6 +610,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> EngineHandle {
         notice,
         alerts: Vec::new(),
         alert_seq: 0,
+        advice: advice(&config_low_power, policy.state(), None),
         policy,
         low_power_event: None,
         low_power_seq: 0,
@@ -649,9 +652,11 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> EngineHandle {
         }
     });
     EngineHandle {
-        state: state_rx,
-        recent,
-        commands: cmd_tx,
+        reader: EngineReader {
+            state: state_rx,
+            recent,
+            commands: cmd_tx,
+        },
         task,
     }
 }
