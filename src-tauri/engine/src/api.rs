@@ -6,9 +6,10 @@
 //! dashboard's files.
 //!
 //! Security rules, each checked before any handler runs:
-//! - `Host` must name this server: `localhost`, `127.0.0.1` or `[::1]` (plus hosts allowed for a
-//!   non-loopback listen) with this port or none. Anything else gets 421: a DNS-rebinding page
-//!   reaches us under its own host name.
+//! - `Host` must name this server, with this port or none: `localhost`, `127.0.0.1`, `[::1]`, or
+//!   one of [`ApiConfig::extra_hosts`], which [`remote_hosts`] fills for a non-loopback listen with
+//!   this machine's names and addresses (the rule is in [`hosts`]). Anything else gets 421: a
+//!   DNS-rebinding page reaches us under its own host name.
 //! - A write (PUT, POST, PATCH, DELETE) with an `Origin` that is not this server gets 403, and
 //!   without `Authorization: Bearer <token>` gets 401.
 //! - Bodies over 64 KiB get 413; malformed JSON gets 400 with the parser's message; an unknown
@@ -38,6 +39,9 @@ use tokio::sync::watch;
 use tokio_stream::wrappers::WatchStream;
 use tokio_stream::Stream;
 
+pub mod hosts;
+pub use hosts::{parse_host_name, remote_hosts};
+
 pub const DEFAULT_PORT: u16 = 9471;
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9471";
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -50,7 +54,8 @@ const APPLY_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct ApiConfig {
     /// The bearer token writes must carry.
     pub token: String,
-    /// Host names accepted besides the loopback ones (for a deliberate non-loopback listen).
+    /// Host names accepted besides the loopback ones: [`remote_hosts`] gives them for a listen
+    /// address. Compared as [`hosts`] says; a port here never matches.
     pub extra_hosts: Vec<String>,
     /// The SQLite ledger, read for `/v1/history`.
     pub db_path: Option<PathBuf>,
@@ -61,6 +66,8 @@ pub struct ApiConfig {
 struct Shared {
     engine: EngineReader,
     config: ApiConfig,
+    /// `config.extra_hosts` as they compare.
+    hosts: Vec<String>,
     port: u16,
     closing: watch::Receiver<bool>,
     usage: Mutex<Usage>,
@@ -112,9 +119,15 @@ pub fn router(
     closing: watch::Receiver<bool>,
 ) -> Router {
     let ui_dir = config.ui_dir.clone();
+    let hosts = config
+        .extra_hosts
+        .iter()
+        .map(|h| hosts::normalize(h))
+        .collect();
     let shared = Arc::new(Shared {
         engine,
         config,
+        hosts,
         port,
         closing,
         usage: Mutex::new(Usage {
@@ -205,13 +218,9 @@ fn host_allowed(shared: &Shared, host: &str) -> bool {
         None => true,
         Some(p) => p.parse::<u16>().ok() == Some(shared.port),
     };
-    let name = name.to_ascii_lowercase();
+    let name = hosts::normalize(name);
     let name_ok = matches!(name.as_str(), "localhost" | "127.0.0.1" | "[::1]")
-        || shared
-            .config
-            .extra_hosts
-            .iter()
-            .any(|h| h.eq_ignore_ascii_case(&name));
+        || shared.hosts.contains(&name);
     port_ok && name_ok
 }
 
@@ -250,8 +259,9 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
         Some(h) => {
             return error(
                 StatusCode::MISDIRECTED_REQUEST,
-                format!("this server answers to localhost only, not {h:?}"),
-            )
+                // The accepted names are not listed: a rebinding page could read them.
+                format!("this server does not answer to {h:?}"),
+            );
         }
         None => return error(StatusCode::MISDIRECTED_REQUEST, "a Host header is required"),
     }

@@ -16,6 +16,9 @@ pub enum Error {
     /// A file was read but its content is wrong; the message says where.
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
+    /// A host name the API should answer to is not one.
+    #[error("{name:?} is not a host name: {reason}")]
+    HostName { name: String, reason: &'static str },
     /// The engine task has stopped; nothing more will be published.
     #[error("the engine has stopped")]
     Stopped,

@@ -2,7 +2,7 @@
 //! HTTP/1.1 requests so every header (Host, Origin, Authorization) is exactly what a test says.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::path::Path;
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -15,6 +15,7 @@ use wattbar_sources::ReplaySource;
 const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 struct Server {
+    /// Where requests go: the listen address, or 127.0.0.1 on its port for a wildcard listen.
     addr: SocketAddr,
     engine: EngineHandle,
     stop: Option<oneshot::Sender<()>>,
@@ -23,6 +24,16 @@ struct Server {
 
 impl Server {
     async fn start(trace: &str, db: Option<&Path>) -> Server {
+        Server::start_with(trace, db, "127.0.0.1:0", |_, _| {}).await
+    }
+
+    /// A server listening on `listen`, its API configured by `configure` (given the bound address).
+    async fn start_with(
+        trace: &str,
+        db: Option<&Path>,
+        listen: &str,
+        configure: impl FnOnce(&SocketAddr, &mut ApiConfig),
+    ) -> Server {
         let trace = parse_trace(trace).unwrap_or_else(|e| panic!("{e}"));
         let sources: Vec<Box<dyn Source>> = vec![Box::new(ReplaySource::new(trace))];
         let prefs = Preferences {
@@ -35,15 +46,21 @@ impl Server {
             config = config.with_store(db.to_path_buf());
         }
         let engine = spawn(Chain::new(sources), config);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        let listener = tokio::net::TcpListener::bind(listen)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        let bound = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
         let (stop, stopped) = oneshot::channel::<()>();
-        let api_config = ApiConfig {
+        let mut api_config = ApiConfig {
             token: TOKEN.to_string(),
             db_path: db.map(Path::to_path_buf),
             ..ApiConfig::default()
+        };
+        configure(&bound, &mut api_config);
+        let addr = if bound.ip().is_unspecified() {
+            SocketAddr::from(([127, 0, 0, 1], bound.port()))
+        } else {
+            bound
         };
         let task = tokio::spawn(api::serve(listener, engine.reader(), api_config, async {
             let _ = stopped.await;
@@ -68,6 +85,18 @@ impl Server {
         headers: &[(&str, String)],
         body: &[u8],
     ) -> Reply {
+        self.send_to(self.addr, method, path, headers, body).await
+    }
+
+    /// [`Server::send`] over a connection to `addr`, which must reach this server.
+    async fn send_to(
+        &self,
+        addr: SocketAddr,
+        method: &str,
+        path: &str,
+        headers: &[(&str, String)],
+        body: &[u8],
+    ) -> Reply {
         let mut text = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
         for (k, v) in headers {
             text.push_str(&format!("{k}: {v}\r\n"));
@@ -78,7 +107,6 @@ impl Server {
         text.push_str("\r\n");
         let mut bytes = text.into_bytes();
         bytes.extend_from_slice(body);
-        let addr = self.addr;
         tokio::task::spawn_blocking(move || raw(addr, &bytes))
             .await
             .unwrap_or_else(|e| panic!("{e}"))
@@ -215,6 +243,112 @@ async fn a_foreign_host_is_refused_with_421() {
     ] {
         let r = server
             .send("GET", "/v1/low-power", &[("Host", host.clone())], b"")
+            .await;
+        assert_eq!(r.status, 200, "{host}: {r:?}");
+    }
+    server.stop().await;
+}
+
+/// This machine's interface addresses beyond loopback, as the operating system lists them.
+fn machine_addresses() -> Vec<IpAddr> {
+    sysinfo::Networks::new_with_refreshed_list()
+        .values()
+        .flat_map(|n| n.ip_networks().iter().map(|net| net.addr))
+        .filter(|ip| !ip.is_loopback())
+        .collect()
+}
+
+fn host_of(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => format!("[{v6}]"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_listen_answers_to_this_machines_addresses_and_allowed_names() {
+    let addresses = machine_addresses();
+    let v4: Vec<IpAddr> = addresses.iter().copied().filter(IpAddr::is_ipv4).collect();
+    assert!(
+        !v4.is_empty(),
+        "this test needs a non-loopback IPv4 interface; the machine has {addresses:?}"
+    );
+    let server = Server::start_with("t,watts\n0,10\n", None, "0.0.0.0:0", |bound, config| {
+        config.extra_hosts = api::remote_hosts(bound, &["Prom.Example".to_string()]);
+    })
+    .await;
+    let port = server.addr.port();
+    let metrics = |addr: SocketAddr, host: String| {
+        let server = &server;
+        async move {
+            let r = server
+                .send_to(addr, "GET", "/metrics", &[("Host", host.clone())], b"")
+                .await;
+            (host, r)
+        }
+    };
+    // As a scraper on another machine arrives: to an interface address, naming it.
+    for ip in &v4 {
+        let to = SocketAddr::new(*ip, port);
+        for host in [format!("{ip}:{port}"), ip.to_string()] {
+            let (host, r) = metrics(to, host).await;
+            assert_eq!(r.status, 200, "{host}: {r:?}");
+            assert!(r.body.contains("wattbar_power_watts"), "{host}: {r:?}");
+        }
+    }
+    let mut accepted = vec![format!("prom.example:{port}"), "PROM.EXAMPLE".to_string()];
+    accepted.extend(
+        addresses
+            .iter()
+            .map(|ip| format!("{}:{port}", host_of(*ip))),
+    );
+    if let Some(name) = sysinfo::System::host_name() {
+        let label = name.split('.').next().unwrap_or(&name).to_string();
+        accepted.extend([format!("{name}:{port}"), format!("{label}.local")]);
+    }
+    for host in accepted {
+        let (host, r) = metrics(server.addr, host).await;
+        assert_eq!(r.status, 200, "{host}: {r:?}");
+    }
+    let to = SocketAddr::new(v4[0], port);
+    for host in [
+        "evil.example".to_string(),
+        format!("evil.example:{port}"),
+        format!("{}:{}", v4[0], port.wrapping_add(1)),
+        format!("prom.example.evil.example:{port}"),
+    ] {
+        let (host, r) = metrics(to, host).await;
+        assert_eq!(r.status, 421, "{host}: {r:?}");
+        assert!(r.json()["error"].as_str().is_some());
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loopback_listen_still_refuses_the_machines_addresses() {
+    let addresses = machine_addresses();
+    assert!(!addresses.is_empty(), "no non-loopback interface here");
+    let server = Server::start_with("t,watts\n0,10\n", None, "127.0.0.1:0", |bound, config| {
+        config.extra_hosts = api::remote_hosts(bound, &["proxy.example".to_string()]);
+    })
+    .await;
+    let port = server.addr.port();
+    let mut refused: Vec<String> = addresses
+        .iter()
+        .map(|ip| format!("{}:{port}", host_of(*ip)))
+        .collect();
+    if let Some(name) = sysinfo::System::host_name() {
+        refused.push(format!("{name}:{port}"));
+    }
+    for host in refused {
+        let r = server
+            .send("GET", "/metrics", &[("Host", host.clone())], b"")
+            .await;
+        assert_eq!(r.status, 421, "{host}: {r:?}");
+    }
+    for host in [format!("localhost:{port}"), format!("proxy.example:{port}")] {
+        let r = server
+            .send("GET", "/metrics", &[("Host", host.clone())], b"")
             .await;
         assert_eq!(r.status, 200, "{host}: {r:?}");
     }
