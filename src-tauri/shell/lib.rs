@@ -186,6 +186,7 @@ fn start_api(engine: wattbar_engine::EngineReader, db_path: std::path::PathBuf) 
             extra_hosts: Vec::new(),
             db_path: Some(db_path),
             ui_dir: api::find_ui_dir(None),
+            ..api::ApiConfig::default()
         };
         if let Err(e) = api::serve(listener, engine, config, std::future::pending()).await {
             tracing::warn!("the local API stopped: {e}");

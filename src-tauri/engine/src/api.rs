@@ -14,6 +14,16 @@
 //!   without `Authorization: Bearer <token>` gets 401.
 //! - Bodies over 64 KiB get 413; malformed JSON gets 400 with the parser's message; an unknown
 //!   route gets 404, all as `{"error": "..."}`. A panicking handler answers 500.
+//!
+//! Limits ([`Limits`], defaults in brackets), so that no client can hold the server:
+//! - At most [`MAX_STREAMS`] (32) `/v1/stream` clients at once; the next gets 503 with
+//!   `Retry-After` until one leaves (its slot is freed when its connection closes).
+//! - A connection must send a request's headers within [`HEADER_TIMEOUT`] (10 s) of opening or
+//!   of its previous response, else it is closed: a silent, idle or trickling client goes away.
+//! - A request must be answered within [`REQUEST_TIMEOUT`] (10 s), body upload included, else
+//!   408 and the connection closes. The event stream is answered at once and then lasts as long
+//!   as its client, so neither timeout cuts it.
+//! - Each published state is serialized once, whatever the number of stream clients.
 
 use crate::metrics::{self, SelfUsage};
 use crate::store::{Step, Store};
@@ -49,6 +59,36 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 pub const MAX_HISTORY_SECONDS: f64 = 400.0 * 86_400.0;
 /// How long a write waits for the engine to publish its effect.
 const APPLY_TIMEOUT: Duration = Duration::from_secs(2);
+/// `/v1/stream` clients at once, by default: a dashboard tab or router each. The state is
+/// serialized once for all of them, so each costs only its socket.
+pub const MAX_STREAMS: usize = 32;
+/// Time to send a request's headers, by default; generous for any real client, even on a LAN.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time to answer a request, by default; the slowest handler (a write) gives up after 2 s.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// What a stream client turned away is told to wait, in seconds.
+const STREAM_RETRY_AFTER_S: u32 = 5;
+
+/// What one server gives its clients at most; the module documentation says how each is applied.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// `/v1/stream` clients at once (0: none).
+    pub max_streams: usize,
+    /// How long a connection may take to send a request's headers.
+    pub header_timeout: Duration,
+    /// How long a request may take, from its headers to its response.
+    pub request_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_streams: MAX_STREAMS,
+            header_timeout: HEADER_TIMEOUT,
+            request_timeout: REQUEST_TIMEOUT,
+        }
+    }
+}
 
 #[derive(Debug, Clone, Default)]
 pub struct ApiConfig {
@@ -61,6 +101,8 @@ pub struct ApiConfig {
     pub db_path: Option<PathBuf>,
     /// The dashboard's files, served at `/`.
     pub ui_dir: Option<PathBuf>,
+    /// Stream clients and timeouts; `Limits::default()` for the documented defaults.
+    pub limits: Limits,
 }
 
 struct Shared {
@@ -71,6 +113,46 @@ struct Shared {
     port: u16,
     closing: watch::Receiver<bool>,
     usage: Mutex<Usage>,
+    /// One permit per open event stream.
+    streams: Arc<tokio::sync::Semaphore>,
+    state_json: Arc<StateJson>,
+}
+
+/// The last published state as the JSON the event stream sends, made once per `seq` for every
+/// client.
+#[derive(Default)]
+struct StateJson {
+    slot: Mutex<Option<(u64, Arc<str>)>>,
+}
+
+impl StateJson {
+    fn get(&self, p: &Published) -> Result<Arc<str>, String> {
+        // Serializing under the lock makes clients woken by the same publication wait for the
+        // first one's JSON instead of each making their own.
+        let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((seq, json)) = slot.as_ref() {
+            if *seq == p.seq {
+                return Ok(Arc::clone(json));
+            }
+        }
+        let json: Arc<str> = serde_json::to_string(&StatePayload::from(p))
+            .map_err(|e| e.to_string())?
+            .into();
+        // A client that saw an older state than the cached one does not evict the newer JSON
+        // that every other client is about to ask for.
+        if slot.as_ref().is_none_or(|(seq, _)| *seq < p.seq) {
+            *slot = Some((p.seq, Arc::clone(&json)));
+        }
+        Ok(json)
+    }
+}
+
+/// Every state `states` publishes from now on (the current one first), as JSON from `cache`.
+fn state_json_stream(
+    states: watch::Receiver<Arc<Published>>,
+    cache: Arc<StateJson>,
+) -> impl Stream<Item = (u64, Result<Arc<str>, String>)> {
+    WatchStream::new(states).map(move |p: Arc<Published>| (p.seq, cache.get(&p)))
 }
 
 struct Usage {
@@ -119,6 +201,11 @@ pub fn router(
     closing: watch::Receiver<bool>,
 ) -> Router {
     let ui_dir = config.ui_dir.clone();
+    // Beyond MAX_PERMITS the semaphore would panic; no machine has that many sockets anyway.
+    let max_streams = config
+        .limits
+        .max_streams
+        .min(tokio::sync::Semaphore::MAX_PERMITS);
     let hosts = config
         .extra_hosts
         .iter()
@@ -134,6 +221,8 @@ pub fn router(
             system: sysinfo::System::new(),
             pid: sysinfo::get_current_pid().ok(),
         }),
+        streams: Arc::new(tokio::sync::Semaphore::new(max_streams)),
+        state_json: Arc::default(),
     });
     let api = Router::new()
         .route("/metrics", get(get_metrics))
@@ -164,23 +253,67 @@ pub fn router(
         .with_state(shared)
 }
 
-/// Serves until `shutdown` completes; open event streams end then, so shutdown does not wait on
-/// them.
+/// Serves until `shutdown` completes, then stops accepting, ends open event streams, lets
+/// requests in flight finish and returns when every connection has closed.
+///
+/// Connections are served by hyper directly rather than `axum::serve`, which sets no header-read
+/// timeout: that is what closes connections that never send a whole request.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     engine: EngineReader,
     config: ApiConfig,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::service::TowerToHyperService;
     let port = listener.local_addr()?.port();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(config.limits.header_timeout);
     let (close_tx, close_rx) = watch::channel(false);
     let app = router(engine, config, port, close_rx);
-    axum::serve(listener, app.into_make_service())
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            let _ = close_tx.send(true);
-        })
-        .await
+    let connections = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    accept_failed(e).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        // Small responses and events go out at once rather than waiting for more to send.
+        let _ = stream.set_nodelay(true);
+        let connection =
+            http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
+        let connection = connections.watch(connection);
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!("connection ended: {e}");
+            }
+        });
+    }
+    drop(listener);
+    let _ = close_tx.send(true);
+    connections.shutdown().await;
+    Ok(())
+}
+
+/// After a failed accept: a connection that went away before it was accepted is nothing; any
+/// other error (out of file descriptors) is logged and waited out, so the loop does not spin.
+async fn accept_failed(e: std::io::Error) {
+    use std::io::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset | ErrorKind::ConnectionRefused
+    ) {
+        return;
+    }
+    tracing::warn!("accepting a connection failed: {e}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
 /// Where the dashboard's files are: `explicit`, else `WATTBAR_UI_DIR`, else `share/wattbar/ui`
@@ -265,6 +398,7 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
         }
         None => return error(StatusCode::MISDIRECTED_REQUEST, "a Host header is required"),
     }
+    let limit = shared.config.limits.request_timeout;
     let writes = !matches!(
         *request.method(),
         Method::GET | Method::HEAD | Method::OPTIONS
@@ -289,7 +423,22 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
             return r;
         }
     }
-    next.run(request).await
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => {
+            let mut r = error(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the request was not answered within {} s",
+                    limit.as_secs_f64()
+                ),
+            );
+            // The body may be half read: the connection cannot carry another request.
+            r.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            r
+        }
+    }
 }
 
 fn authorised(shared: &Shared, headers: &HeaderMap) -> bool {
@@ -446,24 +595,41 @@ fn history_window(q: &HistoryQuery, now: f64) -> Result<(String, f64, f64, Step)
     Ok(("custom".into(), from, to, step))
 }
 
-async fn get_stream(
-    State(shared): State<Arc<Shared>>,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+async fn get_stream(State(shared): State<Arc<Shared>>) -> Response {
+    let Ok(slot) = Arc::clone(&shared.streams).try_acquire_owned() else {
+        let mut r = error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "{} event streams are open, the most this server keeps; try again later",
+                shared.config.limits.max_streams
+            ),
+        );
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(STREAM_RETRY_AFTER_S));
+        return r;
+    };
     let mut closing = shared.closing.clone();
     let closed = async move {
         let _ = closing.wait_for(|c| *c).await;
     };
-    let events = WatchStream::new(shared.engine.subscribe())
-        .map(|p: Arc<Published>| {
-            let event = Event::default()
-                .event("state")
-                .id(p.seq.to_string())
-                .json_data(StatePayload::from(p.as_ref()))
-                .unwrap_or_else(|e| Event::default().comment(format!("unencodable state: {e}")));
-            Ok(event)
+    let events = state_json_stream(shared.engine.subscribe(), Arc::clone(&shared.state_json))
+        .map(move |(seq, json)| {
+            // The stream owns the slot: hyper drops the stream when the client goes away or the
+            // server closes it, and that frees the slot.
+            let _slot = &slot;
+            let event = match json {
+                Ok(json) => Event::default()
+                    .event("state")
+                    .id(seq.to_string())
+                    .data(&*json),
+                Err(e) => Event::default().comment(format!("unencodable state: {e}")),
+            };
+            Ok::<_, Infallible>(event)
         })
         .take_until(Box::pin(closed));
-    Sse::new(events).keep_alive(KeepAlive::default())
+    Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response()
 }
 
 async fn get_low_power(State(shared): State<Arc<Shared>>) -> Json<LowPowerView> {
@@ -551,6 +717,100 @@ async fn post_reset(State(shared): State<Arc<Shared>>) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A real published state with a sample in it, from an engine on a replayed trace.
+    async fn published() -> Arc<Published> {
+        use wattbar_core::{Chain, Preferences, Source};
+        use wattbar_sources::{replay::parse_trace, ReplaySource};
+        let trace = parse_trace("t,watts\n0,42.5\n").unwrap_or_else(|e| panic!("{e}"));
+        let sources: Vec<Box<dyn Source>> = vec![Box::new(ReplaySource::new(trace))];
+        let prefs = Preferences {
+            interval_ms: 100,
+            ..Preferences::default()
+        };
+        let engine = crate::spawn(Chain::new(sources), crate::EngineConfig::new(prefs));
+        let mut rx = engine.subscribe();
+        let sampled = tokio::time::timeout(
+            Duration::from_secs(5),
+            rx.wait_for(|p| p.snapshot.is_some()),
+        )
+        .await
+        .map(|r| r.map(|p| Arc::clone(&p)));
+        engine.shutdown().await;
+        match sampled {
+            Ok(Ok(p)) => p,
+            _ => panic!("the engine published no sample within 5 s"),
+        }
+    }
+
+    /// The next state each client's stream yields.
+    async fn next_of_each<S>(clients: &mut [S]) -> Vec<(u64, Arc<str>)>
+    where
+        S: Stream<Item = (u64, Result<Arc<str>, String>)> + Unpin,
+    {
+        let mut out = Vec::new();
+        for client in clients.iter_mut() {
+            match client.next().await {
+                Some((seq, Ok(json))) => out.push((seq, json)),
+                other => panic!("no state: {other:?}"),
+            }
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn every_stream_client_gets_the_same_serialization_of_a_state() {
+        let first = published().await;
+        let (tx, rx) = watch::channel(Arc::clone(&first));
+        let cache = Arc::new(StateJson::default());
+        let mut clients: Vec<_> = (0..8)
+            .map(|_| Box::pin(state_json_stream(rx.clone(), Arc::clone(&cache))))
+            .collect();
+        let seen = next_of_each(&mut clients).await;
+        let expected = serde_json::to_string(&StatePayload::from(first.as_ref()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(&*seen[0].1, expected);
+        assert!(seen.iter().all(|(seq, _)| *seq == first.seq));
+        // One allocation shared by all: serialized once, not once per client.
+        assert!(seen.iter().all(|(_, j)| Arc::ptr_eq(j, &seen[0].1)));
+
+        let second = Arc::new(Published {
+            seq: first.seq + 1,
+            ..(*first).clone()
+        });
+        tx.send(Arc::clone(&second))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let seen_next = next_of_each(&mut clients).await;
+        assert!(seen_next.iter().all(|(seq, _)| *seq == second.seq));
+        assert!(seen_next
+            .iter()
+            .all(|(_, j)| Arc::ptr_eq(j, &seen_next[0].1)));
+        assert!(!Arc::ptr_eq(&seen_next[0].1, &seen[0].1));
+        let payload: serde_json::Value =
+            serde_json::from_str(&seen_next[0].1).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(payload["seq"], second.seq);
+        assert_eq!(payload["watts"], 42.5);
+    }
+
+    #[tokio::test]
+    async fn a_client_behind_gets_its_own_state_and_keeps_the_newer_one_cached() {
+        let first = published().await;
+        let second = Published {
+            seq: first.seq + 1,
+            ..(*first).clone()
+        };
+        let cache = StateJson::default();
+        let newer = cache.get(&second).unwrap_or_else(|e| panic!("{e}"));
+        let older = cache.get(&first).unwrap_or_else(|e| panic!("{e}"));
+        let seq = |json: &str| {
+            serde_json::from_str::<serde_json::Value>(json).unwrap_or_else(|e| panic!("{e}"))["seq"]
+                .clone()
+        };
+        assert_eq!(seq(&older), first.seq);
+        assert_eq!(seq(&newer), second.seq);
+        let again = cache.get(&second).unwrap_or_else(|e| panic!("{e}"));
+        assert!(Arc::ptr_eq(&again, &newer));
+    }
 
     #[test]
     fn host_names_keep_ipv6_brackets() {
