@@ -66,6 +66,9 @@ pub fn set_preference(
     })
 }
 
+/// How long a window waits for the engine to take a change.
+const ENGINE_REPLY: std::time::Duration = std::time::Duration::from_secs(2);
+
 pub fn apply_preference(
     app: &AppHandle,
     key: &str,
@@ -84,11 +87,15 @@ pub fn apply_preference(
     if key == "launch_at_login" {
         crate::autostart::apply(app, next.launch_at_login)?;
     }
+    // The engine owns the preferences: it has the last word, and is saved only once it agreed.
+    let reader = state.engine.reader();
+    let taken = next.clone();
+    tauri::async_runtime::block_on(async move {
+        tokio::time::timeout(ENGINE_REPLY, reader.set_preferences(taken)).await
+    })
+    .map_err(|_| "Wattbar's engine did not answer".to_string())?
+    .map_err(|e| e.to_string())?;
     settings::save(&state.store, key, value)?;
-    state
-        .engine
-        .send(Command::SetPreferences(Box::new(next.clone())))
-        .map_err(|e| e.to_string())?;
     *prefs = next.clone();
     Ok(next)
 }

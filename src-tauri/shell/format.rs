@@ -122,7 +122,10 @@ mod tests {
                 breakdown: Vec::new(),
                 unavailable: Vec::new(),
                 battery: None,
+                owners: Vec::new(),
+                headline_parts: Vec::new(),
             }),
+            energy_method: None,
             session: Session::new(0.0, Duration::from_secs(10)).totals(&Currency::default()),
             low_power: wattbar_core::LowPowerState::off(),
             advice: wattbar_core::policy::advice(

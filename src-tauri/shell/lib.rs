@@ -65,8 +65,16 @@ fn setup(app: &mut tauri::App) -> Result<(), Box<dyn std::error::Error>> {
     {
         config.batch_interval = batch;
     }
+    if prefs.api_enabled {
+        config.api = Some(
+            std::env::var(API_LISTEN_ENV)
+                .unwrap_or_else(|_| wattbar_engine::api::DEFAULT_LISTEN.to_string()),
+        );
+    }
+    // A second engine on the same data folder (`wattbar-cli serve`, say) is refused with who
+    // holds it: the app says so and stops rather than count the machine twice.
     let engine =
-        tauri::async_runtime::block_on(async move { wattbar_engine::spawn(chain, config) });
+        tauri::async_runtime::block_on(async move { wattbar_engine::spawn(chain, config) })?;
     let mut rx = engine.subscribe();
     if prefs.api_enabled {
         start_api(engine.reader(), db_path.clone());

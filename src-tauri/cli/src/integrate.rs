@@ -80,7 +80,7 @@ pub fn integrate(text: &str) -> Result<Report, String> {
             }
             Acc::Counter(c) => {
                 if let Some(v) = value {
-                    c.push(at, Joules(v), None);
+                    c.push(at, Joules(v));
                 }
             }
         }

@@ -251,3 +251,115 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
     let (status, _) = serve.terminate();
     assert!(status.success());
 }
+
+#[test]
+fn one_engine_per_data_folder_a_second_serve_is_refused_and_watch_follows_the_first() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let started = Instant::now();
+    let serve = Serve::start(dir.path(), "t,watts\n0,100\n", &["--interval", "100ms"]);
+    let addr = serve.url.trim_start_matches("http://").to_string();
+
+    let second = cli(dir.path())
+        .env("WATTBAR_REPLAY", dir.path().join("trace.csv"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!second.status.success());
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        err.contains(&format!(
+            "another Wattbar engine (pid {})",
+            serve.child.id()
+        )),
+        "{err}"
+    );
+    assert!(err.contains(&addr), "{err}");
+
+    // `watch` on the same folder prints the running engine's samples instead of sampling again.
+    let out = cli(dir.path())
+        .env("WATTBAR_REPLAY", dir.path().join("trace.csv"))
+        .args(["watch", "--json", "--count", "3"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("following it"));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    assert_eq!(lines.len(), 3);
+    let joules: Vec<f64> = lines
+        .iter()
+        .map(|l| l["session_joules"].as_f64().unwrap_or(-1.0))
+        .collect();
+    assert!(joules.windows(2).all(|w| w[1] >= w[0]), "{joules:?}");
+    assert_eq!(lines[2]["watts"], 100.0);
+
+    // One machine's energy: the follower measured nothing itself.
+    let (status, _) = serve.terminate();
+    assert!(status.success());
+    let elapsed = started.elapsed().as_secs_f64();
+    let out = cli(dir.path())
+        .args(["totals", "--json"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let lifetime_j = v["lifetime"]["kwh"].as_f64().unwrap_or(-1.0) * 3.6e6;
+    assert!(
+        lifetime_j > 0.0 && lifetime_j <= 100.0 * elapsed * 1.05,
+        "{lifetime_j} J in {elapsed} s"
+    );
+}
+
+#[test]
+fn reset_session_goes_through_the_running_engine_and_the_session_reads_zero() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let serve = Serve::start(dir.path(), "t,watts\n0,100\n", &["--interval", "100ms"]);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while serve.get("/v1/snapshot")["session_joules"]
+        .as_f64()
+        .unwrap_or(0.0)
+        < 100.0
+    {
+        assert!(Instant::now() < deadline, "no energy");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let totals = |d: &Path| -> serde_json::Value {
+        let out = cli(d)
+            .args(["totals", "--json"])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        serde_json::from_slice(&out.stdout).unwrap_or_default()
+    };
+    std::thread::sleep(Duration::from_millis(700));
+    let before = totals(dir.path());
+    assert!(
+        before["session"]["kwh"].as_f64().unwrap_or(0.0) > 0.0,
+        "{before}"
+    );
+    let out = cli(dir.path())
+        .arg("reset-session")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = totals(dir.path());
+    // At most a few samples of the new session can be in the store by now: 100 W × 0.6 s.
+    let session_j = after["session"]["kwh"].as_f64().unwrap_or(-1.0) * 3.6e6;
+    assert!((0.0..=60.0).contains(&session_j), "{after}");
+    let lifetime = |v: &serde_json::Value| v["lifetime"]["kwh"].as_f64().unwrap_or(0.0);
+    assert!(lifetime(&after) >= lifetime(&before), "{before} → {after}");
+    assert!(
+        serve.get("/v1/snapshot")["session_joules"]
+            .as_f64()
+            .unwrap_or(1e9)
+            < 200.0
+    );
+}

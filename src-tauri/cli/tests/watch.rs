@@ -330,10 +330,12 @@ fn parse_powermetrics_gives_one_sample_per_record_and_bad_input_exits_1() {
             "{kind}"
         );
     }
+    // An unknown kind is a usage error, answered with the kinds there are.
     let out = cli(dir.path())
         .args(["parse", "nope"])
         .arg(&junk)
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ioreg, powermetrics, pmset-batt"));
 }

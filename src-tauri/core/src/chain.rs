@@ -12,6 +12,12 @@
 //! A candidate of better quality beats the order above: measured parts beat a heuristic
 //! whole-system guess.
 //!
+//! Ownership: each domain is owned by the most trusted source that gave it a usable reading, and
+//! each of that source's devices in the domain counts once. The snapshot carries that choice
+//! ([`Snapshot::owners`], [`Snapshot::headline_parts`]) so that energy metering counts exactly
+//! what the headline shows, never a domain twice (RAPL plus the CPU estimate, NVML plus the
+//! Ollama heuristic).
+//!
 //! A source that answers `Unavailable` is not asked again; its reason stays in every snapshot.
 //! A `Transient` failure is listed for that sample and the source is asked again next time.
 
@@ -41,6 +47,28 @@ pub struct SourceStatus {
     pub readings: usize,
 }
 
+/// One (domain, device) as one source reads it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Part {
+    pub domain: Domain,
+    pub device: Option<String>,
+    pub source: String,
+}
+
+impl Part {
+    pub fn of(r: &Reading) -> Part {
+        Part {
+            domain: r.domain,
+            device: r.device.clone(),
+            source: r.source.clone(),
+        }
+    }
+
+    pub fn is(&self, r: &Reading) -> bool {
+        self.domain == r.domain && self.device == r.device && self.source == r.source
+    }
+}
+
 /// Everything known about the machine's power at one instant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
@@ -53,11 +81,41 @@ pub struct Snapshot {
     /// The supply as the first battery-aware source saw it; `None` without a battery source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub battery: Option<Battery>,
+    /// The readings that count, one per (domain, device), from each domain's owner.
+    #[serde(default)]
+    pub owners: Vec<Part>,
+    /// What the headline is made of: one whole-system reading, or the parts of a sum.
+    #[serde(default)]
+    pub headline_parts: Vec<Part>,
 }
 
 impl Snapshot {
+    /// A snapshot of `readings` (best source first) with the headline and owners the chain
+    /// would choose.
+    pub fn of(at: Stamp, breakdown: Vec<Reading>) -> Snapshot {
+        let owners = owners(&breakdown);
+        let (headline, headline_parts) = match headline_with_parts(&breakdown, &owners, at) {
+            Some((h, parts)) => (Some(h), parts),
+            None => (None, Vec::new()),
+        };
+        Snapshot {
+            at,
+            headline,
+            breakdown,
+            unavailable: Vec::new(),
+            battery: None,
+            owners,
+            headline_parts,
+        }
+    }
+
     pub fn headline_watts(&self) -> Option<Watts> {
         self.headline.as_ref().and_then(|r| r.watts)
+    }
+
+    /// The reading of `part` in this snapshot.
+    pub fn reading(&self, part: &Part) -> Option<&Reading> {
+        self.breakdown.iter().find(|r| part.is(r))
     }
 }
 
@@ -162,13 +220,10 @@ impl Chain {
                 battery = slot.source.battery();
             }
         }
-        let headline = headline(&breakdown, at);
         Snapshot {
-            at,
-            headline,
-            breakdown,
             unavailable,
             battery,
+            ..Snapshot::of(at, breakdown)
         }
     }
 }
@@ -177,41 +232,17 @@ fn usable(r: &Reading) -> Option<Watts> {
     r.watts.filter(|w| w.is_plausible())
 }
 
-/// The headline from readings ordered best source first (see the module docs).
-pub fn headline(readings: &[Reading], at: Stamp) -> Option<Reading> {
-    let mut candidates: Vec<Reading> = [Domain::System, Domain::Platform]
-        .into_iter()
-        .filter_map(|whole| {
-            readings
-                .iter()
-                .find(|r| r.domain == whole && usable(r).is_some())
-                .cloned()
-        })
-        .collect();
-    candidates.extend(component_sum(readings, at));
-    // A better quality wins; among equals, the order above (system, platform, sum).
-    let best = candidates.iter().map(|r| r.quality).min()?;
-    candidates.into_iter().find(|r| r.quality == best)
-}
-
-fn component_sum(readings: &[Reading], at: Stamp) -> Option<Reading> {
-    // An APU's SoC figure includes its CPU: it stands in for the CPU only when nothing measures
-    // the CPU itself, and is never added to it.
-    let has_cpu = readings
-        .iter()
-        .any(|r| r.domain == Domain::Cpu && usable(r).is_some());
-    let counts = |r: &&Reading| {
-        (r.domain.is_component() || (r.domain == Domain::Soc && !has_cpu)) && usable(r).is_some()
-    };
-    let usable_parts = || readings.iter().filter(counts);
+/// For each domain, the first source (readings are best source first) with a usable reading;
+/// each of its devices in that domain once.
+pub fn owners(readings: &[Reading]) -> Vec<Part> {
     let mut owner: Vec<(Domain, &str)> = Vec::new();
-    for r in usable_parts() {
+    for r in readings.iter().filter(|r| usable(r).is_some()) {
         if !owner.iter().any(|(d, _)| *d == r.domain) {
             owner.push((r.domain, &r.source));
         }
     }
-    let mut parts: Vec<&Reading> = Vec::new();
-    for r in usable_parts() {
+    let mut parts: Vec<Part> = Vec::new();
+    for r in readings.iter().filter(|r| usable(r).is_some()) {
         let from_owner = owner
             .iter()
             .any(|(d, s)| *d == r.domain && *s == r.source.as_str());
@@ -219,9 +250,46 @@ fn component_sum(readings: &[Reading], at: Stamp) -> Option<Reading> {
             .iter()
             .any(|p| p.domain == r.domain && p.device == r.device);
         if from_owner && !repeated {
-            parts.push(r);
+            parts.push(Part::of(r));
         }
     }
+    parts
+}
+
+/// The headline from readings ordered best source first (see the module docs).
+pub fn headline(readings: &[Reading], at: Stamp) -> Option<Reading> {
+    headline_with_parts(readings, &owners(readings), at).map(|(h, _)| h)
+}
+
+fn headline_with_parts(
+    readings: &[Reading],
+    owners: &[Part],
+    at: Stamp,
+) -> Option<(Reading, Vec<Part>)> {
+    let mut candidates: Vec<(Reading, Vec<Part>)> = [Domain::System, Domain::Platform]
+        .into_iter()
+        .filter_map(|whole| {
+            readings
+                .iter()
+                .find(|r| r.domain == whole && owners.iter().any(|p| p.is(r)))
+                .map(|r| (r.clone(), vec![Part::of(r)]))
+        })
+        .collect();
+    candidates.extend(component_sum(readings, owners, at));
+    // A better quality wins; among equals, the order above (system, platform, sum).
+    let best = candidates.iter().map(|(r, _)| r.quality).min()?;
+    candidates.into_iter().find(|(r, _)| r.quality == best)
+}
+
+fn component_sum(readings: &[Reading], owners: &[Part], at: Stamp) -> Option<(Reading, Vec<Part>)> {
+    // An APU's SoC figure includes its CPU: it stands in for the CPU only when nothing measures
+    // the CPU itself, and is never added to it.
+    let has_cpu = owners.iter().any(|p| p.domain == Domain::Cpu);
+    let parts: Vec<&Reading> = readings
+        .iter()
+        .filter(|r| r.domain.is_component() || (r.domain == Domain::Soc && !has_cpu))
+        .filter(|r| owners.iter().any(|p| p.is(r)))
+        .collect();
     if parts.is_empty() {
         return None;
     }
@@ -240,12 +308,9 @@ fn component_sum(readings: &[Reading], at: Stamp) -> Option<Reading> {
             sources.push(&p.source);
         }
     }
-    Some(Reading::power(
-        Domain::System,
-        total,
-        sources.join("+"),
-        quality,
-        at,
+    Some((
+        Reading::power(Domain::System, total, sources.join("+"), quality, at),
+        parts.iter().map(|r| Part::of(r)).collect(),
     ))
 }
 
@@ -387,6 +452,47 @@ mod tests {
             .unwrap_or_else(|| panic!("no headline"));
         assert_eq!(head.watts, Some(Watts(42.0)));
         assert_eq!(head.source, "rapl");
+    }
+
+    #[test]
+    fn the_snapshot_names_each_domains_owner_and_the_headlines_parts() {
+        // RAPL beats the CPU estimate, NVML beats the Ollama heuristic: the owners are exactly
+        // what the headline adds up, so metering them cannot count a domain twice.
+        let mut chain = Chain::new(vec![
+            fixed(
+                "ollama",
+                Quality::Heuristic,
+                Ok(vec![(Domain::Gpu, None, 80.0)]),
+            ),
+            fixed(
+                "cpu-proxy",
+                Quality::Estimated,
+                Ok(vec![(Domain::Cpu, None, 35.0)]),
+            ),
+            fixed(
+                "rapl",
+                Quality::Measured,
+                Ok(vec![(Domain::Cpu, Some("package-0"), 20.0)]),
+            ),
+            fixed(
+                "nvml",
+                Quality::Measured,
+                Ok(vec![(Domain::Gpu, Some("0"), 250.0)]),
+            ),
+        ]);
+        let snap = chain.sample(t(1));
+        let part = |domain, device: &str, source: &str| Part {
+            domain,
+            device: Some(device.to_string()),
+            source: source.to_string(),
+        };
+        let expected = vec![
+            part(Domain::Cpu, "package-0", "rapl"),
+            part(Domain::Gpu, "0", "nvml"),
+        ];
+        assert_eq!(snap.owners, expected);
+        assert_eq!(snap.headline_parts, expected);
+        assert_eq!(snap.headline_watts(), Some(Watts(270.0)));
     }
 
     #[test]

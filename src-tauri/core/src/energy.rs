@@ -105,6 +105,10 @@ impl Integrator {
         self.total
     }
 
+    pub fn set_gap_threshold(&mut self, gap_threshold: Duration) {
+        self.gap_threshold = gap_threshold;
+    }
+
     /// Monotonic time of the last valid sample, the start of the next interval.
     pub fn last_time(&self) -> Option<Duration> {
         self.last.map(|(t, _)| t)
@@ -139,20 +143,51 @@ mod tests {
         assert!(i.gaps().is_empty());
     }
 
-    #[test]
-    fn a_sine_wave_integrates_within_a_tenth_of_a_percent() {
-        // P(t) = 100 + 50 sin(2πt/60) over 600 s at 1 Hz; ∫ = 100 × 600 = 60 kJ (whole periods).
-        let mut i = Integrator::default();
-        for s in 0..=600 {
-            let t = s as f64;
-            let p = 100.0 + 50.0 * (2.0 * std::f64::consts::PI * t / 60.0).sin();
-            i.push(secs(t), Some(Watts(p)));
+    /// Sample times from 0 to `end` with steps of 0.5 to 1.5 s from a fixed LCG: jittered like
+    /// a real timer, the same on every run.
+    fn jittered_times(end: f64) -> Vec<f64> {
+        let mut state: u64 = 2026;
+        let mut ts = vec![0.0];
+        loop {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let step = 0.5 + (state >> 11) as f64 / (1u64 << 53) as f64;
+            let last = ts[ts.len() - 1];
+            if last + step >= end {
+                ts.push(end);
+                return ts;
+            }
+            ts.push(last + step);
         }
-        let exact = 60_000.0;
+    }
+
+    #[test]
+    fn a_drifting_sine_at_jittered_steps_integrates_within_a_hundredth_of_a_percent() {
+        // P(t) = 100 + 50 sin(2πt/37.3) + 0.2 t over 600 s: 37.3 s divides neither the span nor
+        // the steps, and the drift is a load warming up. ∫ = 100·600 + 50·37.3/2π·(1 − cos(2π·600/37.3))
+        // + 0.1·600² = 96,042.09 J.
+        let period = 37.3;
+        let p = |t: f64| 100.0 + 50.0 * (2.0 * std::f64::consts::PI * t / period).sin() + 0.2 * t;
+        let exact = 100.0 * 600.0
+            + 50.0 * period / (2.0 * std::f64::consts::PI)
+                * (1.0 - (2.0 * std::f64::consts::PI * 600.0 / period).cos())
+            + 0.1 * 600.0 * 600.0;
+        assert!((exact - 96_042.09).abs() < 0.01, "{exact}");
+        let ts = jittered_times(600.0);
+        let mut i = Integrator::default();
+        for &t in &ts {
+            i.push(secs(t), Some(Watts(p(t))));
+        }
+        let tolerance = 1e-4;
+        let error = (i.total().0 - exact).abs() / exact;
+        assert!(error < tolerance, "trapezoids off by {error:e}");
+        // The same samples by rectangles (each value held until the next) miss it by 5×.
+        let rectangles: f64 = ts.windows(2).map(|w| p(w[0]) * (w[1] - w[0])).sum();
+        let rect_error = (rectangles - exact).abs() / exact;
         assert!(
-            (i.total().0 - exact).abs() / exact < 0.001,
-            "{:?}",
-            i.total()
+            rect_error > 5.0 * tolerance,
+            "rectangles off by only {rect_error:e}"
         );
     }
 

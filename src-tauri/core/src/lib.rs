@@ -16,7 +16,7 @@ pub mod session;
 pub mod tariff;
 pub mod units;
 
-pub use chain::{Chain, Snapshot, SourceStatus, Unavailable};
+pub use chain::{Chain, Part, Snapshot, SourceStatus, Unavailable};
 pub use energy::{Gap, Integrator, DEFAULT_GAP_THRESHOLD, MAX_POWER_WATTS};
 pub use error::Error;
 pub use policy::{Battery, LowPowerState, Policy, PolicyConfig, Reason, Transition};

@@ -1,7 +1,10 @@
 //! A session's energy and cost.
 //!
-//! Energy comes from the [`Integrator`]; each step's energy is priced at the price in force when
-//! it was drawn, so changing the price changes cost from then on and never re-prices the past.
+//! Energy comes from hardware counters when the caller has them for the whole headline (the
+//! `counted` argument of [`Session::push`]), otherwise from the [`Integrator`]'s trapezoids. The
+//! integrator follows every sample either way, so a switch between the two never bridges a
+//! stretch twice or not at all. Each step's energy is priced at the price in force when it was
+//! drawn, so changing the price changes cost from then on and never re-prices the past.
 
 use crate::energy::{Gap, Integrator};
 use crate::prefs::Currency;
@@ -28,6 +31,7 @@ pub struct SessionTotals {
 pub struct Session {
     started_unix: f64,
     integrator: Integrator,
+    joules: Joules,
     cost: f64,
     carbon_g: Option<f64>,
 }
@@ -45,24 +49,32 @@ impl Session {
         Session {
             started_unix,
             integrator: Integrator::new(gap_threshold),
+            joules: Joules(0.0),
             cost: 0.0,
             carbon_g: None,
         }
     }
 
     /// Adds one sample taken at monotonic `t`, when the local time was `week_seconds` (seconds
-    /// since Monday 00:00). The energy since the last sample is priced at the tariffs in force
-    /// over that interval.
+    /// since Monday 00:00). `counted` is the energy hardware counters measured since the last
+    /// sample for everything the headline is made of; without it the power is integrated. The
+    /// energy since the last sample is priced at the tariffs in force over that interval.
     pub fn push(
         &mut self,
         t: Duration,
         watts: Option<Watts>,
+        counted: Option<Joules>,
         tariffs: &Tariffs,
         week_seconds: f64,
         carbon_g_per_kwh: Option<f64>,
     ) -> Added {
         let since = self.integrator.last_time();
-        let joules = self.integrator.push(t, watts);
+        let integrated = self.integrator.push(t, watts);
+        let joules = match counted {
+            Some(j) if j.0.is_finite() && j.0 >= 0.0 => j,
+            _ => integrated,
+        };
+        self.joules += joules;
         if joules.0 <= 0.0 {
             return Added::default();
         }
@@ -86,6 +98,11 @@ impl Session {
         self.integrator.interrupt(t, seconds);
     }
 
+    /// Intervals longer than this are gaps from now on.
+    pub fn set_gap_threshold(&mut self, gap_threshold: Duration) {
+        self.integrator.set_gap_threshold(gap_threshold);
+    }
+
     /// Samples clamped to the 100 kW ceiling so far.
     pub fn clamped(&self) -> u64 {
         self.integrator.clamped()
@@ -96,7 +113,7 @@ impl Session {
     }
 
     pub fn totals(&self, currency: &Currency) -> SessionTotals {
-        let joules = self.integrator.total();
+        let joules = self.joules;
         SessionTotals {
             started_unix: self.started_unix,
             joules,
@@ -128,6 +145,7 @@ mod tests {
             s.push(
                 Duration::from_secs(t),
                 Some(Watts(3600.0)),
+                None,
                 &cheap,
                 t as f64,
                 None,
@@ -137,6 +155,7 @@ mod tests {
             s.push(
                 Duration::from_secs(t),
                 Some(Watts(3600.0)),
+                None,
                 &dear,
                 t as f64,
                 None,
@@ -152,8 +171,22 @@ mod tests {
     fn a_free_price_costs_nothing_but_energy_still_counts() {
         let mut s = Session::new(0.0, Duration::from_secs(10));
         let free = flat(0.0);
-        s.push(Duration::from_secs(0), Some(Watts(100.0)), &free, 0.0, None);
-        s.push(Duration::from_secs(1), Some(Watts(100.0)), &free, 1.0, None);
+        s.push(
+            Duration::from_secs(0),
+            Some(Watts(100.0)),
+            None,
+            &free,
+            0.0,
+            None,
+        );
+        s.push(
+            Duration::from_secs(1),
+            Some(Watts(100.0)),
+            None,
+            &free,
+            1.0,
+            None,
+        );
         let t = s.totals(&Currency::default());
         assert_eq!(t.joules, Joules(100.0));
         assert_eq!(t.cost, 0.0);
@@ -176,6 +209,7 @@ mod tests {
         s.push(
             Duration::from_secs(100),
             Some(Watts(3600.0)),
+            None,
             &tariffs,
             five_pm - 10.0,
             None,
@@ -183,6 +217,7 @@ mod tests {
         s.push(
             Duration::from_secs(120),
             Some(Watts(3600.0)),
+            None,
             &tariffs,
             five_pm + 10.0,
             None,
@@ -205,6 +240,7 @@ mod tests {
             s.push(
                 Duration::from_secs(t),
                 Some(Watts(3600.0)),
+                None,
                 &t0,
                 t as f64,
                 Some(400.0),

@@ -728,7 +728,8 @@ mod tests {
             interval_ms: 100,
             ..Preferences::default()
         };
-        let engine = crate::spawn(Chain::new(sources), crate::EngineConfig::new(prefs));
+        let engine = crate::spawn(Chain::new(sources), crate::EngineConfig::new(prefs))
+            .unwrap_or_else(|e| panic!("{e}"));
         let mut rx = engine.subscribe();
         let sampled = tokio::time::timeout(
             Duration::from_secs(5),

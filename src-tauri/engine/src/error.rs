@@ -22,4 +22,30 @@ pub enum Error {
     /// The engine task has stopped; nothing more will be published.
     #[error("the engine has stopped")]
     Stopped,
+    /// Another engine holds this data folder: use it (its API) instead of starting a second.
+    #[error("{}", locked_message(dir, *pid, api.as_deref()))]
+    Locked {
+        dir: PathBuf,
+        pid: Option<u32>,
+        api: Option<String>,
+    },
+    /// A request the engine refused, with its reason (a preference out of range, say).
+    #[error("{0}")]
+    Refused(String),
+}
+
+fn locked_message(dir: &std::path::Path, pid: Option<u32>, api: Option<&str>) -> String {
+    let who = match pid {
+        Some(pid) => format!("another Wattbar engine (pid {pid})"),
+        None => "another Wattbar engine".to_string(),
+    };
+    let reach = match api {
+        Some(api) => format!("; reach it at http://{api}/"),
+        None => String::new(),
+    };
+    format!(
+        "{who} is already recording into {}{reach}. One engine per data folder keeps the \
+         numbers right: stop it first, or set WATTBAR_DATA_DIR to another folder",
+        dir.display()
+    )
 }

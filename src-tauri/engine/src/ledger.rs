@@ -53,6 +53,11 @@ impl Ledger {
         self.session_id
     }
 
+    /// True while rows wait for the next batch.
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
     pub fn record(&mut self, row: Row) {
         if self.pending.len() >= MAX_PENDING {
             self.pending.remove(0);

@@ -274,15 +274,13 @@ impl Store {
         sql_at(&self.path, source)
     }
 
-    /// Ends any session a crash left open (its totals are as of its last batch) and starts a new one.
+    /// Starts a session. Sessions a crash left open are ended, each by its id, at its last
+    /// sample: the caller holds the data folder's lock, so no other engine is running them.
     pub fn start_session(&mut self, now_unix: f64, currency: &str) -> Result<i64, StoreError> {
         let path = self.path.clone();
         let tx = self.conn.transaction().map_err(|e| sql_at(&path, e))?;
         let id = (|| {
-            tx.execute(
-                "UPDATE sessions SET end = COALESCE((SELECT MAX(t) FROM samples), start) WHERE end IS NULL",
-                [],
-            )?;
+            end_orphans(&tx, None)?;
             tx.execute(
                 "INSERT INTO sessions (start, currency) VALUES (?1, ?2)",
                 params![now_unix, currency],
@@ -295,14 +293,23 @@ impl Store {
         Ok(id)
     }
 
-    /// Ends every running session (`wattbar-cli reset-session`); returns how many.
-    pub fn end_running_sessions(&mut self, now_unix: f64) -> Result<usize, StoreError> {
-        self.conn
-            .execute(
-                "UPDATE sessions SET end = ?1 WHERE end IS NULL",
-                params![now_unix],
-            )
-            .map_err(|e| self.sql(e))
+    /// `wattbar-cli reset-session` with no engine running (the caller holds the lock): ends the
+    /// sessions left open, each by id, and records an empty session from `now_unix`, so that the
+    /// session reads 0 until an engine adds energy. Returns how many sessions were ended.
+    pub fn reset_session(&mut self, now_unix: f64, currency: &str) -> Result<usize, StoreError> {
+        let path = self.path.clone();
+        let tx = self.conn.transaction().map_err(|e| sql_at(&path, e))?;
+        let ended = (|| {
+            let ended = end_orphans(&tx, Some(now_unix))?;
+            tx.execute(
+                "INSERT INTO sessions (start, end, currency) VALUES (?1, ?1, ?2)",
+                params![now_unix, currency],
+            )?;
+            tx.commit()?;
+            Ok(ended)
+        })()
+        .map_err(|e| sql_at(&path, e))?;
+        Ok(ended)
     }
 
     /// True when session `id` has been ended, by this process or another.
@@ -566,6 +573,22 @@ impl Store {
             .map_err(|e| self.sql(e))?;
         rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.sql(e))
     }
+}
+
+/// Ends every session still open, one by one by id, at `at` or else at its last sample.
+fn end_orphans(tx: &rusqlite::Transaction<'_>, at: Option<f64>) -> rusqlite::Result<usize> {
+    let ids: Vec<i64> = tx
+        .prepare("SELECT id FROM sessions WHERE end IS NULL")?
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    for id in &ids {
+        tx.execute(
+            "UPDATE sessions SET end = COALESCE(?2, (SELECT MAX(t) FROM samples WHERE t >= start), start)
+             WHERE id = ?1",
+            params![id, at],
+        )?;
+    }
+    Ok(ids.len())
 }
 
 fn sql_at(path: &Path, source: rusqlite::Error) -> StoreError {

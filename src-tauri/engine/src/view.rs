@@ -50,6 +50,11 @@ pub struct StatePayload {
     /// Every reading of the sample, best source first.
     pub breakdown: Vec<BreakdownItem>,
     pub session_kwh: f64,
+    /// The same as `session_kwh`, in joules, unrounded.
+    pub session_joules: f64,
+    /// How the last sample's energy was found: `counter` (hardware energy counters for every
+    /// part of the headline) or `trapezoid` (power samples integrated).
+    pub energy_method: Option<wattbar_core::meter::Method>,
     pub session_cost: f64,
     pub currency: String,
     pub price_per_kwh: f64,
@@ -127,6 +132,8 @@ impl From<&Published> for StatePayload {
                 })
                 .unwrap_or_default(),
             session_kwh: p.session.kwh,
+            session_joules: p.session.joules.0,
+            energy_method: p.energy_method,
             session_cost: p.session.cost,
             currency: p.session.currency.to_string(),
             price_per_kwh: p.price_per_kwh,

@@ -45,7 +45,7 @@ impl Server {
         if let Some(db) = db {
             config = config.with_store(db.to_path_buf());
         }
-        let engine = spawn(Chain::new(sources), config);
+        let engine = spawn(Chain::new(sources), config).unwrap_or_else(|e| panic!("{e}"));
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .unwrap_or_else(|e| panic!("{e}"));

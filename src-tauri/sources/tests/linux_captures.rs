@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use wattbar_core::{Domain, Quality, Stamp, Watts};
+use wattbar_core::{Domain, Joules, Quality, Stamp, Watts};
 use wattbar_sources::cpu_proxy::{CpuPowerModel, TdpOrigin};
 use wattbar_sources::linux::{hwmon, power_supply, probe, proc_stat, rapl};
 use wattbar_sources::Sample;
@@ -108,11 +108,19 @@ fn the_celeron_series_drops_both_unsized_wraps_and_every_kilowatt_step() {
         [16, 48],
         "1-based lines where the counter went down"
     );
-    for w in values.windows(2) {
-        // max_energy_range_uj was unreadable (ENODATA): no range.
-        let watts = rapl::watts_between(w[0], w[1], None, 1.0);
-        assert_eq!(watts, None, "{} → {} must not be integrated", w[0], w[1]);
+    // max_energy_range_uj was unreadable (ENODATA): no range. About 1 s between reads.
+    let mut counter = wattbar_core::counter::CounterTotal::new();
+    for (i, uj) in values.iter().enumerate() {
+        let at = std::time::Duration::from_secs(i as u64);
+        let watts = counter.update(
+            at,
+            Joules::from_microjoules(*uj as f64),
+            None,
+            rapl::MAX_ZONE_WATTS,
+        );
+        assert_eq!(watts, None, "line {} ({uj}) must not be integrated", i + 1);
     }
+    assert_eq!(counter.total(), Some(Joules(0.0)));
 }
 
 // ---- power_supply ----
@@ -261,6 +269,20 @@ fn an_apu_is_the_whole_soc_and_prefers_input_over_average() {
     assert_eq!(watts_of(&strix, Domain::Soc), [9.087]);
 }
 
+/// The raw energy register `energy<channel>_input` of hwmon device `dir`, in joules.
+fn register(root: &Path, dir: &str, channel: u32) -> f64 {
+    let devices = hwmon::read_devices(root).unwrap_or_else(|e| panic!("{e}"));
+    let device = devices
+        .iter()
+        .find(|d| d.dir == dir)
+        .unwrap_or_else(|| panic!("no {dir}"));
+    hwmon::energy_counters(device)
+        .into_iter()
+        .find(|(ch, _)| *ch == channel)
+        .map(|(_, uj)| uj as f64 / 1e6)
+        .unwrap_or_else(|| panic!("no energy{channel}_input in {dir}"))
+}
+
 #[test]
 fn intel_energy_counters_need_two_samples_and_limits_are_not_readings() {
     let b580 = fixture("hwmon/intel-b580");
@@ -270,10 +292,11 @@ fn intel_energy_counters_need_two_samples_and_limits_are_not_readings() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(first.readings.len(), 1, "one figure per device");
     assert_eq!(first.readings[0].watts, None);
-    let counter = first.readings[0].energy_counter.map(|j| j.0).unwrap_or(0.0);
+    // The reading carries the source's own total (nothing measured yet), never the register.
+    assert_eq!(first.readings[0].energy_counter, Some(Joules(0.0)));
     assert!(
-        close(counter, 11_031.745544, 1e-6),
-        "the card counter: {counter}"
+        close(register(&b580, "hwmon2", 1), 11_031.745544, 1e-6),
+        "the card counter"
     );
     assert_eq!(first.state["hwmon2_limits_w"]["power1_cap"], 190.0);
     assert_eq!(first.state["hwmon2_limits_w"]["power1_crit"], 380.0);
@@ -281,7 +304,7 @@ fn intel_energy_counters_need_two_samples_and_limits_are_not_readings() {
     let a380 = probe(&fixture("hwmon/intel-a380-i915"), None, model());
     assert_eq!(a380.readings.len(), 1);
     assert!(close(
-        a380.readings[0].energy_counter.map(|j| j.0).unwrap_or(0.0),
+        register(&fixture("hwmon/intel-a380-i915"), "hwmon1", 1),
         25_637.161804,
         1e-6
     ));
@@ -296,13 +319,10 @@ fn a_counter_that_reads_zero_is_unsupported_and_the_next_one_is_used() {
         sample.state["hwmon4_energy1"],
         "unsupported: the counter never moves"
     );
-    let counter = sample.readings[0]
-        .energy_counter
-        .map(|j| j.0)
-        .unwrap_or(0.0);
+    assert_eq!(sample.readings[0].energy_counter, Some(Joules(0.0)));
     assert!(
-        close(counter, 29_523.753173, 1e-6),
-        "the pkg counter: {counter}"
+        close(register(&root, "hwmon4", 2), 29_523.753173, 1e-6),
+        "the pkg counter"
     );
 }
 

@@ -22,6 +22,7 @@ use crate::sample::Sample;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use wattbar_core::counter::CounterTotal;
 use wattbar_core::{Domain, Joules, Quality, Reading, Source, Stamp, Watts};
 
 pub const SOURCE_ID: &str = "hwmon";
@@ -127,8 +128,8 @@ pub fn limits(device: &Device) -> serde_json::Map<String, serde_json::Value> {
 #[derive(Debug, Clone, Default)]
 struct CounterState {
     first: u64,
-    last: u64,
     at: Duration,
+    total: CounterTotal,
 }
 
 /// The hwmon source.
@@ -230,11 +231,11 @@ impl Hwmon {
                     serde_json::Value::Object(limits),
                 );
             }
-            let reading = |watts: Option<Watts>, counter: Option<u64>| Reading {
+            let reading = |watts: Option<Watts>, counter: Option<Joules>| Reading {
                 domain,
                 device: Some(format!("{}:{}", device.name, device.dir)),
                 watts,
-                energy_counter: counter.map(|uj| Joules::from_microjoules(uj as f64)),
+                energy_counter: counter,
                 source: SOURCE_ID.to_string(),
                 quality: Quality::Measured,
                 at,
@@ -249,20 +250,19 @@ impl Hwmon {
                 let key = (device.dir.clone(), ch);
                 let state = self.counters.entry(key).or_insert(CounterState {
                     first: uj,
-                    last: uj,
                     at: at.monotonic,
+                    total: CounterTotal::new(),
                 });
                 let seconds = at.monotonic.saturating_sub(state.at).as_secs_f64();
                 let moved = uj != state.first;
-                let watts = (seconds > 0.0 && uj >= state.last)
-                    .then(|| Watts((uj - state.last) as f64 / 1e6 / seconds))
-                    .filter(|w| w.0 <= MAX_DEVICE_WATTS);
+                state.at = at.monotonic;
+                let watts = state.total.update(
+                    at.monotonic,
+                    Joules::from_microjoules(uj as f64),
+                    None,
+                    MAX_DEVICE_WATTS,
+                );
                 let never_moved = uj == 0 || (seconds > 0.0 && !moved);
-                *state = CounterState {
-                    first: state.first,
-                    last: uj,
-                    at: at.monotonic,
-                };
                 if never_moved {
                     sample.state.insert(
                         format!("{}_energy{ch}", device.dir),
@@ -271,17 +271,17 @@ impl Hwmon {
                     continue;
                 }
                 if seconds == 0.0 {
-                    waiting.get_or_insert((uj, ch));
+                    waiting.get_or_insert((state.total.total(), ch));
                     continue;
                 }
                 if chosen.is_none() {
-                    chosen = Some(reading(watts, Some(uj)));
+                    chosen = Some(reading(watts, state.total.total()));
                 }
             }
             if let Some(r) = chosen {
                 sample.readings.push(r);
-            } else if let Some((uj, _)) = waiting {
-                sample.readings.push(reading(None, Some(uj)));
+            } else if let Some((total, _)) = waiting {
+                sample.readings.push(reading(None, total));
             }
         }
         if sample.readings.is_empty() && sample.state.is_empty() {

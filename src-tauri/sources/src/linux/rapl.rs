@@ -11,6 +11,8 @@
 //!   down wrapped: Δ = cur + `max_energy_range_uj` − prev. When `max_energy_range_uj` cannot be
 //!   read the wrap cannot be sized and the interval is dropped (absent, not negative).
 //! - A result above [`MAX_ZONE_WATTS`] is a broken counter or a bogus unit and is rejected.
+//! - Each reading's `energy_counter` is the zone's energy over the intervals kept by the rules
+//!   above ([`CounterTotal`]): unwrapped, validated and monotonic, never the raw register.
 //! - `energy_uj` has been root-only since 2020 (CVE-2020-8694): EACCES makes the source
 //!   unavailable with the fix (`packaging/linux/60-wattbar-powercap.rules`).
 //!
@@ -20,8 +22,8 @@ use super::read_attr;
 use crate::error::Error;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
-use wattbar_core::{Domain, Joules, Quality, Reading, Source, Stamp, Watts};
+use wattbar_core::counter::CounterTotal;
+use wattbar_core::{Domain, Joules, Quality, Reading, Source, Stamp};
 
 pub const SOURCE_ID: &str = "rapl";
 const POWERCAP: &str = "sys/class/powercap";
@@ -72,30 +74,6 @@ pub fn parse_uj(text: &str) -> Result<u64, Error> {
     })
 }
 
-/// Energy between two counter values, in µJ, or `None` when it cannot be known.
-pub fn delta_uj(prev: u64, cur: u64, max_energy_range_uj: Option<u64>) -> Option<u64> {
-    if cur >= prev {
-        Some(cur - prev)
-    } else {
-        let range = max_energy_range_uj.filter(|r| *r > prev)?;
-        Some(cur + (range - prev))
-    }
-}
-
-/// Watts over `seconds` from two counter values, rejecting what cannot be real.
-pub fn watts_between(
-    prev: u64,
-    cur: u64,
-    max_energy_range_uj: Option<u64>,
-    seconds: f64,
-) -> Option<Watts> {
-    if seconds <= 0.0 || !seconds.is_finite() {
-        return None;
-    }
-    let w = delta_uj(prev, cur, max_energy_range_uj)? as f64 / 1e6 / seconds;
-    (w <= MAX_ZONE_WATTS).then_some(Watts(w))
-}
-
 /// Reads every RAPL zone under `root`.
 pub fn read_zones(root: &Path) -> Result<Vec<Zone>, Error> {
     let base = root.join(POWERCAP);
@@ -139,36 +117,30 @@ pub fn read_zones(root: &Path) -> Result<Vec<Zone>, Error> {
     Ok(zones)
 }
 
-/// Readings from two reads of the same zones `seconds` apart (`prev` may be empty: first read).
-pub fn readings(
-    prev: &HashMap<String, u64>,
-    zones: &[Zone],
-    seconds: f64,
-    at: Stamp,
-) -> Vec<Reading> {
-    zones
-        .iter()
-        .filter_map(|z| {
-            let (domain, device) = match &z.kind {
-                ZoneKind::Package(name) => (Domain::Cpu, name.clone()),
-                ZoneKind::Dram(name) => (Domain::Dram, name.clone()),
-                ZoneKind::Psys => (Domain::Platform, "psys".to_string()),
-                ZoneKind::Part(_) => return None,
-            };
-            let watts = prev
-                .get(&z.dir)
-                .and_then(|p| watts_between(*p, z.energy_uj, z.max_energy_range_uj, seconds));
-            Some(Reading {
-                domain,
-                device: Some(device),
-                watts,
-                energy_counter: Some(Joules::from_microjoules(z.energy_uj as f64)),
-                source: SOURCE_ID.to_string(),
-                quality: Quality::Measured,
-                at,
-            })
-        })
-        .collect()
+/// The reading of one zone; `counter` is that zone's running total, updated here.
+fn reading(zone: &Zone, counter: &mut CounterTotal, at: Stamp) -> Option<Reading> {
+    let (domain, device) = match &zone.kind {
+        ZoneKind::Package(name) => (Domain::Cpu, name.clone()),
+        ZoneKind::Dram(name) => (Domain::Dram, name.clone()),
+        ZoneKind::Psys => (Domain::Platform, "psys".to_string()),
+        ZoneKind::Part(_) => return None,
+    };
+    let uj = |v: u64| Joules::from_microjoules(v as f64);
+    let watts = counter.update(
+        at.monotonic,
+        uj(zone.energy_uj),
+        zone.max_energy_range_uj.map(uj),
+        MAX_ZONE_WATTS,
+    );
+    Some(Reading {
+        domain,
+        device: Some(device),
+        watts,
+        energy_counter: counter.total(),
+        source: SOURCE_ID.to_string(),
+        quality: Quality::Measured,
+        at,
+    })
 }
 
 /// Where the zones that give readings keep their counters: found once, then read directly, so a
@@ -208,12 +180,11 @@ impl Layout {
     }
 }
 
-/// The RAPL source: remembers the last counters to turn them into watts.
+/// The RAPL source: keeps each zone's counter to turn it into watts and a monotonic total.
 pub struct Rapl {
     root: PathBuf,
     layout: Option<Layout>,
-    prev: HashMap<String, u64>,
-    prev_at: Option<Duration>,
+    counters: HashMap<String, CounterTotal>,
 }
 
 impl Rapl {
@@ -221,8 +192,7 @@ impl Rapl {
         Rapl {
             root: root.to_path_buf(),
             layout: None,
-            prev: HashMap::new(),
-            prev_at: None,
+            counters: HashMap::new(),
         }
     }
 
@@ -241,14 +211,10 @@ impl Rapl {
                 zones
             }
         };
-        let seconds = self
-            .prev_at
-            .map(|p| at.monotonic.saturating_sub(p).as_secs_f64())
-            .unwrap_or(0.0);
-        let out = readings(&self.prev, &zones, seconds, at);
-        self.prev = zones.iter().map(|z| (z.dir.clone(), z.energy_uj)).collect();
-        self.prev_at = Some(at.monotonic);
-        Ok(out)
+        Ok(zones
+            .iter()
+            .filter_map(|z| reading(z, self.counters.entry(z.dir.clone()).or_default(), at))
+            .collect())
     }
 }
 
@@ -269,22 +235,64 @@ impl Source for Rapl {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_wrap_with_a_known_range_is_not_a_negative_sample() {
-        // procfs fixture range; prev 262143000000 → cur 500000 µJ over 1 s = 0.82885 W.
-        let w = watts_between(262_143_000_000, 500_000, Some(262_143_328_850), 1.0);
-        assert_eq!(w.map(|w| (w.0 * 1e6).round() / 1e6), Some(0.82885));
+    /// A powercap tree with one package zone whose counter the test sets.
+    fn tree(range_uj: Option<u64>) -> (tempfile::TempDir, PathBuf) {
+        let root = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let zone = root.path().join(POWERCAP).join("intel-rapl:0");
+        std::fs::create_dir_all(&zone).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(zone.join("name"), "package-0\n").unwrap_or_else(|e| panic!("{e}"));
+        if let Some(r) = range_uj {
+            std::fs::write(zone.join("max_energy_range_uj"), format!("{r}\n"))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        (root, zone.join("energy_uj"))
+    }
+
+    fn read_at(rapl: &mut Rapl, counter: &Path, uj: u64, s: u64) -> Reading {
+        std::fs::write(counter, format!("{uj}\n")).unwrap_or_else(|e| panic!("{e}"));
+        let at = Stamp::new(std::time::Duration::from_secs(s), s as f64);
+        let root = rapl.root.clone();
+        let mut out = rapl.read_root(&root, at).unwrap_or_else(|e| panic!("{e}"));
+        out.pop().unwrap_or_else(|| panic!("no reading"))
     }
 
     #[test]
-    fn a_wrap_with_an_unknown_range_drops_the_interval() {
-        assert_eq!(watts_between(134_258_672_512, 582_493_184, None, 1.0), None);
+    fn a_wrap_is_unwrapped_into_a_counter_that_only_grows() {
+        // max_energy_range_uj 262143328850; 262143000000 → 500000 µJ in 1 s = 0.82885 W, and
+        // the counter the meter sees goes from 0 to 0.82885 J, not down by 262 kJ.
+        let (dir, counter) = tree(Some(262_143_328_850));
+        let mut rapl = Rapl::new(dir.path());
+        let first = read_at(&mut rapl, &counter, 262_143_000_000, 0);
+        assert_eq!(first.watts, None);
+        assert_eq!(first.energy_counter, Some(Joules(0.0)));
+        let wrapped = read_at(&mut rapl, &counter, 500_000, 1);
+        assert_eq!(
+            wrapped.watts.map(|w| (w.0 * 1e6).round() / 1e6),
+            Some(0.82885)
+        );
+        let total = wrapped.energy_counter.unwrap_or_default().0;
+        assert!((total - 0.828_85).abs() < 1e-9, "{total}");
     }
 
     #[test]
-    fn kilowatts_are_rejected_not_integrated() {
-        assert_eq!(watts_between(0, 2_227_000_000, None, 1.0), None);
-        assert!(watts_between(0, 999_000_000, None, 1.0).is_some());
+    fn a_wrap_of_unknown_range_and_kilowatt_steps_never_reach_the_counter() {
+        // The Celeron of s-tui #29: no max_energy_range_uj, a wrap, and kilowatt steps.
+        let (dir, counter) = tree(None);
+        let mut rapl = Rapl::new(dir.path());
+        read_at(&mut rapl, &counter, 134_258_672_512, 0);
+        let wrap = read_at(&mut rapl, &counter, 582_493_184, 1);
+        assert_eq!(wrap.watts, None);
+        let kilowatts = read_at(&mut rapl, &counter, 582_493_184 + 2_227_000_000, 2);
+        assert_eq!(kilowatts.watts, None);
+        assert_eq!(kilowatts.energy_counter, Some(Joules(0.0)));
+        let real = read_at(
+            &mut rapl,
+            &counter,
+            582_493_184 + 2_227_000_000 + 999_000_000,
+            3,
+        );
+        assert_eq!(real.watts, Some(wattbar_core::Watts(999.0)));
+        assert_eq!(real.energy_counter, Some(Joules(999.0)));
     }
 
     #[test]

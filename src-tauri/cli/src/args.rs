@@ -1,0 +1,200 @@
+//! The command line: every command and its arguments. Fixed choices are clap `ValueEnum`s, so a
+//! wrong word is refused by the parser with the list of right ones.
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+use wattbar_core::prefs::parse_duration;
+use wattbar_core::Preferences;
+use wattbar_engine::api;
+
+#[derive(Parser)]
+#[command(
+    name = "wattbar-cli",
+    version,
+    about = "Wattbar's power engine, headless"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+#[derive(Subcommand)]
+pub enum Cmd {
+    /// Print one line per sample: watts, quality, source and session energy. When another
+    /// engine records into the data folder, follow it through its API instead.
+    Watch {
+        /// Sampling interval, e.g. 1s, 500ms (100 ms – 60 s).
+        #[arg(long, default_value = "1s", value_parser = parse_interval)]
+        interval: Duration,
+        /// Stop after this many samples.
+        #[arg(long)]
+        count: Option<u64>,
+        /// One JSON object per line.
+        #[arg(long, conflicts_with = "csv")]
+        json: bool,
+        /// Record a replay trace: `t,watts,domain,quality`, t in seconds from the first sample.
+        #[arg(long)]
+        csv: bool,
+        /// How often samples are written to the store, e.g. 5s.
+        #[arg(long, default_value = "5s", value_parser = parse_batch)]
+        batch: Duration,
+    },
+    /// Each source on this machine, in priority order: available or not, why, and its quality (JSON).
+    Sources,
+    /// Energy of a CSV with `t,watts` or `t,joules` (t in seconds), optionally a `domain` column (JSON).
+    Integrate { file: PathBuf },
+    /// Session, today, this month and lifetime from the store, as kWh, cost and currency.
+    Totals {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Read every Linux source once from a sysfs root; with --then, again from a second root as
+    /// if --after seconds had passed, which turns energy counters into watts (JSON).
+    Probe {
+        #[arg(long)]
+        sysfs_root: PathBuf,
+        #[arg(long, requires = "after")]
+        then: Option<PathBuf>,
+        #[arg(long, requires = "then")]
+        after: Option<f64>,
+    },
+    /// Parse a macOS capture (JSON).
+    Parse { kind: CaptureKind, file: PathBuf },
+    /// End the session and start another: through the running engine's API, or in the store
+    /// when no engine runs. Lifetime is untouched.
+    ResetSession,
+    /// Run the engine with the local HTTP API: Prometheus /metrics, /v1/… JSON and SSE, and the
+    /// dashboard at /. Loopback only unless --allow-remote. SIGTERM writes the store and exits 0.
+    Serve {
+        /// Address and port to listen on.
+        #[arg(long, default_value = api::DEFAULT_LISTEN)]
+        listen: SocketAddr,
+        /// Allow a --listen address other than loopback (anyone who reaches it can read).
+        #[arg(long)]
+        allow_remote: bool,
+        /// With a non-loopback listen, a host name clients may use besides this machine's own
+        /// names and addresses (repeatable), e.g. the name Prometheus scrapes.
+        #[arg(long = "allow-host", value_name = "NAME", value_parser = api::parse_host_name)]
+        allow_host: Vec<String>,
+        /// Sampling interval, e.g. 1s, 100ms; default: the preference.
+        #[arg(long, value_parser = parse_interval)]
+        interval: Option<Duration>,
+        /// How often samples are written to the store, e.g. 5s.
+        #[arg(long, default_value = "5s", value_parser = parse_batch)]
+        batch: Duration,
+        /// The dashboard's files (default: found beside the binary or in the source tree).
+        #[arg(long)]
+        ui: Option<PathBuf>,
+    },
+    /// Print the bearer token the API's writes need (made on first use, mode 0600).
+    Token,
+    /// Ask the running engine (serve or the tray app) to turn low-power mode on or off, or show it.
+    LowPower {
+        #[arg(value_enum, default_value = "status")]
+        state: LowPowerArg,
+        /// The API's address; default: the running engine's, else 127.0.0.1:9471.
+        #[arg(long)]
+        api: Option<SocketAddr>,
+    },
+    /// History from the store: one row per minute or hour with mean and max watts and joules.
+    Export {
+        /// Start: Unix seconds, or a duration back from now such as 24h or 30m.
+        #[arg(long, default_value = "24h")]
+        from: String,
+        /// End: Unix seconds, or `now`.
+        #[arg(long, default_value = "now")]
+        to: String,
+        #[arg(long, value_enum, default_value = "1m")]
+        step: StepArg,
+        #[arg(long, value_enum, default_value = "csv")]
+        format: ExportFormat,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LowPowerArg {
+    On,
+    Off,
+    Status,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StepArg {
+    #[value(name = "1m")]
+    Minute,
+    #[value(name = "1h")]
+    Hour,
+}
+
+impl From<StepArg> for wattbar_engine::store::Step {
+    fn from(s: StepArg) -> Self {
+        match s {
+            StepArg::Minute => wattbar_engine::store::Step::Minute,
+            StepArg::Hour => wattbar_engine::store::Step::Hour,
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    Csv,
+    Json,
+}
+
+/// The macOS captures `parse` reads.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CaptureKind {
+    /// `ioreg -r -c AppleSmartBattery`, text or `-a` plist.
+    Ioreg,
+    /// `powermetrics`, text or a plist stream.
+    Powermetrics,
+    #[value(name = "pmset-batt")]
+    PmsetBatt,
+    #[value(name = "pmset-g")]
+    PmsetG,
+    /// `top -l 2 -stats power`.
+    Top,
+    /// `macmon pipe` JSON lines.
+    Macmon,
+}
+
+fn parse_batch(text: &str) -> Result<Duration, String> {
+    parse_duration(text).map_err(|e| e.to_string())
+}
+
+fn parse_interval(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text).map_err(|e| e.to_string())?;
+    Preferences::validate_interval(d.as_millis() as u64).map_err(|e| e.to_string())
+}
+
+/// `now`, Unix seconds, or a duration back from now (`24h`, `30m`, `7d`).
+pub fn parse_time(text: &str, now: f64) -> anyhow::Result<f64> {
+    let t = text.trim();
+    if t == "now" {
+        return Ok(now);
+    }
+    if let Ok(v) = t.parse::<f64>() {
+        if v.is_finite() && v >= 0.0 {
+            return Ok(v);
+        }
+    }
+    let back = match t.strip_suffix('d') {
+        Some(days) => days
+            .parse::<f64>()
+            .ok()
+            .filter(|d| d.is_finite() && *d > 0.0)
+            .map(|d| d * 86_400.0),
+        None => t
+            .strip_suffix('h')
+            .and_then(|h| h.parse::<f64>().ok())
+            .filter(|h| h.is_finite() && *h > 0.0)
+            .map(|h| h * 3600.0)
+            .or_else(|| parse_duration(t).ok().map(|d| d.as_secs_f64())),
+    };
+    match back {
+        Some(secs) => Ok(now - secs),
+        None => anyhow::bail!("{t:?} is not `now`, Unix seconds, or a duration such as 24h"),
+    }
+}

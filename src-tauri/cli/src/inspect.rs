@@ -1,0 +1,123 @@
+//! Commands that read sources or files once and print JSON: `sources`, `integrate`, `probe`,
+//! `parse`. They never touch the ledger.
+
+use crate::args::CaptureKind;
+use anyhow::{bail, Context, Result};
+use std::time::Duration;
+use wattbar_engine::{build_chain, unix_now, ChainOptions};
+
+/// Samples twice (counters and utilisation need two reads) and prints every source's status.
+pub fn sources() -> Result<()> {
+    let mut chain = build_chain(&ChainOptions::from_env())?;
+    let origin = std::time::Instant::now();
+    let stamp = || wattbar_core::Stamp::new(origin.elapsed(), unix_now());
+    chain.sample(stamp());
+    std::thread::sleep(Duration::from_millis(250));
+    let snapshot = chain.sample(stamp());
+    let report = serde_json::json!({
+        "sources": chain.status(&snapshot),
+        "headline": snapshot.headline,
+    });
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}
+
+pub fn integrate_file(file: &std::path::Path) -> Result<()> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    match crate::integrate::integrate(&text) {
+        Ok(report) => {
+            println!("{}", serde_json::to_string(&report)?);
+            Ok(())
+        }
+        Err(e) => bail!("{}: {e}", file.display()),
+    }
+}
+
+/// The `probe`/`parse` output shape: `{"samples": [{"readings": [...], "state": {...}}]}`.
+fn samples_json(samples: &[wattbar_sources::Sample]) -> serde_json::Value {
+    let samples: Vec<serde_json::Value> = samples
+        .iter()
+        .map(|s| {
+            let readings: Vec<serde_json::Value> = s
+                .readings
+                .iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "domain": r.domain,
+                        "device": r.device,
+                        "watts": r.watts.map(|w| w.0),
+                        "source": r.source,
+                        "quality": r.quality,
+                    })
+                })
+                .collect();
+            serde_json::json!({"readings": readings, "state": s.state})
+        })
+        .collect();
+    serde_json::json!({ "samples": samples })
+}
+
+pub fn probe(
+    root: &std::path::Path,
+    then: Option<&std::path::Path>,
+    after: Option<f64>,
+) -> Result<()> {
+    if !root.is_dir() {
+        bail!("{} is not a directory", root.display());
+    }
+    let then = match (then, after) {
+        (Some(dir), Some(secs)) => {
+            if !dir.is_dir() {
+                bail!("{} is not a directory", dir.display());
+            }
+            if !secs.is_finite() || secs <= 0.0 {
+                bail!("--after must be a positive number of seconds");
+            }
+            Some((dir, Duration::from_secs_f64(secs)))
+        }
+        _ => None,
+    };
+    let options = ChainOptions::from_env();
+    let model = wattbar_sources::CpuPowerModel::detect(root, options.cpu_tdp_watts);
+    let sample = wattbar_sources::linux::probe(root, then, model);
+    println!("{}", serde_json::to_string(&samples_json(&[sample]))?);
+    Ok(())
+}
+
+pub fn parse(kind: CaptureKind, file: &std::path::Path) -> Result<()> {
+    use wattbar_sources::macos::{ioreg, macmon, pmset, powermetrics, top};
+    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let at = wattbar_core::Stamp::default();
+    let fail = |e: wattbar_sources::Error| anyhow::anyhow!("{}: {e}", file.display());
+    let samples: Vec<wattbar_sources::Sample> = match kind {
+        CaptureKind::Ioreg => vec![ioreg::parse_ioreg(&text).map_err(fail)?.to_sample(at)],
+        CaptureKind::Powermetrics => powermetrics::parse_powermetrics(&text)
+            .map_err(fail)?
+            .iter()
+            .map(|r| r.to_sample(at))
+            .collect(),
+        CaptureKind::PmsetBatt => vec![pmset::parse_pmset_batt(&text).map_err(fail)?.to_sample(at)],
+        CaptureKind::PmsetG => vec![pmset::parse_pmset_g(&text).map_err(fail)?.to_sample(at)],
+        CaptureKind::Top => {
+            let model = wattbar_sources::CpuPowerModel::detect(
+                std::path::Path::new("/"),
+                ChainOptions::from_env().cpu_tdp_watts,
+            );
+            vec![top::parse_top(&text)
+                .map_err(fail)?
+                .to_sample_with_model(&model, at)]
+        }
+        CaptureKind::Macmon => {
+            let mut channels = macmon::MacmonChannels::default();
+            macmon::parse_macmon_json(&text)
+                .map_err(fail)?
+                .iter()
+                .map(|s| channels.to_sample(s, at))
+                .collect()
+        }
+    };
+    println!("{}", serde_json::to_string(&samples_json(&samples))?);
+    Ok(())
+}

@@ -1,0 +1,788 @@
+//! The engine: one tokio task that samples the chain every interval, accounts each sample,
+//! records it and publishes the result on a `watch` channel; commands come back on a queue.
+//!
+//! Rules:
+//! - One engine per data folder: [`spawn`] takes the folder's lock ([`EngineLock`]) or fails with
+//!   who holds it.
+//! - The sampling work (reading sources, which may run a command or ask Ollama over HTTP, and
+//!   writing SQLite) runs on tokio's blocking pool, never on the async workers that serve the API.
+//! - Time comes from one [`Clock`]: energy on its elapsed clock (which counts sleep, so a suspend
+//!   is a gap), labels on its wall clock (whose steps move labels, never energy).
+
+use crate::accounting::{local_week_seconds, Accounting};
+use crate::clock::{Clock, SystemClock};
+use crate::error::Error;
+use crate::handle::{remember, Command, EngineHandle, EngineReader, Point, Published, Recent};
+use crate::lock::EngineLock;
+use crate::low_power::LowPower;
+use crate::recorder::Recorder;
+use crate::store::Row;
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio::time::MissedTickBehavior;
+use wattbar_core::{Chain, Preferences, Snapshot, Stamp, Tariffs, Transition};
+
+/// How often pending samples are written to the store.
+pub const DEFAULT_BATCH_INTERVAL: Duration = Duration::from_secs(5);
+
+/// A wall clock that moved this much more or less than elapsed time was stepped.
+const WALL_STEP_SECONDS: f64 = 2.0;
+
+#[derive(Clone)]
+pub struct EngineConfig {
+    pub prefs: Preferences,
+    /// The SQLite ledger; `None` keeps everything in memory. Its folder is locked.
+    pub store: Option<PathBuf>,
+    pub batch_interval: Duration,
+    /// The client that switches the OS power profile when the `os_power_mode` preference is on.
+    pub os_power: crate::os_power::ProfilesCtl,
+    pub clock: Arc<dyn Clock>,
+    /// The API address this engine serves, written in the lock file for clients to find.
+    pub api: Option<String>,
+}
+
+impl EngineConfig {
+    pub fn new(prefs: Preferences) -> Self {
+        EngineConfig {
+            prefs,
+            store: None,
+            batch_interval: DEFAULT_BATCH_INTERVAL,
+            os_power: crate::os_power::ProfilesCtl::default(),
+            clock: Arc::new(SystemClock::new()),
+            api: None,
+        }
+    }
+
+    pub fn with_store(mut self, path: PathBuf) -> Self {
+        self.store = Some(path);
+        self
+    }
+
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+}
+
+struct Engine {
+    chain: Chain,
+    clock: Arc<dyn Clock>,
+    prefs: Preferences,
+    accounting: Accounting,
+    recorder: Recorder,
+    low_power: LowPower,
+    snapshot: Option<Snapshot>,
+    last_stamp: Option<Stamp>,
+    seq: u64,
+    recent: Recent,
+    sources: Vec<String>,
+    /// Held until the last batch is written; released before shutdown answers.
+    lock: Option<EngineLock>,
+}
+
+enum Work {
+    Sample,
+    Apply(Command),
+}
+
+impl Engine {
+    fn stamp(&self) -> Stamp {
+        Stamp::new(self.clock.elapsed(), self.clock.unix())
+    }
+
+    fn run(&mut self, work: Work) {
+        match work {
+            Work::Sample => self.sample(),
+            Work::Apply(command) => self.apply(command),
+        }
+    }
+
+    fn sample(&mut self) {
+        let at = self.stamp();
+        self.notice_wall_step(at);
+        let snapshot = self.chain.sample(at);
+        let step = self
+            .accounting
+            .push(&snapshot, local_week_seconds(at.unix_seconds));
+        if step.clamped {
+            tracing::warn!(
+                watts = snapshot.headline_watts().map(|w| w.0),
+                "absurd power clamped to 100 kW: a broken sensor or a bogus unit"
+            );
+        }
+        if let Some(t) = self
+            .low_power
+            .observe(at, snapshot.headline_watts(), snapshot.battery)
+        {
+            self.low_power_changed(&t);
+        }
+        self.recorder.record(Row {
+            t: at.unix_seconds,
+            watts: snapshot.headline_watts().map(|w| w.0),
+            joules: step.headline.joules.0,
+            cost: step.headline.cost,
+            by_domain: step
+                .by_domain
+                .into_iter()
+                .map(|(d, j)| (d.as_str().to_string(), j.0))
+                .collect(),
+        });
+        if self.recorder.due(at.monotonic) {
+            let session = self.accounting.totals(&self.prefs.currency);
+            self.recorder
+                .flush(at.monotonic, &session, at.unix_seconds, &self.prefs);
+        }
+        remember(
+            &self.recent,
+            Point {
+                t: at.unix_seconds,
+                watts: snapshot.headline_watts().map(|w| w.0),
+            },
+        );
+        self.snapshot = Some(snapshot);
+    }
+
+    /// Says when the wall clock was stepped (NTP, the user): labels move, energy does not.
+    fn notice_wall_step(&mut self, at: Stamp) {
+        if let Some(last) = self.last_stamp {
+            let elapsed = at.monotonic.saturating_sub(last.monotonic).as_secs_f64();
+            let wall = at.unix_seconds - last.unix_seconds;
+            if (wall - elapsed).abs() > WALL_STEP_SECONDS {
+                tracing::info!(
+                    seconds = wall - elapsed,
+                    "the wall clock was stepped; energy is unaffected"
+                );
+            }
+        }
+        self.last_stamp = Some(at);
+    }
+
+    /// The sampling period: the preference, but never faster than the slowest source can give
+    /// new values (half NVML's counter update period, for one).
+    fn period(&self) -> Duration {
+        let chosen = self.prefs.interval();
+        match self.chain.min_interval() {
+            Some(min) if min > chosen => min,
+            _ => chosen,
+        }
+    }
+
+    fn apply(&mut self, command: Command) {
+        match command {
+            Command::SetPrice(p) => {
+                let mut next = self.prefs.clone();
+                next.price_per_kwh = p;
+                let _ = self.set_preferences(next);
+            }
+            Command::SetPreferences(p, reply) => {
+                let verdict = self.set_preferences(*p);
+                if let Some(reply) = reply {
+                    let _ = reply.send(verdict);
+                }
+            }
+            Command::SetCurrency(c) => self.prefs.currency = c,
+            Command::SetLowPower(on) => {
+                let at = self.stamp();
+                if let Some(t) = self.low_power.set_manual(on, at) {
+                    self.low_power_changed(&t);
+                }
+            }
+            Command::SetInterval(d) => {
+                let mut next = self.prefs.clone();
+                next.interval_ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+                if let Err(e) = self.set_preferences(next) {
+                    tracing::warn!("{e}");
+                }
+            }
+            Command::ResetSession => {
+                let now = self.clock.unix();
+                let ended = self.accounting.totals(&self.prefs.currency);
+                self.recorder
+                    .new_session(&ended, now, self.prefs.currency.as_str());
+                self.accounting.reset(now);
+            }
+            Command::Shutdown(done) => {
+                let session = self.accounting.totals(&self.prefs.currency);
+                self.recorder.end(&session, self.clock.unix());
+                self.lock = None;
+                let _ = done.send(());
+            }
+        }
+    }
+
+    fn set_preferences(&mut self, next: Preferences) -> Result<(), Error> {
+        let checked = next
+            .validate()
+            .and_then(|()| next.tariff_schedule())
+            .map_err(|e| Error::Refused(e.to_string()));
+        match checked {
+            Ok(tariffs) => {
+                self.accounting.set_prices(tariffs, next.carbon_g_per_kwh);
+                self.accounting.set_interval(next.interval());
+                self.low_power.set_config(next.low_power.clone());
+                self.prefs = next;
+                let period = self.period();
+                self.accounting.set_interval(period);
+                Ok(())
+            }
+            Err(e) => {
+                tracing::warn!("preferences refused: {e}");
+                Err(e)
+            }
+        }
+    }
+
+    /// Records a change of low-power mode in the store at once and announces it.
+    fn low_power_changed(&mut self, t: &Transition) {
+        self.low_power
+            .changed(t, &self.prefs.low_power, self.prefs.low_power.os_power_mode);
+        self.recorder.record_low_power(&t.state, &t.message);
+    }
+
+    fn published(&mut self) -> Arc<Published> {
+        self.seq += 1;
+        Arc::new(Published {
+            seq: self.seq,
+            snapshot: self.snapshot.clone(),
+            session: self.accounting.totals(&self.prefs.currency),
+            energy_method: self.accounting.method(),
+            low_power: self.low_power.state().clone(),
+            advice: self.low_power.advice().clone(),
+            low_power_event: self.low_power.event().cloned(),
+            low_power_seq: self.low_power.seq(),
+            os_low_power_mode: self.low_power.os_low_power_mode(),
+            prefs: self.prefs.clone(),
+            price_per_kwh: self.prefs.price_per_kwh.per_kwh(),
+            interval_ms: self.prefs.interval_ms,
+            totals: self.recorder.totals(),
+            lifetime_by_domain: self.recorder.lifetime_by_domain(),
+            sources: self.sources.clone(),
+            notice: self.recorder.notice().cloned(),
+            alerts: self.recorder.alerts().to_vec(),
+            alert_seq: self.recorder.alert_seq(),
+        })
+    }
+}
+
+fn ticker(period: Duration) -> tokio::time::Interval {
+    let mut t = tokio::time::interval(period);
+    t.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    t
+}
+
+/// Starts the engine on the current tokio runtime; the first sample is taken at once. With a
+/// store, the store's folder is locked first: a second engine gets [`Error::Locked`].
+pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> {
+    let lock = match config.store.as_ref().and_then(|p| p.parent()) {
+        Some(dir) => Some(EngineLock::acquire(dir, config.api.as_deref())?),
+        None => None,
+    };
+    let clock = config.clock.clone();
+    let started = clock.unix();
+    let recorder = Recorder::open(
+        config.store.as_deref(),
+        config.batch_interval,
+        started,
+        config.prefs.currency.as_str(),
+    );
+    let tariffs = config
+        .prefs
+        .tariff_schedule()
+        .unwrap_or_else(|_| Tariffs::flat(config.prefs.price_per_kwh));
+    let period = match chain.min_interval() {
+        Some(min) if min > config.prefs.interval() => min,
+        _ => config.prefs.interval(),
+    };
+    let accounting = Accounting::new(started, period, tariffs, config.prefs.carbon_g_per_kwh);
+    let low_power = LowPower::new(
+        config.prefs.low_power.clone(),
+        recorder.restored_low_power(),
+        config.os_power,
+    );
+    let mut engine = Engine {
+        sources: chain.ids(),
+        chain,
+        clock,
+        prefs: config.prefs,
+        accounting,
+        recorder,
+        low_power,
+        snapshot: None,
+        last_stamp: None,
+        seq: 0,
+        recent: Arc::new(Mutex::new(VecDeque::new())),
+        lock,
+    };
+    let recent = engine.recent.clone();
+    let (state_tx, state_rx) = watch::channel(engine.published());
+    let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel();
+    let task = tokio::spawn(async move {
+        let mut period = engine.period();
+        let mut tick = ticker(period);
+        loop {
+            let work = tokio::select! {
+                _ = tick.tick() => Work::Sample,
+                command = cmd_rx.recv() => match command {
+                    Some(command) => Work::Apply(command),
+                    None => break,
+                },
+            };
+            let last = matches!(work, Work::Apply(Command::Shutdown(_)));
+            engine = match tokio::task::spawn_blocking(move || {
+                engine.run(work);
+                engine
+            })
+            .await
+            {
+                Ok(engine) => engine,
+                Err(e) => {
+                    tracing::error!("the engine stopped: {e}");
+                    break;
+                }
+            };
+            if last {
+                break;
+            }
+            if engine.period() != period {
+                period = engine.period();
+                tick = ticker(period);
+                tick.reset();
+            }
+            if state_tx.send(engine.published()).is_err() {
+                break;
+            }
+        }
+    });
+    Ok(EngineHandle {
+        reader: EngineReader {
+            state: state_rx,
+            recent,
+            commands: cmd_tx,
+        },
+        task,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use wattbar_core::meter::Method;
+    use wattbar_core::{Currency, Price, Quality, Source, Watts};
+    use wattbar_sources::{replay::parse_trace, ReplaySource};
+
+    /// Tests run on tokio's paused clock; the engine's clock follows it.
+    fn config(prefs: Preferences) -> EngineConfig {
+        EngineConfig::new(prefs).with_clock(Arc::new(ManualClock::new(1_800_000_000.0)))
+    }
+
+    fn start(chain: Chain, config: EngineConfig) -> EngineHandle {
+        spawn(chain, config).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn replay(csv: &str) -> Chain {
+        let trace = parse_trace(csv).unwrap_or_else(|e| panic!("{e}"));
+        let sources: Vec<Box<dyn Source>> = vec![Box::new(ReplaySource::new(trace))];
+        Chain::new(sources)
+    }
+
+    async fn wait_for(
+        rx: &mut watch::Receiver<Arc<Published>>,
+        pred: impl Fn(&Published) -> bool,
+    ) -> Arc<Published> {
+        loop {
+            let current = rx.borrow_and_update().clone();
+            if pred(&current) {
+                return current;
+            }
+            if rx.changed().await.is_err() {
+                panic!("engine stopped");
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ten_minutes_at_300_w_publish_180_kj_and_its_cost() {
+        let prefs = Preferences {
+            price_per_kwh: Price::new(0.40).unwrap_or_default(),
+            ..Preferences::default()
+        };
+        let engine = start(replay("t,watts\n0,300\n"), config(prefs));
+        let mut rx = engine.subscribe();
+        let first = wait_for(&mut rx, |p| p.snapshot.is_some()).await;
+        let head = first
+            .snapshot
+            .as_ref()
+            .and_then(|s| s.headline.clone())
+            .unwrap_or_else(|| panic!("no headline"));
+        assert_eq!(head.watts, Some(Watts(300.0)));
+        assert_eq!(head.quality, Quality::Measured);
+        assert_eq!(head.source, "replay");
+        let done = wait_for(&mut rx, |p| p.session.joules.0 >= 180_000.0 - 1e-6).await;
+        assert!((done.session.joules.0 - 180_000.0).abs() < 1e-6);
+        assert!((done.session.kwh - 0.05).abs() < 1e-9);
+        assert!((done.session.cost - 0.02).abs() < 1e-9);
+        engine.stop();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_new_price_applies_from_then_on_and_is_published_at_once() {
+        let engine = start(
+            replay("t,watts\n0,3600\n"),
+            config(Preferences {
+                price_per_kwh: Price::new(0.0).unwrap_or_default(),
+                ..Preferences::default()
+            }),
+        );
+        let mut rx = engine.subscribe();
+        // 1000 s at 3600 W = 1 kWh, free.
+        wait_for(&mut rx, |p| p.session.kwh >= 1.0 - 1e-9).await;
+        engine
+            .send(Command::SetPrice(Price::new(0.5).unwrap_or_default()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let priced = wait_for(&mut rx, |p| p.price_per_kwh == 0.5).await;
+        assert_eq!(priced.session.cost, 0.0);
+        let later = wait_for(&mut rx, |p| p.session.kwh >= 2.0 - 1e-9).await;
+        assert!(
+            (later.session.cost - 0.5).abs() < 1e-9,
+            "{}",
+            later.session.cost
+        );
+        engine.stop();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reset_starts_a_new_session_and_low_power_is_published() {
+        let engine = start(replay("t,watts\n0,100\n"), config(Preferences::default()));
+        let mut rx = engine.subscribe();
+        wait_for(&mut rx, |p| p.session.joules.0 >= 1000.0).await;
+        engine
+            .send(Command::ResetSession)
+            .unwrap_or_else(|e| panic!("{e}"));
+        engine
+            .send(Command::SetLowPower(true))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let after = wait_for(&mut rx, |p| p.low_power.enabled).await;
+        assert_eq!(after.session.joules.0, 0.0);
+        engine.stop();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_ledger_keeps_what_was_integrated_after_a_shutdown() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let db = dir.path().join("wattbar.db");
+        let engine = start(
+            replay("t,watts\n0,300\n"),
+            config(Preferences::default()).with_store(db.clone()),
+        );
+        let mut rx = engine.subscribe();
+        let done = wait_for(&mut rx, |p| p.session.joules.0 >= 180_000.0 - 1e-6).await;
+        // Stored totals trail by at most one batch (5 s at 300 W = 1.5 kJ).
+        let stored = done.totals.map(|t| t.lifetime.joules).unwrap_or(-1.0);
+        assert!(stored >= 180_000.0 - 1_500.0 - 1e-6, "{stored}");
+        engine.shutdown().await;
+        let (store, moved) = crate::store::Store::open(&db, 0.0).unwrap_or_else(|e| panic!("{e}"));
+        assert!(moved.is_none());
+        let lifetime = store.lifetime().unwrap_or_else(|e| panic!("{e}"));
+        assert!((lifetime.joules - 180_000.0).abs() < 1e-6, "{lifetime:?}");
+        assert!((lifetime.kwh - 0.05).abs() < 1e-9);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_high_trace_engages_low_power_and_the_store_remembers_it() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let db = dir.path().join("wattbar.db");
+        // 40 W for a minute, then 5 W.
+        let engine = start(
+            replay("t,watts\n0,40\n60,5\n"),
+            config(Preferences::default()).with_store(db.clone()),
+        );
+        let mut rx = engine.subscribe();
+        let on = wait_for(&mut rx, |p| p.low_power.enabled).await;
+        assert_eq!(
+            on.low_power.reason,
+            Some(wattbar_core::Reason::AutoThreshold)
+        );
+        assert_eq!(on.low_power_seq, 1);
+        assert_eq!(
+            on.low_power_event.as_deref(),
+            Some("Low-power mode on: above 15 W for 30 s")
+        );
+        assert!(on.advice.recommendation.contains("qwen3:1b"));
+        let mono = |p: &Published| p.snapshot.as_ref().map(|s| s.at.monotonic.as_secs_f64());
+        let engaged_at = mono(&on).unwrap_or(0.0);
+        assert!(
+            (engaged_at - 30.0).abs() <= 1.0,
+            "engaged at {engaged_at} s"
+        );
+        let off = wait_for(&mut rx, |p| p.low_power_seq == 2).await;
+        assert!(!off.low_power.enabled);
+        // Released 30 s after the draw fell below 12 W at t = 60.
+        let released_at = mono(&off).unwrap_or(0.0);
+        assert!(
+            (released_at - 90.0).abs() <= 1.0,
+            "released at {released_at} s"
+        );
+        engine
+            .send(Command::SetLowPower(true))
+            .unwrap_or_else(|e| panic!("{e}"));
+        wait_for(&mut rx, |p| p.low_power_seq == 3).await;
+        engine.shutdown().await;
+        // A restart restores the manual choice, which the low trace does not undo.
+        let engine = start(
+            replay("t,watts\n0,5\n"),
+            config(Preferences::default()).with_store(db.clone()),
+        );
+        let mut rx = engine.subscribe();
+        let later = wait_for(&mut rx, |p| p.session.joules.0 >= 5.0 * 120.0).await;
+        assert!(later.low_power.enabled);
+        assert_eq!(later.low_power.reason, Some(wattbar_core::Reason::Manual));
+        assert_eq!(later.low_power_seq, 0, "nothing changed after the restart");
+        engine.shutdown().await;
+        let (store, _) = crate::store::Store::open(&db, 0.0).unwrap_or_else(|e| panic!("{e}"));
+        assert!(store.low_power().map(|s| s.enabled).unwrap_or(false));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn crossing_a_daily_budget_alerts_once() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        // 3600 W is 1 Wh a second; the budget is 10 Wh.
+        let prefs = Preferences {
+            daily_budget_kwh: Some(0.01),
+            ..Preferences::default()
+        };
+        let engine = start(
+            replay("t,watts\n0,3600\n"),
+            config(prefs).with_store(dir.path().join("wattbar.db")),
+        );
+        let mut rx = engine.subscribe();
+        let first = wait_for(&mut rx, |p| p.alert_seq > 0).await;
+        assert_eq!(first.alerts.len(), 1);
+        assert_eq!(first.alerts[0].kind, "daily-kwh");
+        assert!(first.alerts[0].used >= 0.01);
+        let later = wait_for(&mut rx, |p| p.session.kwh > 0.05).await;
+        assert_eq!(later.alert_seq, 1, "the alert came again");
+        engine.shutdown().await;
+    }
+
+    struct Slow;
+
+    impl Source for Slow {
+        fn id(&self) -> &str {
+            "nvml"
+        }
+        fn quality(&self) -> Quality {
+            Quality::Measured
+        }
+        fn read(&mut self, _at: Stamp) -> Result<Vec<wattbar_core::Reading>, wattbar_core::Error> {
+            Ok(Vec::new())
+        }
+        fn min_interval(&self) -> Option<Duration> {
+            Some(Duration::from_millis(250))
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sampling_never_goes_faster_than_the_slowest_source_updates() {
+        let trace = parse_trace("t,watts\n0,10\n").unwrap_or_else(|e| panic!("{e}"));
+        let sources: Vec<Box<dyn Source>> =
+            vec![Box::new(ReplaySource::new(trace)), Box::new(Slow)];
+        let prefs = Preferences {
+            interval_ms: 100,
+            ..Preferences::default()
+        };
+        let engine = start(Chain::new(sources), config(prefs));
+        let mut rx = engine.subscribe();
+        let mono = |p: &Published| p.snapshot.as_ref().map(|s| s.at.monotonic);
+        let a = wait_for(&mut rx, |p| p.snapshot.is_some()).await;
+        let t0 = mono(&a).unwrap_or_default();
+        let b = wait_for(&mut rx, |p| mono(p).is_some_and(|t| t > t0)).await;
+        let t1 = mono(&b).unwrap_or_default();
+        assert!(t1 - t0 >= Duration::from_millis(250), "{:?}", t1 - t0);
+        engine.stop();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_interval_can_change_while_running() {
+        let engine = start(replay("t,watts\n0,10\n"), config(Preferences::default()));
+        let mut rx = engine.subscribe();
+        wait_for(&mut rx, |p| p.snapshot.is_some()).await;
+        engine
+            .send(Command::SetInterval(Duration::from_millis(100)))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let a = wait_for(&mut rx, |p| p.interval_ms == 100).await;
+        let t0 = a
+            .snapshot
+            .as_ref()
+            .map(|s| s.at.monotonic)
+            .unwrap_or_default();
+        let b = wait_for(&mut rx, |p| {
+            p.snapshot
+                .as_ref()
+                .map(|s| s.at.monotonic)
+                .unwrap_or_default()
+                > t0
+        })
+        .await;
+        let t1 = b
+            .snapshot
+            .as_ref()
+            .map(|s| s.at.monotonic)
+            .unwrap_or_default();
+        assert!(t1 - t0 <= Duration::from_millis(150), "{:?}", t1 - t0);
+        engine.stop();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_twelve_second_interval_accounts_every_interval() {
+        // 100 W sampled every 12 s: four samples, three intervals = 3,600 J.
+        let prefs = Preferences {
+            interval_ms: 12_000,
+            ..Preferences::default()
+        };
+        let engine = start(replay("t,watts\n0,100\n"), config(prefs));
+        let mut rx = engine.subscribe();
+        let mono = |p: &Published| p.snapshot.as_ref().map(|s| s.at.monotonic);
+        let fourth = wait_for(&mut rx, |p| mono(p) >= Some(Duration::from_secs(36))).await;
+        assert_eq!(fourth.session.joules.0, 3_600.0);
+        assert_eq!(fourth.session.gaps, 0);
+        assert_eq!(fourth.energy_method, Some(Method::Trapezoid));
+        engine.stop();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_second_engine_on_the_same_ledger_is_refused_and_the_first_goes_on() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let db = dir.path().join("wattbar.db");
+        let mut first_config = config(Preferences::default()).with_store(db.clone());
+        first_config.api = Some("127.0.0.1:9471".into());
+        let first = start(replay("t,watts\n0,100\n"), first_config);
+        match spawn(
+            replay("t,watts\n0,100\n"),
+            config(Preferences::default()).with_store(db),
+        ) {
+            Err(Error::Locked { pid, api, .. }) => {
+                assert_eq!(pid, Some(std::process::id()));
+                assert_eq!(api.as_deref(), Some("127.0.0.1:9471"));
+            }
+            Err(e) => panic!("refused for the wrong reason: {e}"),
+            Ok(_) => panic!("a second engine was started on the same ledger"),
+        }
+        let mut rx = first.subscribe();
+        let later = wait_for(&mut rx, |p| p.session.joules.0 >= 2_000.0).await;
+        assert_eq!(later.session.joules.0, 2_000.0);
+        first.shutdown().await;
+    }
+
+    /// A GPU at 100 W whose energy counter keeps counting, asleep or not.
+    struct Gpu(ManualClock);
+
+    impl Source for Gpu {
+        fn id(&self) -> &str {
+            "nvml"
+        }
+        fn quality(&self) -> Quality {
+            Quality::Measured
+        }
+        fn read(&mut self, at: Stamp) -> Result<Vec<wattbar_core::Reading>, wattbar_core::Error> {
+            use crate::clock::Clock;
+            let counted = 100.0 * self.0.elapsed().as_secs_f64();
+            Ok(vec![wattbar_core::Reading {
+                energy_counter: Some(wattbar_core::Joules(counted)),
+                ..wattbar_core::Reading::power(
+                    wattbar_core::Domain::Gpu,
+                    Watts(100.0),
+                    "nvml",
+                    Quality::Measured,
+                    at,
+                )
+                .with_device("0")
+            }])
+        }
+    }
+
+    fn gpu_engine(clock: &ManualClock, db: PathBuf) -> EngineHandle {
+        let config = EngineConfig::new(Preferences::default())
+            .with_clock(Arc::new(clock.clone()))
+            .with_store(db);
+        start(Chain::new(vec![Box::new(Gpu(clock.clone()))]), config)
+    }
+
+    fn gpu_lifetime(p: &Published) -> f64 {
+        p.lifetime_by_domain
+            .iter()
+            .find(|(d, _)| d == "gpu")
+            .map(|(_, j)| *j)
+            .unwrap_or(0.0)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_suspend_adds_nothing_not_even_from_a_counter_that_kept_counting() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let clock = ManualClock::new(1_800_000_000.0);
+        let engine = gpu_engine(&clock, dir.path().join("wattbar.db"));
+        let mut rx = engine.subscribe();
+        let before = wait_for(&mut rx, |p| p.session.joules.0 >= 1_000.0).await;
+        assert_eq!(before.energy_method, Some(Method::Counter));
+        let asleep_at = before.session.joules.0;
+        // An hour asleep: the counter says 360 kJ more.
+        clock.sleep(Duration::from_secs(3600));
+        let after = wait_for(&mut rx, |p| p.session.joules.0 >= asleep_at + 1_000.0).await;
+        assert_eq!(after.session.gaps, 1);
+        // 10 s after waking at 100 W, give or take the interval the gap swallowed.
+        assert!(
+            after.session.joules.0 <= asleep_at + 1_100.0,
+            "{}",
+            after.session.joules.0
+        );
+        assert!(
+            gpu_lifetime(&after) <= after.session.joules.0 + 1e-6,
+            "{after:?}"
+        );
+        engine.shutdown().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn wall_clock_steps_either_way_move_no_energy() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let clock = ManualClock::new(1_800_000_000.0);
+        let engine = gpu_engine(&clock, dir.path().join("wattbar.db"));
+        let mut rx = engine.subscribe();
+        wait_for(&mut rx, |p| p.session.joules.0 >= 1_000.0).await;
+        clock.step_wall(3600.0);
+        wait_for(&mut rx, |p| p.session.joules.0 >= 2_000.0).await;
+        clock.step_wall(-7200.0);
+        let done = wait_for(&mut rx, |p| p.session.joules.0 >= 4_000.0).await;
+        // 40 s at 100 W, by counter, with no gap and nothing lost or added at either step.
+        assert_eq!(done.session.gaps, 0);
+        assert_eq!(done.session.joules.0, 4_000.0);
+        assert!((gpu_lifetime(&done) - 4_000.0).abs() < 1e-6);
+        // The sparkline follows the wall clock back instead of keeping points from the future.
+        let recent: Vec<Point> = engine.recent();
+        assert!(recent.windows(2).all(|w| w[0].t <= w[1].t));
+        engine.shutdown().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_preference_tells_whoever_asked_why() {
+        let engine = start(replay("t,watts\n0,10\n"), config(Preferences::default()));
+        let bad = Preferences {
+            interval_ms: 5,
+            ..Preferences::default()
+        };
+        match engine.reader().set_preferences(bad).await {
+            Err(Error::Refused(why)) => assert!(why.contains("interval"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        let good = Preferences {
+            currency: Currency::default(),
+            price_per_kwh: Price::new(0.3).unwrap_or_default(),
+            ..Preferences::default()
+        };
+        assert!(engine.reader().set_preferences(good).await.is_ok());
+        engine.stop();
+    }
+}

@@ -1,0 +1,205 @@
+//! The engine as its readers see it: the published state, the commands they may send, and the
+//! handle that owns the task. Tray, UI, API and CLI only read [`Published`] and send
+//! [`Command`]s; nothing else reaches into the engine.
+
+use crate::budget::BudgetAlert;
+use crate::error::Error;
+use crate::ledger::LedgerTotals;
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use wattbar_core::meter::Method;
+use wattbar_core::policy::Advice;
+use wattbar_core::{Currency, LowPowerState, Preferences, Price, SessionTotals, Snapshot};
+
+/// Where the engine says whether it took a change.
+pub type Reply = oneshot::Sender<Result<(), Error>>;
+
+/// Requests to the engine. Each one is applied and republished at once.
+#[derive(Debug)]
+pub enum Command {
+    /// Write everything to the store, end the session and stop; answers when done.
+    Shutdown(oneshot::Sender<()>),
+    SetPrice(Price),
+    /// Replace every preference at once (validated first; a refused set changes nothing and its
+    /// reason goes back on the reply).
+    SetPreferences(Box<Preferences>, Option<Reply>),
+    SetCurrency(Currency),
+    SetLowPower(bool),
+    SetInterval(Duration),
+    ResetSession,
+}
+
+/// The state every reader sees.
+#[derive(Debug, Clone, Serialize)]
+pub struct Published {
+    /// Increases with every publication.
+    pub seq: u64,
+    /// The latest sample; `None` before the first one.
+    pub snapshot: Option<Snapshot>,
+    pub session: SessionTotals,
+    /// How the last sample's headline energy was found: `counter` or `trapezoid`.
+    pub energy_method: Option<Method>,
+    /// Low-power mode: on or off, since when and why.
+    pub low_power: LowPowerState,
+    /// The model to run and a sentence for routers.
+    pub advice: Advice,
+    /// The last change of low-power mode, as a sentence; `low_power_seq` increases with each.
+    pub low_power_event: Option<String>,
+    pub low_power_seq: u64,
+    /// macOS Low Power Mode as `pmset -g` last said (read once a minute); `None` elsewhere.
+    pub os_low_power_mode: Option<bool>,
+    pub prefs: Preferences,
+    pub price_per_kwh: f64,
+    pub interval_ms: u64,
+    /// Today, this month and lifetime from the store, as of the last batch.
+    pub totals: Option<LedgerTotals>,
+    /// Lifetime joules per domain (`system` is the headline): what the store holds plus what was
+    /// measured since its last batch. Only grows; `system` is there from the start.
+    pub lifetime_by_domain: Vec<(String, f64)>,
+    /// The id of every source in the chain, best first.
+    pub sources: Vec<String>,
+    /// Something the user should know, e.g. a damaged database that was replaced.
+    pub notice: Option<String>,
+    /// Budget alerts given at the last batch; `alert_seq` increases with each new set.
+    pub alerts: Vec<BudgetAlert>,
+    pub alert_seq: u64,
+}
+
+/// One point of the recent-watts history.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Point {
+    /// Wall-clock time, seconds since the Unix epoch.
+    pub t: f64,
+    /// `None` where no headline could be read: a hole in the line, not a zero.
+    pub watts: Option<f64>,
+}
+
+/// How much recent history the engine keeps for sparklines.
+pub const RECENT_WINDOW: Duration = Duration::from_secs(5 * 60);
+
+pub(crate) type Recent = Arc<Mutex<VecDeque<Point>>>;
+
+/// Adds a point and forgets what is older than [`RECENT_WINDOW`] or, after the wall clock went
+/// back, newer than the point itself.
+pub(crate) fn remember(recent: &Recent, point: Point) {
+    let mut recent = recent.lock().unwrap_or_else(|e| e.into_inner());
+    while recent.back().is_some_and(|p| p.t > point.t) {
+        recent.pop_back();
+    }
+    recent.push_back(point);
+    let oldest = point.t - RECENT_WINDOW.as_secs_f64();
+    while recent.front().is_some_and(|p| p.t < oldest) {
+        recent.pop_front();
+    }
+}
+
+pub struct EngineHandle {
+    pub(crate) reader: EngineReader,
+    pub(crate) task: JoinHandle<()>,
+}
+
+/// A cloneable view of a running engine for servers and windows: read the state, send commands.
+#[derive(Clone)]
+pub struct EngineReader {
+    pub(crate) state: watch::Receiver<Arc<Published>>,
+    pub(crate) recent: Recent,
+    pub(crate) commands: mpsc::UnboundedSender<Command>,
+}
+
+impl EngineReader {
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Published>> {
+        self.state.clone()
+    }
+
+    pub fn current(&self) -> Arc<Published> {
+        self.state.borrow().clone()
+    }
+
+    /// Headline watts over the last [`RECENT_WINDOW`], oldest first.
+    pub fn recent(&self) -> Vec<Point> {
+        let guard = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        guard.iter().copied().collect()
+    }
+
+    pub fn send(&self, command: Command) -> Result<(), Error> {
+        self.commands.send(command).map_err(|_| Error::Stopped)
+    }
+
+    /// Asks the engine to take `prefs`; answers with its verdict (a refusal says why).
+    pub async fn set_preferences(&self, prefs: Preferences) -> Result<(), Error> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Command::SetPreferences(Box::new(prefs), Some(tx)))?;
+        rx.await.map_err(|_| Error::Stopped)?
+    }
+}
+
+impl EngineHandle {
+    pub fn reader(&self) -> EngineReader {
+        self.reader.clone()
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Published>> {
+        self.reader.subscribe()
+    }
+
+    pub fn current(&self) -> Arc<Published> {
+        self.reader.current()
+    }
+
+    /// Headline watts over the last [`RECENT_WINDOW`], oldest first.
+    pub fn recent(&self) -> Vec<Point> {
+        self.reader.recent()
+    }
+
+    pub fn send(&self, command: Command) -> Result<(), Error> {
+        self.reader.send(command)
+    }
+
+    /// A sender that can be moved into callbacks.
+    pub fn commands(&self) -> mpsc::UnboundedSender<Command> {
+        self.reader.commands.clone()
+    }
+
+    pub fn stop(self) {
+        self.task.abort();
+    }
+
+    /// Flushes the store, ends the session and stops the engine.
+    pub async fn shutdown(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.reader.send(Command::Shutdown(tx)).is_ok() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), rx).await;
+        }
+        self.task.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recent_points_older_than_the_window_or_after_a_backward_step_are_forgotten() {
+        let recent: Recent = Arc::new(Mutex::new(VecDeque::new()));
+        let at = |t: f64| Point {
+            t,
+            watts: Some(1.0),
+        };
+        for t in [0.0, 100.0, 200.0, 301.0] {
+            remember(&recent, at(t));
+        }
+        let ts = |r: &Recent| {
+            r.lock()
+                .map(|g| g.iter().map(|p| p.t).collect::<Vec<_>>())
+                .unwrap_or_default()
+        };
+        assert_eq!(ts(&recent), vec![100.0, 200.0, 301.0]);
+        // The wall clock went back by 150 s.
+        remember(&recent, at(151.0));
+        assert_eq!(ts(&recent), vec![100.0, 151.0]);
+    }
+}

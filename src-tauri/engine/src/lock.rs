@@ -1,0 +1,137 @@
+//! One engine per data folder: an exclusive lock on `<data folder>/engine.lock`, held for the
+//! engine's life.
+//!
+//! Rule: whoever writes the ledger holds the lock: the tray app's engine, `wattbar-cli serve`
+//! or `watch`, and the one-shot `reset-session` when no engine runs. A second engine on the same
+//! folder is refused at once with the holder's pid and API address, which the lock file names,
+//! so that a client can go to it instead. The lock is the operating system's (`flock` on Unix):
+//! it goes with the process, even after a kill -9, so a stale file never blocks anyone.
+
+use crate::error::Error;
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, Write};
+use std::path::{Path, PathBuf};
+
+pub const LOCK_FILE: &str = "engine.lock";
+
+/// Who holds a data folder, as its lock file says.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Holder {
+    pub pid: Option<u32>,
+    /// The holder's HTTP API, `host:port`, when it serves one.
+    pub api: Option<String>,
+}
+
+impl Holder {
+    fn parse(text: &str) -> Holder {
+        let mut holder = Holder::default();
+        for line in text.lines() {
+            match line.split_once('=') {
+                Some(("pid", v)) => holder.pid = v.trim().parse().ok(),
+                Some(("api", v)) if !v.trim().is_empty() => holder.api = Some(v.trim().into()),
+                _ => {}
+            }
+        }
+        holder
+    }
+}
+
+/// The held lock; dropping it releases the folder.
+#[derive(Debug)]
+pub struct EngineLock {
+    file: File,
+    path: PathBuf,
+}
+
+impl EngineLock {
+    /// Takes the lock on `dir`, or says who holds it ([`Error::Locked`]).
+    pub fn acquire(dir: &Path, api: Option<&str>) -> Result<EngineLock, Error> {
+        let path = dir.join(LOCK_FILE);
+        let io = |source| Error::Io {
+            path: path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                let mut text = String::new();
+                let _ = file.read_to_string(&mut text);
+                let holder = Holder::parse(&text);
+                return Err(Error::Locked {
+                    dir: dir.to_path_buf(),
+                    pid: holder.pid,
+                    api: holder.api,
+                });
+            }
+            Err(TryLockError::Error(e)) => return Err(io(e)),
+        }
+        let mut lock = EngineLock { file, path };
+        lock.write(api)?;
+        Ok(lock)
+    }
+
+    /// Names the API address in the lock file, for clients to find.
+    pub fn set_api(&mut self, api: Option<&str>) -> Result<(), Error> {
+        self.write(api)
+    }
+
+    fn write(&mut self, api: Option<&str>) -> Result<(), Error> {
+        let text = format!("pid={}\napi={}\n", std::process::id(), api.unwrap_or(""));
+        let path = self.path.clone();
+        (|| {
+            self.file.set_len(0)?;
+            self.file.rewind()?;
+            self.file.write_all(text.as_bytes())?;
+            self.file.flush()
+        })()
+        .map_err(|source| Error::Io { path, source })
+    }
+
+    /// Who holds `dir` now; `None` when nobody does.
+    pub fn holder(dir: &Path) -> Option<Holder> {
+        let path = dir.join(LOCK_FILE);
+        let mut file = OpenOptions::new().read(true).write(true).open(path).ok()?;
+        match file.try_lock() {
+            Ok(()) => None,
+            Err(_) => {
+                let mut text = String::new();
+                file.read_to_string(&mut text).ok()?;
+                Some(Holder::parse(&text))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_engine_on_the_same_folder_is_told_who_holds_it() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let first = EngineLock::acquire(dir.path(), Some("127.0.0.1:9471"));
+        assert!(first.is_ok(), "{first:?}");
+        match EngineLock::acquire(dir.path(), None) {
+            Err(Error::Locked { pid, api, .. }) => {
+                assert_eq!(pid, Some(std::process::id()));
+                assert_eq!(api.as_deref(), Some("127.0.0.1:9471"));
+            }
+            other => panic!("a second lock was given: {other:?}"),
+        }
+        assert_eq!(
+            EngineLock::holder(dir.path()).and_then(|h| h.api),
+            Some("127.0.0.1:9471".to_string())
+        );
+        drop(first);
+        assert_eq!(EngineLock::holder(dir.path()), None);
+        assert!(EngineLock::acquire(dir.path(), None).is_ok());
+    }
+}

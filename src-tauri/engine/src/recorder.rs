@@ -1,0 +1,283 @@
+//! Recording: rows go to the ledger in batches, budgets are checked at each batch, and the
+//! lifetime per domain is what the store holds plus what was measured since its last batch, so
+//! that readers (Prometheus above all) see the energy grow with every sample, from the first.
+//!
+//! A failed write is logged, kept for the next batch and shown to the user; it never stops
+//! sampling. Without a store everything stays in memory.
+
+use crate::budget::{self, BudgetAlert};
+use crate::ledger::{Ledger, LedgerTotals};
+use crate::store::{Row, StoreError};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+use wattbar_core::{LowPowerState, Preferences, SessionTotals};
+
+pub struct Recorder {
+    ledger: Option<Ledger>,
+    batch_interval: Duration,
+    last_flush: Option<Duration>,
+    totals: Option<LedgerTotals>,
+    stored: BTreeMap<String, f64>,
+    pending: BTreeMap<String, f64>,
+    notice: Option<String>,
+    alerts: Vec<BudgetAlert>,
+    alert_seq: u64,
+}
+
+impl Recorder {
+    /// Opens the ledger at `path` (none: in memory) and starts a session.
+    pub fn open(
+        path: Option<&Path>,
+        batch_interval: Duration,
+        now_unix: f64,
+        currency: &str,
+    ) -> Recorder {
+        let (ledger, notice) = match path {
+            Some(path) => match Ledger::open(path, now_unix, currency) {
+                Ok((ledger, notice)) => (Some(ledger), notice),
+                Err(e) => {
+                    tracing::error!("energy store: {e}");
+                    (
+                        None,
+                        Some(format!("Energy history is not being saved: {e}")),
+                    )
+                }
+            },
+            None => (None, None),
+        };
+        let mut recorder = Recorder {
+            totals: ledger.as_ref().and_then(|l| l.totals(now_unix).ok()),
+            ledger,
+            batch_interval,
+            last_flush: None,
+            stored: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            notice,
+            alerts: Vec::new(),
+            alert_seq: 0,
+        };
+        recorder.refresh_stored();
+        recorder
+    }
+
+    /// The low-power state the store recorded last; off without one.
+    pub fn restored_low_power(&self) -> LowPowerState {
+        match self.ledger.as_ref().map(|l| l.store().low_power()) {
+            Some(Ok(state)) => state,
+            Some(Err(e)) => {
+                tracing::warn!("could not read the last low-power state: {e}");
+                LowPowerState::off()
+            }
+            None => LowPowerState::off(),
+        }
+    }
+
+    pub fn record(&mut self, row: Row) {
+        if row.joules > 0.0 {
+            *self.pending.entry("system".into()).or_default() += row.joules;
+        }
+        for (domain, joules) in &row.by_domain {
+            if *joules > 0.0 && domain != "system" {
+                *self.pending.entry(domain.clone()).or_default() += joules;
+            }
+        }
+        if let Some(ledger) = self.ledger.as_mut() {
+            ledger.record(row);
+        }
+    }
+
+    /// True when a batch is due at `elapsed` (the engine's clock).
+    pub fn due(&mut self, elapsed: Duration) -> bool {
+        match self.last_flush {
+            None => {
+                self.last_flush = Some(elapsed);
+                false
+            }
+            Some(last) => elapsed.saturating_sub(last) >= self.batch_interval,
+        }
+    }
+
+    /// Writes the pending batch with the session's running totals, then refreshes the stored
+    /// totals and checks the budgets.
+    pub fn flush(
+        &mut self,
+        elapsed: Duration,
+        session: &SessionTotals,
+        now_unix: f64,
+        prefs: &Preferences,
+    ) {
+        self.last_flush = Some(elapsed);
+        let Some(ledger) = self.ledger.as_mut() else {
+            return;
+        };
+        match ledger
+            .flush(session.joules.0, session.cost, now_unix)
+            .and_then(|()| ledger.totals(now_unix))
+        {
+            Ok(t) => {
+                self.totals = Some(t);
+                self.refresh_stored();
+                self.check_budgets(t, now_unix, prefs);
+            }
+            Err(e) => self.failed(e),
+        }
+    }
+
+    /// Ends the running session with its totals and starts another.
+    pub fn new_session(&mut self, ended: &SessionTotals, now_unix: f64, currency: &str) {
+        let Some(ledger) = self.ledger.as_mut() else {
+            return;
+        };
+        match ledger.new_session(ended.joules.0, ended.cost, now_unix, currency) {
+            Ok(()) => self.refresh_stored(),
+            Err(e) => self.failed(e),
+        }
+    }
+
+    /// Writes what is pending and ends the session (shutdown).
+    pub fn end(&mut self, session: &SessionTotals, now_unix: f64) {
+        if let Some(ledger) = self.ledger.as_mut() {
+            if let Err(e) = ledger.end(session.joules.0, session.cost, now_unix) {
+                tracing::error!("could not write the last batch: {e}");
+            }
+        }
+    }
+
+    pub fn record_low_power(&mut self, state: &LowPowerState, message: &str) {
+        let Some(ledger) = self.ledger.as_mut() else {
+            return;
+        };
+        if let Err(e) = ledger.record_low_power(state, message) {
+            self.failed(e);
+        }
+    }
+
+    /// Lifetime joules per domain, stored plus not yet written; `system` always listed.
+    pub fn lifetime_by_domain(&self) -> Vec<(String, f64)> {
+        let mut all = self.stored.clone();
+        all.entry("system".into()).or_default();
+        for (domain, joules) in &self.pending {
+            *all.entry(domain.clone()).or_default() += joules;
+        }
+        all.into_iter().collect()
+    }
+
+    pub fn totals(&self) -> Option<LedgerTotals> {
+        self.totals
+    }
+
+    pub fn notice(&self) -> Option<&String> {
+        self.notice.as_ref()
+    }
+
+    pub fn alerts(&self) -> &[BudgetAlert] {
+        &self.alerts
+    }
+
+    pub fn alert_seq(&self) -> u64 {
+        self.alert_seq
+    }
+
+    fn failed(&mut self, e: StoreError) {
+        tracing::error!("energy store: {e}");
+        self.notice = Some(format!("Energy history is not being saved: {e}"));
+    }
+
+    /// Reads the stored lifetime; what was pending is in it now.
+    fn refresh_stored(&mut self) {
+        let Some(ledger) = self.ledger.as_ref() else {
+            return;
+        };
+        if ledger.has_pending() {
+            return;
+        }
+        match ledger.store().lifetime_by_domain() {
+            Ok(v) => {
+                self.stored = v.into_iter().collect();
+                self.pending.clear();
+            }
+            Err(e) => tracing::warn!("could not read lifetime energy by domain: {e}"),
+        }
+    }
+
+    /// Alerts for budgets crossed, each once per local day or month.
+    fn check_budgets(&mut self, totals: LedgerTotals, now: f64, prefs: &Preferences) {
+        let Some(ledger) = self.ledger.as_mut() else {
+            return;
+        };
+        let (day, month) = crate::store::local_day_month(now);
+        let mut fresh = Vec::new();
+        for alert in budget::crossed(prefs, &totals) {
+            let period = if alert.kind.starts_with("daily") {
+                &day
+            } else {
+                &month
+            };
+            match ledger.first_alert(&format!("{}:{period}", alert.kind), now) {
+                Ok(true) => fresh.push(alert),
+                Ok(false) => {}
+                Err(e) => tracing::warn!("could not record a budget alert: {e}"),
+            }
+        }
+        if !fresh.is_empty() {
+            for a in &fresh {
+                tracing::info!("{}", a.message);
+            }
+            self.alerts = fresh;
+            self.alert_seq += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(t: f64, joules: f64, cpu: f64) -> Row {
+        Row {
+            t,
+            watts: Some(joules),
+            joules,
+            cost: 0.0,
+            by_domain: vec![("cpu".into(), cpu)],
+        }
+    }
+
+    #[test]
+    fn the_lifetime_counts_what_is_measured_before_it_is_written() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let db = dir.path().join("wattbar.db");
+        let mut r = Recorder::open(Some(&db), Duration::from_secs(5), 1_000.0, "EUR");
+        assert_eq!(r.lifetime_by_domain(), vec![("system".to_string(), 0.0)]);
+        r.record(row(1_001.0, 100.0, 40.0));
+        r.record(row(1_002.0, 100.0, 40.0));
+        let life = |r: &Recorder| {
+            r.lifetime_by_domain()
+                .into_iter()
+                .collect::<BTreeMap<_, _>>()
+        };
+        assert_eq!(life(&r).get("system"), Some(&200.0));
+        assert_eq!(life(&r).get("cpu"), Some(&80.0));
+        let session = SessionTotals {
+            started_unix: 1_000.0,
+            joules: wattbar_core::Joules(200.0),
+            kwh: 200.0 / 3.6e6,
+            cost: 0.0,
+            currency: wattbar_core::Currency::default(),
+            carbon_g: None,
+            gaps: 0,
+        };
+        r.flush(
+            Duration::from_secs(5),
+            &session,
+            1_002.0,
+            &Preferences::default(),
+        );
+        // Written: the same figures, now from the store, not counted twice.
+        assert_eq!(life(&r).get("system"), Some(&200.0));
+        r.record(row(1_003.0, 100.0, 40.0));
+        assert_eq!(life(&r).get("system"), Some(&300.0));
+        assert_eq!(life(&r).get("cpu"), Some(&120.0));
+    }
+}
