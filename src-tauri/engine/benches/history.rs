@@ -28,6 +28,7 @@ fn year_of_data(dir: &std::path::Path) -> Store {
                     joules: watts * 60.0,
                     cost: watts * 60.0 / 3.6e6 * 0.3,
                     by_domain: vec![("cpu".into(), watts * 40.0)],
+                    currency: "EUR".into(),
                 }
             })
             .collect();
@@ -64,9 +65,9 @@ fn history(c: &mut Criterion) {
     c.bench_function("totals (today, month, lifetime) over a year", |b| {
         b.iter(|| {
             (
-                store.day(black_box(NOW)).unwrap_or_default(),
-                store.month(NOW).unwrap_or_default(),
-                store.lifetime().unwrap_or_default(),
+                store.day(black_box(NOW), "EUR").unwrap_or_default(),
+                store.month(NOW, "EUR").unwrap_or_default(),
+                store.lifetime("EUR").unwrap_or_default(),
             )
         })
     });

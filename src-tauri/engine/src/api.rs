@@ -526,7 +526,7 @@ async fn get_totals(State(shared): State<Arc<Shared>>) -> Json<TotalsBody> {
     let p = shared.engine.current();
     Json(TotalsBody {
         session: p.session.clone(),
-        stored: p.totals,
+        stored: p.totals.clone(),
         lifetime_joules_by_domain: p.lifetime_by_domain.iter().cloned().collect(),
     })
 }

@@ -74,12 +74,11 @@ mod tests {
             today: Total {
                 joules: today_kwh * 3.6e6,
                 kwh: today_kwh,
-                cost: 0.0,
+                ..Total::default()
             },
             month: Total {
-                joules: 0.0,
-                kwh: 0.0,
                 cost: month_cost,
+                ..Total::default()
             },
             lifetime: Total::default(),
         }

@@ -129,6 +129,7 @@ impl Engine {
                 .into_iter()
                 .map(|(d, j)| (d.as_str().to_string(), j.0))
                 .collect(),
+            currency: self.prefs.currency.as_str().to_string(),
         });
         if self.recorder.due(at.monotonic) {
             let session = self.accounting.totals(&self.prefs.currency);
@@ -183,7 +184,11 @@ impl Engine {
                     let _ = reply.send(verdict);
                 }
             }
-            Command::SetCurrency(c) => self.prefs.currency = c,
+            Command::SetCurrency(c) => {
+                let mut next = self.prefs.clone();
+                next.currency = c;
+                let _ = self.set_preferences(next);
+            }
             Command::SetLowPower(on) => {
                 let at = self.stamp();
                 if let Some(t) = self.low_power.set_manual(on, at) {
@@ -198,11 +203,8 @@ impl Engine {
                 }
             }
             Command::ResetSession => {
-                let now = self.clock.unix();
-                let ended = self.accounting.totals(&self.prefs.currency);
-                self.recorder
-                    .new_session(&ended, now, self.prefs.currency.as_str());
-                self.accounting.reset(now);
+                let currency = self.prefs.currency.clone();
+                self.reset_session(&currency);
             }
             Command::Shutdown(done) => {
                 let session = self.accounting.totals(&self.prefs.currency);
@@ -213,6 +215,14 @@ impl Engine {
         }
     }
 
+    /// Ends the session and starts another, priced in `currency`.
+    fn reset_session(&mut self, currency: &wattbar_core::Currency) {
+        let now = self.clock.unix();
+        let ended = self.accounting.totals(&self.prefs.currency);
+        self.recorder.new_session(&ended, now, currency.as_str());
+        self.accounting.reset(now);
+    }
+
     fn set_preferences(&mut self, next: Preferences) -> Result<(), Error> {
         let checked = next
             .validate()
@@ -220,6 +230,10 @@ impl Engine {
             .map_err(|e| Error::Refused(e.to_string()));
         match checked {
             Ok(tariffs) => {
+                if next.currency != self.prefs.currency {
+                    // A session's cost is in one currency: a new currency starts a new session.
+                    self.reset_session(&next.currency);
+                }
                 self.accounting.set_prices(tariffs, next.carbon_g_per_kwh);
                 self.accounting.set_interval(next.interval());
                 self.low_power.set_config(next.low_power.clone());
@@ -257,7 +271,7 @@ impl Engine {
             prefs: self.prefs.clone(),
             price_per_kwh: self.prefs.price_per_kwh.per_kwh(),
             interval_ms: self.prefs.interval_ms,
-            totals: self.recorder.totals(),
+            totals: self.recorder.totals().cloned(),
             lifetime_by_domain: self.recorder.lifetime_by_domain(),
             sources: self.sources.clone(),
             notice: self.recorder.notice().cloned(),
@@ -481,12 +495,16 @@ mod tests {
         let mut rx = engine.subscribe();
         let done = wait_for(&mut rx, |p| p.session.joules.0 >= 180_000.0 - 1e-6).await;
         // Stored totals trail by at most one batch (5 s at 300 W = 1.5 kJ).
-        let stored = done.totals.map(|t| t.lifetime.joules).unwrap_or(-1.0);
+        let stored = done
+            .totals
+            .as_ref()
+            .map(|t| t.lifetime.joules)
+            .unwrap_or(-1.0);
         assert!(stored >= 180_000.0 - 1_500.0 - 1e-6, "{stored}");
         engine.shutdown().await;
         let (store, moved) = crate::store::Store::open(&db, 0.0).unwrap_or_else(|e| panic!("{e}"));
         assert!(moved.is_none());
-        let lifetime = store.lifetime().unwrap_or_else(|e| panic!("{e}"));
+        let lifetime = store.lifetime("EUR").unwrap_or_else(|e| panic!("{e}"));
         assert!((lifetime.joules - 180_000.0).abs() < 1e-6, "{lifetime:?}");
         assert!((lifetime.kwh - 0.05).abs() < 1e-9);
     }
@@ -783,6 +801,21 @@ mod tests {
             ..Preferences::default()
         };
         assert!(engine.reader().set_preferences(good).await.is_ok());
+        engine.stop();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_new_currency_starts_a_new_session_so_no_session_mixes_two() {
+        let engine = start(replay("t,watts\n0,3600\n"), config(Preferences::default()));
+        let mut rx = engine.subscribe();
+        wait_for(&mut rx, |p| p.session.kwh >= 0.01).await;
+        let usd = Currency::parse("USD").unwrap_or_else(|e| panic!("{e}"));
+        engine
+            .send(Command::SetCurrency(usd.clone()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let after = wait_for(&mut rx, |p| p.prefs.currency == usd).await;
+        assert_eq!(after.session.currency, usd);
+        assert!(after.session.kwh < 0.01, "{:?}", after.session);
         engine.stop();
     }
 }

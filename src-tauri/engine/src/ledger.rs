@@ -11,7 +11,7 @@ use std::path::Path;
 pub const MAX_PENDING: usize = 86_400;
 
 /// What the UI and CLI show from the ledger.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct LedgerTotals {
     pub today: Total,
     pub month: Total,
@@ -113,11 +113,12 @@ impl Ledger {
         self.store.end_session(self.session_id, now_unix)
     }
 
-    pub fn totals(&self, now_unix: f64) -> Result<LedgerTotals, StoreError> {
+    /// Today, this month and lifetime, with costs in `currency` (others listed apart).
+    pub fn totals(&self, now_unix: f64, currency: &str) -> Result<LedgerTotals, StoreError> {
         Ok(LedgerTotals {
-            today: self.store.day(now_unix)?,
-            month: self.store.month(now_unix)?,
-            lifetime: self.store.lifetime()?,
+            today: self.store.day(now_unix, currency)?,
+            month: self.store.month(now_unix, currency)?,
+            lifetime: self.store.lifetime(currency)?,
         })
     }
 

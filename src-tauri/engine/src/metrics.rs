@@ -4,8 +4,10 @@
 //! tools read).
 //!
 //! Rules: a value nobody measured is left out, never exported as 0 (a source that cannot read
-//! shows as `wattbar_source_up 0`, with no power series). Energy and cost counters come from the
-//! store's lifetime totals, which only grow: they survive restarts and session resets.
+//! shows as `wattbar_source_up 0`, with no power series). The energy counters are the store's
+//! lifetime plus what was measured since its last batch, so they move with every sample from the
+//! first scrape on, survive restarts and session resets, and never go back. Cost is one series per
+//! currency: money in two currencies is never added.
 //! A registry is built per scrape from one `Published`, so a scrape is one consistent moment.
 
 use crate::Published;
@@ -149,11 +151,19 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
         cost.clone(),
     );
     if let Some(t) = &p.totals {
-        if t.lifetime.cost.is_finite() && t.lifetime.cost >= 0.0 {
-            cost.get_or_create(&CurrencyLabels {
-                currency: label(p.session.currency.as_str()),
-            })
-            .inc_by(t.lifetime.cost);
+        let own = std::iter::once((t.lifetime.currency.as_str(), t.lifetime.cost));
+        let others = t
+            .lifetime
+            .other_costs
+            .iter()
+            .map(|m| (m.currency.as_str(), m.amount));
+        for (currency, amount) in own.chain(others) {
+            if amount.is_finite() && amount >= 0.0 {
+                cost.get_or_create(&CurrencyLabels {
+                    currency: label(currency),
+                })
+                .inc_by(amount);
+            }
         }
     }
 

@@ -47,7 +47,9 @@ impl Recorder {
             None => (None, None),
         };
         let mut recorder = Recorder {
-            totals: ledger.as_ref().and_then(|l| l.totals(now_unix).ok()),
+            totals: ledger
+                .as_ref()
+                .and_then(|l| l.totals(now_unix, currency).ok()),
             ledger,
             batch_interval,
             last_flush: None,
@@ -113,12 +115,12 @@ impl Recorder {
         };
         match ledger
             .flush(session.joules.0, session.cost, now_unix)
-            .and_then(|()| ledger.totals(now_unix))
+            .and_then(|()| ledger.totals(now_unix, prefs.currency.as_str()))
         {
             Ok(t) => {
-                self.totals = Some(t);
+                self.totals = Some(t.clone());
                 self.refresh_stored();
-                self.check_budgets(t, now_unix, prefs);
+                self.check_budgets(&t, now_unix, prefs);
             }
             Err(e) => self.failed(e),
         }
@@ -163,8 +165,8 @@ impl Recorder {
         all.into_iter().collect()
     }
 
-    pub fn totals(&self) -> Option<LedgerTotals> {
-        self.totals
+    pub fn totals(&self) -> Option<&LedgerTotals> {
+        self.totals.as_ref()
     }
 
     pub fn notice(&self) -> Option<&String> {
@@ -202,13 +204,13 @@ impl Recorder {
     }
 
     /// Alerts for budgets crossed, each once per local day or month.
-    fn check_budgets(&mut self, totals: LedgerTotals, now: f64, prefs: &Preferences) {
+    fn check_budgets(&mut self, totals: &LedgerTotals, now: f64, prefs: &Preferences) {
         let Some(ledger) = self.ledger.as_mut() else {
             return;
         };
         let (day, month) = crate::store::local_day_month(now);
         let mut fresh = Vec::new();
-        for alert in budget::crossed(prefs, &totals) {
+        for alert in budget::crossed(prefs, totals) {
             let period = if alert.kind.starts_with("daily") {
                 &day
             } else {
@@ -241,6 +243,7 @@ mod tests {
             joules,
             cost: 0.0,
             by_domain: vec![("cpu".into(), cpu)],
+            currency: "EUR".into(),
         }
     }
 

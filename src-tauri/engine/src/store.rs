@@ -7,7 +7,8 @@
 //! - `samples(t, watts, joules)`: raw samples, kept 24 h;
 //! - `minutes(t, n, sum_watts, max_watts, joules)`: per-minute rollups, kept 30 days;
 //! - `hours(t, n, sum_watts, max_watts, joules)`: per-hour rollups, kept forever;
-//! - `daily(day, joules, cost)`, `monthly(month, joules, cost)`: local calendar totals;
+//! - `daily(day, currency, joules, cost)`, `monthly(month, currency, joules, cost)`: local
+//!   calendar totals, one row per currency (v4): money in two currencies is never added;
 //! - `alerts(key)` (v2): budget alerts already given, so each is given once per period;
 //! - `low_power(t, enabled, reason, message)` (v3): every change of low-power mode; the last row
 //!   is the state restored at start.
@@ -24,7 +25,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 pub const DB_FILE: &str = "wattbar.db";
-const SCHEMA_VERSION: i64 = 3;
+const SCHEMA_VERSION: i64 = 4;
 pub const RAW_KEEP_SECONDS: f64 = 24.0 * 3600.0;
 pub const MINUTES_KEEP_SECONDS: f64 = 30.0 * 86_400.0;
 
@@ -54,23 +55,50 @@ pub struct Row {
     pub cost: f64,
     /// Energy this step added per breakdown domain (cpu, gpu, …), counters first.
     pub by_domain: Vec<(String, f64)>,
+    /// The currency `cost` is in.
+    pub currency: String,
 }
 
-/// Totals for `wattbar-cli totals` and the UI.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+/// An amount of money in one currency.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Money {
+    pub currency: String,
+    pub amount: f64,
+}
+
+/// Totals for `wattbar-cli totals` and the UI. Energy adds up across currencies; money never
+/// does: `cost` is in `currency` (the one asked for), and what was paid in other currencies is
+/// listed apart in `other_costs`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct Total {
     pub joules: f64,
     pub kwh: f64,
     pub cost: f64,
+    pub currency: String,
+    pub other_costs: Vec<Money>,
 }
 
 impl Total {
-    fn new(joules: f64, cost: f64) -> Self {
-        Total {
+    /// From energy and `(currency, cost)` rows, with `cost` in `currency`.
+    fn new(joules: f64, costs: Vec<(String, f64)>, currency: &str) -> Self {
+        let mut total = Total {
             joules,
             kwh: joules / wattbar_core::JOULES_PER_KWH,
-            cost,
+            cost: 0.0,
+            currency: currency.to_string(),
+            other_costs: Vec::new(),
+        };
+        for (c, amount) in costs {
+            if c == currency {
+                total.cost += amount;
+            } else if amount != 0.0 {
+                total.other_costs.push(Money {
+                    currency: c,
+                    amount,
+                });
+            }
         }
+        total
     }
 }
 
@@ -140,7 +168,7 @@ pub fn local_day_month(t: f64) -> (String, String) {
     }
 }
 
-const MIGRATIONS: [&str; 3] = [
+const MIGRATIONS: [&str; 4] = [
     r#"
 CREATE TABLE lifetime (domain TEXT PRIMARY KEY, joules REAL NOT NULL);
 CREATE TABLE sessions (id INTEGER PRIMARY KEY, start REAL NOT NULL, end REAL,
@@ -161,6 +189,22 @@ CREATE TABLE alerts (key TEXT PRIMARY KEY, at REAL NOT NULL);
     r#"
 CREATE TABLE low_power (id INTEGER PRIMARY KEY, t REAL NOT NULL, enabled INTEGER NOT NULL,
                         reason TEXT NOT NULL, message TEXT NOT NULL);
+"#,
+    // Calendar rows get their currency. Rows written before did not say theirs: they are taken
+    // to be in the newest session's currency (the one in force when they were last written).
+    r#"
+CREATE TABLE daily_v4 (day TEXT NOT NULL, currency TEXT NOT NULL, joules REAL NOT NULL,
+                       cost REAL NOT NULL, PRIMARY KEY (day, currency));
+INSERT INTO daily_v4 SELECT day,
+    COALESCE((SELECT currency FROM sessions ORDER BY id DESC LIMIT 1), 'EUR'), joules, cost FROM daily;
+DROP TABLE daily;
+ALTER TABLE daily_v4 RENAME TO daily;
+CREATE TABLE monthly_v4 (month TEXT NOT NULL, currency TEXT NOT NULL, joules REAL NOT NULL,
+                         cost REAL NOT NULL, PRIMARY KEY (month, currency));
+INSERT INTO monthly_v4 SELECT month,
+    COALESCE((SELECT currency FROM sessions ORDER BY id DESC LIMIT 1), 'EUR'), joules, cost FROM monthly;
+DROP TABLE monthly;
+ALTER TABLE monthly_v4 RENAME TO monthly;
 "#,
 ];
 
@@ -358,12 +402,12 @@ impl Store {
                  ON CONFLICT(domain) DO UPDATE SET joules = joules + ?2",
             )?;
             let mut daily = tx.prepare_cached(
-                "INSERT INTO daily (day, joules, cost) VALUES (?1, ?2, ?3)
-                 ON CONFLICT(day) DO UPDATE SET joules = joules + ?2, cost = cost + ?3",
+                "INSERT INTO daily (day, currency, joules, cost) VALUES (?1, ?4, ?2, ?3)
+                 ON CONFLICT(day, currency) DO UPDATE SET joules = joules + ?2, cost = cost + ?3",
             )?;
             let mut monthly = tx.prepare_cached(
-                "INSERT INTO monthly (month, joules, cost) VALUES (?1, ?2, ?3)
-                 ON CONFLICT(month) DO UPDATE SET joules = joules + ?2, cost = cost + ?3",
+                "INSERT INTO monthly (month, currency, joules, cost) VALUES (?1, ?4, ?2, ?3)
+                 ON CONFLICT(month, currency) DO UPDATE SET joules = joules + ?2, cost = cost + ?3",
             )?;
             for row in rows {
                 sample.execute(params![row.t, row.watts, row.joules])?;
@@ -384,8 +428,8 @@ impl Store {
                     }
                 }
                 let (day, month) = local_day_month(row.t);
-                daily.execute(params![day, row.joules, row.cost])?;
-                monthly.execute(params![month, row.joules, row.cost])?;
+                daily.execute(params![day, row.joules, row.cost, row.currency])?;
+                monthly.execute(params![month, row.joules, row.cost, row.currency])?;
             }
             drop((sample, minute, hour, lifetime, daily, monthly));
             tx.execute(
@@ -463,8 +507,8 @@ impl Store {
         })
     }
 
-    /// Lifetime headline energy and cost.
-    pub fn lifetime(&self) -> Result<Total, StoreError> {
+    /// Lifetime headline energy, and its cost with `currency` first.
+    pub fn lifetime(&self, currency: &str) -> Result<Total, StoreError> {
         let joules: f64 = self
             .conn
             .query_row(
@@ -473,13 +517,23 @@ impl Store {
                 |r| r.get(0),
             )
             .map_err(|e| self.sql(e))?;
-        let cost: f64 = self
-            .conn
-            .query_row("SELECT COALESCE(SUM(cost), 0) FROM monthly", [], |r| {
-                r.get(0)
-            })
-            .map_err(|e| self.sql(e))?;
-        Ok(Total::new(joules, cost))
+        let costs = self.costs(
+            "SELECT currency, SUM(cost) FROM monthly GROUP BY currency ORDER BY currency",
+            None,
+        )?;
+        Ok(Total::new(joules, costs, currency))
+    }
+
+    /// `(currency, cost)` rows of a query that takes `key` as its one parameter, if any.
+    fn costs(&self, sql: &str, key: Option<&str>) -> Result<Vec<(String, f64)>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(|e| self.sql(e))?;
+        let map = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, r.get(1)?));
+        let rows = match key {
+            Some(k) => stmt.query_map(params![k], map),
+            None => stmt.query_map([], map),
+        }
+        .map_err(|e| self.sql(e))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.sql(e))
     }
 
     /// Lifetime joules per domain: `system` (the headline) and each metered part.
@@ -494,28 +548,36 @@ impl Store {
         rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.sql(e))
     }
 
-    pub fn day(&self, unix: f64) -> Result<Total, StoreError> {
+    pub fn day(&self, unix: f64, currency: &str) -> Result<Total, StoreError> {
         let (day, _) = local_day_month(unix);
-        self.calendar("daily", "day", &day)
+        self.calendar("daily", "day", &day, currency)
     }
 
-    pub fn month(&self, unix: f64) -> Result<Total, StoreError> {
+    pub fn month(&self, unix: f64, currency: &str) -> Result<Total, StoreError> {
         let (_, month) = local_day_month(unix);
-        self.calendar("monthly", "month", &month)
+        self.calendar("monthly", "month", &month, currency)
     }
 
-    fn calendar(&self, table: &str, key: &str, value: &str) -> Result<Total, StoreError> {
-        let row: Option<(f64, f64)> = self
+    fn calendar(
+        &self,
+        table: &str,
+        key: &str,
+        value: &str,
+        currency: &str,
+    ) -> Result<Total, StoreError> {
+        let joules: f64 = self
             .conn
             .query_row(
-                &format!("SELECT joules, cost FROM {table} WHERE {key} = ?1"),
+                &format!("SELECT COALESCE(SUM(joules), 0) FROM {table} WHERE {key} = ?1"),
                 params![value],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| r.get(0),
             )
-            .optional()
             .map_err(|e| self.sql(e))?;
-        let (j, c) = row.unwrap_or((0.0, 0.0));
-        Ok(Total::new(j, c))
+        let costs = self.costs(
+            &format!("SELECT currency, cost FROM {table} WHERE {key} = ?1 ORDER BY currency"),
+            Some(value),
+        )?;
+        Ok(Total::new(joules, costs, currency))
     }
 
     /// The newest session, running or not.
@@ -633,6 +695,7 @@ mod tests {
             joules,
             cost,
             by_domain: vec![("cpu".into(), joules / 3.0), ("system".into(), joules)],
+            currency: "EUR".into(),
         }
     }
 
@@ -652,7 +715,7 @@ mod tests {
                 .write_batch(id, batch, 0.0, 0.0)
                 .unwrap_or_else(|e| panic!("{e}"));
         }
-        let lifetime = store.lifetime().unwrap_or_else(|e| panic!("{e}"));
+        let lifetime = store.lifetime("EUR").unwrap_or_else(|e| panic!("{e}"));
         assert!((lifetime.joules - 180_000.0).abs() < 1e-6);
         let by_domain = store.lifetime_by_domain().unwrap_or_default();
         assert_eq!(by_domain.len(), 2, "{by_domain:?}");
@@ -694,7 +757,10 @@ mod tests {
         store
             .write_batch(second, &[row(201.0, 10.0, 10.0, 0.0)], 10.0, 0.0)
             .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(store.lifetime().map(|l| l.joules).unwrap_or(-1.0), 60.0);
+        assert_eq!(
+            store.lifetime("EUR").map(|l| l.joules).unwrap_or(-1.0),
+            60.0
+        );
     }
 
     #[test]
@@ -707,7 +773,7 @@ mod tests {
         let moved = moved.unwrap_or_else(|| panic!("not moved aside"));
         assert_eq!(moved.to, dir.path().join("wattbar.db.corrupt-1234"));
         assert!(moved.to.exists());
-        assert_eq!(store.lifetime().map(|l| l.joules).unwrap_or(-1.0), 0.0);
+        assert_eq!(store.lifetime("EUR").map(|l| l.joules).unwrap_or(-1.0), 0.0);
     }
 
     #[cfg(unix)]
@@ -790,13 +856,21 @@ mod tests {
             conn.execute_batch(MIGRATIONS[0])
                 .unwrap_or_else(|e| panic!("{e}"));
             conn.execute_batch(
-                "INSERT INTO lifetime VALUES ('system', 42.0); PRAGMA user_version = 1;",
+                "INSERT INTO lifetime VALUES ('system', 42.0);
+                 INSERT INTO sessions (start, currency) VALUES (0, 'USD');
+                 INSERT INTO monthly VALUES ('2026-11', 42.0, 0.5);
+                 PRAGMA user_version = 1;",
             )
             .unwrap_or_else(|e| panic!("{e}"));
         }
         let (mut store, moved) = Store::open(&path, 0.0).unwrap_or_else(|e| panic!("{e}"));
         assert!(moved.is_none());
-        assert_eq!(store.lifetime().map(|l| l.joules).unwrap_or(-1.0), 42.0);
+        assert_eq!(
+            store.lifetime("EUR").map(|l| l.joules).unwrap_or(-1.0),
+            42.0
+        );
+        // The old calendar rows are taken to be in the newest session's currency.
+        assert_eq!(store.lifetime("USD").map(|l| l.cost).unwrap_or(-1.0), 0.5);
         assert_eq!(store.mark_alert("x", 0.0).ok(), Some(true));
         let version: i64 = store
             .conn
@@ -827,5 +901,45 @@ mod tests {
             .history(0.0, 10_000.0, Step::Hour)
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(hours.len(), 1);
+    }
+
+    #[test]
+    fn costs_in_two_currencies_are_kept_apart_never_added() {
+        const T0: f64 = 1_700_000_400.0;
+        // 1 kWh at 0.30 EUR, then the user switches to USD: 1 kWh at 0.40 USD, the same day.
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut store = open(dir.path());
+        let id = store
+            .start_session(T0, "EUR")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let kwh = |t: f64, cost: f64, currency: &str| Row {
+            currency: currency.into(),
+            ..row(t, 3600.0, 3.6e6, cost)
+        };
+        store
+            .write_batch(
+                id,
+                &[kwh(T0 + 1.0, 0.30, "EUR"), kwh(T0 + 2.0, 0.40, "USD")],
+                0.0,
+                0.0,
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        for total in [
+            store.day(T0 + 2.0, "USD"),
+            store.month(T0 + 2.0, "USD"),
+            store.lifetime("USD"),
+        ] {
+            let total = total.unwrap_or_else(|e| panic!("{e}"));
+            assert!((total.kwh - 2.0).abs() < 1e-9, "{total:?}");
+            assert!((total.cost - 0.40).abs() < 1e-9, "{total:?}");
+            assert_eq!(total.currency, "USD");
+            assert_eq!(
+                total.other_costs,
+                vec![Money {
+                    currency: "EUR".into(),
+                    amount: 0.30
+                }]
+            );
+        }
     }
 }

@@ -142,7 +142,7 @@ impl From<&Published> for StatePayload {
             interval_ms: p.interval_ms,
             notice: p.notice.clone(),
             carbon_g: p.session.carbon_g,
-            totals: p.totals,
+            totals: p.totals.clone(),
         }
     }
 }

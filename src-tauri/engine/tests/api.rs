@@ -723,6 +723,39 @@ fn energy_counter(metrics: &str) -> f64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_energy_counter_is_there_from_the_first_scrape_and_moves_before_any_batch() {
+    // A minute between batches: a counter that followed the store would sit still (or be absent)
+    // for a minute, and rate() over it would read in steps.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let trace = parse_trace("t,watts\n0,3600\n").unwrap_or_else(|e| panic!("{e}"));
+    let sources: Vec<Box<dyn Source>> = vec![Box::new(ReplaySource::new(trace))];
+    let prefs = Preferences {
+        interval_ms: 100,
+        ..Preferences::default()
+    };
+    let mut config = EngineConfig::new(prefs).with_store(dir.path().join("wattbar.db"));
+    config.batch_interval = Duration::from_secs(60);
+    let engine = spawn(Chain::new(sources), config).unwrap_or_else(|e| panic!("{e}"));
+    let scrape = || {
+        let text =
+            wattbar_engine::metrics::render(&engine.current(), wattbar_engine::unix_now(), None);
+        energy_counter(&wattbar_engine::metrics::to_prometheus_text(&text))
+    };
+    let first = scrape();
+    assert!(first >= 0.0);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let second = scrape();
+    // 3600 W for about a second, give or take a sample either side.
+    assert!(
+        (3600.0 * 0.6..=3600.0 * 1.4).contains(&(second - first)),
+        "{first} → {second}"
+    );
+    let stored = engine.current().totals.as_ref().map(|t| t.lifetime.joules);
+    assert_eq!(stored, Some(0.0), "nothing was written yet");
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_energy_counter_never_decreases_across_a_reset_and_a_restart() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let db = dir.path().join("wattbar.db");
