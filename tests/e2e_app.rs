@@ -622,6 +622,13 @@ impl Driver {
         wait_for("tauri-driver to listen", Duration::from_secs(10), || {
             std::net::TcpStream::connect(("127.0.0.1", port)).ok()
         });
+        // tauri-driver listens at once but forwards each request to WebKitWebDriver, which it
+        // starts beside itself; until that one listens, a forwarded POST /session is dropped and
+        // the client reads "Unexpected EOF". Its first start on a fresh machine (cold caches) is
+        // the slow one.
+        wait_for("WebKitWebDriver to listen", Duration::from_secs(60), || {
+            std::net::TcpStream::connect(("127.0.0.1", native)).ok()
+        });
         Driver { _proc: proc, base }
     }
 

@@ -1,5 +1,5 @@
-//! The contract with the UI: event names, command names and payloads. `ui/js/contract.js`
-//! mirrors the names; a test keeps the two in step.
+//! The contract with the UI: the event name and payloads here, the command names in `lib.rs`'s
+//! `generate_handler!`. `ui/js/contract.js` mirrors both; tests keep them in step.
 
 pub use wattbar_engine::view::{
     BreakdownItem, DashboardPayload, HistoryPayload, LowPowerView, StatePayload,
@@ -8,36 +8,52 @@ pub use wattbar_engine::view::{
 /// Emitted to the dashboard after every publication, only while the window exists.
 pub const STATE_CHANGED: &str = "wattbar:state";
 
-/// Command names, as the UI invokes them.
-pub const CMD_GET_DASHBOARD: &str = "get_dashboard";
-pub const CMD_SET_PRICE: &str = "set_price";
-pub const CMD_SET_LOW_POWER: &str = "set_low_power";
-pub const CMD_RESET_SESSION: &str = "reset_session";
-pub const CMD_GET_HISTORY: &str = "get_history";
-pub const CMD_GET_PREFERENCES: &str = "get_preferences";
-pub const CMD_SET_PREFERENCE: &str = "set_preference";
-pub const CMD_OPEN_PREFERENCES: &str = "open_preferences";
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The commands `lib.rs` registers with `generate_handler!`.
+    fn registered() -> Vec<String> {
+        let lib = include_str!("lib.rs");
+        let start = lib
+            .find("generate_handler![")
+            .unwrap_or_else(|| panic!("no generate_handler! in lib.rs"));
+        let list = &lib[start + "generate_handler![".len()..];
+        let end = list
+            .find(']')
+            .unwrap_or_else(|| panic!("unclosed generate_handler!"));
+        list[..end]
+            .split(',')
+            .map(|n| n.trim().trim_start_matches("commands::").to_string())
+            .filter(|n| !n.is_empty())
+            .collect()
+    }
+
+    /// The command names `ui/js/contract.js` exports as `CMD_*`.
+    fn invoked() -> Vec<String> {
+        include_str!("../../ui/js/contract.js")
+            .lines()
+            .filter(|l| l.starts_with("export const CMD_"))
+            .filter_map(|l| l.split('"').nth(1).map(str::to_string))
+            .collect()
+    }
+
     #[test]
-    fn the_js_contract_mirrors_every_name() {
-        let js = include_str!("../../ui/js/contract.js");
-        for (js_name, value) in [
-            ("STATE_CHANGED", STATE_CHANGED),
-            ("CMD_GET_DASHBOARD", CMD_GET_DASHBOARD),
-            ("CMD_SET_PRICE", CMD_SET_PRICE),
-            ("CMD_SET_LOW_POWER", CMD_SET_LOW_POWER),
-            ("CMD_RESET_SESSION", CMD_RESET_SESSION),
-            ("CMD_GET_HISTORY", CMD_GET_HISTORY),
-            ("CMD_GET_PREFERENCES", CMD_GET_PREFERENCES),
-            ("CMD_SET_PREFERENCE", CMD_SET_PREFERENCE),
-            ("CMD_OPEN_PREFERENCES", CMD_OPEN_PREFERENCES),
-        ] {
-            let line = format!("export const {js_name} = \"{value}\";");
-            assert!(js.contains(&line), "ui/js/contract.js lacks {line}");
-        }
+    fn the_ui_invokes_exactly_the_commands_the_app_registers() {
+        let mut registered = registered();
+        let mut invoked = invoked();
+        registered.sort();
+        invoked.sort();
+        assert!(registered.len() >= 8, "{registered:?}");
+        assert_eq!(invoked, registered);
+    }
+
+    #[test]
+    fn the_ui_listens_to_the_event_the_app_emits() {
+        let line = format!("export const STATE_CHANGED = \"{STATE_CHANGED}\";");
+        assert!(
+            include_str!("../../ui/js/contract.js").contains(&line),
+            "ui/js/contract.js lacks {line}"
+        );
     }
 }

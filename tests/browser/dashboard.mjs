@@ -20,8 +20,8 @@ try {
   await page.waitForFunction(() => document.getElementById("watts").textContent !== "—", null, { timeout: 10000 });
   report.first_watts = await page.textContent("#watts");
   report.transport = await page.getAttribute("body", "data-transport");
-  // The replay steps to 31 W at t = 3 s; the stream must bring it without a reload.
-  await page.waitForFunction(() => document.getElementById("watts").textContent === "31.0", null, { timeout: 15000 });
+  // The replay steps to 31 W at t = 10 s; the stream must bring it without a reload.
+  await page.waitForFunction(() => document.getElementById("watts").textContent === "31.0", null, { timeout: 25000 });
   report.later_watts = await page.textContent("#watts");
   report.same_page = await page.evaluate(() => window.__loadedOnce === true);
   report.quality = await page.textContent("#quality");

@@ -209,10 +209,11 @@ fn serve_answers_the_cli_low_power_switch_and_sigterm_keeps_the_energy() {
 #[test]
 fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_token() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    // 12.5 W, then 31 W from t = 3 s: the page must show the second value without a reload.
+    // 12.5 W, then 31 W from t = 10 s: the page must show the second value without a reload.
+    // Ten seconds leave Chromium time to start on a loaded machine before the step.
     let serve = Serve::start(
         dir.path(),
-        "t,watts\n0,12.5\n3,31\n",
+        "t,watts\n0,12.5\n10,31\n",
         &["--interval", "250ms"],
     );
     let token = String::from_utf8_lossy(

@@ -59,9 +59,10 @@ fn the_cpu_model_is_within_its_documented_error_of_rapl() {
     }
     let mean = errors.iter().sum::<f64>() / errors.len() as f64;
     let worst = errors.iter().cloned().fold(0.0, f64::max);
-    // The figures the cpu_proxy module documents: mean 17.5 %, worst 49 % of TDP.
-    assert!((mean - 0.175).abs() < 0.005, "mean error {mean}");
-    assert!((worst - 0.49).abs() < 0.005, "worst error {worst}");
+    // The bounds the cpu_proxy module documents (measured: mean 17.5 %, worst 49 % of TDP); a
+    // better model passes, a worse one fails.
+    assert!(mean <= 0.18, "mean error {mean}");
+    assert!(worst <= 0.50, "worst error {worst}");
 }
 
 #[test]
