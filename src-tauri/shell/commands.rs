@@ -8,7 +8,6 @@ use serde::Serialize;
 use std::sync::Arc;
 use tauri::{AppHandle, Manager, State};
 use wattbar_core::{Preferences, Price};
-use wattbar_engine::store::Store;
 use wattbar_engine::{Command, Published};
 
 pub fn current(app: &AppHandle) -> Option<Arc<Published>> {
@@ -147,16 +146,14 @@ pub fn apply_reset(app: &AppHandle) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-/// Stored history for `range`: `1h` and `24h` by minute, `30d` by hour.
+/// Stored history for `range`: `1h` and `24h` by minute, `30d` by hour, through the engine.
 #[tauri::command]
 pub fn get_history(range: String, state: State<'_, AppState>) -> Result<HistoryPayload, String> {
     let (seconds, step) = wattbar_engine::view::range(&range)?;
     let now = wattbar_engine::unix_now();
-    if !state.db_path.exists() {
-        return Ok(HistoryPayload::new(range, step, Vec::new()));
-    }
-    let store = Store::open_read_only(&state.db_path).map_err(|e| e.to_string())?;
-    let points = store
+    let points = state
+        .engine
+        .reader()
         .history(now - seconds, now + 1.0, step)
         .map_err(|e| e.to_string())?;
     Ok(HistoryPayload::new(range, step, points))

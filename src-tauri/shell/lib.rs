@@ -29,8 +29,6 @@ pub struct AppState {
     pub store: Arc<Store<tauri::Wry>>,
     /// The preferences in force; changed only by `commands::apply_preference`.
     pub prefs: std::sync::Mutex<wattbar_core::Preferences>,
-    /// The engine's SQLite ledger, read for history.
-    pub db_path: std::path::PathBuf,
 }
 
 /// How often the ledger is written (`WATTBAR_BATCH_INTERVAL`, e.g. `1s`; default 5 s).
@@ -86,7 +84,6 @@ fn setup(app: &mut tauri::App) -> Result<(), Box<dyn std::error::Error>> {
         engine,
         store,
         prefs: std::sync::Mutex::new(prefs),
-        db_path,
     });
 
     let mut tray = tray::Tray::build(app.handle())?;

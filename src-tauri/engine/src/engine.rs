@@ -296,6 +296,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
     };
     let clock = config.clock.clone();
     let started = clock.unix();
+    let ledger_path = config.store.clone();
     let recorder = Recorder::open(
         config.store.as_deref(),
         config.batch_interval,
@@ -375,6 +376,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
             state: state_rx,
             recent,
             commands: cmd_tx,
+            ledger: ledger_path,
         },
         task,
     })
@@ -816,6 +818,44 @@ mod tests {
         let after = wait_for(&mut rx, |p| p.prefs.currency == usd).await;
         assert_eq!(after.session.currency, usd);
         assert!(after.session.kwh < 0.01, "{:?}", after.session);
+        engine.stop();
+    }
+
+    /// A source that takes a long time to answer, like an Ollama that does not reply.
+    struct Stalling;
+
+    impl Source for Stalling {
+        fn id(&self) -> &str {
+            "ollama"
+        }
+        fn quality(&self) -> Quality {
+            Quality::Heuristic
+        }
+        fn read(&mut self, _at: Stamp) -> Result<Vec<wattbar_core::Reading>, wattbar_core::Error> {
+            std::thread::sleep(Duration::from_millis(1500));
+            Ok(Vec::new())
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_stalling_source_never_holds_the_async_thread_that_serves_readers() {
+        // One async thread, as a small daemon has. While the source stalls for 1.5 s, another
+        // task on that thread must keep running: the sampling work is on the blocking pool.
+        let engine = start(
+            Chain::new(vec![Box::new(Stalling)]),
+            EngineConfig::new(Preferences::default()),
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut ticks = 0u32;
+        let until = std::time::Instant::now() + Duration::from_millis(1000);
+        while std::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            ticks += 1;
+        }
+        assert!(
+            ticks >= 50,
+            "the async thread ran only {ticks} times in 1 s"
+        );
         engine.stop();
     }
 }

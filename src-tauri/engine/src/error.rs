@@ -29,6 +29,9 @@ pub enum Error {
         pid: Option<u32>,
         api: Option<String>,
     },
+    /// The ledger could not be read or written.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
     /// A request the engine refused, with its reason (a preference out of range, say).
     #[error("{0}")]
     Refused(String),

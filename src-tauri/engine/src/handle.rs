@@ -108,9 +108,27 @@ pub struct EngineReader {
     pub(crate) state: watch::Receiver<Arc<Published>>,
     pub(crate) recent: Recent,
     pub(crate) commands: mpsc::UnboundedSender<Command>,
+    /// The ledger, read-only for readers.
+    pub(crate) ledger: Option<std::path::PathBuf>,
 }
 
 impl EngineReader {
+    /// Stored history from `from` to `to` (Unix seconds), read-only; empty before anything was
+    /// stored or without a ledger. Blocks on SQLite: call it off async workers.
+    pub fn history(
+        &self,
+        from: f64,
+        to: f64,
+        step: crate::store::Step,
+    ) -> Result<Vec<crate::store::HistoryPoint>, Error> {
+        match &self.ledger {
+            Some(path) if path.exists() => {
+                Ok(crate::store::Store::open_read_only(path)?.history(from, to, step)?)
+            }
+            _ => Ok(Vec::new()),
+        }
+    }
+
     pub fn subscribe(&self) -> watch::Receiver<Arc<Published>> {
         self.state.clone()
     }
