@@ -27,10 +27,10 @@ fn main() -> Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    // Two workers: the API's requests never wait behind each other; sampling and SQLite run on
-    // tokio's blocking pool.
+    // One async worker serves the API: sampling and SQLite run on tokio's blocking pool, so
+    // nothing slow ever holds it (a second worker measured more memory and no faster replies).
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(1)
         .enable_all()
         .build()?;
     match cli.command {
