@@ -109,6 +109,12 @@ fn state_line(p: &wattbar_engine::Published) -> Result<StateLine> {
     )?)?)
 }
 
+/// Opens the sources off the async worker: NVML measures its counter's update period at start
+/// (up to a second).
+async fn open_sources() -> Result<wattbar_core::Chain> {
+    Ok(tokio::task::spawn_blocking(|| build_chain(&ChainOptions::from_env())).await??)
+}
+
 fn load_prefs(warn: impl Fn(String)) -> Result<wattbar_core::Preferences> {
     let prefs_path = paths::preferences_path()?;
     let (prefs, problems) = prefs_file::load(&prefs_path)?;
@@ -177,7 +183,7 @@ async fn watch_here(
     batch: Duration,
 ) -> Result<()> {
     let prefs = load_prefs(|m| eprintln!("wattbar-cli: {m}"))?;
-    let chain = build_chain(&ChainOptions::from_env())?;
+    let chain = open_sources().await?;
     let mut config = EngineConfig::new(prefs).with_store(paths::database_path()?);
     config.batch_interval = batch;
     let engine = wattbar_engine::spawn(chain, config)?;
@@ -259,7 +265,7 @@ pub async fn serve(command: Cmd) -> Result<()> {
     let token = wattbar_engine::token::load_or_create(&paths::data_dir()?)?;
     let prefs = load_prefs(|m| tracing::warn!("{m}"))?;
     let db = paths::database_path()?;
-    let chain = build_chain(&ChainOptions::from_env())?;
+    let chain = open_sources().await?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
