@@ -27,10 +27,9 @@ fn main() -> Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    // One async worker serves the API: sampling and SQLite run on tokio's blocking pool, so
-    // nothing slow ever holds it (a second worker measured more memory and no faster replies).
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
+    // The main thread serves the API; sampling and SQLite run on tokio's blocking pool, so
+    // nothing slow ever holds it. More async workers measured more memory and slower replies.
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     match cli.command {
