@@ -852,8 +852,9 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
             ticks += 1;
         }
+        // Blocked, it runs about once; free, about 100 times (20 leaves room for a loaded machine).
         assert!(
-            ticks >= 50,
+            ticks >= 20,
             "the async thread ran only {ticks} times in 1 s"
         );
         engine.stop();

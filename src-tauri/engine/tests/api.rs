@@ -277,6 +277,8 @@ async fn a_remote_listen_answers_to_this_machines_addresses_and_allowed_names() 
         config.extra_hosts = api::remote_hosts(bound, &["Prom.Example".to_string()]);
     })
     .await;
+    // The power series exist from the first sample on.
+    wait_until_sampled(&server).await;
     let port = server.addr.port();
     let metrics = |addr: SocketAddr, host: String| {
         let server = &server;
@@ -813,6 +815,7 @@ async fn the_energy_counter_never_decreases_across_a_reset_and_a_restart() {
 async fn a_live_scrape_passes_promtool_check_metrics() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let server = Server::start("t,watts\n0,25\n", Some(&dir.path().join("w.db"))).await;
+    wait_until_sampled(&server).await;
     tokio::time::sleep(Duration::from_millis(600)).await;
     let metrics = server.get("/metrics").await.body;
     server.stop().await;
