@@ -161,14 +161,8 @@ impl Engine {
         self.last_stamp = Some(at);
     }
 
-    /// The sampling period: the preference, but never faster than the slowest source can give
-    /// new values (half NVML's counter update period, for one).
     fn period(&self) -> Duration {
-        let chosen = self.prefs.interval();
-        match self.chain.min_interval() {
-            Some(min) if min > chosen => min,
-            _ => chosen,
-        }
+        period(&self.prefs, &self.chain)
     }
 
     fn apply(&mut self, command: Command) {
@@ -281,6 +275,16 @@ impl Engine {
     }
 }
 
+/// The sampling period: the preference, but never faster than the slowest source can give new
+/// values (half NVML's counter update period, for one).
+fn period(prefs: &Preferences, chain: &Chain) -> Duration {
+    let chosen = prefs.interval();
+    match chain.min_interval() {
+        Some(min) if min > chosen => min,
+        _ => chosen,
+    }
+}
+
 fn ticker(period: Duration) -> tokio::time::Interval {
     let mut t = tokio::time::interval(period);
     t.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -307,11 +311,12 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         .prefs
         .tariff_schedule()
         .unwrap_or_else(|_| Tariffs::flat(config.prefs.price_per_kwh));
-    let period = match chain.min_interval() {
-        Some(min) if min > config.prefs.interval() => min,
-        _ => config.prefs.interval(),
-    };
-    let accounting = Accounting::new(started, period, tariffs, config.prefs.carbon_g_per_kwh);
+    let accounting = Accounting::new(
+        started,
+        period(&config.prefs, &chain),
+        tariffs,
+        config.prefs.carbon_g_per_kwh,
+    );
     let low_power = LowPower::new(
         config.prefs.low_power.clone(),
         recorder.restored_low_power(),
