@@ -8,6 +8,7 @@ pub mod chain;
 pub mod counter;
 pub mod energy;
 pub mod error;
+pub mod inference;
 pub mod meter;
 pub mod policy;
 pub mod prefs;

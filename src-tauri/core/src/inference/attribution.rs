@@ -1,0 +1,369 @@
+//! Splitting measured energy among requests.
+//!
+//! Rule: within a sampling interval the power is taken as constant (the interval's energy over its
+//! length: what a counter or the trapezoid rule gives). The interval is cut at every request's
+//! start, first token and end; each piece's energy goes in equal parts to the requests in flight
+//! during it, and to nobody when none is. So one request gets the energy of its own window, and
+//! overlapping requests add up to the energy of the union of their windows, never more (windows
+//! that each take the whole machine's energy count it once per request).
+//!
+//! Time is one timeline in seconds (the engine's elapsed clock), given by the caller.
+
+use super::median;
+use crate::reading::Quality;
+use serde::Serialize;
+
+/// One sampling interval: what the meter measured between two samples.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Interval {
+    /// Elapsed-clock seconds.
+    pub start: f64,
+    pub end: f64,
+    /// Wall-clock seconds at the same two instants.
+    pub unix_start: f64,
+    pub unix_end: f64,
+    /// Headline energy; `None` where no headline was measured (not covered, never 0 J).
+    pub joules: Option<f64>,
+    /// Energy per breakdown domain.
+    pub by_domain: Vec<(String, f64)>,
+    pub quality: Option<Quality>,
+    pub source: Option<String>,
+}
+
+impl Interval {
+    fn seconds(&self) -> f64 {
+        self.end - self.start
+    }
+
+    /// Mean headline watts, when measured.
+    pub fn watts(&self) -> Option<f64> {
+        let s = self.seconds();
+        self.joules.filter(|_| s > 0.0).map(|j| j / s)
+    }
+}
+
+/// A request's window on the same timeline; `end: None` while it is still in flight.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Window {
+    pub start: f64,
+    /// The first token: the end of prefill and the start of decode, when known.
+    pub split: Option<f64>,
+    pub end: Option<f64>,
+}
+
+impl Window {
+    fn active(&self, a: f64, b: f64) -> bool {
+        self.start <= a && self.end.is_none_or(|e| e >= b)
+    }
+}
+
+/// What one request was given.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Share {
+    pub joules: f64,
+    /// Parts before and after the first token; both 0 when the window has no split.
+    pub prefill_joules: f64,
+    pub decode_joules: f64,
+    /// The request's share of time: each piece's length divided by the requests sharing it.
+    /// An idle baseline times this is the request's share of the idle draw.
+    pub shared_seconds: f64,
+    /// Seconds of the window inside measured intervals.
+    pub covered_seconds: f64,
+    /// The worst quality of the power it was given, and its sources.
+    pub quality: Option<Quality>,
+    pub sources: Vec<String>,
+}
+
+/// Splits each interval's energy among `windows`; one [`Share`] per window, in order.
+pub fn attribute(intervals: &[Interval], windows: &[Window]) -> Vec<Share> {
+    let mut shares = vec![Share::default(); windows.len()];
+    let mut cuts = Vec::new();
+    for interval in intervals {
+        let (Some(joules), true) = (interval.joules, interval.seconds() > 0.0) else {
+            continue;
+        };
+        let watts = joules / interval.seconds();
+        cuts.clear();
+        cuts.push(interval.start);
+        cuts.push(interval.end);
+        for w in windows {
+            for t in [Some(w.start), w.split, w.end].into_iter().flatten() {
+                if t > interval.start && t < interval.end {
+                    cuts.push(t);
+                }
+            }
+        }
+        cuts.sort_by(f64::total_cmp);
+        cuts.dedup();
+        for piece in cuts.windows(2) {
+            let (a, b) = (piece[0], piece[1]);
+            let active: Vec<usize> = (0..windows.len())
+                .filter(|&i| windows[i].active(a, b))
+                .collect();
+            if active.is_empty() {
+                continue;
+            }
+            let n = active.len() as f64;
+            let part = watts * (b - a) / n;
+            for i in active {
+                let s = &mut shares[i];
+                s.joules += part;
+                s.shared_seconds += (b - a) / n;
+                s.covered_seconds += b - a;
+                match windows[i].split {
+                    Some(split) if b <= split => s.prefill_joules += part,
+                    Some(_) => s.decode_joules += part,
+                    None => {}
+                }
+                s.quality = s.quality.max(interval.quality);
+                if let Some(src) = &interval.source {
+                    if !s.sources.contains(src) {
+                        s.sources.push(src.clone());
+                    }
+                }
+            }
+        }
+    }
+    shares
+}
+
+/// Fewest idle intervals a baseline is taken from.
+pub const MIN_BASELINE_SAMPLES: usize = 10;
+
+/// The machine's draw with no request in flight.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Baseline {
+    pub watts: f64,
+    /// Idle intervals the median was taken over, and the wall-clock span they cover.
+    pub samples: usize,
+    pub from: f64,
+    pub to: f64,
+    pub method: String,
+}
+
+/// The median draw of the measured intervals during which no window was open; `None` with fewer
+/// than [`MIN_BASELINE_SAMPLES`].
+pub fn idle_baseline(intervals: &[Interval], windows: &[Window]) -> Option<Baseline> {
+    let idle: Vec<&Interval> = intervals
+        .iter()
+        .filter(|i| i.watts().is_some())
+        .filter(|i| {
+            !windows
+                .iter()
+                .any(|w| w.start < i.end && w.end.is_none_or(|e| e > i.start))
+        })
+        .collect();
+    if idle.len() < MIN_BASELINE_SAMPLES {
+        return None;
+    }
+    let mut watts: Vec<f64> = idle.iter().filter_map(|i| i.watts()).collect();
+    let from = idle.first().map_or(0.0, |i| i.unix_start);
+    let to = idle.last().map_or(0.0, |i| i.unix_end);
+    Some(Baseline {
+        watts: median(&mut watts)?,
+        samples: idle.len(),
+        from,
+        to,
+        method: format!(
+            "median of {} sampling intervals with no request in flight over {:.0} s",
+            idle.len(),
+            to - from
+        ),
+    })
+}
+
+/// The energy of a wall-clock window, at the sampling resolution.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WindowEnergy {
+    pub from: f64,
+    pub to: f64,
+    /// Headline joules over the covered part; `None` when nothing of the window was measured.
+    pub joules: Option<f64>,
+    pub by_domain: Vec<(String, f64)>,
+    pub mean_watts: Option<f64>,
+    /// Intervals that overlap the window.
+    pub samples: usize,
+    /// Share of the window that measured intervals cover, 0–1.
+    pub covered_fraction: f64,
+    pub quality: Option<Quality>,
+    pub sources: Vec<String>,
+}
+
+/// Energy between `from` and `to` (Unix seconds): each interval contributes in proportion to its
+/// overlap with the window.
+pub fn window_energy(intervals: &[Interval], from: f64, to: f64) -> WindowEnergy {
+    let mut joules = 0.0;
+    let mut covered = 0.0;
+    let mut samples = 0;
+    let mut by_domain: Vec<(String, f64)> = Vec::new();
+    let mut quality = None;
+    let mut sources: Vec<String> = Vec::new();
+    for i in intervals {
+        let span = i.unix_end - i.unix_start;
+        let overlap = i.unix_end.min(to) - i.unix_start.max(from);
+        if span <= 0.0 || overlap <= 0.0 {
+            continue;
+        }
+        samples += 1;
+        let Some(j) = i.joules else { continue };
+        let f = overlap / span;
+        joules += j * f;
+        covered += overlap;
+        for (d, dj) in &i.by_domain {
+            match by_domain.iter_mut().find(|(k, _)| k == d) {
+                Some((_, v)) => *v += dj * f,
+                None => by_domain.push((d.clone(), dj * f)),
+            }
+        }
+        quality = quality.max(i.quality);
+        if let Some(s) = &i.source {
+            if !sources.contains(s) {
+                sources.push(s.clone());
+            }
+        }
+    }
+    let length = to - from;
+    WindowEnergy {
+        from,
+        to,
+        joules: (covered > 0.0).then_some(joules),
+        by_domain,
+        mean_watts: (covered > 0.0).then(|| joules / covered),
+        samples,
+        covered_fraction: if length > 0.0 {
+            (covered / length).clamp(0.0, 1.0)
+        } else {
+            0.0
+        },
+        quality,
+        sources,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One-second intervals from `t0` with the given watts (wall clock = elapsed + 1.7e9).
+    fn trace(t0: f64, watts: &[f64]) -> Vec<Interval> {
+        watts
+            .iter()
+            .enumerate()
+            .map(|(k, &w)| {
+                let start = t0 + k as f64;
+                Interval {
+                    start,
+                    end: start + 1.0,
+                    unix_start: 1.7e9 + start,
+                    unix_end: 1.7e9 + start + 1.0,
+                    joules: Some(w),
+                    by_domain: vec![("gpu".into(), w / 2.0)],
+                    quality: Some(Quality::Measured),
+                    source: Some("rapl".into()),
+                }
+            })
+            .collect()
+    }
+
+    fn window(start: f64, end: f64) -> Window {
+        Window {
+            start,
+            split: None,
+            end: Some(end),
+        }
+    }
+
+    #[test]
+    fn one_request_gets_the_energy_of_its_own_window() {
+        // 100 W for 2 s, then 300 W for 2 s; the request runs 1.5 s → 3.5 s:
+        // 0.5 s × 100 W + 1 s × 300 W... worked piece by piece: [1.5,2) 50 J, [2,3) 300 J,
+        // [3,3.5) 150 J = 500 J.
+        let i = trace(0.0, &[100.0, 100.0, 300.0, 300.0]);
+        let s = &attribute(&i, &[window(1.5, 3.5)])[0];
+        assert!((s.joules - 500.0).abs() < 1e-9, "{}", s.joules);
+        assert!((s.shared_seconds - 2.0).abs() < 1e-9);
+        assert_eq!(s.quality, Some(Quality::Measured));
+        assert_eq!(s.sources, vec!["rapl".to_string()]);
+    }
+
+    #[test]
+    fn overlapping_requests_add_up_to_the_energy_of_their_union() {
+        // 200 W for 10 s. A runs 1 → 6 s, B runs 4 → 9 s: union 8 s = 1600 J.
+        // Alone: A 3 s (600 J), B 3 s (600 J); together 2 s (400 J) split 200/200.
+        let i = trace(0.0, &[200.0; 10]);
+        let s = attribute(&i, &[window(1.0, 6.0), window(4.0, 9.0)]);
+        assert!((s[0].joules - 800.0).abs() < 1e-9);
+        assert!((s[1].joules - 800.0).abs() < 1e-9);
+        assert!((s[0].joules + s[1].joules - 1600.0).abs() < 1e-9);
+        // Windows that each took the machine's energy would say 1000 + 1000 J.
+    }
+
+    #[test]
+    fn a_hundred_concurrent_requests_share_the_energy_once() {
+        let i = trace(0.0, &[250.0; 4]);
+        let ws: Vec<Window> = (0..100).map(|_| window(0.0, 4.0)).collect();
+        let total: f64 = attribute(&i, &ws).iter().map(|s| s.joules).sum();
+        assert!((total - 1000.0).abs() < 1e-6, "{total}");
+    }
+
+    #[test]
+    fn prefill_and_decode_are_integrated_over_their_own_windows() {
+        // Prefill 0 → 1.5 s at 400 W: 1 s × 400 + 0.5 s × 400 = 600 J;
+        // decode 1.5 → 4 s: 0.5 s × 400 + 2 s × 150 = 500 J.
+        let i = trace(0.0, &[400.0, 400.0, 150.0, 150.0]);
+        let w = Window {
+            start: 0.0,
+            split: Some(1.5),
+            end: Some(4.0),
+        };
+        let s = &attribute(&i, &[w])[0];
+        assert!((s.prefill_joules - 600.0).abs() < 1e-9);
+        assert!((s.decode_joules - 500.0).abs() < 1e-9);
+        assert!((s.joules - 1100.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn an_open_window_is_in_flight_to_the_last_interval_and_unmeasured_time_gives_nothing() {
+        let mut i = trace(0.0, &[100.0, 100.0, 100.0]);
+        i[1].joules = None;
+        let s = &attribute(
+            &i,
+            &[Window {
+                start: 0.5,
+                split: None,
+                end: None,
+            }],
+        )[0];
+        // [0.5,1) 50 J, [1,2) not measured, [2,3) 100 J.
+        assert!((s.joules - 150.0).abs() < 1e-9);
+        assert!((s.covered_seconds - 1.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_baseline_is_the_median_of_idle_intervals_only() {
+        // 12 idle seconds at 20 W with one 90 W blip, then a request at 300 W.
+        let mut w = vec![20.0; 12];
+        w[5] = 90.0;
+        w.extend([300.0, 300.0]);
+        let i = trace(0.0, &w);
+        let b =
+            idle_baseline(&i, &[window(12.0, 14.0)]).unwrap_or_else(|| panic!("12 idle intervals"));
+        assert_eq!(b.watts, 20.0);
+        assert_eq!(b.samples, 12);
+        assert!(idle_baseline(&i[..9], &[]).is_none());
+    }
+
+    #[test]
+    fn a_window_partly_measured_says_how_much_it_covers() {
+        let i = trace(0.0, &[100.0, 200.0]);
+        // Wall 1.7e9 + 0.5 → 1.7e9 + 4.0: 0.5 s × 100 + 1 s × 200 = 250 J over 1.5 s of 3.5 s.
+        let e = window_energy(&i, 1.7e9 + 0.5, 1.7e9 + 4.0);
+        assert!((e.joules.unwrap_or(0.0) - 250.0).abs() < 1e-6);
+        assert!((e.mean_watts.unwrap_or(0.0) - 250.0 / 1.5).abs() < 1e-6);
+        assert!((e.covered_fraction - 1.5 / 3.5).abs() < 1e-9);
+        assert_eq!(e.samples, 2);
+        assert_eq!(e.by_domain, vec![("gpu".to_string(), 125.0)]);
+        let none = window_energy(&i, 1.7e9 + 10.0, 1.7e9 + 11.0);
+        assert_eq!((none.joules, none.covered_fraction), (None, 0.0));
+    }
+}

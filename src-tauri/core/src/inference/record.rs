@@ -1,0 +1,361 @@
+//! One record per request, and the figures per model built from them.
+//!
+//! Definitions (each `None` when an input is unknown, never 0):
+//! - energy: the request's [`Share`](super::Share) of the measured energy (gross); net subtracts
+//!   the idle baseline times the request's share of time, floored at 0;
+//! - tokens per second: the server's decode rate, else completion tokens over the decode window;
+//! - tokens per second per watt = completion tokens ÷ decode joules (tokens/s over the mean watts of
+//!   the same window), the whole request's joules when the phases are unknown;
+//! - score = min(10, tokens/s per W ÷ ceiling × 10).
+
+use super::{Route, ServerFigures, Share};
+use crate::reading::Quality;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    /// The client went away before the answer ended.
+    Cancelled,
+    /// The server answered an error, before or after its 200, or ended early.
+    Error,
+    /// A cloud model: the work ran elsewhere, no local energy is charged.
+    Remote,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Cancelled => "cancelled",
+            Status::Error => "error",
+            Status::Remote => "remote",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Status> {
+        [Status::Ok, Status::Cancelled, Status::Error, Status::Remote]
+            .into_iter()
+            .find(|x| x.as_str() == s)
+    }
+}
+
+/// What one request cost, as the API returns it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub id: u64,
+    pub model: String,
+    pub route: Route,
+    pub status: Status,
+    /// Wall-clock Unix seconds.
+    pub start: f64,
+    pub end: f64,
+    pub wall_seconds: f64,
+    pub ttft_seconds: Option<f64>,
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    pub prefill_seconds: Option<f64>,
+    pub decode_seconds: Option<f64>,
+    /// Model load time the server reported; never charged to the request.
+    pub load_seconds: Option<f64>,
+    pub tokens_per_second: Option<f64>,
+    pub energy_joules: Option<f64>,
+    pub net_energy_joules: Option<f64>,
+    pub prefill_joules: Option<f64>,
+    pub decode_joules: Option<f64>,
+    pub joules_per_token: Option<f64>,
+    pub tokens_per_second_per_watt: Option<f64>,
+    pub score: Option<f64>,
+    /// The idle draw subtracted for the net figure.
+    pub baseline_watts: Option<f64>,
+    pub quality: Option<Quality>,
+    pub sources: Vec<String>,
+    pub error: Option<String>,
+}
+
+/// Everything a record is made of.
+#[derive(Debug, Clone)]
+pub struct Observed {
+    pub route: Route,
+    pub model: String,
+    pub status: Status,
+    pub error: Option<String>,
+    pub start: f64,
+    pub end: f64,
+    /// First token as the proxy saw it pass, seconds after the start (streams only).
+    pub ttft_seconds: Option<f64>,
+    pub figures: ServerFigures,
+    /// The request's energy; `None` for remote work or when it could not be measured.
+    pub share: Option<Share>,
+    /// Whether the share's prefill/decode parts were cut at a known first token.
+    pub phases_known: bool,
+    pub baseline_watts: Option<f64>,
+    /// Tokens per second per watt that scores 10.
+    pub ceiling: f64,
+}
+
+/// Score 0–10 for `tokens_per_second_per_watt` against `ceiling`.
+pub fn score(tokens_per_second_per_watt: f64, ceiling: f64) -> Option<f64> {
+    (tokens_per_second_per_watt.is_finite()
+        && tokens_per_second_per_watt >= 0.0
+        && ceiling.is_finite()
+        && ceiling > 0.0)
+        .then(|| (tokens_per_second_per_watt / ceiling * 10.0).min(10.0))
+}
+
+impl Record {
+    pub fn build(id: u64, o: Observed) -> Record {
+        let f = &o.figures;
+        let wall = (o.end - o.start).max(0.0);
+        let decode_window = o.ttft_seconds.map(|t| (wall - t).max(0.0));
+        let decode_seconds = f.decode_seconds.or(decode_window.filter(|s| *s > 0.0));
+        let prefill_seconds = f.prefill_seconds.or(o.ttft_seconds);
+        let tokens_per_second = f
+            .decode_rate
+            .or(match (f.completion_tokens, decode_seconds) {
+                (Some(n), Some(s)) if s > 0.0 => Some(n as f64 / s),
+                _ => None,
+            });
+        let local = o.status != Status::Remote;
+        let share = o
+            .share
+            .as_ref()
+            .filter(|s| local && s.covered_seconds > 0.0);
+        let energy = share.map(|s| s.joules);
+        let net = match (share, o.baseline_watts) {
+            (Some(s), Some(b)) => Some((s.joules - b * s.shared_seconds).max(0.0)),
+            _ => None,
+        };
+        let phases = share.filter(|_| o.phases_known);
+        let prefill_joules = phases.map(|s| s.prefill_joules);
+        let decode_joules = phases.map(|s| s.decode_joules);
+        let tokens = f.completion_tokens.map(|n| n as f64);
+        let joules_per_token = match (energy, tokens) {
+            (Some(e), Some(n)) if n > 0.0 => Some(e / n),
+            _ => None,
+        };
+        let tokens_per_second_per_watt = match (decode_joules.or(energy), tokens) {
+            (Some(e), Some(n)) if e > 0.0 => Some(n / e),
+            _ => None,
+        };
+        Record {
+            id,
+            model: o.model,
+            route: o.route,
+            status: o.status,
+            start: o.start,
+            end: o.end,
+            wall_seconds: wall,
+            ttft_seconds: o.ttft_seconds,
+            prompt_tokens: f.prompt_tokens,
+            completion_tokens: f.completion_tokens,
+            prefill_seconds,
+            decode_seconds,
+            load_seconds: f.load_seconds,
+            tokens_per_second,
+            energy_joules: energy,
+            net_energy_joules: net,
+            prefill_joules,
+            decode_joules,
+            joules_per_token,
+            tokens_per_second_per_watt,
+            score: tokens_per_second_per_watt.and_then(|t| score(t, o.ceiling)),
+            baseline_watts: o.baseline_watts.filter(|_| share.is_some()),
+            quality: share.and_then(|s| s.quality),
+            sources: share.map(|s| s.sources.clone()).unwrap_or_default(),
+            error: o.error,
+        }
+    }
+}
+
+/// Figures per model over its records.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ModelStats {
+    pub model: String,
+    pub requests: u64,
+    pub requests_by_status: BTreeMap<String, u64>,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Local energy charged to the model.
+    pub energy_joules: f64,
+    /// Over the records with both energy and completion tokens.
+    pub joules_per_token: Option<f64>,
+    pub net_joules_per_token: Option<f64>,
+    /// Mean of the records' tokens per second.
+    pub tokens_per_second: Option<f64>,
+    /// Completion tokens over their decode joules, all records together.
+    pub tokens_per_second_per_watt: Option<f64>,
+    pub score: Option<f64>,
+    /// The last record's end, Unix seconds.
+    pub last: f64,
+    #[serde(skip)]
+    sums: Sums,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Sums {
+    jpt_joules: f64,
+    jpt_tokens: f64,
+    net_joules: f64,
+    net_tokens: f64,
+    tps: f64,
+    tps_n: f64,
+    eff_tokens: f64,
+    eff_joules: f64,
+}
+
+impl ModelStats {
+    pub fn new(model: &str) -> Self {
+        ModelStats {
+            model: model.to_string(),
+            ..ModelStats::default()
+        }
+    }
+
+    pub fn add(&mut self, r: &Record, ceiling: f64) {
+        self.requests += 1;
+        *self
+            .requests_by_status
+            .entry(r.status.as_str().to_string())
+            .or_insert(0) += 1;
+        self.prompt_tokens += r.prompt_tokens.unwrap_or(0);
+        self.completion_tokens += r.completion_tokens.unwrap_or(0);
+        self.energy_joules += r.energy_joules.unwrap_or(0.0);
+        self.last = self.last.max(r.end);
+        let s = &mut self.sums;
+        let tokens = r.completion_tokens.map(|n| n as f64);
+        if let (Some(e), Some(n)) = (r.energy_joules, tokens) {
+            s.jpt_joules += e;
+            s.jpt_tokens += n;
+        }
+        if let (Some(e), Some(n)) = (r.net_energy_joules, tokens) {
+            s.net_joules += e;
+            s.net_tokens += n;
+        }
+        if let Some(t) = r.tokens_per_second {
+            s.tps += t;
+            s.tps_n += 1.0;
+        }
+        if let (Some(e), Some(n)) = (r.decode_joules.or(r.energy_joules), tokens) {
+            if e > 0.0 {
+                s.eff_tokens += n;
+                s.eff_joules += e;
+            }
+        }
+        let ratio = |a: f64, b: f64| (b > 0.0).then(|| a / b);
+        self.joules_per_token = ratio(s.jpt_joules, s.jpt_tokens);
+        self.net_joules_per_token = ratio(s.net_joules, s.net_tokens);
+        self.tokens_per_second = ratio(s.tps, s.tps_n);
+        self.tokens_per_second_per_watt = ratio(s.eff_tokens, s.eff_joules);
+        self.score = self
+            .tokens_per_second_per_watt
+            .and_then(|t| score(t, ceiling));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn observed(share: Option<Share>) -> Observed {
+        Observed {
+            route: Route::OllamaGenerate,
+            model: "llama3".into(),
+            status: Status::Ok,
+            error: None,
+            start: 100.0,
+            end: 104.0,
+            ttft_seconds: Some(1.0),
+            figures: ServerFigures {
+                completion_tokens: Some(60),
+                prompt_tokens: Some(17),
+                ..ServerFigures::default()
+            },
+            share,
+            phases_known: true,
+            baseline_watts: Some(20.0),
+            ceiling: 5.0,
+        }
+    }
+
+    fn share() -> Share {
+        Share {
+            joules: 480.0,
+            prefill_joules: 180.0,
+            decode_joules: 300.0,
+            shared_seconds: 4.0,
+            covered_seconds: 4.0,
+            quality: Some(Quality::Measured),
+            sources: vec!["rapl".into()],
+        }
+    }
+
+    #[test]
+    fn a_request_record_is_worked_from_its_share() {
+        let r = Record::build(1, observed(Some(share())));
+        assert_eq!(r.energy_joules, Some(480.0));
+        // 480 J − 20 W × 4 s = 400 J.
+        assert_eq!(r.net_energy_joules, Some(400.0));
+        assert_eq!(r.joules_per_token, Some(8.0));
+        // No server rate: 60 tokens over the 3 s after the first token = 20 tokens/s.
+        assert_eq!(r.tokens_per_second, Some(20.0));
+        // 60 tokens ÷ 300 J of decode = 0.2 tokens/s per W → 0.4 on a ceiling of 5.
+        assert_eq!(r.tokens_per_second_per_watt, Some(0.2));
+        assert!((r.score.unwrap_or(0.0) - 0.4).abs() < 1e-12);
+        assert_eq!(
+            (r.prefill_seconds, r.decode_seconds),
+            (Some(1.0), Some(3.0))
+        );
+    }
+
+    #[test]
+    fn remote_work_charges_no_local_energy() {
+        let mut o = observed(Some(share()));
+        o.status = Status::Remote;
+        let r = Record::build(2, o);
+        assert_eq!(
+            (
+                r.energy_joules,
+                r.net_energy_joules,
+                r.joules_per_token,
+                r.score
+            ),
+            (None, None, None, None)
+        );
+        assert_eq!(r.completion_tokens, Some(60));
+    }
+
+    #[test]
+    fn unknown_tokens_give_unknown_ratios_not_zero() {
+        let mut o = observed(Some(share()));
+        o.figures.completion_tokens = None;
+        let r = Record::build(3, o);
+        assert_eq!(r.energy_joules, Some(480.0));
+        assert_eq!(
+            (r.joules_per_token, r.tokens_per_second_per_watt),
+            (None, None)
+        );
+        assert_eq!(r.tokens_per_second, None);
+    }
+
+    #[test]
+    fn model_figures_weigh_records_by_their_tokens() {
+        let mut m = ModelStats::new("llama3");
+        m.add(&Record::build(1, observed(Some(share()))), 5.0);
+        let mut second = share();
+        second.joules = 120.0;
+        second.decode_joules = 100.0;
+        let mut o = observed(Some(second));
+        o.figures.completion_tokens = Some(40);
+        m.add(&Record::build(2, o), 5.0);
+        assert_eq!(m.requests, 2);
+        assert_eq!(m.completion_tokens, 100);
+        // (480 + 120) J / 100 tokens.
+        assert_eq!(m.joules_per_token, Some(6.0));
+        // 100 tokens / (300 + 100) J of decode.
+        assert_eq!(m.tokens_per_second_per_watt, Some(0.25));
+        assert_eq!(m.requests_by_status.get("ok"), Some(&2));
+    }
+}

@@ -1,0 +1,502 @@
+//! Reads what a model server says about a request from its response body, chunk by chunk, as
+//! the bytes pass through the proxy: nothing is held but the current line.
+//!
+//! Framings: Ollama's NDJSON (`application/x-ndjson`), the OpenAI-compatible Server-Sent Events
+//! (`text/event-stream`, `data: {json}` ended by `data: [DONE]`) and a single JSON body
+//! (`"stream": false`).
+//!
+//! Rules, from the servers' own sources (`shared/notes/llm-servers.md`):
+//! - Ollama's durations are nanoseconds, and every metric is omitted when zero: absent is unknown.
+//! - Ollama streams one `done: false` line per generated token; the `done: true` line carries the
+//!   metrics. Chunks are never counted as tokens (the end-of-turn token has no line, and an
+//!   OpenAI chunk may carry several tokens): token counts come only from the server's figures.
+//! - An OpenAI stream carries `usage` only when asked for, in a last chunk with `choices: []`;
+//!   other chunks have `usage: null` or zeros. The last non-zero usage wins; usages are never
+//!   added. llama.cpp adds `timings` (milliseconds).
+//! - An error may arrive after a 200, as a final `{"error": ...}` line or event.
+
+use super::Route;
+use serde::Serialize;
+use serde_json::Value;
+
+/// Longest line (or single JSON body) that is parsed; a longer one is passed on unread.
+pub const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
+
+/// How a response body is framed, from its `Content-Type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    Ndjson,
+    Sse,
+    Json,
+}
+
+impl Framing {
+    pub fn of_content_type(content_type: &str) -> Framing {
+        let ct = content_type.to_ascii_lowercase();
+        if ct.starts_with("text/event-stream") {
+            Framing::Sse
+        } else if ct.contains("ndjson") || ct.contains("jsonl") {
+            Framing::Ndjson
+        } else {
+            Framing::Json
+        }
+    }
+}
+
+/// What the server said about one request. Every figure is `None` unless the server gave it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ServerFigures {
+    pub model: Option<String>,
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    /// Time the server spent on the prompt (uncached tokens only, on Ollama).
+    pub prefill_seconds: Option<f64>,
+    /// Time the server spent generating.
+    pub decode_seconds: Option<f64>,
+    /// Model scheduling and load time (Ollama), reported apart and never charged to the request.
+    pub load_seconds: Option<f64>,
+    pub total_seconds: Option<f64>,
+    /// Generated tokens per second as the server measured them.
+    pub decode_rate: Option<f64>,
+    /// The server's error message, also one sent after a 200.
+    pub error: Option<String>,
+    /// The server said the response was complete (`done: true`, `[DONE]`, a whole JSON body).
+    pub finished: bool,
+    /// Stream chunks that carried generated content (a lower bound on tokens, never a count).
+    pub content_chunks: u64,
+}
+
+/// Follows one response body.
+#[derive(Debug)]
+pub struct ResponseMeter {
+    route: Route,
+    framing: Framing,
+    line: Vec<u8>,
+    /// The current line went past [`MAX_LINE_BYTES`]; it is skipped up to its end.
+    skipping: bool,
+    figures: ServerFigures,
+}
+
+impl ResponseMeter {
+    pub fn new(route: Route, framing: Framing) -> Self {
+        ResponseMeter {
+            route,
+            framing,
+            line: Vec::new(),
+            skipping: false,
+            figures: ServerFigures::default(),
+        }
+    }
+
+    /// Reads the next bytes of the body; answers how many content chunks they completed, so
+    /// that the caller can stamp the first token.
+    pub fn feed(&mut self, bytes: &[u8]) -> u64 {
+        let before = self.figures.content_chunks;
+        if self.framing == Framing::Json {
+            self.push(bytes);
+            return 0;
+        }
+        let mut rest = bytes;
+        while let Some(i) = rest.iter().position(|&b| b == b'\n') {
+            self.push(&rest[..i]);
+            self.end_line();
+            rest = &rest[i + 1..];
+        }
+        self.push(rest);
+        self.figures.content_chunks - before
+    }
+
+    /// The figures once the body has ended (a last line without a newline is read too).
+    pub fn finish(mut self) -> ServerFigures {
+        self.end_line();
+        self.figures
+    }
+
+    /// What is known so far.
+    pub fn figures(&self) -> &ServerFigures {
+        &self.figures
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        if self.skipping {
+            return;
+        }
+        if self.line.len() + bytes.len() > MAX_LINE_BYTES {
+            self.skipping = true;
+            self.line = Vec::new();
+            return;
+        }
+        self.line.extend_from_slice(bytes);
+    }
+
+    fn end_line(&mut self) {
+        let line = std::mem::take(&mut self.line);
+        let skipped = std::mem::replace(&mut self.skipping, false);
+        if skipped {
+            return;
+        }
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim();
+        if text.is_empty() {
+            return;
+        }
+        match self.framing {
+            Framing::Ndjson | Framing::Json => self.object(text),
+            Framing::Sse => {
+                let Some(data) = text.strip_prefix("data:") else {
+                    return;
+                };
+                let data = data.trim();
+                if data == "[DONE]" {
+                    self.figures.finished = true;
+                } else {
+                    self.object(data);
+                }
+            }
+        }
+    }
+
+    fn object(&mut self, text: &str) {
+        let Ok(v) = serde_json::from_str::<Value>(text) else {
+            return;
+        };
+        if let Some(e) = v.get("error") {
+            self.figures.error = Some(match e {
+                Value::String(s) => s.clone(),
+                Value::Object(o) => o
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .unwrap_or_else(|| e.to_string()),
+                other => other.to_string(),
+            });
+            return;
+        }
+        if let Some(m) = v.get("model").and_then(Value::as_str) {
+            if !m.is_empty() {
+                self.figures.model = Some(m.to_string());
+            }
+        }
+        match self.route {
+            Route::OllamaGenerate | Route::OllamaChat => self.ollama(&v),
+            Route::OpenAiChat | Route::OpenAiCompletions | Route::External => self.openai(&v),
+        }
+    }
+
+    fn ollama(&mut self, v: &Value) {
+        match v.get("done").and_then(Value::as_bool) {
+            Some(false) => self.figures.content_chunks += 1,
+            Some(true) => {
+                let f = &mut self.figures;
+                f.finished = true;
+                f.prompt_tokens = count(v, "prompt_eval_count").or(f.prompt_tokens);
+                f.completion_tokens = count(v, "eval_count").or(f.completion_tokens);
+                f.prefill_seconds = nanos(v, "prompt_eval_duration");
+                f.decode_seconds = nanos(v, "eval_duration");
+                f.load_seconds = nanos(v, "load_duration");
+                f.total_seconds = nanos(v, "total_duration");
+                f.decode_rate = match (f.completion_tokens, f.decode_seconds) {
+                    (Some(n), Some(s)) if s > 0.0 => Some(n as f64 / s),
+                    _ => None,
+                };
+            }
+            None => {}
+        }
+    }
+
+    fn openai(&mut self, v: &Value) {
+        let f = &mut self.figures;
+        if let Some(choices) = v.get("choices").and_then(Value::as_array) {
+            let generated = choices.iter().any(|c| {
+                let delta = c.get("delta");
+                let text = |key: &str| {
+                    delta
+                        .and_then(|d| d.get(key))
+                        .and_then(Value::as_str)
+                        .is_some_and(|s| !s.is_empty())
+                };
+                text("content")
+                    || text("reasoning_content")
+                    || text("reasoning")
+                    || delta
+                        .and_then(|d| d.get("tool_calls"))
+                        .is_some_and(|t| !t.is_null())
+                    || c.get("text")
+                        .and_then(Value::as_str)
+                        .is_some_and(|s| !s.is_empty())
+            });
+            if generated && self.framing == Framing::Sse {
+                f.content_chunks += 1;
+            }
+            if self.framing == Framing::Json && !choices.is_empty() {
+                f.finished = true;
+            }
+        }
+        if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+            let prompt = count(u, "prompt_tokens");
+            let completion = count(u, "completion_tokens");
+            if prompt.is_some() || completion.is_some() {
+                f.prompt_tokens = prompt;
+                f.completion_tokens = completion;
+            }
+        }
+        if let Some(t) = v.get("timings").filter(|t| t.is_object()) {
+            f.prefill_seconds = millis(t, "prompt_ms").or(f.prefill_seconds);
+            f.decode_seconds = millis(t, "predicted_ms").or(f.decode_seconds);
+            let predicted = count(t, "predicted_n");
+            f.decode_rate = positive(t, "predicted_per_second").or_else(|| {
+                match (predicted, f.decode_seconds) {
+                    (Some(n), Some(s)) if s > 0.0 => Some(n as f64 / s),
+                    _ => None,
+                }
+            });
+            if f.completion_tokens.is_none() {
+                f.completion_tokens = predicted;
+            }
+            if f.prompt_tokens.is_none() {
+                f.prompt_tokens = match (
+                    count(t, "prompt_n"),
+                    t.get("cache_n").and_then(Value::as_u64),
+                ) {
+                    (Some(n), cached) => Some(n + cached.unwrap_or(0)),
+                    (None, _) => None,
+                };
+            }
+        }
+    }
+}
+
+/// A positive count; 0 or absent is unknown.
+fn count(v: &Value, key: &str) -> Option<u64> {
+    v.get(key).and_then(Value::as_u64).filter(|&n| n > 0)
+}
+
+fn positive(v: &Value, key: &str) -> Option<f64> {
+    v.get(key)
+        .and_then(Value::as_f64)
+        .filter(|x| x.is_finite() && *x > 0.0)
+}
+
+fn nanos(v: &Value, key: &str) -> Option<f64> {
+    positive(v, key).map(|ns| ns / 1e9)
+}
+
+fn millis(v: &Value, key: &str) -> Option<f64> {
+    positive(v, key).map(|ms| ms / 1e3)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> Vec<u8> {
+        let path = format!(
+            "{}/../../tests/fixtures/llm/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    /// Feeds the body in `size`-byte pieces, as a network would cut it.
+    fn read(route: Route, framing: Framing, name: &str, size: usize) -> ServerFigures {
+        let body = fixture(name);
+        let mut meter = ResponseMeter::new(route, framing);
+        for piece in body.chunks(size) {
+            meter.feed(piece);
+        }
+        meter.finish()
+    }
+
+    fn close(a: Option<f64>, b: f64) -> bool {
+        a.is_some_and(|a| (a - b).abs() < 1e-6)
+    }
+
+    #[test]
+    fn ollama_generate_stream_gives_the_final_lines_figures_in_seconds() {
+        for size in [1, 7, 4096] {
+            let f = read(
+                Route::OllamaGenerate,
+                Framing::Ndjson,
+                "ollama_api-generate_stream_llama3_openllmetry.ndjson",
+                size,
+            );
+            assert_eq!(f.model.as_deref(), Some("llama3"));
+            assert_eq!(f.completion_tokens, Some(71));
+            assert_eq!(f.prompt_tokens, Some(17));
+            assert!(close(f.decode_seconds, 2.252182));
+            assert!(close(f.prefill_seconds, 0.167135));
+            assert!(close(f.load_seconds, 1.797788834));
+            assert!(close(f.total_seconds, 4.218611084));
+            // 71 / 2.252182 s = 31.524983 tokens/s (SOURCES.md).
+            assert!(close(
+                f.decode_rate.map(|r| (r * 1e6).round() / 1e6),
+                31.524983
+            ));
+            // One line per token but the last: 70 content lines for 71 tokens.
+            assert_eq!(f.content_chunks, 70);
+            assert!(f.finished);
+            assert_eq!(f.error, None);
+        }
+    }
+
+    #[test]
+    fn ollama_chat_stream_and_body() {
+        let s = read(
+            Route::OllamaChat,
+            Framing::Ndjson,
+            "ollama_api-chat_stream_llama3_openllmetry.ndjson",
+            100,
+        );
+        assert_eq!((s.prompt_tokens, s.completion_tokens), (Some(17), Some(50)));
+        assert!(close(
+            s.decode_rate.map(|r| (r * 1e6).round() / 1e6),
+            31.685879
+        ));
+        assert_eq!(s.content_chunks, 49);
+
+        let b = read(
+            Route::OllamaChat,
+            Framing::Json,
+            "ollama_api-chat_nonstream_gemma3-1b_openllmetry.json",
+            64,
+        );
+        assert_eq!(b.model.as_deref(), Some("gemma3:1b"));
+        assert_eq!(
+            (b.prompt_tokens, b.completion_tokens),
+            (Some(19), Some(104))
+        );
+        assert!(close(b.decode_seconds, 0.81459575));
+        assert!(close(
+            b.decode_rate.map(|r| (r * 1e6).round() / 1e6),
+            127.670688
+        ));
+        assert!(b.finished);
+        assert_eq!(b.content_chunks, 0);
+    }
+
+    #[test]
+    fn openai_body_with_usage_has_tokens_but_no_durations() {
+        let f = read(
+            Route::OpenAiChat,
+            Framing::Json,
+            "ollama_v1-chat-completions_nonstream_llama3.2_exchange.json",
+            10,
+        );
+        assert_eq!(f.model.as_deref(), Some("llama3.2"));
+        assert_eq!((f.prompt_tokens, f.completion_tokens), (Some(32), Some(10)));
+        assert_eq!((f.decode_seconds, f.decode_rate), (None, None));
+        assert!(f.finished);
+    }
+
+    #[test]
+    fn openai_stream_without_usage_leaves_tokens_unknown_not_zero() {
+        let f = read(
+            Route::OpenAiChat,
+            Framing::Sse,
+            "ollama_v1-chat-completions_stream_qwen2.5-0.5b_no-usage_elastic.sse",
+            13,
+        );
+        assert_eq!(f.model.as_deref(), Some("qwen2.5:0.5b"));
+        assert_eq!((f.prompt_tokens, f.completion_tokens), (None, None));
+        // "Atlantic", " Sea", "." ; the finish chunk's empty content is no content.
+        assert_eq!(f.content_chunks, 3);
+        assert!(f.finished);
+
+        let g = read(
+            Route::OpenAiChat,
+            Framing::Sse,
+            "ollama_v1-chat-completions_stream_llama3.1_include-usage-ignored_magentic.sse",
+            4096,
+        );
+        assert_eq!((g.completion_tokens, g.content_chunks), (None, 22));
+        assert!(g.finished);
+    }
+
+    #[test]
+    fn llama_cpp_stream_takes_the_final_usage_and_timings_never_the_chunk_count() {
+        let f = read(
+            Route::OpenAiChat,
+            Framing::Sse,
+            "llamacpp_v1-chat-completions_stream_gpt-oss-20b_usage-timings_fantasy.sse",
+            333,
+        );
+        assert_eq!(f.model.as_deref(), Some("openai/gpt-oss-20b"));
+        assert_eq!((f.prompt_tokens, f.completion_tokens), (Some(84), Some(57)));
+        // 45 reasoning deltas + 2 content deltas.
+        assert_eq!(f.content_chunks, 47);
+        assert!(close(f.prefill_seconds, 0.008996));
+        assert!(close(f.decode_seconds, 0.48401));
+        assert!(close(f.decode_rate, 117.76616185616001));
+        assert!(f.finished);
+
+        let b = read(
+            Route::OpenAiChat,
+            Framing::Json,
+            "llamacpp_v1-chat-completions_nonstream_gpt-oss-20b_timings_fantasy.json",
+            760,
+        );
+        assert_eq!((b.prompt_tokens, b.completion_tokens), (Some(84), Some(47)));
+        assert!(close(b.decode_rate, 119.96743011897196));
+    }
+
+    #[test]
+    fn an_error_line_after_a_200_is_an_error() {
+        let mut m = ResponseMeter::new(Route::OllamaGenerate, Framing::Ndjson);
+        m.feed(b"{\"model\":\"m\",\"response\":\"a\",\"done\":false}\n");
+        m.feed(b"{\"error\":\"an error was encountered while running the model\"}\n");
+        let f = m.finish();
+        assert_eq!(
+            f.error.as_deref(),
+            Some("an error was encountered while running the model")
+        );
+        assert!(!f.finished);
+
+        let mut s = ResponseMeter::new(Route::OpenAiChat, Framing::Sse);
+        s.feed(
+            b"data: {\"error\":{\"message\":\"context overflow\",\"type\":\"server_error\"}}\n\n",
+        );
+        assert_eq!(s.finish().error.as_deref(), Some("context overflow"));
+    }
+
+    #[test]
+    fn zero_usage_on_intermediate_chunks_is_unknown_and_a_later_usage_wins() {
+        let mut m = ResponseMeter::new(Route::OpenAiCompletions, Framing::Sse);
+        m.feed(b"data: {\"choices\":[{\"text\":\"a\"}],\"usage\":{\"prompt_tokens\":0,\"completion_tokens\":0}}\n\n");
+        assert_eq!(m.figures().completion_tokens, None);
+        m.feed(b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":9}}\n\ndata: [DONE]\n\n");
+        let f = m.finish();
+        assert_eq!((f.prompt_tokens, f.completion_tokens), (Some(5), Some(9)));
+        assert_eq!(f.content_chunks, 1);
+    }
+
+    #[test]
+    fn a_line_too_long_to_hold_is_skipped_and_the_next_one_read() {
+        let mut m = ResponseMeter::new(Route::OllamaGenerate, Framing::Ndjson);
+        let big = vec![b'x'; MAX_LINE_BYTES / 4];
+        for _ in 0..5 {
+            m.feed(&big);
+        }
+        m.feed(
+            b"\n{\"model\":\"m\",\"done\":true,\"eval_count\":3,\"eval_duration\":1000000000}\n",
+        );
+        let f = m.finish();
+        assert_eq!(f.completion_tokens, Some(3));
+        assert_eq!(f.decode_rate, Some(3.0));
+    }
+
+    #[test]
+    fn framing_follows_the_content_type() {
+        assert_eq!(
+            Framing::of_content_type("application/x-ndjson"),
+            Framing::Ndjson
+        );
+        assert_eq!(
+            Framing::of_content_type("text/event-stream; charset=utf-8"),
+            Framing::Sse
+        );
+        assert_eq!(
+            Framing::of_content_type("application/json; charset=utf-8"),
+            Framing::Json
+        );
+    }
+}
