@@ -131,7 +131,7 @@ mod tests {
             advice: wattbar_core::policy::advice(
                 &Default::default(),
                 &wattbar_core::LowPowerState::off(),
-                None,
+                &Default::default(),
             ),
             low_power_event: None,
             low_power_seq: 0,
@@ -145,6 +145,8 @@ mod tests {
             notice: None,
             alerts: Vec::new(),
             alert_seq: 0,
+            inference: Default::default(),
+            inflight: 0,
         }
     }
 

@@ -87,6 +87,32 @@ pub enum Cmd {
         /// The dashboard's files (default: found beside the binary or in the source tree).
         #[arg(long)]
         ui: Option<PathBuf>,
+        /// Also run the inference proxy here: point LLM clients at it
+        /// (OLLAMA_HOST=127.0.0.1:11435) and each request's energy is recorded.
+        #[arg(long, value_name = "ADDR")]
+        llm_proxy: Option<SocketAddr>,
+        /// The model server the proxy forwards to; default: OLLAMA_HOST, else
+        /// http://127.0.0.1:11434.
+        #[arg(long, value_name = "URL", requires = "llm_proxy")]
+        llm_upstream: Option<String>,
+    },
+    /// Energy per model from the inference ledger: requests, tokens, J/token gross and net,
+    /// tokens/s, tokens/s per W and score.
+    Models {
+        #[arg(long, conflicts_with = "csv")]
+        json: bool,
+        #[arg(long)]
+        csv: bool,
+    },
+    /// The inference records, newest first.
+    Inference {
+        /// Start: a duration back from now such as 24h or 7d, or Unix seconds.
+        #[arg(long, default_value = "24h")]
+        since: String,
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
     },
     /// Print the bearer token the API's writes need (made on first use, mode 0600).
     Token,
@@ -111,6 +137,14 @@ pub enum Cmd {
         #[arg(long, value_enum, default_value = "csv")]
         format: ExportFormat,
     },
+}
+
+/// How a table is printed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum TableFormat {
+    Human,
+    Json,
+    Csv,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]

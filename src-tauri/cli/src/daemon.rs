@@ -5,6 +5,7 @@ use crate::args::Cmd;
 use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader, Write};
 use std::time::Duration;
+use wattbar_engine::inference::proxy;
 use wattbar_engine::view::StatePayload;
 use wattbar_engine::{api, build_chain, paths, prefs_file, ChainOptions, Command, EngineConfig};
 
@@ -247,9 +248,22 @@ pub async fn serve(command: Cmd) -> Result<()> {
         interval,
         batch,
         ui,
+        llm_proxy,
+        llm_upstream,
     } = command
     else {
         bail!("not a serve command");
+    };
+    let upstream = match llm_proxy {
+        Some(_) => {
+            let text = match llm_upstream {
+                Some(u) if u.contains("://") => u,
+                Some(u) => format!("http://{u}"),
+                None => proxy::default_upstream(std::env::var("OLLAMA_HOST").ok().as_deref()),
+            };
+            Some(proxy::Upstream::parse(&text).map_err(anyhow::Error::msg)?)
+        }
+        None => None,
     };
     if !api::is_loopback(&listen) {
         if !allow_remote {
@@ -292,7 +306,41 @@ pub async fn serve(command: Cmd) -> Result<()> {
         ui_dir,
         ..api::ApiConfig::default()
     };
-    let served = api::serve(listener, engine.reader(), config, terminated()).await;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        terminated().await;
+        let _ = stop_tx.send(true);
+    });
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+    let proxied = match (llm_proxy, upstream) {
+        (Some(at), Some(upstream)) => {
+            let proxy_listener = tokio::net::TcpListener::bind(at)
+                .await
+                .with_context(|| format!("the inference proxy cannot listen on {at}"))?;
+            tracing::info!(
+                "inference proxy on http://{} → {upstream}: point clients at it \
+                 (OLLAMA_HOST={})",
+                proxy_listener.local_addr()?,
+                proxy_listener.local_addr()?
+            );
+            Some(tokio::spawn(proxy::serve(
+                proxy_listener,
+                upstream,
+                engine.reader().tracker(),
+                stopped(),
+            )))
+        }
+        _ => None,
+    };
+    let served = api::serve(listener, engine.reader(), config, stopped()).await;
+    if let Some(proxied) = proxied {
+        let _ = proxied.await;
+    }
     engine.shutdown().await;
     tracing::info!("stopped; the store is written");
     served.context("the API server failed")

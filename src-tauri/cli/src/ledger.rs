@@ -8,7 +8,7 @@ use wattbar_engine::lock::EngineLock;
 use wattbar_engine::store::Store;
 use wattbar_engine::{paths, prefs_file, unix_now};
 
-fn open_read_only() -> Result<Store> {
+pub fn open_read_only() -> Result<Store> {
     let db = paths::database_path()?;
     if !db.exists() {
         bail!("no energy recorded yet: {} does not exist", db.display());

@@ -7,6 +7,7 @@ mod daemon;
 mod inspect;
 mod integrate;
 mod ledger;
+mod llm;
 
 use anyhow::Result;
 use args::{Cli, Cmd};
@@ -58,6 +59,12 @@ fn main() -> Result<()> {
             Ok(())
         }
         Cmd::LowPower { state, api } => client::low_power(state, api),
+        Cmd::Models { json, csv } => llm::models(match (json, csv) {
+            (true, _) => args::TableFormat::Json,
+            (_, true) => args::TableFormat::Csv,
+            _ => args::TableFormat::Human,
+        }),
+        Cmd::Inference { since, limit, json } => llm::inference(&since, limit, json),
         Cmd::Parse { kind, file } => inspect::parse(kind, &file),
         Cmd::Probe {
             sysfs_root,

@@ -424,37 +424,34 @@ fn seconds(s: f64) -> String {
     }
 }
 
-/// Tokens per second per watt that scores 10.
-pub const TOPS_PER_WATT_FOR_TEN: f64 = 5.0;
-
-/// Efficiency score 0–10 from tokens/s per watt: linear, 5 tok/s/W and above score 10.
-pub fn efficiency_score(tokens_per_second_per_watt: f64) -> Option<f64> {
-    if !tokens_per_second_per_watt.is_finite() || tokens_per_second_per_watt < 0.0 {
-        return None;
-    }
-    Some((tokens_per_second_per_watt / TOPS_PER_WATT_FOR_TEN * 10.0).min(10.0))
-}
-
 /// What a router should do, as one sentence per score band.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Advice {
     pub recommended_model: String,
-    /// `None` until inference data arrives.
+    /// Mean score 0–10 of the last records; `None` until inference data arrives.
     pub score: Option<f64>,
+    /// The raw figure the score is made from, always given beside it.
+    pub tokens_per_second_per_watt: Option<f64>,
+    /// The model with the most tokens/s per W measured on this machine.
+    pub most_efficient_model: Option<String>,
     pub recommendation: String,
+}
+
+/// What the inference ledger measured, for the advice.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Measured {
+    pub score: Option<f64>,
+    pub tokens_per_second_per_watt: Option<f64>,
+    pub most_efficient_model: Option<String>,
 }
 
 pub const NO_INFERENCE_DATA: &str = "No inference data yet.";
 
-/// Advice for the current state. `tokens_per_second_per_watt` is `None` until the inference
-/// tracker feeds it.
-pub fn advice(
-    config: &PolicyConfig,
-    state: &LowPowerState,
-    tokens_per_second_per_watt: Option<f64>,
-) -> Advice {
+/// Advice for the current state and what inference measured. The bands use the mean score of
+/// the last records; the model to switch to is the configured low-power model.
+pub fn advice(config: &PolicyConfig, state: &LowPowerState, measured: &Measured) -> Advice {
     let model = config.model.trim().to_string();
-    let score = tokens_per_second_per_watt.and_then(efficiency_score);
+    let score = measured.score.filter(|s| s.is_finite());
     let recommendation = match score {
         None if state.enabled => {
             format!("Low-power mode is on: route requests to {model}. {NO_INFERENCE_DATA}")
@@ -476,6 +473,8 @@ pub fn advice(
     Advice {
         recommended_model: model,
         score,
+        tokens_per_second_per_watt: measured.tokens_per_second_per_watt,
+        most_efficient_model: measured.most_efficient_model.clone(),
         recommendation,
     }
 }
@@ -710,26 +709,23 @@ mod tests {
     }
 
     #[test]
-    fn score_is_linear_to_five_tokens_per_second_per_watt() {
-        assert_eq!(efficiency_score(2.5), Some(5.0));
-        assert_eq!(efficiency_score(5.0), Some(10.0));
-        assert_eq!(efficiency_score(12.0), Some(10.0));
-        assert_eq!(efficiency_score(f64::NAN), None);
-    }
-
-    #[test]
     fn advice_follows_the_score_bands() {
         let c = PolicyConfig::default();
         let off = LowPowerState::off();
-        assert_eq!(advice(&c, &off, None).recommendation, NO_INFERENCE_DATA);
-        assert_eq!(advice(&c, &off, None).recommended_model, "qwen3:1b");
-        assert!(advice(&c, &off, Some(4.5))
+        let none = Measured::default();
+        let score = |s: f64| Measured {
+            score: Some(s),
+            ..Measured::default()
+        };
+        assert_eq!(advice(&c, &off, &none).recommendation, NO_INFERENCE_DATA);
+        assert_eq!(advice(&c, &off, &none).recommended_model, "qwen3:1b");
+        assert!(advice(&c, &off, &score(9.0))
             .recommendation
             .starts_with("Efficiency 9.0/10: excellent"));
-        assert!(advice(&c, &off, Some(0.5))
+        assert!(advice(&c, &off, &score(1.0))
             .recommendation
             .contains("poor; switch to qwen3:1b"));
-        assert!(advice(&c, &off, Some(1.5))
+        assert!(advice(&c, &off, &score(3.0))
             .recommendation
             .starts_with("Efficiency 3.0/10: fair"));
     }

@@ -161,6 +161,49 @@ pub struct Preferences {
     pub launch_at_login: bool,
     /// Serve the local HTTP API from the tray app too.
     pub api_enabled: bool,
+    /// Run the inference proxy in the tray app (clients point at `llm_proxy_listen`).
+    pub llm_proxy_enabled: bool,
+    /// Where the proxy listens, `host:port`.
+    pub llm_proxy_listen: String,
+    /// The model server, `http://host:port`; `None`: `OLLAMA_HOST`, else 127.0.0.1:11434.
+    pub llm_upstream: Option<String>,
+    /// Tokens per second per watt that score 10.
+    pub score_ceiling: f64,
+}
+
+/// Tokens per second per watt that score 10 by default (0.2 J per token).
+pub const DEFAULT_SCORE_CEILING: f64 = 5.0;
+/// Where the tray app's inference proxy listens by default.
+pub const DEFAULT_LLM_PROXY_LISTEN: &str = "127.0.0.1:11435";
+
+fn check_listen(text: &str) -> Result<(), Error> {
+    text.parse::<std::net::SocketAddr>()
+        .map(|_| ())
+        .map_err(|_| Error::Invalid {
+            field: "llm_proxy_listen",
+            message: format!("{text:?} is not an address such as 127.0.0.1:11435"),
+        })
+}
+
+fn check_upstream(text: Option<&str>) -> Result<(), Error> {
+    match text {
+        Some(t) if !t.starts_with("http://") || t.len() <= "http://".len() => Err(Error::Invalid {
+            field: "llm_upstream",
+            message: format!("{t:?} is not an http:// address such as http://127.0.0.1:11434"),
+        }),
+        _ => Ok(()),
+    }
+}
+
+fn check_ceiling(v: f64) -> Result<(), Error> {
+    if v.is_finite() && v > 0.0 && v <= 1000.0 {
+        Ok(())
+    } else {
+        Err(Error::Invalid {
+            field: "score_ceiling",
+            message: format!("{v} is not between 0 and 1000 tokens/s per W"),
+        })
+    }
 }
 
 /// Upper bound for carbon intensity: no grid is dirtier than pure lignite (~1200 g/kWh).
@@ -193,13 +236,17 @@ impl Default for Preferences {
             cost_in_menu_bar: false,
             launch_at_login: false,
             api_enabled: true,
+            llm_proxy_enabled: true,
+            llm_proxy_listen: DEFAULT_LLM_PROXY_LISTEN.to_string(),
+            llm_upstream: None,
+            score_ceiling: DEFAULT_SCORE_CEILING,
         }
     }
 }
 
 impl Preferences {
     /// The stored keys besides the low-power ones ([`POLICY_KEYS`]).
-    const OWN_KEYS: [&'static str; 13] = [
+    const OWN_KEYS: [&'static str; 17] = [
         "price_per_kwh",
         "currency",
         "interval_ms",
@@ -213,6 +260,10 @@ impl Preferences {
         "cost_in_menu_bar",
         "launch_at_login",
         "api_enabled",
+        "llm_proxy_enabled",
+        "llm_proxy_listen",
+        "llm_upstream",
+        "score_ceiling",
     ];
 
     /// Every stored key, as [`Preferences::set_field`] takes it and serde writes it.
@@ -250,6 +301,9 @@ impl Preferences {
         positive("monthly_budget_cost", self.monthly_budget_cost)?;
         positive("title_above_w", self.title_above_w)?;
         self.low_power.validate()?;
+        check_listen(&self.llm_proxy_listen)?;
+        check_upstream(self.llm_upstream.as_deref())?;
+        check_ceiling(self.score_ceiling)?;
         Ok(())
     }
 
@@ -315,10 +369,11 @@ impl Preferences {
                 self.title_above_w =
                     positive("title_above_w", optional_number("title_above_w", value)?)?;
             }
-            "cost_in_menu_bar" | "launch_at_login" | "api_enabled" => {
+            "cost_in_menu_bar" | "launch_at_login" | "api_enabled" | "llm_proxy_enabled" => {
                 let field = match key {
                     "cost_in_menu_bar" => "cost_in_menu_bar",
                     "launch_at_login" => "launch_at_login",
+                    "llm_proxy_enabled" => "llm_proxy_enabled",
                     _ => "api_enabled",
                 };
                 let v = value
@@ -327,8 +382,36 @@ impl Preferences {
                 match key {
                     "cost_in_menu_bar" => self.cost_in_menu_bar = v,
                     "launch_at_login" => self.launch_at_login = v,
+                    "llm_proxy_enabled" => self.llm_proxy_enabled = v,
                     _ => self.api_enabled = v,
                 }
+            }
+            "llm_proxy_listen" => {
+                let v = value
+                    .as_str()
+                    .ok_or_else(|| wrong("llm_proxy_listen", "a string", value))?
+                    .trim();
+                check_listen(v)?;
+                self.llm_proxy_listen = v.to_string();
+            }
+            "llm_upstream" => {
+                let v = match value {
+                    serde_json::Value::Null => None,
+                    serde_json::Value::String(s) if s.trim().is_empty() => None,
+                    serde_json::Value::String(s) => {
+                        Some(s.trim().trim_end_matches('/').to_string())
+                    }
+                    _ => return Err(wrong("llm_upstream", "a string or null", value)),
+                };
+                check_upstream(v.as_deref())?;
+                self.llm_upstream = v;
+            }
+            "score_ceiling" => {
+                let v = value
+                    .as_f64()
+                    .ok_or_else(|| wrong("score_ceiling", "a number", value))?;
+                check_ceiling(v)?;
+                self.score_ceiling = v;
             }
             "interval_ms" => {
                 let ms = value

@@ -13,6 +13,7 @@ use crate::accounting::{local_week_seconds, Accounting};
 use crate::clock::{Clock, SystemClock};
 use crate::error::Error;
 use crate::handle::{remember, Command, EngineHandle, EngineReader, Point, Published, Recent};
+use crate::inference::{Book, External, Tracker};
 use crate::lock::EngineLock;
 use crate::low_power::LowPower;
 use crate::recorder::Recorder;
@@ -23,7 +24,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::MissedTickBehavior;
+use wattbar_core::inference::{Interval, Record};
+use wattbar_core::policy::Measured;
 use wattbar_core::{Chain, Preferences, Snapshot, Stamp, Tariffs, Transition};
+
+/// The sampling period while a request is in flight, unless the sources update slower.
+pub const INFERENCE_INTERVAL: Duration = Duration::from_millis(100);
 
 /// How often pending samples are written to the store.
 pub const DEFAULT_BATCH_INTERVAL: Duration = Duration::from_secs(5);
@@ -81,10 +87,14 @@ struct Engine {
     sources: Vec<String>,
     /// Held until the last batch is written; released before shutdown answers.
     lock: Option<EngineLock>,
+    tracker: Arc<Tracker>,
+    book: Book,
 }
 
 enum Work {
     Sample,
+    /// A request started or ended: sample now unless the sources cannot have moved yet.
+    Wake,
     Apply(Command),
 }
 
@@ -96,17 +106,48 @@ impl Engine {
     fn run(&mut self, work: Work) {
         match work {
             Work::Sample => self.sample(),
+            Work::Wake => {
+                let since = self
+                    .last_stamp
+                    .map(|l| self.clock.elapsed().saturating_sub(l.monotonic));
+                match (since, self.chain.min_interval()) {
+                    (Some(since), Some(min)) if since < min => {}
+                    _ => self.sample(),
+                }
+            }
             Work::Apply(command) => self.apply(command),
         }
     }
 
     fn sample(&mut self) {
         let at = self.stamp();
+        let prev = self.last_stamp;
         self.notice_wall_step(at);
         let snapshot = self.chain.sample(at);
         let step = self
             .accounting
             .push(&snapshot, local_week_seconds(at.unix_seconds));
+        let measured_before = self.snapshot.as_ref().is_some_and(|s| s.headline.is_some());
+        if let Some(prev) = prev
+            .filter(|p| at.monotonic.saturating_sub(p.monotonic) <= self.accounting.gap_threshold())
+        {
+            let headline = snapshot.headline.as_ref().filter(|_| measured_before);
+            let interval = Interval {
+                start: prev.monotonic.as_secs_f64(),
+                end: at.monotonic.as_secs_f64(),
+                unix_start: prev.unix_seconds,
+                unix_end: at.unix_seconds,
+                joules: headline.map(|_| step.headline.joules.0),
+                by_domain: step
+                    .by_domain
+                    .iter()
+                    .map(|(d, j)| (d.as_str().to_string(), j.0))
+                    .collect(),
+                quality: headline.map(|h| h.quality),
+                source: headline.map(|h| h.source.clone()),
+            };
+            self.book.push_interval(interval, &self.tracker.open());
+        }
         if step.clamped {
             tracing::warn!(
                 watts = snapshot.headline_watts().map(|w| w.0),
@@ -144,6 +185,55 @@ impl Engine {
             },
         );
         self.snapshot = Some(snapshot);
+        self.settle_inference(at);
+    }
+
+    /// Turns the requests that ended by `at` into records, and stores them.
+    fn settle_inference(&mut self, at: Stamp) {
+        let finished = self.tracker.take_finished(at.monotonic);
+        if !finished.is_empty() {
+            let records = self.book.settle(finished, &self.tracker.open());
+            self.recorder.record_inference(&records);
+            self.measured_changed();
+        }
+        if let Some(b) = self.book.take_baseline_change() {
+            self.recorder.record_baseline(&b);
+        }
+    }
+
+    fn measured_changed(&mut self) {
+        let v = self.book.view();
+        self.low_power.set_measured(Measured {
+            score: v.score,
+            tokens_per_second_per_watt: v.tokens_per_second_per_watt,
+            most_efficient_model: v.most_efficient_model.clone(),
+        });
+    }
+
+    /// A record for work a client measured itself, over a window that has ended.
+    fn record_external(&mut self, e: External) -> Result<Record, Error> {
+        let now = self.clock.unix();
+        if !(e.start.is_finite() && e.end.is_finite() && e.start < e.end) {
+            return Err(Error::Refused("start must come before end".into()));
+        }
+        if e.end > now + 1.0 {
+            return Err(Error::Refused(format!(
+                "end is {:.1} s in the future",
+                e.end - now
+            )));
+        }
+        if self.last_stamp.is_none_or(|l| l.unix_seconds < e.end) {
+            self.sample();
+        }
+        let last = self.last_stamp.unwrap_or_else(|| self.stamp());
+        let record = self
+            .book
+            .external(e, last, &self.tracker.open())
+            .ok_or_else(|| Error::Refused("the record could not be made".into()))?;
+        self.recorder
+            .record_inference(std::slice::from_ref(&record));
+        self.measured_changed();
+        Ok(record)
     }
 
     /// Says when the wall clock was stepped (NTP, the user): labels move, energy does not.
@@ -162,7 +252,15 @@ impl Engine {
     }
 
     fn period(&self) -> Duration {
-        period(&self.prefs, &self.chain)
+        let idle = period(&self.prefs, &self.chain);
+        if self.tracker.inflight() == 0 {
+            return idle;
+        }
+        let fast = idle.min(INFERENCE_INTERVAL);
+        match self.chain.min_interval() {
+            Some(min) if min > fast => min,
+            _ => fast,
+        }
     }
 
     fn apply(&mut self, command: Command) {
@@ -195,6 +293,9 @@ impl Engine {
                 if let Err(e) = self.set_preferences(next) {
                     tracing::warn!("{e}");
                 }
+            }
+            Command::RecordInference(e, reply) => {
+                let _ = reply.send(self.record_external(*e));
             }
             Command::ResetSession => {
                 let currency = self.prefs.currency.clone();
@@ -231,7 +332,9 @@ impl Engine {
                 self.accounting.set_prices(tariffs, next.carbon_g_per_kwh);
                 self.accounting.set_interval(next.interval());
                 self.low_power.set_config(next.low_power.clone());
+                self.book.set_ceiling(next.score_ceiling);
                 self.prefs = next;
+                self.measured_changed();
                 let period = self.period();
                 self.accounting.set_interval(period);
                 Ok(())
@@ -271,6 +374,8 @@ impl Engine {
             notice: self.recorder.notice().cloned(),
             alerts: self.recorder.alerts().to_vec(),
             alert_seq: self.recorder.alert_seq(),
+            inference: self.book.view(),
+            inflight: self.tracker.inflight(),
         })
     }
 }
@@ -317,6 +422,9 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         tariffs,
         config.prefs.carbon_g_per_kwh,
     );
+    let (records, baseline) = recorder.restored_inference();
+    let book = Book::new(records, baseline, config.prefs.score_ceiling);
+    let tracker = Tracker::new(clock.clone());
     let low_power = LowPower::new(
         config.prefs.low_power.clone(),
         recorder.restored_low_power(),
@@ -335,8 +443,14 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         seq: 0,
         recent: Arc::new(Mutex::new(VecDeque::new())),
         lock,
+        tracker: Arc::clone(&tracker),
+        book,
     };
+    engine.measured_changed();
     let recent = engine.recent.clone();
+    let intervals = engine.book.intervals();
+    let records = engine.book.records();
+    let mut inflight = tracker.subscribe();
     let (state_tx, state_rx) = watch::channel(engine.published());
     let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel();
     let task = tokio::spawn(async move {
@@ -345,6 +459,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         loop {
             let work = tokio::select! {
                 _ = tick.tick() => Work::Sample,
+                Ok(()) = inflight.changed() => Work::Wake,
                 command = cmd_rx.recv() => match command {
                     Some(command) => Work::Apply(command),
                     None => break,
@@ -382,6 +497,9 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
             recent,
             commands: cmd_tx,
             ledger: ledger_path,
+            tracker,
+            intervals,
+            records,
         },
         task,
     })

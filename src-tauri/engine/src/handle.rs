@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
+use wattbar_core::inference::{window_energy, Interval, Record, WindowEnergy};
 use wattbar_core::meter::Method;
 use wattbar_core::policy::Advice;
 use wattbar_core::{Currency, LowPowerState, Preferences, Price, SessionTotals, Snapshot};
@@ -31,6 +32,11 @@ pub enum Command {
     SetLowPower(bool),
     SetInterval(Duration),
     ResetSession,
+    /// Make and store a record for inference a client measured itself; answers the record.
+    RecordInference(
+        Box<crate::inference::External>,
+        oneshot::Sender<Result<wattbar_core::inference::Record, Error>>,
+    ),
 }
 
 /// The state every reader sees.
@@ -67,6 +73,10 @@ pub struct Published {
     /// Budget alerts given at the last batch; `alert_seq` increases with each new set.
     pub alerts: Vec<BudgetAlert>,
     pub alert_seq: u64,
+    /// Inference records, per-model figures and the idle baseline; a new `seq` with each change.
+    pub inference: Arc<crate::inference::InferenceView>,
+    /// Requests in flight through the proxy.
+    pub inflight: usize,
 }
 
 /// One point of the recent-watts history.
@@ -110,6 +120,9 @@ pub struct EngineReader {
     pub(crate) commands: mpsc::UnboundedSender<Command>,
     /// The ledger, read-only for readers.
     pub(crate) ledger: Option<std::path::PathBuf>,
+    pub(crate) tracker: Arc<crate::inference::Tracker>,
+    pub(crate) intervals: crate::inference::book::Intervals,
+    pub(crate) records: crate::inference::book::Records,
 }
 
 impl EngineReader {
@@ -131,6 +144,57 @@ impl EngineReader {
 
     pub fn subscribe(&self) -> watch::Receiver<Arc<Published>> {
         self.state.clone()
+    }
+
+    /// Where the inference proxy reports the requests it sees.
+    pub fn tracker(&self) -> Arc<crate::inference::Tracker> {
+        Arc::clone(&self.tracker)
+    }
+
+    /// The energy of a wall-clock window: exact at the sampling resolution over the last
+    /// [`WINDOW_KEEP`](crate::inference::book::WINDOW_KEEP), from the stored samples before.
+    /// Blocks on SQLite: call it off async workers.
+    pub fn energy(&self, from: f64, to: f64) -> Result<WindowEnergy, Error> {
+        let mut intervals: Vec<Interval> = {
+            let kept = self.intervals.lock().unwrap_or_else(|e| e.into_inner());
+            kept.iter().cloned().collect()
+        };
+        let kept_from = intervals.first().map_or(f64::INFINITY, |i| i.unix_start);
+        if from < kept_from {
+            if let Some(path) = self.ledger.as_ref().filter(|p| p.exists()) {
+                let store = crate::store::Store::open_read_only(path)?;
+                let mut older = store.intervals(from, to.min(kept_from))?;
+                older.append(&mut intervals);
+                intervals = older;
+            }
+        }
+        Ok(window_energy(&intervals, from, to))
+    }
+
+    /// Inference records that ended at or after `since`, newest first, at most `limit`: from
+    /// the ledger, or from memory without one. Blocks on SQLite: call it off async workers.
+    pub fn inference(&self, since: f64, limit: usize) -> Result<Vec<Record>, Error> {
+        if let Some(path) = self.ledger.as_ref().filter(|p| p.exists()) {
+            return Ok(crate::store::Store::open_read_only(path)?.inference(since, limit)?);
+        }
+        let kept = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(kept
+            .iter()
+            .rev()
+            .filter(|r| r.end >= since)
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    /// Asks the engine to record inference a client measured itself.
+    pub async fn record_inference(
+        &self,
+        external: crate::inference::External,
+    ) -> Result<Record, Error> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Command::RecordInference(Box::new(external), tx))?;
+        rx.await.map_err(|_| Error::Stopped)?
     }
 
     pub fn current(&self) -> Arc<Published> {

@@ -138,4 +138,8 @@ impl Ledger {
     pub fn store(&self) -> &Store {
         &self.store
     }
+
+    pub fn store_mut(&mut self) -> &mut Store {
+        &mut self.store
+    }
 }

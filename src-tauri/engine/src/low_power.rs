@@ -8,12 +8,13 @@
 use crate::os_power::{OsPowerMode, ProfilesCtl};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use wattbar_core::policy::{advice, Advice};
+use wattbar_core::policy::{advice, Advice, Measured};
 use wattbar_core::{Battery, LowPowerState, Policy, PolicyConfig, Stamp, Transition, Watts};
 
 pub struct LowPower {
     policy: Policy,
     advice: Advice,
+    measured: Measured,
     event: Option<String>,
     seq: u64,
     os_power: Arc<Mutex<OsPowerMode>>,
@@ -25,7 +26,8 @@ impl LowPower {
     pub fn new(config: PolicyConfig, restored: LowPowerState, os_power: ProfilesCtl) -> Self {
         let policy = Policy::new(config.clone(), restored);
         let low_power = LowPower {
-            advice: advice(&config, policy.state(), None),
+            advice: advice(&config, policy.state(), &Measured::default()),
+            measured: Measured::default(),
             policy,
             event: None,
             seq: 0,
@@ -52,12 +54,20 @@ impl LowPower {
 
     pub fn set_config(&mut self, config: PolicyConfig) {
         self.policy.set_config(config.clone());
-        self.advice = advice(&config, self.policy.state(), None);
+        self.advice = advice(&config, self.policy.state(), &self.measured);
+    }
+
+    /// What inference measured changed: the advice follows.
+    pub fn set_measured(&mut self, measured: Measured) {
+        if measured != self.measured {
+            self.measured = measured;
+            self.advice = advice(self.policy.config(), self.policy.state(), &self.measured);
+        }
     }
 
     /// Announces a change; with `follow_os` the OS power profile follows it, off this thread.
     pub fn changed(&mut self, t: &Transition, config: &PolicyConfig, follow_os: bool) {
-        self.advice = advice(config, self.policy.state(), None);
+        self.advice = advice(config, self.policy.state(), &self.measured);
         tracing::info!("{}", t.message);
         if follow_os {
             let os_power = self.os_power.clone();

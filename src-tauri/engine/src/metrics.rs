@@ -87,6 +87,23 @@ struct SourceLabels {
     source: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModelLabels {
+    model: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TokenLabels {
+    model: String,
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabels {
+    model: String,
+    status: String,
+}
+
 type GaugeF = Gauge<f64, AtomicU64>;
 type CounterF = Counter<f64, AtomicU64>;
 
@@ -201,6 +218,8 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
             .set(i64::from(!down));
     }
 
+    inference(&mut registry, p);
+
     if let Some(u) = usage {
         let cpu = CounterF::default();
         cpu.inc_by(u.cpu_seconds.max(0.0));
@@ -225,4 +244,56 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
         tracing::error!("could not encode metrics: {e}");
     }
     out
+}
+
+/// Per-model inference counters, from every record in the ledger: J per token over any range is
+/// `rate(energy) / rate(tokens{kind="completion"})`.
+fn inference(registry: &mut Registry, p: &Published) {
+    let energy = Family::<ModelLabels, CounterF>::default();
+    registry.register_with_unit(
+        "wattbar_inference_energy",
+        "Local energy charged to inference requests, per model",
+        Unit::Joules,
+        energy.clone(),
+    );
+    let tokens = Family::<TokenLabels, Counter>::default();
+    registry.register(
+        "wattbar_inference_tokens",
+        "Tokens the servers reported, per model and kind (prompt, completion)",
+        tokens.clone(),
+    );
+    let requests = Family::<StatusLabels, Counter>::default();
+    registry.register(
+        "wattbar_inference_requests",
+        "Inference requests, per model and status (ok, cancelled, error, remote)",
+        requests.clone(),
+    );
+    for m in &p.inference.models {
+        if m.energy_joules.is_finite() && m.energy_joules >= 0.0 {
+            energy
+                .get_or_create(&ModelLabels {
+                    model: m.model.clone(),
+                })
+                .inc_by(m.energy_joules);
+        }
+        for (kind, n) in [
+            ("prompt", m.prompt_tokens),
+            ("completion", m.completion_tokens),
+        ] {
+            tokens
+                .get_or_create(&TokenLabels {
+                    model: m.model.clone(),
+                    kind: label(kind),
+                })
+                .inc_by(n);
+        }
+        for (status, n) in &m.requests_by_status {
+            requests
+                .get_or_create(&StatusLabels {
+                    model: m.model.clone(),
+                    status: status.clone(),
+                })
+                .inc_by(*n);
+        }
+    }
 }

@@ -11,6 +11,7 @@ use crate::store::{Row, StoreError};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
+use wattbar_core::inference::{Baseline, Record};
 use wattbar_core::{LowPowerState, Preferences, SessionTotals};
 
 pub struct Recorder {
@@ -72,6 +73,39 @@ impl Recorder {
                 LowPowerState::off()
             }
             None => LowPowerState::off(),
+        }
+    }
+
+    /// Every stored inference record, oldest first, and the last idle baseline.
+    pub fn restored_inference(&self) -> (Vec<Record>, Option<Baseline>) {
+        let Some(store) = self.ledger.as_ref().map(|l| l.store()) else {
+            return (Vec::new(), None);
+        };
+        let records = store.all_inference().unwrap_or_else(|e| {
+            tracing::warn!("the inference records could not be read: {e}");
+            Vec::new()
+        });
+        (records, store.baseline().ok().flatten())
+    }
+
+    /// Writes each record at once.
+    pub fn record_inference(&mut self, records: &[Record]) {
+        let Some(ledger) = self.ledger.as_mut() else {
+            return;
+        };
+        for r in records {
+            if let Err(e) = ledger.store_mut().insert_inference(r) {
+                tracing::error!("an inference record was not saved: {e}");
+                self.notice = Some(format!("Inference records are not being saved: {e}"));
+            }
+        }
+    }
+
+    pub fn record_baseline(&mut self, baseline: &Baseline) {
+        if let Some(ledger) = self.ledger.as_mut() {
+            if let Err(e) = ledger.store_mut().set_baseline(baseline) {
+                tracing::warn!("the idle baseline was not saved: {e}");
+            }
         }
     }
 

@@ -11,7 +11,9 @@
 //!   calendar totals, one row per currency (v4): money in two currencies is never added;
 //! - `alerts(key)` (v2): budget alerts already given, so each is given once per period;
 //! - `low_power(t, enabled, reason, message)` (v3): every change of low-power mode; the last row
-//!   is the state restored at start.
+//!   is the state restored at start;
+//! - `inference(id, model, route, status, start, end, record)` and `inference_baseline` (v5):
+//!   one record per measured request, and the last idle baseline ([`inference`]).
 //!
 //! Writes come in batches, each one transaction: a kill -9 loses at most the batch in memory and
 //! never leaves a half-written one. A file that is not a database, or fails its integrity
@@ -24,8 +26,10 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
+pub mod inference;
+
 pub const DB_FILE: &str = "wattbar.db";
-const SCHEMA_VERSION: i64 = 4;
+const SCHEMA_VERSION: i64 = 5;
 pub const RAW_KEEP_SECONDS: f64 = 24.0 * 3600.0;
 pub const MINUTES_KEEP_SECONDS: f64 = 30.0 * 86_400.0;
 
@@ -168,7 +172,7 @@ pub fn local_day_month(t: f64) -> (String, String) {
     }
 }
 
-const MIGRATIONS: [&str; 4] = [
+const MIGRATIONS: [&str; 5] = [
     r#"
 CREATE TABLE lifetime (domain TEXT PRIMARY KEY, joules REAL NOT NULL);
 CREATE TABLE sessions (id INTEGER PRIMARY KEY, start REAL NOT NULL, end REAL,
@@ -206,6 +210,7 @@ INSERT INTO monthly_v4 SELECT month,
 DROP TABLE monthly;
 ALTER TABLE monthly_v4 RENAME TO monthly;
 "#,
+    inference::MIGRATION,
 ];
 
 impl Store {

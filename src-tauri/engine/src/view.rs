@@ -18,8 +18,12 @@ pub struct LowPowerView {
     pub reason: Option<Reason>,
     pub recommended_model: String,
     pub recommendation: String,
-    /// Efficiency score 0–10; `None` until inference data arrives.
+    /// Mean efficiency score 0–10 of the last inference records; `None` until there are some.
     pub score: Option<f64>,
+    /// The raw figure behind the score.
+    pub tokens_per_second_per_watt: Option<f64>,
+    /// The model with the most tokens/s per W measured on this machine.
+    pub most_efficient_model: Option<String>,
 }
 
 impl From<&Published> for LowPowerView {
@@ -31,6 +35,8 @@ impl From<&Published> for LowPowerView {
             recommended_model: p.advice.recommended_model.clone(),
             recommendation: p.advice.recommendation.clone(),
             score: p.advice.score,
+            tokens_per_second_per_watt: p.advice.tokens_per_second_per_watt,
+            most_efficient_model: p.advice.most_efficient_model.clone(),
         }
     }
 }

@@ -1,0 +1,211 @@
+//! The inference routes: `GET /v1/inference?limit=&since=` (records, newest first),
+//! `POST /v1/inference` (a record for work a client measured itself), `GET /v1/models` (figures
+//! per model) and `GET /v1/energy?from=&to=` (the energy of any window).
+
+use super::{error, json_body, Shared, MAX_HISTORY_SECONDS};
+use crate::inference::External;
+use crate::unix_now;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use std::sync::Arc;
+use wattbar_core::inference::{ModelStats, Record};
+
+/// Most records one request returns.
+pub const MAX_RECORDS: usize = 1000;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ListQuery {
+    limit: Option<usize>,
+    /// Unix seconds; records that ended before are left out.
+    since: Option<f64>,
+}
+
+#[derive(serde::Serialize)]
+struct Records {
+    records: Vec<Record>,
+}
+
+pub(super) async fn get_inference(
+    State(shared): State<Arc<Shared>>,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Response {
+    let Query(q) = match query {
+        Ok(q) => q,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e.body_text()),
+    };
+    let limit = q.limit.unwrap_or(100);
+    if limit == 0 || limit > MAX_RECORDS {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("limit must be between 1 and {MAX_RECORDS}"),
+        );
+    }
+    let since = q.since.unwrap_or(f64::NEG_INFINITY);
+    if since.is_nan() {
+        return error(StatusCode::BAD_REQUEST, "since must be a number of seconds");
+    }
+    let engine = shared.engine.clone();
+    match tokio::task::spawn_blocking(move || engine.inference(since, limit)).await {
+        Ok(Ok(records)) => Json(Records { records }).into_response(),
+        Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
+    }
+}
+
+/// `POST /v1/inference`: what energy-budget monitors for routers call `record_inference`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct InferenceBody {
+    model: String,
+    completion_tokens: u64,
+    prompt_tokens: Option<u64>,
+    /// Unix seconds.
+    start: Option<f64>,
+    end: Option<f64>,
+    tokens_per_second: Option<f64>,
+}
+
+impl InferenceBody {
+    /// The window: `[start, end]`, or the last `completion_tokens ÷ tokens_per_second` seconds
+    /// before `end` (now by default).
+    fn external(self, now: f64) -> Result<External, String> {
+        if self.model.trim().is_empty() {
+            return Err("model must name the model".into());
+        }
+        if let Some(t) = self.tokens_per_second {
+            if !t.is_finite() || t <= 0.0 {
+                return Err("tokens_per_second must be a positive number".into());
+            }
+        }
+        let end = self.end.unwrap_or(now);
+        let start = match (self.start, self.tokens_per_second) {
+            (Some(s), _) => s,
+            (None, Some(tps)) if self.completion_tokens > 0 => {
+                end - self.completion_tokens as f64 / tps
+            }
+            _ => return Err(
+                "give start and end (Unix seconds), or tokens_per_second with completion_tokens"
+                    .into(),
+            ),
+        };
+        if !start.is_finite() || !end.is_finite() || start >= end {
+            return Err("start must come before end, both in seconds since 1970".into());
+        }
+        Ok(External {
+            model: self.model.trim().to_string(),
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+            start,
+            end,
+            tokens_per_second: self.tokens_per_second,
+        })
+    }
+}
+
+pub(super) async fn post_inference(
+    State(shared): State<Arc<Shared>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body: InferenceBody = match json_body(body) {
+        Ok(b) => b,
+        Err((status, message)) => return error(status, message),
+    };
+    let external = match body.external(unix_now()) {
+        Ok(e) => e,
+        Err(message) => return error(StatusCode::BAD_REQUEST, message),
+    };
+    match shared.engine.record_inference(external).await {
+        Ok(record) => (StatusCode::CREATED, Json(record)).into_response(),
+        Err(crate::Error::Refused(message)) => error(StatusCode::BAD_REQUEST, message),
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+    }
+}
+
+#[derive(serde::Serialize)]
+struct Models {
+    models: Vec<ModelStats>,
+}
+
+pub(super) async fn get_models(State(shared): State<Arc<Shared>>) -> Json<impl serde::Serialize> {
+    Json(Models {
+        models: shared.engine.current().inference.models.clone(),
+    })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct EnergyQuery {
+    from: f64,
+    to: Option<f64>,
+}
+
+pub(super) async fn get_energy(
+    State(shared): State<Arc<Shared>>,
+    query: Result<Query<EnergyQuery>, QueryRejection>,
+) -> Response {
+    let Query(q) = match query {
+        Ok(q) => q,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e.body_text()),
+    };
+    let to = q.to.unwrap_or_else(unix_now);
+    if !q.from.is_finite() || !to.is_finite() || q.from >= to {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "from must be before to, both in seconds since 1970",
+        );
+    }
+    if to - q.from > MAX_HISTORY_SECONDS {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "ask for at most 400 days at a time",
+        );
+    }
+    let engine = shared.engine.clone();
+    match tokio::task::spawn_blocking(move || engine.energy(q.from, to)).await {
+        Ok(Ok(energy)) => Json(energy).into_response(),
+        Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(json: &str) -> InferenceBody {
+        serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_record_without_a_window_takes_its_tokens_over_its_rate_before_now() {
+        let e = body(r#"{"model":"llama3","completion_tokens":100,"tokens_per_second":25}"#)
+            .external(1000.0)
+            .unwrap_or_else(|e| panic!("{e}"));
+        // 100 tokens at 25 tokens/s: the last 4 s.
+        assert_eq!((e.start, e.end), (996.0, 1000.0));
+    }
+
+    #[test]
+    fn a_record_needs_a_window_or_a_rate() {
+        assert!(body(r#"{"model":"m","completion_tokens":10}"#)
+            .external(1000.0)
+            .is_err());
+        assert!(
+            body(r#"{"model":"m","completion_tokens":10,"start":5,"end":5}"#)
+                .external(1000.0)
+                .is_err()
+        );
+        assert!(
+            body(r#"{"model":" ","completion_tokens":10,"start":1,"end":2}"#)
+                .external(1000.0)
+                .is_err()
+        );
+        assert!(serde_json::from_str::<InferenceBody>(r#"{"model":"m"}"#).is_err());
+    }
+}

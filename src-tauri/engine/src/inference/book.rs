@@ -1,0 +1,466 @@
+//! The engine's inference book: recent energy intervals, the idle baseline, and the records and
+//! per-model figures made from finished requests.
+//!
+//! Rules:
+//! - Intervals are kept for [`WINDOW_KEEP`]; energy windows inside it are exact at the sampling
+//!   resolution.
+//! - A request is turned into a record only once the engine has sampled past its end, and is
+//!   attributed together with every other request whose window touched it, open ones included,
+//!   so that overlapping requests share each interval.
+//! - Remote (cloud) requests draw nothing locally: they take no share and dilute nobody's.
+
+use super::tracker::{Finished, Open};
+use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use wattbar_core::inference::{
+    attribute, idle_baseline, is_remote_model, Baseline, Interval, ModelStats, Observed, Record,
+    Route, ServerFigures, Status, Window,
+};
+use wattbar_core::Stamp;
+
+/// How long intervals (and request windows) are kept in memory.
+pub const WINDOW_KEEP: Duration = Duration::from_secs(15 * 60);
+/// The span the idle baseline is taken over, and how often it is taken again.
+pub const BASELINE_SPAN: Duration = Duration::from_secs(10 * 60);
+const BASELINE_EVERY: Duration = Duration::from_secs(30);
+/// Records kept in memory for readers.
+pub const RECENT_RECORDS: usize = 1000;
+/// Records the mean score (and so the advice) is taken over.
+pub const SCORED_RECORDS: usize = 10;
+
+pub type Intervals = Arc<Mutex<VecDeque<Interval>>>;
+pub type Records = Arc<Mutex<VecDeque<Record>>>;
+
+/// What readers see of inference, rebuilt when a record arrives or the baseline changes.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct InferenceView {
+    pub seq: u64,
+    pub last: Option<Record>,
+    pub models: Vec<ModelStats>,
+    pub baseline: Option<Baseline>,
+    /// Mean score of the last [`SCORED_RECORDS`] scored records, and their mean tokens/s per W.
+    pub score: Option<f64>,
+    pub tokens_per_second_per_watt: Option<f64>,
+    /// The model with the most tokens/s per W measured on this machine.
+    pub most_efficient_model: Option<String>,
+    /// Tokens/s per W that scores 10.
+    pub ceiling: f64,
+}
+
+/// A record a client measured itself (`POST /v1/inference`), in wall-clock seconds.
+#[derive(Debug, Clone)]
+pub struct External {
+    pub model: String,
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: u64,
+    pub start: f64,
+    pub end: f64,
+    pub tokens_per_second: Option<f64>,
+}
+
+pub struct Book {
+    intervals: Intervals,
+    /// Windows of requests settled within [`WINDOW_KEEP`], for their neighbours' shares.
+    closed: VecDeque<Window>,
+    records: Records,
+    models: BTreeMap<String, ModelStats>,
+    baseline: Option<Baseline>,
+    baseline_changed: bool,
+    baseline_taken: Option<f64>,
+    next_id: u64,
+    ceiling: f64,
+    view: Arc<InferenceView>,
+}
+
+fn secs(s: Stamp) -> f64 {
+    s.monotonic.as_secs_f64()
+}
+
+impl Book {
+    /// `restored`: every stored record, oldest first.
+    pub fn new(restored: Vec<Record>, baseline: Option<Baseline>, ceiling: f64) -> Book {
+        let mut book = Book {
+            intervals: Arc::default(),
+            closed: VecDeque::new(),
+            records: Arc::default(),
+            models: BTreeMap::new(),
+            baseline,
+            baseline_changed: false,
+            baseline_taken: None,
+            next_id: 1,
+            ceiling,
+            view: Arc::default(),
+        };
+        for r in restored {
+            book.next_id = book.next_id.max(r.id + 1);
+            book.remember(r);
+        }
+        book.rebuild_view();
+        book
+    }
+
+    pub fn intervals(&self) -> Intervals {
+        Arc::clone(&self.intervals)
+    }
+
+    pub fn records(&self) -> Records {
+        Arc::clone(&self.records)
+    }
+
+    pub fn view(&self) -> Arc<InferenceView> {
+        Arc::clone(&self.view)
+    }
+
+    /// The baseline, once, after it changed (for the store).
+    pub fn take_baseline_change(&mut self) -> Option<Baseline> {
+        std::mem::take(&mut self.baseline_changed)
+            .then(|| self.baseline.clone())
+            .flatten()
+    }
+
+    pub fn set_ceiling(&mut self, ceiling: f64) {
+        if ceiling != self.ceiling {
+            self.ceiling = ceiling;
+            let records: Vec<Record> = self.lock_records().iter().cloned().collect();
+            self.models.clear();
+            for r in &records {
+                self.add_to_model(r);
+            }
+            self.rebuild_view();
+        }
+    }
+
+    fn lock_records(&self) -> std::sync::MutexGuard<'_, VecDeque<Record>> {
+        self.records.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_intervals(&self) -> std::sync::MutexGuard<'_, VecDeque<Interval>> {
+        self.intervals.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds the interval that ended at the latest sample; forgets old ones; takes the baseline
+    /// again when due. `open` are the requests in flight.
+    pub fn push_interval(&mut self, interval: Interval, open: &[Open]) {
+        let now = interval.end;
+        {
+            let mut all = self.lock_intervals();
+            while all.back().is_some_and(|i| i.end > interval.start) {
+                all.pop_back();
+            }
+            all.push_back(interval);
+            let oldest = now - WINDOW_KEEP.as_secs_f64();
+            while all.front().is_some_and(|i| i.end < oldest) {
+                all.pop_front();
+            }
+        }
+        let oldest = now - WINDOW_KEEP.as_secs_f64();
+        while self
+            .closed
+            .front()
+            .is_some_and(|w| w.end.is_some_and(|e| e < oldest))
+        {
+            self.closed.pop_front();
+        }
+        if self
+            .baseline_taken
+            .is_none_or(|t| now - t >= BASELINE_EVERY.as_secs_f64())
+        {
+            self.baseline_taken = Some(now);
+            let from = now - BASELINE_SPAN.as_secs_f64();
+            let recent: Vec<Interval> = self
+                .lock_intervals()
+                .iter()
+                .filter(|i| i.start >= from)
+                .cloned()
+                .collect();
+            let windows = self.windows(open);
+            if let Some(b) = idle_baseline(&recent, &windows) {
+                if self.baseline.as_ref() != Some(&b) {
+                    self.baseline = Some(b);
+                    self.baseline_changed = true;
+                    self.rebuild_view();
+                }
+            }
+        }
+    }
+
+    fn windows(&self, open: &[Open]) -> Vec<Window> {
+        self.closed
+            .iter()
+            .copied()
+            .chain(open.iter().filter(|o| !o.remote).map(|o| Window {
+                start: secs(o.start),
+                split: o.first_token.map(secs),
+                end: None,
+            }))
+            .collect()
+    }
+
+    /// Turns finished requests into records; answers them for the store.
+    pub fn settle(&mut self, finished: Vec<Finished>, open: &[Open]) -> Vec<Record> {
+        if finished.is_empty() {
+            return Vec::new();
+        }
+        // The others: settled neighbours and requests still open (before these join them).
+        let others = self.windows(open);
+        let mut mine = Vec::with_capacity(finished.len());
+        for f in &finished {
+            let remote = f.remote || f.model.as_deref().is_some_and(is_remote_model);
+            let window = window_of(f);
+            if !remote {
+                self.closed.push_back(window);
+            }
+            mine.push((window, remote));
+        }
+        let intervals: Vec<Interval> = self.lock_intervals().iter().cloned().collect();
+        let shares = attribute(
+            &intervals,
+            &mine
+                .iter()
+                .filter(|(_, remote)| !remote)
+                .map(|(w, _)| *w)
+                .chain(others)
+                .collect::<Vec<_>>(),
+        );
+        let mut shares = shares.into_iter();
+        let mut made = Vec::with_capacity(finished.len());
+        for (f, (window, remote)) in finished.into_iter().zip(mine) {
+            let share = if remote { None } else { shares.next() };
+            let status = if remote { Status::Remote } else { f.status };
+            let observed = Observed {
+                route: f.route,
+                model: f.model.clone().unwrap_or_else(|| "unknown".to_string()),
+                status,
+                error: f.error.clone(),
+                start: f.start.unix_seconds,
+                end: f.end.unix_seconds,
+                ttft_seconds: f
+                    .first_token
+                    .map(|t| t.monotonic.saturating_sub(f.start.monotonic).as_secs_f64()),
+                figures: f.figures,
+                share,
+                phases_known: window.split.is_some(),
+                baseline_watts: self.baseline.as_ref().map(|b| b.watts),
+                ceiling: self.ceiling,
+            };
+            let record = Record::build(self.next_id, observed);
+            self.next_id += 1;
+            self.remember(record.clone());
+            made.push(record);
+        }
+        self.rebuild_view();
+        made
+    }
+
+    /// A record for work a client measured itself; `now` is the engine's last sample.
+    pub fn external(&mut self, e: External, now: Stamp, open: &[Open]) -> Option<Record> {
+        let to_elapsed = |unix: f64| secs(now) - (now.unix_seconds - unix);
+        let finished = Finished {
+            route: Route::External,
+            model: Some(e.model),
+            remote: false,
+            status: Status::Ok,
+            error: None,
+            start: Stamp::new(
+                Duration::from_secs_f64(to_elapsed(e.start).max(0.0)),
+                e.start,
+            ),
+            first_token: None,
+            end: Stamp::new(Duration::from_secs_f64(to_elapsed(e.end).max(0.0)), e.end),
+            figures: ServerFigures {
+                prompt_tokens: e.prompt_tokens,
+                completion_tokens: Some(e.completion_tokens).filter(|&n| n > 0),
+                decode_rate: e.tokens_per_second,
+                finished: true,
+                ..ServerFigures::default()
+            },
+        };
+        self.settle(vec![finished], open).pop()
+    }
+
+    fn remember(&mut self, record: Record) {
+        self.add_to_model(&record);
+        let mut recent = self.lock_records();
+        recent.push_back(record);
+        while recent.len() > RECENT_RECORDS {
+            recent.pop_front();
+        }
+    }
+
+    fn add_to_model(&mut self, r: &Record) {
+        let ceiling = self.ceiling;
+        self.models
+            .entry(r.model.clone())
+            .or_insert_with(|| ModelStats::new(&r.model))
+            .add(r, ceiling);
+    }
+
+    fn rebuild_view(&mut self) {
+        let recent = self.lock_records();
+        let last = recent.back().cloned();
+        let scored: Vec<&Record> = recent
+            .iter()
+            .rev()
+            .filter(|r| r.score.is_some())
+            .take(SCORED_RECORDS)
+            .collect();
+        let mean = |f: fn(&Record) -> Option<f64>| {
+            let v: Vec<f64> = scored.iter().filter_map(|r| f(r)).collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        };
+        let score = mean(|r| r.score);
+        let tpw = mean(|r| r.tokens_per_second_per_watt);
+        drop(recent);
+        let most_efficient_model = self
+            .models
+            .values()
+            .filter_map(|m| m.tokens_per_second_per_watt.map(|t| (t, &m.model)))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, m)| m.clone());
+        let mut models: Vec<ModelStats> = self.models.values().cloned().collect();
+        models.sort_by(|a, b| b.last.total_cmp(&a.last));
+        self.view = Arc::new(InferenceView {
+            seq: self.view.seq + 1,
+            last,
+            models,
+            baseline: self.baseline.clone(),
+            score,
+            tokens_per_second_per_watt: tpw,
+            most_efficient_model,
+            ceiling: self.ceiling,
+        });
+    }
+}
+
+fn window_of(f: &Finished) -> Window {
+    let end = secs(f.end);
+    // Without a first token seen (a whole JSON body), the server's decode time marks the split.
+    let split = f.first_token.map(secs).or_else(|| {
+        f.figures
+            .decode_seconds
+            .filter(|d| *d < end - secs(f.start))
+            .map(|d| end - d)
+    });
+    Window {
+        start: secs(f.start),
+        split,
+        end: Some(end),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stamp(s: f64) -> Stamp {
+        Stamp::new(Duration::from_secs_f64(s), 1.7e9 + s)
+    }
+
+    /// One-second intervals at `watts` from 0 to `seconds`.
+    fn book_at(watts: f64, seconds: usize) -> Book {
+        let mut book = Book::new(Vec::new(), None, 5.0);
+        for k in 0..seconds {
+            let t = k as f64;
+            book.push_interval(
+                Interval {
+                    start: t,
+                    end: t + 1.0,
+                    unix_start: 1.7e9 + t,
+                    unix_end: 1.7e9 + t + 1.0,
+                    joules: Some(watts),
+                    by_domain: Vec::new(),
+                    quality: Some(wattbar_core::Quality::Measured),
+                    source: Some("rapl".into()),
+                },
+                &[],
+            );
+        }
+        book
+    }
+
+    fn finished(model: &str, start: f64, end: f64) -> Finished {
+        Finished {
+            route: Route::OllamaGenerate,
+            model: Some(model.into()),
+            remote: is_remote_model(model),
+            status: Status::Ok,
+            error: None,
+            start: stamp(start),
+            first_token: None,
+            end: stamp(end),
+            figures: ServerFigures {
+                completion_tokens: Some(100),
+                finished: true,
+                ..ServerFigures::default()
+            },
+        }
+    }
+
+    #[test]
+    fn two_overlapping_requests_settled_apart_add_up_to_their_union() {
+        // 200 W. A runs 1 → 6 s and ends while B (4 → 9 s) is still in flight.
+        let mut book = book_at(200.0, 10);
+        let b_open = Open {
+            start: stamp(4.0),
+            first_token: None,
+            remote: false,
+        };
+        let a = book.settle(vec![finished("llama3", 1.0, 6.0)], &[b_open]);
+        let b = book.settle(vec![finished("llama3", 4.0, 9.0)], &[]);
+        let (a, b) = (a[0].energy_joules, b[0].energy_joules);
+        // A alone 3 s (600 J) + shared 2 s (400 J / 2); B the same.
+        assert_eq!(a, Some(800.0));
+        assert_eq!(b, Some(800.0));
+        // The union is 8 s × 200 W = 1600 J; each window on its own would say 1000 J.
+        assert_eq!(a.unwrap_or(0.0) + b.unwrap_or(0.0), 1600.0);
+        assert_eq!(book.view().models[0].requests, 2);
+    }
+
+    #[test]
+    fn a_cloud_request_takes_no_energy_and_leaves_its_neighbours_whole() {
+        let mut book = book_at(100.0, 4);
+        let made = book.settle(
+            vec![
+                finished("gpt-oss:120b-cloud", 0.0, 4.0),
+                finished("llama3", 0.0, 4.0),
+            ],
+            &[],
+        );
+        assert_eq!(made[0].status, Status::Remote);
+        assert_eq!(made[0].energy_joules, None);
+        assert_eq!(made[1].energy_joules, Some(400.0));
+    }
+
+    #[test]
+    fn the_baseline_comes_from_idle_intervals_and_nets_the_records() {
+        // 12 idle seconds at 30 W, a request at 130 W for 2 s.
+        let mut book = Book::new(Vec::new(), None, 5.0);
+        for (k, w) in [30.0; 12].into_iter().chain([130.0, 130.0]).enumerate() {
+            let t = k as f64;
+            book.push_interval(
+                Interval {
+                    start: t,
+                    end: t + 1.0,
+                    unix_start: 1.7e9 + t,
+                    unix_end: 1.7e9 + t + 1.0,
+                    joules: Some(w),
+                    by_domain: Vec::new(),
+                    quality: None,
+                    source: None,
+                },
+                &[],
+            );
+            // Baselines are taken every 30 s: take one after the idle part.
+            if k == 11 {
+                book.baseline_taken = None;
+            }
+        }
+        assert_eq!(book.take_baseline_change().map(|b| b.watts), Some(30.0));
+        let r = book.settle(vec![finished("llama3", 12.0, 14.0)], &[]);
+        // 260 J gross − 30 W × 2 s = 200 J net.
+        assert_eq!(r[0].energy_joules, Some(260.0));
+        assert_eq!(r[0].net_energy_joules, Some(200.0));
+    }
+}

@@ -1,0 +1,242 @@
+//! The requests in flight, as the proxy reports them to the engine.
+//!
+//! Rule: the proxy only stamps (start, first token, end, with the engine's clock) and hands over
+//! what the server said; the engine turns finished requests into records after it has sampled
+//! past their end. Every change of the number in flight is announced, so the engine samples at
+//! once at each start and end and samples fast while any request runs.
+
+use crate::clock::Clock;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+use wattbar_core::inference::{is_remote_model, Route, ServerFigures, Status};
+use wattbar_core::Stamp;
+
+/// A request that has ended, waiting for the engine.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    pub route: Route,
+    /// The model the request asked for, else the one the response named.
+    pub model: Option<String>,
+    /// The request named a cloud model: its work ran elsewhere.
+    pub remote: bool,
+    pub status: Status,
+    pub error: Option<String>,
+    pub start: Stamp,
+    pub first_token: Option<Stamp>,
+    pub end: Stamp,
+    pub figures: ServerFigures,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Open {
+    pub start: Stamp,
+    pub first_token: Option<Stamp>,
+    pub remote: bool,
+}
+
+#[derive(Default)]
+struct State {
+    next: u64,
+    open: BTreeMap<u64, Open>,
+    finished: Vec<Finished>,
+}
+
+pub struct Tracker {
+    clock: Arc<dyn Clock>,
+    state: Mutex<State>,
+    inflight: watch::Sender<usize>,
+}
+
+impl Tracker {
+    pub fn new(clock: Arc<dyn Clock>) -> Arc<Tracker> {
+        Arc::new(Tracker {
+            clock,
+            state: Mutex::new(State::default()),
+            inflight: watch::Sender::new(0),
+        })
+    }
+
+    fn now(&self) -> Stamp {
+        Stamp::new(self.clock.elapsed(), self.clock.unix())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A request starts now.
+    pub fn begin(self: &Arc<Self>, route: Route, model: Option<String>) -> InFlight {
+        let start = self.now();
+        let remote = model.as_deref().is_some_and(is_remote_model);
+        let mut s = self.lock();
+        s.next += 1;
+        let id = s.next;
+        s.open.insert(
+            id,
+            Open {
+                start,
+                first_token: None,
+                remote,
+            },
+        );
+        let n = s.open.len();
+        drop(s);
+        self.inflight.send_replace(n);
+        InFlight {
+            tracker: Arc::clone(self),
+            id,
+            route,
+            model,
+            remote,
+            first_token: None,
+            ended: false,
+        }
+    }
+
+    /// Requests in flight now.
+    pub fn inflight(&self) -> usize {
+        *self.inflight.borrow()
+    }
+
+    /// Wakes on every start and end.
+    pub fn subscribe(&self) -> watch::Receiver<usize> {
+        self.inflight.subscribe()
+    }
+
+    /// The requests still in flight.
+    pub fn open(&self) -> Vec<Open> {
+        self.lock().open.values().copied().collect()
+    }
+
+    /// Takes the finished requests that ended no later than `upto`, the engine's last sample.
+    pub fn take_finished(&self, upto: std::time::Duration) -> Vec<Finished> {
+        let mut s = self.lock();
+        let (done, later): (Vec<Finished>, Vec<Finished>) = std::mem::take(&mut s.finished)
+            .into_iter()
+            .partition(|f| f.end.monotonic <= upto);
+        s.finished = later;
+        done
+    }
+
+    fn end(&self, id: u64, finished: Finished) {
+        let mut s = self.lock();
+        s.open.remove(&id);
+        s.finished.push(finished);
+        let n = s.open.len();
+        drop(s);
+        self.inflight.send_replace(n);
+    }
+}
+
+/// One request in flight. Ending it without [`InFlight::finish`] (the proxy's body dropped
+/// because the client went away) records it as cancelled.
+pub struct InFlight {
+    tracker: Arc<Tracker>,
+    id: u64,
+    route: Route,
+    model: Option<String>,
+    remote: bool,
+    first_token: Option<Stamp>,
+    ended: bool,
+}
+
+impl InFlight {
+    /// The first generated token passed now (the end of prefill).
+    pub fn first_token(&mut self) {
+        if self.first_token.is_none() {
+            let at = self.tracker.now();
+            self.first_token = Some(at);
+            if let Some(open) = self.tracker.lock().open.get_mut(&self.id) {
+                open.first_token = Some(at);
+            }
+        }
+    }
+
+    pub fn has_first_token(&self) -> bool {
+        self.first_token.is_some()
+    }
+
+    /// The request ended now, with this status and what the server said.
+    pub fn finish(mut self, status: Status, figures: ServerFigures) {
+        self.close(status, figures);
+    }
+
+    fn close(&mut self, status: Status, figures: ServerFigures) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
+        let end = self.tracker.now();
+        let start = self
+            .tracker
+            .lock()
+            .open
+            .get(&self.id)
+            .map_or(end, |o| o.start);
+        let error = figures.error.clone();
+        let model = self.model.clone().or_else(|| figures.model.clone());
+        self.tracker.end(
+            self.id,
+            Finished {
+                route: self.route,
+                model,
+                remote: self.remote,
+                status,
+                error,
+                start,
+                first_token: self.first_token,
+                end,
+                figures,
+            },
+        );
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.close(Status::Cancelled, ServerFigures::default());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_dropped_unfinished_is_cancelled_and_each_change_is_announced() {
+        let clock = Arc::new(ManualClock::new(1_800_000_000.0));
+        let tracker = Tracker::new(clock.clone());
+        let mut seen = tracker.subscribe();
+        let a = tracker.begin(Route::OllamaChat, Some("llama3".into()));
+        assert_eq!(tracker.inflight(), 1);
+        assert!(seen.has_changed().unwrap_or(false));
+        seen.mark_unchanged();
+        clock.sleep(Duration::from_secs(2));
+        drop(a);
+        assert_eq!(tracker.inflight(), 0);
+        assert!(seen.has_changed().unwrap_or(false));
+        let done = tracker.take_finished(clock.elapsed());
+        assert_eq!(done.len(), 1);
+        assert_eq!(done[0].status, Status::Cancelled);
+        assert_eq!(
+            done[0].end.monotonic - done[0].start.monotonic,
+            Duration::from_secs(2)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_that_ended_after_the_last_sample_waits_for_the_next() {
+        let clock = Arc::new(ManualClock::new(1_800_000_000.0));
+        let tracker = Tracker::new(clock.clone());
+        let sampled = clock.elapsed();
+        clock.sleep(Duration::from_millis(50));
+        tracker
+            .begin(Route::OllamaGenerate, None)
+            .finish(Status::Ok, ServerFigures::default());
+        assert!(tracker.take_finished(sampled).is_empty());
+        assert_eq!(tracker.take_finished(clock.elapsed()).len(), 1);
+    }
+}

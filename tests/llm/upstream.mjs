@@ -1,0 +1,330 @@
+#!/usr/bin/env node
+// Fake LLM server for the energy-measuring proxy tests: replays the genuine captured
+// Ollama / llama.cpp response bodies in tests/fixtures/llm/ (see SOURCES.md there), byte
+// for byte, paced like a real model emitting tokens. Node built-ins only.
+//
+// Usage: node tests/llm/upstream.mjs [--port 0] [--pace-ms 20]
+//   Listens on 127.0.0.1 (port 0 = ephemeral), prints one line `{"port": N}` on stdout once
+//   listening, then serves until killed. Every request is logged to stderr (method, path, Host).
+//
+// Routes (JSON POST bodies; `model` and `stream` are read; `stream` defaults to true on /api/*
+// like Ollama and to false on /v1/* like OpenAI):
+//   POST /api/generate          stream: llama3 NDJSON, one line per write, --pace-ms apart;
+//                               non-stream: the final done:true line as one JSON object
+//   POST /api/chat              stream: llama3 NDJSON (paced); non-stream: gemma3:1b JSON
+//   POST /v1/chat/completions   stream: llama.cpp gpt-oss SSE with usage+timings, one event per
+//                               write (paced), or the no-usage Ollama stream for model
+//                               `qwen2.5:0.5b`; non-stream: llama.cpp JSON, or the Ollama
+//                               llama3.2 JSON for model `llama3.2`
+//     special models (streamed):  `error-after-200`: 3 lines/events, then an error line/event, end
+//                                 `slow`: 500 ms between lines/events
+//     models ending `:cloud`/`-cloud` are answered like any other.
+//   GET  /big?mb=N              N MiB (fractions allowed) of deterministic bytes, chunked, 64 KiB
+//                               writes honouring backpressure; logs byte count + SHA-256 to stderr
+//   GET  /big-sha?mb=N          {"sha256": "...", "bytes": N} of what /big?mb=N sends
+//   *    /echo                  {"method","path","headers","body_bytes","body_sha256"}; the body is
+//                               hashed as it streams in, never buffered
+//   GET  /api/tags              {"models":[]}
+//   GET  /                      "Ollama is running" (what Ollama answers; handy as a health check)
+//   GET  /__stats               {"requests","cancelled","hosts"}: requests served (not counting
+//                               /__stats), streams cut short by the client, distinct Host headers
+//   anything else               404 {"error":"not found"}
+// Like Ollama, any request whose Host hostname is not 127.0.0.1, localhost or [::1] gets a
+// 403 with an empty body (so a test can prove the proxy sends a loopback Host upstream).
+
+import http from 'node:http';
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const FIXTURES = fileURLToPath(new URL('../fixtures/llm/', import.meta.url));
+const SLOW_PACE_MS = 500;
+const BIG_CHUNK = 64 * 1024;
+const MiB = 1024 * 1024;
+
+function usage(problem) {
+  console.error(`${problem}\nusage: node tests/llm/upstream.mjs [--port 0] [--pace-ms 20]`);
+  process.exit(2);
+}
+let opts;
+try {
+  ({ values: opts } = parseArgs({
+    options: {
+      port: { type: 'string', default: '0' },
+      'pace-ms': { type: 'string', default: '20' },
+    },
+  }));
+} catch (err) {
+  usage(err.message);
+}
+const PORT = Number(opts.port);
+const PACE_MS = Number(opts['pace-ms']);
+if (!Number.isInteger(PORT) || PORT < 0 || PORT > 65535) usage(`bad --port ${opts.port}`);
+if (!(PACE_MS >= 0)) usage(`bad --pace-ms ${opts['pace-ms']}`);
+
+const fixture = (name) => readFileSync(FIXTURES + name);
+
+// NDJSON: one piece per line, each keeping its '\n'.
+function ndjsonLines(buf) {
+  const lines = [];
+  let start = 0;
+  for (let i = buf.indexOf(0x0a); i !== -1; i = buf.indexOf(0x0a, start)) {
+    lines.push(buf.subarray(start, i + 1));
+    start = i + 1;
+  }
+  if (start < buf.length) lines.push(buf.subarray(start));
+  return lines;
+}
+
+// SSE: one piece per event, each keeping its terminating blank line ("\n\n").
+function sseEvents(buf) {
+  const events = [];
+  let start = 0;
+  for (let i = buf.indexOf('\n\n'); i !== -1; i = buf.indexOf('\n\n', start)) {
+    events.push(buf.subarray(start, i + 2));
+    start = i + 2;
+  }
+  if (start < buf.length) events.push(buf.subarray(start));
+  return events;
+}
+
+const NDJSON = 'application/x-ndjson';
+const SSE = 'text/event-stream';
+const JSON_CT = 'application/json; charset=utf-8';
+
+const GENERATE_STREAM = ndjsonLines(fixture('ollama_api-generate_stream_llama3_openllmetry.ndjson'));
+const CHAT_STREAM = ndjsonLines(fixture('ollama_api-chat_stream_llama3_openllmetry.ndjson'));
+const V1_STREAM = sseEvents(fixture('llamacpp_v1-chat-completions_stream_gpt-oss-20b_usage-timings_fantasy.sse'));
+const V1_STREAM_QWEN = sseEvents(fixture('ollama_v1-chat-completions_stream_qwen2.5-0.5b_no-usage_elastic.sse'));
+const V1_JSON = fixture('llamacpp_v1-chat-completions_nonstream_gpt-oss-20b_timings_fantasy.json');
+const V1_JSON_LLAMA32 = fixture('ollama_v1-chat-completions_nonstream_llama3.2_exchange.json');
+const CHAT_JSON = fixture('ollama_api-chat_nonstream_gemma3-1b_openllmetry.json');
+// The done:true object that ends the generate stream, without its trailing newline.
+const GENERATE_JSON = GENERATE_STREAM.at(-1).subarray(0, -1);
+
+const ERROR_MESSAGE = 'an error was encountered while running the model: unexpected EOF';
+const NDJSON_ERROR = Buffer.from(JSON.stringify({ error: ERROR_MESSAGE }) + '\n');
+const SSE_ERROR = Buffer.from(
+  'data: ' + JSON.stringify({ error: { message: ERROR_MESSAGE, type: 'server_error' } }) + '\n\n',
+);
+
+const stats = { requests: 0, cancelled: 0, hosts: [] };
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function log(msg) {
+  process.stderr.write(`upstream: ${msg}\n`);
+}
+
+function isLoopbackHost(host) {
+  if (!host) return false;
+  let hostname = host;
+  if (host.startsWith('[')) hostname = host.slice(0, host.indexOf(']') + 1);
+  else if (host.includes(':')) hostname = host.slice(0, host.indexOf(':'));
+  hostname = hostname.toLowerCase();
+  return hostname === '127.0.0.1' || hostname === 'localhost' || hostname === '[::1]';
+}
+
+function sendBytes(res, status, contentType, body) {
+  res.writeHead(status, { 'Content-Type': contentType, 'Content-Length': body.length });
+  res.end(body);
+}
+
+function sendJson(res, status, obj) {
+  sendBytes(res, status, JSON_CT, Buffer.from(JSON.stringify(obj)));
+}
+
+// Tracks whether the client went away before we finished a streamed response.
+function watchClose(res, path) {
+  const state = { closed: false };
+  res.on('close', () => {
+    state.closed = true;
+    if (!res.writableEnded) {
+      stats.cancelled++;
+      log(`cancelled ${path}`);
+    }
+  });
+  return state;
+}
+
+// Resolves when the response can take more data, or when the connection is gone.
+function drained(res) {
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
+  });
+}
+
+// Writes `pieces` one per write() with `paceMs` between them; stops if the client disconnects.
+async function streamPieces(res, path, contentType, pieces, paceMs) {
+  const state = watchClose(res, path);
+  res.writeHead(200, { 'Content-Type': contentType });
+  for (let i = 0; i < pieces.length; i++) {
+    if (i > 0 && paceMs > 0) await sleep(paceMs);
+    if (state.closed) return;
+    if (!res.write(pieces[i])) await drained(res);
+  }
+  if (!state.closed) res.end();
+}
+
+// Chooses the replayed stream for a streamed request, applying the special models.
+function streamFor(model, pieces, errorPiece) {
+  if (model === 'error-after-200') return { pieces: [...pieces.slice(0, 3), errorPiece], pace: PACE_MS };
+  if (model === 'slow') return { pieces, pace: SLOW_PACE_MS };
+  return { pieces, pace: PACE_MS };
+}
+
+async function readJsonBody(req) {
+  const chunks = [];
+  for await (const chunk of req) chunks.push(chunk);
+  const text = Buffer.concat(chunks).toString('utf8');
+  if (text.trim() === '') throw new Error('missing request body');
+  const body = JSON.parse(text);
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+    throw new Error('request body is not a JSON object');
+  }
+  return body;
+}
+
+// Deterministic /big content: a fixed 64 KiB pattern whose first 8 bytes are replaced by the
+// chunk index (big-endian), so reordered, dropped or repeated chunks change the hash.
+const BIG_PATTERN = Buffer.alloc(BIG_CHUNK);
+for (let i = 0; i < BIG_CHUNK; i++) BIG_PATTERN[i] = (i * 31 + 7) & 0xff;
+
+function bigChunk(index, size) {
+  const buf = Buffer.allocUnsafe(size);
+  BIG_PATTERN.copy(buf, 0, 0, size);
+  const head = Buffer.alloc(8);
+  head.writeBigUInt64BE(BigInt(index));
+  head.copy(buf, 0, 0, Math.min(8, size));
+  return buf;
+}
+
+function bigBytes(url) {
+  const mb = Number(url.searchParams.get('mb') ?? '1');
+  if (!Number.isFinite(mb) || mb < 0 || mb > 65536) return null;
+  return Math.round(mb * MiB);
+}
+
+const shaCache = new Map();
+function bigSha(bytes) {
+  if (!shaCache.has(bytes)) {
+    const hash = createHash('sha256');
+    for (let off = 0, i = 0; off < bytes; off += BIG_CHUNK, i++) {
+      hash.update(bigChunk(i, Math.min(BIG_CHUNK, bytes - off)));
+    }
+    shaCache.set(bytes, hash.digest('hex'));
+  }
+  return shaCache.get(bytes);
+}
+
+async function streamBig(res, path, bytes) {
+  const state = watchClose(res, path);
+  const hash = createHash('sha256');
+  res.writeHead(200, { 'Content-Type': 'application/octet-stream' });
+  let sent = 0;
+  for (let i = 0; sent < bytes; i++) {
+    if (state.closed) return;
+    const chunk = bigChunk(i, Math.min(BIG_CHUNK, bytes - sent));
+    hash.update(chunk);
+    sent += chunk.length;
+    if (!res.write(chunk)) await drained(res);
+  }
+  if (state.closed) return;
+  res.end();
+  log(`big: sent ${sent} bytes sha256 ${hash.digest('hex')}`);
+}
+
+async function echo(req, res, path) {
+  const hash = createHash('sha256');
+  let bytes = 0;
+  for await (const chunk of req) {
+    hash.update(chunk);
+    bytes += chunk.length;
+  }
+  log(`echo: received ${bytes} bytes`);
+  sendJson(res, 200, {
+    method: req.method,
+    path,
+    headers: req.headers,
+    body_bytes: bytes,
+    body_sha256: hash.digest('hex'),
+  });
+}
+
+async function handle(req, res) {
+  const host = req.headers.host ?? '';
+  const url = new URL(req.url, 'http://upstream.invalid');
+  const path = url.pathname;
+  log(`${req.method} ${req.url} Host: ${host || '(none)'}`);
+
+  if (path === '/__stats' && req.method === 'GET') {
+    return sendJson(res, 200, stats);
+  }
+  stats.requests++;
+  if (!stats.hosts.includes(host)) stats.hosts.push(host);
+
+  if (!isLoopbackHost(host)) {
+    log(`403: Host ${JSON.stringify(host)} is not loopback`);
+    res.writeHead(403, { 'Content-Length': 0 });
+    return res.end();
+  }
+
+  const route = `${req.method} ${path}`;
+  if (path === '/echo') return echo(req, res, req.url);
+  if (route === 'GET /') return sendBytes(res, 200, 'text/plain; charset=utf-8', Buffer.from('Ollama is running'));
+  if (route === 'GET /api/tags') return sendJson(res, 200, { models: [] });
+  if (route === 'GET /big' || route === 'GET /big-sha') {
+    const bytes = bigBytes(url);
+    if (bytes === null) return sendJson(res, 400, { error: 'mb must be a number between 0 and 65536' });
+    if (path === '/big-sha') return sendJson(res, 200, { sha256: bigSha(bytes), bytes });
+    return streamBig(res, path, bytes);
+  }
+
+  if (route === 'POST /api/generate' || route === 'POST /api/chat' || route === 'POST /v1/chat/completions') {
+    let body;
+    try {
+      body = await readJsonBody(req);
+    } catch (err) {
+      return sendJson(res, 400, { error: err.message });
+    }
+    const model = body.model;
+    const openai = path.startsWith('/v1/');
+    const stream = body.stream ?? !openai;
+    log(`${path}: model=${JSON.stringify(model)} stream=${stream}`);
+
+    if (path === '/api/generate') {
+      if (!stream) return sendBytes(res, 200, JSON_CT, GENERATE_JSON);
+      const s = streamFor(model, GENERATE_STREAM, NDJSON_ERROR);
+      return streamPieces(res, path, NDJSON, s.pieces, s.pace);
+    }
+    if (path === '/api/chat') {
+      if (!stream) return sendBytes(res, 200, JSON_CT, CHAT_JSON);
+      const s = streamFor(model, CHAT_STREAM, NDJSON_ERROR);
+      return streamPieces(res, path, NDJSON, s.pieces, s.pace);
+    }
+    if (!stream) return sendBytes(res, 200, JSON_CT, model === 'llama3.2' ? V1_JSON_LLAMA32 : V1_JSON);
+    const s = streamFor(model, model === 'qwen2.5:0.5b' ? V1_STREAM_QWEN : V1_STREAM, SSE_ERROR);
+    return streamPieces(res, path, SSE, s.pieces, s.pace);
+  }
+
+  return sendJson(res, 404, { error: 'not found' });
+}
+
+const server = http.createServer({ noDelay: true, requestTimeout: 0 }, (req, res) => {
+  handle(req, res).catch((err) => {
+    log(`error on ${req.method} ${req.url}: ${err.stack ?? err}`);
+    if (!res.headersSent) sendJson(res, 500, { error: String(err.message ?? err) });
+    else res.destroy();
+  });
+});
+
+server.listen(PORT, '127.0.0.1', () => {
+  process.stdout.write(`{"port": ${server.address().port}}\n`);
+});
