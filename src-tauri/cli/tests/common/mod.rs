@@ -1,0 +1,99 @@
+//! What the CLI's end-to-end tests share: a `wattbar-cli` with its folders in a temporary one,
+//! and `serve` as a real process on a replayed trace.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn cli(data: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_wattbar-cli"));
+    c.env("WATTBAR_DATA_DIR", data)
+        .env("XDG_DATA_HOME", data)
+        .env("XDG_CONFIG_HOME", data)
+        .env("TMPDIR", data)
+        .env("RUST_LOG", "info")
+        .env_remove("WATTBAR_REPLAY");
+    c
+}
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+pub struct Serve {
+    pub child: Child,
+    pub url: String,
+    pub log: std::sync::mpsc::Receiver<String>,
+}
+
+impl Serve {
+    /// Starts `serve` on a free loopback port with a replay trace; waits for its address.
+    pub fn start(data: &Path, trace: &str, extra: &[&str]) -> Serve {
+        let trace_path = data.join("trace.csv");
+        std::fs::write(&trace_path, trace).unwrap_or_else(|e| panic!("{e}"));
+        let mut child = cli(data)
+            .env("WATTBAR_REPLAY", &trace_path)
+            .args(["serve", "--listen", "127.0.0.1:0", "--batch", "500ms"])
+            .args(extra)
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+        let (tx, log) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let url = loop {
+            let line = log
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .unwrap_or_else(|e| panic!("serve printed no address: {e}"));
+            if let Some(rest) = line.split("serving on ").nth(1) {
+                break rest
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .trim_end_matches('/')
+                    .to_string();
+            }
+        };
+        Serve { child, url, log }
+    }
+
+    pub fn get(&self, path: &str) -> serde_json::Value {
+        ureq::get(&format!("{}{path}", self.url))
+            .call()
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+            .into_json()
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    /// SIGTERM, then the exit status and everything it logged.
+    pub fn terminate(mut self) -> (std::process::ExitStatus, Vec<String>) {
+        let pid = self.child.id().to_string();
+        let killed = Command::new("kill").args(["-TERM", &pid]).status();
+        assert!(killed.is_ok_and(|s| s.success()));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "serve did not exit on SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let lines = self.log.try_iter().collect();
+        (status, lines)
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,379 @@
+//! `wattbar-cli serve --llm-proxy` as a user runs it: the official `ollama` and `openai` JavaScript
+//! clients talk to the proxy, which forwards to an upstream serving genuine captured responses
+//! (`tests/llm/upstream.mjs` over `tests/fixtures/llm/`), paced chunk by chunk. The machine draws a
+//! replayed constant 100 W, so a request's energy is 100 W × its own window: the hand-worked
+//! figure each record is checked against.
+
+mod common;
+use common::{repo_root, Serve};
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Milliseconds between chunks the upstream sends.
+const PACE_MS: u64 = 20;
+const WATTS: f64 = 100.0;
+
+struct Upstream {
+    child: Child,
+    url: String,
+}
+
+impl Upstream {
+    fn start() -> Upstream {
+        let mut child = Command::new("node")
+            .arg(repo_root().join("tests/llm/upstream.mjs"))
+            .args(["--port", "0", "--pace-ms", &PACE_MS.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("node: {e}"));
+        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let v: serde_json::Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
+        let port = v["port"].as_u64().unwrap_or_else(|| panic!("{line}"));
+        Upstream {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    fn stats(&self) -> serde_json::Value {
+        ureq::get(&format!("{}/__stats", self.url))
+            .set("Host", "127.0.0.1")
+            .call()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .into_json()
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `serve` with the proxy in front of `upstream`; answers it and the proxy's URL.
+fn start_serve(dir: &std::path::Path, upstream: &str) -> (Serve, String) {
+    let proxy = format!("127.0.0.1:{}", free_port());
+    let trace =
+        format!("t,watts,domain,quality\n0,{WATTS},system,measured\n1,{WATTS},system,measured\n");
+    let serve = Serve::start(
+        dir,
+        &trace,
+        &["--llm-proxy", &proxy, "--llm-upstream", upstream],
+    );
+    // The first sample is there once the snapshot has a headline.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while serve.get("/v1/snapshot")["watts"].is_null() {
+        assert!(Instant::now() < deadline, "no sample");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (serve, format!("http://{proxy}"))
+}
+
+/// Runs a client scenario; its one line of JSON.
+fn client(scenario: &str, proxy: &str) -> serde_json::Value {
+    let out = Command::new("node")
+        .arg(repo_root().join("tests/llm/clients.mjs"))
+        .args([scenario, proxy])
+        .output()
+        .unwrap_or_else(|e| panic!("node: {e}"));
+    assert!(
+        out.status.success(),
+        "{scenario}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{scenario}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// Waits until the engine has made `n` records; answers them, newest first.
+fn records(serve: &Serve, n: usize) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = serve.get("/v1/inference?limit=100")["records"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if r.len() >= n {
+            return r;
+        }
+        assert!(Instant::now() < deadline, "{} records of {n}", r.len());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+fn assert_energy_is_the_draw_over_the_window(r: &serde_json::Value) {
+    let expected = WATTS * f(&r["wall_seconds"]);
+    let got = f(&r["energy_joules"]);
+    assert!(
+        (got - expected).abs() <= 0.02 * expected,
+        "{}: {got} J for {expected} J",
+        r["model"]
+    );
+    let phases = f(&r["prefill_joules"]) + f(&r["decode_joules"]);
+    assert!((phases - got).abs() < 1e-6 * got.max(1.0), "{r}");
+    assert_eq!(r["quality"], "measured");
+    assert_eq!(r["sources"], serde_json::json!(["replay"]));
+}
+
+#[test]
+fn the_official_clients_get_their_answers_and_each_request_its_energy() {
+    let upstream = Upstream::start();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (serve, proxy) = start_serve(dir.path(), &upstream.url);
+
+    // Ollama's client, streamed: the genuine 71 lines of llama3, paced 20 ms apart.
+    let g = client("ollama-generate-stream", &proxy);
+    assert_eq!(
+        (g["eval_count"].as_u64(), g["chunks"].as_u64()),
+        (Some(71), Some(71))
+    );
+    // OpenAI's client, streamed with usage: llama.cpp's 51 events.
+    let o = client("openai-chat-stream", &proxy);
+    assert_eq!(o["text"], "Olá!");
+    assert_eq!(o["usage"]["completion_tokens"], 57);
+    // Ollama, one JSON body.
+    let c = client("ollama-chat", &proxy);
+    assert_eq!(c["eval_count"], 104);
+
+    let r = records(&serve, 3);
+    let by = |model: &str| {
+        r.iter()
+            .find(|x| x["model"] == model)
+            .unwrap_or_else(|| panic!("no record for {model}"))
+            .clone()
+    };
+    let gen = by("llama3");
+    assert_eq!(gen["route"], "/api/generate");
+    assert_eq!(gen["status"], "ok");
+    assert_eq!(
+        (
+            gen["prompt_tokens"].as_u64(),
+            gen["completion_tokens"].as_u64()
+        ),
+        (Some(17), Some(71))
+    );
+    // eval_duration 2 252 182 000 ns; 71 / 2.252182 s = 31.525 tokens/s (the server's rate).
+    assert!((f(&gen["decode_seconds"]) - 2.252182).abs() < 1e-9);
+    assert!((f(&gen["tokens_per_second"]) - 31.524983).abs() < 1e-5);
+    // 70 pauses of 20 ms between the 71 lines: the window is at least 1.4 s.
+    assert!(
+        f(&gen["wall_seconds"]) >= 70.0 * PACE_MS as f64 / 1000.0,
+        "{gen}"
+    );
+    assert!(f(&gen["ttft_seconds"]) < f(&gen["wall_seconds"]));
+    assert_energy_is_the_draw_over_the_window(&gen);
+    let jpt = f(&gen["energy_joules"]) / 71.0;
+    assert!((f(&gen["joules_per_token"]) - jpt).abs() < 1e-9);
+
+    let chat = by("openai/gpt-oss-20b");
+    assert_eq!(chat["route"], "/v1/chat/completions");
+    assert_eq!(
+        (
+            chat["prompt_tokens"].as_u64(),
+            chat["completion_tokens"].as_u64()
+        ),
+        (Some(84), Some(57))
+    );
+    assert!((f(&chat["tokens_per_second"]) - 117.76616185616).abs() < 1e-9);
+    assert!(
+        f(&chat["wall_seconds"]) >= 50.0 * PACE_MS as f64 / 1000.0,
+        "{chat}"
+    );
+    assert_energy_is_the_draw_over_the_window(&chat);
+
+    let body = by("gemma3:1b");
+    assert_eq!(body["ttft_seconds"], serde_json::Value::Null);
+    assert_eq!(body["completion_tokens"], 104);
+
+    // Per model, and in /metrics.
+    let models = serve.get("/v1/models")["models"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(models.len(), 3);
+    let metrics = ureq::get(&format!("{}/metrics", serve.url))
+        .call()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_string()
+        .unwrap_or_default();
+    assert!(
+        metrics.contains("wattbar_inference_tokens_total{model=\"llama3\",kind=\"completion\"} 71")
+    );
+    assert!(metrics.contains("wattbar_inference_requests_total{model=\"llama3\",status=\"ok\"} 1"));
+    // The advice now has a score, beside its raw figure.
+    let lp = serve.get("/v1/low-power");
+    assert!(
+        lp["score"].is_number() && lp["tokens_per_second_per_watt"].is_number(),
+        "{lp}"
+    );
+    // Ollama would have refused any Host but a loopback one.
+    let hosts = upstream.stats()["hosts"].clone();
+    assert!(
+        hosts.as_array().is_some_and(|h| h
+            .iter()
+            .all(|h| h.as_str().is_some_and(|h| h.starts_with("127.0.0.1")))),
+        "{hosts}"
+    );
+}
+
+#[test]
+fn overlapping_requests_add_up_to_the_energy_of_their_union() {
+    let upstream = Upstream::start();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (serve, proxy) = start_serve(dir.path(), &upstream.url);
+    let a = {
+        let proxy = proxy.clone();
+        std::thread::spawn(move || client("ollama-generate-stream", &proxy))
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let b = client("ollama-chat-stream", &proxy);
+    let _ = a.join();
+    assert_eq!(b["eval_count"], 50);
+    let r = records(&serve, 2);
+    let start = r
+        .iter()
+        .map(|x| f(&x["start"]))
+        .fold(f64::INFINITY, f64::min);
+    let end = r.iter().map(|x| f(&x["end"])).fold(0.0, f64::max);
+    let overlap = r.iter().map(|x| f(&x["end"])).fold(f64::INFINITY, f64::min)
+        - r.iter().map(|x| f(&x["start"])).fold(0.0, f64::max);
+    assert!(overlap > 0.5, "the requests did not overlap: {overlap} s");
+    let sum: f64 = r.iter().map(|x| f(&x["energy_joules"])).sum();
+    let union = WATTS * (end - start);
+    assert!((sum - union).abs() <= 0.02 * union, "{sum} J for {union} J");
+    // Each window alone would have counted the overlap twice.
+    assert!(
+        sum < WATTS * r.iter().map(|x| f(&x["wall_seconds"])).sum::<f64>() - 0.9 * WATTS * overlap
+    );
+}
+
+#[test]
+fn cancels_errors_cloud_models_and_a_missing_upstream_are_told_apart() {
+    let upstream = Upstream::start();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (serve, proxy) = start_serve(dir.path(), &upstream.url);
+
+    assert_eq!(client("ollama-cancel", &proxy)["aborted"], true);
+    let e = client("ollama-error-after-200", &proxy);
+    assert!(
+        e["error"]
+            .as_str()
+            .is_some_and(|m| m.contains("unexpected EOF")),
+        "{e}"
+    );
+    client("cloud", &proxy);
+    let r = records(&serve, 3);
+    let by = |model: &str| {
+        r.iter()
+            .find(|x| x["model"] == model)
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(by("slow")["status"], "cancelled");
+    let err = by("error-after-200");
+    assert_eq!(err["status"], "error");
+    assert!(err["error"]
+        .as_str()
+        .is_some_and(|m| m.contains("unexpected EOF")));
+    let cloud = by("gpt-oss:120b-cloud");
+    assert_eq!(cloud["status"], "remote");
+    assert_eq!(cloud["energy_joules"], serde_json::Value::Null);
+    assert_eq!(cloud["completion_tokens"], 71);
+    // The upstream saw the cancelled client go away.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while upstream.stats()["cancelled"] != 1 {
+        assert!(Instant::now() < deadline, "{}", upstream.stats());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // An upstream that is down: a 502 naming it.
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let dir2 = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (serve2, proxy2) = start_serve(dir2.path(), &dead);
+    let answer = ureq::post(&format!("{proxy2}/api/generate"))
+        .send_string(r#"{"model":"llama3","prompt":"hi"}"#);
+    match answer {
+        Err(ureq::Error::Status(502, response)) => {
+            let body: serde_json::Value = response.into_json().unwrap_or_default();
+            assert!(
+                body["error"].as_str().is_some_and(|m| m.contains(&dead)),
+                "{body}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let r2 = records(&serve2, 1);
+    assert_eq!(r2[0]["status"], "error");
+}
+
+/// Peak resident memory of a process, from `/proc/PID/status`.
+fn peak_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn two_hundred_megabytes_stream_through_both_ways_without_being_held() {
+    use std::io::Read;
+    let upstream = Upstream::start();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (serve, proxy) = start_serve(dir.path(), &upstream.url);
+    let before = peak_rss_kib(serve.child.id());
+
+    let want: serde_json::Value = ureq::get(&format!("{}/big-sha?mb=200", upstream.url))
+        .call()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_json()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut body = ureq::get(&format!("{proxy}/big?mb=200"))
+        .call()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_reader();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut n = 0u64;
+    loop {
+        let k = body.read(&mut buf).unwrap_or_else(|e| panic!("{e}"));
+        if k == 0 {
+            break;
+        }
+        n += k as u64;
+    }
+    assert_eq!(Some(n), want["bytes"].as_u64());
+
+    // 200 MB up, as a chunked stream.
+    let zeros = std::io::repeat(0).take(200 << 20);
+    let echo: serde_json::Value = ureq::post(&format!("{proxy}/echo"))
+        .send(zeros)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_json()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(echo["body_bytes"], 200u64 << 20);
+
+    let grew_mib = peak_rss_kib(serve.child.id()).saturating_sub(before) / 1024;
+    assert!(grew_mib < 32, "serve's peak memory grew by {grew_mib} MiB");
+}
