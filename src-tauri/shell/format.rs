@@ -63,6 +63,21 @@ pub fn session_line(p: &Published) -> String {
     )
 }
 
+/// The menu line for the last inference request: `Last answer 412 J · 1.9 J/token`.
+pub fn last_answer_line(p: &Published) -> String {
+    let Some(r) = &p.inference.last else {
+        return "No answer measured yet".to_string();
+    };
+    match (r.energy_joules, r.joules_per_token) {
+        (Some(e), Some(jpt)) => format!("Last answer {e:.0} J · {jpt:.1} J/token"),
+        (Some(e), None) => format!("Last answer {e:.0} J"),
+        (None, _) if r.status == wattbar_core::inference::Status::Remote => {
+            format!("Last answer ran remotely ({})", r.model)
+        }
+        (None, _) => "Last answer: energy not measured".to_string(),
+    }
+}
+
 /// The third menu line: today's energy and cost from the store.
 pub fn today_line(p: &Published) -> String {
     match &p.totals {

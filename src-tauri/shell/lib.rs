@@ -77,6 +77,9 @@ fn setup(app: &mut tauri::App) -> Result<(), Box<dyn std::error::Error>> {
     if prefs.api_enabled {
         start_api(engine.reader(), db_path.clone());
     }
+    if prefs.llm_proxy_enabled {
+        start_llm_proxy(engine.reader(), &prefs);
+    }
     if let Err(e) = autostart::apply(app.handle(), prefs.launch_at_login) {
         tracing::warn!("{e}");
     }
@@ -152,6 +155,44 @@ fn setup(app: &mut tauri::App) -> Result<(), Box<dyn std::error::Error>> {
 
 /// Serves the local API for routers and scrapers, as `wattbar-cli serve` does. A port already in
 /// use (a `serve` running beside the app) is logged, not fatal.
+/// The inference proxy, from the preferences: listen address, and the upstream (else
+/// `OLLAMA_HOST`, else 127.0.0.1:11434). A proxy that cannot start is logged; the app goes on.
+fn start_llm_proxy(engine: wattbar_engine::EngineReader, prefs: &wattbar_core::Preferences) {
+    use wattbar_engine::inference::proxy;
+    let listen = prefs.llm_proxy_listen.clone();
+    let text = prefs
+        .llm_upstream
+        .clone()
+        .unwrap_or_else(|| proxy::default_upstream(std::env::var("OLLAMA_HOST").ok().as_deref()));
+    tauri::async_runtime::spawn(async move {
+        let upstream = match proxy::Upstream::parse(&text) {
+            Ok(u) => u,
+            Err(e) => {
+                tracing::warn!("the inference proxy is off: {e}");
+                return;
+            }
+        };
+        let listener = match tokio::net::TcpListener::bind(&listen).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!("the inference proxy is off: cannot listen on {listen}: {e}");
+                return;
+            }
+        };
+        tracing::info!("inference proxy on http://{listen} → {upstream}");
+        let served = proxy::serve(
+            listener,
+            upstream,
+            engine.tracker(),
+            std::future::pending::<()>(),
+        )
+        .await;
+        if let Err(e) = served {
+            tracing::warn!("the inference proxy stopped: {e}");
+        }
+    });
+}
+
 fn start_api(engine: wattbar_engine::EngineReader, db_path: std::path::PathBuf) {
     use wattbar_engine::api;
     let listen = std::env::var(API_LISTEN_ENV).unwrap_or_else(|_| api::DEFAULT_LISTEN.to_string());

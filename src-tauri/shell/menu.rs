@@ -8,6 +8,8 @@ pub enum MenuId {
     Session,
     /// Disabled line: today's kWh and cost.
     Today,
+    /// Disabled line: the last inference request's energy and J/token.
+    LastAnswer,
     LowPower,
     ResetSession,
     OpenDashboard,
@@ -16,10 +18,11 @@ pub enum MenuId {
 }
 
 impl MenuId {
-    pub const ALL: [MenuId; 8] = [
+    pub const ALL: [MenuId; 9] = [
         MenuId::Now,
         MenuId::Session,
         MenuId::Today,
+        MenuId::LastAnswer,
         MenuId::LowPower,
         MenuId::ResetSession,
         MenuId::OpenDashboard,
@@ -32,6 +35,7 @@ impl MenuId {
             MenuId::Now => "now",
             MenuId::Session => "session",
             MenuId::Today => "today",
+            MenuId::LastAnswer => "last-answer",
             MenuId::LowPower => "low-power",
             MenuId::ResetSession => "reset-session",
             MenuId::OpenDashboard => "open-dashboard",

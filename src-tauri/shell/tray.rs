@@ -19,6 +19,7 @@ pub struct Tray {
     now: MenuItem<Wry>,
     session: MenuItem<Wry>,
     today: MenuItem<Wry>,
+    last_answer: MenuItem<Wry>,
     low_power: CheckMenuItem<Wry>,
     shown: Shown,
     /// The watts drawn into the icon and when: small wobbles do not redraw it (see [`Tray::show`]).
@@ -51,6 +52,7 @@ struct Shown {
     now: String,
     session: String,
     today: String,
+    last_answer: String,
     low_power: bool,
 }
 
@@ -79,6 +81,7 @@ impl Tray {
         let now = info(MenuId::Now, "Starting…")?;
         let session = info(MenuId::Session, "Session —")?;
         let today = info(MenuId::Today, "Today —")?;
+        let last_answer = info(MenuId::LastAnswer, "No answer measured yet")?;
         let low_power = CheckMenuItem::with_id(
             app,
             MenuId::LowPower.as_str(),
@@ -95,6 +98,7 @@ impl Tray {
                 &now,
                 &session,
                 &today,
+                &last_answer,
                 &PredefinedMenuItem::separator(app)?,
                 &low_power,
                 &action(MenuId::ResetSession, "Reset session")?,
@@ -121,6 +125,7 @@ impl Tray {
             now,
             session,
             today,
+            last_answer,
             low_power,
             shown: Shown::default(),
             icon_drawn: None,
@@ -155,6 +160,7 @@ impl Tray {
             now: format::now_line(p),
             session: format::session_line(p),
             today: format::today_line(p),
+            last_answer: format::last_answer_line(p),
             low_power,
         };
         let result = (|| -> Result<(), tauri::Error> {
@@ -188,6 +194,9 @@ impl Tray {
             if next.today != self.shown.today {
                 self.today.set_text(&next.today)?;
             }
+            if next.last_answer != self.shown.last_answer {
+                self.last_answer.set_text(&next.last_answer)?;
+            }
             if next.low_power != self.shown.low_power || self.low_power.is_checked()? != low_power {
                 self.low_power.set_checked(low_power)?;
             }
@@ -219,7 +228,7 @@ fn on_menu_event(app: &AppHandle, event: MenuEvent) {
             app.exit(0);
             Ok(())
         }
-        Some(MenuId::Now) | Some(MenuId::Session) | Some(MenuId::Today) | None => Ok(()),
+        Some(MenuId::Now | MenuId::Session | MenuId::Today | MenuId::LastAnswer) | None => Ok(()),
     };
     if let Err(e) = result {
         tracing::warn!("menu {:?}: {e}", event.id());

@@ -19,6 +19,7 @@ function valueOf(input) {
   if (kind === "bool") return input.checked;
   const text = input.value.trim();
   if (kind === "text") return input.id === "currency" ? text.toUpperCase() : text;
+  if (kind === "optional-text") return text === "" ? null : text;
   if (kind === "optional-number" && text === "") return null;
   const value = numberOrText(text);
   return kind === "integer" && !Number.isInteger(value) ? text : value;

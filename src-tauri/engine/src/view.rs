@@ -73,6 +73,10 @@ pub struct StatePayload {
     pub carbon_g: Option<f64>,
     /// Today, this month and lifetime from the store, as of the last batch.
     pub totals: Option<LedgerTotals>,
+    /// Inference: the last records, the figures per model, the idle baseline and the score.
+    pub inference: std::sync::Arc<crate::inference::InferenceView>,
+    /// Requests in flight through the inference proxy.
+    pub inflight: usize,
 }
 
 /// A stretch of stored history (`/v1/history`, the dashboard's history tabs).
@@ -149,6 +153,8 @@ impl From<&Published> for StatePayload {
             notice: p.notice.clone(),
             carbon_g: p.session.carbon_g,
             totals: p.totals.clone(),
+            inference: std::sync::Arc::clone(&p.inference),
+            inflight: p.inflight,
         }
     }
 }

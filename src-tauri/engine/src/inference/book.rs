@@ -27,6 +27,8 @@ pub const BASELINE_SPAN: Duration = Duration::from_secs(10 * 60);
 const BASELINE_EVERY: Duration = Duration::from_secs(30);
 /// Records kept in memory for readers.
 pub const RECENT_RECORDS: usize = 1000;
+/// Records readers are shown live.
+pub const SHOWN_RECORDS: usize = 10;
 /// Records the mean score (and so the advice) is taken over.
 pub const SCORED_RECORDS: usize = 10;
 
@@ -38,6 +40,8 @@ pub type Records = Arc<Mutex<VecDeque<Record>>>;
 pub struct InferenceView {
     pub seq: u64,
     pub last: Option<Record>,
+    /// The last [`SHOWN_RECORDS`] records, newest first.
+    pub recent: Vec<Record>,
     pub models: Vec<ModelStats>,
     pub baseline: Option<Baseline>,
     /// Mean score of the last [`SCORED_RECORDS`] scored records, and their mean tokens/s per W.
@@ -300,6 +304,7 @@ impl Book {
     fn rebuild_view(&mut self) {
         let recent = self.lock_records();
         let last = recent.back().cloned();
+        let shown: Vec<Record> = recent.iter().rev().take(SHOWN_RECORDS).cloned().collect();
         let scored: Vec<&Record> = recent
             .iter()
             .rev()
@@ -324,6 +329,7 @@ impl Book {
         self.view = Arc::new(InferenceView {
             seq: self.view.seq + 1,
             last,
+            recent: shown,
             models,
             baseline: self.baseline.clone(),
             score,
