@@ -63,6 +63,7 @@ fn setup(app: &mut tauri::App) -> Result<(), Box<dyn std::error::Error>> {
     {
         config.batch_interval = batch;
     }
+    config.advice_file = wattbar_engine::paths::advice_path().ok();
     if prefs.api_enabled {
         config.api = Some(
             std::env::var(API_LISTEN_ENV)

@@ -287,6 +287,7 @@ pub async fn serve(command: Cmd) -> Result<()> {
     let mut config = EngineConfig::new(prefs).with_store(db.clone());
     config.batch_interval = batch;
     config.api = Some(addr.to_string());
+    config.advice_file = paths::advice_path().ok();
     let engine = wattbar_engine::spawn(chain, config)?;
     if let Some(notice) = &engine.current().notice {
         tracing::warn!("{notice}");

@@ -227,6 +227,12 @@ fn the_official_clients_get_their_answers_and_each_request_its_energy() {
         lp["score"].is_number() && lp["tokens_per_second_per_watt"].is_number(),
         "{lp}"
     );
+    // Routers that read a file get the same JSON.
+    let file = std::fs::read_to_string(dir.path().join("low-power.json"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let from_file: serde_json::Value =
+        serde_json::from_str(&file).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(from_file, lp);
     // Ollama would have refused any Host but a loopback one.
     let hosts = upstream.stats()["hosts"].clone();
     assert!(

@@ -48,6 +48,9 @@ pub struct EngineConfig {
     pub clock: Arc<dyn Clock>,
     /// The API address this engine serves, written in the lock file for clients to find.
     pub api: Option<String>,
+    /// Where the low-power advice is kept current for routers that read a file
+    /// ([`crate::paths::advice_path`]); `None`: nowhere.
+    pub advice_file: Option<PathBuf>,
 }
 
 impl EngineConfig {
@@ -59,6 +62,7 @@ impl EngineConfig {
             os_power: crate::os_power::ProfilesCtl::default(),
             clock: Arc::new(SystemClock::new()),
             api: None,
+            advice_file: None,
         }
     }
 
@@ -89,6 +93,9 @@ struct Engine {
     lock: Option<EngineLock>,
     tracker: Arc<Tracker>,
     book: Book,
+    advice_file: Option<PathBuf>,
+    /// The advice as last written to `advice_file`.
+    advice_written: Option<String>,
 }
 
 enum Work {
@@ -104,6 +111,40 @@ impl Engine {
     }
 
     fn run(&mut self, work: Work) {
+        self.work(work);
+        self.write_advice();
+    }
+
+    /// Writes the low-power view to the advice file when it changed: a whole new file renamed
+    /// over the old one, so a reader never sees half of it.
+    fn write_advice(&mut self) {
+        let Some(path) = self.advice_file.as_ref() else {
+            return;
+        };
+        let view =
+            crate::view::LowPowerView::from_parts(self.low_power.state(), self.low_power.advice());
+        let Ok(json) = serde_json::to_string(&view) else {
+            return;
+        };
+        if self.advice_written.as_deref() == Some(json.as_str()) {
+            return;
+        }
+        let tmp = path.with_extension("json.tmp");
+        let written = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&tmp, format!("{json}\n")))
+            .and_then(|()| std::fs::rename(&tmp, path));
+        match written {
+            Ok(()) => self.advice_written = Some(json),
+            Err(e) => {
+                tracing::warn!("{}: {e}", path.display());
+                self.advice_file = None;
+            }
+        }
+    }
+
+    fn work(&mut self, work: Work) {
         match work {
             Work::Sample => self.sample(),
             Work::Wake => {
@@ -445,7 +486,10 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         lock,
         tracker: Arc::clone(&tracker),
         book,
+        advice_file: config.advice_file,
+        advice_written: None,
     };
+    engine.write_advice();
     engine.measured_changed();
     let recent = engine.recent.clone();
     let intervals = engine.book.intervals();

@@ -23,3 +23,20 @@ pub fn preferences_path() -> Result<PathBuf, Error> {
 pub fn database_path() -> Result<PathBuf, Error> {
     Ok(data_dir()?.join(crate::store::DB_FILE))
 }
+
+/// The file routers that do not speak HTTP read the low-power advice from (the JSON of
+/// `GET /v1/low-power`): in the runtime folder (`$XDG_RUNTIME_DIR/wattbar` on Linux), else in
+/// the data folder (macOS, or with `WATTBAR_DATA_DIR` set).
+pub const ADVICE_FILE: &str = "low-power.json";
+
+pub fn advice_path() -> Result<PathBuf, Error> {
+    if std::env::var_os(DATA_DIR_ENV).is_some_and(|d| !d.is_empty()) {
+        return Ok(data_dir()?.join(ADVICE_FILE));
+    }
+    match directories::ProjectDirs::from("dev", "wattbar", "Wattbar")
+        .and_then(|p| p.runtime_dir().map(|d| d.to_path_buf()))
+    {
+        Some(dir) => Ok(dir.join(ADVICE_FILE)),
+        None => Ok(data_dir()?.join(ADVICE_FILE)),
+    }
+}

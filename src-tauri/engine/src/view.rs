@@ -6,7 +6,7 @@ use crate::ledger::LedgerTotals;
 use crate::store::{HistoryPoint, Step};
 use crate::{Point, Published};
 use serde::Serialize;
-use wattbar_core::policy::Reason;
+use wattbar_core::policy::{Advice, Reason};
 use wattbar_core::{Domain, Quality, Unavailable};
 
 /// Low-power mode as routers and the UI read it (`GET /v1/low-power`).
@@ -26,18 +26,24 @@ pub struct LowPowerView {
     pub most_efficient_model: Option<String>,
 }
 
+impl LowPowerView {
+    pub fn from_parts(state: &wattbar_core::LowPowerState, advice: &Advice) -> Self {
+        LowPowerView {
+            enabled: state.enabled,
+            since: state.since,
+            reason: state.reason,
+            recommended_model: advice.recommended_model.clone(),
+            recommendation: advice.recommendation.clone(),
+            score: advice.score,
+            tokens_per_second_per_watt: advice.tokens_per_second_per_watt,
+            most_efficient_model: advice.most_efficient_model.clone(),
+        }
+    }
+}
+
 impl From<&Published> for LowPowerView {
     fn from(p: &Published) -> Self {
-        LowPowerView {
-            enabled: p.low_power.enabled,
-            since: p.low_power.since,
-            reason: p.low_power.reason,
-            recommended_model: p.advice.recommended_model.clone(),
-            recommendation: p.advice.recommendation.clone(),
-            score: p.advice.score,
-            tokens_per_second_per_watt: p.advice.tokens_per_second_per_watt,
-            most_efficient_model: p.advice.most_efficient_model.clone(),
-        }
+        LowPowerView::from_parts(&p.low_power, &p.advice)
     }
 }
 
