@@ -18,6 +18,7 @@
 //                               llama3.2 JSON for model `llama3.2`
 //     special models (streamed):  `error-after-200`: 3 lines/events, then an error line/event, end
 //                                 `slow`: 500 ms between lines/events
+//                                 `bench-500`: 500 lines/events, no pause (the proxy benchmark)
 //     models ending `:cloud`/`-cloud` are answered like any other.
 //   GET  /big?mb=N              N MiB (fractions allowed) of deterministic bytes, chunked, 64 KiB
 //                               writes honouring backpressure; logs byte count + SHA-256 to stderr
@@ -167,6 +168,7 @@ async function streamPieces(res, path, contentType, pieces, paceMs) {
   res.writeHead(200, { 'Content-Type': contentType });
   for (let i = 0; i < pieces.length; i++) {
     if (i > 0 && paceMs > 0) await sleep(paceMs);
+    else if (i > 0 && paceMs < 0) await new Promise((resolve) => setImmediate(resolve));
     if (state.closed) return;
     if (!res.write(pieces[i])) await drained(res);
   }
@@ -175,6 +177,11 @@ async function streamPieces(res, path, contentType, pieces, paceMs) {
 
 // Chooses the replayed stream for a streamed request, applying the special models.
 function streamFor(model, pieces, errorPiece) {
+  // For the proxy benchmark: 500 chunks (the first token line 499 times, then the final line),
+  // each written on its own turn of the event loop with no pause.
+  if (model === 'bench-500') {
+    return { pieces: [...Array(499).fill(pieces[0]), pieces[pieces.length - 1]], pace: -1 };
+  }
   if (model === 'error-after-200') return { pieces: [...pieces.slice(0, 3), errorPiece], pace: PACE_MS };
   if (model === 'slow') return { pieces, pace: SLOW_PACE_MS };
   return { pieces, pace: PACE_MS };

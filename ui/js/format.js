@@ -11,3 +11,25 @@ export function energy(kwh) {
 export function money(amount, currency) {
   return amount < 0.01 ? `${amount.toFixed(4)} ${currency}` : `${amount.toFixed(2)} ${currency}`;
 }
+
+function known(x) {
+  return x !== null && x !== undefined && Number.isFinite(x);
+}
+
+// A measured figure (joules, J/token, tokens/s, tokens/s per W) to about three significant
+// digits; "—" when unknown: absent is never 0.
+export function figure(x) {
+  if (!known(x)) return "—";
+  const a = Math.abs(x);
+  return x.toFixed(a >= 100 ? 0 : a >= 10 ? 1 : a >= 1 ? 2 : 3);
+}
+
+// A number to a fixed count of decimals (a score, seconds); "—" when unknown.
+export function fixed(x, digits) {
+  return known(x) ? x.toFixed(digits) : "—";
+}
+
+// A count (tokens, requests); "—" when unknown.
+export function count(n) {
+  return known(n) ? String(Math.round(n)) : "—";
+}

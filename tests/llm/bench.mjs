@@ -1,0 +1,63 @@
+#!/usr/bin/env node
+// The proxy's added latency: the same 500-chunk NDJSON stream (`bench-500`), requested
+// directly from the upstream and through the proxy, one request at a time, alternating.
+// Prints time to first byte and total time (p50, p99) for both, and the difference.
+//
+// Usage: node tests/llm/bench.mjs <upstream url> <proxy url> [requests=200]
+import http from 'node:http';
+
+const [upstream, proxy, n = '200'] = process.argv.slice(2);
+if (!upstream || !proxy) {
+  console.error('usage: bench.mjs <upstream url> <proxy url> [requests]');
+  process.exit(2);
+}
+const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+const body = JSON.stringify({ model: 'bench-500', prompt: 'x', stream: true });
+
+function once(base) {
+  return new Promise((resolve, reject) => {
+    const t0 = process.hrtime.bigint();
+    let first = null;
+    let lines = 0;
+    const req = http.request(`${base}/api/generate`, {
+      method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+    }, (res) => {
+      res.on('data', (chunk) => {
+        if (first === null) first = process.hrtime.bigint();
+        for (const b of chunk) if (b === 10) lines++;
+      });
+      res.on('end', () => {
+        const end = process.hrtime.bigint();
+        resolve({ ttfb: Number(first - t0) / 1e6, total: Number(end - t0) / 1e6, lines, firstBeforeEnd: first < end });
+      });
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+const pct = (xs, p) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)];
+};
+
+const runs = { direct: [], proxy: [] };
+for (let i = 0; i < 10; i++) { await once(upstream); await once(proxy); } // warm-up
+for (let i = 0; i < Number(n); i++) {
+  runs.direct.push(await once(upstream));
+  runs.proxy.push(await once(proxy));
+}
+for (const r of runs.proxy) {
+  if (r.lines !== 500) throw new Error(`a proxied stream had ${r.lines} lines, not 500`);
+}
+const row = (name, key) => {
+  const d = runs.direct.map((r) => r[key]);
+  const p = runs.proxy.map((r) => r[key]);
+  return `${name.padEnd(22)} direct p50 ${pct(d, 50).toFixed(3)} ms p99 ${pct(d, 99).toFixed(3)} ms | proxy p50 ${pct(p, 50).toFixed(3)} ms p99 ${pct(p, 99).toFixed(3)} ms | added p50 ${(pct(p, 50) - pct(d, 50)).toFixed(3)} ms p99 ${(pct(p, 99) - pct(d, 99)).toFixed(3)} ms`;
+};
+console.log(`${n} requests each, 500-chunk stream`);
+console.log(row('time to first byte', 'ttfb'));
+console.log(row('total', 'total'));
+const streamed = runs.proxy.filter((r) => r.firstBeforeEnd).length;
+console.log(`first byte before the last through the proxy: ${streamed}/${runs.proxy.length} requests`);
+agent.destroy();
