@@ -1,11 +1,18 @@
 // Drives the dashboard that `wattbar-cli serve` serves, in Debian's Chromium, and prints what it
 // saw as one JSON object. WATTBAR_URL, WATTBAR_TOKEN and SCREENSHOT come from the Rust test.
+// With WATTBAR_LLM_PROXY (the address of `serve --llm-proxy`, e.g. http://127.0.0.1:11435) it also
+// sends one request through the proxy with tests/llm/clients.mjs while the page is open, and
+// waits for it in the Models panel and the last requests, without a reload.
 import { chromium } from "playwright-core";
+import { execFile } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 
 const url = process.env.WATTBAR_URL;
 const token = process.env.WATTBAR_TOKEN;
 const screenshot = process.env.SCREENSHOT;
 const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
+const llmProxy = process.env.WATTBAR_LLM_PROXY;
 
 const browser = await chromium.launch({ executablePath, headless: true, args: ["--no-sandbox"] });
 const report = {};
@@ -33,6 +40,29 @@ try {
     null, { timeout: 10000 });
   report.low_power_after_toggle = await page.isChecked("#low-power");
   report.low_power_status = await page.textContent("#low-power-status");
+  // The Models panel: its hint until a request was measured, then one row per model.
+  await page.waitForSelector("#inference:not([hidden])", { timeout: 10000 });
+  const models = () => page.evaluate(() => ({
+    hint: document.getElementById("models-hint").hidden ? null
+      : document.getElementById("models-hint").textContent.replace(/\s+/g, " ").trim(),
+    rows: [...document.querySelectorAll("#models-rows tr")].map((tr) => tr.dataset.model),
+    requests: [...document.querySelectorAll("#requests li")].map((li) => li.dataset.id),
+  }));
+  const before = await models();
+  report.models_hint = before.hint;
+  report.models = before.rows;
+  if (llmProxy) {
+    const run = promisify(execFile);
+    const clients = fileURLToPath(new URL("../llm/clients.mjs", import.meta.url));
+    await run("node", [clients, "ollama-generate-stream", llmProxy], { timeout: 30000 });
+    await page.waitForFunction(
+      (seen) => [...document.querySelectorAll("#requests li")].some((li) => !seen.includes(li.dataset.id)),
+      before.requests, { timeout: 15000 });
+    const after = await models();
+    report.models_after_request = after.rows;
+    report.last_request = (await page.textContent("#requests li")).replace(/\s+/g, " ").trim();
+    report.same_page_after_request = await page.evaluate(() => window.__loadedOnce === true);
+  }
   if (screenshot) await page.screenshot({ path: screenshot, fullPage: true });
 } catch (e) {
   errors.push(String(e));
@@ -46,6 +76,14 @@ if (errors.length) {
 }
 if (!report.same_page || report.transport !== "http") {
   console.error(`the page reloaded or did not use the HTTP transport: ${JSON.stringify(report)}`);
+  process.exit(1);
+}
+if (report.models.length === 0 && !report.models_hint?.includes("OLLAMA_HOST=")) {
+  console.error(`no models and no hint to point a client at the proxy: ${JSON.stringify(report)}`);
+  process.exit(1);
+}
+if (llmProxy && (!report.same_page_after_request || !report.models_after_request.includes("llama3"))) {
+  console.error(`the request through the proxy did not appear without a reload: ${JSON.stringify(report)}`);
   process.exit(1);
 }
 console.log(JSON.stringify(report));

@@ -1,6 +1,7 @@
 // The dashboard: shows published state and sends the user's changes. Updates text in place.
 import * as transport from "./transport.js";
 import * as fmt from "./format.js";
+import { renderInference } from "./models.js";
 
 const WINDOW_SECONDS = 5 * 60;
 const $ = (id) => document.getElementById(id);
@@ -159,6 +160,7 @@ function render(state) {
   }
   setText($("price-value"), `${state.price_per_kwh} ${state.currency}/kWh`, state.price_per_kwh);
   renderLowPower(state.low_power);
+  renderInference(state.inference, state.inflight);
   const os = $("os-low-power");
   os.hidden = state.os_low_power_mode === null || state.os_low_power_mode === undefined;
   if (!os.hidden) setText(os, `macOS Low Power Mode: ${state.os_low_power_mode ? "on" : "off"}`);

@@ -20,6 +20,7 @@ function known(x) {
 // digits; "—" when unknown: absent is never 0.
 export function figure(x) {
   if (!known(x)) return "—";
+  if (x === 0) return "0";
   const a = Math.abs(x);
   return x.toFixed(a >= 100 ? 0 : a >= 10 ? 1 : a >= 1 ? 2 : 3);
 }

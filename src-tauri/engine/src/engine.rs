@@ -100,7 +100,8 @@ struct Engine {
 
 enum Work {
     Sample,
-    /// A request started or ended: sample now unless the sources cannot have moved yet.
+    /// A request started or ended: sample now unless the last sample is more recent than the
+    /// fast period.
     Wake,
     Apply(Command),
 }
@@ -148,12 +149,14 @@ impl Engine {
         match work {
             Work::Sample => self.sample(),
             Work::Wake => {
+                // At most one sample per fast period, however many requests start and end: a
+                // flood of short requests must not become a flood of samples.
                 let since = self
                     .last_stamp
                     .map(|l| self.clock.elapsed().saturating_sub(l.monotonic));
-                match (since, self.chain.min_interval()) {
-                    (Some(since), Some(min)) if since < min => {}
-                    _ => self.sample(),
+                let fast = self.fast_period();
+                if since.is_none_or(|s| s >= fast) {
+                    self.sample();
                 }
             }
             Work::Apply(command) => self.apply(command),
@@ -292,12 +295,19 @@ impl Engine {
         self.last_stamp = Some(at);
     }
 
+    /// The configured pace while idle; the fast one while a request is in flight or waits for
+    /// the sample that settles it.
     fn period(&self) -> Duration {
-        let idle = period(&self.prefs, &self.chain);
-        if self.tracker.inflight() == 0 {
-            return idle;
+        if self.tracker.inflight() == 0 && !self.tracker.unsettled() {
+            period(&self.prefs, &self.chain)
+        } else {
+            self.fast_period()
         }
-        let fast = idle.min(INFERENCE_INTERVAL);
+    }
+
+    /// [`INFERENCE_INTERVAL`], or the configured pace if faster, never faster than the sources.
+    fn fast_period(&self) -> Duration {
+        let fast = period(&self.prefs, &self.chain).min(INFERENCE_INTERVAL);
         match self.chain.min_interval() {
             Some(min) if min > fast => min,
             _ => fast,

@@ -104,6 +104,11 @@ impl Tracker {
         self.inflight.subscribe()
     }
 
+    /// Requests that ended and wait for the engine's next sample.
+    pub fn unsettled(&self) -> bool {
+        !self.lock().finished.is_empty()
+    }
+
     /// The requests still in flight.
     pub fn open(&self) -> Vec<Open> {
         self.lock().open.values().copied().collect()

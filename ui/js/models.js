@@ -1,0 +1,144 @@
+// The inference panel: figures per model and the last requests through the inference proxy.
+// Its tables are rebuilt only when the engine's inference view changes (its seq moves once per
+// finished request or new idle baseline), not on every sample; the in-flight count is one line of
+// text and follows every state. Unknown figures read "—", never 0.
+import * as fmt from "./format.js";
+
+const $ = (id) => document.getElementById(id);
+// What is on screen: the view's seq and its last record, so that an engine restarted with the
+// same seq but other records is still redrawn.
+let shownKey = null;
+
+const STATUS = { ok: "ok", cancelled: "cancelled", error: "error", remote: "cloud" };
+
+function setText(el, text, value) {
+  if (el.textContent !== text) el.textContent = text;
+  if (value !== undefined) el.dataset.value = String(value);
+}
+
+// An element with attributes (null and undefined ones left out) and children (text or nodes).
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined) continue;
+    if (name === "class") node.className = value;
+    else node.setAttribute(name, String(value));
+  }
+  node.append(...children.filter((c) => c !== null && c !== undefined));
+  return node;
+}
+
+// A figure's cell: the text, and the raw number (empty when unknown) for tests and tools.
+function cell(text, value, ...more) {
+  return el("td", { "data-value": value ?? "" }, text, ...more);
+}
+
+// Every request of the model ran on a cloud model: nothing was drawn here.
+function onlyRemote(m) {
+  return m.requests > 0 && (m.requests_by_status?.remote ?? 0) === m.requests;
+}
+
+function modelRow(m, best) {
+  const name = el("th", { scope: "row" }, m.model);
+  if (best) name.append(" ", el("span", { class: "badge best" }, "most efficient"));
+  // Requests that did not end in a local answer, under the name (the narrow window has no room
+  // beside the count).
+  const others = Object.entries(m.requests_by_status ?? {})
+    .filter(([status]) => status !== "ok")
+    .map(([status, n]) => `${n} ${STATUS[status] ?? status}`)
+    .join(", ");
+  if (others) name.append(el("small", {}, others));
+  const energy = onlyRemote(m)
+    ? el("td", { class: "remote", "data-value": "" }, "ran remotely")
+    : cell(fmt.figure(m.joules_per_token), m.joules_per_token,
+      el("small", { class: "net", "data-value": m.net_joules_per_token ?? "" },
+        `net ${fmt.figure(m.net_joules_per_token)}`));
+  return el("tr", { "data-model": m.model, "data-best": best ? "true" : null },
+    name,
+    cell(fmt.count(m.requests), m.requests),
+    energy,
+    cell(fmt.figure(m.tokens_per_second), m.tokens_per_second),
+    cell(fmt.figure(m.tokens_per_second_per_watt), m.tokens_per_second_per_watt),
+    cell(fmt.fixed(m.score, 1), m.score));
+}
+
+// One field of a request's line: its text, and its raw number for tests and tools.
+function field(name, text, value) {
+  return el("span", { "data-field": name, "data-value": value ?? "" }, text);
+}
+
+function requestItem(r) {
+  const start = new Date(r.start * 1000);
+  const fields = r.status === "remote"
+    ? [el("span", { "data-field": "energy", class: "remote" }, "ran remotely")]
+    : [field("energy", `${fmt.figure(r.energy_joules)} J`, r.energy_joules),
+      field("joules-per-token", `${fmt.figure(r.joules_per_token)} J/token`, r.joules_per_token)];
+  fields.push(
+    field("tokens", `${fmt.count(r.completion_tokens)} tokens`, r.completion_tokens),
+    field("tokens-per-second", `${fmt.figure(r.tokens_per_second)} tok/s`, r.tokens_per_second),
+    field("wall", `${fmt.fixed(r.wall_seconds, 2)} s`, r.wall_seconds));
+  // Text separators, so that a screen reader pauses between the figures too.
+  const line = fields.flatMap((f, n) => (n === 0 ? [f] : [" · ", f]));
+  return el("li", { "data-id": r.id, "data-status": r.status },
+    el("div", { class: "head" },
+      el("time", { datetime: start.toISOString() }, start.toLocaleTimeString()), " ",
+      el("span", { class: "model" }, r.model), " ",
+      el("span", { class: "badge status", "data-status": r.status }, STATUS[r.status] ?? r.status)),
+    el("div", { class: "line" }, ...line),
+    r.error ? el("div", { class: "error" }, r.error) : null);
+}
+
+function renderModels(inference) {
+  const models = inference.models ?? [];
+  $("models-hint").hidden = models.length > 0;
+  $("models").hidden = models.length === 0;
+  $("models-rows").replaceChildren(
+    ...models.map((m) => modelRow(m, m.model === inference.most_efficient_model)));
+  const scale = $("models-scale");
+  scale.hidden = models.length === 0;
+  // The ceiling is a preference, shown as the user set it.
+  let text = `Score 0–10: 10 is ${inference.ceiling} tokens/s per W or more.`;
+  if (inference.score !== null && inference.score !== undefined) {
+    text += ` Last answers: ${fmt.figure(inference.tokens_per_second_per_watt)} tokens/s per W,`
+      + ` score ${fmt.fixed(inference.score, 1)}.`;
+  }
+  setText(scale, text);
+}
+
+function renderBaseline(inference) {
+  const line = $("baseline");
+  const b = inference.baseline;
+  if (b) {
+    setText(line, `Idle baseline ${fmt.watts(b.watts)} W — ${b.method}`);
+  } else if ((inference.models ?? []).length > 0) {
+    setText(line, "Idle baseline not taken yet: net J/token follows once the machine has idled a while.");
+  } else {
+    setText(line, "");
+  }
+  line.hidden = line.textContent === "";
+  line.dataset.watts = b ? String(b.watts) : "";
+}
+
+function renderRequests(recent) {
+  $("requests-box").hidden = recent.length === 0;
+  $("requests").replaceChildren(...recent.map(requestItem));
+}
+
+// inference: the state's inference view (absent from an engine without one: the panel stays
+// hidden); inflight: requests now passing through the proxy.
+export function renderInference(inference, inflight) {
+  const panel = $("inference");
+  panel.hidden = !inference;
+  if (!inference) return;
+  const n = inflight ?? 0;
+  const flying = $("inflight");
+  flying.hidden = !(n > 0);
+  setText(flying, `${n} ${n === 1 ? "request" : "requests"} in flight`, n);
+  const key = `${inference.seq}/${inference.last?.id ?? ""}`;
+  if (key === shownKey) return;
+  shownKey = key;
+  renderModels(inference);
+  renderBaseline(inference);
+  renderRequests(inference.recent ?? []);
+  panel.dataset.seq = String(inference.seq);
+}
