@@ -297,6 +297,7 @@ fn cancels_errors_cloud_models_and_a_missing_upstream_are_told_apart() {
             .unwrap_or_default()
     };
     assert_eq!(by("slow")["status"], "cancelled");
+    assert_eq!(by("slow")["error"], serde_json::Value::Null);
     let err = by("error-after-200");
     assert_eq!(err["status"], "error");
     assert!(err["error"]

@@ -344,14 +344,15 @@ impl Metered {
             return;
         };
         let mut figures = meter.finish();
-        let status = status.unwrap_or(if figures.error.is_some() || self.http_error {
-            Status::Error
-        } else if figures.finished {
-            Status::Ok
-        } else {
-            figures.error = Some("the server ended the response before it was complete".into());
-            Status::Error
-        });
+        let status = match status {
+            Some(s) => s,
+            None if figures.error.is_some() || self.http_error => Status::Error,
+            None if figures.finished => Status::Ok,
+            None => {
+                figures.error = Some("the server ended the response before it was complete".into());
+                Status::Error
+            }
+        };
         inflight.finish(status, figures);
     }
 }
