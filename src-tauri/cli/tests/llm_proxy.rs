@@ -384,3 +384,80 @@ fn two_hundred_megabytes_stream_through_both_ways_without_being_held() {
     let grew_mib = peak_rss_kib(serve.child.id()).saturating_sub(before) / 1024;
     assert!(grew_mib < 32, "serve's peak memory grew by {grew_mib} MiB");
 }
+
+#[test]
+fn a_router_records_its_own_inference_and_asks_for_any_window_and_the_cli_lists_models() {
+    let upstream = Upstream::start();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (serve, proxy) = start_serve(dir.path(), &upstream.url);
+    client("openai-chat-stream", &proxy);
+    // Four seconds of 100 W with no request in flight (the last sample may be a second old): the
+    // window below is the router's alone; one that overlapped the proxied request would share
+    // its energy with it.
+    std::thread::sleep(Duration::from_secs(4));
+    let token = std::fs::read_to_string(dir.path().join("api-token"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .trim()
+        .to_string();
+    let now = f(&serve.get("/v1/snapshot")["at"]);
+
+    // 40 tokens at 20 tokens/s: the last 2 s before `end`, 200 J at 100 W.
+    let body = serde_json::json!({
+        "model": "router-model", "completion_tokens": 40, "tokens_per_second": 20.0,
+        "end": now - 0.2
+    });
+    let unauthorised = ureq::post(&format!("{}/v1/inference", serve.url)).send_json(&body);
+    assert!(matches!(unauthorised, Err(ureq::Error::Status(401, _))));
+    let r: serde_json::Value = ureq::post(&format!("{}/v1/inference", serve.url))
+        .set("Authorization", &format!("Bearer {token}"))
+        .send_json(&body)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_json()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r["route"], "external");
+    assert!((f(&r["energy_joules"]) - 200.0).abs() < 4.0, "{r}");
+    // 200 J for 40 tokens.
+    assert!((f(&r["joules_per_token"]) - 5.0).abs() < 0.1, "{r}");
+    let bad = ureq::post(&format!("{}/v1/inference", serve.url))
+        .set("Authorization", &format!("Bearer {token}"))
+        .send_json(serde_json::json!({"model": "m", "completion_tokens": 5}));
+    assert!(matches!(bad, Err(ureq::Error::Status(400, _))));
+
+    // Any window: 1.5 s of 100 W.
+    let e = serve.get(&format!("/v1/energy?from={}&to={}", now - 1.5, now));
+    assert!((f(&e["joules"]) - 150.0).abs() < 3.0, "{e}");
+    assert!(f(&e["covered_fraction"]) > 0.98, "{e}");
+    assert!((f(&e["mean_watts"]) - WATTS).abs() < 1.0, "{e}");
+
+    // The CLI reads the same ledger beside the running engine.
+    let out = common::cli(dir.path())
+        .args(["models", "--json"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let models: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = models["models"]
+        .as_array()
+        .map(|m| m.iter().filter_map(|x| x["model"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(names, vec!["router-model", "openai/gpt-oss-20b"]);
+    let out = common::cli(dir.path())
+        .args(["inference", "--since", "1h", "--json"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let listed: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(listed["records"].as_array().map(Vec::len), Some(2));
+    let csv = common::cli(dir.path())
+        .args(["models", "--csv"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let text = String::from_utf8_lossy(&csv.stdout);
+    assert!(text.starts_with("model,requests,"), "{text}");
+    assert!(text.contains("\nopenai/gpt-oss-20b,1,84,57,"), "{text}");
+}

@@ -312,7 +312,7 @@ pub async fn serve(
 
 /// After a failed accept: a connection that went away before it was accepted is nothing; any
 /// other error (out of file descriptors) is logged and waited out, so the loop does not spin.
-async fn accept_failed(e: std::io::Error) {
+pub(crate) async fn accept_failed(e: std::io::Error) {
     use std::io::ErrorKind;
     if matches!(
         e.kind(),

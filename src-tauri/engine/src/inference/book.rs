@@ -364,24 +364,25 @@ mod tests {
         Stamp::new(Duration::from_secs_f64(s), 1.7e9 + s)
     }
 
+    /// The one-second interval starting at `t`, at `watts`, measured by RAPL.
+    fn second(t: f64, watts: f64) -> Interval {
+        Interval {
+            start: t,
+            end: t + 1.0,
+            unix_start: 1.7e9 + t,
+            unix_end: 1.7e9 + t + 1.0,
+            joules: Some(watts),
+            by_domain: Vec::new(),
+            quality: Some(wattbar_core::Quality::Measured),
+            source: Some("rapl".into()),
+        }
+    }
+
     /// One-second intervals at `watts` from 0 to `seconds`.
     fn book_at(watts: f64, seconds: usize) -> Book {
         let mut book = Book::new(Vec::new(), None, 5.0);
         for k in 0..seconds {
-            let t = k as f64;
-            book.push_interval(
-                Interval {
-                    start: t,
-                    end: t + 1.0,
-                    unix_start: 1.7e9 + t,
-                    unix_end: 1.7e9 + t + 1.0,
-                    joules: Some(watts),
-                    by_domain: Vec::new(),
-                    quality: Some(wattbar_core::Quality::Measured),
-                    source: Some("rapl".into()),
-                },
-                &[],
-            );
+            book.push_interval(second(k as f64, watts), &[]);
         }
         book
     }
@@ -444,20 +445,7 @@ mod tests {
         // 12 idle seconds at 30 W, a request at 130 W for 2 s.
         let mut book = Book::new(Vec::new(), None, 5.0);
         for (k, w) in [30.0; 12].into_iter().chain([130.0, 130.0]).enumerate() {
-            let t = k as f64;
-            book.push_interval(
-                Interval {
-                    start: t,
-                    end: t + 1.0,
-                    unix_start: 1.7e9 + t,
-                    unix_end: 1.7e9 + t + 1.0,
-                    joules: Some(w),
-                    by_domain: Vec::new(),
-                    quality: None,
-                    source: None,
-                },
-                &[],
-            );
+            book.push_interval(second(k as f64, w), &[]);
             // Baselines are taken every 30 s: take one after the idle part.
             if k == 11 {
                 book.baseline_taken = None;

@@ -143,8 +143,7 @@ pub async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
                 Err(e) => {
-                    tracing::debug!("proxy accept: {e}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    crate::api::accept_failed(e).await;
                     continue;
                 }
             },
