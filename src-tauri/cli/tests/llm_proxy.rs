@@ -430,34 +430,21 @@ fn a_router_records_its_own_inference_and_asks_for_any_window_and_the_cli_lists_
     assert!((f(&e["mean_watts"]) - WATTS).abs() < 1.0, "{e}");
 
     // The CLI reads the same ledger beside the running engine.
-    let out = common::cli(dir.path())
-        .args(["models", "--json"])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let models: serde_json::Value =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+        serde_json::from_str(&common::run_cli(dir.path(), &["models", "--json"]))
+            .unwrap_or_else(|e| panic!("{e}"));
     let names: Vec<&str> = models["models"]
         .as_array()
         .map(|m| m.iter().filter_map(|x| x["model"].as_str()).collect())
         .unwrap_or_default();
     assert_eq!(names, vec!["router-model", "openai/gpt-oss-20b"]);
-    let out = common::cli(dir.path())
-        .args(["inference", "--since", "1h", "--json"])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let listed: serde_json::Value =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let listed: serde_json::Value = serde_json::from_str(&common::run_cli(
+        dir.path(),
+        &["inference", "--since", "1h", "--json"],
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(listed["records"].as_array().map(Vec::len), Some(2));
-    let csv = common::cli(dir.path())
-        .args(["models", "--csv"])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let text = String::from_utf8_lossy(&csv.stdout);
+    let text = common::run_cli(dir.path(), &["models", "--csv"]);
     assert!(text.starts_with("model,requests,"), "{text}");
     assert!(text.contains("\nopenai/gpt-oss-20b,1,84,57,"), "{text}");
 }

@@ -95,7 +95,7 @@ struct Engine {
     book: Book,
     advice_file: Option<PathBuf>,
     /// The advice as last written to `advice_file`.
-    advice_written: Option<String>,
+    advice_written: Option<crate::view::LowPowerView>,
 }
 
 enum Work {
@@ -124,12 +124,12 @@ impl Engine {
         };
         let view =
             crate::view::LowPowerView::from_parts(self.low_power.state(), self.low_power.advice());
+        if self.advice_written.as_ref() == Some(&view) {
+            return;
+        }
         let Ok(json) = serde_json::to_string(&view) else {
             return;
         };
-        if self.advice_written.as_deref() == Some(json.as_str()) {
-            return;
-        }
         let tmp = path.with_extension("json.tmp");
         let written = path
             .parent()
@@ -137,7 +137,7 @@ impl Engine {
             .and_then(|()| std::fs::write(&tmp, format!("{json}\n")))
             .and_then(|()| std::fs::rename(&tmp, path));
         match written {
-            Ok(()) => self.advice_written = Some(json),
+            Ok(()) => self.advice_written = Some(view),
             Err(e) => {
                 tracing::warn!("{}: {e}", path.display());
                 self.advice_file = None;

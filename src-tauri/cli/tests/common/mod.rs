@@ -18,6 +18,20 @@ pub fn cli(data: &Path) -> Command {
     c
 }
 
+/// Runs `wattbar-cli ARGS` to the end; its stdout, after asserting it succeeded.
+pub fn run_cli(data: &Path, args: &[&str]) -> String {
+    let out = cli(data)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
