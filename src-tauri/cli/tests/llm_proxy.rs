@@ -206,12 +206,13 @@ fn the_official_clients_get_their_answers_and_each_request_its_energy() {
     assert_eq!(body["ttft_seconds"], serde_json::Value::Null);
     assert_eq!(body["completion_tokens"], 104);
 
-    // Per model, and in /metrics.
-    let models = serve.get("/v1/models")["models"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    assert_eq!(models.len(), 3);
+    // Per model, and in /metrics, once the engine has published the state it stored the
+    // records with.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while serve.get("/v1/models")["models"].as_array().map(Vec::len) != Some(3) {
+        assert!(Instant::now() < deadline, "{}", serve.get("/v1/models"));
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let metrics = ureq::get(&format!("{}/metrics", serve.url))
         .call()
         .unwrap_or_else(|e| panic!("{e}"))
