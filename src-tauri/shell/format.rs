@@ -157,6 +157,7 @@ mod tests {
             totals: None,
             lifetime_by_domain: Vec::new(),
             sources: Vec::new(),
+            reads: Vec::new().into(),
             notice: None,
             alerts: Vec::new(),
             alert_seq: 0,

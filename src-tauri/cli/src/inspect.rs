@@ -11,9 +11,9 @@ pub fn sources() -> Result<()> {
     let mut chain = build_chain(&ChainOptions::from_env())?;
     let origin = std::time::Instant::now();
     let stamp = || wattbar_core::Stamp::new(origin.elapsed(), unix_now());
-    chain.sample(stamp());
+    chain.sample_every_source(stamp());
     std::thread::sleep(Duration::from_millis(250));
-    let snapshot = chain.sample(stamp());
+    let snapshot = chain.sample_every_source(stamp());
     let report = serde_json::json!({
         "sources": chain.status(&snapshot),
         "headline": snapshot.headline,

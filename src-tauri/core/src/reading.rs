@@ -177,6 +177,14 @@ pub trait Source: Send {
     fn battery(&self) -> Option<crate::policy::Battery> {
         None
     }
+    /// The domains this source can give, when it knows before its first read. The chain leaves
+    /// a source unread while better ones cover all of them; `None` means "read me to find out".
+    fn domains(&self) -> Option<&'static [Domain]> {
+        None
+    }
+    /// The engine samples every `interval` now: a source that samples in a thread of its own
+    /// follows it instead of running faster than anyone reads.
+    fn pace(&mut self, _interval: Duration) {}
 }
 
 #[cfg(test)]

@@ -422,6 +422,7 @@ impl Engine {
             totals: self.recorder.totals().cloned(),
             lifetime_by_domain: self.recorder.lifetime_by_domain(),
             sources: self.sources.clone(),
+            reads: self.chain.counters(),
             notice: self.recorder.notice().cloned(),
             alerts: self.recorder.alerts().to_vec(),
             alert_seq: self.recorder.alert_seq(),
@@ -481,6 +482,8 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         recorder.restored_low_power(),
         config.os_power,
     );
+    let timer_clock = Arc::clone(&clock);
+    let chain = chain.with_timer(Box::new(move || timer_clock.elapsed()));
     let mut engine = Engine {
         sources: chain.ids(),
         chain,
@@ -509,6 +512,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
     let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel();
     let task = tokio::spawn(async move {
         let mut period = engine.period();
+        engine.chain.set_pace(period);
         let mut tick = ticker(period);
         loop {
             let work = tokio::select! {
@@ -537,6 +541,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
             }
             if engine.period() != period {
                 period = engine.period();
+                engine.chain.set_pace(period);
                 tick = ticker(period);
                 tick.reset();
             }

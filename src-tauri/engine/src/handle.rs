@@ -56,7 +56,7 @@ pub struct Published {
     /// The last change of low-power mode, as a sentence; `low_power_seq` increases with each.
     pub low_power_event: Option<String>,
     pub low_power_seq: u64,
-    /// macOS Low Power Mode as `pmset -g` last said (read once a minute); `None` elsewhere.
+    /// macOS Low Power Mode as the system last said (read once a minute); `None` elsewhere.
     pub os_low_power_mode: Option<bool>,
     pub prefs: Preferences,
     pub price_per_kwh: f64,
@@ -68,6 +68,9 @@ pub struct Published {
     pub lifetime_by_domain: Vec<(String, f64)>,
     /// The id of every source in the chain, best first.
     pub sources: Vec<String>,
+    /// How often each source was read and how long its reads took, counted live.
+    #[serde(skip)]
+    pub reads: Arc<[wattbar_core::chain::ReadCounter]>,
     /// Something the user should know, e.g. a damaged database that was replaced.
     pub notice: Option<String>,
     /// Budget alerts given at the last batch; `alert_seq` increases with each new set.

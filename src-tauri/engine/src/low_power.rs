@@ -1,5 +1,5 @@
 //! Low-power mode as the engine runs it: the policy (core), the advice routers read, the OS power
-//! profile that follows it, and macOS Low Power Mode as `pmset -g` reports it.
+//! profile that follows it, and macOS Low Power Mode as the system reports it.
 //!
 //! Rule: the advice is derived only when the policy's settings or state change. Anything that
 //! talks to the operating system (powerprofilesctl over D-Bus, `pmset`) runs on its own thread,
@@ -119,7 +119,7 @@ fn watch_macos_low_power_mode(slot: &Arc<Mutex<Option<bool>>>) {
             let now = match crate::os_power::macos_low_power_mode() {
                 Ok(v) => v,
                 Err(e) => {
-                    tracing::debug!("pmset -g: {e}");
+                    tracing::debug!("Low Power Mode: {e}");
                     None
                 }
             };

@@ -218,6 +218,28 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
             .set(i64::from(!down));
     }
 
+    let reads = Family::<SourceLabels, Counter>::default();
+    registry.register(
+        "wattbar_source_reads",
+        "Reads of each source since start: a source standing by is not read",
+        reads.clone(),
+    );
+    let read_time = Family::<SourceLabels, CounterF>::default();
+    registry.register_with_unit(
+        "wattbar_source_read",
+        "Time spent in each source's reads since start (a source that samples in its own \
+         thread is counted here only for taking its latest result)",
+        Unit::Seconds,
+        read_time.clone(),
+    );
+    for c in p.reads.iter() {
+        let labels = SourceLabels {
+            source: c.id.clone(),
+        };
+        reads.get_or_create(&labels).inc_by(c.reads());
+        read_time.get_or_create(&labels).inc_by(c.seconds());
+    }
+
     inference(&mut registry, p);
 
     if let Some(u) = usage {

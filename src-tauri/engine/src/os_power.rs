@@ -5,7 +5,8 @@
 //! active profile and switches to `power-saver`; releasing restores the remembered profile, and
 //! only if the profile is still `power-saver` (a change the user made meanwhile is kept).
 //!
-//! macOS: Low Power Mode is read from `pmset -g` and shown. Setting it needs admin rights
+//! macOS: Low Power Mode is read in process (`NSProcessInfo.isLowPowerModeEnabled`, macOS 12 and
+//! later; `pmset -g` before) and shown. Setting it needs admin rights
 //! (`pmset -a lowpowermode 1`), so with the preference on, Wattbar asks through the system's own
 //! administrator prompt (`osascript … with administrator privileges`) each time, and never
 //! otherwise. Releasing restores Low Power Mode as it was.
@@ -84,8 +85,31 @@ impl ProfilesCtl {
     }
 }
 
-/// macOS Low Power Mode now, from `pmset -g`; `None` where the Mac does not report it.
+/// macOS Low Power Mode now; `None` where the Mac does not report it. In process on macOS 12 and
+/// later, where the system has it for apps; from `pmset -g` before.
+#[cfg(target_os = "macos")]
 pub fn macos_low_power_mode() -> Result<Option<bool>, String> {
+    use objc2_foundation::{NSOperatingSystemVersion, NSProcessInfo};
+    let info = NSProcessInfo::processInfo();
+    let monterey = NSOperatingSystemVersion {
+        majorVersion: 12,
+        minorVersion: 0,
+        patchVersion: 0,
+    };
+    if info.isOperatingSystemAtLeastVersion(monterey) {
+        return Ok(Some(info.isLowPowerModeEnabled()));
+    }
+    pmset_low_power_mode()
+}
+
+#[cfg(not(target_os = "macos"))]
+pub fn macos_low_power_mode() -> Result<Option<bool>, String> {
+    Ok(None)
+}
+
+/// Low Power Mode as `pmset -g` prints it.
+#[cfg(target_os = "macos")]
+fn pmset_low_power_mode() -> Result<Option<bool>, String> {
     let text = wattbar_sources::macos::run_command("pmset", &["-g"]).map_err(|e| e.to_string())?;
     wattbar_sources::macos::pmset::parse_pmset_g(&text)
         .map(|s| s.current.low_power_mode)

@@ -828,9 +828,16 @@ async fn a_live_scrape_passes_promtool_check_metrics() {
         "wattbar_source_up{source=\"replay\"} 1",
         "wattbar_self_cpu_seconds_total ",
         "wattbar_self_resident_bytes ",
+        "wattbar_source_read_seconds_total{source=\"replay\"} ",
     ] {
         assert!(metrics.contains(name), "{name} missing from\n{metrics}");
     }
+    // Sampled at once and then every 200 ms for at least 600 ms: the replay was read each time.
+    let reads = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("wattbar_source_reads_total{source=\"replay\"} "))
+        .and_then(|v| v.parse::<u64>().ok());
+    assert!(reads.is_some_and(|n| n >= 3), "{reads:?}\n{metrics}");
     assert!(metrics.contains(
         "wattbar_power_watts{domain=\"system\",device=\"\",source=\"replay\",quality=\"measured\"} 25"
     ));

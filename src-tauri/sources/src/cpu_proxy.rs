@@ -151,6 +151,10 @@ impl Source for CpuProxy {
             at,
         )])
     }
+
+    fn domains(&self) -> Option<&'static [Domain]> {
+        Some(&[Domain::Cpu])
+    }
 }
 
 #[cfg(test)]

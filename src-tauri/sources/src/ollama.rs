@@ -246,6 +246,10 @@ impl Source for OllamaHeuristic {
     fn read(&mut self, at: Stamp) -> Result<Vec<Reading>, wattbar_core::Error> {
         Ok(self.sample(at)?.readings)
     }
+
+    fn domains(&self) -> Option<&'static [Domain]> {
+        Some(&[Domain::Gpu])
+    }
 }
 
 #[cfg(test)]

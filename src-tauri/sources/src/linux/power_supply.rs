@@ -285,6 +285,10 @@ impl Source for PowerSupply {
     fn battery(&self) -> Option<wattbar_core::Battery> {
         self.supply
     }
+
+    fn domains(&self) -> Option<&'static [Domain]> {
+        Some(&[Domain::System, Domain::Battery])
+    }
 }
 
 #[cfg(test)]

@@ -112,6 +112,9 @@ impl Source for ProcStat {
         let root = self.root.clone();
         self.read_root(&root, at).map_err(Into::into)
     }
+    fn domains(&self) -> Option<&'static [Domain]> {
+        Some(&[Domain::Cpu])
+    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,10 @@
 //! Input: `ioreg -a -r -c AppleSmartBattery` (plist, what the reader runs) or the text form of
 //! `ioreg -r -n AppleSmartBattery`; [`parse_ioreg`] detects which (`<?xml` / `<plist`).
 //!
+//! Cost: the reader starts a process. It declares the domains it gives, so the chain runs it
+//! only every 30 s for the supply state while macmon measures the system, and every sample
+//! only when the battery gauge is the best measure of the draw (a Mac without SMC access).
+//!
 //! Rules:
 //! - System draw (domain `system`, measured) = `PowerTelemetryData.SystemLoad` mW when present
 //!   and non-zero (0 is an unpopulated field),
@@ -484,7 +488,7 @@ fn scalar(word: &str) -> IoValue {
 }
 
 /// Runs `ioreg -a -r -c AppleSmartBattery` and parses it. No entry, or a ghost battery, is
-/// `Unavailable`.
+/// `Unavailable`. The chain runs it at its slow pace unless the battery measures the headline.
 #[cfg(target_os = "macos")]
 pub fn read_smart_battery() -> Result<SmartBattery, Error> {
     let out = super::run_command("ioreg", &["-a", "-r", "-c", "AppleSmartBattery"])?;
@@ -545,6 +549,10 @@ impl wattbar_core::Source for SmartBatterySource {
 
     fn battery(&self) -> Option<wattbar_core::Battery> {
         self.supply
+    }
+
+    fn domains(&self) -> Option<&'static [Domain]> {
+        Some(&[Domain::System, Domain::Battery, Domain::Adapter])
     }
 }
 

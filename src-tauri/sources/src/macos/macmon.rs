@@ -26,8 +26,10 @@ use std::time::Duration;
 use wattbar_core::{Domain, Quality, Reading, Stamp, Watts};
 
 pub const SOURCE_ID: &str = "macmon";
-/// The sampling interval the reader asks macmon for.
+/// The sampling window the reader asks macmon for until the engine sets its pace.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
+/// The shortest window: IOReport deltas over less are mostly noise.
+pub const MIN_WINDOW: Duration = Duration::from_millis(100);
 
 /// macmon's power figures for one interval, in watts as macmon reports them (0 for unread).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -191,19 +193,25 @@ pub fn parse_macmon_json(text: &str) -> Result<Vec<MacmonSample>, Error> {
     Ok(out)
 }
 
-/// macmon as a [`Source`](wattbar_core::Source): its sampler runs in a background thread.
+/// The window macmon samples over for an engine pace of `interval`, in ms.
+pub fn window_ms(interval: Duration) -> u32 {
+    u32::try_from(interval.max(MIN_WINDOW).as_millis()).unwrap_or(u32::MAX)
+}
+
+/// macmon as a [`Source`](wattbar_core::Source): its sampler runs in a background thread, each
+/// window as long as the engine's interval, and only while the chain reads it.
 #[cfg(target_os = "macos")]
 pub struct MacmonSource {
     worker: super::Background<MacmonSample>,
     channels: MacmonChannels,
+    window_ms: std::sync::Arc<std::sync::atomic::AtomicU32>,
 }
 
 #[cfg(target_os = "macos")]
 impl MacmonSource {
     pub fn new(interval: Duration) -> Self {
-        let ms = u32::try_from(interval.as_millis())
-            .unwrap_or(u32::MAX)
-            .max(100);
+        let window = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(window_ms(interval)));
+        let window_ms = std::sync::Arc::clone(&window);
         let worker = super::Background::spawn(SOURCE_ID, super::STALE_AFTER, move || {
             let mut sampler = ::macmon::Sampler::new().map_err(|e| {
                 Error::Unavailable(format!(
@@ -213,6 +221,7 @@ impl MacmonSource {
             // A second SMC connection of our own, to read PSTR as it is (see `from_metrics`).
             let mut smc = ::macmon::sources::SMC::new().ok();
             Ok(move || {
+                let ms = window.load(std::sync::atomic::Ordering::Relaxed);
                 let metrics = sampler
                     .get_metrics(ms)
                     .map_err(|e| Error::Transient(format!("macmon: {e}")))?;
@@ -223,6 +232,7 @@ impl MacmonSource {
         MacmonSource {
             worker,
             channels: MacmonChannels::default(),
+            window_ms,
         }
     }
 }
@@ -247,6 +257,15 @@ impl wattbar_core::Source for MacmonSource {
             .into());
         }
         Ok(readings)
+    }
+
+    fn domains(&self) -> Option<&'static [Domain]> {
+        Some(&CHANNELS)
+    }
+
+    fn pace(&mut self, interval: Duration) {
+        self.window_ms
+            .store(window_ms(interval), std::sync::atomic::Ordering::Relaxed);
     }
 }
 

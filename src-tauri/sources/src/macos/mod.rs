@@ -5,14 +5,15 @@
 //! - `macmon`: SMC `PSTR` system power plus the IOReport CPU/GPU/ANE/DRAM breakdown, no root;
 //! - `smart-battery`: AppleSmartBattery through `ioreg -a -r -c AppleSmartBattery`;
 //! - `powermetrics`: CPU/GPU/ANE energy, root only;
-//! - `top`: CPU utilisation × the CPU power model, estimated.
+//! - `cpu-proxy`: CPU utilisation (in process, `sysinfo`) × the CPU power model, estimated.
 //!
-//! `pmset` gives state only (power source, charge, Low Power Mode), never watts, so it is not a
-//! [`Source`](wattbar_core::Source): read it with `pmset::read_pmset` (macOS).
+//! `top` output is still parsed (`wattbar-cli parse top`), but no `top` is run: in the steady
+//! state no source starts a process. `pmset` gives state only (power source, charge, Low Power
+//! Mode), never watts, so it is not a [`Source`](wattbar_core::Source): parse it with `pmset`.
 //!
-//! Readers that block for a sampling interval (`macmon`, `powermetrics`, `top -l 2`) run in a
+//! Readers that block for a sampling interval (`macmon`, `powermetrics`) run in a
 //! [`Background`] worker thread, so that one tick of the chain never waits for them; the chain
-//! gets the latest finished sample.
+//! gets the latest finished sample. A worker produces only as fast as it is read.
 
 pub mod ioreg;
 pub mod macmon;
@@ -23,6 +24,7 @@ pub mod top;
 
 use crate::error::Error;
 use std::sync::mpsc::{self, Receiver, TryRecvError};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 use wattbar_core::Stamp;
 
@@ -61,24 +63,78 @@ pub fn run_command(program: &str, args: &[&str]) -> Result<String, Error> {
 /// The latest result of a producer that runs in its own thread.
 ///
 /// The producer is built inside the thread (so it need not be `Send`, as macmon's IOReport
-/// handles are not) and called in a loop; each result is sent to the owner. An `Unavailable`
-/// result ends the thread, as does dropping the owner.
+/// handles are not) and called once at start, then once more each time the owner has asked for
+/// the latest result since the last one: a worker nobody reads (its source standing by) waits,
+/// costing nothing, and a sampler never runs ahead of its reader. An `Unavailable` result ends
+/// the thread, as does dropping the owner.
 pub struct Background<T> {
     name: String,
     rx: Option<Receiver<Result<T, Error>>>,
-    /// The latest result and the monotonic time of the read that first saw it.
+    demand: Arc<Demand>,
+    /// The latest result and the monotonic time it is known to be from (see [`Background::latest`]).
     latest: Option<(Result<T, Error>, Duration)>,
+    /// When the owner last asked.
+    asked_at: Option<Duration>,
     stale_after: Duration,
 }
 
+#[derive(PartialEq)]
+enum Ask {
+    Idle,
+    Asked,
+    Closed,
+}
+
+/// The owner's requests to the worker.
+struct Demand {
+    ask: Mutex<Ask>,
+    wake: Condvar,
+}
+
+impl Demand {
+    fn set(&self, to: Ask) {
+        if let Ok(mut ask) = self.ask.lock() {
+            if *ask != Ask::Closed {
+                *ask = to;
+            }
+        }
+        self.wake.notify_one();
+    }
+
+    /// Waits for the owner's next request; false when the owner is gone.
+    fn wait(&self) -> bool {
+        let Ok(mut ask) = self.ask.lock() else {
+            return false;
+        };
+        loop {
+            match *ask {
+                Ask::Asked => {
+                    *ask = Ask::Idle;
+                    return true;
+                }
+                Ask::Closed => return false,
+                Ask::Idle => match self.wake.wait(ask) {
+                    Ok(next) => ask = next,
+                    Err(_) => return false,
+                },
+            }
+        }
+    }
+}
+
 impl<T: Send + 'static> Background<T> {
-    /// Starts a thread that calls `init` once, then the producer it returned until told to stop.
+    /// Starts a thread that calls `init` once, then the producer it returned as the owner asks.
     pub fn spawn<F, P>(name: &str, stale_after: Duration, init: F) -> Self
     where
         F: FnOnce() -> Result<P, Error> + Send + 'static,
         P: FnMut() -> Result<T, Error>,
     {
         let (tx, rx) = mpsc::channel();
+        let demand = Arc::new(Demand {
+            ask: Mutex::new(Ask::Idle),
+            wake: Condvar::new(),
+        });
+        let asks = Arc::clone(&demand);
         let spawned = std::thread::Builder::new()
             .name(format!("wattbar-{name}"))
             .spawn(move || {
@@ -93,7 +149,7 @@ impl<T: Send + 'static> Background<T> {
                 loop {
                     let result = produce();
                     let stop = matches!(result, Err(Error::Unavailable(_)));
-                    if tx.send(result).is_err() || stop {
+                    if tx.send(result).is_err() || stop || !asks.wait() {
                         return;
                     }
                 }
@@ -113,19 +169,25 @@ impl<T: Send + 'static> Background<T> {
         Background {
             name: name.to_string(),
             rx,
+            demand,
             latest,
+            asked_at: None,
             stale_after,
         }
     }
 
-    /// The newest result at `at`: `Transient` before the first one or when the worker has gone
-    /// quiet for longer than `stale_after`; an `Unavailable` result stays.
+    /// The newest result at `at`, and a request for the next one. `Transient` before the first
+    /// result or when the newest is older than `stale_after`; an `Unavailable` result stays.
+    ///
+    /// A result is only known to be from after the owner's previous request, so that is its
+    /// age: after a long pause in reading, what the worker made before pausing is stale, not new.
     pub fn latest(&mut self, at: Stamp) -> Result<&T, Error> {
         let mut stopped = false;
+        let since = self.asked_at.unwrap_or(at.monotonic);
         if let Some(rx) = &self.rx {
             loop {
                 match rx.try_recv() {
-                    Ok(result) => self.latest = Some((result, at.monotonic)),
+                    Ok(result) => self.latest = Some((result, since)),
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => {
                         stopped = true;
@@ -134,6 +196,8 @@ impl<T: Send + 'static> Background<T> {
                 }
             }
         }
+        self.asked_at = Some(at.monotonic);
+        self.demand.set(Ask::Asked);
         if stopped {
             self.rx = None;
             if !matches!(self.latest, Some((Err(Error::Unavailable(_)), _))) {
@@ -168,8 +232,14 @@ impl<T: Send + 'static> Background<T> {
     }
 }
 
+impl<T> Drop for Background<T> {
+    fn drop(&mut self) {
+        self.demand.set(Ask::Closed);
+    }
+}
+
 /// The macOS sources, best first: macmon (SMC + IOReport), AppleSmartBattery, powermetrics
-/// (root only), then the `top` CPU proxy.
+/// (root only), then the in-process CPU proxy.
 #[cfg(target_os = "macos")]
 pub fn macos_sources(model: crate::cpu_proxy::CpuPowerModel) -> Vec<Box<dyn wattbar_core::Source>> {
     vec![
@@ -178,7 +248,7 @@ pub fn macos_sources(model: crate::cpu_proxy::CpuPowerModel) -> Vec<Box<dyn watt
         Box::new(powermetrics::PowermetricsSource::new(
             powermetrics::DEFAULT_INTERVAL,
         )),
-        Box::new(top::TopSource::new(model)),
+        Box::new(crate::cpu_proxy::CpuProxy::new(model)),
     ]
 }
 
@@ -201,11 +271,12 @@ mod tests {
     }
 
     #[test]
-    fn a_background_worker_serves_its_latest_sample_until_it_goes_stale() {
-        let mut bg = Background::spawn("count", Duration::from_secs(10), || {
-            let mut n = 0u32;
+    fn a_worker_produces_only_as_it_is_asked_and_its_end_is_its_reason() {
+        let made = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let counter = Arc::clone(&made);
+        let mut bg = Background::spawn("count", Duration::from_secs(10), move || {
             Ok(move || {
-                n += 1;
+                let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
                 if n > 3 {
                     Err(Error::Unavailable("done counting".into()))
                 } else {
@@ -213,17 +284,40 @@ mod tests {
                 }
             })
         });
-        // The worker sends 1, 2, 3 and then stops with its reason.
-        let first = wait_for(&mut bg, 1);
-        assert!(
-            matches!(first, Ok(_) | Err(Error::Unavailable(_))),
-            "{first:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
+        let settle = |n: u32| {
+            for _ in 0..400 {
+                if made.load(std::sync::atomic::Ordering::SeqCst) >= n {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            made.load(std::sync::atomic::Ordering::SeqCst)
+        };
+        // One at start, then nothing until someone reads.
+        assert_eq!(settle(1), 1);
+        assert_eq!(bg.latest(at(1)).ok(), Some(&1));
+        assert_eq!(settle(2), 2);
+        assert_eq!(bg.latest(at(2)).ok(), Some(&2));
+        assert_eq!(settle(3), 3);
+        assert_eq!(bg.latest(at(3)).ok(), Some(&3));
+        assert_eq!(settle(4), 4);
         assert_eq!(
-            bg.latest(at(2)).err(),
+            bg.latest(at(4)).err(),
             Some(Error::Unavailable("done counting".into()))
         );
+    }
+
+    #[test]
+    fn what_a_worker_made_before_a_long_pause_in_reading_is_stale() {
+        let mut bg = Background::spawn("paused", Duration::from_secs(10), || Ok(|| Ok(5u8)));
+        assert_eq!(wait_for(&mut bg, 100).ok(), Some(&5));
+        std::thread::sleep(Duration::from_millis(50));
+        // Not read for 60 s (its source stood by): the sample waiting in the channel was made
+        // just after the read at 100 s, not at 160 s.
+        assert!(matches!(bg.latest(at(160)), Err(Error::Transient(m)) if m.contains("no new")));
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(bg.latest(at(161)).ok(), Some(&5));
     }
 
     #[test]

@@ -275,6 +275,16 @@ impl wattbar_core::Source for PowermetricsSource {
         SOURCE_ID
     }
 
+    fn domains(&self) -> Option<&'static [Domain]> {
+        Some(&[
+            Domain::Cpu,
+            Domain::Gpu,
+            Domain::Ane,
+            Domain::Dram,
+            Domain::Soc,
+        ])
+    }
+
     fn quality(&self) -> Quality {
         Quality::Measured
     }

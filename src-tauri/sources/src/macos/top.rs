@@ -111,48 +111,6 @@ pub fn parse_top(text: &str) -> Result<TopCpu, Error> {
     parse_usage(line).ok_or_else(|| parse_err(Some(n), format!("cannot read {:?}", line.trim())))
 }
 
-/// Runs `top -l 2 -n 0 -s 1` (two samples one second apart, no process rows) and parses it.
-#[cfg(target_os = "macos")]
-pub fn read_top() -> Result<TopCpu, Error> {
-    parse_top(&super::run_command(
-        "top",
-        &["-l", "2", "-n", "0", "-s", "1"],
-    )?)
-}
-
-/// The `top` CPU proxy as a [`Source`](wattbar_core::Source); `top` runs in a background thread.
-#[cfg(target_os = "macos")]
-pub struct TopSource {
-    model: CpuPowerModel,
-    worker: super::Background<TopCpu>,
-}
-
-#[cfg(target_os = "macos")]
-impl TopSource {
-    pub fn new(model: CpuPowerModel) -> Self {
-        TopSource {
-            model,
-            worker: super::Background::spawn(SOURCE_ID, super::STALE_AFTER, || Ok(read_top)),
-        }
-    }
-}
-
-#[cfg(target_os = "macos")]
-impl wattbar_core::Source for TopSource {
-    fn id(&self) -> &str {
-        SOURCE_ID
-    }
-
-    fn quality(&self) -> Quality {
-        Quality::Estimated
-    }
-
-    fn read(&mut self, at: Stamp) -> Result<Vec<Reading>, wattbar_core::Error> {
-        let cpu = *self.worker.latest(at)?;
-        Ok(vec![cpu.estimate(&self.model, at)])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
