@@ -121,8 +121,11 @@ fn setup(app: &mut tauri::App) -> Result<(), Box<dyn std::error::Error>> {
             // At most one refresh a second, whatever the sampling interval: the next pass shows
             // the latest state, so nothing is lost, only coalesced. A change of low-power mode
             // (a click) is shown at once.
+            // Samples a second apart arrive a hair early or late: no timer (and no wake-up of its
+            // own) unless the engine runs clearly faster than the refresh, as while it measures
+            // a request.
             let urgent = rx.borrow().low_power_seq != low_power_seen;
-            if !urgent {
+            if !urgent && shown_at.elapsed() < REFRESH_PERIOD.mul_f64(0.9) {
                 tokio::time::sleep_until(shown_at + REFRESH_PERIOD).await;
             }
             shown_at = tokio::time::Instant::now();

@@ -24,7 +24,14 @@ pub struct Tray {
     shown: Shown,
     /// The watts drawn into the icon and when: small wobbles do not redraw it (see [`Tray::show`]).
     icon_drawn: Option<(Option<f64>, std::time::Instant)>,
+    /// The watts written in the menu's "now" line and when, with the same deadband as the icon:
+    /// each new text is a D-Bus signal and a menu update for the tray host.
+    now_written: Option<(Option<f64>, std::time::Instant)>,
 }
+
+/// Set when the low-power item was clicked: the toolkit ticks the box itself, so the next
+/// refresh makes it agree with the engine again, whether or not the engine's state changed.
+static LOW_POWER_CLICKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Redraw the icon for a change of at least this fraction of the value (or 1 W), or after
 /// [`ICON_MAX_AGE`]: an estimate that wobbles between 7 and 8 W each second would otherwise cost a
@@ -129,6 +136,7 @@ impl Tray {
             low_power,
             shown: Shown::default(),
             icon_drawn: None,
+            now_written: None,
         })
     }
 
@@ -157,7 +165,16 @@ impl Tray {
             } else {
                 icon_render::icon_text(headline)
             },
-            now: format::now_line(p),
+            now: {
+                let line = format::now_line(p);
+                if same_but_digits(&line, &self.shown.now)
+                    && !worth_redrawing(self.now_written, headline)
+                {
+                    self.shown.now.clone()
+                } else {
+                    line
+                }
+            },
             session: format::session_line(p),
             today: format::today_line(p),
             last_answer: format::last_answer_line(p),
@@ -186,6 +203,7 @@ impl Tray {
                 self.icon.set_icon_as_template(true)?;
             }
             if next.now != self.shown.now {
+                self.now_written = Some((headline, std::time::Instant::now()));
                 self.now.set_text(&next.now)?;
             }
             if next.session != self.shown.session {
@@ -197,7 +215,10 @@ impl Tray {
             if next.last_answer != self.shown.last_answer {
                 self.last_answer.set_text(&next.last_answer)?;
             }
-            if next.low_power != self.shown.low_power || self.low_power.is_checked()? != low_power {
+            let clicked = LOW_POWER_CLICKED.swap(false, std::sync::atomic::Ordering::Relaxed);
+            if next.low_power != self.shown.low_power
+                || (clicked && self.low_power.is_checked()? != low_power)
+            {
                 self.low_power.set_checked(low_power)?;
             }
             Ok(())
@@ -209,9 +230,20 @@ impl Tray {
     }
 }
 
+/// Whether two lines differ only in their digits (a new reading, not a new source or state).
+fn same_but_digits(a: &str, b: &str) -> bool {
+    let shape = |s: &str| {
+        s.chars()
+            .filter(|c| !c.is_ascii_digit())
+            .collect::<String>()
+    };
+    shape(a) == shape(b)
+}
+
 fn on_menu_event(app: &AppHandle, event: MenuEvent) {
     let result = match MenuId::parse(event.id().as_ref()) {
         Some(MenuId::LowPower) => {
+            LOW_POWER_CLICKED.store(true, std::sync::atomic::Ordering::Relaxed);
             let on = commands::current(app)
                 .map(|p| !p.low_power.enabled)
                 .unwrap_or(true);
@@ -239,6 +271,16 @@ fn on_menu_event(app: &AppHandle, event: MenuEvent) {
 mod tests {
     use super::*;
     use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_new_reading_differs_in_digits_only_a_new_source_does_not() {
+        assert!(same_but_digits("Now 7.4 W · rapl", "Now 8.1 W · rapl"));
+        assert!(!same_but_digits(
+            "Now 7.4 W · rapl",
+            "Now 7.4 W · proc-stat"
+        ));
+        assert!(!same_but_digits("Now 7.4 W · rapl", "Now: no reading"));
+    }
 
     #[test]
     fn the_icon_ignores_wobbles_but_not_changes() {

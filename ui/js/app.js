@@ -1,19 +1,14 @@
 // The dashboard: shows published state and sends the user's changes. Updates text in place.
 import * as transport from "./transport.js";
 import * as fmt from "./format.js";
+import { $, setText } from "./dom.js";
 import { renderInference } from "./models.js";
 
 const WINDOW_SECONDS = 5 * 60;
-const $ = (id) => document.getElementById(id);
 let history = [];
 // Session energy and cost over time, from the states received since the page opened.
 let session = [];
 let lowPowerBusy = false;
-
-function setText(el, text, value) {
-  if (el.textContent !== text) el.textContent = text;
-  if (value !== undefined) el.dataset.value = String(value);
-}
 
 function renderUnavailable(list) {
   const box = $("unavailable-box");
@@ -167,7 +162,6 @@ function render(state) {
   const notice = $("notice");
   notice.hidden = !state.notice;
   setText(notice, state.notice ?? "");
-  document.body.dataset.seq = String(state.seq);
 }
 
 const REASONS = {

@@ -3,18 +3,13 @@
 // finished request or new idle baseline), not on every sample; the in-flight count is one line of
 // text and follows every state. Unknown figures read "—", never 0.
 import * as fmt from "./format.js";
+import { $, setText } from "./dom.js";
 
-const $ = (id) => document.getElementById(id);
 // What is on screen: the view's seq and its last record, so that an engine restarted with the
 // same seq but other records is still redrawn.
 let shownKey = null;
 
 const STATUS = { ok: "ok", cancelled: "cancelled", error: "error", remote: "cloud" };
-
-function setText(el, text, value) {
-  if (el.textContent !== text) el.textContent = text;
-  if (value !== undefined) el.dataset.value = String(value);
-}
 
 // An element with attributes (null and undefined ones left out) and children (text or nodes).
 function el(tag, attrs, ...children) {

@@ -26,7 +26,10 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
+mod batch;
 pub mod inference;
+
+use batch::BatchSums;
 
 pub const DB_FILE: &str = "wattbar.db";
 const SCHEMA_VERSION: i64 = 5;
@@ -416,31 +419,26 @@ impl Store {
             )?;
             for row in rows {
                 sample.execute(params![row.t, row.watts, row.joules])?;
-                let (n, w) = match row.watts {
-                    Some(w) => (1, w),
-                    None => (0, 0.0),
-                };
-                for (step, stmt) in [(Step::Minute, &mut minute), (Step::Hour, &mut hour)] {
-                    let bucket = (row.t.floor() as i64).div_euclid(step.seconds()) * step.seconds();
-                    stmt.execute(params![bucket, n, w, row.watts, row.joules])?;
+            }
+            // Each rollup row once per batch, whatever the number of samples in it.
+            let sums = BatchSums::of(rows);
+            for (stmt, buckets) in [(&mut minute, &sums.minutes), (&mut hour, &sums.hours)] {
+                for (bucket, b) in buckets {
+                    stmt.execute(params![bucket, b.n, b.sum_watts, b.max_watts, b.joules])?;
                 }
-                if row.joules > 0.0 {
-                    lifetime.execute(params!["system", row.joules])?;
-                }
-                for (domain, joules) in &row.by_domain {
-                    if *joules > 0.0 && domain != "system" {
-                        lifetime.execute(params![domain, joules])?;
-                    }
-                }
-                let (day, month) = local_day_month(row.t);
-                daily.execute(params![day, row.joules, row.cost, row.currency])?;
-                monthly.execute(params![month, row.joules, row.cost, row.currency])?;
+            }
+            for (domain, joules) in &sums.lifetime {
+                lifetime.execute(params![domain, joules])?;
+            }
+            for ((day, currency), (joules, cost)) in &sums.daily {
+                daily.execute(params![day, joules, cost, currency])?;
+            }
+            for ((month, currency), (joules, cost)) in &sums.monthly {
+                monthly.execute(params![month, joules, cost, currency])?;
             }
             drop((sample, minute, hour, lifetime, daily, monthly));
-            tx.execute(
-                "UPDATE sessions SET joules = ?2, cost = ?3 WHERE id = ?1",
-                params![session_id, session_joules, session_cost],
-            )?;
+            tx.prepare_cached("UPDATE sessions SET joules = ?2, cost = ?3 WHERE id = ?1")?
+                .execute(params![session_id, session_joules, session_cost])?;
             tx.commit()
         })();
         result.map_err(|e| sql_at(&path, e))
@@ -516,11 +514,8 @@ impl Store {
     pub fn lifetime(&self, currency: &str) -> Result<Total, StoreError> {
         let joules: f64 = self
             .conn
-            .query_row(
-                "SELECT COALESCE(SUM(joules), 0) FROM lifetime WHERE domain = 'system'",
-                [],
-                |r| r.get(0),
-            )
+            .prepare_cached("SELECT COALESCE(SUM(joules), 0) FROM lifetime WHERE domain = 'system'")
+            .and_then(|mut stmt| stmt.query_row([], |r| r.get(0)))
             .map_err(|e| self.sql(e))?;
         let costs = self.costs(
             "SELECT currency, SUM(cost) FROM monthly GROUP BY currency ORDER BY currency",
@@ -572,11 +567,10 @@ impl Store {
     ) -> Result<Total, StoreError> {
         let joules: f64 = self
             .conn
-            .query_row(
-                &format!("SELECT COALESCE(SUM(joules), 0) FROM {table} WHERE {key} = ?1"),
-                params![value],
-                |r| r.get(0),
-            )
+            .prepare_cached(&format!(
+                "SELECT COALESCE(SUM(joules), 0) FROM {table} WHERE {key} = ?1"
+            ))
+            .and_then(|mut stmt| stmt.query_row(params![value], |r| r.get(0)))
             .map_err(|e| self.sql(e))?;
         let costs = self.costs(
             &format!("SELECT currency, cost FROM {table} WHERE {key} = ?1 ORDER BY currency"),

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use wattbar_core::{Domain, Joules, Quality, Stamp, Watts};
+use wattbar_core::{Domain, Joules, Quality, Source, Stamp, Watts};
 use wattbar_sources::cpu_proxy::{CpuPowerModel, TdpOrigin};
 use wattbar_sources::linux::{hwmon, power_supply, probe, proc_stat, rapl};
 use wattbar_sources::Sample;
@@ -354,6 +354,39 @@ fn sysstat_8_cpus_are_17_percent_busy_between_the_two_captures() {
         close(cpu[0], 15.0 * (0.1 + 0.9 * 4222.0 / 24841.0), 1e-9),
         "{cpu:?}"
     );
+}
+
+#[test]
+fn the_source_keeps_proc_stat_open_and_reads_it_afresh_each_time() {
+    // The file is rewritten in place between reads, as the kernel does: same inode, new text.
+    let root = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(root.path().join("proc")).unwrap_or_else(|e| panic!("{e}"));
+    let stat = root.path().join("proc/stat");
+    let capture = |dir: &str| {
+        std::fs::read(fixture(&format!("proc-stat/sysstat-8cpu/{dir}/proc/stat")))
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    std::fs::write(&stat, capture("t0")).unwrap_or_else(|e| panic!("{e}"));
+    let mut source = proc_stat::ProcStat::new(root.path(), model());
+    let at = |s: f64| Stamp::new(Duration::from_secs_f64(s), s);
+    source.read(at(0.0)).unwrap_or_else(|e| panic!("{e}"));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&stat)
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::io::Write::write_all(&mut f, &capture("t1")).unwrap_or_else(|e| panic!("{e}"));
+    drop(f);
+    let readings = source.read(at(31.17)).unwrap_or_else(|e| panic!("{e}"));
+    let w = readings[0].watts.map_or(f64::NAN, |w| w.0);
+    assert!(close(w, 15.0 * (0.1 + 0.9 * 4222.0 / 24841.0), 1e-9), "{w}");
+    // Gone meanwhile: the source says why, never 0 W.
+    std::fs::remove_file(&stat).unwrap_or_else(|e| panic!("{e}"));
+    let mut fresh = proc_stat::ProcStat::new(root.path(), model());
+    assert!(matches!(
+        fresh.read(at(40.0)),
+        Err(wattbar_core::Error::Unavailable(_))
+    ));
 }
 
 #[test]

@@ -5,9 +5,15 @@
 //! Utilisation is Δbusy / Δtotal between two reads (the first read uses the ticks since boot, so
 //! the very first sample already has an estimate); the power comes from the CPU model
 //! (`cpu_proxy::CpuPowerModel`), quality `estimated`.
+//!
+//! Cost: the source keeps the file open and reads its first 4 KiB at offset 0 each time (one
+//! `pread`, which makes the kernel write the file afresh), since the aggregate line comes first.
+//! Opening it every second cost an open, a stat, a close and a dozen reads of a growing buffer.
 
 use crate::cpu_proxy::CpuPowerModel;
 use crate::error::Error;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use wattbar_core::{Domain, Quality, Reading, Source, Stamp};
 
@@ -65,10 +71,16 @@ pub fn utilisation(prev: CpuTicks, cur: CpuTicks) -> Option<f64> {
     (total > 0).then(|| busy as f64 / total as f64)
 }
 
+/// How much of `/proc/stat` is read: the aggregate `cpu` line is its first.
+const HEAD_BYTES: usize = 4096;
+
 pub struct ProcStat {
     root: PathBuf,
     model: CpuPowerModel,
     prev: Option<CpuTicks>,
+    /// `root/proc/stat`, open while reads succeed.
+    file: Option<File>,
+    buf: Vec<u8>,
 }
 
 impl ProcStat {
@@ -77,14 +89,45 @@ impl ProcStat {
             root: root.to_path_buf(),
             model,
             prev: None,
+            file: None,
+            buf: vec![0; HEAD_BYTES],
         }
     }
 
+    /// Reads `root/proc/stat` afresh (`probe` compares two roots).
     pub fn read_root(&mut self, root: &Path, at: Stamp) -> Result<Vec<Reading>, Error> {
         let path = root.join("proc/stat");
         let text = std::fs::read_to_string(&path)
             .map_err(|e| Error::Unavailable(format!("{}: {e}", path.display())))?;
-        let cur = parse_proc_stat(&text)?;
+        self.estimate(&text, at)
+    }
+
+    /// The head of the kept-open `/proc/stat`, up to the end of its last whole line.
+    fn read_head(&mut self) -> Result<String, Error> {
+        let path = self.root.join("proc/stat");
+        if self.file.is_none() {
+            let file = File::open(&path)
+                .map_err(|e| Error::Unavailable(format!("{}: {e}", path.display())))?;
+            self.file = Some(file);
+        }
+        let read = match &self.file {
+            Some(file) => file.read_at(&mut self.buf, 0),
+            None => return Err(Error::Transient(format!("{} is not open", path.display()))),
+        };
+        let n = read.map_err(|e| {
+            self.file = None;
+            Error::Transient(format!("{}: {e}", path.display()))
+        })?;
+        let head = &self.buf[..n];
+        let whole = head
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(head, |end| &head[..end]);
+        Ok(String::from_utf8_lossy(whole).into_owned())
+    }
+
+    fn estimate(&mut self, text: &str, at: Stamp) -> Result<Vec<Reading>, Error> {
+        let cur = parse_proc_stat(text)?;
         let prev = self.prev.replace(cur).unwrap_or_default();
         let Some(u) = utilisation(prev, cur) else {
             return Err(Error::Transient(
@@ -109,8 +152,8 @@ impl Source for ProcStat {
         Quality::Estimated
     }
     fn read(&mut self, at: Stamp) -> Result<Vec<Reading>, wattbar_core::Error> {
-        let root = self.root.clone();
-        self.read_root(&root, at).map_err(Into::into)
+        let text = self.read_head()?;
+        self.estimate(&text, at).map_err(Into::into)
     }
     fn domains(&self) -> Option<&'static [Domain]> {
         Some(&[Domain::Cpu])
