@@ -7,6 +7,7 @@
 //! label samples (history, calendar days, tariffs): an NTP step either way moves the labels, never
 //! the energy.
 
+use crate::inbox::{Inbox, Woken};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -15,6 +16,11 @@ pub trait Clock: Send + Sync + 'static {
     fn elapsed(&self) -> Duration;
     /// Wall-clock time, seconds since the Unix epoch; may step either way.
     fn unix(&self) -> f64;
+    /// Waits until a message arrives in `inbox` or [`Clock::elapsed`] reaches `deadline`; in
+    /// real time unless the clock keeps time of its own.
+    fn wait(&self, inbox: &Inbox, deadline: Duration) -> Woken {
+        inbox.wait_until(deadline, || self.elapsed())
+    }
 }
 
 /// Wall-clock time now, seconds since the Unix epoch (0 if the clock is before 1970).
@@ -87,6 +93,8 @@ fn boot_time() -> Duration {
 #[derive(Clone)]
 pub struct ManualClock {
     inner: Arc<Mutex<Manual>>,
+    /// The runtime whose (pausable) clock this one follows, when made inside one.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 struct Manual {
@@ -106,10 +114,13 @@ impl ManualClock {
                 slept: Duration::ZERO,
                 wall_offset: 0.0,
             })),
+            runtime: tokio::runtime::Handle::try_current().ok(),
         }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut Manual) -> T) -> T {
+        // tokio's clock is the runtime's only inside it: the engine's thread enters it to read.
+        let _inside = self.runtime.as_ref().map(tokio::runtime::Handle::enter);
         f(&mut self.inner.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
@@ -131,6 +142,29 @@ impl Clock for ManualClock {
 
     fn unix(&self) -> f64 {
         self.with(|m| m.unix_origin + (m.origin.elapsed() + m.slept).as_secs_f64() + m.wall_offset)
+    }
+
+    /// Waits on tokio's clock, so that a paused test runtime moves time on as soon as it idles.
+    fn wait(&self, inbox: &Inbox, deadline: Duration) -> Woken {
+        let Some(runtime) = &self.runtime else {
+            return inbox.wait_until(deadline, || self.elapsed());
+        };
+        loop {
+            let notified = inbox.notified();
+            if let Some(w) = inbox.take() {
+                return w;
+            }
+            let now = self.elapsed();
+            if now >= deadline {
+                return Woken::Due;
+            }
+            runtime.block_on(async {
+                tokio::select! {
+                    () = notified => {}
+                    () = tokio::time::sleep(deadline - now) => {}
+                }
+            });
+        }
     }
 }
 

@@ -1,11 +1,13 @@
-//! The engine: one tokio task that samples the chain every interval, accounts each sample,
-//! records it and publishes the result on a `watch` channel; commands come back on a queue.
+//! The engine: one thread that samples the chain every interval, accounts each sample, records
+//! it and publishes the result on a `watch` channel; commands come back through its
+//! [`Inbox`](crate::inbox::Inbox).
 //!
 //! Rules:
 //! - One engine per data folder: [`spawn`] takes the folder's lock ([`EngineLock`]) or fails with
 //!   who holds it.
 //! - The sampling work (reading sources, which may run a command or ask Ollama over HTTP, and
-//!   writing SQLite) runs on tokio's blocking pool, never on the async workers that serve the API.
+//!   writing SQLite) runs on the engine's own thread, never on the async workers that serve the
+//!   API; between samples that thread sleeps in one timed wait ([`crate::inbox`]).
 //! - Time comes from one [`Clock`]: energy on its elapsed clock (which counts sleep, so a suspend
 //!   is a gap), labels on its wall clock (whose steps move labels, never energy).
 
@@ -13,6 +15,7 @@ use crate::accounting::{local_week_seconds, Accounting};
 use crate::clock::{Clock, SystemClock};
 use crate::error::Error;
 use crate::handle::{remember, Command, EngineHandle, EngineReader, Point, Published, Recent};
+use crate::inbox::{Inbox, Woken};
 use crate::inference::{Book, External, Tracker};
 use crate::lock::EngineLock;
 use crate::low_power::LowPower;
@@ -22,8 +25,7 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
-use tokio::time::MissedTickBehavior;
+use tokio::sync::watch;
 use wattbar_core::inference::{Interval, Record};
 use wattbar_core::policy::Measured;
 use wattbar_core::{Chain, Preferences, Snapshot, Stamp, Tariffs, Transition};
@@ -442,14 +444,8 @@ fn period(prefs: &Preferences, chain: &Chain) -> Duration {
     }
 }
 
-fn ticker(period: Duration) -> tokio::time::Interval {
-    let mut t = tokio::time::interval(period);
-    t.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    t
-}
-
-/// Starts the engine on the current tokio runtime; the first sample is taken at once. With a
-/// store, the store's folder is locked first: a second engine gets [`Error::Locked`].
+/// Starts the engine on a thread of its own; the first sample is taken at once. With a store, the
+/// store's folder is locked first: a second engine gets [`Error::Locked`].
 pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> {
     let lock = match config.store.as_ref().and_then(|p| p.parent()) {
         Some(dir) => Some(EngineLock::acquire(dir, config.api.as_deref())?),
@@ -507,61 +503,67 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
     let recent = engine.recent.clone();
     let intervals = engine.book.intervals();
     let records = engine.book.records();
-    let mut inflight = tracker.subscribe();
+    let inbox = Arc::new(Inbox::default());
+    tracker.wake_on_change(Arc::clone(&inbox));
     let (state_tx, state_rx) = watch::channel(engine.published());
-    let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel();
-    let task = tokio::spawn(async move {
-        let mut period = engine.period();
-        engine.chain.set_pace(period);
-        let mut tick = ticker(period);
-        loop {
-            let work = tokio::select! {
-                _ = tick.tick() => Work::Sample,
-                Ok(()) = inflight.changed() => Work::Wake,
-                command = cmd_rx.recv() => match command {
-                    Some(command) => Work::Apply(command),
-                    None => break,
-                },
-            };
-            let last = matches!(work, Work::Apply(Command::Shutdown(_)));
-            engine = match tokio::task::spawn_blocking(move || {
-                engine.run(work);
-                engine
-            })
-            .await
-            {
-                Ok(engine) => engine,
-                Err(e) => {
-                    tracing::error!("the engine stopped: {e}");
-                    break;
-                }
-            };
-            if last {
-                break;
-            }
-            if engine.period() != period {
-                period = engine.period();
-                engine.chain.set_pace(period);
-                tick = ticker(period);
-                tick.reset();
-            }
-            if state_tx.send(engine.published()).is_err() {
-                break;
-            }
-        }
-    });
+    let messages = Arc::clone(&inbox);
+    let thread = std::thread::Builder::new()
+        .name("wattbar-engine".into())
+        .spawn(move || run_engine(engine, &messages, &state_tx))
+        .map_err(|source| Error::Io {
+            path: PathBuf::from("wattbar-engine thread"),
+            source,
+        })?;
     Ok(EngineHandle {
         reader: EngineReader {
             state: state_rx,
             recent,
-            commands: cmd_tx,
+            commands: Arc::clone(&inbox),
             ledger: ledger_path,
             tracker,
             intervals,
             records,
         },
-        task,
+        thread: Some(thread),
     })
+}
+
+/// The engine thread: samples when due, takes commands and wake-ups as they come, publishes after
+/// each, until told to stop. A late sample (a stalled source, a suspend) is not caught up: the
+/// next is one period after it.
+fn run_engine(mut engine: Engine, inbox: &Inbox, state: &watch::Sender<Arc<Published>>) {
+    let mut period = engine.period();
+    engine.chain.set_pace(period);
+    let mut next = engine.clock.elapsed();
+    loop {
+        let work = match engine.clock.wait(inbox, next) {
+            Woken::Due => {
+                let now = engine.clock.elapsed();
+                next += period;
+                if next <= now {
+                    next = now + period;
+                }
+                Work::Sample
+            }
+            Woken::Wake => Work::Wake,
+            Woken::Command(command) => Work::Apply(command),
+            Woken::Closed => break,
+        };
+        let last = matches!(work, Work::Apply(Command::Shutdown(_)));
+        engine.run(work);
+        if last {
+            inbox.close();
+            break;
+        }
+        if engine.period() != period {
+            period = engine.period();
+            engine.chain.set_pace(period);
+            next = engine.clock.elapsed() + period;
+        }
+        if state.send(engine.published()).is_err() {
+            break;
+        }
+    }
 }
 
 #[cfg(test)]

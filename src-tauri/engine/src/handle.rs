@@ -9,8 +9,7 @@ use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot, watch};
-use tokio::task::JoinHandle;
+use tokio::sync::{oneshot, watch};
 use wattbar_core::inference::{window_energy, Interval, Record, WindowEnergy};
 use wattbar_core::meter::Method;
 use wattbar_core::policy::Advice;
@@ -23,7 +22,7 @@ pub type Reply = oneshot::Sender<Result<(), Error>>;
 #[derive(Debug)]
 pub enum Command {
     /// Write everything to the store, end the session and stop; answers when done.
-    Shutdown(oneshot::Sender<()>),
+    Shutdown(std::sync::mpsc::Sender<()>),
     SetPrice(Price),
     /// Replace every preference at once (validated first; a refused set changes nothing and its
     /// reason goes back on the reply).
@@ -110,9 +109,13 @@ pub(crate) fn remember(recent: &Recent, point: Point) {
     }
 }
 
+/// How long [`EngineHandle::shutdown`] waits for the last batch to be written.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+
+/// Owns the engine thread: dropping it stops the engine (after the command in hand).
 pub struct EngineHandle {
     pub(crate) reader: EngineReader,
-    pub(crate) task: JoinHandle<()>,
+    pub(crate) thread: Option<std::thread::JoinHandle<()>>,
 }
 
 /// A cloneable view of a running engine for servers and windows: read the state, send commands.
@@ -120,7 +123,7 @@ pub struct EngineHandle {
 pub struct EngineReader {
     pub(crate) state: watch::Receiver<Arc<Published>>,
     pub(crate) recent: Recent,
-    pub(crate) commands: mpsc::UnboundedSender<Command>,
+    pub(crate) commands: Arc<crate::inbox::Inbox>,
     /// The ledger, read-only for readers.
     pub(crate) ledger: Option<std::path::PathBuf>,
     pub(crate) tracker: Arc<crate::inference::Tracker>,
@@ -244,22 +247,27 @@ impl EngineHandle {
         self.reader.send(command)
     }
 
-    /// A sender that can be moved into callbacks.
-    pub fn commands(&self) -> mpsc::UnboundedSender<Command> {
-        self.reader.commands.clone()
-    }
-
+    /// Stops the engine without writing its last batch (see [`EngineHandle::shutdown`]).
     pub fn stop(self) {
-        self.task.abort();
+        self.reader.commands.close();
     }
 
-    /// Flushes the store, ends the session and stops the engine.
+    /// Flushes the store, ends the session and stops the engine; gives up waiting after 5 s of
+    /// real time (a stalled source).
     pub async fn shutdown(&self) {
-        let (tx, rx) = oneshot::channel();
+        let (tx, rx) = std::sync::mpsc::channel();
         if self.reader.send(Command::Shutdown(tx)).is_ok() {
-            let _ = tokio::time::timeout(Duration::from_secs(5), rx).await;
+            let _ = tokio::task::spawn_blocking(move || rx.recv_timeout(SHUTDOWN_WAIT)).await;
         }
-        self.task.abort();
+        self.reader.commands.close();
+    }
+}
+
+impl Drop for EngineHandle {
+    fn drop(&mut self) {
+        self.reader.commands.close();
+        // Not joined: a source may be stalled, and the thread ends on its own after it.
+        drop(self.thread.take());
     }
 }
 

@@ -14,6 +14,7 @@ pub mod clock;
 pub mod engine;
 pub mod error;
 pub mod handle;
+pub mod inbox;
 pub mod inference;
 pub mod ledger;
 pub mod lock;

@@ -46,6 +46,8 @@ pub struct Tracker {
     clock: Arc<dyn Clock>,
     state: Mutex<State>,
     inflight: watch::Sender<usize>,
+    /// The engine's inbox, woken at every start and end so that it samples at once.
+    engine: Mutex<Option<Arc<crate::inbox::Inbox>>>,
 }
 
 impl Tracker {
@@ -54,7 +56,25 @@ impl Tracker {
             clock,
             state: Mutex::new(State::default()),
             inflight: watch::Sender::new(0),
+            engine: Mutex::new(None),
         })
+    }
+
+    /// Wakes `inbox` whenever a request starts or ends.
+    pub(crate) fn wake_on_change(&self, inbox: Arc<crate::inbox::Inbox>) {
+        *self.engine.lock().unwrap_or_else(|e| e.into_inner()) = Some(inbox);
+    }
+
+    fn changed(&self, inflight: usize) {
+        self.inflight.send_replace(inflight);
+        if let Some(inbox) = self
+            .engine
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            inbox.wake();
+        }
     }
 
     fn now(&self) -> Stamp {
@@ -82,7 +102,7 @@ impl Tracker {
         );
         let n = s.open.len();
         drop(s);
-        self.inflight.send_replace(n);
+        self.changed(n);
         InFlight {
             tracker: Arc::clone(self),
             id,
@@ -130,7 +150,7 @@ impl Tracker {
         s.finished.push(finished);
         let n = s.open.len();
         drop(s);
-        self.inflight.send_replace(n);
+        self.changed(n);
     }
 }
 
