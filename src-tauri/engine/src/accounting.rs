@@ -38,6 +38,30 @@ pub fn local_week_seconds(unix: f64) -> f64 {
     }
 }
 
+/// [`local_week_seconds`] looked up once per wall-clock minute (UTC offsets change only on whole
+/// minutes): the time-zone lookup behind it checks `/etc/localtime` every time.
+#[derive(Debug, Default)]
+pub struct LocalWeek {
+    /// The minute (Unix seconds / 60) and its start in local week seconds.
+    cached: Option<(i64, f64)>,
+}
+
+impl LocalWeek {
+    pub fn at(&mut self, unix: f64) -> f64 {
+        let minute = (unix / 60.0).floor() as i64;
+        let start = minute as f64 * 60.0;
+        let base = match self.cached {
+            Some((m, base)) if m == minute => base,
+            _ => {
+                let base = local_week_seconds(start);
+                self.cached = Some((minute, base));
+                base
+            }
+        };
+        base + (unix - start)
+    }
+}
+
 /// What one sample added.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
@@ -301,5 +325,21 @@ mod tests {
             local_week_seconds(wednesday),
             2.0 * 86_400.0 + 17.5 * 3600.0
         );
+    }
+
+    #[test]
+    fn the_minute_cache_gives_what_the_lookup_gives_across_minutes_and_weeks() {
+        let mut week = LocalWeek::default();
+        // Every 7.3 s for two days from a Sunday evening, across midnight into Monday.
+        let sunday_evening = 1_700_420_000.0;
+        for i in 0..23_000 {
+            let t = sunday_evening + f64::from(i) * 7.3;
+            assert!(
+                (week.at(t) - local_week_seconds(t)).abs() < 1e-6,
+                "at {t}: {} vs {}",
+                week.at(t),
+                local_week_seconds(t)
+            );
+        }
     }
 }

@@ -11,7 +11,7 @@
 //! - Time comes from one [`Clock`]: energy on its elapsed clock (which counts sleep, so a suspend
 //!   is a gap), labels on its wall clock (whose steps move labels, never energy).
 
-use crate::accounting::{local_week_seconds, Accounting};
+use crate::accounting::{Accounting, LocalWeek};
 use crate::clock::{Clock, SystemClock};
 use crate::error::Error;
 use crate::handle::{remember, Command, EngineHandle, EngineReader, Point, Published, Recent};
@@ -84,6 +84,7 @@ struct Engine {
     clock: Arc<dyn Clock>,
     prefs: Preferences,
     accounting: Accounting,
+    local_week: LocalWeek,
     recorder: Recorder,
     low_power: LowPower,
     snapshot: Option<Snapshot>,
@@ -172,7 +173,7 @@ impl Engine {
         let snapshot = self.chain.sample(at);
         let step = self
             .accounting
-            .push(&snapshot, local_week_seconds(at.unix_seconds));
+            .push(&snapshot, self.local_week.at(at.unix_seconds));
         let measured_before = self.snapshot.as_ref().is_some_and(|s| s.headline.is_some());
         if let Some(prev) = prev
             .filter(|p| at.monotonic.saturating_sub(p.monotonic) <= self.accounting.gap_threshold())
@@ -486,6 +487,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         clock,
         prefs: config.prefs,
         accounting,
+        local_week: LocalWeek::default(),
         recorder,
         low_power,
         snapshot: None,

@@ -22,7 +22,13 @@ pub struct Ledger {
     store: Store,
     session_id: i64,
     pending: Vec<Row>,
+    /// Wall-clock time of the last pruning of old rows.
+    pruned_at: Option<f64>,
 }
+
+/// Old rows are deleted this often, not at every batch: two deletes per batch were two more
+/// commits every 5 s, for rows that age by the day.
+pub const PRUNE_EVERY_SECONDS: f64 = 600.0;
 
 impl Ledger {
     /// Opens the store and starts a session. The second value is a notice for the user.
@@ -44,6 +50,7 @@ impl Ledger {
                 store,
                 session_id,
                 pending: Vec::new(),
+                pruned_at: None,
             },
             notice,
         ))
@@ -75,7 +82,15 @@ impl Ledger {
         self.store
             .write_batch(self.session_id, &self.pending, session_joules, session_cost)?;
         self.pending.clear();
-        self.store.prune(now_unix)
+        // Any step of the wall clock, either way, prunes at once.
+        if self
+            .pruned_at
+            .is_none_or(|at| (now_unix - at).abs() >= PRUNE_EVERY_SECONDS)
+        {
+            self.store.prune(now_unix)?;
+            self.pruned_at = Some(now_unix);
+        }
+        Ok(())
     }
 
     /// True when another process (`wattbar-cli reset-session`) ended this session.

@@ -446,19 +446,14 @@ impl Store {
 
     /// Drops raw samples older than 24 h and minute rollups older than 30 days.
     pub fn prune(&mut self, now_unix: f64) -> Result<(), StoreError> {
-        self.conn
-            .execute(
-                "DELETE FROM samples WHERE t < ?1",
-                params![now_unix - RAW_KEEP_SECONDS],
-            )
-            .and_then(|_| {
-                self.conn.execute(
-                    "DELETE FROM minutes WHERE t < ?1",
-                    params![now_unix - MINUTES_KEEP_SECONDS],
-                )
-            })
-            .map_err(|e| self.sql(e))?;
-        Ok(())
+        let path = self.path.clone();
+        let tx = self.conn.transaction().map_err(|e| sql_at(&path, e))?;
+        tx.prepare_cached("DELETE FROM samples WHERE t < ?1")
+            .and_then(|mut s| s.execute(params![now_unix - RAW_KEEP_SECONDS]))
+            .and_then(|_| tx.prepare_cached("DELETE FROM minutes WHERE t < ?1"))
+            .and_then(|mut s| s.execute(params![now_unix - MINUTES_KEEP_SECONDS]))
+            .and_then(|_| tx.commit())
+            .map_err(|e| sql_at(&path, e))
     }
 
     /// Records that the alert `key` was given; false when it already had been.

@@ -1,0 +1,78 @@
+//! What `serve` asks of the system once it runs: on this machine's own sources (no replay), no
+//! process is ever started and no file that is not there is looked for, sample after sample.
+
+mod common;
+
+use common::cli;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Long enough for two batches to the ledger (every 5 s) and one retry of the Ollama probe
+/// (every 10 s).
+const WATCHED: Duration = Duration::from_secs(12);
+
+#[test]
+fn serve_starts_no_process_and_probes_no_missing_file_in_the_steady_state() {
+    let data = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut serve = cli(data.path())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stderr = serve.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+    let mut lines = BufReader::new(stderr).lines();
+    let started = Instant::now();
+    while !lines
+        .next()
+        .and_then(Result::ok)
+        .is_some_and(|l| l.contains("serving on"))
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "serve never started"
+        );
+    }
+    std::thread::spawn(move || lines.for_each(drop));
+    // Past the first samples, the first batch and the first probe of every source.
+    std::thread::sleep(Duration::from_secs(3));
+
+    let trace = data.path().join("strace.txt");
+    let mut strace = Command::new("strace")
+        .args([
+            "-f",
+            "-qq",
+            "-e",
+            "trace=execve,execveat,open,openat,openat2,creat",
+        ])
+        .arg("-o")
+        .arg(&trace)
+        .args(["-p", &serve.id().to_string()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("strace is needed (scripts/setup installs it): {e}"));
+    std::thread::sleep(WATCHED);
+    let _ = Command::new("kill")
+        .args(["-INT", &strace.id().to_string()])
+        .status();
+    let out = strace.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let _ = serve.kill();
+    let _ = serve.wait();
+    let calls = std::fs::read_to_string(&trace).unwrap_or_else(|e| {
+        panic!(
+            "strace wrote nothing ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let execs: Vec<&str> = calls.lines().filter(|l| l.contains("execve")).collect();
+    assert!(execs.is_empty(), "processes started: {execs:#?}");
+    let failed: Vec<&str> = calls
+        .lines()
+        .filter(|l| l.contains("open") && l.contains("= -1"))
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "files looked for and not found: {failed:#?}"
+    );
+}
