@@ -39,12 +39,12 @@ fn serve_starts_no_process_and_probes_no_missing_file_in_the_steady_state() {
     std::thread::sleep(Duration::from_secs(3));
 
     let trace = data.path().join("strace.txt");
-    let mut strace = Command::new("strace")
+    let strace = Command::new("strace")
         .args([
             "-f",
             "-qq",
             "-e",
-            "trace=execve,execveat,open,openat,openat2,creat",
+            "trace=execve,execveat,open,openat,openat2,creat,pread64",
         ])
         .arg("-o")
         .arg(&trace)
@@ -65,6 +65,13 @@ fn serve_starts_no_process_and_probes_no_missing_file_in_the_steady_state() {
             String::from_utf8_lossy(&out.stderr)
         )
     });
+    // The engine at work, seen: /proc/stat and the ledger are read with pread every second.
+    let reads = calls.lines().filter(|l| l.contains("pread64(")).count();
+    assert!(
+        reads >= 5,
+        "strace saw {reads} reads: was it attached? {}\n{calls}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let execs: Vec<&str> = calls.lines().filter(|l| l.contains("execve")).collect();
     assert!(execs.is_empty(), "processes started: {execs:#?}");
     let failed: Vec<&str> = calls
