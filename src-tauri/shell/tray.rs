@@ -154,7 +154,13 @@ impl Tray {
             } else {
                 format::title(p)
             },
-            tooltip: format::tooltip(p),
+            // Linux trays have no tooltip: setting one would be a round trip to the main thread
+            // every second for nothing.
+            tooltip: if cfg!(target_os = "linux") {
+                String::new()
+            } else {
+                format::tooltip(p)
+            },
             icon_text: if !NUMBER_IN_ICON || format::title(p).is_empty() {
                 String::new()
             } else if self.shown.low_power == low_power

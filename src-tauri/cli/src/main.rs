@@ -28,7 +28,7 @@ fn main() -> Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    // The main thread serves the API; sampling and SQLite run on tokio's blocking pool, so
+    // The main thread serves the API; sampling and SQLite run on the engine's own thread, so
     // nothing slow ever holds it. More async workers measured more memory and slower replies.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -1026,7 +1026,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn a_stalling_source_never_holds_the_async_thread_that_serves_readers() {
         // One async thread, as a small daemon has. While the source stalls for 1.5 s, another
-        // task on that thread must keep running: the sampling work is on the blocking pool.
+        // task on that thread must keep running: the sampling work is on the engine thread.
         let engine = start(
             Chain::new(vec![Box::new(Stalling)]),
             EngineConfig::new(Preferences::default()),
