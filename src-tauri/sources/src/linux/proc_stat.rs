@@ -75,7 +75,8 @@ pub fn utilisation(prev: CpuTicks, cur: CpuTicks) -> Option<f64> {
 const HEAD_BYTES: usize = 4096;
 
 pub struct ProcStat {
-    root: PathBuf,
+    /// `root/proc/stat`.
+    path: PathBuf,
     model: CpuPowerModel,
     prev: Option<CpuTicks>,
     /// `root/proc/stat`, open while reads succeed.
@@ -86,7 +87,7 @@ pub struct ProcStat {
 impl ProcStat {
     pub fn new(root: &Path, model: CpuPowerModel) -> Self {
         ProcStat {
-            root: root.to_path_buf(),
+            path: root.join("proc/stat"),
             model,
             prev: None,
             file: None,
@@ -99,35 +100,38 @@ impl ProcStat {
         let path = root.join("proc/stat");
         let text = std::fs::read_to_string(&path)
             .map_err(|e| Error::Unavailable(format!("{}: {e}", path.display())))?;
-        self.estimate(&text, at)
+        self.estimate(parse_proc_stat(&text)?, at)
     }
 
-    /// The head of the kept-open `/proc/stat`, up to the end of its last whole line.
-    fn read_head(&mut self) -> Result<String, Error> {
-        let path = self.root.join("proc/stat");
+    /// The ticks in the head of the kept-open `/proc/stat`, parsed in place (its whole lines).
+    fn read_head(&mut self) -> Result<CpuTicks, Error> {
         if self.file.is_none() {
-            let file = File::open(&path)
-                .map_err(|e| Error::Unavailable(format!("{}: {e}", path.display())))?;
+            let file = File::open(&self.path)
+                .map_err(|e| Error::Unavailable(format!("{}: {e}", self.path.display())))?;
             self.file = Some(file);
         }
         let read = match &self.file {
             Some(file) => file.read_at(&mut self.buf, 0),
-            None => return Err(Error::Transient(format!("{} is not open", path.display()))),
+            None => {
+                return Err(Error::Transient(format!(
+                    "{} is not open",
+                    self.path.display()
+                )))
+            }
         };
         let n = read.map_err(|e| {
             self.file = None;
-            Error::Transient(format!("{}: {e}", path.display()))
+            Error::Transient(format!("{}: {e}", self.path.display()))
         })?;
         let head = &self.buf[..n];
         let whole = head
             .iter()
             .rposition(|b| *b == b'\n')
             .map_or(head, |end| &head[..end]);
-        Ok(String::from_utf8_lossy(whole).into_owned())
+        parse_proc_stat(&String::from_utf8_lossy(whole))
     }
 
-    fn estimate(&mut self, text: &str, at: Stamp) -> Result<Vec<Reading>, Error> {
-        let cur = parse_proc_stat(text)?;
+    fn estimate(&mut self, cur: CpuTicks, at: Stamp) -> Result<Vec<Reading>, Error> {
         let prev = self.prev.replace(cur).unwrap_or_default();
         let Some(u) = utilisation(prev, cur) else {
             return Err(Error::Transient(
@@ -152,8 +156,8 @@ impl Source for ProcStat {
         Quality::Estimated
     }
     fn read(&mut self, at: Stamp) -> Result<Vec<Reading>, wattbar_core::Error> {
-        let text = self.read_head()?;
-        self.estimate(&text, at).map_err(Into::into)
+        let cur = self.read_head()?;
+        self.estimate(cur, at).map_err(Into::into)
     }
     fn domains(&self) -> Option<&'static [Domain]> {
         Some(&[Domain::Cpu])
