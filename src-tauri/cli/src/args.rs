@@ -124,6 +124,23 @@ pub enum Cmd {
         #[arg(long)]
         api: Option<SocketAddr>,
     },
+    /// Measure the energy of a command: the whole machine, per domain, over exactly the
+    /// child's lifetime, with an idle baseline before it. Exits with the child's status.
+    /// The child may mark phases by writing JSON lines to the file named in WATTBAR_RUN_EVENTS.
+    Run(RunArgs),
+    /// Draw the ledger's report: power over the period, energy and cost per day, energy per
+    /// token per model. SVG or PNG (at least 1200×600), no system fonts needed.
+    Report {
+        /// Start: a duration back from now such as 7d or 24h, or Unix seconds.
+        #[arg(long, default_value = "7d")]
+        from: String,
+        /// End: Unix seconds, or `now`.
+        #[arg(long, default_value = "now")]
+        to: String,
+        /// A .svg or .png file, or a folder for both.
+        #[arg(long, default_value = "wattbar-report.svg")]
+        out: PathBuf,
+    },
     /// History from the store: one row per minute or hour with mean and max watts and joules.
     Export {
         /// Start: Unix seconds, or a duration back from now such as 24h or 30m.
@@ -137,6 +154,35 @@ pub enum Cmd {
         #[arg(long, value_enum, default_value = "csv")]
         format: ExportFormat,
     },
+}
+
+#[derive(clap::Args, Clone)]
+pub struct RunArgs {
+    /// How often power is sampled when no running engine measures for us (100 ms – 60 s).
+    #[arg(long, default_value = "100ms", value_parser = parse_interval)]
+    pub interval: Duration,
+    /// How long the idle machine is measured before the first run, e.g. 5s; 0 skips it.
+    #[arg(long, default_value = "5s", value_parser = parse_idle)]
+    pub idle: Duration,
+    /// Measured runs of each command.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub runs: u32,
+    /// Runs of each command before the measured ones, not counted.
+    #[arg(long, default_value_t = 0)]
+    pub warmup: u32,
+    /// A command given as one shell string, run with `sh -c` (repeatable: commands are
+    /// compared side by side).
+    #[arg(long = "cmd", value_name = "SHELL")]
+    pub cmd: Vec<String>,
+    /// Write summary.json, samples.csv, events.jsonl and report.svg into this folder.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// One JSON object on stdout (the summary on stderr stays).
+    #[arg(long)]
+    pub json: bool,
+    /// The command and its arguments, run as they are (no shell).
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
 }
 
 /// How a table is printed.
@@ -196,6 +242,17 @@ pub enum CaptureKind {
 
 fn parse_batch(text: &str) -> Result<Duration, String> {
     parse_duration(text).map_err(|e| e.to_string())
+}
+
+fn parse_idle(text: &str) -> Result<Duration, String> {
+    if text.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let d = parse_duration(text).map_err(|e| e.to_string())?;
+    if d > Duration::from_secs(600) {
+        return Err("an idle baseline of more than 10 min is not a baseline".into());
+    }
+    Ok(d)
 }
 
 fn parse_interval(text: &str) -> Result<Duration, String> {

@@ -112,11 +112,11 @@ fn state_line(p: &wattbar_engine::Published) -> Result<StateLine> {
 
 /// Opens the sources off the async worker: NVML measures its counter's update period at start
 /// (up to a second).
-async fn open_sources() -> Result<wattbar_core::Chain> {
+pub async fn open_sources() -> Result<wattbar_core::Chain> {
     Ok(tokio::task::spawn_blocking(|| build_chain(&ChainOptions::from_env())).await??)
 }
 
-fn load_prefs(warn: impl Fn(String)) -> Result<wattbar_core::Preferences> {
+pub fn load_prefs(warn: impl Fn(String)) -> Result<wattbar_core::Preferences> {
     let prefs_path = paths::preferences_path()?;
     let (prefs, problems) = prefs_file::load(&prefs_path)?;
     for problem in problems {

@@ -8,6 +8,8 @@ mod inspect;
 mod integrate;
 mod ledger;
 mod llm;
+mod report;
+mod run;
 
 use anyhow::Result;
 use args::{Cli, Cmd};
@@ -71,6 +73,12 @@ fn main() -> Result<()> {
             then,
             after,
         } => inspect::probe(&sysfs_root, then.as_deref(), after),
+        Cmd::Report { from, to, out } => report::report(&from, &to, &out),
+        Cmd::Run(args) => {
+            let code = run::run(&runtime, args)?;
+            drop(runtime);
+            std::process::exit(code)
+        }
         Cmd::Export {
             from,
             to,

@@ -3,8 +3,8 @@
 //! Routes: `GET /metrics` (OpenMetrics), `GET /v1/snapshot`, `/v1/dashboard`, `/v1/totals`,
 //! `/v1/history?from=&to=&step=` (or `?range=1h|24h|30d`), `/v1/stream` (Server-Sent Events, one
 //! `state` event per sample), `GET|PUT /v1/low-power`, `POST /v1/session/reset`,
-//! `GET|POST /v1/inference`, `GET /v1/models`, `GET /v1/energy?from=&to=` ([`inference`]), and
-//! `GET /` the dashboard's files.
+//! `GET|POST /v1/inference`, `GET /v1/models`, `GET /v1/energy?from=&to=` ([`inference`]),
+//! `GET /v1/report.svg?from=&to=` ([`report`]), and `GET /` the dashboard's files.
 //!
 //! Security rules, each checked before any handler runs:
 //! - `Host` must name this server, with this port or none: `localhost`, `127.0.0.1`, `[::1]`, or
@@ -52,6 +52,7 @@ use tokio_stream::Stream;
 
 pub mod hosts;
 mod inference;
+mod report;
 pub use hosts::{parse_host_name, remote_hosts};
 
 pub const DEFAULT_PORT: u16 = 9471;
@@ -241,6 +242,7 @@ pub fn router(
         )
         .route("/v1/models", get(inference::get_models))
         .route("/v1/energy", get(inference::get_energy))
+        .route("/v1/report.svg", get(report::get_report))
         .route("/v1/{*rest}", any(not_found))
         .method_not_allowed_fallback(method_not_allowed);
     let with_ui = match ui_dir {

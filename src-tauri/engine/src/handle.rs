@@ -177,6 +177,17 @@ impl EngineReader {
         Ok(window_energy(&intervals, from, to))
     }
 
+    /// The measured intervals that ended after `after` (Unix seconds), oldest first, from the
+    /// last [`WINDOW_KEEP`](crate::inference::book::WINDOW_KEEP): for a reader that keeps its own
+    /// record of a longer stretch.
+    pub fn intervals_after(&self, after: f64) -> Vec<Interval> {
+        let kept = self.intervals.lock().unwrap_or_else(|e| e.into_inner());
+        kept.iter()
+            .filter(|i| i.unix_end > after)
+            .cloned()
+            .collect()
+    }
+
     /// Inference records that ended at or after `since`, newest first, at most `limit`: from
     /// the ledger, or from memory without one. Blocks on SQLite: call it off async workers.
     pub fn inference(&self, since: f64, limit: usize) -> Result<Vec<Record>, Error> {

@@ -24,6 +24,7 @@ pub mod os_power;
 pub mod paths;
 pub mod prefs_file;
 pub mod recorder;
+pub mod report;
 pub mod setup;
 pub mod store;
 pub mod token;

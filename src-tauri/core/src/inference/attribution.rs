@@ -11,7 +11,7 @@
 
 use super::median;
 use crate::reading::Quality;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One sampling interval: what the meter measured between two samples.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -173,7 +173,7 @@ pub fn idle_baseline(intervals: &[Interval], windows: &[Window]) -> Option<Basel
 }
 
 /// The energy of a wall-clock window, at the sampling resolution.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WindowEnergy {
     pub from: f64,
     pub to: f64,

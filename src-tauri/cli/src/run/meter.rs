@@ -1,0 +1,249 @@
+//! Where a run's energy comes from.
+//!
+//! Rules:
+//! - One engine per ledger: when a running engine (serve or the tray app) holds this data folder
+//!   and has an API, the run asks it for each window's energy (`/v1/energy`) and follows its
+//!   states (`/v1/stream`) instead of reading the hardware a second time.
+//! - Otherwise the run starts an engine of its own with no ledger (it takes no lock and writes
+//!   nothing) and samples at the run's interval. Its intervals are kept for the whole run, not
+//!   just the engine's 15 minutes.
+//! - Energy of a window comes from the same intervals the ledger is made of (counters where the
+//!   sources have them, the trapezoid rule otherwise), each interval counted in proportion to its
+//!   overlap with the window, so windows that tile a run add up to the run.
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use std::io::{BufRead, BufReader};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use wattbar_core::inference::{window_energy, Interval, WindowEnergy};
+use wattbar_core::{Quality, Unavailable};
+use wattbar_engine::view::StatePayload;
+use wattbar_engine::{Command, EngineConfig, EngineHandle};
+
+/// One reading of one sample, as the engine publishes it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Item {
+    pub domain: String,
+    pub device: Option<String>,
+    pub watts: Option<f64>,
+    pub source: String,
+    pub quality: Quality,
+}
+
+/// The part of a published state a run keeps.
+#[derive(Debug, Clone, Deserialize)]
+pub struct State {
+    pub at: Option<f64>,
+    pub watts: Option<f64>,
+    pub quality: Option<Quality>,
+    pub source: Option<String>,
+    pub domain: Option<String>,
+    #[serde(default)]
+    pub breakdown: Vec<Item>,
+    #[serde(default)]
+    pub unavailable: Vec<Unavailable>,
+    pub session_joules: f64,
+    pub interval_ms: u64,
+}
+
+type Shared<T> = Arc<Mutex<Vec<T>>>;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+enum Kind {
+    Here {
+        engine: EngineHandle,
+        intervals: Shared<Interval>,
+    },
+    Engine {
+        api: String,
+    },
+}
+
+pub struct Meter {
+    kind: Kind,
+    states: Shared<State>,
+}
+
+impl Meter {
+    /// Samples here at `interval` with an engine of the run's own.
+    pub async fn here(
+        chain: wattbar_core::Chain,
+        prefs: wattbar_core::Preferences,
+        interval: Duration,
+    ) -> Result<Meter> {
+        let mut prefs = prefs;
+        // The run measures; it must not change the machine's power mode or the advice.
+        prefs.low_power.auto = false;
+        prefs.low_power.on_battery = false;
+        prefs.low_power.battery_below_percent = None;
+        prefs.low_power.os_power_mode = false;
+        prefs.interval_ms = interval.as_millis() as u64;
+        let engine = wattbar_engine::spawn(chain, EngineConfig::new(prefs))?;
+        engine.send(Command::SetInterval(interval))?;
+        let states: Shared<State> = Arc::default();
+        let intervals: Shared<Interval> = Arc::default();
+        let reader = engine.reader();
+        let (s, i) = (Arc::clone(&states), Arc::clone(&intervals));
+        let runtime = tokio::runtime::Handle::current();
+        std::thread::Builder::new()
+            .name("wattbar-run-meter".into())
+            .spawn(move || {
+                let mut rx = reader.subscribe();
+                let mut last_end = f64::NEG_INFINITY;
+                while runtime.block_on(rx.changed()).is_ok() {
+                    let published = rx.borrow_and_update().clone();
+                    let state = serde_json::to_value(StatePayload::from(&*published))
+                        .and_then(serde_json::from_value::<State>);
+                    let fresh = reader.intervals_after(last_end);
+                    if let Some(e) = fresh.last() {
+                        last_end = e.unix_end;
+                    }
+                    lock(&i).extend(fresh);
+                    if let Ok(state) = state {
+                        lock(&s).push(state);
+                    }
+                }
+            })?;
+        Ok(Meter {
+            kind: Kind::Here { engine, intervals },
+            states,
+        })
+    }
+
+    /// Follows the engine serving `api`.
+    pub fn engine(api: &str) -> Result<Meter> {
+        let url = format!("http://{api}/v1/stream");
+        let reply = ureq::get(&url)
+            .call()
+            .with_context(|| format!("the running engine's stream at {url}"))?;
+        let states: Shared<State> = Arc::default();
+        let s = Arc::clone(&states);
+        std::thread::Builder::new()
+            .name("wattbar-run-stream".into())
+            .spawn(move || {
+                for line in BufReader::new(reply.into_reader()).lines() {
+                    let Ok(line) = line else { break };
+                    if let Some(data) = line.strip_prefix("data:") {
+                        if let Ok(state) = serde_json::from_str::<State>(data.trim()) {
+                            lock(&s).push(state);
+                        }
+                    }
+                }
+            })?;
+        Ok(Meter {
+            kind: Kind::Engine {
+                api: api.to_string(),
+            },
+            states,
+        })
+    }
+
+    /// How the energy was measured, for summaries.
+    pub fn describe(&self) -> String {
+        let every = humantime_ms(self.interval());
+        match &self.kind {
+            Kind::Here { .. } => format!("sampled by this run every {every}"),
+            Kind::Engine { api } => {
+                format!("from the running engine at http://{api}/, which samples every {every}")
+            }
+        }
+    }
+
+    /// The sampling interval now.
+    pub fn interval(&self) -> Duration {
+        let ms = lock(&self.states).last().map_or(1000, |s| s.interval_ms);
+        Duration::from_millis(ms.max(1))
+    }
+
+    /// The time of the last sample seen.
+    pub fn last_sample(&self) -> Option<f64> {
+        lock(&self.states).last().and_then(|s| s.at)
+    }
+
+    /// Waits until a sample at or after `t` (Unix seconds) is in.
+    pub async fn wait_past(&self, t: f64) -> Result<()> {
+        let give_up = self.interval() * 3 + Duration::from_secs(5);
+        let deadline = tokio::time::Instant::now() + give_up;
+        while self.last_sample().is_none_or(|at| at < t) {
+            if tokio::time::Instant::now() > deadline {
+                bail!(
+                    "no sample came in for {} s: the engine is not sampling",
+                    give_up.as_secs()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // The engine's intervals are handed over with the state that ends them.
+        if let Kind::Here { .. } = self.kind {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        Ok(())
+    }
+
+    /// The energy of the window from `from` to `to` (Unix seconds).
+    pub fn energy(&self, from: f64, to: f64) -> Result<WindowEnergy> {
+        match &self.kind {
+            Kind::Here { intervals, .. } => Ok(window_energy(&lock(intervals), from, to)),
+            Kind::Engine { api } => {
+                let url = format!("http://{api}/v1/energy?from={from}&to={to}");
+                match ureq::get(&url).call() {
+                    Ok(r) => Ok(r
+                        .into_json::<WindowEnergy>()
+                        .with_context(|| format!("{url}: not an energy window"))?),
+                    Err(ureq::Error::Status(code, r)) => {
+                        bail!("{url}: {code} {}", r.into_string().unwrap_or_default())
+                    }
+                    Err(e) => bail!("{url}: {e}"),
+                }
+            }
+        }
+    }
+
+    /// The states sampled from `from` to `to`, including the first one at or after `to`
+    /// (which ends the last interval of the window).
+    pub fn states(&self, from: f64, to: f64) -> Vec<State> {
+        let states = lock(&self.states);
+        let mut out: Vec<State> = Vec::new();
+        for s in states.iter() {
+            let Some(at) = s.at else { continue };
+            if at < from {
+                continue;
+            }
+            out.push(s.clone());
+            if at >= to {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Why nothing could be measured, from the last sample.
+    pub fn unavailable(&self) -> Vec<Unavailable> {
+        lock(&self.states)
+            .last()
+            .map(|s| s.unavailable.clone())
+            .unwrap_or_default()
+    }
+
+    pub async fn stop(self) {
+        if let Kind::Here { engine, .. } = self.kind {
+            engine.shutdown().await;
+        }
+    }
+}
+
+/// `100 ms`, `1 s`, `1.5 s`.
+pub fn humantime_ms(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else if ms.is_multiple_of(1000) {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
+}

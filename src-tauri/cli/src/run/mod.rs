@@ -1,0 +1,337 @@
+//! `wattbar-cli run`: the energy of a command.
+//!
+//! The machine is measured as a whole, per domain, over exactly each child's lifetime; an idle
+//! baseline before the first run gives net figures beside the gross ones. See [`meter`] for
+//! where the energy comes from, [`child`] for how the command runs and exits, [`events`] for the
+//! phases a child can mark, and [`summary`] for the figures.
+
+mod child;
+mod events;
+mod meter;
+mod output;
+mod report;
+mod summary;
+
+use crate::args::RunArgs;
+use anyhow::{bail, Result};
+use child::{Interrupts, Lifetime, Program};
+use events::{Event, Tail};
+use meter::Meter;
+use serde_json::Map;
+use std::time::Duration;
+use summary::{Baseline, CommandResult, Pricing, RunContext, RunFigures, Summary};
+
+/// How often the events file is read while the child runs.
+const EVENTS_POLL: Duration = Duration::from_millis(50);
+
+fn programs(args: &RunArgs) -> Result<Vec<Program>> {
+    match (args.cmd.is_empty(), args.command.is_empty()) {
+        (false, false) => bail!("give the command after -- or as --cmd strings, not both"),
+        (true, true) => bail!("nothing to run: wattbar-cli run [OPTIONS] -- CMD ARGS..."),
+        (false, true) => Ok(args.cmd.iter().cloned().map(Program::Shell).collect()),
+        (true, false) => Ok(vec![Program::Argv(args.command.clone())]),
+    }
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// Runs everything `args` asks for and returns the exit status to leave with.
+pub fn run(runtime: &tokio::runtime::Runtime, args: RunArgs) -> Result<i32> {
+    let programs = programs(&args)?;
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("cannot make {}: {e}", dir.display()))?;
+    }
+    runtime.block_on(measure(args, programs))
+}
+
+struct Measured {
+    runs: Vec<(usize, RunFigures)>,
+    events: Vec<(usize, u32, Event)>,
+    exit_code: i32,
+}
+
+async fn measure(args: RunArgs, programs: Vec<Program>) -> Result<i32> {
+    let prefs = crate::daemon::load_prefs(|m| eprintln!("wattbar-cli: {m}"))?;
+    let pricing = Pricing {
+        tariffs: prefs
+            .tariff_schedule()
+            .unwrap_or_else(|_| wattbar_core::tariff::Tariffs::flat(prefs.price_per_kwh)),
+        currency: prefs.currency.as_str().to_string(),
+        carbon_g_per_kwh: prefs.carbon_g_per_kwh,
+    };
+    let mut interrupts = Interrupts::catch()?;
+    let meter = match crate::client::running()? {
+        Some(holder) if holder.api.is_some() => {
+            let api = crate::client::api_of(&holder)?;
+            Meter::engine(&api)?
+        }
+        _ => {
+            let chain = crate::daemon::open_sources().await?;
+            Meter::here(chain, prefs, args.interval).await?
+        }
+    };
+    let result = measure_with(&args, &programs, &meter, &pricing, &mut interrupts).await;
+    meter.stop().await;
+    let (summary, kept) = result?;
+    eprint!("{}", summary::human(&summary));
+    if args.json {
+        println!("{}", serde_json::to_string(&summary)?);
+    }
+    if let Some(dir) = &args.out {
+        output::write_all(dir, &summary, &kept.events, &kept.states)?;
+        eprintln!("wattbar run: wrote {}", dir.display());
+    }
+    Ok(summary.exit_code)
+}
+
+/// What the output files are made of besides the summary.
+pub struct Kept {
+    pub events: Vec<(usize, u32, Event)>,
+    pub states: Vec<meter::State>,
+}
+
+async fn measure_with(
+    args: &RunArgs,
+    programs: &[Program],
+    meter: &Meter,
+    pricing: &Pricing,
+    interrupts: &mut Interrupts,
+) -> Result<(Summary, Kept)> {
+    let started = unix_now();
+    meter.wait_past(started).await?;
+    let baseline = if args.idle.is_zero() {
+        None
+    } else {
+        let from = unix_now();
+        tokio::select! {
+            _ = tokio::time::sleep(args.idle) => {}
+            n = interrupts.next() => bail!("interrupted by signal {n} during the idle baseline"),
+        }
+        let to = unix_now();
+        meter.wait_past(to).await?;
+        let how = format!(
+            "the machine measured for {:.1} s before the first run, {}",
+            to - from,
+            meter.describe()
+        );
+        Some(Baseline::of(&meter.energy(from, to)?, how))
+    };
+    let events_path =
+        std::env::temp_dir().join(format!("wattbar-run-{}.events.jsonl", std::process::id()));
+    let mut measured = Measured {
+        runs: Vec::new(),
+        events: Vec::new(),
+        exit_code: 0,
+    };
+    let result = run_all(
+        args,
+        programs,
+        meter,
+        pricing,
+        interrupts,
+        baseline.as_ref(),
+        &events_path,
+        &mut measured,
+    )
+    .await;
+    let _ = std::fs::remove_file(&events_path);
+    result?;
+    let results = programs
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            CommandResult::of(
+                p.label(),
+                measured
+                    .runs
+                    .iter()
+                    .filter(|(c, _)| *c == i)
+                    .map(|(_, r)| r.clone())
+                    .collect(),
+            )
+        })
+        .collect();
+    let ended = measured.runs.last().map_or(unix_now(), |(_, r)| r.end);
+    let summary = Summary {
+        wattbar: env!("CARGO_PKG_VERSION"),
+        measured: meter.describe(),
+        interval_seconds: meter.interval().as_secs_f64(),
+        baseline,
+        results,
+        exit_code: measured.exit_code,
+    };
+    Ok((
+        summary,
+        Kept {
+            events: measured.events,
+            states: meter.states(started, ended),
+        },
+    ))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run_all(
+    args: &RunArgs,
+    programs: &[Program],
+    meter: &Meter,
+    pricing: &Pricing,
+    interrupts: &mut Interrupts,
+    baseline: Option<&Baseline>,
+    events_path: &std::path::Path,
+    measured: &mut Measured,
+) -> Result<()> {
+    for (c, program) in programs.iter().enumerate() {
+        for w in 0..args.warmup {
+            let (life, _) = run_once(program, events_path, args.json, interrupts).await?;
+            if !life.outcome.success() {
+                eprintln!(
+                    "wattbar run: warm-up {} of {}: {}",
+                    w + 1,
+                    program.label(),
+                    life.outcome.describe()
+                );
+                measured.exit_code = life.outcome.exit_code();
+                return Ok(());
+            }
+        }
+        for n in 1..=args.runs {
+            let (life, events) = run_once(program, events_path, args.json, interrupts).await?;
+            if let child::Outcome::NotStarted(why) = &life.outcome {
+                eprintln!(
+                    "wattbar run: {} could not be started: {why}",
+                    program.label()
+                );
+                measured.exit_code = life.outcome.exit_code();
+                return Ok(());
+            }
+            meter.wait_past(life.end).await?;
+            let window = meter.energy(life.start, life.end)?;
+            let phases = events::phases(&events, life.start, life.end)
+                .into_iter()
+                .map(|p| {
+                    let w = meter.energy(p.from, p.to)?;
+                    Ok((p, w))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let cx = RunContext {
+                run: n,
+                command: program.label(),
+                exit_code: life.outcome.exit_code(),
+                outcome: life.outcome.describe(),
+                interval: meter.interval(),
+                baseline,
+                pricing,
+                cpu_busy_percent: life.cpu_busy_percent,
+                unavailable: meter
+                    .unavailable()
+                    .iter()
+                    .map(|u| format!("{}: {}", u.source, u.reason))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            };
+            let figures =
+                summary::run_figures(cx, &window, &meter.states(life.start, life.end), phases);
+            let mut start = Map::new();
+            start.insert("command".into(), program.label().into());
+            let mut end = Map::new();
+            end.insert("exit_code".into(), life.outcome.exit_code().into());
+            end.insert("joules".into(), figures.gross_joules.into());
+            measured
+                .events
+                .push((c, n, Event::new(life.start, "start", start)));
+            measured
+                .events
+                .extend(events.into_iter().map(|e| (c, n, e)));
+            measured
+                .events
+                .push((c, n, Event::new(life.end, "end", end)));
+            measured.runs.push((c, figures));
+            if !life.outcome.success() {
+                measured.exit_code = life.outcome.exit_code();
+                return Ok(());
+            }
+            if let Some(n) = interrupts.received {
+                measured.exit_code = 128 + n;
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+struct Life {
+    start: f64,
+    end: f64,
+    outcome: child::Outcome,
+    cpu_busy_percent: Option<f64>,
+}
+
+/// One child from start to end, with the events it wrote meanwhile.
+async fn run_once(
+    program: &Program,
+    events_path: &std::path::Path,
+    json: bool,
+    interrupts: &mut Interrupts,
+) -> Result<(Life, Vec<Event>)> {
+    let mut tail = Tail::create(events_path)?;
+    let mut found: Vec<Event> = Vec::new();
+    let take = |results: Vec<Result<Event, String>>, found: &mut Vec<Event>| {
+        for r in results {
+            match r {
+                Ok(e) => found.push(e),
+                Err(why) => eprintln!("wattbar run: {why}; skipped"),
+            }
+        }
+    };
+    let mut cpu = Cpu::start();
+    let child = child::run(program, events_path, json, interrupts);
+    tokio::pin!(child);
+    let Lifetime {
+        start,
+        end,
+        outcome,
+    } = loop {
+        tokio::select! {
+            life = &mut child => break life,
+            _ = tokio::time::sleep(EVENTS_POLL) => take(tail.poll(unix_now(), false), &mut found),
+        }
+    };
+    let busy = cpu.busy_percent(end - start);
+    take(tail.poll(end, true), &mut found);
+    Ok((
+        Life {
+            start,
+            end,
+            outcome,
+            cpu_busy_percent: busy,
+        },
+        found,
+    ))
+}
+
+/// The share of all CPUs busy between two moments, as the operating system counts it.
+struct Cpu(sysinfo::System);
+
+impl Cpu {
+    fn start() -> Cpu {
+        let mut s = sysinfo::System::new();
+        s.refresh_cpu_usage();
+        Cpu(s)
+    }
+
+    /// `None` for a stretch too short for the operating system's counters to tell.
+    fn busy_percent(&mut self, seconds: f64) -> Option<f64> {
+        if seconds < sysinfo::MINIMUM_CPU_UPDATE_INTERVAL.as_secs_f64() {
+            return None;
+        }
+        self.0.refresh_cpu_usage();
+        let busy = f64::from(self.0.global_cpu_usage());
+        busy.is_finite().then_some(busy)
+    }
+}

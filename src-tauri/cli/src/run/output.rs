@@ -1,0 +1,102 @@
+//! `run --out DIR`: `summary.json`, `samples.csv`, `events.jsonl` and `report.svg`.
+//!
+//! `samples.csv` has one row per reading per sample: `t` (Unix seconds), `domain`, `device`,
+//! `source`, `quality`, `watts`, and `joules`, the headline energy of the interval the sample
+//! ends. The headline goes on the reading it was taken from, or, when it is a sum of parts, on a
+//! row of its own with the domain `system`.
+
+use super::events::Event;
+use super::meter::State;
+use super::summary::Summary;
+use anyhow::{Context, Result};
+use std::io::Write;
+use std::path::Path;
+
+pub fn write_all(
+    dir: &Path,
+    summary: &Summary,
+    events: &[(usize, u32, Event)],
+    states: &[State],
+) -> Result<()> {
+    let write = |name: &str, bytes: &[u8]| -> Result<()> {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))
+    };
+    write(
+        "summary.json",
+        serde_json::to_string_pretty(summary)?.as_bytes(),
+    )?;
+    write("samples.csv", &samples_csv(states)?)?;
+    let mut lines = Vec::new();
+    for (command, run, e) in events {
+        let mut v = e.to_json();
+        if let Some(m) = v.as_object_mut() {
+            m.insert(
+                "command".into(),
+                summary
+                    .results
+                    .get(*command)
+                    .map(|r| r.command.clone())
+                    .into(),
+            );
+            m.insert("run".into(), (*run).into());
+        }
+        writeln!(lines, "{v}")?;
+    }
+    write("events.jsonl", &lines)?;
+    write(
+        "report.svg",
+        super::report::svg(summary, events, states)?.as_bytes(),
+    )?;
+    Ok(())
+}
+
+fn samples_csv(states: &[State]) -> Result<Vec<u8>> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "t", "domain", "device", "source", "quality", "watts", "joules",
+    ])?;
+    let mut last_session: Option<f64> = None;
+    for s in states {
+        let Some(t) = s.at else { continue };
+        let joules = last_session
+            .map(|prev| s.session_joules - prev)
+            .filter(|j| *j >= 0.0 && j.is_finite());
+        last_session = Some(s.session_joules);
+        let t = format!("{t:.3}");
+        let num = |v: Option<f64>| v.map(|x| format!("{x}")).unwrap_or_default();
+        let headline_item = s.breakdown.iter().position(|i| {
+            Some(i.domain.as_str()) == s.domain.as_deref()
+                && Some(&i.source) == s.source.as_ref()
+                && i.watts == s.watts
+        });
+        for (n, i) in s.breakdown.iter().enumerate() {
+            let j = if Some(n) == headline_item {
+                joules
+            } else {
+                None
+            };
+            w.write_record([
+                t.as_str(),
+                &i.domain,
+                i.device.as_deref().unwrap_or(""),
+                &i.source,
+                i.quality.as_str(),
+                &num(i.watts),
+                &num(j),
+            ])?;
+        }
+        if headline_item.is_none() && (s.watts.is_some() || joules.is_some()) {
+            w.write_record([
+                t.as_str(),
+                "system",
+                "",
+                s.source.as_deref().unwrap_or(""),
+                s.quality.map_or("", |q| q.as_str()),
+                &num(s.watts),
+                &num(joules),
+            ])?;
+        }
+    }
+    w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))
+}

@@ -1,0 +1,270 @@
+//! `wattbar-cli run` end to end: a real child, a replayed 100 W machine, the exit statuses a
+//! shell gives, signals passed on, the files of `--out`, and a running engine asked instead of
+//! sampling twice.
+
+mod common;
+
+use common::{cli, Serve};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+const HUNDRED_WATTS: &str = "t,watts\n0,100\n1,100\n";
+
+fn replayed(data: &Path, trace: &str) -> Command {
+    let path = data.join("trace.csv");
+    std::fs::write(&path, trace).unwrap_or_else(|e| panic!("{e}"));
+    let mut c = cli(data);
+    c.env("WATTBAR_REPLAY", &path);
+    c
+}
+
+fn output(mut c: Command) -> Output {
+    c.output().unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn num(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn sleep_2_on_a_100_w_machine_is_200_joules() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut c = replayed(dir.path(), HUNDRED_WATTS);
+    c.args(["run", "--json", "--idle", "1s", "--", "sleep", "2"]);
+    let out = output(c);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out);
+    let run = &v["results"][0]["runs"][0];
+    // 100 W × 2 s = 200 J, within 3 %; and exactly 100 W over the child's own lifetime.
+    let joules = num(&run["gross_joules"]);
+    assert!((joules - 200.0).abs() <= 6.0, "{joules} J");
+    let seconds = num(&run["seconds"]);
+    assert!(
+        (joules / seconds - 100.0).abs() < 0.5,
+        "{joules} J in {seconds} s"
+    );
+    // The idle machine also draws 100 W: nothing is left net.
+    assert!((num(&v["baseline"]["mean_watts"]) - 100.0).abs() < 0.5);
+    assert!(num(&run["net_joules"]).abs() < 2.0, "{}", run["net_joules"]);
+    assert_eq!(run["sources"][0], "replay");
+    assert_eq!(run["coarse"], false);
+    assert_eq!(v["exit_code"], 0);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("gross") && stderr.contains("idle"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_exit_status_is_the_childs_as_a_shell_gives_it() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let status = |args: &[&str]| {
+        let mut c = replayed(dir.path(), HUNDRED_WATTS);
+        c.args(["run", "--idle", "0", "--"]).args(args);
+        output(c).status.code()
+    };
+    assert_eq!(status(&["sh", "-c", "exit 7"]), Some(7));
+    assert_eq!(status(&["sh", "-c", "kill -KILL $$"]), Some(137));
+    assert_eq!(status(&["/nonexistent/command"]), Some(127));
+}
+
+#[test]
+fn sigterm_is_passed_on_and_the_energy_of_what_ran_is_still_reported() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut c = replayed(dir.path(), HUNDRED_WATTS);
+    // The child leaves with 42 when it gets SIGTERM; nothing else would end it for 30 s.
+    c.args([
+        "run",
+        "--json",
+        "--idle",
+        "0",
+        "--",
+        "sh",
+        "-c",
+        "trap 'exit 42' TERM; sleep 30 & wait",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let child = c.spawn().unwrap_or_else(|e| panic!("{e}"));
+    std::thread::sleep(Duration::from_millis(1500));
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    assert!(killed.is_ok_and(|s| s.success()));
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        out.status.code(),
+        Some(42),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out);
+    assert!(num(&v["results"][0]["runs"][0]["gross_joules"]) > 50.0);
+}
+
+#[test]
+fn out_holds_four_files_and_the_phases_add_up_to_the_run() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out_dir = dir.path().join("out");
+    let script = r#"
+        ev() { printf '%s\n' "$1" >> "$WATTBAR_RUN_EVENTS"; }
+        ev '{"type":"phase","name":"load"}'; sleep 0.6
+        ev '{"type":"mark","name":"halfway","step":3}'
+        ev '{"type":"phase","name":"infer"}'; sleep 0.9
+        ev 'this is not an event'
+    "#;
+    let mut c = replayed(
+        dir.path(),
+        "t,watts,domain\n0,100,system\n0,40,cpu\n1,100,system\n1,40,cpu\n",
+    );
+    c.args(["run", "--idle", "0", "--out"])
+        .arg(&out_dir)
+        .args(["--", "sh", "-c", script]);
+    let out = output(c);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("line 4"),
+        "the bad line is not named: {stderr}"
+    );
+    let read = |name: &str| {
+        std::fs::read_to_string(out_dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    let summary: serde_json::Value =
+        serde_json::from_str(&read("summary.json")).unwrap_or_else(|e| panic!("{e}"));
+    let run = &summary["results"][0]["runs"][0];
+    let gross = num(&run["gross_joules"]);
+    let phases = run["phases"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no phases"));
+    let names: Vec<&str> = phases.iter().filter_map(|p| p["name"].as_str()).collect();
+    assert_eq!(names, ["before first phase", "load", "infer"]);
+    let sum: f64 = phases.iter().map(|p| num(&p["joules"])).sum();
+    assert!(
+        (sum - gross).abs() < 1e-6 * gross,
+        "phases {sum} J, run {gross} J"
+    );
+    // load lasted about 0.6 s at 100 W, infer about 0.9 s.
+    assert!(
+        (num(&phases[1]["joules"]) - 60.0).abs() < 15.0,
+        "{}",
+        phases[1]
+    );
+    assert!(
+        (num(&phases[2]["joules"]) - 90.0).abs() < 15.0,
+        "{}",
+        phases[2]
+    );
+    // The cpu domain is its own figure: 40 W of the 100.
+    let cpu = run["by_domain"]
+        .as_array()
+        .and_then(|d| d.iter().find(|d| d["domain"] == "cpu"))
+        .unwrap_or_else(|| panic!("no cpu domain: {run}"));
+    assert!((num(&cpu["mean_watts"]) - 40.0).abs() < 0.5);
+
+    let events: Vec<serde_json::Value> = read("events.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(types, ["start", "phase", "mark", "phase", "end"]);
+    assert_eq!(events[2]["step"], 3);
+    assert!(events
+        .windows(2)
+        .all(|w| num(&w[0]["ts"]) <= num(&w[1]["ts"])));
+
+    let samples = read("samples.csv");
+    let mut lines = samples.lines();
+    assert_eq!(
+        lines.next(),
+        Some("t,domain,device,source,quality,watts,joules")
+    );
+    assert!(samples
+        .lines()
+        .any(|l| l.contains(",cpu,,replay,measured,40,")));
+    let svg = read("report.svg");
+    assert!(svg.starts_with("<svg") && svg.contains("load") && svg.contains("halfway"));
+}
+
+#[test]
+fn with_a_running_engine_the_run_asks_it_instead_of_sampling_again() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let serve = Serve::start(dir.path(), HUNDRED_WATTS, &["--interval", "200ms"]);
+    let mut c = cli(dir.path());
+    // No trace for the run itself: were it to sample, it would read this machine instead.
+    c.args(["run", "--json", "--idle", "1s", "--", "sleep", "2"]);
+    let out = output(c);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out);
+    assert!(
+        v["measured"]
+            .as_str()
+            .is_some_and(|m| m.contains(&serve.url)),
+        "{}",
+        v["measured"]
+    );
+    let joules = num(&v["results"][0]["runs"][0]["gross_joules"]);
+    assert!((joules - 200.0).abs() <= 6.0, "{joules} J");
+    assert!((num(&v["interval_seconds"]) - 0.2).abs() < 1e-9);
+}
+
+#[test]
+fn report_draws_the_ledger_as_svg_and_png_of_at_least_1200_by_600() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut c = replayed(dir.path(), HUNDRED_WATTS);
+    c.args([
+        "watch",
+        "--interval",
+        "100ms",
+        "--count",
+        "15",
+        "--batch",
+        "500ms",
+    ]);
+    assert!(output(c).status.success());
+    let out_dir = dir.path().join("report");
+    let mut c = cli(dir.path());
+    c.args(["report", "--from", "1h", "--out"])
+        .arg(format!("{}/", out_dir.display()));
+    let out = output(c);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let svg = std::fs::read_to_string(out_dir.join("wattbar-report.svg"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(svg.contains("power (W)") && svg.contains("energy (kWh)"));
+    let png = std::fs::read(out_dir.join("wattbar-report.png")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    let width = u32::from_be_bytes([png[16], png[17], png[18], png[19]]);
+    let height = u32::from_be_bytes([png[20], png[21], png[22], png[23]]);
+    assert!(width >= 1200 && height >= 600, "{width}×{height}");
+    let mut c = cli(dir.path());
+    c.args(["report", "--out", "report.pdf"]);
+    let refused = output(c);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains(".svg or .png"));
+}

@@ -1,0 +1,88 @@
+//! `GET /v1/report.svg?from=&to=`: the ledger's report as an SVG to save (the dashboard's
+//! "Report"), the same one `wattbar-cli report` draws. `from` and `to` are Unix seconds; `to`
+//! defaults to now and `from` to seven days before it.
+
+use super::{error, Shared, MAX_HISTORY_SECONDS};
+use crate::store::Store;
+use crate::unix_now;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use chrono::Offset;
+use serde::Deserialize;
+use std::sync::Arc;
+
+const DEFAULT_SPAN_SECONDS: f64 = 7.0 * 86_400.0;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ReportQuery {
+    from: Option<f64>,
+    to: Option<f64>,
+}
+
+pub(super) async fn get_report(
+    State(shared): State<Arc<Shared>>,
+    query: Result<Query<ReportQuery>, QueryRejection>,
+) -> Response {
+    let Query(q) = match query {
+        Ok(q) => q,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e.body_text()),
+    };
+    let to = q.to.unwrap_or_else(unix_now);
+    let from = q.from.unwrap_or(to - DEFAULT_SPAN_SECONDS);
+    if !from.is_finite() || !to.is_finite() || from >= to {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "from must be before to, both in seconds since 1970",
+        );
+    }
+    if to - from > MAX_HISTORY_SECONDS {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "ask for at most 400 days at a time",
+        );
+    }
+    let Some(db) = shared.config.db_path.clone().filter(|p| p.exists()) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "this engine keeps no ledger yet: nothing to report",
+        );
+    };
+    let prefs = shared.engine.current().prefs.clone();
+    let drawn = tokio::task::spawn_blocking(move || {
+        let store = Store::open_read_only(&db).map_err(|e| e.to_string())?;
+        let offset = chrono::Local::now().offset().fix();
+        let report = crate::report::from_store(
+            &store,
+            from,
+            to,
+            prefs.currency.as_str(),
+            prefs.score_ceiling,
+            offset,
+        )
+        .map_err(|e| e.to_string())?;
+        wattbar_report::svg(&report, report.default_size()).map_err(|e| e.to_string())
+    })
+    .await;
+    match drawn {
+        Ok(Ok(svg)) => {
+            let name = chrono::Local::now()
+                .format("attachment; filename=\"wattbar-report-%Y-%m-%d.svg\"")
+                .to_string();
+            let mut r = svg.into_response();
+            let headers = r.headers_mut();
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("image/svg+xml"),
+            );
+            if let Ok(v) = HeaderValue::from_str(&name) {
+                headers.insert(header::CONTENT_DISPOSITION, v);
+            }
+            r
+        }
+        Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
+    }
+}

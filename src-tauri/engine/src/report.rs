@@ -1,0 +1,212 @@
+//! The ledger's report: power over the period, energy and cost per local day, and energy per
+//! token per model, ready for [`wattbar_report`] to draw. `wattbar-cli report` and the API's
+//! `/v1/report.svg` (the dashboard's "Report") make the same one.
+//!
+//! Rules:
+//! - Power is the stored headline, by minute up to two days and by hour beyond; a stretch with
+//!   nothing stored is a gap, never 0 W.
+//! - Days and their costs are the ledger's own rows, in the preferences' currency.
+//! - Models are those with records in the period.
+
+use crate::store::{local_day_month, Step, Store, StoreError};
+use std::collections::BTreeMap;
+use wattbar_core::inference::ModelStats;
+use wattbar_report::{Day, Line, ModelEnergy, Report};
+
+/// Periods up to this long are drawn by minute, longer ones by hour.
+const BY_MINUTE_UP_TO: f64 = 2.0 * 86_400.0;
+const SECONDS_PER_DAY: f64 = 86_400.0;
+
+/// The report of `from`–`to` (Unix seconds) from `store`.
+pub fn from_store(
+    store: &Store,
+    from: f64,
+    to: f64,
+    currency: &str,
+    score_ceiling: f64,
+    offset: chrono::FixedOffset,
+) -> Result<Report, StoreError> {
+    let step = if to - from <= BY_MINUTE_UP_TO {
+        Step::Minute
+    } else {
+        Step::Hour
+    };
+    let width = step.seconds() as f64;
+    let mut total = Line {
+        name: "total (whole machine)".into(),
+        points: Vec::new(),
+    };
+    let mut last: Option<f64> = None;
+    for p in store.history(from, to, step)? {
+        if last.is_some_and(|l| p.t - l > 1.5 * width) {
+            total.points.push((p.t - width, None));
+        }
+        // The bucket's mean, drawn at its middle.
+        total.points.push((p.t + width / 2.0, p.mean_watts));
+        last = Some(p.t);
+    }
+    let mut days: Vec<Day> = Vec::new();
+    let mut t = from;
+    while t < to + SECONDS_PER_DAY {
+        let at = t.min(to);
+        let (label, _) = local_day_month(at);
+        if days.last().is_none_or(|d| d.label != label) {
+            let total = store.day(at, currency)?;
+            days.push(Day {
+                label,
+                kwh: total.kwh,
+                cost: Some(total.cost),
+            });
+        }
+        if at >= to {
+            break;
+        }
+        t += SECONDS_PER_DAY;
+    }
+    let mut by_model: BTreeMap<String, ModelStats> = BTreeMap::new();
+    for r in store
+        .all_inference()?
+        .iter()
+        .filter(|r| r.end >= from && r.start <= to)
+    {
+        by_model
+            .entry(r.model.clone())
+            .or_insert_with(|| ModelStats::new(&r.model))
+            .add(r, score_ceiling);
+    }
+    let models = by_model
+        .into_values()
+        .filter_map(|m| {
+            Some(ModelEnergy {
+                joules_per_token: m.joules_per_token?,
+                requests: m.requests,
+                model: m.model,
+            })
+        })
+        .collect();
+    let kwh: f64 = days.iter().map(|d| d.kwh).sum();
+    let cost: f64 = days.iter().filter_map(|d| d.cost).sum();
+    let fmt = |t: f64| {
+        chrono::DateTime::from_timestamp(t as i64, 0)
+            .map(|d| {
+                d.with_timezone(&offset)
+                    .format("%a %d %b %Y %H:%M")
+                    .to_string()
+            })
+            .unwrap_or_default()
+    };
+    Ok(Report {
+        title: "Wattbar: energy report".into(),
+        subtitle: format!(
+            "{} – {} (UTC{offset}) · {kwh:.3} kWh · {cost:.2} {currency} over the days shown",
+            fmt(from),
+            fmt(to)
+        ),
+        offset,
+        power: vec![total],
+        spans: Vec::new(),
+        marks: Vec::new(),
+        days,
+        currency: currency.to_string(),
+        models,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Row;
+
+    /// A day from midnight, one sample a minute: 50 W, and 150 W from 09:00 to 17:00.
+    /// 16 h × 50 W + 8 h × 150 W = 0.8 + 1.2 = 2.0 kWh, 0.60 EUR at 0.30 EUR/kWh. Minutes
+    /// listed in `missing` are not stored.
+    fn day(store: &mut Store, session: i64, midnight: f64, missing: std::ops::Range<f64>) {
+        let mut rows = Vec::new();
+        for m in 0..1440 {
+            let t = midnight + f64::from(m) * 60.0;
+            if missing.contains(&f64::from(m)) {
+                continue;
+            }
+            let watts = if (540..1020).contains(&m) {
+                150.0
+            } else {
+                50.0
+            };
+            rows.push(Row {
+                t: t + 30.0,
+                watts: Some(watts),
+                joules: watts * 60.0,
+                cost: watts * 60.0 / 3.6e6 * 0.30,
+                by_domain: vec![("system".into(), watts * 60.0)],
+                currency: "EUR".into(),
+            });
+        }
+        store
+            .write_batch(session, &rows, 0.0, 0.0)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    #[test]
+    fn a_week_reports_each_days_energy_and_cost_and_a_gap_as_a_gap() {
+        // The ledger's days are local days: the week starts at local midnight.
+        use chrono::TimeZone;
+        let monday = chrono::Local
+            .with_ymd_and_hms(2025, 11, 24, 0, 0, 0)
+            .single()
+            .map(|d| d.timestamp() as f64)
+            .unwrap_or_else(|| panic!("no local midnight"));
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let (mut store, _) = Store::open(&dir.path().join("wattbar.sqlite"), monday)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let session = store
+            .start_session(monday, "EUR")
+            .unwrap_or_else(|e| panic!("{e}"));
+        for d in 0..7 {
+            // Wednesday lost 12:00–15:00.
+            let missing = if d == 2 { 720.0..900.0 } else { 0.0..0.0 };
+            day(
+                &mut store,
+                session,
+                monday + f64::from(d) * 86_400.0,
+                missing,
+            );
+        }
+        let offset = chrono::FixedOffset::east_opt(0).unwrap_or_else(|| panic!());
+        let r = from_store(
+            &store,
+            monday,
+            monday + 7.0 * 86_400.0 - 1.0,
+            "EUR",
+            5.0,
+            offset,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let kwh: Vec<f64> = r
+            .days
+            .iter()
+            .map(|d| (d.kwh * 1000.0).round() / 1000.0)
+            .collect();
+        // Wednesday: 3 h of 150 W missing from 09:00–17:00 = 0.45 kWh less.
+        assert_eq!(kwh, vec![2.0, 2.0, 1.55, 2.0, 2.0, 2.0, 2.0]);
+        assert_eq!(r.days[0].label, "2025-11-24");
+        assert!((r.days[0].cost.unwrap_or_default() - 0.60).abs() < 1e-9);
+        // A week is drawn by hour: 7 × 24 buckets less Wednesday's 3, and one gap in their place.
+        let points = &r.power[0].points;
+        assert_eq!(points.iter().filter(|p| p.1.is_some()).count(), 7 * 24 - 3);
+        assert_eq!(points.iter().filter(|p| p.1.is_none()).count(), 1);
+        assert!(points
+            .iter()
+            .filter_map(|p| p.1)
+            .all(|w| w == 50.0 || w == 150.0));
+        let svg = wattbar_report::svg(&r, r.default_size()).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            svg.contains("2.000 kWh · 0.60 EUR"),
+            "{}",
+            svg.lines()
+                .filter(|l| l.contains("kWh"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        assert!(svg.contains("1.550 kWh · 0.46 EUR"));
+    }
+}

@@ -1,0 +1,122 @@
+use super::*;
+
+fn offset(hours: i32) -> chrono::FixedOffset {
+    chrono::FixedOffset::east_opt(hours * 3600).unwrap_or_else(|| panic!("offset"))
+}
+
+fn report() -> Report {
+    // 1_700_000_000 is 2023-11-14 22:13:20 UTC: 23:13:20 at UTC+1.
+    let t0 = 1_700_000_000.0;
+    Report {
+        title: "Wattbar: sleep 2".into(),
+        subtitle: "200.0 J in 2.000 s".into(),
+        offset: offset(1),
+        power: vec![
+            Line {
+                name: "total".into(),
+                points: (0..=20)
+                    .map(|i| (t0 + f64::from(i) * 0.1, Some(100.0)))
+                    .collect(),
+            },
+            Line {
+                name: "cpu".into(),
+                points: (0..=20)
+                    .map(|i| (t0 + f64::from(i) * 0.1, (i != 10).then_some(40.0)))
+                    .collect(),
+            },
+        ],
+        spans: vec![Span {
+            name: "load".into(),
+            from: t0 + 0.5,
+            to: t0 + 1.5,
+        }],
+        marks: vec![Mark {
+            t: t0 + 1.0,
+            name: "checkpoint".into(),
+        }],
+        days: vec![Day {
+            label: "2023-11-14".into(),
+            kwh: 1.25,
+            cost: Some(0.45),
+        }],
+        currency: "EUR".into(),
+        models: vec![ModelEnergy {
+            model: "llama3.2:1b".into(),
+            joules_per_token: 0.8,
+            requests: 12,
+        }],
+    }
+}
+
+#[test]
+fn the_svg_has_titles_units_legends_and_local_times() {
+    let r = report();
+    let svg = svg(&r, r.default_size()).unwrap_or_else(|e| panic!("{e}"));
+    for text in [
+        "Wattbar: sleep 2",
+        "power (W)",
+        "local time (UTC+01:00)",
+        "total",
+        "cpu",
+        "load",
+        "checkpoint",
+        "energy (kWh)",
+        "2023-11-14",
+        "1.250 kWh · 0.45 EUR",
+        "llama3.2:1b",
+        "0.80 J/token · 12 requests",
+    ] {
+        assert!(svg.contains(text), "the SVG lacks {text:?}");
+    }
+    // Ticks are in local time: the chart spans 23:13:20–23:13:22 at UTC+1, never 22:13 UTC.
+    assert!(svg.contains("23:13:2"), "no local tick");
+    assert!(!svg.contains("22:13:2"), "a UTC tick");
+}
+
+#[test]
+fn a_missing_reading_splits_the_line_instead_of_dropping_to_zero() {
+    let points = vec![
+        (0.0, Some(40.0)),
+        (1.0, Some(40.0)),
+        (2.0, None),
+        (3.0, Some(40.0)),
+    ];
+    let s = draw_segments(&points);
+    assert_eq!(s, vec![vec![(0.0, 40.0), (1.0, 40.0)], vec![(3.0, 40.0)]]);
+}
+
+#[test]
+fn the_png_is_a_png_of_the_size_asked() {
+    let r = report();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("report.png");
+    png(&r, (1400, 900), &path).unwrap_or_else(|e| panic!("{e}"));
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    // IHDR: width and height, big-endian, at bytes 16–24.
+    let width = u32::from_be_bytes([bytes[16], bytes[17], bytes[18], bytes[19]]);
+    let height = u32::from_be_bytes([bytes[20], bytes[21], bytes[22], bytes[23]]);
+    assert_eq!((width, height), (1400, 900));
+}
+
+#[test]
+fn a_report_smaller_than_1200_by_600_is_refused() {
+    let r = report();
+    assert!(matches!(
+        svg(&r, (800, 600)),
+        Err(Error::TooSmall(800, 600))
+    ));
+}
+
+#[test]
+fn a_period_with_no_power_says_so() {
+    let mut r = report();
+    r.power.clear();
+    r.spans.clear();
+    let svg = svg(&r, (1400, 700)).unwrap_or_else(|e| panic!("{e}"));
+    assert!(svg.contains("no power was measured"));
+}
+
+fn draw_segments(points: &[(f64, Option<f64>)]) -> Vec<Vec<(f64, f64)>> {
+    draw::segments(points)
+}
