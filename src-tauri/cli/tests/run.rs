@@ -268,3 +268,50 @@ fn report_draws_the_ledger_as_svg_and_png_of_at_least_1200_by_600() {
     assert_eq!(refused.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&refused.stderr).contains(".svg or .png"));
 }
+
+#[test]
+fn commands_are_compared_side_by_side_over_several_runs_after_warm_ups() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut c = replayed(dir.path(), HUNDRED_WATTS);
+    c.args([
+        "run",
+        "--json",
+        "--idle",
+        "0",
+        "--runs",
+        "2",
+        "--warmup",
+        "1",
+        "--cmd",
+        "sleep 0.4",
+        "--cmd",
+        "sleep 0.8",
+    ]);
+    let out = output(c);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out);
+    let results = v["results"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no results"));
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0]["command"], "sleep 0.4");
+    assert_eq!(results[1]["exit_codes"], serde_json::json!([0, 0]));
+    // 100 W × 0.4 s = 40 J and 100 W × 0.8 s = 80 J: twice the energy, within 10 %.
+    let a = num(&results[0]["gross_joules"]["mean"]);
+    let b = num(&results[1]["gross_joules"]["mean"]);
+    assert!(
+        (a - 40.0).abs() < 4.0 && (b - 80.0).abs() < 8.0,
+        "{a} J, {b} J"
+    );
+    for r in results {
+        let g = &r["gross_joules"];
+        assert!(num(&g["min"]) <= num(&g["median"]) && num(&g["median"]) <= num(&g["max"]));
+        assert!(num(&g["stddev"]) >= 0.0);
+    }
+    assert!(String::from_utf8_lossy(&out.stderr).contains("side by side"));
+}

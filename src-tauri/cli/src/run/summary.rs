@@ -389,17 +389,27 @@ pub fn human(s: &Summary) -> String {
         None => t.push_str(&format!("wattbar run: no idle baseline; {}\n", s.measured)),
     }
     for c in &s.results {
-        for r in &c.runs {
-            let of = if c.runs.len() > 1 {
-                format!(" (run {} of {})", r.run, c.runs.len())
-            } else {
-                String::new()
-            };
-            t.push_str(&format!("\n{}{of}: {}\n", c.command, r.outcome));
+        if let [r] = c.runs.as_slice() {
+            t.push_str(&format!("\n{}: {}\n", c.command, r.outcome));
             t.push_str(&run_text(r, s.baseline.as_ref()));
         }
         if c.runs.len() > 1 {
             t.push_str(&format!("\n{}: {} runs\n", c.command, c.runs.len()));
+            for r in &c.runs {
+                t.push_str(&format!(
+                    "  run {:<9}{:.3} s, {}, {}\n",
+                    r.run,
+                    r.seconds,
+                    r.gross_joules.map_or("not measured".into(), joules_text),
+                    r.outcome
+                ));
+            }
+            let mut warned: Vec<&String> = Vec::new();
+            for w in c.runs.iter().flat_map(|r| r.warnings.iter()) {
+                if !warned.contains(&w) {
+                    warned.push(w);
+                }
+            }
             if let Some(st) = &c.seconds {
                 t.push_str(&stat_line("duration", st, "s"));
             }
@@ -411,6 +421,9 @@ pub fn human(s: &Summary) -> String {
             }
             if let Some(st) = &c.mean_watts {
                 t.push_str(&stat_line("mean power", st, "W"));
+            }
+            for w in warned {
+                t.push_str(&format!("  warning: {w}\n"));
             }
         }
     }
