@@ -146,6 +146,35 @@ pub fn apply_reset(app: &AppHandle) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
+/// Draws the ledger's report of the last `range` (`1h`, `24h` or `30d`) and saves it as an SVG
+/// in the Downloads folder. Resolves with where it went.
+#[tauri::command]
+pub async fn save_report(range: String, app: AppHandle) -> Result<String, String> {
+    let (seconds, _) = wattbar_engine::view::range(&range)?;
+    let reader = app
+        .try_state::<AppState>()
+        .ok_or("the engine is not running")?
+        .engine
+        .reader();
+    let dir = app.path().download_dir().map_err(|e| e.to_string())?;
+    tauri::async_runtime::spawn_blocking(move || {
+        let now = wattbar_engine::unix_now();
+        let svg = reader
+            .report_svg(now - seconds, now)
+            .map_err(|e| e.to_string())?;
+        let name = format!(
+            "wattbar-report-{range}-{}.svg",
+            chrono::Local::now().format("%Y-%m-%d-%H%M")
+        );
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let path = dir.join(name);
+        std::fs::write(&path, svg).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(path.display().to_string())
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
+
 /// Stored history for `range`: `1h` and `24h` by minute, `30d` by hour, through the engine.
 #[tauri::command]
 pub fn get_history(range: String, state: State<'_, AppState>) -> Result<HistoryPayload, String> {

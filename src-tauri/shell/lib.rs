@@ -276,6 +276,7 @@ pub fn run() {
             commands::set_low_power,
             commands::reset_session,
             commands::get_history,
+            commands::save_report,
             commands::get_preferences,
             commands::set_preference,
             commands::open_preferences

@@ -5,6 +5,7 @@
 // waits for it in the Models panel and the last requests, without a reload.
 import { chromium } from "playwright-core";
 import { execFile } from "node:child_process";
+import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 
@@ -40,6 +41,15 @@ try {
     null, { timeout: 10000 });
   report.low_power_after_toggle = await page.isChecked("#low-power");
   report.low_power_status = await page.textContent("#low-power-status");
+  // "Save report" downloads the ledger's report of the range shown, drawn by the engine.
+  const [download] = await Promise.all([
+    page.waitForEvent("download", { timeout: 15000 }),
+    page.click("#save-report"),
+  ]);
+  const svg = await readFile(await download.path(), "utf8");
+  report.report_name = download.suggestedFilename();
+  report.report_is_svg = svg.startsWith("<svg") && svg.includes("power (W)") && svg.includes("energy (kWh)");
+  await page.waitForFunction(() => document.getElementById("report-status").textContent.startsWith("saved"), null, { timeout: 5000 });
   // The Models panel: its hint until a request was measured, then one row per model.
   await page.waitForSelector("#inference:not([hidden])", { timeout: 10000 });
   const models = () => page.evaluate(() => ({

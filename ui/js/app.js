@@ -111,6 +111,21 @@ async function loadHistory() {
   }
 }
 
+// The report of the range shown: power, energy and cost per day, energy per model.
+async function saveReport() {
+  const button = $("save-report");
+  button.disabled = true;
+  setText($("report-status"), "drawing…");
+  try {
+    const where = await transport.saveReport(historyRange, RANGE_SECONDS[historyRange]);
+    setText($("report-status"), `saved: ${where}`);
+  } catch (reason) {
+    setText($("report-status"), `no report: ${reason.message || reason}`);
+  } finally {
+    button.disabled = false;
+  }
+}
+
 function selectRange(range) {
   historyRange = range;
   for (const tab of document.querySelectorAll("[role=tab]")) {
@@ -247,6 +262,7 @@ async function start() {
   $("price-form").addEventListener("submit", savePrice);
   $("low-power").addEventListener("change", toggleLowPower);
   $("reset-session").addEventListener("click", resetClicked);
+  $("save-report").addEventListener("click", saveReport);
   for (const tab of document.querySelectorAll("[role=tab]")) {
     tab.addEventListener("click", () => selectRange(tab.dataset.range));
   }

@@ -3,6 +3,7 @@
 // same payloads; nothing else in the UI knows which one is in use.
 import {
   STATE_CHANGED, CMD_GET_DASHBOARD, CMD_SET_PRICE, CMD_SET_LOW_POWER, CMD_RESET_SESSION, CMD_GET_HISTORY,
+  CMD_SAVE_REPORT,
   CMD_GET_PREFERENCES, CMD_SET_PREFERENCE, CMD_OPEN_PREFERENCES,
 } from "./contract.js";
 
@@ -68,6 +69,29 @@ export function resetSession() {
 export function getHistory(range) {
   return ipc ? tauri.core.invoke(CMD_GET_HISTORY, { range })
     : http("GET", `/v1/history?range=${encodeURIComponent(range)}`);
+}
+
+// Saves the report (the ledger's SVG) of the last `range` ("1h", "24h" or "30d"): in the app to
+// the Downloads folder, in a browser as a download. Resolves with where it went.
+export async function saveReport(range, seconds) {
+  if (ipc) return tauri.core.invoke(CMD_SAVE_REPORT, { range });
+  const to = Date.now() / 1000;
+  const response = await fetch(`/v1/report.svg?from=${to - seconds}&to=${to}`);
+  if (!response.ok) {
+    const data = await response.json().catch(() => ({}));
+    throw new Error(data.error || `${response.status} ${response.statusText}`);
+  }
+  const disposition = response.headers.get("Content-Disposition") || "";
+  const name = (disposition.match(/filename="([^"]+)"/) || [])[1] || "wattbar-report.svg";
+  const url = URL.createObjectURL(await response.blob());
+  const link = document.createElement("a");
+  link.href = url;
+  link.download = name;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+  return name;
 }
 
 // Every preference, as stored (app only).

@@ -159,6 +159,13 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
     assert_eq!(report["first_watts"], "12.5");
     assert_eq!(report["later_watts"], "31.0");
     assert_eq!(report["low_power_after_toggle"], true);
+    assert_eq!(report["report_is_svg"], true, "{report}");
+    assert!(
+        report["report_name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("wattbar-report-") && n.ends_with(".svg")),
+        "{report}"
+    );
     assert_eq!(serve.get("/v1/low-power")["enabled"], true);
     assert_eq!(serve.get("/v1/low-power")["reason"], "manual");
     let (status, _) = serve.terminate();

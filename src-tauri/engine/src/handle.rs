@@ -177,6 +177,30 @@ impl EngineReader {
         Ok(window_energy(&intervals, from, to))
     }
 
+    /// The ledger's report of `from`–`to` (Unix seconds) as an SVG, in the preferences'
+    /// currency and this machine's local time. Blocks on SQLite and drawing: call it off async
+    /// workers.
+    pub fn report_svg(&self, from: f64, to: f64) -> Result<String, Error> {
+        use chrono::Offset;
+        let Some(path) = self.ledger.as_ref().filter(|p| p.exists()) else {
+            return Err(Error::Refused(
+                "this engine keeps no ledger yet: nothing to report".into(),
+            ));
+        };
+        let prefs = self.current().prefs.clone();
+        let store = crate::store::Store::open_read_only(path)?;
+        let report = crate::report::from_store(
+            &store,
+            from,
+            to,
+            prefs.currency.as_str(),
+            prefs.score_ceiling,
+            chrono::Local::now().offset().fix(),
+        )?;
+        wattbar_report::svg(&report, report.default_size())
+            .map_err(|e| Error::Refused(e.to_string()))
+    }
+
     /// The measured intervals that ended after `after` (Unix seconds), oldest first, from the
     /// last [`WINDOW_KEEP`](crate::inference::book::WINDOW_KEEP): for a reader that keeps its own
     /// record of a longer stretch.

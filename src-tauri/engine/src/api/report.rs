@@ -3,13 +3,11 @@
 //! defaults to now and `from` to seven days before it.
 
 use super::{error, Shared, MAX_HISTORY_SECONDS};
-use crate::store::Store;
 use crate::unix_now;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use chrono::Offset;
 use serde::Deserialize;
 use std::sync::Arc;
 
@@ -44,28 +42,8 @@ pub(super) async fn get_report(
             "ask for at most 400 days at a time",
         );
     }
-    let Some(db) = shared.config.db_path.clone().filter(|p| p.exists()) else {
-        return error(
-            StatusCode::NOT_FOUND,
-            "this engine keeps no ledger yet: nothing to report",
-        );
-    };
-    let prefs = shared.engine.current().prefs.clone();
-    let drawn = tokio::task::spawn_blocking(move || {
-        let store = Store::open_read_only(&db).map_err(|e| e.to_string())?;
-        let offset = chrono::Local::now().offset().fix();
-        let report = crate::report::from_store(
-            &store,
-            from,
-            to,
-            prefs.currency.as_str(),
-            prefs.score_ceiling,
-            offset,
-        )
-        .map_err(|e| e.to_string())?;
-        wattbar_report::svg(&report, report.default_size()).map_err(|e| e.to_string())
-    })
-    .await;
+    let engine = shared.engine.clone();
+    let drawn = tokio::task::spawn_blocking(move || engine.report_svg(from, to)).await;
     match drawn {
         Ok(Ok(svg)) => {
             let name = chrono::Local::now()
@@ -82,7 +60,8 @@ pub(super) async fn get_report(
             }
             r
         }
-        Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+        Ok(Err(e @ crate::Error::Refused(_))) => error(StatusCode::NOT_FOUND, e.to_string()),
+        Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
         Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
     }
 }
