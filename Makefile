@@ -8,7 +8,7 @@ MAC_ENV := CC_aarch64_apple_darwin=clang AR_aarch64_apple_darwin=llvm-ar
 # End-to-end tests need an X display and a private D-Bus session bus; on a desktop you already have both.
 DESKTOP := xvfb-run -a dbus-run-session --
 
-.PHONY: run setup build release test fmt clippy unit mac-check e2e bench clean
+.PHONY: run setup build release test fmt clippy prometheus-check unit mac-check e2e bench clean
 
 setup:
 	@scripts/setup
@@ -28,6 +28,11 @@ fmt:
 clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+# The Prometheus rules, and scrape.yml as a whole prometheus.yml (it loads the rules too).
+prometheus-check:
+	promtool check rules packaging/prometheus/wattbar.yml
+	promtool check config packaging/prometheus/scrape.yml
+
 # All tests of every crate, the end-to-end ones included, under a virtual display and session bus.
 unit:
 	$(DESKTOP) $(CARGO) test --workspace
@@ -37,7 +42,7 @@ unit:
 mac-check:
 	$(MAC_ENV) $(CARGO) check --workspace --all-targets --target $(MAC_TARGET) --no-default-features
 
-test: setup fmt clippy unit mac-check
+test: setup fmt clippy prometheus-check unit mac-check
 
 clean:
 	$(CARGO) clean

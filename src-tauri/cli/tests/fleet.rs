@@ -1,0 +1,358 @@
+//! Many machines as an admin runs them: two `wattbar-cli serve` on replayed traces, scraped every
+//! second by Debian's real `prometheus` with the committed rules (`packaging/prometheus/wattbar.yml`,
+//! as they are: 1 min windows, so the test waits for one to fill, about 70 s). Each host's watts
+//! rule must match that host's own ledger over the rule's window, the J/token rule each host's
+//! own inference record, and every query of the Grafana dashboard (`packaging/grafana/wattbar.json`)
+//! must answer with data.
+
+mod common;
+use common::{repo_root, Serve};
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A 1 min rate over 1 s scrapes: the rule's sample at T covers the 60 s before it.
+const WINDOW_S: f64 = 60.0;
+const MODEL: &str = "fleet-model";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A number from Prometheus's JSON (sample values are strings) or Wattbar's.
+fn num(v: &serde_json::Value) -> f64 {
+    match v {
+        serde_json::Value::String(s) => s
+            .parse()
+            .unwrap_or_else(|e| panic!("not a number: {v}: {e}")),
+        _ => v.as_f64().unwrap_or_else(|| panic!("not a number: {v}")),
+    }
+}
+
+/// The real Prometheus server, killed when dropped.
+struct Prometheus {
+    child: Child,
+    url: String,
+    log: PathBuf,
+}
+
+impl Prometheus {
+    fn start(dir: &Path, config: &str) -> Prometheus {
+        let config_path = dir.join("prometheus.yml");
+        std::fs::write(&config_path, config).unwrap_or_else(|e| panic!("{e}"));
+        let log = dir.join("prometheus.log");
+        let out = std::fs::File::create(&log).unwrap_or_else(|e| panic!("{e}"));
+        let err = out.try_clone().unwrap_or_else(|e| panic!("{e}"));
+        let port = free_port();
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config_path.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot start `prometheus` ({e}): the fleet test needs the real server; \
+                     scripts/setup installs it (Debian package `prometheus`)"
+                )
+            });
+        let mut p = Prometheus {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            log,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(Some(status)) = p.child.try_wait() {
+                panic!("prometheus exited ({status}):\n{}", p.log_text());
+            }
+            if ureq::get(&format!("{}/-/ready", p.url)).call().is_ok() {
+                return p;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "prometheus was not ready in 30 s:\n{}",
+                p.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `GET /api/v1/query`: the result's series (or samples, for a range selector).
+    fn query(&self, expr: &str) -> Vec<serde_json::Value> {
+        let answer = ureq::get(&format!("{}/api/v1/query", self.url))
+            .query("query", expr)
+            .call();
+        let body: serde_json::Value = match answer {
+            Ok(r) => r.into_json().unwrap_or_else(|e| panic!("{expr}: {e}")),
+            Err(ureq::Error::Status(code, r)) => {
+                panic!("{expr}: {code} {}", r.into_string().unwrap_or_default())
+            }
+            Err(e) => panic!("{expr}: {e}"),
+        };
+        assert_eq!(body["status"], "success", "{expr}: {body}");
+        body["data"]["result"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The samples of `selector` over the last `range`, oldest first, as (Unix seconds, value).
+    fn samples(&self, selector: &str, range: &str) -> Vec<(f64, f64)> {
+        let result = self.query(&format!("{selector}[{range}]"));
+        assert!(result.len() <= 1, "{selector}: {result:?}");
+        result
+            .first()
+            .and_then(|s| s["values"].as_array())
+            .map(|v| v.iter().map(|p| (num(&p[0]), num(&p[1]))).collect())
+            .unwrap_or_default()
+    }
+
+    /// Waits until `expr` has at least `n` series; answers them.
+    fn wait_for(&self, expr: &str, n: usize, within: Duration) -> Vec<serde_json::Value> {
+        let deadline = Instant::now() + within;
+        loop {
+            let result = self.query(expr);
+            if result.len() >= n {
+                return result;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{expr}: {} series after {within:?}, not {n}:\n{}",
+                result.len(),
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `host:port` of a serve, the `instance` label Prometheus gives it.
+fn instance(serve: &Serve) -> String {
+    serve.url.trim_start_matches("http://").to_string()
+}
+
+/// `POST /v1/inference` with the serve's token: `tokens` completion tokens at 20 tokens/s, ending
+/// 0.2 s before its last sample. Answers the record.
+fn record_inference(serve: &Serve, data: &Path, tokens: u64) -> serde_json::Value {
+    let token = std::fs::read_to_string(data.join("api-token"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .trim()
+        .to_string();
+    let now = num(&serve.get("/v1/snapshot")["at"]);
+    let body = serde_json::json!({
+        "model": MODEL, "completion_tokens": tokens, "tokens_per_second": 20.0, "end": now - 0.2
+    });
+    ureq::post(&format!("{}/v1/inference", serve.url))
+        .set("Authorization", &format!("Bearer {token}"))
+        .send_json(body)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_json()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Every query expression of every panel, rows' panels included, with the panel's title.
+fn dashboard_queries(panels: &[serde_json::Value], out: &mut Vec<(String, String)>) {
+    for p in panels {
+        let title = p["title"].as_str().unwrap_or_default().to_string();
+        for t in p["targets"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
+            if let Some(expr) = t["expr"].as_str() {
+                out.push((title.clone(), expr.to_string()));
+            }
+        }
+        if let Some(inner) = p["panels"].as_array() {
+            dashboard_queries(inner, out);
+        }
+    }
+}
+
+#[test]
+fn two_hosts_in_prometheus_the_rules_match_each_ledger_and_every_dashboard_query_answers() {
+    let started = Instant::now();
+    let dir_a = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir_b = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir_p = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // A: a constant 60 W. B: 100 W for 25 s, then 200 W for 25 s, looping: a 50 s period, so the
+    // mean of a 60 s window depends on where it lies and the rule must cover the ledger's window.
+    let a = Serve::start(dir_a.path(), "t,watts\n0,60\n", &["--interval", "100ms"]);
+    let b = Serve::start(
+        dir_b.path(),
+        "t,watts\n0,100\n25,200\n",
+        &["--interval", "100ms"],
+    );
+    let hosts = [(&a, dir_a.path()), (&b, dir_b.path())];
+
+    let rules = repo_root().join("packaging/prometheus/wattbar.yml");
+    let rules = rules
+        .canonicalize()
+        .unwrap_or_else(|e| panic!("{rules:?}: {e}"));
+    let quoted = |s: &str| serde_json::to_string(s).unwrap_or_else(|e| panic!("{e}"));
+    let config = format!(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
+         rule_files:\n  - {}\n\
+         scrape_configs:\n  - job_name: wattbar\n    static_configs:\n      - targets: [{}, {}]\n",
+        quoted(&rules.display().to_string()),
+        quoted(&instance(&a)),
+        quoted(&instance(&b)),
+    );
+    let prom = Prometheus::start(dir_p.path(), &config);
+    prom.wait_for(
+        r#"wattbar_energy_joules_total{job="wattbar",domain="system"}"#,
+        2,
+        Duration::from_secs(20),
+    );
+
+    // One inference record on each host; once Prometheus holds its counters, a second one: the
+    // J/token rule (an increase over 1 h) is then the second record's energy over its tokens.
+    for (serve, data) in hosts {
+        record_inference(serve, data, 40);
+    }
+    prom.wait_for(
+        &format!(r#"wattbar_inference_tokens_total{{model="{MODEL}",kind="completion"}} == 40"#),
+        2,
+        Duration::from_secs(20),
+    );
+    let second: Vec<serde_json::Value> = hosts
+        .iter()
+        .map(|(serve, data)| record_inference(serve, data, 60))
+        .collect();
+
+    // (a) Watts: the rule's last sample at T against the ledger over [T - 60 s, T], once the
+    // window starts after the host's first scrape.
+    for (serve, _) in hosts {
+        let inst = instance(serve);
+        let counter =
+            format!(r#"wattbar_energy_joules_total{{domain="system",instance="{inst}"}}"#);
+        let first_scrape = prom
+            .samples(&counter, "5m")
+            .first()
+            .map(|s| s.0)
+            .unwrap_or_else(|| panic!("{inst} was never scraped"));
+        let rule = format!(r#"instance:wattbar_power_watts:rate1m{{instance="{inst}"}}"#);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let (t, watts) = loop {
+            let last = prom.samples(&rule, "10s").last().copied();
+            if let Some((t, w)) = last {
+                if t - WINDOW_S > first_scrape + 1.0 {
+                    break (t, w);
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{rule}: no full window yet: {last:?}, first scrape at {first_scrape}"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        };
+        let ledger = serve.get(&format!("/v1/energy?from={}&to={t}", t - WINDOW_S));
+        assert!(num(&ledger["covered_fraction"]) > 0.98, "{inst}: {ledger}");
+        let mean = num(&ledger["mean_watts"]);
+        eprintln!(
+            "{inst}: rule {watts:.3} W, ledger {mean:.3} W over [{}, {t}]",
+            t - WINDOW_S
+        );
+        assert!(
+            (watts - mean).abs() <= 0.02 * mean,
+            "{inst}: the rule says {watts} W, the ledger {mean} W over the same minute: {ledger}"
+        );
+        assert!((59.0..=201.0).contains(&mean), "{inst}: {ledger}");
+    }
+
+    // J per token: each host's second record.
+    for ((serve, _), record) in hosts.iter().zip(&second) {
+        let inst = instance(serve);
+        let want = num(&record["energy_joules"]) / 60.0;
+        assert!(want > 0.0, "{record}");
+        let expr = format!(
+            r#"instance_model:wattbar_inference_joules_per_token:increase1h{{instance="{inst}",model="{MODEL}"}}"#
+        );
+        let got = num(&prom.wait_for(&expr, 1, Duration::from_secs(10))[0]["value"][1]);
+        eprintln!("{inst}: rule {got:.4} J/token, record {want:.4} J/token");
+        assert!(
+            (got - want).abs() <= 0.01 * want,
+            "{inst}: the rule says {got} J/token, the record {want}: {record}"
+        );
+    }
+
+    // (b) Every query of the dashboard, as Grafana would send it with both hosts selected.
+    let path = repo_root().join("packaging/grafana/wattbar.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    let both = format!("({}|{})", instance(&a), instance(&b));
+    let host_var = dashboard["templating"]["list"]
+        .as_array()
+        .and_then(|l| l.iter().find(|v| v["name"] == "host"))
+        .unwrap_or_else(|| panic!("the dashboard has no `host` variable"));
+    let definition = host_var["query"]["query"]
+        .as_str()
+        .or_else(|| host_var["query"].as_str())
+        .unwrap_or_else(|| panic!("{host_var}"));
+    // label_values(METRIC, LABEL): the hosts Grafana lists.
+    let (metric, label) = definition
+        .strip_prefix("label_values(")
+        .and_then(|s| s.strip_suffix(')'))
+        .and_then(|s| s.split_once(','))
+        .map(|(m, l)| (m.trim(), l.trim()))
+        .unwrap_or_else(|| panic!("{definition}"));
+    let listed: Vec<String> = prom
+        .query(&format!("group by ({label}) ({metric})"))
+        .iter()
+        .filter_map(|s| s["metric"][label].as_str().map(str::to_string))
+        .collect();
+    for (serve, _) in hosts {
+        assert!(listed.contains(&instance(serve)), "{listed:?}");
+    }
+
+    let mut queries = Vec::new();
+    dashboard_queries(
+        dashboard["panels"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default(),
+        &mut queries,
+    );
+    assert!(queries.len() >= 10, "{queries:?}");
+    for (title, expr) in &queries {
+        let mut e = expr.clone();
+        for (var, value) in [
+            ("${host}", both.as_str()),
+            ("$host", both.as_str()),
+            ("$__rate_interval", "1m"),
+            ("$__interval", "15s"),
+            ("$__range", "1h"),
+        ] {
+            e = e.replace(var, value);
+        }
+        assert!(!e.contains('$'), "{title}: a variable is left in {e}");
+        let result = prom.query(&e);
+        assert!(!result.is_empty(), "{title}: no data for {e}");
+    }
+    eprintln!(
+        "{} dashboard queries answered; {:.0} s in all",
+        queries.len(),
+        started.elapsed().as_secs_f64()
+    );
+}
