@@ -11,8 +11,8 @@
 //! - A line that is not such an object is reported with its line number and skipped.
 
 use serde_json::{Map, Value};
-use std::io::{Read, Seek, SeekFrom};
-use std::path::{Path, PathBuf};
+use std::io::Read;
+use std::path::Path;
 
 /// One event of a run.
 #[derive(Debug, Clone, PartialEq)]
@@ -109,8 +109,8 @@ pub fn phases(events: &[Event], start: f64, end: f64) -> Vec<Phase> {
 
 /// Follows the events file while the child runs: reads what was appended since the last call.
 pub struct Tail {
-    path: PathBuf,
-    offset: u64,
+    /// Kept open: each poll is one read from where the last one stopped.
+    file: std::fs::File,
     partial: String,
     line_no: usize,
 }
@@ -120,8 +120,7 @@ impl Tail {
     pub fn create(path: &Path) -> std::io::Result<Tail> {
         std::fs::write(path, b"")?;
         Ok(Tail {
-            path: path.to_path_buf(),
-            offset: 0,
+            file: std::fs::File::open(path)?,
             partial: String::new(),
             line_no: 0,
         })
@@ -129,17 +128,10 @@ impl Tail {
 
     /// The complete lines appended since the last call, as events or as problems.
     pub fn poll(&mut self, now: f64, last: bool) -> Vec<Result<Event, String>> {
-        let mut text = String::new();
-        if let Ok(mut f) = std::fs::File::open(&self.path) {
-            if f.seek(SeekFrom::Start(self.offset)).is_ok() {
-                let mut bytes = Vec::new();
-                if let Ok(n) = f.read_to_end(&mut bytes) {
-                    self.offset += n as u64;
-                    text = String::from_utf8_lossy(&bytes).into_owned();
-                }
-            }
+        let mut bytes = Vec::new();
+        if self.file.read_to_end(&mut bytes).is_ok() && !bytes.is_empty() {
+            self.partial.push_str(&String::from_utf8_lossy(&bytes));
         }
-        self.partial.push_str(&text);
         let mut out = Vec::new();
         while let Some(i) = self.partial.find('\n') {
             let line: String = self.partial.drain(..=i).collect();

@@ -21,8 +21,11 @@ use serde_json::Map;
 use std::time::Duration;
 use summary::{Baseline, CommandResult, Pricing, RunContext, RunFigures, Summary};
 
-/// How often the events file is read while the child runs.
-const EVENTS_POLL: Duration = Duration::from_millis(50);
+/// The events file is read once per sampling interval, within these bounds: a line without `ts`
+/// is stamped to the measurement's own resolution, and waking more often would cost more than
+/// the sampling itself.
+const EVENTS_POLL_MIN: Duration = Duration::from_millis(50);
+const EVENTS_POLL_MAX: Duration = Duration::from_secs(1);
 
 fn programs(args: &RunArgs) -> Result<Vec<Program>> {
     match (args.cmd.is_empty(), args.command.is_empty()) {
@@ -188,7 +191,14 @@ async fn run_all(
 ) -> Result<()> {
     for (c, program) in programs.iter().enumerate() {
         for w in 0..args.warmup {
-            let (life, _) = run_once(program, events_path, args.json, interrupts).await?;
+            let (life, _) = run_once(
+                program,
+                events_path,
+                args.json,
+                meter.interval(),
+                interrupts,
+            )
+            .await?;
             if !life.outcome.success() {
                 eprintln!(
                     "wattbar run: warm-up {} of {}: {}",
@@ -201,7 +211,14 @@ async fn run_all(
             }
         }
         for n in 1..=args.runs {
-            let (life, events) = run_once(program, events_path, args.json, interrupts).await?;
+            let (life, events) = run_once(
+                program,
+                events_path,
+                args.json,
+                meter.interval(),
+                interrupts,
+            )
+            .await?;
             if let child::Outcome::NotStarted(why) = &life.outcome {
                 eprintln!(
                     "wattbar run: {} could not be started: {why}",
@@ -277,8 +294,10 @@ async fn run_once(
     program: &Program,
     events_path: &std::path::Path,
     json: bool,
+    poll: Duration,
     interrupts: &mut Interrupts,
 ) -> Result<(Life, Vec<Event>)> {
+    let poll = poll.clamp(EVENTS_POLL_MIN, EVENTS_POLL_MAX);
     let mut tail = Tail::create(events_path)?;
     let mut found: Vec<Event> = Vec::new();
     let take = |results: Vec<Result<Event, String>>, found: &mut Vec<Event>| {
@@ -299,7 +318,7 @@ async fn run_once(
     } = loop {
         tokio::select! {
             life = &mut child => break life,
-            _ = tokio::time::sleep(EVENTS_POLL) => take(tail.poll(unix_now(), false), &mut found),
+            _ = tokio::time::sleep(poll) => take(tail.poll(unix_now(), false), &mut found),
         }
     };
     let busy = cpu.busy_percent(end - start);
