@@ -153,6 +153,10 @@ pub enum Cmd {
         step: StepArg,
         #[arg(long, value_enum, default_value = "csv")]
         format: ExportFormat,
+        /// Only these domains (repeatable): `system` is the headline, others the breakdown
+        /// (cpu, gpu, dram, …). Default: the headline and every domain stored.
+        #[arg(long = "domain", value_name = "D")]
+        domains: Vec<String>,
     },
 }
 

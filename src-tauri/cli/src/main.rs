@@ -84,6 +84,7 @@ fn main() -> Result<()> {
             to,
             step,
             format,
-        } => ledger::export(&from, &to, step, format),
+            domains,
+        } => ledger::export(&from, &to, step, format, &domains),
     }
 }

@@ -320,3 +320,78 @@ fn reset_session_with_no_engine_running_reads_zero_and_keeps_lifetime() {
     assert_eq!(session(home.path()), Some(0.0));
     assert_eq!(lifetime_joules(home.path()), Some(before));
 }
+
+#[test]
+fn export_gives_each_domain_its_own_columns_and_filters_by_domain() {
+    let home = home();
+    std::fs::write(
+        home.path().join("trace.csv"),
+        "t,watts,domain\n0,100,system\n0,40,cpu\n0,25,gpu\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let out = cli(home.path())
+        .args([
+            "watch",
+            "--interval",
+            "100ms",
+            "--count",
+            "15",
+            "--batch",
+            "500ms",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.status.success());
+    let export = |args: &[&str]| {
+        let out = cli(home.path())
+            .args(["export", "--from", "1h"])
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, text, err) = export(&[]);
+    assert_eq!(code, Some(0), "{err}");
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("t,mean_watts,max_watts,joules,cpu_mean_watts,cpu_joules,gpu_mean_watts,gpu_joules")
+    );
+    // Each domain's mean is its own energy over its own metered time: 40 W and 25 W, not
+    // diluted by the part of the minute before the first sample.
+    let cells: Vec<f64> = lines
+        .next()
+        .unwrap_or_default()
+        .split(',')
+        .map(|c| c.parse().unwrap_or(f64::NAN))
+        .collect();
+    assert!((cells[1] - 100.0).abs() < 1e-9, "{cells:?}");
+    assert!(
+        (cells[4] - 40.0).abs() < 1e-6 && (cells[6] - 25.0).abs() < 1e-6,
+        "{cells:?}"
+    );
+    // cpu's energy is 40 % of the headline's, as 40 W is of 100 W.
+    assert!((cells[5] / cells[3] - 0.4).abs() < 0.02, "{cells:?}");
+
+    let (code, text, _) = export(&["--domain", "cpu"]);
+    assert_eq!(code, Some(0));
+    assert!(text.starts_with("t,cpu_mean_watts,cpu_joules\n"), "{text}");
+    let (_, text, _) = export(&["--domain", "system", "--domain", "gpu", "--format", "json"]);
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap_or_default();
+    assert!(!rows.is_empty());
+    assert!(rows.iter().all(|r| r["domains"].get("cpu").is_none()
+        && r["domains"]["gpu"]["mean_watts"]
+            .as_f64()
+            .is_some_and(|w| (w - 25.0).abs() < 1e-6)
+        && r["mean_watts"] == 100.0));
+    let (code, _, err) = export(&["--domain", "ane"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("no history for domain \"ane\"") && err.contains("cpu, gpu"),
+        "{err}"
+    );
+}

@@ -292,3 +292,62 @@ fn reset_session_goes_through_the_running_engine_and_the_session_reads_zero() {
         "{live} J {since} s after the reset"
     );
 }
+
+#[test]
+fn history_and_the_report_have_each_domain_and_history_filters_by_domain() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let serve = Serve::start(
+        dir.path(),
+        "t,watts,domain\n0,100,system\n0,40,cpu\n",
+        &["--interval", "100ms"],
+    );
+    let now = wattbar_engine::unix_now();
+    let from = now - 3600.0;
+    let history = |filter: &str| -> serde_json::Value {
+        serve.get(&format!(
+            "/v1/history?from={from}&to={}{filter}",
+            now + 3600.0
+        ))
+    };
+    let cpu = (0..50)
+        .find_map(|_| {
+            let h = history("&domain=cpu");
+            let found = h["domains"].as_array().is_some_and(|d| !d.is_empty());
+            if !found {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            found.then_some(h)
+        })
+        .unwrap_or_else(|| panic!("no cpu history after 10 s"));
+    assert_eq!(
+        cpu["points"],
+        serde_json::json!([]),
+        "system was not asked for"
+    );
+    for p in cpu["domains"].as_array().into_iter().flatten() {
+        assert_eq!(p["domain"], "cpu");
+        let w = p["mean_watts"].as_f64().unwrap_or_default();
+        assert!((w - 40.0).abs() < 1e-6, "{p}");
+    }
+    let all = history("&domain=*");
+    assert!(all["points"].as_array().is_some_and(|p| !p.is_empty()));
+    assert!(
+        history("")["domains"].is_null(),
+        "no filter, no domains: the dashboard's payload"
+    );
+    let bad = ureq::get(&format!("{}/v1/history?domain=cpu;x", serve.url)).call();
+    assert!(matches!(bad, Err(ureq::Error::Status(400, _))));
+    let svg = ureq::get(&format!("{}/v1/report.svg?from={from}", serve.url))
+        .call()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(svg.header("Content-Type"), Some("image/svg+xml"));
+    let svg = svg.into_string().unwrap_or_default();
+    let texts: Vec<&str> = svg
+        .split("</text>")
+        .filter_map(|t| t.rsplit('>').next().map(str::trim))
+        .collect();
+    assert!(
+        texts.contains(&"cpu") && texts.contains(&"total (whole machine)"),
+        "the report lacks its lines: {texts:?}"
+    );
+}

@@ -28,6 +28,7 @@ fn year_of_data(dir: &std::path::Path) -> Store {
                     joules: watts * 60.0,
                     cost: watts * 60.0 / 3.6e6 * 0.3,
                     by_domain: vec![("cpu".into(), watts * 40.0)],
+                    seconds: 60.0,
                     currency: "EUR".into(),
                 }
             })

@@ -42,6 +42,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             joules: j,
             cost: c,
             by_domain: vec![("system".into(), j)],
+            seconds: 60.0,
             currency: "EUR".into(),
         });
         if batch.len() == 1440 {

@@ -547,6 +547,38 @@ struct HistoryQuery {
     from: Option<f64>,
     to: Option<f64>,
     step: Option<String>,
+    /// Domains, comma-separated: `system` is the headline, `*` every domain stored.
+    domain: Option<String>,
+}
+
+/// Most domains one history request names.
+const MAX_DOMAINS: usize = 16;
+
+/// The domains a history request names; `None` without a filter.
+fn domain_filter(text: Option<&str>) -> Result<Option<Vec<String>>, String> {
+    let Some(text) = text else { return Ok(None) };
+    let names: Vec<String> = text
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+        .collect();
+    if names.is_empty() || names.len() > MAX_DOMAINS {
+        return Err(format!(
+            "domain: name 1 to {MAX_DOMAINS} domains, comma-separated"
+        ));
+    }
+    if let Some(bad) = names.iter().find(|n| {
+        *n != "*"
+            && !n
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    }) {
+        return Err(format!(
+            "domain {bad:?} is not a domain name such as cpu or gpu"
+        ));
+    }
+    Ok(Some(names))
 }
 
 async fn get_history(
@@ -562,18 +594,39 @@ async fn get_history(
         Ok(w) => w,
         Err(message) => return error(StatusCode::BAD_REQUEST, message),
     };
+    let domains = match domain_filter(q.domain.as_deref()) {
+        Ok(d) => d,
+        Err(message) => return error(StatusCode::BAD_REQUEST, message),
+    };
     let Some(db) = shared.config.db_path.clone() else {
         return Json(HistoryPayload::new(label, step, Vec::new())).into_response();
     };
     let result = tokio::task::spawn_blocking(move || {
         if !db.exists() {
-            return Ok(Vec::new());
+            return Ok::<_, crate::store::StoreError>(HistoryPayload::new(label, step, Vec::new()));
         }
-        Store::open_read_only(&db).and_then(|s| s.history(from, to, step))
+        let store = Store::open_read_only(&db)?;
+        let Some(names) = domains else {
+            return Ok(HistoryPayload::new(
+                label,
+                step,
+                store.history(from, to, step)?,
+            ));
+        };
+        let all = names.iter().any(|n| n == "*");
+        let headline = if all || names.iter().any(|n| n == "system") {
+            store.history(from, to, step)?
+        } else {
+            Vec::new()
+        };
+        let wanted: Vec<String> = if all { Vec::new() } else { names };
+        let mut payload = HistoryPayload::new(label, step, headline);
+        payload.domains = store.domain_history(from, to, step, &wanted)?;
+        Ok(payload)
     })
     .await;
     match result {
-        Ok(Ok(points)) => Json(HistoryPayload::new(label, step, points)).into_response(),
+        Ok(Ok(payload)) => Json(payload).into_response(),
         Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
         Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
     }
@@ -831,12 +884,26 @@ mod tests {
     }
 
     #[test]
+    fn a_history_domain_filter_is_a_short_list_of_names() {
+        assert_eq!(domain_filter(None), Ok(None));
+        assert_eq!(
+            domain_filter(Some("cpu, gpu,")),
+            Ok(Some(vec!["cpu".to_string(), "gpu".to_string()]))
+        );
+        assert_eq!(domain_filter(Some("*")), Ok(Some(vec!["*".to_string()])));
+        assert!(domain_filter(Some("")).is_err());
+        assert!(domain_filter(Some("cpu;drop table")).is_err());
+        assert!(domain_filter(Some(&vec!["cpu"; 17].join(","))).is_err());
+    }
+
+    #[test]
     fn history_windows_are_checked() {
         let q = |from, to, step: Option<&str>| HistoryQuery {
             range: None,
             from,
             to,
             step: step.map(str::to_string),
+            domain: None,
         };
         assert!(history_window(&q(Some(10.0), Some(5.0), None), 100.0).is_err());
         assert!(history_window(&q(Some(0.0), Some(500.0 * 86_400.0), None), 0.0).is_err());

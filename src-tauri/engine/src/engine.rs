@@ -207,8 +207,13 @@ impl Engine {
         {
             self.low_power_changed(&t);
         }
+        let seconds = prev
+            .map(|p| at.monotonic.saturating_sub(p.monotonic))
+            .filter(|d| *d <= self.accounting.gap_threshold())
+            .map_or(0.0, |d| d.as_secs_f64());
         self.recorder.record(Row {
             t: at.unix_seconds,
+            seconds,
             watts: snapshot.headline_watts().map(|w| w.0),
             joules: step.headline.joules.0,
             cost: step.headline.cost,

@@ -277,6 +277,7 @@ mod tests {
             joules,
             cost: 0.0,
             by_domain: vec![("cpu".into(), cpu)],
+            seconds: 1.0,
             currency: "EUR".into(),
         }
     }

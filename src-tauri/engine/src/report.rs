@@ -3,8 +3,9 @@
 //! `/v1/report.svg` (the dashboard's "Report") make the same one.
 //!
 //! Rules:
-//! - Power is the stored headline, by minute up to two days and by hour beyond; a stretch with
-//!   nothing stored is a gap, never 0 W.
+//! - Power is the stored headline and each stored domain, one line each (a domain is part of the
+//!   headline, so they overlap and are never stacked), by minute up to two days and by hour
+//!   beyond; a stretch with nothing stored is a gap, never 0 W.
 //! - Days and their costs are the ledger's own rows, in the preferences' currency.
 //! - Models are those with records in the period.
 
@@ -45,6 +46,24 @@ pub fn from_store(
         total.points.push((p.t + width / 2.0, p.mean_watts));
         last = Some(p.t);
     }
+    let mut power = vec![total];
+    let mut by_domain: BTreeMap<String, Line> = BTreeMap::new();
+    let mut last_seen: BTreeMap<String, f64> = BTreeMap::new();
+    for p in store.domain_history(from, to, step, &[])? {
+        let line = by_domain.entry(p.domain.clone()).or_insert_with(|| Line {
+            name: p.domain.clone(),
+            points: Vec::new(),
+        });
+        if last_seen
+            .get(&p.domain)
+            .is_some_and(|l| p.t - l > 1.5 * width)
+        {
+            line.points.push((p.t - width, None));
+        }
+        line.points.push((p.t + width / 2.0, p.mean_watts));
+        last_seen.insert(p.domain, p.t);
+    }
+    power.extend(by_domain.into_values());
     let mut days: Vec<Day> = Vec::new();
     let mut t = from;
     while t < to + SECONDS_PER_DAY {
@@ -103,7 +122,7 @@ pub fn from_store(
             fmt(to)
         ),
         offset,
-        power: vec![total],
+        power,
         spans: Vec::new(),
         marks: Vec::new(),
         days,
@@ -138,6 +157,7 @@ mod tests {
                 joules: watts * 60.0,
                 cost: watts * 60.0 / 3.6e6 * 0.30,
                 by_domain: vec![("system".into(), watts * 60.0)],
+                seconds: 60.0,
                 currency: "EUR".into(),
             });
         }

@@ -13,7 +13,9 @@
 //! - `low_power(t, enabled, reason, message)` (v3): every change of low-power mode; the last row
 //!   is the state restored at start;
 //! - `inference(id, model, route, status, start, end, record)` and `inference_baseline` (v5):
-//!   one record per measured request, and the last idle baseline ([`inference`]).
+//!   one record per measured request, and the last idle baseline ([`inference`]);
+//! - `domain_minutes`, `domain_hours(t, domain, joules, seconds)` (v6): history per breakdown
+//!   domain ([`domains`]).
 //!
 //! Writes come in batches, each one transaction: a kill -9 loses at most the batch in memory and
 //! never leaves a half-written one. A file that is not a database, or fails its integrity
@@ -27,12 +29,13 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 mod batch;
+pub mod domains;
 pub mod inference;
 
 use batch::BatchSums;
 
 pub const DB_FILE: &str = "wattbar.db";
-const SCHEMA_VERSION: i64 = 5;
+const SCHEMA_VERSION: i64 = 6;
 pub const RAW_KEEP_SECONDS: f64 = 24.0 * 3600.0;
 pub const MINUTES_KEEP_SECONDS: f64 = 30.0 * 86_400.0;
 
@@ -62,6 +65,9 @@ pub struct Row {
     pub cost: f64,
     /// Energy this step added per breakdown domain (cpu, gpu, …), counters first.
     pub by_domain: Vec<(String, f64)>,
+    /// The length of the interval this step measured, seconds; 0 for a first sample or after a
+    /// gap, whose energy is not counted.
+    pub seconds: f64,
     /// The currency `cost` is in.
     pub currency: String,
 }
@@ -175,7 +181,7 @@ pub fn local_day_month(t: f64) -> (String, String) {
     }
 }
 
-const MIGRATIONS: [&str; 5] = [
+const MIGRATIONS: [&str; 6] = [
     r#"
 CREATE TABLE lifetime (domain TEXT PRIMARY KEY, joules REAL NOT NULL);
 CREATE TABLE sessions (id INTEGER PRIMARY KEY, start REAL NOT NULL, end REAL,
@@ -214,6 +220,7 @@ DROP TABLE monthly;
 ALTER TABLE monthly_v4 RENAME TO monthly;
 "#,
     inference::MIGRATION,
+    domains::MIGRATION,
 ];
 
 impl Store {
@@ -405,6 +412,8 @@ impl Store {
             };
             let mut minute = tx.prepare_cached(&rollup_sql("minutes"))?;
             let mut hour = tx.prepare_cached(&rollup_sql("hours"))?;
+            let mut domain_minute = tx.prepare_cached(&domains::upsert_sql(Step::Minute))?;
+            let mut domain_hour = tx.prepare_cached(&domains::upsert_sql(Step::Hour))?;
             let mut lifetime = tx.prepare_cached(
                 "INSERT INTO lifetime (domain, joules) VALUES (?1, ?2)
                  ON CONFLICT(domain) DO UPDATE SET joules = joules + ?2",
@@ -427,6 +436,14 @@ impl Store {
                     stmt.execute(params![bucket, b.n, b.sum_watts, b.max_watts, b.joules])?;
                 }
             }
+            for (stmt, buckets) in [
+                (&mut domain_minute, &sums.domain_minutes),
+                (&mut domain_hour, &sums.domain_hours),
+            ] {
+                for ((bucket, domain), (joules, seconds)) in buckets {
+                    stmt.execute(params![bucket, domain, joules, seconds])?;
+                }
+            }
             for (domain, joules) in &sums.lifetime {
                 lifetime.execute(params![domain, joules])?;
             }
@@ -436,7 +453,8 @@ impl Store {
             for ((month, currency), (joules, cost)) in &sums.monthly {
                 monthly.execute(params![month, joules, cost, currency])?;
             }
-            drop((sample, minute, hour, lifetime, daily, monthly));
+            drop((sample, minute, hour, domain_minute, domain_hour));
+            drop((lifetime, daily, monthly));
             tx.prepare_cached("UPDATE sessions SET joules = ?2, cost = ?3 WHERE id = ?1")?
                 .execute(params![session_id, session_joules, session_cost])?;
             tx.commit()
@@ -451,6 +469,8 @@ impl Store {
         tx.prepare_cached("DELETE FROM samples WHERE t < ?1")
             .and_then(|mut s| s.execute(params![now_unix - RAW_KEEP_SECONDS]))
             .and_then(|_| tx.prepare_cached("DELETE FROM minutes WHERE t < ?1"))
+            .and_then(|mut s| s.execute(params![now_unix - MINUTES_KEEP_SECONDS]))
+            .and_then(|_| tx.prepare_cached("DELETE FROM domain_minutes WHERE t < ?1"))
             .and_then(|mut s| s.execute(params![now_unix - MINUTES_KEEP_SECONDS]))
             .and_then(|_| tx.commit())
             .map_err(|e| sql_at(&path, e))
@@ -689,6 +709,7 @@ mod tests {
             joules,
             cost,
             by_domain: vec![("cpu".into(), joules / 3.0), ("system".into(), joules)],
+            seconds: 1.0,
             currency: "EUR".into(),
         }
     }

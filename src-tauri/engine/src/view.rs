@@ -90,8 +90,12 @@ pub struct StatePayload {
 pub struct HistoryPayload {
     pub range: String,
     pub step_seconds: i64,
+    /// The headline (`system`); empty when a domain filter leaves it out.
     pub points: Vec<HistoryPoint>,
     pub kwh: f64,
+    /// Per breakdown domain, when asked for (`?domain=cpu,gpu`, `*` for all).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub domains: Vec<crate::store::domains::DomainPoint>,
 }
 
 impl HistoryPayload {
@@ -102,6 +106,7 @@ impl HistoryPayload {
             step_seconds: step.seconds(),
             kwh: joules / wattbar_core::JOULES_PER_KWH,
             points,
+            domains: Vec::new(),
         }
     }
 }

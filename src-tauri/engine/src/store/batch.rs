@@ -19,6 +19,9 @@ pub struct Bucket {
 pub struct BatchSums {
     pub minutes: BTreeMap<i64, Bucket>,
     pub hours: BTreeMap<i64, Bucket>,
+    /// (minute, breakdown domain) → (joules, seconds metered); likewise per hour.
+    pub domain_minutes: BTreeMap<(i64, String), (f64, f64)>,
+    pub domain_hours: BTreeMap<(i64, String), (f64, f64)>,
     /// Positive joules per domain (`system` is the headline).
     pub lifetime: BTreeMap<String, f64>,
     /// (day, currency) → (joules, cost).
@@ -43,6 +46,17 @@ impl BatchSums {
                     b.max_watts = Some(b.max_watts.map_or(w, |m| m.max(w)));
                 }
                 b.joules += row.joules;
+            }
+            for (step, buckets) in [
+                (Step::Minute, &mut sums.domain_minutes),
+                (Step::Hour, &mut sums.domain_hours),
+            ] {
+                let key = (row.t.floor() as i64).div_euclid(step.seconds()) * step.seconds();
+                for (domain, joules) in row.by_domain.iter().filter(|(d, _)| d != "system") {
+                    let e = buckets.entry((key, domain.clone())).or_default();
+                    e.0 += joules;
+                    e.1 += row.seconds;
+                }
             }
             let domains = std::iter::once(("system", row.joules)).chain(
                 row.by_domain
@@ -75,6 +89,7 @@ mod tests {
             joules,
             cost: joules / 3.6e6 * 0.30,
             by_domain: vec![("cpu".into(), joules / 2.0), ("system".into(), joules)],
+            seconds: 1.0,
             currency: "EUR".into(),
         }
     }
@@ -113,6 +128,17 @@ mod tests {
         assert_eq!(sums.lifetime.get("cpu"), Some(&157.5));
         let day: f64 = sums.daily.values().map(|(j, _)| j).sum();
         assert_eq!(day, 315.0);
+        // cpu per minute: its own energy and the seconds it was metered (one per row here),
+        // so 58–59 s: 105 J over 2 s; 60–61 s: 52.5 J over 2 s. `system` is not a domain row.
+        assert_eq!(
+            sums.domain_minutes.get(&(0, "cpu".into())),
+            Some(&(105.0, 2.0))
+        );
+        assert_eq!(
+            sums.domain_minutes.get(&(60, "cpu".into())),
+            Some(&(52.5, 2.0))
+        );
+        assert!(!sums.domain_minutes.keys().any(|(_, d)| d == "system"));
     }
 
     #[test]
