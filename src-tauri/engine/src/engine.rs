@@ -646,18 +646,33 @@ mod tests {
         );
         let mut rx = engine.subscribe();
         // 1000 s at 3600 W = 1 kWh, free.
-        wait_for(&mut rx, |p| p.session.kwh >= 1.0 - 1e-9).await;
+        let free = wait_for(&mut rx, |p| p.session.kwh >= 1.0 - 1e-9).await;
+        assert_eq!(free.session.cost, 0.0);
         engine
             .send(Command::SetPrice(Price::new(0.5).unwrap_or_default()))
             .unwrap_or_else(|e| panic!("{e}"));
+        // The engine thread may sample again before this task sees the change (the channel
+        // keeps the latest state): at most what was drawn since `free` is at the new price.
         let priced = wait_for(&mut rx, |p| p.price_per_kwh == 0.5).await;
-        assert_eq!(priced.session.cost, 0.0);
-        let later = wait_for(&mut rx, |p| p.session.kwh >= 2.0 - 1e-9).await;
+        let since_free = priced.session.kwh - free.session.kwh;
         assert!(
-            (later.session.cost - 0.5).abs() < 1e-9,
-            "{}",
-            later.session.cost
+            priced.session.cost >= 0.0 && priced.session.cost <= 0.5 * since_free + 1e-9,
+            "{} EUR for {since_free} kWh since the change",
+            priced.session.cost
         );
+        // From then on every kWh costs 0.5: one more kWh, 0.5 more.
+        let later = wait_for(&mut rx, |p| {
+            p.session.kwh >= priced.session.kwh + 1.0 - 1e-9
+        })
+        .await;
+        let added = later.session.kwh - priced.session.kwh;
+        assert!(
+            (later.session.cost - priced.session.cost - 0.5 * added).abs() < 1e-9,
+            "{} EUR for {added} kWh",
+            later.session.cost - priced.session.cost
+        );
+        // The kWh before the change stayed free.
+        assert!(later.session.cost <= 0.5 * (later.session.kwh - free.session.kwh) + 1e-9);
         engine.stop();
     }
 
