@@ -7,6 +7,7 @@
 
 mod child;
 mod events;
+mod gpu;
 mod meter;
 mod output;
 mod report;
@@ -79,7 +80,13 @@ async fn measure(args: RunArgs, programs: Vec<Program>) -> Result<i32> {
             Meter::here(chain, prefs, args.interval).await?
         }
     };
-    let result = measure_with(&args, &programs, &meter, &pricing, &mut interrupts).await;
+    let options = wattbar_engine::ChainOptions::from_env();
+    let gpus = match &options.replay {
+        Some(_) => None,
+        None => Some(gpu::GpuWatch::start(args.interval, &options.root)),
+    };
+    let gpus = Gpus(gpus);
+    let result = measure_with(&args, &programs, &meter, &gpus, &pricing, &mut interrupts).await;
     meter.stop().await;
     let (summary, kept) = result?;
     eprint!("{}", summary::human(&summary));
@@ -99,10 +106,23 @@ pub struct Kept {
     pub states: Vec<meter::State>,
 }
 
+/// The GPU watcher, or none while replaying a trace (the trace stands in for the machine).
+struct Gpus(Option<gpu::GpuWatch>);
+
+impl Gpus {
+    fn figures(&self, from: f64, to: f64) -> (Vec<gpu::GpuFigure>, Option<String>) {
+        match &self.0 {
+            Some(w) => w.figures(from, to),
+            None => (Vec::new(), Some("not read while replaying a trace".into())),
+        }
+    }
+}
+
 async fn measure_with(
     args: &RunArgs,
     programs: &[Program],
     meter: &Meter,
+    gpus: &Gpus,
     pricing: &Pricing,
     interrupts: &mut Interrupts,
 ) -> Result<(Summary, Kept)> {
@@ -136,6 +156,7 @@ async fn measure_with(
         args,
         programs,
         meter,
+        gpus,
         pricing,
         interrupts,
         baseline.as_ref(),
@@ -183,6 +204,7 @@ async fn run_all(
     args: &RunArgs,
     programs: &[Program],
     meter: &Meter,
+    gpus: &Gpus,
     pricing: &Pricing,
     interrupts: &mut Interrupts,
     baseline: Option<&Baseline>,
@@ -245,6 +267,7 @@ async fn run_all(
                 baseline,
                 pricing,
                 cpu_busy_percent: life.cpu_busy_percent,
+                gpus: gpus.figures(life.start, life.end),
                 unavailable: meter
                     .unavailable()
                     .iter()

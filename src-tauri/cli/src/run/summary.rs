@@ -99,6 +99,10 @@ pub struct RunFigures {
     pub carbon_g: Option<f64>,
     /// Mean share of all CPUs busy during the run, 0–100.
     pub cpu_busy_percent: Option<f64>,
+    /// Per GPU: utilisation mean and max, memory used at its peak.
+    pub gpus: Vec<super::gpu::GpuFigure>,
+    /// Why no GPU figures are given, when none are.
+    pub gpus_not_reported: Option<String>,
     pub covered_fraction: f64,
     pub samples: usize,
     pub quality: Option<Quality>,
@@ -118,6 +122,7 @@ pub struct RunContext<'a> {
     pub baseline: Option<&'a Baseline>,
     pub pricing: &'a Pricing,
     pub cpu_busy_percent: Option<f64>,
+    pub gpus: (Vec<super::gpu::GpuFigure>, Option<String>),
     /// Why sources could not read, for a run with nothing measured.
     pub unavailable: String,
 }
@@ -187,6 +192,8 @@ pub fn run_figures(
             .zip(cx.pricing.carbon_g_per_kwh)
             .map(|(g, c)| g / JOULES_PER_KWH * c),
         cpu_busy_percent: cx.cpu_busy_percent,
+        gpus: cx.gpus.0,
+        gpus_not_reported: cx.gpus.1,
         covered_fraction: window.covered_fraction,
         samples: window.samples,
         quality: window.quality,
@@ -352,6 +359,31 @@ fn run_text(r: &RunFigures, baseline: Option<&Baseline>) -> String {
         Some(c) => t.push_str(&format!("  cpu busy     {c:.1} % (mean)\n")),
         None => t.push_str("  cpu busy     not reported\n"),
     }
+    for g in &r.gpus {
+        let util = match (g.utilisation_mean_percent, g.utilisation_max_percent) {
+            (Some(mean), Some(max)) => format!("busy {mean:.0} % mean, {max} % max"),
+            _ => "utilisation not reported".into(),
+        };
+        let memory = match (g.memory_used_peak_bytes, g.memory_total_bytes) {
+            (Some(used), Some(total)) => format!(
+                ", memory peak {:.1} of {:.1} GiB",
+                used as f64 / f64::from(1u32 << 30),
+                total as f64 / f64::from(1u32 << 30)
+            ),
+            _ => String::new(),
+        };
+        t.push_str(&format!(
+            "  gpu {:<9}{util}{memory}{}\n",
+            g.index,
+            g.name
+                .as_ref()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default()
+        ));
+    }
+    if let Some(why) = &r.gpus_not_reported {
+        t.push_str(&format!("  gpu          not reported: {why}\n"));
+    }
     if !r.sources.is_empty() {
         t.push_str(&format!(
             "  sources      {} ({}), {:.0} % of the run covered by {} samples\n",
@@ -504,6 +536,7 @@ mod tests {
             baseline,
             pricing,
             cpu_busy_percent: None,
+            gpus: (Vec::new(), Some("no NVML".into())),
             unavailable: "rapl: no permission".into(),
         }
     }
