@@ -128,6 +128,34 @@ pub enum Cmd {
     /// child's lifetime, with an idle baseline before it. Exits with the child's status.
     /// The child may mark phases by writing JSON lines to the file named in WATTBAR_RUN_EVENTS.
     Run(RunArgs),
+    /// Run a model over a set of prompts, one at a time, each measured as the inference proxy
+    /// measures a request: records.jsonl and summary.json in --out, the records added to the
+    /// model ledger.
+    Profile {
+        #[arg(long)]
+        model: String,
+        /// JSON lines: `{"prompt": "...", "id": ..., "answer": "..."}` (id and answer optional).
+        #[arg(long)]
+        prompts: PathBuf,
+        /// The model server; default: OLLAMA_HOST, else http://127.0.0.1:11434.
+        #[arg(long, value_name = "URL")]
+        upstream: Option<String>,
+        /// The server's API.
+        #[arg(long, value_enum, default_value = "ollama")]
+        api: crate::profile::Api,
+        /// At most this many prompts, from the top.
+        #[arg(long)]
+        max: Option<usize>,
+        /// Where records.jsonl and summary.json go; default ./wattbar-profile-MODEL.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// How long the idle machine is measured before the first prompt; 0 skips it.
+        #[arg(long, default_value = "5s", value_parser = parse_idle)]
+        idle: Duration,
+        /// How often power is sampled when no running engine measures for us.
+        #[arg(long, default_value = "100ms", value_parser = parse_interval)]
+        interval: Duration,
+    },
     /// Draw the ledger's report: power over the period, energy and cost per day, energy per
     /// token per model. SVG or PNG (at least 1200×600), no system fonts needed.
     Report {

@@ -8,6 +8,7 @@ mod inspect;
 mod integrate;
 mod ledger;
 mod llm;
+mod profile;
 mod report;
 mod run;
 
@@ -73,6 +74,28 @@ fn main() -> Result<()> {
             then,
             after,
         } => inspect::probe(&sysfs_root, then.as_deref(), after),
+        Cmd::Profile {
+            model,
+            prompts,
+            upstream,
+            api,
+            max,
+            out,
+            idle,
+            interval,
+        } => profile::profile(
+            &runtime,
+            profile::Options {
+                out: out.unwrap_or_else(|| profile::default_out(&model)),
+                model,
+                prompts,
+                upstream,
+                api,
+                max,
+                idle,
+                interval,
+            },
+        ),
         Cmd::Report { from, to, out } => report::report(&from, &to, &out),
         Cmd::Run(args) => {
             let code = run::run(&runtime, args)?;

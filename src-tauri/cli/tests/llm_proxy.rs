@@ -5,60 +5,14 @@
 //! figure each record is checked against.
 
 mod common;
-use common::{repo_root, Serve};
+use common::{repo_root, Serve, Upstream};
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Milliseconds between chunks the upstream sends.
 const PACE_MS: u64 = 20;
 const WATTS: f64 = 100.0;
-
-struct Upstream {
-    child: Child,
-    url: String,
-}
-
-impl Upstream {
-    fn start() -> Upstream {
-        let mut child = Command::new("node")
-            .arg(repo_root().join("tests/llm/upstream.mjs"))
-            .args(["--port", "0", "--pace-ms", &PACE_MS.to_string()])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("node: {e}"));
-        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .unwrap_or_else(|e| panic!("{e}"));
-        let v: serde_json::Value =
-            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
-        let port = v["port"].as_u64().unwrap_or_else(|| panic!("{line}"));
-        Upstream {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-        }
-    }
-
-    fn stats(&self) -> serde_json::Value {
-        ureq::get(&format!("{}/__stats", self.url))
-            .set("Host", "127.0.0.1")
-            .call()
-            .unwrap_or_else(|e| panic!("{e}"))
-            .into_json()
-            .unwrap_or_else(|e| panic!("{e}"))
-    }
-}
-
-impl Drop for Upstream {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -138,7 +92,7 @@ fn assert_energy_is_the_draw_over_the_window(r: &serde_json::Value) {
 
 #[test]
 fn the_official_clients_get_their_answers_and_each_request_its_energy() {
-    let upstream = Upstream::start();
+    let upstream = Upstream::start(PACE_MS);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (serve, proxy) = start_serve(dir.path(), &upstream.url);
 
@@ -246,7 +200,7 @@ fn the_official_clients_get_their_answers_and_each_request_its_energy() {
 
 #[test]
 fn overlapping_requests_add_up_to_the_energy_of_their_union() {
-    let upstream = Upstream::start();
+    let upstream = Upstream::start(PACE_MS);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (serve, proxy) = start_serve(dir.path(), &upstream.url);
     let a = {
@@ -277,7 +231,7 @@ fn overlapping_requests_add_up_to_the_energy_of_their_union() {
 
 #[test]
 fn cancels_errors_cloud_models_and_a_missing_upstream_are_told_apart() {
-    let upstream = Upstream::start();
+    let upstream = Upstream::start(PACE_MS);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (serve, proxy) = start_serve(dir.path(), &upstream.url);
 
@@ -348,7 +302,7 @@ fn peak_rss_kib(pid: u32) -> u64 {
 #[test]
 fn two_hundred_megabytes_stream_through_both_ways_without_being_held() {
     use std::io::Read;
-    let upstream = Upstream::start();
+    let upstream = Upstream::start(PACE_MS);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (serve, proxy) = start_serve(dir.path(), &upstream.url);
     let before = peak_rss_kib(serve.child.id());
@@ -388,7 +342,7 @@ fn two_hundred_megabytes_stream_through_both_ways_without_being_held() {
 
 #[test]
 fn a_router_records_its_own_inference_and_asks_for_any_window_and_the_cli_lists_models() {
-    let upstream = Upstream::start();
+    let upstream = Upstream::start(PACE_MS);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (serve, proxy) = start_serve(dir.path(), &upstream.url);
     client("openai-chat-stream", &proxy);

@@ -75,6 +75,17 @@ impl Meter {
         prefs: wattbar_core::Preferences,
         interval: Duration,
     ) -> Result<Meter> {
+        Meter::here_recording(chain, prefs, interval, None).await
+    }
+
+    /// As [`Meter::here`], recording into the ledger at `store` when one is given (which takes
+    /// the data folder's lock).
+    pub async fn here_recording(
+        chain: wattbar_core::Chain,
+        prefs: wattbar_core::Preferences,
+        interval: Duration,
+        store: Option<std::path::PathBuf>,
+    ) -> Result<Meter> {
         let mut prefs = prefs;
         // The run measures; it must not change the machine's power mode or the advice.
         prefs.low_power.auto = false;
@@ -82,7 +93,9 @@ impl Meter {
         prefs.low_power.battery_below_percent = None;
         prefs.low_power.os_power_mode = false;
         prefs.interval_ms = interval.as_millis() as u64;
-        let engine = wattbar_engine::spawn(chain, EngineConfig::new(prefs))?;
+        let mut config = EngineConfig::new(prefs);
+        config.store = store;
+        let engine = wattbar_engine::spawn(chain, config)?;
         engine.send(Command::SetInterval(interval))?;
         let states: Shared<State> = Arc::default();
         let intervals: Shared<Interval> = Arc::default();
@@ -140,6 +153,14 @@ impl Meter {
             },
             states,
         })
+    }
+
+    /// The engine of this run's own, when it samples here.
+    pub fn reader(&self) -> Option<wattbar_engine::EngineReader> {
+        match &self.kind {
+            Kind::Here { engine, .. } => Some(engine.reader()),
+            Kind::Engine { .. } => None,
+        }
     }
 
     /// How the energy was measured, for summaries.

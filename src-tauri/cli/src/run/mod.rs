@@ -8,10 +8,10 @@
 mod child;
 mod events;
 mod gpu;
-mod meter;
+pub(crate) mod meter;
 mod output;
 mod report;
-mod summary;
+pub(crate) mod summary;
 
 use crate::args::RunArgs;
 use anyhow::{bail, Result};

@@ -111,3 +111,50 @@ impl Drop for Serve {
         let _ = self.child.wait();
     }
 }
+
+/// `tests/llm/upstream.mjs`: a model server that serves the genuine captures, paced.
+pub struct Upstream {
+    child: Child,
+    pub url: String,
+}
+
+impl Upstream {
+    /// Starts it on a free port, `pace_ms` between chunks.
+    pub fn start(pace_ms: u64) -> Upstream {
+        let mut child = Command::new("node")
+            .arg(repo_root().join("tests/llm/upstream.mjs"))
+            .args(["--port", "0", "--pace-ms", &pace_ms.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("node: {e}"));
+        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let v: serde_json::Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
+        let port = v["port"].as_u64().unwrap_or_else(|| panic!("{line}"));
+        Upstream {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    pub fn stats(&self) -> serde_json::Value {
+        ureq::get(&format!("{}/__stats", self.url))
+            .set("Host", "127.0.0.1")
+            .call()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .into_json()
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

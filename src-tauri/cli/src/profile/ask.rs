@@ -1,0 +1,201 @@
+//! One prompt to a model server, streamed: Ollama's `/api/generate` (NDJSON) or the
+//! OpenAI-compatible `/v1/chat/completions` (Server-Sent Events, usage asked for). The text is
+//! gathered as it arrives, the first token is stamped, and the server's own figures are read by
+//! the same [`ResponseMeter`] the proxy uses.
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+use std::io::Read;
+use wattbar_core::inference::response::{Framing, ResponseMeter, ServerFigures};
+use wattbar_core::inference::Route;
+
+/// The server's API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Api {
+    /// Ollama's native `/api/generate`.
+    Ollama,
+    /// `/v1/chat/completions` (OpenAI, llama.cpp, vLLM, Ollama's compatible API).
+    Openai,
+}
+
+impl Api {
+    fn path(self) -> &'static str {
+        match self {
+            Api::Ollama => "/api/generate",
+            Api::Openai => "/v1/chat/completions",
+        }
+    }
+
+    fn route(self) -> Route {
+        match self {
+            Api::Ollama => Route::OllamaGenerate,
+            Api::Openai => Route::OpenAiChat,
+        }
+    }
+
+    fn body(self, model: &str, prompt: &str) -> Value {
+        match self {
+            Api::Ollama => json!({ "model": model, "prompt": prompt, "stream": true }),
+            Api::Openai => json!({
+                "model": model,
+                "messages": [{ "role": "user", "content": prompt }],
+                "stream": true,
+                "stream_options": { "include_usage": true },
+            }),
+        }
+    }
+}
+
+/// The generated text a stream line (or a whole JSON body) carries, if any. Reasoning text
+/// (`reasoning_content`) is not the answer and is left out.
+pub fn content(api: Api, message: &Value) -> Option<&str> {
+    match api {
+        Api::Ollama => message["response"]
+            .as_str()
+            .or_else(|| message["message"]["content"].as_str()),
+        Api::Openai => {
+            let choice = &message["choices"][0];
+            choice["delta"]["content"]
+                .as_str()
+                .or_else(|| choice["message"]["content"].as_str())
+                .or_else(|| choice["text"].as_str())
+        }
+    }
+}
+
+/// The JSON of one line of a body, for either framing: `data: {…}` events or NDJSON lines.
+fn line_json(line: &str) -> Option<Value> {
+    let line = line.trim();
+    let data = line.strip_prefix("data:").map(str::trim).unwrap_or(line);
+    if data.is_empty() || data == "[DONE]" {
+        return None;
+    }
+    serde_json::from_str(data).ok()
+}
+
+/// What came back for one prompt.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// Unix seconds: just before the request was sent, at the first generated text, and when
+    /// the body had ended.
+    pub start: f64,
+    pub first_token: Option<f64>,
+    pub end: f64,
+    pub text: String,
+    pub figures: ServerFigures,
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// Sends `prompt` to `model` at `base` (e.g. `http://127.0.0.1:11434`) and reads the answer
+/// to its end.
+pub fn ask(base: &str, api: Api, model: &str, prompt: &str) -> Result<Answer> {
+    let url = format!("{}{}", base.trim_end_matches('/'), api.path());
+    let start = unix_now();
+    let reply = match ureq::post(&url).send_json(api.body(model, prompt)) {
+        Ok(r) => r,
+        Err(ureq::Error::Status(code, r)) => {
+            bail!("{url}: {code} {}", r.into_string().unwrap_or_default())
+        }
+        Err(e) => return Err(e).with_context(|| format!("is the model server at {base}?")),
+    };
+    let framing = Framing::of_content_type(reply.content_type());
+    let mut meter = ResponseMeter::new(api.route(), framing);
+    let mut reader = reply.into_reader();
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut pending = String::new();
+    let mut body = String::new();
+    let mut text = String::new();
+    let mut first_token = None;
+    loop {
+        let n = reader
+            .read(&mut buf)
+            .with_context(|| format!("{url}: the answer broke off"))?;
+        if n == 0 {
+            break;
+        }
+        let chunk = &buf[..n];
+        if meter.feed(chunk) > 0 && first_token.is_none() {
+            first_token = Some(unix_now());
+        }
+        let chunk = String::from_utf8_lossy(chunk);
+        if framing == Framing::Json {
+            body.push_str(&chunk);
+            continue;
+        }
+        pending.push_str(&chunk);
+        while let Some(i) = pending.find('\n') {
+            let line: String = pending.drain(..=i).collect();
+            if let Some(t) = line_json(&line).as_ref().and_then(|v| content(api, v)) {
+                text.push_str(t);
+            }
+        }
+    }
+    let end = unix_now();
+    let rest = if framing == Framing::Json {
+        body
+    } else {
+        pending
+    };
+    if let Some(t) = line_json(&rest).as_ref().and_then(|v| content(api, v)) {
+        text.push_str(t);
+    }
+    let figures = meter.finish();
+    if let Some(error) = &figures.error {
+        bail!("{url}: the server answered with an error: {error}");
+    }
+    Ok(Answer {
+        start,
+        first_token,
+        end,
+        text,
+        figures,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> String {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/llm/");
+        std::fs::read_to_string(format!("{path}{name}")).unwrap_or_else(|e| panic!("{name}: {e}"))
+    }
+
+    fn text_of(api: Api, body: &str) -> String {
+        body.lines()
+            .filter_map(line_json)
+            .filter_map(|v| content(api, &v).map(str::to_string))
+            .collect()
+    }
+
+    #[test]
+    fn the_ollama_stream_gives_its_answer_line_by_line() {
+        let text = text_of(
+            Api::Ollama,
+            &fixture("ollama_api-generate_stream_llama3_openllmetry.ndjson"),
+        );
+        assert!(text.starts_with("A joke about OpenTelemetry"), "{text}");
+    }
+
+    #[test]
+    fn the_openai_stream_gives_the_answer_not_the_reasoning() {
+        // SOURCES.md: content "Olá!" after 45 reasoning_content deltas.
+        let sse =
+            fixture("llamacpp_v1-chat-completions_stream_gpt-oss-20b_usage-timings_fantasy.sse");
+        assert_eq!(text_of(Api::Openai, &sse), "Olá!");
+    }
+
+    #[test]
+    fn a_whole_json_body_gives_its_message() {
+        let body =
+            fixture("llamacpp_v1-chat-completions_nonstream_gpt-oss-20b_timings_fantasy.json");
+        let v: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(content(Api::Openai, &v), Some("Olá!"));
+    }
+}

@@ -1,0 +1,509 @@
+//! `wattbar-cli profile`: a model over a set of prompts, one at a time, each measured as the
+//! inference proxy measures a request.
+//!
+//! Rules:
+//! - With no engine holding the data folder, the profile runs one of its own that records into
+//!   the ledger, with the inference proxy in front of the model server: each prompt goes through
+//!   the proxy and its record is the engine's, so it lands in the model ledger as any proxied
+//!   request does.
+//! - With a running engine (serve or the app), the prompts go to the model server directly and
+//!   each is handed to that engine as a measured window (`POST /v1/inference`): one engine per
+//!   ledger, the hardware read once.
+//! - Net energy subtracts the idle draw measured before the first prompt (`--idle`), over each
+//!   query's own time. Nothing measured is `null`, never 0 J.
+//! - The prompts file is read whole first: a bad line stops the profile before anything is sent,
+//!   and says which line.
+
+mod ask;
+
+pub use ask::Api;
+
+use crate::run::meter::Meter;
+use crate::run::summary::Stats;
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use wattbar_core::inference::Record;
+use wattbar_engine::inference::proxy;
+
+/// What `profile` is asked to do.
+pub struct Options {
+    pub model: String,
+    pub prompts: PathBuf,
+    pub upstream: Option<String>,
+    pub api: Api,
+    pub max: Option<usize>,
+    pub out: PathBuf,
+    pub idle: Duration,
+    pub interval: Duration,
+}
+
+/// One line of the prompts file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prompt {
+    pub id: Value,
+    pub prompt: String,
+    pub answer: Option<String>,
+}
+
+/// Reads a prompts file: one JSON object a line with `prompt`, optionally `id` (else the line
+/// number) and an expected `answer`. Blank lines are skipped; anything else is an error naming
+/// its line.
+pub fn parse_prompts(text: &str) -> Result<Vec<Prompt>> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: Value = serde_json::from_str(line).with_context(|| format!("line {n}: not JSON"))?;
+        let Some(prompt) = v["prompt"].as_str().filter(|p| !p.trim().is_empty()) else {
+            bail!("line {n}: no \"prompt\" string");
+        };
+        let answer = match &v["answer"] {
+            Value::Null => None,
+            Value::String(a) => Some(a.clone()),
+            other => bail!("line {n}: \"answer\" is {other}, not a string"),
+        };
+        out.push(Prompt {
+            id: match &v["id"] {
+                Value::Null => Value::from(n),
+                id => id.clone(),
+            },
+            prompt: prompt.to_string(),
+            answer,
+        });
+    }
+    if out.is_empty() {
+        bail!("no prompts");
+    }
+    Ok(out)
+}
+
+/// One query's line of `records.jsonl`.
+#[derive(Debug, Clone, Serialize)]
+pub struct QueryRecord {
+    pub id: Value,
+    pub model: String,
+    pub start: f64,
+    pub end: f64,
+    pub wall_seconds: f64,
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    pub ttft_seconds: Option<f64>,
+    pub tokens_per_second: Option<f64>,
+    pub energy_joules: Option<f64>,
+    pub net_energy_joules: Option<f64>,
+    pub joules_per_token: Option<f64>,
+    pub mean_watts: Option<f64>,
+    pub peak_watts: Option<f64>,
+    pub quality: Option<wattbar_core::Quality>,
+    pub sources: Vec<String>,
+    /// The ledger's record id.
+    pub record_id: u64,
+    pub response: String,
+    pub expected: Option<String>,
+    /// The expected answer appears in the response (case and surrounding space ignored).
+    pub matches_expected: Option<bool>,
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// Where the prompts go and where their records come from.
+enum Route {
+    /// Through the proxy of the profile's own engine.
+    Proxy { url: String },
+    /// Straight to the model server, records handed to the running engine's API.
+    Engine { api: String, token: String },
+}
+
+pub fn profile(runtime: &tokio::runtime::Runtime, o: Options) -> Result<()> {
+    let text = std::fs::read_to_string(&o.prompts)
+        .with_context(|| format!("cannot read {}", o.prompts.display()))?;
+    let mut prompts = parse_prompts(&text).with_context(|| format!("{}", o.prompts.display()))?;
+    if let Some(max) = o.max {
+        prompts.truncate(max);
+    }
+    std::fs::create_dir_all(&o.out).with_context(|| format!("cannot make {}", o.out.display()))?;
+    runtime.block_on(profile_async(o, prompts))
+}
+
+async fn profile_async(o: Options, prompts: Vec<Prompt>) -> Result<()> {
+    let upstream_text = match &o.upstream {
+        Some(u) if u.contains("://") => u.clone(),
+        Some(u) => format!("http://{u}"),
+        None => proxy::default_upstream(std::env::var("OLLAMA_HOST").ok().as_deref()),
+    };
+    let upstream = proxy::Upstream::parse(&upstream_text).map_err(anyhow::Error::msg)?;
+    let prefs = crate::daemon::load_prefs(|m| eprintln!("wattbar-cli: {m}"))?;
+    let (meter, route, stop) = match crate::client::running()? {
+        Some(holder) => {
+            let api = crate::client::api_of(&holder)?;
+            let token = wattbar_engine::token::load_or_create(&wattbar_engine::paths::data_dir()?)?;
+            (Meter::engine(&api)?, Route::Engine { api, token }, None)
+        }
+        None => {
+            let chain = crate::daemon::open_sources().await?;
+            let db = wattbar_engine::paths::database_path()?;
+            let meter = Meter::here_recording(chain, prefs, o.interval, Some(db)).await?;
+            let reader = meter
+                .reader()
+                .context("the profile's engine has no reader")?;
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+            let url = format!("http://{}", listener.local_addr()?);
+            let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+            tokio::spawn(proxy::serve(
+                listener,
+                upstream,
+                reader.tracker(),
+                async move {
+                    let _ = stop_rx.wait_for(|s| *s).await;
+                },
+            ));
+            (meter, Route::Proxy { url }, Some(stop_tx))
+        }
+    };
+    let result = measure(&o, &prompts, &meter, &route, &upstream_text).await;
+    if let Some(stop) = stop {
+        let _ = stop.send(true);
+    }
+    meter.stop().await;
+    let (records, summary) = result?;
+    eprint!("{}", human(&summary));
+    eprintln!(
+        "wattbar profile: wrote {} and {} ({} records added to the model ledger)",
+        o.out.join("records.jsonl").display(),
+        o.out.join("summary.json").display(),
+        records.len()
+    );
+    Ok(())
+}
+
+async fn measure(
+    o: &Options,
+    prompts: &[Prompt],
+    meter: &Meter,
+    route: &Route,
+    upstream: &str,
+) -> Result<(Vec<QueryRecord>, Value)> {
+    meter.wait_past(unix_now()).await?;
+    let idle_watts = if o.idle.is_zero() {
+        None
+    } else {
+        let from = unix_now();
+        tokio::time::sleep(o.idle).await;
+        let to = unix_now();
+        meter.wait_past(to).await?;
+        meter.energy(from, to)?.mean_watts
+    };
+    let records_path = o.out.join("records.jsonl");
+    let mut file = std::fs::File::create(&records_path)
+        .with_context(|| format!("cannot write {}", records_path.display()))?;
+    let mut seen: Vec<u64> = Vec::new();
+    let mut out: Vec<QueryRecord> = Vec::new();
+    let progress = Progress::new(prompts.len());
+    for (i, p) in prompts.iter().enumerate() {
+        progress.show(i, &o.model);
+        let base = match route {
+            Route::Proxy { url } => url.clone(),
+            Route::Engine { .. } => upstream.to_string(),
+        };
+        let (api, model, prompt) = (o.api, o.model.clone(), p.prompt.clone());
+        let answer = tokio::task::spawn_blocking(move || ask::ask(&base, api, &model, &prompt))
+            .await?
+            .with_context(|| format!("prompt {}", p.id))?;
+        meter.wait_past(answer.end).await?;
+        let record = match route {
+            Route::Proxy { .. } => proxied_record(meter, &o.model, &answer, &seen).await?,
+            Route::Engine { api, token } => {
+                let (api, token, model, a) =
+                    (api.clone(), token.clone(), o.model.clone(), answer.clone());
+                tokio::task::spawn_blocking(move || post_record(&api, &token, &model, &a)).await??
+            }
+        };
+        seen.push(record.id);
+        let states = meter.states(answer.start, answer.end);
+        let peak = states
+            .iter()
+            .filter_map(|s| s.watts)
+            .fold(None, |m: Option<f64>, w| Some(m.map_or(w, |m| m.max(w))));
+        // The engine's window: the request as the proxy saw it pass (or as handed to the API).
+        let wall = record.wall_seconds;
+        let q = QueryRecord {
+            id: p.id.clone(),
+            model: o.model.clone(),
+            start: record.start,
+            end: record.end,
+            wall_seconds: wall,
+            prompt_tokens: record.prompt_tokens.or(answer.figures.prompt_tokens),
+            completion_tokens: record
+                .completion_tokens
+                .or(answer.figures.completion_tokens),
+            ttft_seconds: record
+                .ttft_seconds
+                .or(answer.first_token.map(|t| t - answer.start)),
+            tokens_per_second: record.tokens_per_second,
+            energy_joules: record.energy_joules,
+            net_energy_joules: record
+                .energy_joules
+                .zip(idle_watts)
+                .map(|(e, w)| e - w * wall),
+            joules_per_token: record.joules_per_token,
+            mean_watts: record
+                .energy_joules
+                .filter(|_| wall > 0.0)
+                .map(|e| e / wall),
+            peak_watts: peak,
+            quality: record.quality,
+            sources: record.sources.clone(),
+            record_id: record.id,
+            matches_expected: p.answer.as_ref().map(|a| {
+                answer
+                    .text
+                    .to_lowercase()
+                    .contains(a.trim().to_lowercase().as_str())
+            }),
+            expected: p.answer.clone(),
+            response: answer.text,
+        };
+        writeln!(file, "{}", serde_json::to_string(&q)?)?;
+        out.push(q);
+    }
+    progress.done(prompts.len());
+    let summary = summary(o, &out, idle_watts, meter.describe());
+    let path = o.out.join("summary.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&summary)?)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok((out, summary))
+}
+
+/// The engine's record of the request just answered: made once the engine has sampled past its
+/// end.
+async fn proxied_record(
+    meter: &Meter,
+    model: &str,
+    answer: &ask::Answer,
+    seen: &[u64],
+) -> Result<Record> {
+    let reader = meter.reader().context("no engine")?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let published = reader.current();
+        if let Some(r) = published.inference.recent.iter().find(|r| {
+            !seen.contains(&r.id)
+                && r.model == model
+                && r.start >= answer.start - 1.0
+                && r.end <= answer.end + 1.0
+        }) {
+            return Ok(r.clone());
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!("the engine made no record of the request within 15 s");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Hands a query measured here to the running engine, which records it with its energy.
+fn post_record(api: &str, token: &str, model: &str, a: &ask::Answer) -> Result<Record> {
+    let url = format!("http://{api}/v1/inference");
+    let body = json!({
+        "model": model,
+        "prompt_tokens": a.figures.prompt_tokens,
+        "completion_tokens": a.figures.completion_tokens.unwrap_or(0),
+        "start": a.start,
+        "end": a.end,
+        "tokens_per_second": a.figures.decode_rate,
+    });
+    match ureq::post(&url)
+        .set("Authorization", &format!("Bearer {token}"))
+        .send_json(body)
+    {
+        Ok(r) => Ok(r.into_json()?),
+        Err(ureq::Error::Status(code, r)) => {
+            bail!("{url}: {code} {}", r.into_string().unwrap_or_default())
+        }
+        Err(e) => bail!("{url}: {e}"),
+    }
+}
+
+fn summary(o: &Options, q: &[QueryRecord], idle_watts: Option<f64>, measured: String) -> Value {
+    let stat =
+        |f: fn(&QueryRecord) -> Option<f64>| Stats::of(&q.iter().filter_map(f).collect::<Vec<_>>());
+    let sum = |f: fn(&QueryRecord) -> Option<f64>| {
+        let v: Vec<f64> = q.iter().filter_map(f).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>())
+    };
+    let tokens = |f: fn(&QueryRecord) -> Option<u64>| q.iter().filter_map(f).sum::<u64>();
+    let checked: Vec<bool> = q.iter().filter_map(|r| r.matches_expected).collect();
+    json!({
+        "model": o.model,
+        "machine": sysinfo::System::host_name(),
+        "api": format!("{:?}", o.api).to_lowercase(),
+        "queries": q.len(),
+        "measured": measured,
+        "baseline_watts": idle_watts,
+        "baseline": if o.idle.is_zero() { Value::Null } else {
+            Value::from(format!("the machine idle for {:.1} s before the first prompt", o.idle.as_secs_f64()))
+        },
+        "totals": {
+            "wall_seconds": sum(|r| Some(r.wall_seconds)),
+            "energy_joules": sum(|r| r.energy_joules),
+            "net_energy_joules": sum(|r| r.net_energy_joules),
+            "prompt_tokens": tokens(|r| r.prompt_tokens),
+            "completion_tokens": tokens(|r| r.completion_tokens),
+        },
+        "expected_answers": if checked.is_empty() { Value::Null } else {
+            json!({ "checked": checked.len(), "matched": checked.iter().filter(|m| **m).count() })
+        },
+        "per_query": {
+            "ttft_seconds": stat(|r| r.ttft_seconds),
+            "tokens_per_second": stat(|r| r.tokens_per_second),
+            "energy_joules": stat(|r| r.energy_joules),
+            "net_energy_joules": stat(|r| r.net_energy_joules),
+            "joules_per_token": stat(|r| r.joules_per_token),
+            "mean_watts": stat(|r| r.mean_watts),
+            "peak_watts": stat(|r| r.peak_watts),
+            "wall_seconds": stat(|r| Some(r.wall_seconds)),
+        },
+    })
+}
+
+fn human(s: &Value) -> String {
+    let f = |v: &Value, digits: usize| {
+        v.as_f64()
+            .map_or("—".to_string(), |x| format!("{x:.digits$}"))
+    };
+    let mut t = format!(
+        "wattbar profile: {} over {} prompts ({})\n",
+        s["model"].as_str().unwrap_or(""),
+        s["queries"],
+        s["measured"].as_str().unwrap_or("")
+    );
+    t.push_str(&format!(
+        "  energy       {} J gross, {} J net; {} completion tokens\n",
+        f(&s["totals"]["energy_joules"], 1),
+        f(&s["totals"]["net_energy_joules"], 1),
+        s["totals"]["completion_tokens"]
+    ));
+    for (key, label, unit) in [
+        ("joules_per_token", "J/token", "J"),
+        ("tokens_per_second", "tokens/s", ""),
+        ("ttft_seconds", "first token", "s"),
+        ("mean_watts", "mean power", "W"),
+    ] {
+        let st = &s["per_query"][key];
+        if st.is_null() {
+            continue;
+        }
+        t.push_str(&format!(
+            "  {label:<13}mean {} {unit}, median {}, min {}, max {}\n",
+            f(&st["mean"], 3),
+            f(&st["median"], 3),
+            f(&st["min"], 3),
+            f(&st["max"], 3)
+        ));
+    }
+    if let Some(m) = s["expected_answers"].as_object() {
+        t.push_str(&format!(
+            "  answers      {} of {} as expected\n",
+            m.get("matched").cloned().unwrap_or_default(),
+            m.get("checked").cloned().unwrap_or_default()
+        ));
+    }
+    t
+}
+
+/// A progress bar on a terminal, a line per prompt elsewhere.
+struct Progress {
+    total: usize,
+    terminal: bool,
+}
+
+impl Progress {
+    fn new(total: usize) -> Progress {
+        Progress {
+            total,
+            terminal: std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn show(&self, done: usize, model: &str) {
+        if self.terminal {
+            const WIDTH: usize = 30;
+            let filled = WIDTH * done / self.total.max(1);
+            eprint!(
+                "\r[{}{}] {done}/{} {model}",
+                "#".repeat(filled),
+                "-".repeat(WIDTH - filled),
+                self.total
+            );
+            let _ = std::io::stderr().flush();
+        } else {
+            eprintln!("wattbar profile: prompt {} of {}", done + 1, self.total);
+        }
+    }
+
+    fn done(&self, total: usize) {
+        if self.terminal {
+            eprintln!("\r[{}] {total}/{}", "#".repeat(30), self.total);
+        }
+    }
+}
+
+/// The folder a profile writes to when none is named.
+pub fn default_out(model: &str) -> PathBuf {
+    let name: String = model
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    Path::new(".").join(format!("wattbar-profile-{name}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prompts_are_read_whole_and_a_bad_line_is_named() {
+        let p = parse_prompts(
+            "{\"prompt\":\"Say hi\",\"id\":\"a\",\"answer\":\"hi\"}\n\n{\"prompt\":\"Count\"}\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.len(), 2);
+        assert_eq!(
+            (p[0].id.clone(), p[0].answer.as_deref()),
+            (json!("a"), Some("hi"))
+        );
+        // Without an id, the line number (blank lines count).
+        assert_eq!(p[1].id, json!(3));
+        for (text, why) in [
+            ("{\"prompt\":\"ok\"}\nnot json\n", "line 2: not JSON"),
+            ("{\"id\":1}\n", "line 1: no \"prompt\""),
+            (
+                "{\"prompt\":\"x\",\"answer\":4}\n",
+                "line 1: \"answer\" is 4",
+            ),
+            ("\n\n", "no prompts"),
+        ] {
+            match parse_prompts(text) {
+                Ok(p) => panic!("{text:?} was taken: {p:?}"),
+                Err(e) => assert!(e.to_string().contains(why), "{e} lacks {why}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! `wattbar-cli profile` against a model server that serves genuine captured responses
+//! (`tests/llm/upstream.mjs` over `tests/fixtures/llm/`), on a replayed 100 W machine: each
+//! query's energy is 100 W × its own window, and its tokens are the capture's.
+
+mod common;
+use common::{cli, Serve, Upstream};
+
+use std::path::Path;
+
+const PROMPTS: &str = r#"{"prompt":"Tell me a joke about OpenTelemetry","id":"joke","answer":"opentelemetry"}
+{"prompt":"And another one","answer":"kubernetes"}
+{"prompt":"A third"}
+"#;
+const HUNDRED_WATTS: &str = "t,watts\n0,100\n1,100\n";
+
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+fn records(out: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(out.join("records.jsonl"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect()
+}
+
+fn each_query_is_100_w_over_its_window(r: &serde_json::Value) {
+    let expected = 100.0 * f(&r["wall_seconds"]);
+    let got = f(&r["energy_joules"]);
+    assert!(
+        (got - expected).abs() <= 0.03 * expected + 0.5,
+        "{got} J for {expected} J: {r}"
+    );
+    assert!((f(&r["joules_per_token"]) - got / f(&r["completion_tokens"])).abs() < 1e-9);
+    assert_eq!(r["quality"], "measured");
+}
+
+fn profile(
+    dir: &Path,
+    upstream: &Upstream,
+    api: &str,
+    model: &str,
+    replay: bool,
+) -> std::process::Output {
+    std::fs::write(dir.join("prompts.jsonl"), PROMPTS).unwrap_or_else(|e| panic!("{e}"));
+    let mut c = cli(dir);
+    if replay {
+        std::fs::write(dir.join("trace.csv"), HUNDRED_WATTS).unwrap_or_else(|e| panic!("{e}"));
+        c.env("WATTBAR_REPLAY", dir.join("trace.csv"));
+    }
+    c.args([
+        "profile",
+        "--model",
+        model,
+        "--api",
+        api,
+        "--idle",
+        "1s",
+        "--upstream",
+    ])
+    .arg(&upstream.url)
+    .arg("--prompts")
+    .arg(dir.join("prompts.jsonl"))
+    .arg("--out")
+    .arg(dir.join("out"))
+    .output()
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn ollama_prompts_through_the_proxy_land_in_the_model_ledger_with_their_energy() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let upstream = Upstream::start(10);
+    let out = profile(dir.path(), &upstream, "ollama", "llama3", true);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rs = records(&dir.path().join("out"));
+    assert_eq!(rs.len(), 3);
+    for r in &rs {
+        // SOURCES.md: the llama3 generate stream, 17 prompt and 71 completion tokens,
+        // 31.524983 tokens/s as the server timed it.
+        assert_eq!(
+            (r["prompt_tokens"].as_u64(), r["completion_tokens"].as_u64()),
+            (Some(17), Some(71))
+        );
+        assert!((f(&r["tokens_per_second"]) - 31.524983).abs() < 1e-5);
+        // 71 lines 10 ms apart: the answer takes at least 0.7 s, its first token far less.
+        assert!(f(&r["wall_seconds"]) >= 0.7 && f(&r["ttft_seconds"]) < f(&r["wall_seconds"]));
+        each_query_is_100_w_over_its_window(r);
+        // The idle machine drew the same 100 W: nothing is left net.
+        assert!(f(&r["net_energy_joules"]).abs() < 2.0, "{r}");
+        assert!(r["response"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("A joke about OpenTelemetry")));
+    }
+    assert_eq!(rs[0]["id"], "joke");
+    assert_eq!(rs[1]["id"], 2);
+    assert_eq!(rs[0]["matches_expected"], true);
+    assert_eq!(rs[1]["matches_expected"], false);
+    assert!(rs[2]["matches_expected"].is_null());
+
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out/summary.json"))
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(summary["queries"], 3);
+    assert_eq!(summary["totals"]["completion_tokens"], 213);
+    let total: f64 = rs.iter().map(|r| f(&r["energy_joules"])).sum();
+    assert!((f(&summary["totals"]["energy_joules"]) - total).abs() < 1e-9);
+    let jpt = &summary["per_query"]["joules_per_token"];
+    assert!(f(&jpt["min"]) <= f(&jpt["median"]) && f(&jpt["median"]) <= f(&jpt["max"]));
+    assert_eq!(
+        summary["expected_answers"],
+        serde_json::json!({"checked": 2, "matched": 1})
+    );
+
+    // The records are in the model ledger, as a proxied request's are.
+    let models = cli(dir.path())
+        .args(["models", "--json"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let models: serde_json::Value = serde_json::from_slice(&models.stdout).unwrap_or_default();
+    let llama = &models["models"][0];
+    assert_eq!(
+        (llama["model"].as_str(), llama["requests"].as_u64()),
+        (Some("llama3"), Some(3))
+    );
+    assert!((f(&llama["energy_joules"]) - total).abs() < 1e-6);
+    assert_eq!(upstream.stats()["requests"], 3);
+}
+
+#[test]
+fn with_serve_running_openai_prompts_are_handed_to_its_ledger() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let upstream = Upstream::start(10);
+    let serve = Serve::start(dir.path(), HUNDRED_WATTS, &["--interval", "100ms"]);
+    // No trace for the profile itself: it must not sample, the running engine measures.
+    let out = profile(dir.path(), &upstream, "openai", "gpt-oss", false);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rs = records(&dir.path().join("out"));
+    assert_eq!(rs.len(), 3);
+    for r in &rs {
+        // SOURCES.md: the llama.cpp gpt-oss stream, usage 84 prompt and 57 completion tokens,
+        // content "Olá!" after its reasoning.
+        assert_eq!(
+            (r["prompt_tokens"].as_u64(), r["completion_tokens"].as_u64()),
+            (Some(84), Some(57))
+        );
+        assert_eq!(r["response"], "Olá!");
+        each_query_is_100_w_over_its_window(r);
+    }
+    let ledger = serve.get("/v1/inference?limit=10");
+    let ids: Vec<u64> = ledger["records"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["model"] == "gpt-oss")
+        .filter_map(|r| r["id"].as_u64())
+        .collect();
+    assert_eq!(ids.len(), 3, "{ledger}");
+    assert!(rs
+        .iter()
+        .all(|r| r["record_id"].as_u64().is_some_and(|id| ids.contains(&id))));
+}
+
+#[test]
+fn a_bad_prompts_file_is_refused_before_anything_is_sent() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let upstream = Upstream::start(10);
+    std::fs::write(
+        dir.path().join("prompts.jsonl"),
+        "{\"prompt\":\"ok\"}\n{\"id\":2}\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let out = cli(dir.path())
+        .args([
+            "profile",
+            "--model",
+            "llama3",
+            "--upstream",
+            &upstream.url,
+            "--prompts",
+        ])
+        .arg(dir.path().join("prompts.jsonl"))
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 2: no \"prompt\""));
+    assert_eq!(upstream.stats()["requests"], 0);
+}
