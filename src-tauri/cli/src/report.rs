@@ -3,7 +3,6 @@
 
 use crate::args::parse_time;
 use anyhow::{bail, Context, Result};
-use chrono::Offset;
 use std::path::{Path, PathBuf};
 use wattbar_engine::{paths, prefs_file, unix_now};
 
@@ -40,14 +39,7 @@ pub fn report(from: &str, to: &str, out: &Path) -> Result<()> {
     let targets = targets(out)?;
     let (prefs, _) = prefs_file::load(&paths::preferences_path()?)?;
     let store = crate::ledger::open_read_only()?;
-    let report = wattbar_engine::report::from_store(
-        &store,
-        from,
-        to,
-        prefs.currency.as_str(),
-        prefs.score_ceiling,
-        chrono::Local::now().offset().fix(),
-    )?;
+    let report = wattbar_engine::report::local(&store, &prefs, from, to)?;
     let size = report.default_size();
     for path in targets {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {

@@ -839,26 +839,25 @@ mod tests {
         engine
             .send(Command::SetInterval(Duration::from_millis(100)))
             .unwrap_or_else(|e| panic!("{e}"));
-        let a = wait_for(&mut rx, |p| p.interval_ms == 100).await;
-        let t0 = a
-            .snapshot
-            .as_ref()
-            .map(|s| s.at.monotonic)
-            .unwrap_or_default();
-        let b = wait_for(&mut rx, |p| {
+        let at = |p: &Published| {
             p.snapshot
                 .as_ref()
                 .map(|s| s.at.monotonic)
                 .unwrap_or_default()
-                > t0
-        })
-        .await;
-        let t1 = b
-            .snapshot
-            .as_ref()
-            .map(|s| s.at.monotonic)
-            .unwrap_or_default();
-        assert!(t1 - t0 <= Duration::from_millis(150), "{:?}", t1 - t0);
+        };
+        let a = wait_for(&mut rx, |p| p.interval_ms == 100).await;
+        // The paused clock may run on to the old 1 s tick before the change is applied, so
+        // the sample after the change is the reference: the one after it comes 100 ms later.
+        let t0 = at(&a);
+        let b = wait_for(&mut rx, |p| at(p) > t0).await;
+        let t1 = at(&b);
+        let c = wait_for(&mut rx, |p| at(p) > t1).await;
+        let t2 = at(&c);
+        assert!(
+            t2 - t1 >= Duration::from_millis(90) && t2 - t1 <= Duration::from_millis(150),
+            "{:?}",
+            t2 - t1
+        );
         engine.stop();
     }
 

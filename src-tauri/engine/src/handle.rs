@@ -181,22 +181,13 @@ impl EngineReader {
     /// currency and this machine's local time. Blocks on SQLite and drawing: call it off async
     /// workers.
     pub fn report_svg(&self, from: f64, to: f64) -> Result<String, Error> {
-        use chrono::Offset;
         let Some(path) = self.ledger.as_ref().filter(|p| p.exists()) else {
             return Err(Error::Refused(
                 "this engine keeps no ledger yet: nothing to report".into(),
             ));
         };
-        let prefs = self.current().prefs.clone();
         let store = crate::store::Store::open_read_only(path)?;
-        let report = crate::report::from_store(
-            &store,
-            from,
-            to,
-            prefs.currency.as_str(),
-            prefs.score_ceiling,
-            chrono::Local::now().offset().fix(),
-        )?;
+        let report = crate::report::local(&store, &self.current().prefs, from, to)?;
         wattbar_report::svg(&report, report.default_size())
             .map_err(|e| Error::Refused(e.to_string()))
     }

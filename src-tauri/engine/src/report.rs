@@ -18,6 +18,24 @@ use wattbar_report::{Day, Line, ModelEnergy, Report};
 const BY_MINUTE_UP_TO: f64 = 2.0 * 86_400.0;
 const SECONDS_PER_DAY: f64 = 86_400.0;
 
+/// The report of `from`–`to` in the preferences' currency and this machine's local time.
+pub fn local(
+    store: &Store,
+    prefs: &wattbar_core::Preferences,
+    from: f64,
+    to: f64,
+) -> Result<Report, StoreError> {
+    use chrono::Offset;
+    from_store(
+        store,
+        from,
+        to,
+        prefs.currency.as_str(),
+        prefs.score_ceiling,
+        chrono::Local::now().offset().fix(),
+    )
+}
+
 /// The report of `from`–`to` (Unix seconds) from `store`.
 pub fn from_store(
     store: &Store,

@@ -19,7 +19,11 @@
 //!
 //! The enforced power limit, utilisation and memory use go into [`GpuState`] (and into
 //! `Sample::state["gpus"]`). A value the GPU does not support (utilisation in MIG mode) is left
-//! out, never 0.
+//! out, never 0. So do NVML's own power fields where the driver has them ([`PowerFields`]: the
+//! instant draw and the one-second average, R535 and newer), kept apart: neither is added to
+//! the reading's watts nor to each other, so nothing is counted twice. NVML's memory power is a
+//! field of the memory *scope*, which `nvml-wrapper`'s `field_values_for` cannot ask for (it
+//! sends scope 0, the GPU); reading it would take unsafe FFI, so it is not read.
 //!
 //! Pitfalls:
 //! - No library or no driver: [`Error::Unavailable`] with NVML's reason.
@@ -83,6 +87,15 @@ pub struct Memory {
     pub total_bytes: u64,
 }
 
+/// NVML's own readings of the GPU's power, kept apart and never added to each other or to the
+/// power this source reports (field values `POWER_INSTANT` and `POWER_AVERAGE` at GPU scope,
+/// drivers R535 and newer): the draw now and its one-second average, mW. `None`: not supported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PowerFields {
+    pub instant_mw: Option<u32>,
+    pub average_mw: Option<u32>,
+}
+
 /// The part of NVML this source uses, so the logic can be tested without a GPU.
 ///
 /// `Ok(None)` means "this GPU does not support that query" (NVML's `NotSupported`): absent,
@@ -97,6 +110,10 @@ pub trait Gpus: Send {
     fn utilisation(&self, index: u32) -> Result<Option<Utilisation>, Error>;
     fn memory(&self, index: u32) -> Result<Option<Memory>, Error>;
     fn pci_bus_id(&self, index: u32) -> Result<Option<String>, Error>;
+    /// The instant and average power fields; none by default (a GPU or driver without them).
+    fn power_fields(&self, _index: u32) -> Result<PowerFields, Error> {
+        Ok(PowerFields::default())
+    }
 }
 
 /// Which NVML value gave a GPU's watts this read.
@@ -126,6 +143,9 @@ pub struct GpuState {
     pub enforced_power_limit: Option<Watts>,
     pub utilisation: Option<Utilisation>,
     pub memory: Option<Memory>,
+    /// NVML's instant and one-second-average power, apart from `watts`.
+    pub power_instant: Option<Watts>,
+    pub power_average: Option<Watts>,
     /// Why the power could not be read this time, if it could not.
     pub error: Option<String>,
 }
@@ -143,6 +163,14 @@ impl GpuState {
         put("pci_bus_id", self.pci_bus_id.clone().map(Value::from));
         put("watts", self.watts.map(|w| json!(w.0)));
         put("power_from", self.power_from.map(|p| json!(p.as_str())));
+        put(
+            "power_instant_watts",
+            self.power_instant.map(|w| json!(w.0)),
+        );
+        put(
+            "power_average_watts",
+            self.power_average.map(|w| json!(w.0)),
+        );
         put(
             "enforced_power_limit_watts",
             self.enforced_power_limit.map(|w| json!(w.0)),
@@ -476,6 +504,13 @@ fn read_gpu<G: Gpus + ?Sized>(
         memory: gpus.memory(i).ok().flatten(),
         ..GpuState::default()
     };
+    let fields = gpus.power_fields(i).unwrap_or_default();
+    let plausible = |mw: Option<u32>| {
+        mw.map(|mw| Watts::from_milliwatts(f64::from(mw)))
+            .filter(|w| w.is_plausible() && w.0 <= MAX_GPU_WATTS)
+    };
+    s.power_instant = plausible(fields.instant_mw);
+    s.power_average = plausible(fields.average_mw);
     let energy = gpus.total_energy_mj(i);
     let from_energy = match &energy {
         Ok(Some(mj)) => counter.update(at.monotonic, *mj, min_interval),
@@ -639,6 +674,39 @@ impl Gpus for NvmlGpus {
 
     fn power_mw(&self, index: u32) -> Result<Option<u32>, Error> {
         self.query(index, "power usage", |d| d.power_usage())
+    }
+
+    fn power_fields(&self, index: u32) -> Result<PowerFields, Error> {
+        use nvml_wrapper::enums::device::SampleValue;
+        use nvml_wrapper::struct_wrappers::device::FieldValueSample;
+        use nvml_wrapper::structs::device::FieldId;
+        use nvml_wrapper::sys_exports::field_id::{
+            NVML_FI_DEV_POWER_AVERAGE, NVML_FI_DEV_POWER_INSTANT,
+        };
+        let asked = [
+            FieldId(NVML_FI_DEV_POWER_INSTANT),
+            FieldId(NVML_FI_DEV_POWER_AVERAGE),
+        ];
+        let Some(samples) = self.query(index, "power fields", |d| d.field_values_for(&asked))?
+        else {
+            return Ok(PowerFields::default());
+        };
+        // The answers come in the order asked; a field the GPU lacks is an error of its own.
+        let mw = |s: Option<&Result<FieldValueSample, NvmlError>>| match s {
+            Some(Ok(FieldValueSample {
+                value: Ok(SampleValue::U32(v)),
+                ..
+            })) => Some(*v),
+            Some(Ok(FieldValueSample {
+                value: Ok(SampleValue::U64(v)),
+                ..
+            })) => u32::try_from(*v).ok(),
+            _ => None,
+        };
+        Ok(PowerFields {
+            instant_mw: mw(samples.first()),
+            average_mw: mw(samples.get(1)),
+        })
     }
 
     fn enforced_limit_mw(&self, index: u32) -> Result<Option<u32>, Error> {

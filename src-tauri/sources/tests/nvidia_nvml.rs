@@ -8,8 +8,8 @@ use std::time::Duration;
 use wattbar_core::{Domain, Joules, Quality, Source, Stamp, Watts};
 use wattbar_sources::nvidia::{
     check_runtime_pm, nvidia_runtime_pm, parse_query_gpu_csv, parse_query_gpu_csv_noheader,
-    GpuState, Gpus, Memory, NvidiaRuntimePm, NvmlSource, PowerFrom, SmiRow, Utilisation,
-    SUSPENDED_REASON,
+    GpuState, Gpus, Memory, NvidiaRuntimePm, NvmlSource, PowerFields, PowerFrom, SmiRow,
+    Utilisation, SUSPENDED_REASON,
 };
 use wattbar_sources::{Error, Sample};
 
@@ -44,6 +44,7 @@ struct FakeGpu {
     utilisation: Option<Utilisation>,
     memory: Option<Memory>,
     bus_id: Option<String>,
+    fields: PowerFields,
 }
 
 impl FakeGpu {
@@ -76,6 +77,11 @@ impl FakeGpu {
             utilisation,
             memory,
             bus_id: row.text("pci.bus_id").map(str::to_string),
+            // nvidia-smi prints NVML's instant and average power fields in these columns.
+            fields: PowerFields {
+                instant_mw: mw("power.draw.instant"),
+                average_mw: mw("power.draw.average"),
+            },
         }
     }
 }
@@ -133,6 +139,9 @@ impl Gpus for FakeGpus {
     }
     fn pci_bus_id(&self, i: u32) -> Result<Option<String>, Error> {
         self.get(i, |g| g.bus_id.clone())
+    }
+    fn power_fields(&self, i: u32) -> Result<PowerFields, Error> {
+        self.get(i, |g| g.fields)
     }
 }
 
@@ -214,6 +223,30 @@ fn h100_power_draw_goes_from_69_85_w_idle_to_631_95_w_under_load() {
     check_row(&r[1], 631.95, 700.0, Some((100, 11)), (19818, 81559));
     assert_eq!(r[1].number("power.draw.instant"), Some(625.68));
     assert_eq!(r[1].text("name"), Some("NVIDIA H100 80GB HBM3"));
+}
+
+#[test]
+fn nvml_instant_and_average_power_are_kept_apart_and_never_added() {
+    // The H100 under load: power.draw 631.95 W, the average field 631.95 W, the instant 625.68 W.
+    let (s, state) = read_row(&rows("nvidia-h100-80gb-hbm3__590.48.01.power-columns.csv")[1]);
+    assert_eq!(
+        s.readings.len(),
+        1,
+        "one reading per GPU: the fields are not parts"
+    );
+    assert_eq!(s.readings[0].watts, Some(Watts(631.95)));
+    assert_eq!(state.power_instant, Some(Watts(625.68)));
+    assert_eq!(state.power_average, Some(Watts(631.95)));
+    let json = &s.state["gpus"][0];
+    assert_eq!(json["power_instant_watts"], 625.68);
+    assert_eq!(json["power_average_watts"], 631.95);
+    // Turing has no average field: absent, not 0 W.
+    let (_, turing) =
+        read_row(&rows("nvidia-geforce-rtx-2080-super__595.71.05.power-columns.csv")[0]);
+    assert_eq!(
+        (turing.power_average, turing.power_instant),
+        (None, Some(Watts(39.32)))
+    );
 }
 
 #[test]

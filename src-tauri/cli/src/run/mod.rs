@@ -152,18 +152,15 @@ async fn measure_with(
         events: Vec::new(),
         exit_code: 0,
     };
-    let result = run_all(
+    let setup = Setup {
         args,
-        programs,
         meter,
         gpus,
         pricing,
-        interrupts,
-        baseline.as_ref(),
-        &events_path,
-        &mut measured,
-    )
-    .await;
+        baseline: baseline.as_ref(),
+        events_path: &events_path,
+    };
+    let result = run_all(&setup, programs, interrupts, &mut measured).await;
     let _ = std::fs::remove_file(&events_path);
     result?;
     let results = programs
@@ -199,18 +196,30 @@ async fn measure_with(
     ))
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What every run of a measurement shares.
+struct Setup<'a> {
+    args: &'a RunArgs,
+    meter: &'a Meter,
+    gpus: &'a Gpus,
+    pricing: &'a Pricing,
+    baseline: Option<&'a Baseline>,
+    events_path: &'a std::path::Path,
+}
+
 async fn run_all(
-    args: &RunArgs,
+    setup: &Setup<'_>,
     programs: &[Program],
-    meter: &Meter,
-    gpus: &Gpus,
-    pricing: &Pricing,
     interrupts: &mut Interrupts,
-    baseline: Option<&Baseline>,
-    events_path: &std::path::Path,
     measured: &mut Measured,
 ) -> Result<()> {
+    let Setup {
+        args,
+        meter,
+        gpus,
+        pricing,
+        baseline,
+        events_path,
+    } = *setup;
     for (c, program) in programs.iter().enumerate() {
         for w in 0..args.warmup {
             let (life, _) = run_once(
