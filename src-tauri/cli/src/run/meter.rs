@@ -198,10 +198,8 @@ impl Meter {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        // The engine's intervals are handed over with the state that ends them.
-        if let Kind::Here { .. } = self.kind {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        // Here, the collector takes a state's intervals before the state itself: once the
+        // state is in, so is every interval it ends.
         Ok(())
     }
 
