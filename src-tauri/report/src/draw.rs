@@ -71,6 +71,87 @@ pub fn report<DB: DrawingBackend>(backend: DB, r: &Report) -> Result<(), Error> 
     root.present().map_err(err)
 }
 
+/// A time axis (Unix seconds) whose ticks are the given round local times, so that a week's
+/// chart is marked at midnights and a day's at whole hours.
+struct LocalTime {
+    range: std::ops::Range<f64>,
+    ticks: Vec<f64>,
+}
+
+impl Ranged for LocalTime {
+    type FormatOption = plotters::coord::ranged1d::DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        let width = self.range.end - self.range.start;
+        let share = if width > 0.0 {
+            (value - self.range.start) / width
+        } else {
+            0.0
+        };
+        limit.0 + (share * f64::from(limit.1 - limit.0)).round() as i32
+    }
+
+    fn key_points<H: plotters::coord::ranged1d::KeyPointHint>(&self, hint: H) -> Vec<f64> {
+        if hint.max_num_points() == 0 {
+            return Vec::new();
+        }
+        self.ticks.clone()
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.range.clone()
+    }
+}
+
+/// Steps between time ticks, seconds: the smallest that gives at most [`MAX_TICKS`] is used.
+const TICK_STEPS: [f64; 24] = [
+    0.1,
+    0.2,
+    0.5,
+    1.0,
+    2.0,
+    5.0,
+    10.0,
+    15.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+    600.0,
+    900.0,
+    1800.0,
+    3600.0,
+    7200.0,
+    10_800.0,
+    21_600.0,
+    43_200.0,
+    86_400.0,
+    172_800.0,
+    604_800.0,
+    2_592_000.0,
+];
+const MAX_TICKS: f64 = 10.0;
+
+/// Ticks on round local times between `t0` and `t1`: local midnights over a week, whole hours
+/// over a day, and so on down to tenths of a second.
+pub(crate) fn local_ticks(offset: &chrono::FixedOffset, t0: f64, t1: f64) -> Vec<f64> {
+    let shift = f64::from(offset.local_minus_utc());
+    let span = t1 - t0;
+    let step = TICK_STEPS
+        .iter()
+        .copied()
+        .find(|s| span / s <= MAX_TICKS)
+        .unwrap_or(TICK_STEPS[TICK_STEPS.len() - 1]);
+    let mut t = ((t0 + shift) / step).ceil() * step - shift;
+    let mut ticks = Vec::new();
+    while t <= t1 && ticks.len() <= MAX_TICKS as usize {
+        ticks.push(t);
+        t += step;
+    }
+    ticks
+}
+
 fn local(offset: &chrono::FixedOffset, t: f64) -> Option<chrono::DateTime<chrono::FixedOffset>> {
     let secs = t.floor() as i64;
     let nanos = ((t - t.floor()) * 1e9) as u32;
@@ -90,6 +171,8 @@ fn time_label(offset: &chrono::FixedOffset, span: f64, t: f64) -> String {
         d.format("%H:%M:%S").to_string()
     } else if span <= 2.0 * 86_400.0 {
         d.format("%H:%M").to_string()
+    } else if d.format("%H:%M").to_string() == "00:00" {
+        d.format("%a %d %b").to_string()
     } else {
         d.format("%a %d %b %H:%M").to_string()
     }
@@ -125,13 +208,19 @@ fn power<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, r: &Report) -> Resul
         .margin(16)
         .x_label_area_size(44)
         .y_label_area_size(70)
-        .build_cartesian_2d(t0..t1, 0f64..top)
+        .build_cartesian_2d(
+            LocalTime {
+                range: t0..t1,
+                ticks: local_ticks(&r.offset, t0, t1),
+            },
+            0f64..top,
+        )
         .map_err(err)?;
     let offset = r.offset;
     let formatter = move |t: &f64| time_label(&offset, span, *t);
     chart
         .configure_mesh()
-        .x_labels(10)
+        .x_labels(12)
         .y_labels(8)
         .x_label_formatter(&formatter)
         .y_label_formatter(&|w: &f64| format!("{w:.0}"))

@@ -120,3 +120,24 @@ fn a_period_with_no_power_says_so() {
 fn draw_segments(points: &[(f64, Option<f64>)]) -> Vec<Vec<(f64, f64)>> {
     draw::segments(points)
 }
+
+#[test]
+fn time_ticks_fall_on_round_local_times() {
+    let plus_one = offset(1);
+    // A week from 2023-11-14 22:13:20 UTC: ticks at local midnights, a day apart.
+    let t0 = 1_700_000_000.0;
+    let week = draw::local_ticks(&plus_one, t0, t0 + 7.0 * 86_400.0);
+    assert_eq!(week.len(), 7);
+    assert!(
+        week.iter().all(|t| ((t + 3600.0) % 86_400.0).abs() < 1e-6),
+        "{week:?}"
+    );
+    assert!(week.windows(2).all(|w| w[1] - w[0] == 86_400.0));
+    // Two seconds: every 0.2 s, on tenths.
+    let short = draw::local_ticks(&plus_one, t0 + 0.05, t0 + 2.05);
+    assert_eq!(short.len(), 10);
+    assert!((short[0] - (t0 + 0.2)).abs() < 1e-6, "{short:?}");
+    // An hour and a half: every 10 minutes, on the minute.
+    let hours = draw::local_ticks(&plus_one, t0, t0 + 5400.0);
+    assert!(hours.iter().all(|t| (t % 600.0).abs() < 1e-6) && hours.len() <= 10);
+}

@@ -42,6 +42,16 @@ pub struct DomainPoint {
 }
 
 impl Store {
+    /// Whether this ledger keeps history per domain: one written before v6 and opened read-only
+    /// (so not migrated) does not, and has none to give.
+    fn keeps_domains(&self) -> Result<bool, StoreError> {
+        let version: i64 = self
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| self.sql(e))?;
+        Ok(version >= 6)
+    }
+
     /// Per-domain history from `from` to `to`, oldest first; only `domains` when some are given.
     pub fn domain_history(
         &self,
@@ -50,6 +60,9 @@ impl Store {
         step: Step,
         domains: &[String],
     ) -> Result<Vec<DomainPoint>, StoreError> {
+        if !self.keeps_domains()? {
+            return Ok(Vec::new());
+        }
         let mut stmt = self
             .conn
             .prepare_cached(&format!(
@@ -81,6 +94,9 @@ impl Store {
 
     /// The domains with stored history, in name order.
     pub fn history_domains(&self) -> Result<Vec<String>, StoreError> {
+        if !self.keeps_domains()? {
+            return Ok(Vec::new());
+        }
         let path = self.path.clone();
         let mut stmt = self
             .conn
@@ -91,5 +107,54 @@ impl Store {
             .map_err(|e| sql_at(&path, e))?;
         rows.collect::<Result<Vec<_>, _>>()
             .map_err(|e| sql_at(&path, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Row;
+
+    #[test]
+    fn a_ledger_from_before_v6_opened_read_only_has_no_domain_history_and_no_error() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("wattbar.db");
+        {
+            let (mut store, _) =
+                Store::open(&path, 1_700_000_000.0).unwrap_or_else(|e| panic!("{e}"));
+            let id = store
+                .start_session(1_700_000_000.0, "EUR")
+                .unwrap_or_else(|e| panic!("{e}"));
+            let row = Row {
+                t: 1_700_000_030.0,
+                watts: Some(100.0),
+                joules: 100.0,
+                cost: 0.0,
+                by_domain: vec![("cpu".into(), 40.0)],
+                seconds: 1.0,
+                currency: "EUR".into(),
+            };
+            store
+                .write_batch(id, &[row], 100.0, 0.0)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let read = Store::open_read_only(&path).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(read.history_domains().ok(), Some(vec!["cpu".to_string()]));
+            // As version 5 wrote it: no per-domain tables.
+            store
+                .conn
+                .execute_batch(
+                    "DROP TABLE domain_minutes; DROP TABLE domain_hours; PRAGMA user_version = 5;",
+                )
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let read = Store::open_read_only(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(read.history_domains().ok(), Some(Vec::new()));
+        let points = read.domain_history(0.0, 2e9, Step::Minute, &[]);
+        assert_eq!(points.ok(), Some(Vec::new()));
+        // The headline's history is still there.
+        assert_eq!(
+            read.history(0.0, 2e9, Step::Minute).map(|h| h.len()).ok(),
+            Some(1)
+        );
     }
 }
