@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use std::io::Read;
 use wattbar_core::inference::response::{Framing, ResponseMeter, ServerFigures};
 use wattbar_core::inference::Route;
+use wattbar_engine::unix_now;
 
 /// The server's API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -83,13 +84,6 @@ pub struct Answer {
     pub end: f64,
     pub text: String,
     pub figures: ServerFigures,
-}
-
-fn unix_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
 }
 
 /// Sends `prompt` to `model` at `base` (e.g. `http://127.0.0.1:11434`) and reads the answer

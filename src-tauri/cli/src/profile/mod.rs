@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wattbar_core::inference::Record;
 use wattbar_engine::inference::proxy;
+use wattbar_engine::unix_now;
 
 /// What `profile` is asked to do.
 pub struct Options {
@@ -108,13 +109,6 @@ pub struct QueryRecord {
     pub expected: Option<String>,
     /// The expected answer appears in the response (case and surrounding space ignored).
     pub matches_expected: Option<bool>,
-}
-
-fn unix_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
 }
 
 /// Where the prompts go and where their records come from.

@@ -10,6 +10,7 @@
 
 use std::path::Path;
 use std::process::Stdio;
+use wattbar_engine::unix_now;
 
 /// What is run: an argument vector as given, or a shell string (`--cmd`) through `sh -c`.
 #[derive(Debug, Clone)]
@@ -142,13 +143,6 @@ impl Interrupts {
             2
         }
     }
-}
-
-fn unix_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
 }
 
 /// Runs `program` to its end with `WATTBAR_RUN_EVENTS` set to `events`, passing on the signals

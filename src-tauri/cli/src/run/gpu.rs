@@ -12,6 +12,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use wattbar_engine::unix_now;
 use wattbar_sources::nvidia::{self, Gpus, Memory, Utilisation};
 
 const MIN_PERIOD: Duration = Duration::from_millis(200);
@@ -106,13 +107,6 @@ pub struct GpuWatch {
     samples: Arc<Mutex<Vec<GpuSample>>>,
     why_not: Arc<Mutex<Option<String>>>,
     stop: Arc<AtomicBool>,
-}
-
-fn unix_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
 }
 
 impl GpuWatch {

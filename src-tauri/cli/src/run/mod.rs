@@ -21,6 +21,7 @@ use meter::Meter;
 use serde_json::Map;
 use std::time::Duration;
 use summary::{Baseline, CommandResult, Pricing, RunContext, RunFigures, Summary};
+use wattbar_engine::unix_now;
 
 /// The events file is read once per sampling interval, within these bounds: a line without `ts`
 /// is stamped to the measurement's own resolution, and waking more often would cost more than
@@ -35,13 +36,6 @@ fn programs(args: &RunArgs) -> Result<Vec<Program>> {
         (false, true) => Ok(args.cmd.iter().cloned().map(Program::Shell).collect()),
         (true, false) => Ok(vec![Program::Argv(args.command.clone())]),
     }
-}
-
-fn unix_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
 }
 
 /// Runs everything `args` asks for and returns the exit status to leave with.
