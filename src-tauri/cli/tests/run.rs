@@ -315,3 +315,29 @@ fn commands_are_compared_side_by_side_over_several_runs_after_warm_ups() {
     }
     assert!(String::from_utf8_lossy(&out.stderr).contains("side by side"));
 }
+
+#[test]
+fn ctrl_c_during_the_idle_baseline_runs_nothing_and_leaves_with_130() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let marker = dir.path().join("ran");
+    let mut c = replayed(dir.path(), HUNDRED_WATTS);
+    c.args(["run", "--idle", "10s", "--", "touch"])
+        .arg(&marker)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = c.spawn().unwrap_or_else(|e| panic!("{e}"));
+    std::thread::sleep(Duration::from_millis(1500));
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    assert!(killed.is_ok_and(|s| s.success()));
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("idle baseline"));
+    assert!(!marker.exists(), "the command ran after Ctrl+C");
+}

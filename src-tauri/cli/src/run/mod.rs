@@ -128,7 +128,19 @@ async fn measure_with(
         let from = unix_now();
         tokio::select! {
             _ = tokio::time::sleep(args.idle) => {}
-            n = interrupts.next() => bail!("interrupted by signal {n} during the idle baseline"),
+            n = interrupts.next() => {
+                // Nothing ran: leave as a shell would for that signal, with nothing measured.
+                eprintln!("wattbar run: signal {n} during the idle baseline; nothing was run");
+                let summary = Summary {
+                    wattbar: env!("CARGO_PKG_VERSION"),
+                    measured: meter.describe(),
+                    interval_seconds: meter.interval().as_secs_f64(),
+                    baseline: None,
+                    results: Vec::new(),
+                    exit_code: 128 + n,
+                };
+                return Ok((summary, Kept { events: Vec::new(), states: Vec::new() }));
+            }
         }
         let to = unix_now();
         meter.wait_past(to).await?;
