@@ -33,6 +33,29 @@ fn json(out: &Output) -> serde_json::Value {
     })
 }
 
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "waited 20 s for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether process `pid` has a handler for SIGINT (bit 1 of `SigCgt` in /proc/PID/status).
+fn catches_sigint(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("SigCgt:"))
+                .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        })
+        .is_some_and(|mask| mask & 0b10 != 0)
+}
+
 fn num(v: &serde_json::Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
@@ -89,21 +112,26 @@ fn the_exit_status_is_the_childs_as_a_shell_gives_it() {
 fn sigterm_is_passed_on_and_the_energy_of_what_ran_is_still_reported() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let mut c = replayed(dir.path(), HUNDRED_WATTS);
-    // The child leaves with 42 when it gets SIGTERM; nothing else would end it for 30 s.
-    c.args([
-        "run",
-        "--json",
-        "--idle",
-        "0",
-        "--",
-        "sh",
-        "-c",
-        "trap 'exit 42' TERM; sleep 30 & wait",
-    ])
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
+    let ready = dir.path().join("ready");
+    // The child leaves with 42 when it gets SIGTERM; nothing else would end it for 30 s. It
+    // says when its trap is set.
+    c.env("READY", &ready)
+        .args([
+            "run",
+            "--json",
+            "--idle",
+            "0",
+            "--",
+            "sh",
+            "-c",
+            "trap 'exit 42' TERM; touch \"$READY\"; sleep 30 & wait",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let child = c.spawn().unwrap_or_else(|e| panic!("{e}"));
-    std::thread::sleep(Duration::from_millis(1500));
+    wait_until("the child set its trap", || ready.exists());
+    // Some energy to report: 100 W for a second.
+    std::thread::sleep(Duration::from_secs(1));
     let killed = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();
@@ -326,7 +354,8 @@ fn ctrl_c_during_the_idle_baseline_runs_nothing_and_leaves_with_130() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let child = c.spawn().unwrap_or_else(|e| panic!("{e}"));
-    std::thread::sleep(Duration::from_millis(1500));
+    let pid = child.id();
+    wait_until("wattbar catches SIGINT", || catches_sigint(pid));
     let killed = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status();

@@ -4,7 +4,9 @@
 //! - The child gets the terminal as it is (stdin, stdout and stderr inherited), except that with
 //!   `--json` its stdout goes to stderr, so that stdout carries one JSON object and nothing else.
 //! - SIGINT and SIGTERM sent to Wattbar are passed on to the child; Wattbar itself keeps going
-//!   until the child has ended, so the energy of what ran is still reported.
+//!   until the child has ended, so the energy of what ran is still reported. A Ctrl+C typed in
+//!   the terminal Wattbar runs in already reached the child (same process group) and is not
+//!   sent twice. The signal goes to the child, not to processes it started in turn.
 //! - The exit status is the child's: its code, 128 + N when signal N killed it, 127 when it could
 //!   not be started, as shells report them.
 
@@ -208,6 +210,17 @@ fn signal_of(_: &std::process::ExitStatus) -> Option<i32> {
     None
 }
 
+/// Whether Wattbar runs in the terminal's foreground: then a Ctrl+C typed there was sent by
+/// the terminal to the whole group, the child included, and must not be sent again (a second
+/// SIGINT means "force quit" to many programs and would cut their clean-up short).
+#[cfg(unix)]
+fn in_foreground() -> bool {
+    use std::io::IsTerminal;
+    let stdin = std::io::stdin();
+    stdin.is_terminal()
+        && nix::unistd::tcgetpgrp(&stdin).is_ok_and(|group| group == nix::unistd::getpgrp())
+}
+
 #[cfg(unix)]
 fn forward(pid: Option<u32>, signal: i32) {
     use nix::sys::signal::{kill, Signal};
@@ -215,6 +228,9 @@ fn forward(pid: Option<u32>, signal: i32) {
     let (Some(pid), Ok(sig)) = (pid, Signal::try_from(signal)) else {
         return;
     };
+    if sig == Signal::SIGINT && in_foreground() {
+        return;
+    }
     if let Ok(raw) = i32::try_from(pid) {
         if let Err(e) = kill(Pid::from_raw(raw), sig) {
             tracing::warn!("could not pass {sig} on to the command (pid {pid}): {e}");

@@ -11,7 +11,7 @@
 //! - A line that is not such an object is reported with its line number and skipped.
 
 use serde_json::{Map, Value};
-use std::io::Read;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 /// One event of a run.
@@ -111,7 +111,12 @@ pub fn phases(events: &[Event], start: f64, end: f64) -> Vec<Phase> {
 pub struct Tail {
     /// Kept open: each poll is one read from where the last one stopped.
     file: std::fs::File,
-    partial: String,
+    /// Where the next read starts; a file found shorter was rewritten (`>` instead of `>>`)
+    /// and is read again from its start.
+    offset: u64,
+    /// Bytes of a line not ended yet: decoded only once whole, so that a character split
+    /// between two reads stays one character.
+    partial: Vec<u8>,
     line_no: usize,
 }
 
@@ -121,25 +126,31 @@ impl Tail {
         std::fs::write(path, b"")?;
         Ok(Tail {
             file: std::fs::File::open(path)?,
-            partial: String::new(),
+            offset: 0,
+            partial: Vec::new(),
             line_no: 0,
         })
     }
 
     /// The complete lines appended since the last call, as events or as problems.
     pub fn poll(&mut self, now: f64, last: bool) -> Vec<Result<Event, String>> {
-        let mut bytes = Vec::new();
-        if self.file.read_to_end(&mut bytes).is_ok() && !bytes.is_empty() {
-            self.partial.push_str(&String::from_utf8_lossy(&bytes));
+        if self.file.metadata().is_ok_and(|m| m.len() < self.offset)
+            && self.file.seek(SeekFrom::Start(0)).is_ok()
+        {
+            self.offset = 0;
+            self.partial.clear();
+        }
+        if let Ok(n) = self.file.read_to_end(&mut self.partial) {
+            self.offset += n as u64;
         }
         let mut out = Vec::new();
-        while let Some(i) = self.partial.find('\n') {
-            let line: String = self.partial.drain(..=i).collect();
-            self.take(line.trim(), now, &mut out);
+        while let Some(i) = self.partial.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.partial.drain(..=i).collect();
+            self.take(String::from_utf8_lossy(&line).trim(), now, &mut out);
         }
         if last {
             let rest = std::mem::take(&mut self.partial);
-            self.take(rest.trim(), now, &mut out);
+            self.take(String::from_utf8_lossy(&rest).trim(), now, &mut out);
         }
         out
     }
@@ -213,6 +224,29 @@ mod tests {
         assert!(why(r#"{"type":"start"}"#).contains("phase"));
         assert!(why(r#"{"type":"phase"}"#).contains("name"));
         assert!(why(r#"{"type":"mark","ts":"soon"}"#).contains("ts"));
+    }
+
+    #[test]
+    fn a_file_written_over_is_read_again_and_a_split_character_stays_whole() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("events.jsonl");
+        let mut tail = Tail::create(&path).unwrap_or_else(|e| panic!("{e}"));
+        let write = |bytes: &[u8]| std::fs::write(&path, bytes).unwrap_or_else(|e| panic!("{e}"));
+        write(b"{\"type\":\"mark\",\"name\":\"first mark, long\"}\n");
+        assert_eq!(tail.poll(1.0, false).len(), 1);
+        // `>` instead of `>>`: a shorter file; "Olá" cut inside its "á" (0xC3 0xA1).
+        let line = "{\"type\":\"phase\",\"name\":\"Olá\"}\n".as_bytes();
+        let cut = line
+            .iter()
+            .position(|&b| b == 0xC3)
+            .unwrap_or_else(|| panic!())
+            + 1;
+        write(&line[..cut]);
+        assert!(tail.poll(2.0, false).is_empty());
+        write(line);
+        let got = tail.poll(3.0, false);
+        let e = got[0].clone().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(e.name(), Some("Olá"));
     }
 
     #[test]

@@ -163,6 +163,19 @@ impl Meter {
         }
     }
 
+    /// Whether windows from `from` on have their energy per domain: always here; from a
+    /// running engine only while they start within the stretch it keeps in memory (older
+    /// energy comes from its stored samples, which have the whole machine's only).
+    pub fn keeps_domains_from(&self, from: f64) -> bool {
+        match &self.kind {
+            Kind::Here { .. } => true,
+            Kind::Engine { .. } => {
+                wattbar_engine::unix_now() - from
+                    < wattbar_engine::inference::book::WINDOW_KEEP.as_secs_f64() - 60.0
+            }
+        }
+    }
+
     /// How the energy was measured, for summaries.
     pub fn describe(&self) -> String {
         let every = humantime_ms(self.interval());

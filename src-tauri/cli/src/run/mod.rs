@@ -19,6 +19,7 @@ use child::{Interrupts, Lifetime, Program};
 use events::{Event, Tail};
 use meter::Meter;
 use serde_json::Map;
+use std::io::Write;
 use std::time::Duration;
 use summary::{Baseline, CommandResult, Pricing, RunContext, RunFigures, Summary};
 use wattbar_engine::unix_now;
@@ -83,13 +84,22 @@ async fn measure(args: RunArgs, programs: Vec<Program>) -> Result<i32> {
     let result = measure_with(&args, &programs, &meter, &gpus, &pricing, &mut interrupts).await;
     meter.stop().await;
     let (summary, kept) = result?;
+    // From here on the child has run: a failure to report is said, and the child's status
+    // is still what Wattbar leaves with.
     eprint!("{}", summary::human(&summary));
     if args.json {
-        println!("{}", serde_json::to_string(&summary)?);
+        let written = serde_json::to_string(&summary)
+            .map_err(anyhow::Error::from)
+            .and_then(|json| Ok(writeln!(std::io::stdout(), "{json}")?));
+        if let Err(e) = written {
+            eprintln!("wattbar run: the JSON summary could not be written: {e}");
+        }
     }
     if let Some(dir) = &args.out {
-        output::write_all(dir, &summary, &kept.events, &kept.states)?;
-        eprintln!("wattbar run: wrote {}", dir.display());
+        match output::write_all(dir, &summary, &kept.events, &kept.states) {
+            Ok(()) => eprintln!("wattbar run: wrote {}", dir.display()),
+            Err(e) => eprintln!("wattbar run: {e:#}"),
+        }
     }
     Ok(summary.exit_code)
 }
@@ -151,8 +161,9 @@ async fn measure_with(
         );
         Some(Baseline::of(&meter.energy(from, to)?, how))
     };
-    let events_path =
-        std::env::temp_dir().join(format!("wattbar-run-{}.events.jsonl", std::process::id()));
+    // A folder of the run's own (mode 0700): nobody else can plant or read the events file.
+    let events_dir = tempfile::Builder::new().prefix("wattbar-run-").tempdir()?;
+    let events_path = events_dir.path().join("events.jsonl");
     let mut measured = Measured {
         runs: Vec::new(),
         events: Vec::new(),
@@ -167,7 +178,7 @@ async fn measure_with(
         events_path: &events_path,
     };
     let result = run_all(&setup, programs, interrupts, &mut measured).await;
-    let _ = std::fs::remove_file(&events_path);
+    drop(events_dir);
     result?;
     let results = programs
         .iter()
@@ -228,6 +239,10 @@ async fn run_all(
     } = *setup;
     for (c, program) in programs.iter().enumerate() {
         for w in 0..args.warmup {
+            if let Some(n) = interrupts.received {
+                measured.exit_code = 128 + n;
+                return Ok(());
+            }
             let (life, _) = run_once(
                 program,
                 events_path,
@@ -248,6 +263,10 @@ async fn run_all(
             }
         }
         for n in 1..=args.runs {
+            if let Some(sig) = interrupts.received {
+                measured.exit_code = 128 + sig;
+                return Ok(());
+            }
             let (life, events) = run_once(
                 program,
                 events_path,
@@ -264,15 +283,38 @@ async fn run_all(
                 measured.exit_code = life.outcome.exit_code();
                 return Ok(());
             }
-            meter.wait_past(life.end).await?;
-            let window = meter.energy(life.start, life.end)?;
-            let phases = events::phases(&events, life.start, life.end)
-                .into_iter()
-                .map(|p| {
-                    let w = meter.energy(p.from, p.to)?;
-                    Ok((p, w))
-                })
-                .collect::<Result<Vec<_>>>()?;
+            // The child has run: a measurement that fails is this run's warning, not an
+            // error that would lose its exit status.
+            let mut problems = Vec::new();
+            let measured_window = match meter.wait_past(life.end).await {
+                Ok(()) => meter.energy(life.start, life.end),
+                Err(e) => Err(e),
+            };
+            let mut window = match measured_window {
+                Ok(w) => w,
+                Err(e) => {
+                    problems.push(format!("the energy could not be measured: {e:#}"));
+                    unmeasured(life.start, life.end)
+                }
+            };
+            let mut phases = Vec::new();
+            for p in events::phases(&events, life.start, life.end) {
+                match meter.energy(p.from, p.to) {
+                    Ok(w) => phases.push((p, w)),
+                    Err(e) => problems.push(format!("phase {}: {e:#}", p.name)),
+                }
+            }
+            if !meter.keeps_domains_from(life.start) {
+                window.by_domain.clear();
+                for (_, w) in &mut phases {
+                    w.by_domain.clear();
+                }
+                problems.push(
+                    "the running engine keeps per-domain energy for its last 15 minutes only: \
+                     this run's energy is given for the whole machine, not per domain"
+                        .into(),
+                );
+            }
             let cx = RunContext {
                 run: n,
                 command: program.label(),
@@ -290,8 +332,9 @@ async fn run_all(
                     .collect::<Vec<_>>()
                     .join("; "),
             };
-            let figures =
+            let mut figures =
                 summary::run_figures(cx, &window, &meter.states(life.start, life.end), phases);
+            figures.warnings.extend(problems);
             let mut start = Map::new();
             start.insert("command".into(), program.label().into());
             let mut end = Map::new();
@@ -318,6 +361,21 @@ async fn run_all(
         }
     }
     Ok(())
+}
+
+/// A window nothing is known of.
+fn unmeasured(from: f64, to: f64) -> wattbar_core::inference::WindowEnergy {
+    wattbar_core::inference::WindowEnergy {
+        from,
+        to,
+        joules: None,
+        by_domain: Vec::new(),
+        mean_watts: None,
+        samples: 0,
+        covered_fraction: 0.0,
+        quality: None,
+        sources: Vec::new(),
+    }
 }
 
 struct Life {
@@ -361,6 +419,16 @@ async fn run_once(
     };
     let busy = cpu.busy_percent(end - start);
     take(tail.poll(end, true), &mut found);
+    for e in found
+        .iter()
+        .filter(|e| e.ts < start - 60.0 || e.ts > end + 60.0)
+    {
+        eprintln!(
+            "wattbar run: event {} at {} is more than a minute outside the run ({start:.3}–{end:.3}): \
+             ts is Unix seconds; it is held to the run",
+            e.kind, e.ts
+        );
+    }
     Ok((
         Life {
             start,

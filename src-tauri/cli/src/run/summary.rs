@@ -135,6 +135,9 @@ pub fn run_figures(
 ) -> RunFigures {
     let seconds = window.to - window.from;
     let gross = window.joules;
+    // The energy is of the measured part: its mean and the idle draw to subtract are over
+    // that part's seconds, not the run's.
+    let covered = seconds * window.covered_fraction;
     let idle_watts = cx.baseline.and_then(|b| b.mean_watts);
     let by_domain = window
         .by_domain
@@ -143,11 +146,11 @@ pub fn run_figures(
             domain: d.clone(),
             joules: *j,
             wh: j / 3600.0,
-            mean_watts: if seconds > 0.0 { j / seconds } else { 0.0 },
+            mean_watts: if covered > 0.0 { j / covered } else { 0.0 },
             net_joules: cx
                 .baseline
                 .and_then(|b| b.by_domain.get(d))
-                .map(|w| j - w * seconds),
+                .map(|w| j - w * covered),
         })
         .collect();
     let peak = states
@@ -182,11 +185,11 @@ pub fn run_figures(
         seconds,
         gross_joules: gross,
         gross_wh: gross.map(|j| j / 3600.0),
-        net_joules: gross.zip(idle_watts).map(|(g, w)| g - w * seconds),
-        mean_watts: gross.filter(|_| seconds > 0.0).map(|g| g / seconds),
+        net_joules: gross.zip(idle_watts).map(|(g, w)| g - w * covered),
+        mean_watts: window.mean_watts,
         peak_watts: peak,
         by_domain,
-        cost: gross.map(|g| cx.pricing.tariffs.cost(week, seconds, Joules(g))),
+        cost: gross.map(|g| cx.pricing.tariffs.cost(week, covered, Joules(g))),
         currency: cx.pricing.currency.clone(),
         carbon_g: gross
             .zip(cx.pricing.carbon_g_per_kwh)
@@ -266,8 +269,16 @@ pub struct CommandResult {
 
 impl CommandResult {
     pub fn of(command: String, runs: Vec<RunFigures>) -> CommandResult {
+        // Statistics are of the runs that succeeded: a failed or interrupted run is listed
+        // with its status but would skew them.
         let pick = |f: fn(&RunFigures) -> Option<f64>| {
-            Stats::of(&runs.iter().filter_map(f).collect::<Vec<_>>())
+            Stats::of(
+                &runs
+                    .iter()
+                    .filter(|r| r.exit_code == 0)
+                    .filter_map(f)
+                    .collect::<Vec<_>>(),
+            )
         };
         CommandResult {
             command,
