@@ -335,8 +335,24 @@ fn history_and_the_report_have_each_domain_and_history_filters_by_domain() {
         history("")["domains"].is_null(),
         "no filter, no domains: the dashboard's payload"
     );
+    assert!(
+        cpu["kwh"].is_null(),
+        "no headline asked for, no headline kWh: {cpu}"
+    );
     let bad = ureq::get(&format!("{}/v1/history?domain=cpu;x", serve.url)).call();
     assert!(matches!(bad, Err(ureq::Error::Status(400, _))));
+    match ureq::get(&format!("{}/v1/history?domain=cpus", serve.url)).call() {
+        Err(ureq::Error::Status(400, r)) => {
+            let body = r.into_string().unwrap_or_default();
+            assert!(
+                body.contains("cpus") && body.contains("is not a domain") && body.contains("gpu"),
+                "{body}"
+            );
+        }
+        other => panic!("a name that is no domain was answered: {other:?}"),
+    }
+    // A domain with nothing stored answers empty, not an error.
+    assert_eq!(history("&domain=ane")["domains"], serde_json::Value::Null);
     let svg = ureq::get(&format!("{}/v1/report.svg?from={from}", serve.url))
         .call()
         .unwrap_or_else(|e| panic!("{e}"));

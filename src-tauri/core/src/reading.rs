@@ -30,6 +30,24 @@ pub enum Domain {
 }
 
 impl Domain {
+    /// Every domain, in the order above.
+    pub const ALL: [Domain; 9] = [
+        Domain::System,
+        Domain::Cpu,
+        Domain::Gpu,
+        Domain::Ane,
+        Domain::Dram,
+        Domain::Soc,
+        Domain::Battery,
+        Domain::Adapter,
+        Domain::Platform,
+    ];
+
+    /// The domain named `name` (as [`Domain::as_str`] writes it).
+    pub fn named(name: &str) -> Option<Domain> {
+        Domain::ALL.into_iter().find(|d| d.as_str() == name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Domain::System => "system",

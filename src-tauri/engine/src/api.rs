@@ -603,30 +603,53 @@ async fn get_history(
     };
     let result = tokio::task::spawn_blocking(move || {
         if !db.exists() {
-            return Ok::<_, crate::store::StoreError>(HistoryPayload::new(label, step, Vec::new()));
+            return Ok::<_, crate::store::StoreError>(Ok(HistoryPayload::new(
+                label,
+                step,
+                Vec::new(),
+            )));
         }
         let store = Store::open_read_only(&db)?;
         let Some(names) = domains else {
-            return Ok(HistoryPayload::new(
+            return Ok(Ok(HistoryPayload::new(
                 label,
                 step,
                 store.history(from, to, step)?,
-            ));
+            )));
         };
         let all = names.iter().any(|n| n == "*");
-        let headline = if all || names.iter().any(|n| n == "system") {
+        let with_headline = all || names.iter().any(|n| n == "system");
+        // A domain with nothing stored yet answers empty; a name that is no domain is refused.
+        if let Some(unknown) = names
+            .iter()
+            .find(|n| *n != "*" && wattbar_core::Domain::named(n).is_none())
+        {
+            let known: Vec<&str> = wattbar_core::Domain::ALL
+                .iter()
+                .map(|d| d.as_str())
+                .collect();
+            return Ok(Err(format!(
+                "{unknown:?} is not a domain: use {} or *",
+                known.join(", ")
+            )));
+        }
+        let headline = if with_headline {
             store.history(from, to, step)?
         } else {
             Vec::new()
         };
         let wanted: Vec<String> = if all { Vec::new() } else { names };
         let mut payload = HistoryPayload::new(label, step, headline);
+        if !with_headline {
+            payload.kwh = None;
+        }
         payload.domains = store.domain_history(from, to, step, &wanted)?;
-        Ok(payload)
+        Ok(Ok(payload))
     })
     .await;
     match result {
-        Ok(Ok(payload)) => Json(payload).into_response(),
+        Ok(Ok(Ok(payload))) => Json(payload).into_response(),
+        Ok(Ok(Err(message))) => error(StatusCode::BAD_REQUEST, message),
         Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
         Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
     }

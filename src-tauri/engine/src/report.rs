@@ -102,9 +102,9 @@ pub fn from_store(
     }
     let mut by_model: BTreeMap<String, ModelStats> = BTreeMap::new();
     for r in store
-        .all_inference()?
+        .inference(from, usize::MAX)?
         .iter()
-        .filter(|r| r.end >= from && r.start <= to)
+        .filter(|r| r.start <= to)
     {
         by_model
             .entry(r.model.clone())

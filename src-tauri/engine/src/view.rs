@@ -92,7 +92,8 @@ pub struct HistoryPayload {
     pub step_seconds: i64,
     /// The headline (`system`); empty when a domain filter leaves it out.
     pub points: Vec<HistoryPoint>,
-    pub kwh: f64,
+    /// The headline's energy over the range; `None` when a domain filter leaves it out.
+    pub kwh: Option<f64>,
     /// Per breakdown domain, when asked for (`?domain=cpu,gpu`, `*` for all).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub domains: Vec<crate::store::domains::DomainPoint>,
@@ -104,7 +105,7 @@ impl HistoryPayload {
         HistoryPayload {
             range,
             step_seconds: step.seconds(),
-            kwh: joules / wattbar_core::JOULES_PER_KWH,
+            kwh: Some(joules / wattbar_core::JOULES_PER_KWH),
             points,
             domains: Vec::new(),
         }
