@@ -238,31 +238,8 @@ async fn run_all(
         events_path,
     } = *setup;
     for (c, program) in programs.iter().enumerate() {
-        for w in 0..args.warmup {
-            if let Some(n) = interrupts.received {
-                measured.exit_code = 128 + n;
-                return Ok(());
-            }
-            let (life, _) = run_once(
-                program,
-                events_path,
-                args.json,
-                meter.interval(),
-                interrupts,
-            )
-            .await?;
-            if !life.outcome.success() {
-                eprintln!(
-                    "wattbar run: warm-up {} of {}: {}",
-                    w + 1,
-                    program.label(),
-                    life.outcome.describe()
-                );
-                measured.exit_code = life.outcome.exit_code();
-                return Ok(());
-            }
-        }
-        for n in 1..=args.runs {
+        // Warm-ups first, then the measured runs; a signal stops before the next one starts.
+        for i in 0..args.warmup + args.runs {
             if let Some(sig) = interrupts.received {
                 measured.exit_code = 128 + sig;
                 return Ok(());
@@ -275,6 +252,20 @@ async fn run_all(
                 interrupts,
             )
             .await?;
+            if i < args.warmup {
+                if !life.outcome.success() {
+                    eprintln!(
+                        "wattbar run: warm-up {} of {}: {}",
+                        i + 1,
+                        program.label(),
+                        life.outcome.describe()
+                    );
+                    measured.exit_code = life.outcome.exit_code();
+                    return Ok(());
+                }
+                continue;
+            }
+            let n = i - args.warmup + 1;
             if let child::Outcome::NotStarted(why) = &life.outcome {
                 eprintln!(
                     "wattbar run: {} could not be started: {why}",

@@ -61,7 +61,8 @@ pub struct DomainFigure {
     pub domain: String,
     pub joules: f64,
     pub wh: f64,
-    pub mean_watts: f64,
+    /// Over the measured part of the window; `None` when none of it was measured.
+    pub mean_watts: Option<f64>,
     /// After the domain's idle draw over the same time; `None` without a baseline for it.
     pub net_joules: Option<f64>,
 }
@@ -146,7 +147,7 @@ pub fn run_figures(
             domain: d.clone(),
             joules: *j,
             wh: j / 3600.0,
-            mean_watts: if covered > 0.0 { j / covered } else { 0.0 },
+            mean_watts: (covered > 0.0).then(|| j / covered),
             net_joules: cx
                 .baseline
                 .and_then(|b| b.by_domain.get(d))
@@ -350,10 +351,12 @@ fn run_text(r: &RunFigures, baseline: Option<&Baseline>) -> String {
     // `system` is the total above.
     for d in r.by_domain.iter().filter(|d| d.domain != "system") {
         t.push_str(&format!(
-            "  {:<13}{}, mean {:.1} W{}\n",
+            "  {:<13}{}{}{}\n",
             d.domain,
             joules_text(d.joules),
-            d.mean_watts,
+            d.mean_watts
+                .map(|w| format!(", mean {w:.1} W"))
+                .unwrap_or_default(),
             d.net_joules
                 .map(|n| format!(", {n:.1} J net"))
                 .unwrap_or_default()
