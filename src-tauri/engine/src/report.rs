@@ -6,17 +6,18 @@
 //! - Power is the stored headline and each stored domain, one line each (a domain is part of the
 //!   headline, so they overlap and are never stacked), by minute up to two days and by hour
 //!   beyond; a stretch with nothing stored is a gap, never 0 W.
-//! - Days and their costs are the ledger's own rows, in the preferences' currency.
+//! - Days are the local calendar days the period touches, each once, whatever their length (a
+//!   daylight-saving day has 23 or 25 hours). Their energy and cost are the ledger's own rows, in
+//!   the preferences' currency; a day with no row has no figure, never 0 kWh.
 //! - Models are those with records in the period.
 
-use crate::store::{local_day_month, Step, Store, StoreError};
+use crate::store::{Step, Store, StoreError};
 use std::collections::BTreeMap;
 use wattbar_core::inference::ModelStats;
 use wattbar_report::{Day, Line, ModelEnergy, Report};
 
 /// Periods up to this long are drawn by minute, longer ones by hour.
 const BY_MINUTE_UP_TO: f64 = 2.0 * 86_400.0;
-const SECONDS_PER_DAY: f64 = 86_400.0;
 
 /// The report of `from`–`to` in the preferences' currency and this machine's local time.
 pub fn local(
@@ -83,22 +84,14 @@ pub fn from_store(
     }
     power.extend(by_domain.into_values());
     let mut days: Vec<Day> = Vec::new();
-    let mut t = from;
-    while t < to + SECONDS_PER_DAY {
-        let at = t.min(to);
-        let (label, _) = local_day_month(at);
-        if days.last().is_none_or(|d| d.label != label) {
-            let total = store.day(at, currency)?;
-            days.push(Day {
-                label,
-                kwh: total.kwh,
-                cost: Some(total.cost),
-            });
-        }
-        if at >= to {
-            break;
-        }
-        t += SECONDS_PER_DAY;
+    for day in local_dates(from, to) {
+        let label = day.format("%Y-%m-%d").to_string();
+        let total = store.recorded_day(&label, currency)?;
+        days.push(Day {
+            label,
+            kwh: total.as_ref().map(|t| t.kwh),
+            cost: total.map(|t| t.cost),
+        });
     }
     let mut by_model: BTreeMap<String, ModelStats> = BTreeMap::new();
     for r in store
@@ -121,7 +114,7 @@ pub fn from_store(
             })
         })
         .collect();
-    let kwh: f64 = days.iter().map(|d| d.kwh).sum();
+    let kwh: f64 = days.iter().filter_map(|d| d.kwh).sum();
     let cost: f64 = days.iter().filter_map(|d| d.cost).sum();
     let fmt = |t: f64| {
         chrono::DateTime::from_timestamp(t as i64, 0)
@@ -147,6 +140,21 @@ pub fn from_store(
         currency: currency.to_string(),
         models,
     })
+}
+
+/// The local calendar days from `from`'s to `to`'s, both included (the keys of the ledger's days).
+pub fn local_dates(from: f64, to: f64) -> Vec<chrono::NaiveDate> {
+    use chrono::TimeZone;
+    let date = |t: f64| {
+        chrono::Local
+            .timestamp_opt(t.floor() as i64, 0)
+            .single()
+            .map(|d| d.date_naive())
+    };
+    let (Some(first), Some(last)) = (date(from), date(to)) else {
+        return Vec::new();
+    };
+    first.iter_days().take_while(|d| *d <= last).collect()
 }
 
 #[cfg(test)]
@@ -219,13 +227,13 @@ mod tests {
             offset,
         )
         .unwrap_or_else(|e| panic!("{e}"));
-        let kwh: Vec<f64> = r
+        let kwh: Vec<Option<f64>> = r
             .days
             .iter()
-            .map(|d| (d.kwh * 1000.0).round() / 1000.0)
+            .map(|d| d.kwh.map(|k| (k * 1000.0).round() / 1000.0))
             .collect();
         // Wednesday: 3 h of 150 W missing from 09:00–17:00 = 0.45 kWh less.
-        assert_eq!(kwh, vec![2.0, 2.0, 1.55, 2.0, 2.0, 2.0, 2.0]);
+        assert_eq!(kwh, [2.0, 2.0, 1.55, 2.0, 2.0, 2.0, 2.0].map(Some).to_vec());
         assert_eq!(r.days[0].label, "2025-11-24");
         assert!((r.days[0].cost.unwrap_or_default() - 0.60).abs() < 1e-9);
         // A week is drawn by hour: 7 × 24 buckets less Wednesday's 3, and one gap in their place.
@@ -246,5 +254,48 @@ mod tests {
                 .join("\n")
         );
         assert!(svg.contains("1.550 kWh · 0.46 EUR"));
+    }
+
+    #[test]
+    fn days_before_the_ledger_began_have_no_figure_not_zero_kwh() {
+        use chrono::TimeZone;
+        let monday = chrono::Local
+            .with_ymd_and_hms(2025, 11, 24, 0, 0, 0)
+            .single()
+            .map(|d| d.timestamp() as f64)
+            .unwrap_or_else(|| panic!("no local midnight"));
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let (mut store, _) = Store::open(&dir.path().join("wattbar.sqlite"), monday)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let session = store
+            .start_session(monday, "EUR")
+            .unwrap_or_else(|e| panic!("{e}"));
+        day(&mut store, session, monday, 0.0..0.0);
+        // From Saturday noon to Monday evening: Saturday and Sunday have nothing stored.
+        let offset = chrono::FixedOffset::east_opt(0).unwrap_or_else(|| panic!());
+        let r = from_store(
+            &store,
+            monday - 36.0 * 3600.0,
+            monday + 18.0 * 3600.0,
+            "EUR",
+            5.0,
+            offset,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let days: Vec<(&str, Option<f64>)> =
+            r.days.iter().map(|d| (d.label.as_str(), d.kwh)).collect();
+        assert_eq!(days.len(), 3, "{days:?}");
+        assert_eq!(days[0], ("2025-11-22", None));
+        assert_eq!(days[1], ("2025-11-23", None));
+        assert_eq!(days[2].0, "2025-11-24");
+        assert!((days[2].1.unwrap_or_default() - 2.0).abs() < 1e-9);
+        assert!(
+            r.subtitle.contains("2.000 kWh · 0.60 EUR"),
+            "{}",
+            r.subtitle
+        );
+        let svg = wattbar_report::svg(&r, r.default_size()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(svg.matches("no data").count(), 2);
+        assert!(!svg.contains("0.000 kWh"));
     }
 }

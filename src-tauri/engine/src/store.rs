@@ -568,6 +568,19 @@ impl Store {
         self.calendar("daily", "day", &day, currency)
     }
 
+    /// The local day `day` (`YYYY-MM-DD`), or `None` when nothing was recorded that day.
+    pub fn recorded_day(&self, day: &str, currency: &str) -> Result<Option<Total>, StoreError> {
+        let rows: i64 = self
+            .conn
+            .prepare_cached("SELECT COUNT(*) FROM daily WHERE day = ?1")
+            .and_then(|mut stmt| stmt.query_row(params![day], |r| r.get(0)))
+            .map_err(|e| self.sql(e))?;
+        if rows == 0 {
+            return Ok(None);
+        }
+        self.calendar("daily", "day", day, currency).map(Some)
+    }
+
     pub fn month(&self, unix: f64, currency: &str) -> Result<Total, StoreError> {
         let (_, month) = local_day_month(unix);
         self.calendar("monthly", "month", &month, currency)

@@ -336,9 +336,9 @@ fn bars<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     caption: &str,
     y_desc: &str,
-    bars: &[(String, f64, String)],
+    bars: &[(String, Option<f64>, String)],
 ) -> Result<(), Error> {
-    let top = bars.iter().map(|b| b.1).fold(0.0f64, f64::max);
+    let top = bars.iter().filter_map(|b| b.1).fold(0.0f64, f64::max);
     let top = if top > 0.0 { top * 1.2 } else { 1.0 };
     let n = bars.len() as f64;
     let mut chart = ChartBuilder::on(area)
@@ -370,17 +370,22 @@ fn bars<DB: DrawingBackend>(
         .draw()
         .map_err(err)?;
     chart
-        .draw_series(bars.iter().enumerate().map(|(i, b)| {
+        .draw_series(bars.iter().enumerate().filter_map(|(i, b)| {
             let x = i as f64;
-            Rectangle::new([(x + 0.15, 0.0), (x + 0.85, b.1)], COLORS[0].filled())
+            Some(Rectangle::new(
+                [(x + 0.15, 0.0), (x + 0.85, b.1?)],
+                COLORS[0].filled(),
+            ))
         }))
         .map_err(err)?;
     chart
         .draw_series(bars.iter().enumerate().map(|(i, b)| {
+            let grey = RGBColor(120, 120, 120);
+            let color = if b.1.is_some() { BLACK } else { grey };
             Text::new(
                 b.2.clone(),
-                (i as f64 + 0.2, b.1 + top * 0.03),
-                (FAMILY, 13).into_font().color(&BLACK),
+                (i as f64 + 0.2, b.1.unwrap_or(0.0) + top * 0.03),
+                (FAMILY, 13).into_font().color(&color),
             )
         }))
         .map_err(err)?;
@@ -388,13 +393,14 @@ fn bars<DB: DrawingBackend>(
 }
 
 fn days<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, r: &Report) -> Result<(), Error> {
-    let items: Vec<(String, f64, String)> = r
+    let items: Vec<(String, Option<f64>, String)> = r
         .days
         .iter()
         .map(|d| {
-            let text = match d.cost {
-                Some(c) => format!("{:.3} kWh · {c:.2} {}", d.kwh, r.currency),
-                None => format!("{:.3} kWh", d.kwh),
+            let text = match (d.kwh, d.cost) {
+                (Some(kwh), Some(c)) => format!("{kwh:.3} kWh · {c:.2} {}", r.currency),
+                (Some(kwh), None) => format!("{kwh:.3} kWh"),
+                (None, _) => "no data".to_string(),
             };
             (d.label.clone(), d.kwh, text)
         })
@@ -408,13 +414,13 @@ fn days<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, r: &Report) -> Result
 }
 
 fn models<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, r: &Report) -> Result<(), Error> {
-    let items: Vec<(String, f64, String)> = r
+    let items: Vec<(String, Option<f64>, String)> = r
         .models
         .iter()
         .map(|m| {
             (
                 m.model.clone(),
-                m.joules_per_token,
+                Some(m.joules_per_token),
                 format!(
                     "{:.2} J/token · {} requests",
                     m.joules_per_token, m.requests

@@ -42,7 +42,8 @@ pub struct Mark {
 pub struct Day {
     /// Its local date, e.g. `2026-11-23`.
     pub label: String,
-    pub kwh: f64,
+    /// `None` when nothing was recorded that day: drawn as "no data", never as 0 kWh.
+    pub kwh: Option<f64>,
     pub cost: Option<f64>,
 }
 

@@ -36,7 +36,7 @@ fn report() -> Report {
         }],
         days: vec![Day {
             label: "2023-11-14".into(),
-            kwh: 1.25,
+            kwh: Some(1.25),
             cost: Some(0.45),
         }],
         currency: "EUR".into(),
