@@ -147,6 +147,61 @@ fn sigterm_is_passed_on_and_the_energy_of_what_ran_is_still_reported() {
     assert!(num(&v["results"][0]["runs"][0]["gross_joules"]) > 50.0);
 }
 
+/// Whether process `pid` is still running (a zombie waiting for its parent counts as ended).
+fn running(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next().map(str::to_string))
+        })
+        .is_some_and(|state| state != "Z" && state != "X")
+}
+
+#[test]
+fn with_no_terminal_a_signal_reaches_what_the_command_started_too() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut c = replayed(dir.path(), HUNDRED_WATTS);
+    let pid_file = dir.path().join("sleep.pid");
+    // sh starts a sleep of its own and waits for it. SIGTERM ends sh; sent to sh alone, it
+    // would leave the sleep running for a minute. The sleep holds none of the test's pipes, so
+    // that reading Wattbar's output does not wait for it.
+    c.env("PID_FILE", &pid_file)
+        .args([
+            "run",
+            "--json",
+            "--idle",
+            "0",
+            "--",
+            "sh",
+            "-c",
+            "sleep 60 </dev/null >/dev/null 2>&1 & echo $! > \"$PID_FILE.new\"; mv \"$PID_FILE.new\" \"$PID_FILE\"; wait",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // Out of the test's own process group, as a background job or a service is, whether or not
+    // the tests themselves were started from a terminal.
+    std::os::unix::process::CommandExt::process_group(&mut c, 0);
+    let child = c.spawn().unwrap_or_else(|e| panic!("{e}"));
+    wait_until("the command started its sleep", || pid_file.exists());
+    let sleep_pid = std::fs::read_to_string(&pid_file).unwrap_or_else(|e| panic!("{e}"));
+    let sleep_pid = sleep_pid.trim();
+    assert!(running(sleep_pid));
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    assert!(killed.is_ok_and(|s| s.success()));
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    // sh was killed by SIGTERM: 128 + 15.
+    assert_eq!(
+        out.status.code(),
+        Some(143),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_until("the command's own sleep ended", || !running(sleep_pid));
+}
+
 #[test]
 fn out_holds_four_files_and_the_phases_add_up_to_the_run() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));

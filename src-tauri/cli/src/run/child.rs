@@ -3,10 +3,16 @@
 //! Rules:
 //! - The child gets the terminal as it is (stdin, stdout and stderr inherited), except that with
 //!   `--json` its stdout goes to stderr, so that stdout carries one JSON object and nothing else.
-//! - SIGINT and SIGTERM sent to Wattbar are passed on to the child; Wattbar itself keeps going
-//!   until the child has ended, so the energy of what ran is still reported. A Ctrl+C typed in
-//!   the terminal Wattbar runs in already reached the child (same process group) and is not
-//!   sent twice. The signal goes to the child, not to processes it started in turn.
+//! - SIGINT and SIGTERM sent to Wattbar are passed on; Wattbar itself keeps going until the child
+//!   has ended, so the energy of what ran is still reported.
+//! - Where they go depends on the terminal:
+//!   - When Wattbar is in the foreground of its terminal, the child stays in Wattbar's process
+//!     group: it can read the terminal, and Ctrl+C and Ctrl+Z reach it and everything it started
+//!     from the terminal itself. A Ctrl+C is therefore not sent again; SIGTERM is passed on to
+//!     the child alone.
+//!   - Otherwise (a script with no terminal, a service, a scheduler, a background job) the child
+//!     leads a process group of its own and each signal goes to that whole group, so that a
+//!     `sh -c 'a && b'` does not leave `a` running when `sh` is told to stop.
 //! - The exit status is the child's: its code, 128 + N when signal N killed it, 127 when it could
 //!   not be started, as shells report them.
 
@@ -167,6 +173,11 @@ pub async fn run(
     if stdout_to_stderr {
         command.stdout(Stdio::from(std::io::stderr()));
     }
+    let own_group = !in_terminal_foreground();
+    #[cfg(unix)]
+    if own_group {
+        command.process_group(0);
+    }
     let mut child = match command.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -181,7 +192,7 @@ pub async fn run(
     let status = loop {
         tokio::select! {
             status = child.wait() => break status,
-            signal = interrupts.next() => forward(pid, signal),
+            signal = interrupts.next() => forward(pid, own_group, signal),
         }
     };
     let end = unix_now();
@@ -210,36 +221,48 @@ fn signal_of(_: &std::process::ExitStatus) -> Option<i32> {
     None
 }
 
-/// Whether Wattbar runs in the terminal's foreground: then a Ctrl+C typed there was sent by
-/// the terminal to the whole group, the child included, and must not be sent again (a second
-/// SIGINT means "force quit" to many programs and would cut their clean-up short).
+/// Whether Wattbar runs in the foreground of its controlling terminal: then a Ctrl+C typed there
+/// was sent by the terminal to the whole group, the child included, and must not be sent again
+/// (a second SIGINT means "force quit" to many programs and would cut their clean-up short).
 #[cfg(unix)]
-fn in_foreground() -> bool {
-    use std::io::IsTerminal;
-    let stdin = std::io::stdin();
-    stdin.is_terminal()
-        && nix::unistd::tcgetpgrp(&stdin).is_ok_and(|group| group == nix::unistd::getpgrp())
+fn in_terminal_foreground() -> bool {
+    let Ok(tty) = std::fs::File::open("/dev/tty") else {
+        return false;
+    };
+    nix::unistd::tcgetpgrp(&tty).is_ok_and(|group| group == nix::unistd::getpgrp())
 }
 
+#[cfg(not(unix))]
+fn in_terminal_foreground() -> bool {
+    false
+}
+
+/// Passes `signal` on to the child's process group when it has one of its own, else to the
+/// child alone (and then a SIGINT not at all: the terminal sent it already).
 #[cfg(unix)]
-fn forward(pid: Option<u32>, signal: i32) {
-    use nix::sys::signal::{kill, Signal};
+fn forward(pid: Option<u32>, own_group: bool, signal: i32) {
+    use nix::sys::signal::{kill, killpg, Signal};
     use nix::unistd::Pid;
     let (Some(pid), Ok(sig)) = (pid, Signal::try_from(signal)) else {
         return;
     };
-    if sig == Signal::SIGINT && in_foreground() {
+    let Ok(raw) = i32::try_from(pid) else {
         return;
-    }
-    if let Ok(raw) = i32::try_from(pid) {
-        if let Err(e) = kill(Pid::from_raw(raw), sig) {
-            tracing::warn!("could not pass {sig} on to the command (pid {pid}): {e}");
-        }
+    };
+    let sent = if own_group {
+        killpg(Pid::from_raw(raw), sig)
+    } else if sig == Signal::SIGINT {
+        return;
+    } else {
+        kill(Pid::from_raw(raw), sig)
+    };
+    if let Err(e) = sent {
+        tracing::warn!("could not pass {sig} on to the command (pid {pid}): {e}");
     }
 }
 
 #[cfg(not(unix))]
-fn forward(_: Option<u32>, _: i32) {}
+fn forward(_: Option<u32>, _: bool, _: i32) {}
 
 #[cfg(test)]
 mod tests {
