@@ -11,12 +11,13 @@
 //!   sources have them, the trapezoid rule otherwise), each interval counted in proportion to its
 //!   overlap with the window, so windows that tile a run add up to the run.
 
+use super::samples::Samples;
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use std::io::{BufRead, BufReader};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use wattbar_core::inference::{window_energy, Interval, WindowEnergy};
+use wattbar_core::inference::{window_energy, WindowEnergy};
 use wattbar_core::{Quality, Unavailable};
 use wattbar_engine::view::StatePayload;
 use wattbar_engine::{Command, EngineConfig, EngineHandle};
@@ -47,25 +48,20 @@ pub struct State {
     pub interval_ms: u64,
 }
 
-type Shared<T> = Arc<Mutex<Vec<T>>>;
+type Shared = Arc<Mutex<Samples>>;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 enum Kind {
-    Here {
-        engine: EngineHandle,
-        intervals: Shared<Interval>,
-    },
-    Engine {
-        api: String,
-    },
+    Here { engine: EngineHandle },
+    Engine { api: String },
 }
 
 pub struct Meter {
     kind: Kind,
-    states: Shared<State>,
+    samples: Shared,
 }
 
 impl Meter {
@@ -97,10 +93,9 @@ impl Meter {
         config.store = store;
         let engine = wattbar_engine::spawn(chain, config)?;
         engine.send(Command::SetInterval(interval))?;
-        let states: Shared<State> = Arc::default();
-        let intervals: Shared<Interval> = Arc::default();
+        let samples: Shared = Arc::default();
         let reader = engine.reader();
-        let (s, i) = (Arc::clone(&states), Arc::clone(&intervals));
+        let s = Arc::clone(&samples);
         let runtime = tokio::runtime::Handle::current();
         std::thread::Builder::new()
             .name("wattbar-run-meter".into())
@@ -115,15 +110,16 @@ impl Meter {
                     if let Some(e) = fresh.last() {
                         last_end = e.unix_end;
                     }
-                    lock(&i).extend(fresh);
+                    let mut kept = lock(&s);
+                    kept.push_intervals(fresh);
                     if let Ok(state) = state {
-                        lock(&s).push(state);
+                        kept.push_state(state);
                     }
                 }
             })?;
         Ok(Meter {
-            kind: Kind::Here { engine, intervals },
-            states,
+            kind: Kind::Here { engine },
+            samples,
         })
     }
 
@@ -133,8 +129,8 @@ impl Meter {
         let reply = ureq::get(&url)
             .call()
             .with_context(|| format!("the running engine's stream at {url}"))?;
-        let states: Shared<State> = Arc::default();
-        let s = Arc::clone(&states);
+        let samples: Shared = Arc::default();
+        let s = Arc::clone(&samples);
         std::thread::Builder::new()
             .name("wattbar-run-stream".into())
             .spawn(move || {
@@ -142,7 +138,7 @@ impl Meter {
                     let Ok(line) = line else { break };
                     if let Some(data) = line.strip_prefix("data:") {
                         if let Ok(state) = serde_json::from_str::<State>(data.trim()) {
-                            lock(&s).push(state);
+                            lock(&s).push_state(state);
                         }
                     }
                 }
@@ -151,7 +147,7 @@ impl Meter {
             kind: Kind::Engine {
                 api: api.to_string(),
             },
-            states,
+            samples,
         })
     }
 
@@ -189,13 +185,13 @@ impl Meter {
 
     /// The sampling interval now.
     pub fn interval(&self) -> Duration {
-        let ms = lock(&self.states).last().map_or(1000, |s| s.interval_ms);
+        let ms = lock(&self.samples).last().map_or(1000, |(_, ms)| ms);
         Duration::from_millis(ms.max(1))
     }
 
     /// The time of the last sample seen.
     pub fn last_sample(&self) -> Option<f64> {
-        lock(&self.states).last().and_then(|s| s.at)
+        lock(&self.samples).last().and_then(|(at, _)| at)
     }
 
     /// Waits until a sample at or after `t` (Unix seconds) is in.
@@ -219,7 +215,10 @@ impl Meter {
     /// The energy of the window from `from` to `to` (Unix seconds).
     pub fn energy(&self, from: f64, to: f64) -> Result<WindowEnergy> {
         match &self.kind {
-            Kind::Here { intervals, .. } => Ok(window_energy(&lock(intervals), from, to)),
+            Kind::Here { .. } => {
+                let intervals = lock(&self.samples).intervals(from, to);
+                Ok(window_energy(&intervals, from, to))
+            }
             Kind::Engine { api } => {
                 let url = format!("http://{api}/v1/energy?from={from}&to={to}");
                 match ureq::get(&url).call() {
@@ -238,27 +237,17 @@ impl Meter {
     /// The states sampled from `from` to `to`, including the first one at or after `to`
     /// (which ends the last interval of the window).
     pub fn states(&self, from: f64, to: f64) -> Vec<State> {
-        let states = lock(&self.states);
-        let mut out: Vec<State> = Vec::new();
-        for s in states.iter() {
-            let Some(at) = s.at else { continue };
-            if at < from {
-                continue;
-            }
-            out.push(s.clone());
-            if at >= to {
-                break;
-            }
-        }
-        out
+        lock(&self.samples).states(from, to).collect()
     }
 
     /// Why nothing could be measured, from the last sample.
     pub fn unavailable(&self) -> Vec<Unavailable> {
-        lock(&self.states)
-            .last()
-            .map(|s| s.unavailable.clone())
-            .unwrap_or_default()
+        lock(&self.samples).unavailable().to_vec()
+    }
+
+    /// Everything sampled so far, for the output files; the meter keeps nothing of it.
+    pub fn take_samples(&self) -> Samples {
+        lock(&self.samples).take()
     }
 
     pub async fn stop(self) {

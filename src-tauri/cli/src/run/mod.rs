@@ -11,6 +11,7 @@ mod gpu;
 pub(crate) mod meter;
 mod output;
 mod report;
+pub(crate) mod samples;
 pub(crate) mod summary;
 
 use crate::args::RunArgs;
@@ -96,7 +97,7 @@ async fn measure(args: RunArgs, programs: Vec<Program>) -> Result<i32> {
         }
     }
     if let Some(dir) = &args.out {
-        match output::write_all(dir, &summary, &kept.events, &kept.states) {
+        match output::write_all(dir, &summary, &kept) {
             Ok(()) => eprintln!("wattbar run: wrote {}", dir.display()),
             Err(e) => eprintln!("wattbar run: {e:#}"),
         }
@@ -104,10 +105,28 @@ async fn measure(args: RunArgs, programs: Vec<Program>) -> Result<i32> {
     Ok(summary.exit_code)
 }
 
-/// What the output files are made of besides the summary.
+/// What the output files are made of besides the summary: the events, and the samples from
+/// `from` to `to`.
 pub struct Kept {
     pub events: Vec<(usize, u32, Event)>,
-    pub states: Vec<meter::State>,
+    pub samples: samples::Samples,
+    pub from: f64,
+    pub to: f64,
+}
+
+impl Kept {
+    fn nothing() -> Kept {
+        Kept {
+            events: Vec::new(),
+            samples: samples::Samples::default(),
+            from: 0.0,
+            to: 0.0,
+        }
+    }
+
+    pub fn states(&self) -> impl Iterator<Item = meter::State> + '_ {
+        self.samples.states(self.from, self.to)
+    }
 }
 
 /// The GPU watcher, or none while replaying a trace (the trace stands in for the machine).
@@ -149,7 +168,7 @@ async fn measure_with(
                     results: Vec::new(),
                     exit_code: 128 + n,
                 };
-                return Ok((summary, Kept { events: Vec::new(), states: Vec::new() }));
+                return Ok((summary, Kept::nothing()));
             }
         }
         let to = unix_now();
@@ -208,7 +227,9 @@ async fn measure_with(
         summary,
         Kept {
             events: measured.events,
-            states: meter.states(started, ended),
+            samples: meter.take_samples(),
+            from: started,
+            to: ended,
         },
     ))
 }

@@ -5,19 +5,14 @@
 //! ends. The headline goes on the reading it was taken from, or, when it is a sum of parts, on a
 //! row of its own with the domain `system`.
 
-use super::events::Event;
 use super::meter::State;
 use super::summary::Summary;
+use super::Kept;
 use anyhow::{Context, Result};
 use std::io::Write;
 use std::path::Path;
 
-pub fn write_all(
-    dir: &Path,
-    summary: &Summary,
-    events: &[(usize, u32, Event)],
-    states: &[State],
-) -> Result<()> {
+pub fn write_all(dir: &Path, summary: &Summary, kept: &Kept) -> Result<()> {
     let write = |name: &str, bytes: &[u8]| -> Result<()> {
         let path = dir.join(name);
         std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))
@@ -26,9 +21,9 @@ pub fn write_all(
         "summary.json",
         serde_json::to_string_pretty(summary)?.as_bytes(),
     )?;
-    write("samples.csv", &samples_csv(states)?)?;
+    write("samples.csv", &samples_csv(kept.states())?)?;
     let mut lines = Vec::new();
-    for (command, run, e) in events {
+    for (command, run, e) in &kept.events {
         let mut v = e.to_json();
         if let Some(m) = v.as_object_mut() {
             m.insert(
@@ -44,14 +39,11 @@ pub fn write_all(
         writeln!(lines, "{v}")?;
     }
     write("events.jsonl", &lines)?;
-    write(
-        "report.svg",
-        super::report::svg(summary, events, states)?.as_bytes(),
-    )?;
+    write("report.svg", super::report::svg(summary, kept)?.as_bytes())?;
     Ok(())
 }
 
-fn samples_csv(states: &[State]) -> Result<Vec<u8>> {
+fn samples_csv(states: impl Iterator<Item = State>) -> Result<Vec<u8>> {
     let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record([
         "t", "domain", "device", "source", "quality", "watts", "joules",
