@@ -154,6 +154,7 @@ mod tests {
             prefs: Default::default(),
             price_per_kwh: 0.3,
             interval_ms: 1000,
+            period_ms: 1000,
             totals: None,
             lifetime_by_domain: Vec::new(),
             sources: Vec::new(),

@@ -427,6 +427,7 @@ impl Engine {
             prefs: self.prefs.clone(),
             price_per_kwh: self.prefs.price_per_kwh.per_kwh(),
             interval_ms: self.prefs.interval_ms,
+            period_ms: u64::try_from(self.period().as_millis()).unwrap_or(u64::MAX),
             totals: self.recorder.totals().cloned(),
             lifetime_by_domain: self.recorder.lifetime_by_domain(),
             sources: self.sources.clone(),
@@ -828,6 +829,8 @@ mod tests {
         let b = wait_for(&mut rx, |p| mono(p).is_some_and(|t| t > t0)).await;
         let t1 = mono(&b).unwrap_or_default();
         assert!(t1 - t0 >= Duration::from_millis(250), "{:?}", t1 - t0);
+        // What was asked for and what is done are both said: a run's figures depend on the latter.
+        assert_eq!((b.interval_ms, b.period_ms), (100, 250));
         engine.stop();
     }
 

@@ -59,7 +59,12 @@ pub struct Published {
     pub os_low_power_mode: Option<bool>,
     pub prefs: Preferences,
     pub price_per_kwh: f64,
+    /// The sampling interval the preferences ask for.
     pub interval_ms: u64,
+    /// The period samples are taken at now: the preference, slower where a source cannot give
+    /// new values that fast (half NVML's counter update period), faster while an inference
+    /// request is measured.
+    pub period_ms: u64,
     /// Today, this month and lifetime from the store, as of the last batch.
     pub totals: Option<LedgerTotals>,
     /// Lifetime joules per domain (`system` is the headline): what the store holds plus what was

@@ -74,6 +74,8 @@ pub struct StatePayload {
     /// macOS Low Power Mode (`pmset -g`); `None` where there is none.
     pub os_low_power_mode: Option<bool>,
     pub interval_ms: u64,
+    /// The period samples are taken at now (see [`Published::period_ms`]).
+    pub period_ms: u64,
     /// Something the user should know (e.g. the energy database was damaged and replaced).
     pub notice: Option<String>,
     pub carbon_g: Option<f64>,
@@ -162,6 +164,7 @@ impl From<&Published> for StatePayload {
             low_power: LowPowerView::from(p),
             os_low_power_mode: p.os_low_power_mode,
             interval_ms: p.interval_ms,
+            period_ms: p.period_ms,
             notice: p.notice.clone(),
             carbon_g: p.session.carbon_g,
             totals: p.totals.clone(),

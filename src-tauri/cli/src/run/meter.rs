@@ -45,7 +45,18 @@ pub struct State {
     #[serde(default)]
     pub unavailable: Vec<Unavailable>,
     pub session_joules: f64,
+    /// The sampling interval the engine was asked for.
     pub interval_ms: u64,
+    /// The period it samples at, which a source may make slower; older engines leave it out.
+    #[serde(default)]
+    pub period_ms: Option<u64>,
+}
+
+impl State {
+    /// The period samples are actually taken at.
+    pub fn period(&self) -> u64 {
+        self.period_ms.unwrap_or(self.interval_ms)
+    }
 }
 
 type Shared = Arc<Mutex<Samples>>;

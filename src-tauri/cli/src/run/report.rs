@@ -236,6 +236,7 @@ mod tests {
             unavailable: Vec::new(),
             session_joules: 0.0,
             interval_ms: 100,
+            period_ms: Some(100),
         }
     }
 

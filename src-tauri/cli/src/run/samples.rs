@@ -58,7 +58,7 @@ struct CompactState {
     domain: Option<u32>,
     breakdown: Box<[Reading]>,
     session_joules: f64,
-    interval_ms: u64,
+    period_ms: u64,
 }
 
 #[derive(Debug)]
@@ -104,7 +104,7 @@ impl Samples {
             domain: s.domain.as_deref().map(|n| names.id(n)),
             breakdown,
             session_joules: s.session_joules,
-            interval_ms: s.interval_ms,
+            period_ms: s.period(),
         });
         self.unavailable = s.unavailable;
     }
@@ -145,7 +145,8 @@ impl Samples {
                 .collect(),
             unavailable: Vec::new(),
             session_joules: c.session_joules,
-            interval_ms: c.interval_ms,
+            interval_ms: c.period_ms,
+            period_ms: Some(c.period_ms),
         }
     }
 
@@ -186,9 +187,9 @@ impl Samples {
             .collect()
     }
 
-    /// The time and sampling interval of the last state.
+    /// The time and sampling period of the last state.
     pub fn last(&self) -> Option<(Option<f64>, u64)> {
-        self.states.last().map(|s| (s.at, s.interval_ms))
+        self.states.last().map(|s| (s.at, s.period_ms))
     }
 
     /// Why parts could not be read, as the last state said.
@@ -232,6 +233,7 @@ mod tests {
             unavailable: Vec::new(),
             session_joules: at * 100.0,
             interval_ms: 100,
+            period_ms: Some(100),
         }
     }
 
@@ -283,5 +285,24 @@ mod tests {
         assert_eq!(e.by_domain[0].0, "cpu");
         assert!((e.by_domain[0].1 - 100.0).abs() < 1e-9);
         assert_eq!(e.sources, ["rapl"]);
+    }
+
+    #[test]
+    fn the_period_is_the_one_really_sampled_at_or_an_older_engines_preference() {
+        let json = |extra: &str| {
+            format!(
+                r#"{{"at": 1.0, "watts": 10.0, "quality": "measured", "source": "nvml",
+                    "domain": "gpu", "session_joules": 0.0, "interval_ms": 100{extra}}}"#
+            )
+        };
+        let parse = |text: String| -> State {
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+        };
+        let mut s = Samples::default();
+        // NVML's counter holds the engine to 250 ms although 100 ms were asked for.
+        s.push_state(parse(json(r#", "period_ms": 250"#)));
+        assert_eq!(s.last(), Some((Some(1.0), 250)));
+        s.push_state(parse(json("")));
+        assert_eq!(s.last(), Some((Some(1.0), 100)));
     }
 }

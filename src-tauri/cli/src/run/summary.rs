@@ -5,7 +5,9 @@
 //! - Gross energy is what the machine drew during the run; net subtracts the idle baseline's mean
 //!   power over the same time. Both are kept, with how the baseline was measured.
 //! - Nothing measured is `null`, never 0 J, and the summary says why.
-//! - A run shorter than ten sampling periods is flagged as coarse.
+//! - A run shorter than ten sampling periods is flagged as coarse. The period is the one the
+//!   engine really samples at, never faster than half a counter's update period (NVML's), so a
+//!   run shorter than a counter's update period is always coarse too.
 
 use super::events::Phase;
 use super::meter::State;
