@@ -881,6 +881,43 @@ fn the_dashboard_shows_live_watts_prices_cost_and_follows_the_tray() {
         assert_eq!(selected, "true", "{tab}");
     }
 
+    // Save report: the ledger's SVG report, into the home folder while no Downloads folder is
+    // configured (as `xdg-user-dir` answers), then into the one user-dirs.dirs names.
+    let home_dir = home.path().join("home");
+    let saved = |what: &str, folder: &Path| {
+        ui.click("#save-report");
+        let status = wait_for(what, Duration::from_secs(20), || {
+            let s = ui.text("report-status");
+            assert!(!s.starts_with("no report"), "{s}");
+            s.strip_prefix("saved: ")
+                .filter(|p| Path::new(p).parent() == Some(folder))
+                .map(str::to_string)
+        });
+        let svg = std::fs::read_to_string(&status).unwrap_or_else(|e| panic!("{status}: {e}"));
+        assert!(
+            svg.contains("<svg") && svg.contains("power (W)") && svg.contains("energy (kWh)"),
+            "{status} is not the report"
+        );
+        let name = Path::new(&status)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            name.starts_with("wattbar-report-") && name.ends_with(".svg"),
+            "{name}"
+        );
+    };
+    saved("the report in the home folder", &home_dir);
+    let config = home.path().join("xdg-config");
+    std::fs::create_dir_all(&config).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        config.join("user-dirs.dirs"),
+        "XDG_DOWNLOAD_DIR=\"$HOME/Fetched\"\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    saved("the report in Downloads", &home_dir.join("Fetched"));
+
     // Reset session: the session starts again from zero; today and lifetime keep their energy.
     let (session_before, lifetime_before) = (ui.number("session-kwh"), ui.number("lifetime-kwh"));
     assert!(session_before > 0.0);

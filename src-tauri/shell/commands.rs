@@ -156,7 +156,13 @@ pub async fn save_report(range: String, app: AppHandle) -> Result<String, String
         .ok_or("the engine is not running")?
         .engine
         .reader();
-    let dir = app.path().download_dir().map_err(|e| e.to_string())?;
+    // With no Downloads folder configured (no user-dirs.dirs, as on many minimal desktops), the
+    // home folder, which is what `xdg-user-dir DOWNLOAD` answers there.
+    let dir = app
+        .path()
+        .download_dir()
+        .or_else(|_| app.path().home_dir())
+        .map_err(|e| e.to_string())?;
     tauri::async_runtime::spawn_blocking(move || {
         let now = wattbar_engine::unix_now();
         let svg = reader
