@@ -8,6 +8,8 @@ use std::sync::OnceLock;
 
 static FONT: &[u8] = include_bytes!("../fonts/DejaVuSans.ttf");
 const FAMILY: &str = "sans-serif";
+/// Up to this many marks are drawn dashed; more are drawn as plain lines, far smaller in SVG.
+const DASHED_MARKS_UP_TO: usize = 100;
 
 /// Registers the embedded font, once.
 pub fn font() -> Result<(), Error> {
@@ -271,15 +273,32 @@ fn power<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, r: &Report) -> Resul
             }
         }
     }
+    // Many marks (one a training step, say) are drawn as plain thin lines, one element each,
+    // and a mark is named only where the last named one is far enough away to leave room.
+    let many = r.marks.len() > DASHED_MARKS_UP_TO;
+    let mut last_named: Option<f64> = None;
     for m in &r.marks {
-        chart
-            .draw_series(DashedLineSeries::new(
-                vec![(m.t, 0.0), (m.t, top)],
-                6,
-                4,
-                RGBColor(60, 60, 60).stroke_width(1),
-            ))
-            .map_err(err)?;
+        if many {
+            chart
+                .draw_series(LineSeries::new(
+                    vec![(m.t, 0.0), (m.t, top)],
+                    RGBColor(150, 150, 150).stroke_width(1),
+                ))
+                .map_err(err)?;
+        } else {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    vec![(m.t, 0.0), (m.t, top)],
+                    6,
+                    4,
+                    RGBColor(60, 60, 60).stroke_width(1),
+                ))
+                .map_err(err)?;
+        }
+        if last_named.is_some_and(|t| (m.t - t).abs() < span * 0.04) {
+            continue;
+        }
+        last_named = Some(m.t);
         chart
             .draw_series(std::iter::once(Text::new(
                 m.name.clone(),

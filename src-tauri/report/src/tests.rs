@@ -141,3 +141,23 @@ fn time_ticks_fall_on_round_local_times() {
     let hours = draw::local_ticks(&plus_one, t0, t0 + 5400.0);
     assert!(hours.iter().all(|t| (t % 600.0).abs() < 1e-6) && hours.len() <= 10);
 }
+
+#[test]
+fn a_thousand_marks_are_named_only_where_there_is_room() {
+    let mut r = report();
+    let t0 = 1_700_000_000.0;
+    // One mark every 2 ms over the two seconds drawn, as a training loop marking each step.
+    r.marks = (0..1000)
+        .map(|k| Mark {
+            t: t0 + f64::from(k) * 0.002,
+            name: format!("step {k}"),
+        })
+        .collect();
+    let svg = svg(&r, r.default_size()).unwrap_or_else(|e| panic!("{e}"));
+    let named = svg.lines().filter(|l| l.starts_with("step ")).count();
+    // A name at most every 4 % of the time axis: some 25 over the chart, never a thousand.
+    assert!((10..=27).contains(&named), "{named} marks named");
+    assert!(svg.lines().any(|l| l == "step 0"));
+    // Each unnamed mark is one plain line, not a dashed one of dozens of pieces.
+    assert!(svg.len() < 1_000_000, "{} bytes", svg.len());
+}
