@@ -282,6 +282,25 @@ fn out_holds_four_files_and_the_phases_add_up_to_the_run() {
     assert!(samples
         .lines()
         .any(|l| l.contains(",cpu,,replay,measured,40,")));
+    // Each row has its own part's energy: over the same intervals, cpu's 40 W is 0.4 of the
+    // headline's 100 W, row by row and in all.
+    let mut sums = std::collections::BTreeMap::<String, f64>::new();
+    let mut rows_with_energy = 0;
+    for line in samples.lines().skip(1) {
+        let cells: Vec<&str> = line.split(',').collect();
+        let Ok(joules) = cells[6].parse::<f64>() else {
+            continue;
+        };
+        rows_with_energy += 1;
+        *sums.entry(cells[1].to_string()).or_default() += joules;
+    }
+    let (system, cpu) = (sums["system"], sums["cpu"]);
+    assert!(rows_with_energy > 20, "{samples}");
+    assert!(system > 100.0, "{system} J");
+    assert!(
+        (cpu / system - 0.4).abs() < 1e-9,
+        "cpu {cpu} J, system {system} J"
+    );
     let svg = read("report.svg");
     assert!(svg.starts_with("<svg") && svg.contains("load") && svg.contains("halfway"));
 }

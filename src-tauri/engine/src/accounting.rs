@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use wattbar_core::meter::{Meter, Metered, Method};
 use wattbar_core::{
-    Added, Currency, Domain, Joules, Session, SessionTotals, Snapshot, Tariffs,
+    Added, Currency, Domain, Joules, Part, Session, SessionTotals, Snapshot, Tariffs,
     DEFAULT_GAP_THRESHOLD,
 };
 
@@ -69,6 +69,8 @@ pub struct Step {
     pub headline: Added,
     /// To each domain, from its owner.
     pub by_domain: BTreeMap<Domain, Joules>,
+    /// To each owned part (domain, device, source) that measured this interval.
+    pub by_part: BTreeMap<Part, Joules>,
     /// How the headline's energy was found.
     pub method: Method,
     /// True when the headline was clamped to the 100 kW ceiling in this step.
@@ -126,6 +128,11 @@ impl Accounting {
         Step {
             headline,
             by_domain: metered.by_domain,
+            by_part: metered
+                .by_part
+                .into_iter()
+                .map(|(part, (joules, _))| (part, joules))
+                .collect(),
             method,
             clamped: self.session.clamped() > clamped_before,
         }

@@ -28,7 +28,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use wattbar_core::inference::{Interval, Record};
 use wattbar_core::policy::Measured;
-use wattbar_core::{Chain, Preferences, Snapshot, Stamp, Tariffs, Transition};
+use wattbar_core::{Chain, Part, Preferences, Snapshot, Stamp, Tariffs, Transition};
 
 /// The sampling period while a request is in flight, unless the sources update slower.
 pub const INFERENCE_INTERVAL: Duration = Duration::from_millis(100);
@@ -88,6 +88,8 @@ struct Engine {
     recorder: Recorder,
     low_power: LowPower,
     snapshot: Option<Snapshot>,
+    /// What each owned part added over the interval the snapshot ended.
+    part_joules: Vec<(Part, f64)>,
     last_stamp: Option<Stamp>,
     seq: u64,
     recent: Recent,
@@ -236,6 +238,11 @@ impl Engine {
                 watts: snapshot.headline_watts().map(|w| w.0),
             },
         );
+        self.part_joules = step
+            .by_part
+            .into_iter()
+            .map(|(part, joules)| (part, joules.0))
+            .collect();
         self.snapshot = Some(snapshot);
         self.settle_inference(at);
     }
@@ -417,6 +424,7 @@ impl Engine {
         Arc::new(Published {
             seq: self.seq,
             snapshot: self.snapshot.clone(),
+            part_joules: self.part_joules.clone(),
             session: self.accounting.totals(&self.prefs.currency),
             energy_method: self.accounting.method(),
             low_power: self.low_power.state().clone(),
@@ -497,6 +505,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         recorder,
         low_power,
         snapshot: None,
+        part_joules: Vec::new(),
         last_stamp: None,
         seq: 0,
         recent: Arc::new(Mutex::new(VecDeque::new())),

@@ -13,7 +13,7 @@ use tokio::sync::{oneshot, watch};
 use wattbar_core::inference::{window_energy, Interval, Record, WindowEnergy};
 use wattbar_core::meter::Method;
 use wattbar_core::policy::Advice;
-use wattbar_core::{Currency, LowPowerState, Preferences, Price, SessionTotals, Snapshot};
+use wattbar_core::{Currency, LowPowerState, Part, Preferences, Price, SessionTotals, Snapshot};
 
 /// Where the engine says whether it took a change.
 pub type Reply = oneshot::Sender<Result<(), Error>>;
@@ -45,6 +45,10 @@ pub struct Published {
     pub seq: u64,
     /// The latest sample; `None` before the first one.
     pub snapshot: Option<Snapshot>,
+    /// The energy each owned part (domain, device, source) added over the interval that the
+    /// latest sample ended, by counter or trapezoid as the ledger counts it. A part not here
+    /// added nothing that counts: another source owns its domain, or it starts a new baseline.
+    pub part_joules: Vec<(Part, f64)>,
     pub session: SessionTotals,
     /// How the last sample's headline energy was found: `counter` or `trapezoid`.
     pub energy_method: Option<Method>,

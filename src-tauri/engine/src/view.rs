@@ -7,7 +7,7 @@ use crate::store::{HistoryPoint, Step};
 use crate::{Point, Published};
 use serde::Serialize;
 use wattbar_core::policy::{Advice, Reason};
-use wattbar_core::{Domain, Quality, Unavailable};
+use wattbar_core::{Domain, Part, Quality, Unavailable};
 
 /// Low-power mode as routers and the UI read it (`GET /v1/low-power`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -122,6 +122,10 @@ pub struct BreakdownItem {
     pub watts: Option<f64>,
     pub source: String,
     pub quality: Quality,
+    /// The energy this reading's part added over the interval the sample ended, as the ledger
+    /// counts it; `None` where it added nothing that counts (another source owns the domain, or
+    /// its counter starts a new baseline), never 0 J for "not known".
+    pub joules: Option<f64>,
 }
 
 impl From<&Published> for StatePayload {
@@ -145,12 +149,20 @@ impl From<&Published> for StatePayload {
                 .map(|s| {
                     s.breakdown
                         .iter()
-                        .map(|r| BreakdownItem {
-                            domain: r.domain,
-                            device: r.device.clone(),
-                            watts: r.watts.map(|w| w.0),
-                            source: r.source.clone(),
-                            quality: r.quality,
+                        .map(|r| {
+                            let part = Part::of(r);
+                            BreakdownItem {
+                                domain: r.domain,
+                                device: r.device.clone(),
+                                watts: r.watts.map(|w| w.0),
+                                source: r.source.clone(),
+                                quality: r.quality,
+                                joules: p
+                                    .part_joules
+                                    .iter()
+                                    .find(|(q, _)| *q == part)
+                                    .map(|(_, j)| *j),
+                            }
                         })
                         .collect()
                 })

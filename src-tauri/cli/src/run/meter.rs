@@ -30,6 +30,9 @@ pub struct Item {
     pub watts: Option<f64>,
     pub source: String,
     pub quality: Quality,
+    /// What this part added over the interval the sample ended; older engines leave it out.
+    #[serde(default)]
+    pub joules: Option<f64>,
 }
 
 /// The part of a published state a run keeps.

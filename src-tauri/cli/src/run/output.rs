@@ -1,9 +1,12 @@
 //! `run --out DIR`: `summary.json`, `samples.csv`, `events.jsonl` and `report.svg`.
 //!
 //! `samples.csv` has one row per reading per sample: `t` (Unix seconds), `domain`, `device`,
-//! `source`, `quality`, `watts`, and `joules`, the headline energy of the interval the sample
-//! ends. The headline goes on the reading it was taken from, or, when it is a sum of parts, on a
-//! row of its own with the domain `system`.
+//! `source`, `quality`, `watts`, and `joules`, the energy of the interval the sample ends.
+//! - The headline's row has the headline's energy: the reading it was taken from, or, when it is
+//!   a sum of parts, a row of its own with the domain `system`.
+//! - Every other row has its part's energy as the ledger counts it (counter or trapezoid), and
+//!   no figure where it adds nothing that counts: another source owns that domain, or its
+//!   counter starts a new baseline.
 
 use super::meter::State;
 use super::summary::Summary;
@@ -66,7 +69,7 @@ fn samples_csv(states: impl Iterator<Item = State>) -> Result<Vec<u8>> {
             let j = if Some(n) == headline_item {
                 joules
             } else {
-                None
+                i.joules
             };
             w.write_record([
                 t.as_str(),

@@ -232,6 +232,7 @@ mod tests {
                 watts: watts.map(|w| w / 2.0),
                 source: "replay".into(),
                 quality: Quality::Measured,
+                joules: None,
             }],
             unavailable: Vec::new(),
             session_joules: 0.0,

@@ -3,7 +3,7 @@
 //!
 //! Rules:
 //! - Each name (domain, device, source) is stored once and referred to by number, so a state is
-//!   some 80 bytes plus 24 per reading, and an interval some 80 plus 16 per domain.
+//!   some 80 bytes plus 40 per reading, and an interval some 80 plus 16 per domain.
 //! - Only the last state's reasons for what could not be read are kept: they say why nothing
 //!   was measured, which only the latest sample can tell.
 //! - What is handed out is the full form ([`State`], [`Interval`]), made again for one window.
@@ -47,6 +47,7 @@ struct Reading {
     source: u32,
     quality: Quality,
     watts: Option<f64>,
+    joules: Option<f64>,
 }
 
 #[derive(Debug)]
@@ -94,6 +95,7 @@ impl Samples {
                 source: names.id(&i.source),
                 quality: i.quality,
                 watts: i.watts,
+                joules: i.joules,
             })
             .collect();
         self.states.push(CompactState {
@@ -141,6 +143,7 @@ impl Samples {
                     watts: r.watts,
                     source: self.names.name(r.source),
                     quality: r.quality,
+                    joules: r.joules,
                 })
                 .collect(),
             unavailable: Vec::new(),
@@ -221,6 +224,7 @@ mod tests {
                     watts: Some(cpu),
                     source: "rapl".into(),
                     quality: Quality::Measured,
+                    joules: Some(cpu * 0.1),
                 },
                 Item {
                     domain: "gpu".into(),
@@ -228,6 +232,7 @@ mod tests {
                     watts: None,
                     source: "nvml".into(),
                     quality: Quality::Measured,
+                    joules: None,
                 },
             ],
             unavailable: Vec::new(),
