@@ -147,7 +147,8 @@ pub fn apply_reset(app: &AppHandle) -> Result<(), String> {
 }
 
 /// Draws the ledger's report of the last `range` (`1h`, `24h` or `30d`) and saves it as an SVG
-/// in the Downloads folder. Resolves with where it went.
+/// in the Downloads folder, or the home folder where none is configured. Resolves with where it
+/// went.
 #[tauri::command]
 pub async fn save_report(range: String, app: AppHandle) -> Result<String, String> {
     let (seconds, _) = wattbar_engine::view::range(&range)?;

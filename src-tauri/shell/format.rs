@@ -140,7 +140,7 @@ mod tests {
                 owners: Vec::new(),
                 headline_parts: Vec::new(),
             }),
-            part_joules: Vec::new(),
+            part_totals: Vec::new(),
             energy_method: None,
             session: Session::new(0.0, Duration::from_secs(10)).totals(&Currency::default()),
             low_power: wattbar_core::LowPowerState::off(),

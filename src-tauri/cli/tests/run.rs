@@ -161,7 +161,17 @@ fn running(pid: &str) -> bool {
 #[test]
 fn with_no_terminal_a_signal_reaches_what_the_command_started_too() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let mut c = replayed(dir.path(), HUNDRED_WATTS);
+    // With no controlling terminal, as a service or CI has, whether or not the tests themselves
+    // were started from one: `setsid` starts a new session and execs Wattbar in place.
+    let wattbar = replayed(dir.path(), HUNDRED_WATTS);
+    let mut c = Command::new("setsid");
+    c.arg(wattbar.get_program());
+    for (key, value) in wattbar.get_envs() {
+        match value {
+            Some(v) => c.env(key, v),
+            None => c.env_remove(key),
+        };
+    }
     let pid_file = dir.path().join("sleep.pid");
     // sh starts a sleep of its own and waits for it. SIGTERM ends sh; sent to sh alone, it
     // would leave the sleep running for a minute. The sleep holds none of the test's pipes, so
@@ -179,9 +189,6 @@ fn with_no_terminal_a_signal_reaches_what_the_command_started_too() {
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // Out of the test's own process group, as a background job or a service is, whether or not
-    // the tests themselves were started from a terminal.
-    std::os::unix::process::CommandExt::process_group(&mut c, 0);
     let child = c.spawn().unwrap_or_else(|e| panic!("{e}"));
     wait_until("the command started its sleep", || pid_file.exists());
     let sleep_pid = std::fs::read_to_string(&pid_file).unwrap_or_else(|e| panic!("{e}"));

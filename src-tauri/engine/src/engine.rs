@@ -21,7 +21,7 @@ use crate::lock::EngineLock;
 use crate::low_power::LowPower;
 use crate::recorder::Recorder;
 use crate::store::Row;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -88,8 +88,8 @@ struct Engine {
     recorder: Recorder,
     low_power: LowPower,
     snapshot: Option<Snapshot>,
-    /// What each owned part added over the interval the snapshot ended.
-    part_joules: Vec<(Part, f64)>,
+    /// What each owned part has added since the engine started.
+    part_totals: BTreeMap<Part, f64>,
     last_stamp: Option<Stamp>,
     seq: u64,
     recent: Recent,
@@ -238,11 +238,9 @@ impl Engine {
                 watts: snapshot.headline_watts().map(|w| w.0),
             },
         );
-        self.part_joules = step
-            .by_part
-            .into_iter()
-            .map(|(part, joules)| (part, joules.0))
-            .collect();
+        for (part, joules) in step.by_part {
+            *self.part_totals.entry(part).or_default() += joules.0;
+        }
         self.snapshot = Some(snapshot);
         self.settle_inference(at);
     }
@@ -424,7 +422,11 @@ impl Engine {
         Arc::new(Published {
             seq: self.seq,
             snapshot: self.snapshot.clone(),
-            part_joules: self.part_joules.clone(),
+            part_totals: self
+                .part_totals
+                .iter()
+                .map(|(part, joules)| (part.clone(), *joules))
+                .collect(),
             session: self.accounting.totals(&self.prefs.currency),
             energy_method: self.accounting.method(),
             low_power: self.low_power.state().clone(),
@@ -505,7 +507,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         recorder,
         low_power,
         snapshot: None,
-        part_joules: Vec::new(),
+        part_totals: BTreeMap::new(),
         last_stamp: None,
         seq: 0,
         recent: Arc::new(Mutex::new(VecDeque::new())),

@@ -45,10 +45,11 @@ pub struct Published {
     pub seq: u64,
     /// The latest sample; `None` before the first one.
     pub snapshot: Option<Snapshot>,
-    /// The energy each owned part (domain, device, source) added over the interval that the
-    /// latest sample ended, by counter or trapezoid as the ledger counts it. A part not here
-    /// added nothing that counts: another source owns its domain, or it starts a new baseline.
-    pub part_joules: Vec<(Part, f64)>,
+    /// The energy each owned part (domain, device, source) has added since the engine started,
+    /// by counter or trapezoid as the ledger counts it: a counter, whose differences between two
+    /// states are the energy between them however many samples lie between. A part not here has
+    /// added nothing that counts (another source owns its domain).
+    pub part_totals: Vec<(Part, f64)>,
     pub session: SessionTotals,
     /// How the last sample's headline energy was found: `counter` or `trapezoid`.
     pub energy_method: Option<Method>,

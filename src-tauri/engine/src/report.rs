@@ -116,6 +116,11 @@ pub fn from_store(
         .collect();
     let kwh: f64 = days.iter().filter_map(|d| d.kwh).sum();
     let cost: f64 = days.iter().filter_map(|d| d.cost).sum();
+    let energy = if days.iter().any(|d| d.kwh.is_some()) {
+        format!("{kwh:.3} kWh · {cost:.2} {currency} over the days shown")
+    } else {
+        "no energy recorded on the days shown".to_string()
+    };
     let fmt = |t: f64| {
         chrono::DateTime::from_timestamp(t as i64, 0)
             .map(|d| {
@@ -127,11 +132,7 @@ pub fn from_store(
     };
     Ok(Report {
         title: "Wattbar: energy report".into(),
-        subtitle: format!(
-            "{} – {} (UTC{offset}) · {kwh:.3} kWh · {cost:.2} {currency} over the days shown",
-            fmt(from),
-            fmt(to)
-        ),
+        subtitle: format!("{} – {} (UTC{offset}) · {energy}", fmt(from), fmt(to)),
         offset,
         power,
         spans: Vec::new(),
@@ -297,5 +298,23 @@ mod tests {
         let svg = wattbar_report::svg(&r, r.default_size()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(svg.matches("no data").count(), 2);
         assert!(!svg.contains("0.000 kWh"));
+        // A period with nothing recorded at all says so, not "0.000 kWh".
+        let before = from_store(
+            &store,
+            monday - 36.0 * 3600.0,
+            monday - 12.0 * 3600.0,
+            "EUR",
+            5.0,
+            offset,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(before.days.iter().all(|d| d.kwh.is_none()));
+        assert!(
+            before
+                .subtitle
+                .ends_with("no energy recorded on the days shown"),
+            "{}",
+            before.subtitle
+        );
     }
 }

@@ -565,20 +565,26 @@ impl Store {
 
     pub fn day(&self, unix: f64, currency: &str) -> Result<Total, StoreError> {
         let (day, _) = local_day_month(unix);
-        self.calendar("daily", "day", &day, currency)
+        Ok(self
+            .recorded_day(&day, currency)?
+            .unwrap_or_else(|| Total::new(0.0, Vec::new(), currency)))
     }
 
     /// The local day `day` (`YYYY-MM-DD`), or `None` when nothing was recorded that day.
     pub fn recorded_day(&self, day: &str, currency: &str) -> Result<Option<Total>, StoreError> {
-        let rows: i64 = self
-            .conn
-            .prepare_cached("SELECT COUNT(*) FROM daily WHERE day = ?1")
-            .and_then(|mut stmt| stmt.query_row(params![day], |r| r.get(0)))
-            .map_err(|e| self.sql(e))?;
-        if rows == 0 {
+        let costs = self.costs(
+            "SELECT currency, cost FROM daily WHERE day = ?1 ORDER BY currency",
+            Some(day),
+        )?;
+        if costs.is_empty() {
             return Ok(None);
         }
-        self.calendar("daily", "day", day, currency).map(Some)
+        let joules: f64 = self
+            .conn
+            .prepare_cached("SELECT COALESCE(SUM(joules), 0) FROM daily WHERE day = ?1")
+            .and_then(|mut stmt| stmt.query_row(params![day], |r| r.get(0)))
+            .map_err(|e| self.sql(e))?;
+        Ok(Some(Total::new(joules, costs, currency)))
     }
 
     pub fn month(&self, unix: f64, currency: &str) -> Result<Total, StoreError> {

@@ -122,10 +122,10 @@ pub struct BreakdownItem {
     pub watts: Option<f64>,
     pub source: String,
     pub quality: Quality,
-    /// The energy this reading's part added over the interval the sample ended, as the ledger
-    /// counts it; `None` where it added nothing that counts (another source owns the domain, or
-    /// its counter starts a new baseline), never 0 J for "not known".
-    pub joules: Option<f64>,
+    /// The energy this reading's part has added since the engine started, as the ledger counts
+    /// it: a counter (take differences between states). `None` where it adds nothing that counts
+    /// (another source owns the domain), never 0 J for "not known".
+    pub total_joules: Option<f64>,
 }
 
 impl From<&Published> for StatePayload {
@@ -157,8 +157,8 @@ impl From<&Published> for StatePayload {
                                 watts: r.watts.map(|w| w.0),
                                 source: r.source.clone(),
                                 quality: r.quality,
-                                joules: p
-                                    .part_joules
+                                total_joules: p
+                                    .part_totals
                                     .iter()
                                     .find(|(q, _)| *q == part)
                                     .map(|(_, j)| *j),

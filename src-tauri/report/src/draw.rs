@@ -8,6 +8,8 @@ use std::sync::OnceLock;
 
 static FONT: &[u8] = include_bytes!("../fonts/DejaVuSans.ttf");
 const FAMILY: &str = "sans-serif";
+/// A phase or mark is named only where it has this share of the time axis to itself.
+const NAME_ROOM: f64 = 0.04;
 /// Up to this many marks are drawn dashed; more are drawn as plain lines, far smaller in SVG.
 const DASHED_MARKS_UP_TO: usize = 100;
 
@@ -246,7 +248,7 @@ fn power<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, r: &Report) -> Resul
             )))
             .map_err(err)?;
         // A name only where there is room for it.
-        if (s.to - s.from) < span * 0.04 {
+        if (s.to - s.from) < span * NAME_ROOM {
             continue;
         }
         chart
@@ -295,7 +297,7 @@ fn power<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, r: &Report) -> Resul
                 ))
                 .map_err(err)?;
         }
-        if last_named.is_some_and(|t| (m.t - t).abs() < span * 0.04) {
+        if last_named.is_some_and(|t| (m.t - t).abs() < span * NAME_ROOM) {
             continue;
         }
         last_named = Some(m.t);

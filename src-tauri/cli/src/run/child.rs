@@ -6,13 +6,14 @@
 //! - SIGINT and SIGTERM sent to Wattbar are passed on; Wattbar itself keeps going until the child
 //!   has ended, so the energy of what ran is still reported.
 //! - Where they go depends on the terminal:
-//!   - When Wattbar is in the foreground of its terminal, the child stays in Wattbar's process
-//!     group: it can read the terminal, and Ctrl+C and Ctrl+Z reach it and everything it started
-//!     from the terminal itself. A Ctrl+C is therefore not sent again; SIGTERM is passed on to
-//!     the child alone.
-//!   - Otherwise (a script with no terminal, a service, a scheduler, a background job) the child
-//!     leads a process group of its own and each signal goes to that whole group, so that a
-//!     `sh -c 'a && b'` does not leave `a` running when `sh` is told to stop.
+//!   - With a controlling terminal, the child stays in Wattbar's process group, so job control
+//!     works as for any command: it can read the terminal in the foreground, and Ctrl+C, Ctrl+Z,
+//!     `fg` and `bg` reach it and everything it started. A Ctrl+C typed while Wattbar is in the
+//!     foreground already reached the child and is not sent again; SIGTERM is passed on to the
+//!     child alone.
+//!   - With none (a service, a scheduler, a container, CI), the child leads a process group of
+//!     its own and each signal goes to that whole group, so that a `sh -c 'a && b'` does not
+//!     leave `a` running when `sh` is told to stop.
 //! - The exit status is the child's: its code, 128 + N when signal N killed it, 127 when it could
 //!   not be started, as shells report them.
 
@@ -173,7 +174,7 @@ pub async fn run(
     if stdout_to_stderr {
         command.stdout(Stdio::from(std::io::stderr()));
     }
-    let own_group = !in_terminal_foreground();
+    let own_group = !has_terminal();
     #[cfg(unix)]
     if own_group {
         command.process_group(0);
@@ -221,6 +222,11 @@ fn signal_of(_: &std::process::ExitStatus) -> Option<i32> {
     None
 }
 
+/// Whether Wattbar has a controlling terminal.
+fn has_terminal() -> bool {
+    cfg!(unix) && std::fs::File::open("/dev/tty").is_ok()
+}
+
 /// Whether Wattbar runs in the foreground of its controlling terminal: then a Ctrl+C typed there
 /// was sent by the terminal to the whole group, the child included, and must not be sent again
 /// (a second SIGINT means "force quit" to many programs and would cut their clean-up short).
@@ -232,13 +238,8 @@ fn in_terminal_foreground() -> bool {
     nix::unistd::tcgetpgrp(&tty).is_ok_and(|group| group == nix::unistd::getpgrp())
 }
 
-#[cfg(not(unix))]
-fn in_terminal_foreground() -> bool {
-    false
-}
-
 /// Passes `signal` on to the child's process group when it has one of its own, else to the
-/// child alone (and then a SIGINT not at all: the terminal sent it already).
+/// child alone (and then not a SIGINT the terminal sent already).
 #[cfg(unix)]
 fn forward(pid: Option<u32>, own_group: bool, signal: i32) {
     use nix::sys::signal::{kill, killpg, Signal};
@@ -251,7 +252,7 @@ fn forward(pid: Option<u32>, own_group: bool, signal: i32) {
     };
     let sent = if own_group {
         killpg(Pid::from_raw(raw), sig)
-    } else if sig == Signal::SIGINT {
+    } else if sig == Signal::SIGINT && in_terminal_foreground() {
         return;
     } else {
         kill(Pid::from_raw(raw), sig)

@@ -30,9 +30,10 @@ pub struct Item {
     pub watts: Option<f64>,
     pub source: String,
     pub quality: Quality,
-    /// What this part added over the interval the sample ended; older engines leave it out.
+    /// What this part has added since the engine started (a counter); older engines leave it
+    /// out.
     #[serde(default)]
-    pub joules: Option<f64>,
+    pub total_joules: Option<f64>,
 }
 
 /// The part of a published state a run keeps.
@@ -197,7 +198,8 @@ impl Meter {
         }
     }
 
-    /// The sampling interval now.
+    /// The period samples are taken at now: `--interval`, or slower where a source cannot
+    /// give new values that fast.
     pub fn interval(&self) -> Duration {
         let ms = lock(&self.samples).last().map_or(1000, |(_, ms)| ms);
         Duration::from_millis(ms.max(1))

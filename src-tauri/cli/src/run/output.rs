@@ -4,14 +4,16 @@
 //! `source`, `quality`, `watts`, and `joules`, the energy of the interval the sample ends.
 //! - The headline's row has the headline's energy: the reading it was taken from, or, when it is
 //!   a sum of parts, a row of its own with the domain `system`.
-//! - Every other row has its part's energy as the ledger counts it (counter or trapezoid), and
-//!   no figure where it adds nothing that counts: another source owns that domain, or its
-//!   counter starts a new baseline.
+//! - Every other row has its part's energy as the ledger counts it (counter or trapezoid): the
+//!   difference of the part's running total since the previous state, as the headline's is of
+//!   the session's. The first state has no figure, nor has a reading that adds nothing that
+//!   counts (another source owns that domain).
 
 use super::meter::State;
 use super::summary::Summary;
 use super::Kept;
 use anyhow::{Context, Result};
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 
@@ -52,6 +54,9 @@ fn samples_csv(states: impl Iterator<Item = State>) -> Result<Vec<u8>> {
         "t", "domain", "device", "source", "quality", "watts", "joules",
     ])?;
     let mut last_session: Option<f64> = None;
+    // Each part's running total at the previous state: its row's energy is the difference, so
+    // that states the run never saw still count and the first state has no figure.
+    let mut last_total: HashMap<(String, Option<String>, String), f64> = HashMap::new();
     for s in states {
         let Some(t) = s.at else { continue };
         let joules = last_session
@@ -66,10 +71,21 @@ fn samples_csv(states: impl Iterator<Item = State>) -> Result<Vec<u8>> {
                 && i.watts == s.watts
         });
         for (n, i) in s.breakdown.iter().enumerate() {
+            let key = (i.domain.clone(), i.device.clone(), i.source.clone());
+            let part = match i.total_joules {
+                Some(total) => last_total
+                    .insert(key, total)
+                    .map(|prev| total - prev)
+                    .filter(|j| *j >= 0.0 && j.is_finite()),
+                None => {
+                    last_total.remove(&key);
+                    None
+                }
+            };
             let j = if Some(n) == headline_item {
                 joules
             } else {
-                i.joules
+                part
             };
             w.write_record([
                 t.as_str(),

@@ -37,7 +37,9 @@ impl Points {
             self.points.push((t, watts));
             return;
         }
-        let bucket = ((t - self.from) / self.width).floor() as i64;
+        // The first state at or after the end closes the last interval: it joins the last bucket.
+        let last = MAX_POINTS as i64 - 1;
+        let bucket = (((t - self.from) / self.width).floor() as i64).clamp(0, last);
         if self.open.is_some_and(|(b, _, _)| b != bucket) {
             self.flush();
         }
@@ -232,7 +234,7 @@ mod tests {
                 watts: watts.map(|w| w / 2.0),
                 source: "replay".into(),
                 quality: Quality::Measured,
-                joules: None,
+                total_joules: None,
             }],
             unavailable: Vec::new(),
             session_joules: 0.0,

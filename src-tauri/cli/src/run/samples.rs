@@ -3,7 +3,8 @@
 //!
 //! Rules:
 //! - Each name (domain, device, source) is stored once and referred to by number, so a state is
-//!   some 80 bytes plus 40 per reading, and an interval some 80 plus 16 per domain.
+//!   some 100 bytes plus 56 per reading, and an interval some 90 plus 16 per domain.
+//! - A state that repeats the last one's sample (same time) is not kept again.
 //! - Only the last state's reasons for what could not be read are kept: they say why nothing
 //!   was measured, which only the latest sample can tell.
 //! - What is handed out is the full form ([`State`], [`Interval`]), made again for one window.
@@ -47,7 +48,7 @@ struct Reading {
     source: u32,
     quality: Quality,
     watts: Option<f64>,
-    joules: Option<f64>,
+    total_joules: Option<f64>,
 }
 
 #[derive(Debug)]
@@ -59,6 +60,7 @@ struct CompactState {
     domain: Option<u32>,
     breakdown: Box<[Reading]>,
     session_joules: f64,
+    interval_ms: u64,
     period_ms: u64,
 }
 
@@ -84,7 +86,17 @@ pub struct Samples {
 }
 
 impl Samples {
+    /// Keeps `s`, unless it repeats the last state's sample (an engine publishes again when
+    /// something other than a sample changed).
     pub fn push_state(&mut self, s: State) {
+        let repeat = self
+            .states
+            .last()
+            .is_some_and(|last| last.at.is_some() && last.at == s.at);
+        if repeat {
+            self.unavailable = s.unavailable;
+            return;
+        }
         let names = &mut self.names;
         let breakdown = s
             .breakdown
@@ -95,7 +107,7 @@ impl Samples {
                 source: names.id(&i.source),
                 quality: i.quality,
                 watts: i.watts,
-                joules: i.joules,
+                total_joules: i.total_joules,
             })
             .collect();
         self.states.push(CompactState {
@@ -106,6 +118,7 @@ impl Samples {
             domain: s.domain.as_deref().map(|n| names.id(n)),
             breakdown,
             session_joules: s.session_joules,
+            interval_ms: s.interval_ms,
             period_ms: s.period(),
         });
         self.unavailable = s.unavailable;
@@ -143,12 +156,12 @@ impl Samples {
                     watts: r.watts,
                     source: self.names.name(r.source),
                     quality: r.quality,
-                    joules: r.joules,
+                    total_joules: r.total_joules,
                 })
                 .collect(),
             unavailable: Vec::new(),
             session_joules: c.session_joules,
-            interval_ms: c.period_ms,
+            interval_ms: c.interval_ms,
             period_ms: Some(c.period_ms),
         }
     }
@@ -224,7 +237,7 @@ mod tests {
                     watts: Some(cpu),
                     source: "rapl".into(),
                     quality: Quality::Measured,
-                    joules: Some(cpu * 0.1),
+                    total_joules: Some(cpu * 0.1),
                 },
                 Item {
                     domain: "gpu".into(),
@@ -232,13 +245,13 @@ mod tests {
                     watts: None,
                     source: "nvml".into(),
                     quality: Quality::Measured,
-                    joules: None,
+                    total_joules: None,
                 },
             ],
             unavailable: Vec::new(),
             session_joules: at * 100.0,
             interval_ms: 100,
-            period_ms: Some(100),
+            period_ms: Some(250),
         }
     }
 
@@ -250,6 +263,21 @@ mod tests {
         let back: Vec<State> = s.states(0.0, 100.0).collect();
         assert_eq!(back.len(), 1);
         assert_eq!(format!("{:?}", back[0]), format!("{original:?}"));
+    }
+
+    #[test]
+    fn a_repeated_sample_is_kept_once_and_its_reasons_are_the_latest() {
+        let mut s = Samples::default();
+        s.push_state(state(1.0, 40.0));
+        let mut again = state(1.0, 40.0);
+        again.unavailable = vec![Unavailable {
+            source: "rapl".into(),
+            reason: "no permission".into(),
+            permanent: true,
+        }];
+        s.push_state(again);
+        assert_eq!(s.states(0.0, 10.0).count(), 1);
+        assert_eq!(s.unavailable().len(), 1);
     }
 
     #[test]
@@ -294,9 +322,9 @@ mod tests {
 
     #[test]
     fn the_period_is_the_one_really_sampled_at_or_an_older_engines_preference() {
-        let json = |extra: &str| {
+        let json = |at: f64, extra: &str| {
             format!(
-                r#"{{"at": 1.0, "watts": 10.0, "quality": "measured", "source": "nvml",
+                r#"{{"at": {at}, "watts": 10.0, "quality": "measured", "source": "nvml",
                     "domain": "gpu", "session_joules": 0.0, "interval_ms": 100{extra}}}"#
             )
         };
@@ -305,9 +333,9 @@ mod tests {
         };
         let mut s = Samples::default();
         // NVML's counter holds the engine to 250 ms although 100 ms were asked for.
-        s.push_state(parse(json(r#", "period_ms": 250"#)));
+        s.push_state(parse(json(1.0, r#", "period_ms": 250"#)));
         assert_eq!(s.last(), Some((Some(1.0), 250)));
-        s.push_state(parse(json("")));
-        assert_eq!(s.last(), Some((Some(1.0), 100)));
+        s.push_state(parse(json(2.0, "")));
+        assert_eq!(s.last(), Some((Some(2.0), 100)));
     }
 }

@@ -162,11 +162,17 @@ pub fn run_figures(
         .filter(|w| w.is_finite())
         .fold(None, |m: Option<f64>, w| Some(m.map_or(w, |m| m.max(w))));
     let mut warnings = Vec::new();
-    let coarse = seconds < FINE_PERIODS * cx.interval.as_secs_f64();
+    // The slowest period the run was sampled at: an engine samples faster only while it
+    // measures an inference request, and the run must not be judged by that.
+    let period = states
+        .iter()
+        .map(|s| std::time::Duration::from_millis(s.period()))
+        .fold(cx.interval, std::time::Duration::max);
+    let coarse = seconds < FINE_PERIODS * period.as_secs_f64();
     if coarse {
         warnings.push(format!(
             "the run lasted {seconds:.3} s, less than ten sampling periods of {}: its figure is coarse",
-            super::meter::humantime_ms(cx.interval)
+            super::meter::humantime_ms(period)
         ));
     }
     match gross {
