@@ -115,28 +115,12 @@ fn sigterm_is_passed_on_and_the_energy_of_what_ran_is_still_reported() {
     let ready = dir.path().join("ready");
     // The child leaves with 42 when it gets SIGTERM; nothing else would end it for 30 s. It
     // says when its trap is set.
-    c.env("READY", &ready)
-        .args([
-            "run",
-            "--json",
-            "--idle",
-            "0",
-            "--",
-            "sh",
-            "-c",
-            "trap 'exit 42' TERM; touch \"$READY\"; sleep 30 & wait",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let child = c.spawn().unwrap_or_else(|e| panic!("{e}"));
+    c.env("READY", &ready);
+    let child = spawn_json_run(c, "trap 'exit 42' TERM; touch \"$READY\"; sleep 30 & wait");
     wait_until("the child set its trap", || ready.exists());
     // Some energy to report: 100 W for a second.
     std::thread::sleep(Duration::from_secs(1));
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    assert!(killed.is_ok_and(|s| s.success()));
-    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let out = terminate(child);
     assert_eq!(
         out.status.code(),
         Some(42),
@@ -145,6 +129,23 @@ fn sigterm_is_passed_on_and_the_energy_of_what_ran_is_still_reported() {
     );
     let v = json(&out);
     assert!(num(&v["results"][0]["runs"][0]["gross_joules"]) > 50.0);
+}
+
+/// Starts `run --json --idle 0 -- sh -c SCRIPT` with its output piped.
+fn spawn_json_run(mut c: Command, script: &str) -> std::process::Child {
+    c.args(["run", "--json", "--idle", "0", "--", "sh", "-c", script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c.spawn().unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Sends SIGTERM to Wattbar and waits for it to end.
+fn terminate(wattbar: std::process::Child) -> Output {
+    let killed = Command::new("kill")
+        .args(["-TERM", &wattbar.id().to_string()])
+        .status();
+    assert!(killed.is_ok_and(|s| s.success()));
+    wattbar.wait_with_output().unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Whether process `pid` is still running (a zombie waiting for its parent counts as ended).
@@ -176,29 +177,16 @@ fn with_no_terminal_a_signal_reaches_what_the_command_started_too() {
     // sh starts a sleep of its own and waits for it. SIGTERM ends sh; sent to sh alone, it
     // would leave the sleep running for a minute. The sleep holds none of the test's pipes, so
     // that reading Wattbar's output does not wait for it.
-    c.env("PID_FILE", &pid_file)
-        .args([
-            "run",
-            "--json",
-            "--idle",
-            "0",
-            "--",
-            "sh",
-            "-c",
-            "sleep 60 </dev/null >/dev/null 2>&1 & echo $! > \"$PID_FILE.new\"; mv \"$PID_FILE.new\" \"$PID_FILE\"; wait",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let child = c.spawn().unwrap_or_else(|e| panic!("{e}"));
+    c.env("PID_FILE", &pid_file);
+    let child = spawn_json_run(
+        c,
+        "sleep 60 </dev/null >/dev/null 2>&1 & echo $! > \"$PID_FILE.new\"; mv \"$PID_FILE.new\" \"$PID_FILE\"; wait",
+    );
     wait_until("the command started its sleep", || pid_file.exists());
     let sleep_pid = std::fs::read_to_string(&pid_file).unwrap_or_else(|e| panic!("{e}"));
     let sleep_pid = sleep_pid.trim();
     assert!(running(sleep_pid));
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    assert!(killed.is_ok_and(|s| s.success()));
-    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let out = terminate(child);
     // sh was killed by SIGTERM: 128 + 15.
     assert_eq!(
         out.status.code(),

@@ -193,9 +193,9 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
     }
 
-    #[test]
-    fn a_week_reports_each_days_energy_and_cost_and_a_gap_as_a_gap() {
-        // The ledger's days are local days: the week starts at local midnight.
+    /// An empty ledger in a temporary folder with a session from local midnight on Monday
+    /// 24 November 2025, and that midnight.
+    fn ledger_from_monday() -> (tempfile::TempDir, Store, i64, f64) {
         use chrono::TimeZone;
         let monday = chrono::Local
             .with_ymd_and_hms(2025, 11, 24, 0, 0, 0)
@@ -208,6 +208,13 @@ mod tests {
         let session = store
             .start_session(monday, "EUR")
             .unwrap_or_else(|e| panic!("{e}"));
+        (dir, store, session, monday)
+    }
+
+    #[test]
+    fn a_week_reports_each_days_energy_and_cost_and_a_gap_as_a_gap() {
+        // The ledger's days are local days: the week starts at local midnight.
+        let (_dir, mut store, session, monday) = ledger_from_monday();
         for d in 0..7 {
             // Wednesday lost 12:00–15:00.
             let missing = if d == 2 { 720.0..900.0 } else { 0.0..0.0 };
@@ -259,18 +266,7 @@ mod tests {
 
     #[test]
     fn days_before_the_ledger_began_have_no_figure_not_zero_kwh() {
-        use chrono::TimeZone;
-        let monday = chrono::Local
-            .with_ymd_and_hms(2025, 11, 24, 0, 0, 0)
-            .single()
-            .map(|d| d.timestamp() as f64)
-            .unwrap_or_else(|| panic!("no local midnight"));
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let (mut store, _) = Store::open(&dir.path().join("wattbar.sqlite"), monday)
-            .unwrap_or_else(|e| panic!("{e}"));
-        let session = store
-            .start_session(monday, "EUR")
-            .unwrap_or_else(|e| panic!("{e}"));
+        let (_dir, mut store, session, monday) = ledger_from_monday();
         day(&mut store, session, monday, 0.0..0.0);
         // From Saturday noon to Monday evening: Saturday and Sunday have nothing stored.
         let offset = chrono::FixedOffset::east_opt(0).unwrap_or_else(|| panic!());
