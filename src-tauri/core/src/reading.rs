@@ -203,6 +203,11 @@ pub trait Source: Send {
     /// The engine samples every `interval` now: a source that samples in a thread of its own
     /// follows it instead of running faster than anyone reads.
     fn pace(&mut self, _interval: Duration) {}
+    /// What the last read saw beyond its readings (a GPU's utilisation and memory, NVML's own
+    /// power fields), for `wattbar-cli sources` to show; never part of the energy.
+    fn details(&self) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -573,6 +573,18 @@ impl<G: Gpus> Source for NvmlSource<G> {
         Some(self.min_sampling_interval())
     }
 
+    /// Each GPU as last read: name, utilisation, memory, enforced limit, NVML's instant and
+    /// one-second-average power, and the counter update period in use.
+    fn details(&self) -> Option<Value> {
+        if self.state.is_empty() {
+            return None;
+        }
+        Some(json!({
+            "gpus": self.state.iter().map(GpuState::to_json).collect::<Vec<_>>(),
+            "counter_update_period_ms": self.update_period.as_secs_f64() * 1000.0,
+        }))
+    }
+
     fn read(&mut self, at: Stamp) -> Result<Vec<Reading>, wattbar_core::Error> {
         let opened_now = self.gpus.is_none();
         match self.sample(at) {

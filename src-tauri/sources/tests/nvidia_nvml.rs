@@ -226,6 +226,32 @@ fn h100_power_draw_goes_from_69_85_w_idle_to_631_95_w_under_load() {
 }
 
 #[test]
+fn sources_shows_each_gpu_with_nvmls_own_power_fields() {
+    // What `wattbar-cli sources` prints comes from the chain's status of each source.
+    let row = &rows("nvidia-h100-80gb-hbm3__590.48.01.power-columns.csv")[1];
+    let source = NvmlSource::from_gpus(&no_sysfs(), FakeGpus::new(vec![FakeGpu::from_row(row)]));
+    let mut chain = wattbar_core::Chain::new(vec![Box::new(source)]);
+    let snapshot = chain.sample(at(1.0));
+    let status = chain.status(&snapshot);
+    let nvml = status
+        .iter()
+        .find(|s| s.id == "nvml")
+        .unwrap_or_else(|| panic!("no nvml in {status:?}"));
+    let details = nvml
+        .details
+        .as_ref()
+        .unwrap_or_else(|| panic!("no details: {nvml:?}"));
+    let gpu = &details["gpus"][0];
+    assert_eq!(gpu["name"], "NVIDIA H100 80GB HBM3");
+    assert_eq!(gpu["power_instant_watts"], 625.68);
+    assert_eq!(gpu["power_average_watts"], 631.95);
+    assert_eq!(gpu["enforced_power_limit_watts"], 700.0);
+    assert!(details["counter_update_period_ms"]
+        .as_f64()
+        .is_some_and(|ms| ms > 0.0));
+}
+
+#[test]
 fn nvml_instant_and_average_power_are_kept_apart_and_never_added() {
     // The H100 under load: power.draw 631.95 W, the average field 631.95 W, the instant 625.68 W.
     let (s, state) = read_row(&rows("nvidia-h100-80gb-hbm3__590.48.01.power-columns.csv")[1]);

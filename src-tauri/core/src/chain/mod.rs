@@ -62,6 +62,9 @@ pub struct SourceStatus {
     /// Left unread in normal sampling: better sources gave everything it would.
     #[serde(default)]
     pub standby: bool,
+    /// What the source saw beyond its readings, where it says (see [`Source::details`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Value>,
 }
 
 /// One (domain, device) as one source reads it.
@@ -223,6 +226,7 @@ impl Chain {
                     reason: failure.map(|u| u.reason.clone()),
                     readings: snapshot.breakdown.iter().filter(|r| r.source == id).count(),
                     standby: failure.is_none() && slot.pace.standby,
+                    details: slot.source.details(),
                 }
             })
             .collect()
