@@ -8,7 +8,11 @@
 //!    A counter that goes down means the driver reloaded: the new value is the new baseline and
 //!    nothing is added for that interval. An interval shorter than
 //!    [`NvmlSource::min_sampling_interval`] is not used (the counter may not have moved yet, which
-//!    would read as a false 0 W); the baseline is kept for the next read.
+//!    would read as a false 0 W); the baseline is kept for the next read. An interval of fewer
+//!    than four counter updates takes its watts from NVML's instant power field where the
+//!    driver has one: over so few ticks, one tick more or less reads as 0 W, then twice the
+//!    draw, at a steady load (seen on an H100 sampled every 100 ms beside a 97.5 ms update).
+//!    The energy is the counter's all the same.
 //! 2. otherwise (no counter, first read, after a reload, too short an interval) the power
 //!    reading (`nvmlDeviceGetPowerUsage`, mW; a one-second average on Ampere and newer).
 //! 3. neither: the reading has `watts: None`. Absent is not zero.
@@ -57,6 +61,9 @@ pub const SOURCE_ID: &str = "nvml";
 
 /// Above this an energy-counter interval is a glitch, not a GPU (a GB200 module peaks at 2.7 kW).
 pub const MAX_GPU_WATTS: f64 = 3_000.0;
+
+/// An interval must span this many counter updates for its watts to be the counter's mean.
+const COUNTER_UPDATES_FOR_WATTS: u32 = 4;
 
 /// Update period assumed when it cannot be measured; Zeus's fallback too.
 pub const DEFAULT_COUNTER_UPDATE_PERIOD: Duration = Duration::from_millis(100);
@@ -120,6 +127,8 @@ pub trait Gpus: Send {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PowerFrom {
     EnergyCounter,
+    /// NVML's instant power field, over intervals too short for the counter's mean.
+    Instant,
     PowerUsage,
 }
 
@@ -127,6 +136,7 @@ impl PowerFrom {
     pub fn as_str(self) -> &'static str {
         match self {
             PowerFrom::EnergyCounter => "energy-counter",
+            PowerFrom::Instant => "instant",
             PowerFrom::PowerUsage => "power-usage",
         }
     }
@@ -235,6 +245,11 @@ impl EnergyCounter {
     /// Energy counted over usable intervals since the first value.
     pub fn total(&self) -> Joules {
         self.total
+    }
+
+    /// How long ago (at `at`) the interval the next update measures began.
+    pub fn since(&self, at: Duration) -> Option<Duration> {
+        self.baseline.map(|(t0, _)| at.saturating_sub(t0))
     }
 
     /// True once a counter value has been seen: the GPU has an energy counter.
@@ -512,13 +527,27 @@ fn read_gpu<G: Gpus + ?Sized>(
     s.power_instant = plausible(fields.instant_mw);
     s.power_average = plausible(fields.average_mw);
     let energy = gpus.total_energy_mj(i);
+    let interval = counter.since(at.monotonic);
     let from_energy = match &energy {
         Ok(Some(mj)) => counter.update(at.monotonic, *mj, min_interval),
         _ => None,
     };
     if let Some(w) = from_energy {
-        s.watts = Some(w);
-        s.power_from = Some(PowerFrom::EnergyCounter);
+        // The counter ticks every update period (min_interval is half of it): over a few ticks,
+        // one tick more or less is a large part of the mean (0 W, then twice the draw, at a
+        // steady load), so such an interval's watts are the instant field where there is one.
+        // The energy is the counter's either way.
+        let short = interval.is_some_and(|d| d < min_interval * 2 * COUNTER_UPDATES_FOR_WATTS);
+        match s.power_instant.filter(|_| short) {
+            Some(instant) => {
+                s.watts = Some(instant);
+                s.power_from = Some(PowerFrom::Instant);
+            }
+            None => {
+                s.watts = Some(w);
+                s.power_from = Some(PowerFrom::EnergyCounter);
+            }
+        }
         return s;
     }
     match gpus.power_mw(i) {

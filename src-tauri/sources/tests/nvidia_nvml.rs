@@ -428,6 +428,53 @@ fn the_energy_counter_wins_over_the_power_reading() {
 }
 
 #[test]
+fn over_a_few_counter_updates_the_watts_are_the_instant_field_and_the_energy_the_counters() {
+    // The H100 under load (instant 625.68 W), its counter updating every 100 ms and read every
+    // 100 ms: ticks land unevenly, two in one interval and none in the next.
+    let load = &rows("nvidia-h100-80gb-hbm3__590.48.01.power-columns.csv")[1];
+    let mut gpu = FakeGpu::from_row(load);
+    gpu.energy_mj = Some(1_000_000);
+    let fake = FakeGpus::new(vec![gpu.clone()]);
+    let mut source = NvmlSource::from_gpus(&no_sysfs(), fake.clone());
+    source.set_counter_update_period(Duration::from_millis(100));
+    sample(&mut source, 10.0);
+    // Two ticks of 63.2 J in 100 ms: the counter's mean would say 1264 W.
+    gpu.energy_mj = Some(1_000_000 + 126_390);
+    fake.set(0, gpu.clone());
+    let s = sample(&mut source, 10.1);
+    assert_eq!(s.readings[0].watts, Some(Watts(625.68)));
+    assert_eq!(source.state()[0].power_from, Some(PowerFrom::Instant));
+    // No tick in the next 100 ms: still the instant power, never 0 W.
+    let s = sample(&mut source, 10.2);
+    assert_eq!(s.readings[0].watts, Some(Watts(625.68)));
+    // The energy is the counter's, tick for tick.
+    assert_eq!(s.readings[0].energy_counter, Some(Joules(126.39)));
+    // Over 2 s (20 updates) the counter's mean is the watts again: 631.95 W × 2 s = 1263.9 J.
+    gpu.energy_mj = Some(1_000_000 + 126_390 + 1_263_900);
+    fake.set(0, gpu.clone());
+    let s = sample(&mut source, 12.2);
+    let w = s.readings[0].watts.unwrap_or(Watts(-1.0)).0;
+    assert!(close(w, 631.95), "{w}");
+    assert_eq!(source.state()[0].power_from, Some(PowerFrom::EnergyCounter));
+
+    // A GPU without the instant field keeps the counter's mean, as before.
+    let turing = &rows("nvidia-geforce-rtx-2080-super__595.71.05.power-columns.csv")[0];
+    let mut old = FakeGpu::from_row(turing);
+    old.fields = PowerFields::default();
+    old.energy_mj = Some(1_000);
+    let fake = FakeGpus::new(vec![old.clone()]);
+    let mut source = NvmlSource::from_gpus(&no_sysfs(), fake.clone());
+    source.set_counter_update_period(Duration::from_millis(100));
+    sample(&mut source, 10.0);
+    old.energy_mj = Some(1_000 + 3_932);
+    fake.set(0, old);
+    let s = sample(&mut source, 10.1);
+    let w = s.readings[0].watts.unwrap_or(Watts(-1.0)).0;
+    assert!(close(w, 39.32), "{w}");
+    assert_eq!(source.state()[0].power_from, Some(PowerFrom::EnergyCounter));
+}
+
+#[test]
 fn a_driver_reload_is_a_new_baseline_and_adds_no_energy() {
     let load = &rows("nvidia-h100-80gb-hbm3__590.48.01.power-columns.csv")[1];
     let mut gpu = FakeGpu::from_row(load);
