@@ -1,6 +1,9 @@
 //! The ledger as a user relies on it: energy survives kill -9 and SIGTERM, never goes backwards,
 //! and `totals` and `integrate` read it back.
 
+mod common;
+
+use common::FILL_LEDGER;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -330,15 +333,7 @@ fn export_gives_each_domain_its_own_columns_and_filters_by_domain() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let out = cli(home.path())
-        .args([
-            "watch",
-            "--interval",
-            "100ms",
-            "--count",
-            "15",
-            "--batch",
-            "500ms",
-        ])
+        .args(FILL_LEDGER)
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(out.status.success());

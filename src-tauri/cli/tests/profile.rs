@@ -3,7 +3,7 @@
 //! query's energy is 100 W × its own window, and its tokens are the capture's.
 
 mod common;
-use common::{cli, Serve, Upstream};
+use common::{assert_ok, cli, Serve, Upstream};
 
 use std::path::Path;
 
@@ -36,13 +36,15 @@ fn each_query_is_100_w_over_its_window(r: &serde_json::Value) {
     assert_eq!(r["quality"], "measured");
 }
 
+/// Profiles `model` over the three prompts through `api`, asserts it succeeded, and gives its
+/// records, one a prompt.
 fn profile(
     dir: &Path,
     upstream: &Upstream,
     api: &str,
     model: &str,
     replay: bool,
-) -> std::process::Output {
+) -> Vec<serde_json::Value> {
     std::fs::write(dir.join("prompts.jsonl"), PROMPTS).unwrap_or_else(|e| panic!("{e}"));
     let mut c = cli(dir);
     if replay {
@@ -63,23 +65,18 @@ fn profile(
     .arg("--prompts")
     .arg(dir.join("prompts.jsonl"))
     .arg("--out")
-    .arg(dir.join("out"))
-    .output()
-    .unwrap_or_else(|e| panic!("{e}"))
+    .arg(dir.join("out"));
+    assert_ok(&c.output().unwrap_or_else(|e| panic!("{e}")));
+    let rs = records(&dir.join("out"));
+    assert_eq!(rs.len(), 3);
+    rs
 }
 
 #[test]
 fn ollama_prompts_through_the_proxy_land_in_the_model_ledger_with_their_energy() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let upstream = Upstream::start(10);
-    let out = profile(dir.path(), &upstream, "ollama", "llama3", true);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rs = records(&dir.path().join("out"));
-    assert_eq!(rs.len(), 3);
+    let rs = profile(dir.path(), &upstream, "ollama", "llama3", true);
     for r in &rs {
         // SOURCES.md: the llama3 generate stream, 17 prompt and 71 completion tokens,
         // 31.524983 tokens/s as the server timed it.
@@ -140,14 +137,7 @@ fn with_serve_running_openai_prompts_are_handed_to_its_ledger() {
     let upstream = Upstream::start(10);
     let serve = Serve::start(dir.path(), HUNDRED_WATTS, &["--interval", "100ms"]);
     // No trace for the profile itself: it must not sample, the running engine measures.
-    let out = profile(dir.path(), &upstream, "openai", "gpt-oss", false);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rs = records(&dir.path().join("out"));
-    assert_eq!(rs.len(), 3);
+    let rs = profile(dir.path(), &upstream, "openai", "gpt-oss", false);
     for r in &rs {
         // SOURCES.md: the llama.cpp gpt-oss stream, usage 84 prompt and 57 completion tokens,
         // content "Olá!" after its reasoning.

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{cli, Serve};
+use common::{assert_ok, cli, Serve, FILL_LEDGER};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -66,12 +66,7 @@ fn sleep_2_on_a_100_w_machine_is_200_joules() {
     let mut c = replayed(dir.path(), HUNDRED_WATTS);
     c.args(["run", "--json", "--idle", "1s", "--", "sleep", "2"]);
     let out = output(c);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let v = json(&out);
     let run = &v["results"][0]["runs"][0];
     // 100 W × 2 s = 200 J, within 3 %; and exactly 100 W over the child's own lifetime.
@@ -308,12 +303,7 @@ fn with_a_running_engine_the_run_asks_it_instead_of_sampling_again() {
     // No trace for the run itself: were it to sample, it would read this machine instead.
     c.args(["run", "--json", "--idle", "1s", "--", "sleep", "2"]);
     let out = output(c);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let v = json(&out);
     assert!(
         v["measured"]
@@ -331,26 +321,14 @@ fn with_a_running_engine_the_run_asks_it_instead_of_sampling_again() {
 fn report_draws_the_ledger_as_svg_and_png_of_at_least_1200_by_600() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let mut c = replayed(dir.path(), HUNDRED_WATTS);
-    c.args([
-        "watch",
-        "--interval",
-        "100ms",
-        "--count",
-        "15",
-        "--batch",
-        "500ms",
-    ]);
+    c.args(FILL_LEDGER);
     assert!(output(c).status.success());
     let out_dir = dir.path().join("report");
     let mut c = cli(dir.path());
     c.args(["report", "--from", "1h", "--out"])
         .arg(format!("{}/", out_dir.display()));
     let out = output(c);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let svg = std::fs::read_to_string(out_dir.join("wattbar-report.svg"))
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(svg.contains("power (W)") && svg.contains("energy (kWh)"));
@@ -385,12 +363,7 @@ fn commands_are_compared_side_by_side_over_several_runs_after_warm_ups() {
         "sleep 0.8",
     ]);
     let out = output(c);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let v = json(&out);
     let results = v["results"]
         .as_array()

@@ -150,7 +150,10 @@ impl From<&Published> for StatePayload {
                     s.breakdown
                         .iter()
                         .map(|r| {
-                            let part = Part::of(r);
+                            // Compared field by field: no Part is built for each reading.
+                            let is_its_part = |q: &Part| {
+                                q.domain == r.domain && q.source == r.source && q.device == r.device
+                            };
                             BreakdownItem {
                                 domain: r.domain,
                                 device: r.device.clone(),
@@ -160,7 +163,7 @@ impl From<&Published> for StatePayload {
                                 total_joules: p
                                     .part_totals
                                     .iter()
-                                    .find(|(q, _)| *q == part)
+                                    .find(|(q, _)| is_its_part(q))
                                     .map(|(_, j)| *j),
                             }
                         })

@@ -18,6 +18,28 @@ pub fn cli(data: &Path) -> Command {
     c
 }
 
+/// `watch` arguments that give a ledger some history: fifteen samples 100 ms apart, written in
+/// batches every 500 ms.
+pub const FILL_LEDGER: [&str; 7] = [
+    "watch",
+    "--interval",
+    "100ms",
+    "--count",
+    "15",
+    "--batch",
+    "500ms",
+];
+
+/// Asserts that a finished `wattbar-cli` exited 0, showing its stderr when it did not.
+pub fn assert_ok(out: &std::process::Output) {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Runs `wattbar-cli ARGS` to the end; its stdout, after asserting it succeeded.
 pub fn run_cli(data: &Path, args: &[&str]) -> String {
     let out = cli(data)
