@@ -69,6 +69,8 @@ pub struct Share {
     pub shared_seconds: f64,
     /// Seconds of the window inside measured intervals.
     pub covered_seconds: f64,
+    /// The window's length on the same timeline (0 while it is open).
+    pub window_seconds: f64,
     /// The worst quality of the power it was given, and its sources.
     pub quality: Option<Quality>,
     pub sources: Vec<String>,
@@ -76,7 +78,13 @@ pub struct Share {
 
 /// Splits each interval's energy among `windows`; one [`Share`] per window, in order.
 pub fn attribute(intervals: &[Interval], windows: &[Window]) -> Vec<Share> {
-    let mut shares = vec![Share::default(); windows.len()];
+    let mut shares: Vec<Share> = windows
+        .iter()
+        .map(|w| Share {
+            window_seconds: w.end.map_or(0.0, |e| (e - w.start).max(0.0)),
+            ..Share::default()
+        })
+        .collect();
     let mut cuts = Vec::new();
     for interval in intervals {
         let (Some(joules), true) = (interval.joules, interval.seconds() > 0.0) else {

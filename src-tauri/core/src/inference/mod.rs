@@ -5,6 +5,8 @@
 //! - [`attribution`] splits measured energy among the requests that were in flight, so that
 //!   overlapping requests add up to what was measured, never more.
 //! - [`record`] is the per-request record and the per-model figures built from records.
+//! - [`usage`] asks a stream for its token usage and hides the answer from a client that did not
+//!   ask for it.
 //!
 //! Rule: absent is unknown. A figure the server did not send, or that cannot be computed from
 //! what it sent, is `None`, never 0.
@@ -12,12 +14,13 @@
 pub mod attribution;
 pub mod record;
 pub mod response;
+pub mod usage;
 
 pub use attribution::{
     attribute, idle_baseline, window_energy, Baseline, Interval, Share, Window, WindowEnergy,
 };
 pub use record::{score, ModelStats, Observed, Record, Status};
-pub use response::{Framing, ResponseMeter, ServerFigures};
+pub use response::{Framing, ResponseMeter, ServerFigures, TokensSource};
 
 use serde::{Deserialize, Serialize};
 

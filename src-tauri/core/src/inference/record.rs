@@ -7,11 +7,18 @@
 //! - tokens per second per watt = completion tokens ÷ decode joules (tokens/s over the mean watts of
 //!   the same window), the whole request's joules when the phases are unknown;
 //! - score = min(10, tokens/s per W ÷ ceiling × 10).
+//! - covered: the share of the request's window that measured intervals cover. Below
+//!   [`MIN_COVERED`] the record is `partial`: its energy is what was measured (never scaled up),
+//!   and it has no J/token, efficiency or score. Only complete (`ok`), fully measured records
+//!   feed a model's figures; the others are counted apart.
 
-use super::{Route, ServerFigures, Share};
+use super::{Route, ServerFigures, Share, TokensSource};
 use crate::reading::Quality;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+/// Least share of a window that must be measured for its figures to count.
+pub const MIN_COVERED: f64 = 0.9;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -56,6 +63,9 @@ pub struct Record {
     pub ttft_seconds: Option<f64>,
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,
+    /// Where the token counts come from.
+    #[serde(default)]
+    pub tokens_source: Option<TokensSource>,
     pub prefill_seconds: Option<f64>,
     pub decode_seconds: Option<f64>,
     /// Model load time the server reported; never charged to the request.
@@ -70,6 +80,12 @@ pub struct Record {
     pub score: Option<f64>,
     /// The idle draw subtracted for the net figure.
     pub baseline_watts: Option<f64>,
+    /// Share of the window that measured intervals cover, 0–1; `None` for remote work.
+    #[serde(default)]
+    pub covered: Option<f64>,
+    /// Less than [`MIN_COVERED`] of the window was measured.
+    #[serde(default)]
+    pub partial: bool,
     pub quality: Option<Quality>,
     pub sources: Vec<String>,
     pub error: Option<String>,
@@ -119,6 +135,14 @@ impl Record {
                 _ => None,
             });
         let local = o.status != Status::Remote;
+        // On the timeline the share was cut on (the wall clock is read apart from it), and
+        // rounded so that a whole window reads exactly 1.
+        let covered = o
+            .share
+            .as_ref()
+            .filter(|s| local && s.window_seconds > 0.0)
+            .map(|s| ((s.covered_seconds / s.window_seconds).clamp(0.0, 1.0) * 1e9).round() / 1e9);
+        let partial = covered.is_some_and(|c| c < MIN_COVERED);
         let share = o
             .share
             .as_ref()
@@ -133,13 +157,14 @@ impl Record {
         let decode_joules = phases.map(|s| s.decode_joules);
         let tokens = f.completion_tokens.map(|n| n as f64);
         let joules_per_token = match (energy, tokens) {
-            (Some(e), Some(n)) if n > 0.0 => Some(e / n),
+            (Some(e), Some(n)) if n > 0.0 && !partial => Some(e / n),
             _ => None,
         };
         let tokens_per_second_per_watt = match (decode_joules.or(energy), tokens) {
-            (Some(e), Some(n)) if e > 0.0 => Some(n / e),
+            (Some(e), Some(n)) if e > 0.0 && !partial => Some(n / e),
             _ => None,
         };
+        let scored = o.status == Status::Ok;
         Record {
             id,
             model: o.model,
@@ -151,6 +176,7 @@ impl Record {
             ttft_seconds: o.ttft_seconds,
             prompt_tokens: f.prompt_tokens,
             completion_tokens: f.completion_tokens,
+            tokens_source: f.completion_tokens.and(f.tokens_source),
             prefill_seconds,
             decode_seconds,
             load_seconds: f.load_seconds,
@@ -161,8 +187,12 @@ impl Record {
             decode_joules,
             joules_per_token,
             tokens_per_second_per_watt,
-            score: tokens_per_second_per_watt.and_then(|t| score(t, o.ceiling)),
+            score: tokens_per_second_per_watt
+                .filter(|_| scored)
+                .and_then(|t| score(t, o.ceiling)),
             baseline_watts: o.baseline_watts.filter(|_| share.is_some()),
+            covered,
+            partial,
             quality: share.and_then(|s| s.quality),
             sources: share.map(|s| s.sources.clone()).unwrap_or_default(),
             error: o.error,
@@ -176,6 +206,8 @@ pub struct ModelStats {
     pub model: String,
     pub requests: u64,
     pub requests_by_status: BTreeMap<String, u64>,
+    /// Records less than [`MIN_COVERED`] measured: in `requests`, left out of every ratio.
+    pub partial_requests: u64,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     /// Local energy charged to the model.
@@ -224,6 +256,12 @@ impl ModelStats {
         self.completion_tokens += r.completion_tokens.unwrap_or(0);
         self.energy_joules += r.energy_joules.unwrap_or(0.0);
         self.last = self.last.max(r.end);
+        if r.partial {
+            self.partial_requests += 1;
+        }
+        if r.status != Status::Ok || r.partial {
+            return;
+        }
         let s = &mut self.sums;
         let tokens = r.completion_tokens.map(|n| n as f64);
         if let (Some(e), Some(n)) = (r.energy_joules, tokens) {
@@ -287,6 +325,7 @@ mod tests {
             decode_joules: 300.0,
             shared_seconds: 4.0,
             covered_seconds: 4.0,
+            window_seconds: 4.0,
             quality: Some(Quality::Measured),
             sources: vec!["rapl".into()],
         }
@@ -357,5 +396,54 @@ mod tests {
         // 100 tokens / (300 + 100) J of decode.
         assert_eq!(m.tokens_per_second_per_watt, Some(0.25));
         assert_eq!(m.requests_by_status.get("ok"), Some(&2));
+    }
+
+    #[test]
+    fn a_window_measured_less_than_nine_tenths_is_partial_and_scores_nothing() {
+        // Half of the 4 s window was measured: 2 s at 120 W = 240 J, kept as measured.
+        let half = Share {
+            joules: 240.0,
+            prefill_joules: 0.0,
+            decode_joules: 240.0,
+            shared_seconds: 2.0,
+            covered_seconds: 2.0,
+            ..share()
+        };
+        let r = Record::build(4, observed(Some(half)));
+        assert_eq!(r.covered, Some(0.5));
+        assert!(r.partial);
+        assert_eq!(r.energy_joules, Some(240.0));
+        assert_eq!(
+            (r.joules_per_token, r.tokens_per_second_per_watt, r.score),
+            (None, None, None)
+        );
+        let mut m = ModelStats::new("llama3");
+        m.add(&r, 5.0);
+        m.add(&Record::build(5, observed(Some(share()))), 5.0);
+        assert_eq!((m.requests, m.partial_requests), (2, 1));
+        // Only the full record: 480 J / 60 tokens.
+        assert_eq!(m.joules_per_token, Some(8.0));
+        assert_eq!(m.energy_joules, 720.0);
+
+        let full = Record::build(6, observed(Some(share())));
+        assert_eq!((full.covered, full.partial), (Some(1.0), false));
+    }
+
+    #[test]
+    fn cancelled_and_error_records_never_feed_a_score() {
+        let mut m = ModelStats::new("llama3");
+        for status in [Status::Cancelled, Status::Error] {
+            let mut o = observed(Some(share()));
+            o.status = status;
+            let r = Record::build(7, o);
+            assert_eq!(r.score, None, "{status:?}");
+            assert_eq!(r.energy_joules, Some(480.0));
+            m.add(&r, 5.0);
+        }
+        assert_eq!(m.requests, 2);
+        assert_eq!(
+            (m.joules_per_token, m.tokens_per_second_per_watt, m.score),
+            (None, None, None)
+        );
     }
 }

@@ -8,15 +8,17 @@
 //! Rules, from the servers' own sources (`shared/notes/llm-servers.md`):
 //! - Ollama's durations are nanoseconds, and every metric is omitted when zero: absent is unknown.
 //! - Ollama streams one `done: false` line per generated token; the `done: true` line carries the
-//!   metrics. Chunks are never counted as tokens (the end-of-turn token has no line, and an
-//!   OpenAI chunk may carry several tokens): token counts come only from the server's figures.
+//!   metrics. The server's own counts always win. Only when a stream ends without any (a
+//!   cancelled Ollama stream, an OpenAI stream from a server that ignores `include_usage`) are
+//!   its content chunks counted as tokens, and labelled [`TokensSource::Counted`]: local servers
+//!   send about one token per chunk, so the count is close but not exact.
 //! - An OpenAI stream carries `usage` only when asked for, in a last chunk with `choices: []`;
 //!   other chunks have `usage: null` or zeros. The last non-zero usage wins; usages are never
 //!   added. llama.cpp adds `timings` (milliseconds).
 //! - An error may arrive after a 200, as a final `{"error": ...}` line or event.
 
 use super::Route;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Longest line (or single JSON body) that is parsed; a longer one is passed on unread.
@@ -43,6 +45,18 @@ impl Framing {
     }
 }
 
+/// Where a record's token counts come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TokensSource {
+    /// The server's own figures (`usage`, `eval_count`, `timings`).
+    Server,
+    /// The streamed content chunks, counted as they passed: the server gave no count.
+    Counted,
+    /// The client that posted the record (`POST /v1/inference`).
+    Client,
+}
+
 /// What the server said about one request. Every figure is `None` unless the server gave it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ServerFigures {
@@ -62,8 +76,10 @@ pub struct ServerFigures {
     pub error: Option<String>,
     /// The server said the response was complete (`done: true`, `[DONE]`, a whole JSON body).
     pub finished: bool,
-    /// Stream chunks that carried generated content (a lower bound on tokens, never a count).
+    /// Stream chunks that carried generated content.
     pub content_chunks: u64,
+    /// Where `completion_tokens` came from, when known.
+    pub tokens_source: Option<TokensSource>,
 }
 
 /// Follows one response body.
@@ -106,9 +122,17 @@ impl ResponseMeter {
         self.figures.content_chunks - before
     }
 
-    /// The figures once the body has ended (a last line without a newline is read too).
+    /// The figures once the body has ended (a last line without a newline is read too). With no
+    /// count from the server, a stream's content chunks are the count.
     pub fn finish(mut self) -> ServerFigures {
         self.end_line();
+        let f = &mut self.figures;
+        if f.completion_tokens.is_some() {
+            f.tokens_source = Some(TokensSource::Server);
+        } else if f.content_chunks > 0 {
+            f.completion_tokens = Some(f.content_chunks);
+            f.tokens_source = Some(TokensSource::Counted);
+        }
         self.figures
     }
 
@@ -389,7 +413,7 @@ mod tests {
     }
 
     #[test]
-    fn openai_stream_without_usage_leaves_tokens_unknown_not_zero() {
+    fn openai_stream_without_usage_has_its_content_chunks_counted_and_labelled() {
         let f = read(
             Route::OpenAiChat,
             Framing::Sse,
@@ -397,9 +421,13 @@ mod tests {
             13,
         );
         assert_eq!(f.model.as_deref(), Some("qwen2.5:0.5b"));
-        assert_eq!((f.prompt_tokens, f.completion_tokens), (None, None));
         // "Atlantic", " Sea", "." ; the finish chunk's empty content is no content.
         assert_eq!(f.content_chunks, 3);
+        assert_eq!(f.prompt_tokens, None);
+        assert_eq!(
+            (f.completion_tokens, f.tokens_source),
+            (Some(3), Some(TokensSource::Counted))
+        );
         assert!(f.finished);
 
         let g = read(
@@ -408,7 +436,8 @@ mod tests {
             "ollama_v1-chat-completions_stream_llama3.1_include-usage-ignored_magentic.sse",
             4096,
         );
-        assert_eq!((g.completion_tokens, g.content_chunks), (None, 22));
+        assert_eq!((g.completion_tokens, g.content_chunks), (Some(22), 22));
+        assert_eq!(g.tokens_source, Some(TokensSource::Counted));
         assert!(g.finished);
     }
 
