@@ -176,6 +176,16 @@ fn start_llm_proxy(engine: wattbar_engine::EngineReader, prefs: &wattbar_core::P
                 return;
             }
         };
+        match listen.parse::<std::net::SocketAddr>() {
+            Ok(a) if a.ip().is_loopback() => {}
+            _ => {
+                tracing::warn!(
+                    "the inference proxy is off: {listen} is not a loopback address, and the app \
+                     serves loopback only (wattbar-cli serve --allow-remote can serve beyond it)"
+                );
+                return;
+            }
+        }
         let listener = match tokio::net::TcpListener::bind(&listen).await {
             Ok(l) => l,
             Err(e) => {
@@ -188,6 +198,7 @@ fn start_llm_proxy(engine: wattbar_engine::EngineReader, prefs: &wattbar_core::P
             listener,
             upstream,
             engine.tracker(),
+            &[],
             std::future::pending::<()>(),
         )
         .await;

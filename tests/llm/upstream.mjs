@@ -20,6 +20,13 @@
 //                                 `slow`: 500 ms between lines/events
 //                                 `bench-500`: 500 lines/events, no pause (the proxy benchmark)
 //     models ending `:cloud`/`-cloud` are answered like any other.
+//     other captures: /api/generate streamed for `gemma3:1b` (LangChainGo's capture),
+//                     /v1/chat/completions streamed for `llama3.1` (include_usage ignored)
+//   Request header `x-replay-framing` on these routes (default: `length` for a whole JSON body,
+//   as the servers send it, and `chunked` for a stream):
+//     `length`       the same pieces, paced alike, under a Content-Length (no chunks)
+//     `close-early`  a Content-Length for the whole body, then the connection is ended
+//                    after half the pieces: an answer the server broke off
 //   GET  /big?mb=N              N MiB (fractions allowed) of deterministic bytes, chunked, 64 KiB
 //                               writes honouring backpressure; logs byte count + SHA-256 to stderr
 //   GET  /big-sha?mb=N          {"sha256": "...", "bytes": N} of what /big?mb=N sends
@@ -98,6 +105,10 @@ const GENERATE_STREAM = ndjsonLines(fixture('ollama_api-generate_stream_llama3_o
 const CHAT_STREAM = ndjsonLines(fixture('ollama_api-chat_stream_llama3_openllmetry.ndjson'));
 const V1_STREAM = sseEvents(fixture('llamacpp_v1-chat-completions_stream_gpt-oss-20b_usage-timings_fantasy.sse'));
 const V1_STREAM_QWEN = sseEvents(fixture('ollama_v1-chat-completions_stream_qwen2.5-0.5b_no-usage_elastic.sse'));
+const V1_STREAM_LLAMA31 = sseEvents(
+  fixture('ollama_v1-chat-completions_stream_llama3.1_include-usage-ignored_magentic.sse'),
+);
+const GENERATE_STREAM_GEMMA = ndjsonLines(fixture('ollama_api-generate_stream_gemma3-1b_langchaingo.ndjson'));
 const V1_JSON = fixture('llamacpp_v1-chat-completions_nonstream_gpt-oss-20b_timings_fantasy.json');
 const V1_JSON_LLAMA32 = fixture('ollama_v1-chat-completions_nonstream_llama3.2_exchange.json');
 const CHAT_JSON = fixture('ollama_api-chat_nonstream_gemma3-1b_openllmetry.json');
@@ -163,10 +174,21 @@ function drained(res) {
 }
 
 // Writes `pieces` one per write() with `paceMs` between them; stops if the client disconnects.
-async function streamPieces(res, path, contentType, pieces, paceMs) {
+// framing: 'chunked' (default), 'length' (a Content-Length for the whole) or 'close-early' (a
+// Content-Length for the whole, and the socket destroyed after half the pieces).
+async function streamPieces(res, path, contentType, pieces, paceMs, framing = 'chunked') {
   const state = watchClose(res, path);
-  res.writeHead(200, { 'Content-Type': contentType });
+  const headers = { 'Content-Type': contentType };
+  if (framing !== 'chunked') headers['Content-Length'] = pieces.reduce((n, p) => n + p.length, 0);
+  res.writeHead(200, headers);
   for (let i = 0; i < pieces.length; i++) {
+    if (framing === 'close-early' && i === Math.floor(pieces.length / 2)) {
+      // Ended, not reset: the client gets every byte written so far, then the end of the
+      // connection, short of the Content-Length.
+      log(`closing ${path} early after ${i} of ${pieces.length} pieces`);
+      res.socket?.end();
+      return;
+    }
     if (i > 0 && paceMs > 0) await sleep(paceMs);
     else if (i > 0 && paceMs < 0) await new Promise((resolve) => setImmediate(resolve));
     if (state.closed) return;
@@ -304,21 +326,32 @@ async function handle(req, res) {
     const model = body.model;
     const openai = path.startsWith('/v1/');
     const stream = body.stream ?? !openai;
-    log(`${path}: model=${JSON.stringify(model)} stream=${stream}`);
+    // Like the servers: a whole JSON body has a Content-Length, a stream comes in chunks.
+    const framing = req.headers['x-replay-framing'] ?? (stream ? 'chunked' : 'length');
+    log(`${path}: model=${JSON.stringify(model)} stream=${stream} framing=${framing}`);
+    const answer = (contentType, pieces, pace) => {
+      // A single body broken off is cut in its middle.
+      if (framing === 'close-early' && pieces.length === 1) {
+        const half = Math.floor(pieces[0].length / 2);
+        pieces = [pieces[0].subarray(0, half), pieces[0].subarray(half)];
+      }
+      return streamPieces(res, path, contentType, pieces, pace, framing);
+    };
 
     if (path === '/api/generate') {
-      if (!stream) return sendBytes(res, 200, JSON_CT, GENERATE_JSON);
-      const s = streamFor(model, GENERATE_STREAM, NDJSON_ERROR);
-      return streamPieces(res, path, NDJSON, s.pieces, s.pace);
+      if (!stream) return answer(JSON_CT, [GENERATE_JSON], 0);
+      const s = streamFor(model, model === 'gemma3:1b' ? GENERATE_STREAM_GEMMA : GENERATE_STREAM, NDJSON_ERROR);
+      return answer(NDJSON, s.pieces, s.pace);
     }
     if (path === '/api/chat') {
-      if (!stream) return sendBytes(res, 200, JSON_CT, CHAT_JSON);
+      if (!stream) return answer(JSON_CT, [CHAT_JSON], 0);
       const s = streamFor(model, CHAT_STREAM, NDJSON_ERROR);
-      return streamPieces(res, path, NDJSON, s.pieces, s.pace);
+      return answer(NDJSON, s.pieces, s.pace);
     }
-    if (!stream) return sendBytes(res, 200, JSON_CT, model === 'llama3.2' ? V1_JSON_LLAMA32 : V1_JSON);
-    const s = streamFor(model, model === 'qwen2.5:0.5b' ? V1_STREAM_QWEN : V1_STREAM, SSE_ERROR);
-    return streamPieces(res, path, SSE, s.pieces, s.pace);
+    if (!stream) return answer(JSON_CT, [model === 'llama3.2' ? V1_JSON_LLAMA32 : V1_JSON], 0);
+    const v1 = { 'qwen2.5:0.5b': V1_STREAM_QWEN, 'llama3.1': V1_STREAM_LLAMA31 }[model] ?? V1_STREAM;
+    const s = streamFor(model, v1, SSE_ERROR);
+    return answer(SSE, s.pieces, s.pace);
   }
 
   return sendJson(res, 404, { error: 'not found' });

@@ -71,7 +71,8 @@ pub enum Cmd {
         /// Address and port to listen on.
         #[arg(long, default_value = api::DEFAULT_LISTEN)]
         listen: SocketAddr,
-        /// Allow a --listen address other than loopback (anyone who reaches it can read).
+        /// Allow a --listen (or --llm-proxy) address other than loopback (anyone who reaches the
+        /// API can read; anyone who reaches the proxy can use the model server).
         #[arg(long)]
         allow_remote: bool,
         /// With a non-loopback listen, a host name clients may use besides this machine's own

@@ -265,6 +265,12 @@ pub async fn serve(command: Cmd) -> Result<()> {
         }
         None => None,
     };
+    if let Some(at) = llm_proxy.filter(|a| !api::is_loopback(a) && !allow_remote) {
+        bail!(
+            "{at} is not a loopback address: anyone who can reach it could use the model server \
+             through the proxy. Pass --allow-remote to serve it anyway"
+        );
+    }
     if !api::is_loopback(&listen) {
         if !allow_remote {
             bail!(
@@ -329,12 +335,12 @@ pub async fn serve(command: Cmd) -> Result<()> {
                 proxy_listener.local_addr()?,
                 proxy_listener.local_addr()?
             );
-            Some(tokio::spawn(proxy::serve(
-                proxy_listener,
-                upstream,
-                engine.reader().tracker(),
-                stopped(),
-            )))
+            let proxy_hosts = api::remote_hosts(&proxy_listener.local_addr()?, &allow_host);
+            let tracker = engine.reader().tracker();
+            let stop = stopped();
+            Some(tokio::spawn(async move {
+                proxy::serve(proxy_listener, upstream, tracker, &proxy_hosts, stop).await
+            }))
         }
         _ => None,
     };

@@ -5,7 +5,7 @@
 //! figure each record is checked against.
 
 mod common;
-use common::{repo_root, Serve, Upstream};
+use common::{free_port, repo_root, serve_with_proxy, Serve, Upstream};
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -14,30 +14,9 @@ use std::time::{Duration, Instant};
 const PACE_MS: u64 = 20;
 const WATTS: f64 = 100.0;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// `serve` with the proxy in front of `upstream`; answers it and the proxy's URL.
+/// `serve` with the proxy in front of `upstream`, on a constant replayed draw.
 fn start_serve(dir: &std::path::Path, upstream: &str) -> (Serve, String) {
-    let proxy = format!("127.0.0.1:{}", free_port());
-    let trace =
-        format!("t,watts,domain,quality\n0,{WATTS},system,measured\n1,{WATTS},system,measured\n");
-    let serve = Serve::start(
-        dir,
-        &trace,
-        &["--llm-proxy", &proxy, "--llm-upstream", upstream],
-    );
-    // The first sample is there once the snapshot has a headline.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while serve.get("/v1/snapshot")["watts"].is_null() {
-        assert!(Instant::now() < deadline, "no sample");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (serve, format!("http://{proxy}"))
+    serve_with_proxy(dir, upstream, WATTS, &[])
 }
 
 /// Runs a client scenario; its one line of JSON.
@@ -56,20 +35,8 @@ fn client(scenario: &str, proxy: &str) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("{scenario}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
-/// Waits until the engine has made `n` records; answers them, newest first.
 fn records(serve: &Serve, n: usize) -> Vec<serde_json::Value> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let r = serve.get("/v1/inference?limit=100")["records"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        if r.len() >= n {
-            return r;
-        }
-        assert!(Instant::now() < deadline, "{} records of {n}", r.len());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    serve.records(n)
 }
 
 fn f(v: &serde_json::Value) -> f64 {

@@ -53,7 +53,7 @@ use tokio_stream::Stream;
 pub mod hosts;
 mod inference;
 mod report;
-pub use hosts::{parse_host_name, remote_hosts};
+pub use hosts::{parse_host_name, remote_hosts, HostGuard};
 
 pub const DEFAULT_PORT: u16 = 9471;
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9471";
@@ -111,9 +111,8 @@ pub struct ApiConfig {
 struct Shared {
     engine: EngineReader,
     config: ApiConfig,
-    /// `config.extra_hosts` as they compare.
-    hosts: Vec<String>,
-    port: u16,
+    /// The names `Host` may carry: loopback and `config.extra_hosts`, with this port or none.
+    hosts: HostGuard,
     closing: watch::Receiver<bool>,
     usage: Mutex<Usage>,
     /// One permit per open event stream.
@@ -209,16 +208,11 @@ pub fn router(
         .limits
         .max_streams
         .min(tokio::sync::Semaphore::MAX_PERMITS);
-    let hosts = config
-        .extra_hosts
-        .iter()
-        .map(|h| hosts::normalize(h))
-        .collect();
+    let hosts = HostGuard::new(&config.extra_hosts, port);
     let shared = Arc::new(Shared {
         engine,
         config,
         hosts,
-        port,
         closing,
         usage: Mutex::new(Usage {
             system: sysinfo::System::new(),
@@ -355,42 +349,6 @@ pub fn is_loopback(addr: &SocketAddr) -> bool {
     addr.ip().is_loopback()
 }
 
-fn host_allowed(shared: &Shared, host: &str) -> bool {
-    let (name, port) = split_host(host);
-    let port_ok = match port {
-        None => true,
-        Some(p) => p.parse::<u16>().ok() == Some(shared.port),
-    };
-    let name = hosts::normalize(name);
-    let name_ok = matches!(name.as_str(), "localhost" | "127.0.0.1" | "[::1]")
-        || shared.hosts.contains(&name);
-    port_ok && name_ok
-}
-
-/// Splits `host[:port]`, keeping an IPv6 literal's brackets.
-fn split_host(host: &str) -> (&str, Option<&str>) {
-    if host.starts_with('[') {
-        match host.find(']') {
-            Some(end) => {
-                let (name, rest) = host.split_at(end + 1);
-                (name, rest.strip_prefix(':'))
-            }
-            None => (host, None),
-        }
-    } else {
-        match host.rsplit_once(':') {
-            Some((name, port)) => (name, Some(port)),
-            None => (host, None),
-        }
-    }
-}
-
-fn origin_allowed(shared: &Shared, origin: &str) -> bool {
-    origin
-        .strip_prefix("http://")
-        .is_some_and(|host| !host.contains('/') && host_allowed(shared, host))
-}
-
 async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
     let headers = request.headers();
     let host = headers
@@ -398,7 +356,7 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
         .and_then(|h| h.to_str().ok())
         .or_else(|| request.uri().authority().map(|a| a.as_str()));
     match host {
-        Some(h) if host_allowed(&shared, h) => {}
+        Some(h) if shared.hosts.allows(h) => {}
         Some(h) => {
             return error(
                 StatusCode::MISDIRECTED_REQUEST,
@@ -415,7 +373,7 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
     );
     if writes {
         if let Some(origin) = headers.get(header::ORIGIN) {
-            let ok = origin.to_str().is_ok_and(|o| origin_allowed(&shared, o));
+            let ok = origin.to_str().is_ok_and(|o| shared.hosts.allows_origin(o));
             if !ok {
                 return error(
                     StatusCode::FORBIDDEN,
@@ -897,13 +855,6 @@ mod tests {
         assert_eq!(seq(&newer), second.seq);
         let again = cache.get(&second).unwrap_or_else(|e| panic!("{e}"));
         assert!(Arc::ptr_eq(&again, &newer));
-    }
-
-    #[test]
-    fn host_names_keep_ipv6_brackets() {
-        assert_eq!(split_host("[::1]:9471"), ("[::1]", Some("9471")));
-        assert_eq!(split_host("localhost"), ("localhost", None));
-        assert_eq!(split_host("127.0.0.1:80"), ("127.0.0.1", Some("80")));
     }
 
     #[test]

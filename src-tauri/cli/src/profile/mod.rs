@@ -158,6 +158,7 @@ async fn profile_async(o: Options, prompts: Vec<Prompt>) -> Result<()> {
                 listener,
                 upstream,
                 reader.tracker(),
+                &[],
                 async move {
                     let _ = stop_rx.wait_for(|s| *s).await;
                 },

@@ -58,6 +58,30 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `serve` with the inference proxy on a free loopback port in front of `upstream`, on a
+/// replayed constant draw of `watts`; answers it and the proxy's URL once the first sample is in.
+pub fn serve_with_proxy(dir: &Path, upstream: &str, watts: f64, extra: &[&str]) -> (Serve, String) {
+    let proxy = format!("127.0.0.1:{}", free_port());
+    let trace =
+        format!("t,watts,domain,quality\n0,{watts},system,measured\n1,{watts},system,measured\n");
+    let mut args = vec!["--llm-proxy", &proxy, "--llm-upstream", upstream];
+    args.extend_from_slice(extra);
+    let serve = Serve::start(dir, &trace, &args);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while serve.get("/v1/snapshot")["watts"].is_null() {
+        assert!(Instant::now() < deadline, "no sample");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (serve, format!("http://{proxy}"))
+}
+
 pub struct Serve {
     pub child: Child,
     pub url: String,
@@ -99,6 +123,22 @@ impl Serve {
             }
         };
         Serve { child, url, log }
+    }
+
+    /// Waits until the engine has made `n` inference records; answers them, newest first.
+    pub fn records(&self, n: usize) -> Vec<serde_json::Value> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let r = self.get("/v1/inference?limit=100")["records"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            if r.len() >= n {
+                return r;
+            }
+            assert!(Instant::now() < deadline, "{} records of {n}", r.len());
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     pub fn get(&self, path: &str) -> serde_json::Value {

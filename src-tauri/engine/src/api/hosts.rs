@@ -50,6 +50,61 @@ pub fn remote_hosts(listen: &SocketAddr, allow_hosts: &[String]) -> Vec<String> 
     accepted_hosts(listen, host_name.as_deref(), &interfaces, &allowed)
 }
 
+/// The `Host` names one server answers to: `localhost`, `127.0.0.1`, `[::1]` and the extra names
+/// ([`remote_hosts`] gives them for a listen address), each with this server's port or none.
+#[derive(Debug, Clone)]
+pub struct HostGuard {
+    names: Vec<String>,
+    port: u16,
+}
+
+impl HostGuard {
+    pub fn new(extra: &[String], port: u16) -> HostGuard {
+        HostGuard {
+            names: extra.iter().map(|h| normalize(h)).collect(),
+            port,
+        }
+    }
+
+    /// Whether a `Host` header (`name[:port]`) names this server.
+    pub fn allows(&self, host: &str) -> bool {
+        let (name, port) = split_host(host);
+        let port_ok = match port {
+            None => true,
+            Some(p) => p.parse::<u16>().ok() == Some(self.port),
+        };
+        let name = normalize(name);
+        let name_ok = matches!(name.as_str(), "localhost" | "127.0.0.1" | "[::1]")
+            || self.names.contains(&name);
+        port_ok && name_ok
+    }
+
+    /// Whether an `Origin` header is a page served by this server.
+    pub fn allows_origin(&self, origin: &str) -> bool {
+        origin
+            .strip_prefix("http://")
+            .is_some_and(|host| !host.contains('/') && self.allows(host))
+    }
+}
+
+/// Splits `host[:port]`, keeping an IPv6 literal's brackets.
+fn split_host(host: &str) -> (&str, Option<&str>) {
+    if host.starts_with('[') {
+        match host.find(']') {
+            Some(end) => {
+                let (name, rest) = host.split_at(end + 1);
+                (name, rest.strip_prefix(':'))
+            }
+            None => (host, None),
+        }
+    } else {
+        match host.rsplit_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (host, None),
+        }
+    }
+}
+
 /// A host name as `Host` carries it, for comparison: a DNS name or label, an IPv4 address, or an
 /// IPv6 address with or without brackets. Refused: a port, a path, anything but letters, digits,
 /// `-`, `_` and `.` in a name.
@@ -154,6 +209,36 @@ mod tests {
         list.iter()
             .map(|s| s.parse().unwrap_or_else(|e| panic!("{s}: {e}")))
             .collect()
+    }
+
+    #[test]
+    fn host_names_keep_ipv6_brackets() {
+        assert_eq!(split_host("[::1]:9471"), ("[::1]", Some("9471")));
+        assert_eq!(split_host("localhost"), ("localhost", None));
+        assert_eq!(split_host("127.0.0.1:80"), ("127.0.0.1", Some("80")));
+    }
+
+    #[test]
+    fn a_guard_takes_loopback_and_its_names_on_its_port_or_none() {
+        let guard = HostGuard::new(&["Box.Local".to_string()], 11435);
+        for ok in [
+            "localhost:11435",
+            "127.0.0.1",
+            "[::1]:11435",
+            "box.local:11435",
+        ] {
+            assert!(guard.allows(ok), "{ok} refused");
+        }
+        for bad in [
+            "evil.example:11435",
+            "127.0.0.1:11434",
+            "localhost.evil.example",
+            "",
+        ] {
+            assert!(!guard.allows(bad), "{bad} accepted");
+        }
+        assert!(guard.allows_origin("http://localhost:11435"));
+        assert!(!guard.allows_origin("http://evil.example"));
     }
 
     #[test]

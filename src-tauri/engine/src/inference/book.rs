@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wattbar_core::inference::{
     attribute, idle_baseline, is_remote_model, Baseline, Interval, ModelStats, Observed, Record,
-    Route, ServerFigures, Status, Window,
+    Route, ServerFigures, Status, TokensSource, Window,
 };
 use wattbar_core::Stamp;
 
@@ -204,28 +204,59 @@ impl Book {
 
     /// Turns finished requests into records; answers them for the store.
     pub fn settle(&mut self, finished: Vec<Finished>, open: &[Open]) -> Vec<Record> {
+        let windows: Vec<Window> = finished.iter().map(window_of).collect();
+        self.settle_windows(finished, windows, open)
+    }
+
+    /// [`Book::settle`] with each request's window given (a client's may start before the
+    /// engine did, where no stamp can).
+    fn settle_windows(
+        &mut self,
+        finished: Vec<Finished>,
+        windows: Vec<Window>,
+        open: &[Open],
+    ) -> Vec<Record> {
         if finished.is_empty() {
             return Vec::new();
         }
         // The others: settled neighbours and requests still open (before these join them).
         let others = self.windows(open);
         let mut mine = Vec::with_capacity(finished.len());
-        for f in &finished {
+        for (f, window) in finished.iter().zip(windows) {
             let remote = f.remote || f.model.as_deref().is_some_and(is_remote_model);
-            let window = window_of(f);
             if !remote {
                 self.closed.push_back(window);
             }
             mine.push((window, remote));
         }
-        let intervals: Vec<Interval> = self.lock_intervals().iter().cloned().collect();
+        // Only the intervals these windows overlap, and the neighbours that share them.
+        let lo = mine
+            .iter()
+            .map(|(w, _)| w.start)
+            .fold(f64::INFINITY, f64::min);
+        let hi = mine
+            .iter()
+            .filter_map(|(w, _)| w.end)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let intervals: Vec<Interval> = {
+            let all = self.lock_intervals();
+            let first = all.partition_point(|i| i.end <= lo);
+            all.range(first..)
+                .take_while(|i| i.start < hi)
+                .cloned()
+                .collect()
+        };
         let shares = attribute(
             &intervals,
             &mine
                 .iter()
                 .filter(|(_, remote)| !remote)
                 .map(|(w, _)| *w)
-                .chain(others)
+                .chain(
+                    others
+                        .into_iter()
+                        .filter(|w| w.start < hi && w.end.is_none_or(|e| e > lo)),
+                )
                 .collect::<Vec<_>>(),
         );
         let mut shares = shares.into_iter();
@@ -276,12 +307,19 @@ impl Book {
             figures: ServerFigures {
                 prompt_tokens: e.prompt_tokens,
                 completion_tokens: Some(e.completion_tokens).filter(|&n| n > 0),
+                tokens_source: Some(TokensSource::Client),
                 decode_rate: e.tokens_per_second,
                 finished: true,
                 ..ServerFigures::default()
             },
         };
-        self.settle(vec![finished], open).pop()
+        let window = Window {
+            start: to_elapsed(e.start),
+            split: None,
+            end: Some(to_elapsed(e.end)),
+        };
+        self.settle_windows(vec![finished], vec![window], open)
+            .pop()
     }
 
     fn remember(&mut self, record: Record) {

@@ -2,20 +2,30 @@
 //! measures each generation request as it passes.
 //!
 //! Rules:
+//! - As safe as the API: a `Host` that does not name the proxy gets 421 (the same allow-list,
+//!   [`HostGuard`]), so a web page cannot reach the model server through it by DNS rebinding;
+//!   the caller listens beyond loopback only when told to (`--allow-remote`).
 //! - Transparent: every method, path, query, header and body goes upstream and back, except the
 //!   hop-by-hop headers, and `Host`, which names the upstream (Ollama answers 403 to a Host that
-//!   is not its own or loopback). Bodies stream frame by frame in both directions; nothing is
-//!   held but the request body of a generation request (to read its model, up to
-//!   [`MAX_PEEK_BYTES`]) and the response line being read.
+//!   is not its own or loopback). `Origin` is passed on, so the upstream's own origin checks
+//!   still apply. Bodies stream frame by frame in both directions; nothing is held but the
+//!   request body of a generation request (to read its model, up to [`MAX_PEEK_BYTES`]) and the
+//!   response line being read.
+//! - One change, undone on the way back: a streamed OpenAI-style request that does not ask for
+//!   its usage is asked ([`usage`](wattbar_core::inference::usage)), and the usage chunk is
+//!   removed from its answer.
 //! - Measured: `POST` to `/api/generate`, `/api/chat`, `/v1/chat/completions` and
 //!   `/v1/completions` are tracked from the request's arrival to the response's last byte, with the
 //!   first generated token as the end of prefill. Everything else is forwarded unmeasured.
-//! - A client that goes away drops the response body: the upstream request is closed with it
-//!   (the only way to cancel on Ollama) and the record says `cancelled`.
-//! - Upstream errors pass unchanged; an upstream that cannot be reached gives a 502 JSON error
-//!   naming it.
+//! - A record ends when the answer's last byte has passed, however it is framed (a
+//!   `Content-Length`, chunks, the connection kept for the next request): `ok` for a complete
+//!   answer; `error`, with the reason, for an upstream error, a broken or incomplete answer; and
+//!   `cancelled` only when the client went away first (its dropped body closes the upstream
+//!   request, the only way to cancel on Ollama).
+//! - An upstream that cannot be reached gives a 502 JSON error naming it.
 
 use super::tracker::{InFlight, Tracker};
+use crate::api::HostGuard;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::{BodyExt, Full, StreamBody};
@@ -28,7 +38,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use wattbar_core::inference::{Framing, ResponseMeter, Route, Status};
+use wattbar_core::inference::usage::{ask_for_usage, UsageChunkFilter};
+use wattbar_core::inference::{Framing, ResponseMeter, Route, ServerFigures, Status};
 
 /// Largest generation request body read to learn its model; a larger one streams unread.
 pub const MAX_PEEK_BYTES: usize = 32 * 1024 * 1024;
@@ -113,15 +124,20 @@ struct Proxy {
     upstream: Upstream,
     client: Client<HttpConnector, ProxyBody>,
     tracker: Arc<Tracker>,
+    hosts: HostGuard,
 }
 
 /// Serves the proxy on `listener` until `shutdown` completes, then lets requests in flight end.
+/// `extra_hosts`: the names besides loopback that `Host` may carry
+/// ([`remote_hosts`](crate::api::remote_hosts) for the listen address).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     upstream: Upstream,
     tracker: Arc<Tracker>,
+    extra_hosts: &[String],
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let hosts = HostGuard::new(extra_hosts, listener.local_addr()?.port());
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
     connector.set_connect_timeout(Some(Duration::from_secs(10)));
@@ -132,6 +148,7 @@ pub async fn serve(
         upstream,
         client,
         tracker,
+        hosts,
     });
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
@@ -214,6 +231,26 @@ fn full(bytes: Bytes) -> ProxyBody {
 impl Proxy {
     async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
         let (mut parts, body) = req.into_parts();
+        let host = parts
+            .headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .or_else(|| parts.uri.authority().map(|a| a.as_str()));
+        match host {
+            Some(h) if self.hosts.allows(h) => {}
+            Some(h) => {
+                return json_error(
+                    StatusCode::MISDIRECTED_REQUEST,
+                    format!("wattbar proxy: this server does not answer to {h:?}"),
+                )
+            }
+            None => {
+                return json_error(
+                    StatusCode::MISDIRECTED_REQUEST,
+                    "wattbar proxy: a Host header is required".into(),
+                )
+            }
+        }
         let route = (parts.method == hyper::Method::POST)
             .then(|| Route::of_post(parts.uri.path()))
             .flatten();
@@ -222,9 +259,16 @@ impl Proxy {
             .path_and_query()
             .map_or("/", |p| p.as_str())
             .to_string();
-        let (body, model) = match route {
-            Some(_) => match peek(body).await {
-                Ok(peeked) => peeked,
+        let (body, model, strip_usage) = match route {
+            Some(route) => match peek(body, route).await {
+                Ok(peeked) => {
+                    if let Some(length) = peeked.length {
+                        parts
+                            .headers
+                            .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+                    }
+                    (peeked.body, peeked.model, peeked.asked_usage)
+                }
                 Err(e) => {
                     return json_error(
                         StatusCode::BAD_REQUEST,
@@ -232,7 +276,7 @@ impl Proxy {
                     )
                 }
             },
-            None => (body.map_err(BoxError::from).boxed_unsync(), None),
+            None => (body.map_err(BoxError::from).boxed_unsync(), None, false),
         };
         let inflight = route.map(|r| self.tracker.begin(r, model));
         parts.uri = match self.upstream.uri(&path_and_query) {
@@ -259,7 +303,7 @@ impl Proxy {
                 if let Some(inflight) = inflight {
                     inflight.finish(
                         Status::Error,
-                        wattbar_core::inference::ServerFigures {
+                        ServerFigures {
                             error: Some(message.clone()),
                             ..Default::default()
                         },
@@ -277,11 +321,18 @@ impl Proxy {
                     .get(header::CONTENT_TYPE)
                     .and_then(|v| v.to_str().ok())
                     .map_or(Framing::Json, Framing::of_content_type);
+                let filter = (strip_usage && framing == Framing::Sse).then(|| {
+                    parts.headers.remove(header::CONTENT_LENGTH);
+                    UsageChunkFilter::default()
+                });
                 Metered {
                     inner: body,
                     meter: Some(ResponseMeter::new(route, framing)),
                     inflight: Some(inflight),
-                    http_error: !parts.status.is_success(),
+                    http_status: parts.status,
+                    filter,
+                    tail: None,
+                    done: false,
                 }
                 .boxed_unsync()
             }
@@ -302,9 +353,21 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     text
 }
 
-/// Reads a generation request's body up to [`MAX_PEEK_BYTES`] for its `model`; the body goes on
-/// unchanged, the part read followed by the rest.
-async fn peek(mut body: Incoming) -> Result<(ProxyBody, Option<String>), hyper::Error> {
+/// A generation request's body as it goes upstream.
+struct Peeked {
+    body: ProxyBody,
+    /// The model it asks for, when the body was read whole and names one.
+    model: Option<String>,
+    /// The proxy asked the stream for its usage: the client did not.
+    asked_usage: bool,
+    /// The body's new length, when it was changed.
+    length: Option<usize>,
+}
+
+/// Reads a generation request's body up to [`MAX_PEEK_BYTES`] for its `model`, and asks an
+/// OpenAI-style stream for its usage; the body goes on otherwise unchanged, a larger one the part
+/// read followed by the rest.
+async fn peek(mut body: Incoming, route: Route) -> Result<Peeked, hyper::Error> {
     let mut head = bytes::BytesMut::new();
     let mut ended = true;
     while let Some(frame) = body.frame().await {
@@ -321,38 +384,94 @@ async fn peek(mut body: Incoming) -> Result<(ProxyBody, Option<String>), hyper::
         let model = serde_json::from_slice::<serde_json::Value>(&head)
             .ok()
             .and_then(|v| v.get("model").and_then(|m| m.as_str()).map(str::to_string));
-        return Ok((full(head), model));
+        let asked = matches!(route, Route::OpenAiChat | Route::OpenAiCompletions)
+            .then(|| ask_for_usage(&head))
+            .flatten();
+        return Ok(match asked {
+            Some(changed) => Peeked {
+                length: Some(changed.len()),
+                body: full(Bytes::from(changed)),
+                model,
+                asked_usage: true,
+            },
+            None => Peeked {
+                body: full(head),
+                model,
+                asked_usage: false,
+                length: None,
+            },
+        });
     }
     let first = futures_util::stream::once(async move { Ok(Frame::data(head)) });
     let rest = http_body_util::BodyStream::new(body.map_err(BoxError::from));
     let chained = futures_util::StreamExt::chain(first, rest);
-    Ok((StreamBody::new(chained).boxed_unsync(), None))
+    Ok(Peeked {
+        body: StreamBody::new(chained).boxed_unsync(),
+        model: None,
+        asked_usage: false,
+        length: None,
+    })
 }
 
-/// A response body that feeds each frame to the meter on its way to the client.
+/// A response body that feeds each frame to the meter on its way to the client, and ends the
+/// request's record at its last byte.
 struct Metered {
     inner: Incoming,
     meter: Option<ResponseMeter>,
     inflight: Option<InFlight>,
-    http_error: bool,
+    http_status: StatusCode,
+    /// Removes the usage chunk the proxy asked for.
+    filter: Option<UsageChunkFilter>,
+    /// The filter's last bytes, sent after the upstream body ended.
+    tail: Option<Bytes>,
+    done: bool,
 }
 
 impl Metered {
-    fn end(&mut self, status: Option<Status>) {
+    /// Ends the record: `failure` when the body broke; otherwise the answer's own verdict.
+    fn end(&mut self, failure: Option<String>) {
         let (Some(meter), Some(inflight)) = (self.meter.take(), self.inflight.take()) else {
             return;
         };
         let mut figures = meter.finish();
-        let status = match status {
-            Some(s) => s,
-            None if figures.error.is_some() || self.http_error => Status::Error,
-            None if figures.finished => Status::Ok,
-            None => {
-                figures.error = Some("the server ended the response before it was complete".into());
-                Status::Error
+        let status = if let Some(reason) = failure {
+            figures.error = Some(reason);
+            Status::Error
+        } else if !self.http_status.is_success() {
+            if figures.error.is_none() {
+                figures.error = Some(format!("the model server answered {}", self.http_status));
             }
+            Status::Error
+        } else if figures.error.is_some() {
+            Status::Error
+        } else if figures.finished {
+            Status::Ok
+        } else {
+            figures.error = Some("the server ended the response before it was complete".into());
+            Status::Error
         };
         inflight.finish(status, figures);
+    }
+
+    fn cancel(&mut self) {
+        if let (Some(_), Some(inflight)) = (self.meter.take(), self.inflight.take()) {
+            inflight.finish(Status::Cancelled, ServerFigures::default());
+        }
+    }
+
+    /// The bytes to send for a frame of the upstream body.
+    fn pass(&mut self, data: Bytes) -> Bytes {
+        if let Some(meter) = self.meter.as_mut() {
+            if meter.feed(&data) > 0 {
+                if let Some(inflight) = self.inflight.as_mut() {
+                    inflight.first_token();
+                }
+            }
+        }
+        match self.filter.as_mut() {
+            Some(filter) => Bytes::from(filter.push(&data)),
+            None => data,
+        }
     }
 }
 
@@ -364,39 +483,82 @@ impl Body for Metered {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        match &polled {
-            Poll::Ready(Some(Ok(frame))) => {
-                if let Some(data) = frame.data_ref() {
-                    let this = &mut *self;
-                    let generated = this.meter.as_mut().map_or(0, |m| m.feed(data));
-                    if generated > 0 {
-                        if let Some(inflight) = this.inflight.as_mut() {
-                            inflight.first_token();
+        let this = &mut *self;
+        loop {
+            if let Some(tail) = this.tail.take() {
+                return Poll::Ready(Some(Ok(Frame::data(tail))));
+            }
+            if this.done {
+                return Poll::Ready(None);
+            }
+            let frame = match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(frame) => frame,
+            };
+            match frame {
+                Some(Ok(frame)) => {
+                    let data = match frame.into_data() {
+                        Ok(data) => data,
+                        Err(other) => return Poll::Ready(Some(Ok(other))),
+                    };
+                    let mut out = this.pass(data);
+                    // A body with a Content-Length is over at its last byte: the server writing
+                    // this body polls no further, so the record ends here.
+                    if this.inner.is_end_stream() {
+                        this.done = true;
+                        if let Some(rest) = this.filter.as_mut().map(UsageChunkFilter::finish) {
+                            let mut joined = out.to_vec();
+                            joined.extend_from_slice(&rest);
+                            out = Bytes::from(joined);
                         }
+                        this.end(None);
+                    }
+                    if out.is_empty() {
+                        continue;
+                    }
+                    return Poll::Ready(Some(Ok(Frame::data(out))));
+                }
+                Some(Err(e)) => {
+                    this.done = true;
+                    this.end(Some(format!(
+                        "the model server broke off the answer: {}",
+                        error_chain(&e)
+                    )));
+                    return Poll::Ready(Some(Err(BoxError::from(e))));
+                }
+                None => {
+                    this.done = true;
+                    let rest = this.filter.as_mut().map(UsageChunkFilter::finish);
+                    this.end(None);
+                    if let Some(rest) = rest.filter(|r| !r.is_empty()) {
+                        this.tail = Some(Bytes::from(rest));
                     }
                 }
             }
-            Poll::Ready(Some(Err(_))) => self.end(Some(Status::Error)),
-            Poll::Ready(None) => self.end(None),
-            Poll::Pending => {}
         }
-        polled.map_err(BoxError::from)
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.tail.is_none()
+            && (self.done
+                || (self.inner.is_end_stream() && self.filter.as_ref().is_none_or(|f| !f.holds())))
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        match self.filter {
+            Some(_) => SizeHint::default(),
+            None => self.inner.size_hint(),
+        }
     }
 }
 
 impl Drop for Metered {
     fn drop(&mut self) {
-        if self.meter.is_some() {
-            self.end(Some(Status::Cancelled));
+        // An empty body (`Content-Length: 0`) is never polled: it ended, nobody left.
+        if self.inner.is_end_stream() {
+            self.end(None);
+        } else {
+            self.cancel();
         }
     }
 }

@@ -3,7 +3,9 @@
 //! Rule: the proxy only stamps (start, first token, end, with the engine's clock) and hands over
 //! what the server said; the engine turns finished requests into records after it has sampled
 //! past their end. Every change of the number in flight is announced, so the engine samples at
-//! once at each start and end and samples fast while any request runs.
+//! once at each start and end and samples fast while any request runs. The number in flight is
+//! the open set's size, read and announced under its lock: announcements from two threads cannot
+//! cross, so no request is ever left "in flight" after it ended.
 
 use crate::clock::Clock;
 use std::collections::BTreeMap;
@@ -65,8 +67,13 @@ impl Tracker {
         *self.engine.lock().unwrap_or_else(|e| e.into_inner()) = Some(inbox);
     }
 
-    fn changed(&self, inflight: usize) {
+    /// Announces the number in flight; called with the state locked, so that announcements keep
+    /// the order of the changes.
+    fn announce(&self, inflight: usize) {
         self.inflight.send_replace(inflight);
+    }
+
+    fn wake(&self) {
         if let Some(inbox) = self
             .engine
             .lock()
@@ -100,9 +107,9 @@ impl Tracker {
                 remote,
             },
         );
-        let n = s.open.len();
+        self.announce(s.open.len());
         drop(s);
-        self.changed(n);
+        self.wake();
         InFlight {
             tracker: Arc::clone(self),
             id,
@@ -116,7 +123,7 @@ impl Tracker {
 
     /// Requests in flight now.
     pub fn inflight(&self) -> usize {
-        *self.inflight.borrow()
+        self.lock().open.len()
     }
 
     /// Wakes on every start and end.
@@ -148,9 +155,9 @@ impl Tracker {
         let mut s = self.lock();
         s.open.remove(&id);
         s.finished.push(finished);
-        let n = s.open.len();
+        self.announce(s.open.len());
         drop(s);
-        self.changed(n);
+        self.wake();
     }
 }
 
@@ -263,5 +270,28 @@ mod tests {
             .finish(Status::Ok, ServerFigures::default());
         assert!(tracker.take_finished(sampled).is_empty());
         assert_eq!(tracker.take_finished(clock.elapsed()).len(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_ending_on_many_threads_leave_none_in_flight() {
+        let clock = Arc::new(ManualClock::new(1_800_000_000.0));
+        let tracker = Tracker::new(clock.clone());
+        let seen = tracker.subscribe();
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let tracker = Arc::clone(&tracker);
+                std::thread::spawn(move || {
+                    for _ in 0..500 {
+                        drop(tracker.begin(Route::OpenAiChat, None));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            assert!(t.join().is_ok());
+        }
+        assert_eq!(tracker.inflight(), 0);
+        assert_eq!(*seen.borrow(), 0);
+        assert_eq!(tracker.take_finished(clock.elapsed()).len(), 4000);
     }
 }
