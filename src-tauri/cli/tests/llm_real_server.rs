@@ -1,0 +1,259 @@
+//! The inference proxy in front of a real model server: llama.cpp (llama-cpp-python's server,
+//! `scripts/llm-server`, installed by `scripts/setup`) serving SmolLM2-135M-Instruct on this
+//! machine's CPU, driven through `wattbar-cli serve --llm-proxy` by the official `openai` client
+//! (`tests/llm/real.mjs`). With a replayed constant 50 W each answer's energy is 50 W × its own
+//! window; once more on this machine's own sources.
+
+mod common;
+use common::{cli, free_port, repo_root, serve_with_proxy, Serve};
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const WATTS: f64 = 50.0;
+
+/// The model server, stopped when dropped.
+struct ModelServer {
+    child: Child,
+    url: String,
+}
+
+impl ModelServer {
+    fn start() -> ModelServer {
+        let port = free_port();
+        let mut child = Command::new(repo_root().join("scripts/llm-server"))
+            .args(["start", "--port", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("scripts/llm-server: {e}"));
+        let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+        let (tx, log) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let url = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if ureq::get(&format!("{url}/v1/models")).call().is_ok() {
+                break;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                let said: Vec<String> = log.try_iter().collect();
+                panic!(
+                    "the model server exited ({status}); run scripts/setup to install it:\n{}",
+                    said.join("\n")
+                );
+            }
+            assert!(Instant::now() < deadline, "the model server never answered");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        ModelServer { child, url }
+    }
+}
+
+impl Drop for ModelServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs a scenario of `tests/llm/real.mjs` against `base`; its one line of JSON.
+fn real(scenario: &str, base: &str) -> serde_json::Value {
+    let out = Command::new("node")
+        .arg(repo_root().join("tests/llm/real.mjs"))
+        .args([scenario, base])
+        .output()
+        .unwrap_or_else(|e| panic!("node: {e}"));
+    assert!(
+        out.status.success(),
+        "{scenario}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{scenario}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// The records made since `seen`, oldest first, once there are `n` of them.
+fn new_records(serve: &Serve, seen: usize, n: usize) -> Vec<serde_json::Value> {
+    let mut all = serve.records(seen + n);
+    all.sort_by_key(|r| r["id"].as_u64());
+    all.split_off(seen)
+}
+
+fn assert_energy_is_the_draw_over_the_window(r: &serde_json::Value) {
+    let expected = WATTS * f(&r["wall_seconds"]);
+    let got = f(&r["energy_joules"]);
+    assert!(
+        (got - expected).abs() <= 0.02 * expected,
+        "{got} J for {expected} J: {r}"
+    );
+    assert_eq!(r["covered"], 1.0, "{r}");
+    assert_eq!(r["partial"], false, "{r}");
+}
+
+#[test]
+fn every_answer_of_a_real_server_is_recorded_right() {
+    let server = ModelServer::start();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (serve, proxy) = serve_with_proxy(dir.path(), &server.url, WATTS, &[]);
+
+    // Not streamed: the server's usage, exactly.
+    let chat = real("chat", &proxy);
+    let completions = real("completions", &proxy);
+    let r = new_records(&serve, 0, 2);
+    for (record, answer, route) in [
+        (&r[0], &chat, "/v1/chat/completions"),
+        (&r[1], &completions, "/v1/completions"),
+    ] {
+        assert_eq!(record["route"], route);
+        assert_eq!(record["status"], "ok", "{record}");
+        assert_eq!(record["model"], "smollm2");
+        assert_eq!(record["tokens_source"], "server");
+        assert_eq!(
+            record["completion_tokens"], answer["usage"]["completion_tokens"],
+            "{record}"
+        );
+        assert_eq!(record["prompt_tokens"], answer["usage"]["prompt_tokens"]);
+        assert_energy_is_the_draw_over_the_window(record);
+        assert!(record["score"].is_number(), "{record}");
+    }
+
+    // Streamed, the same prompt at temperature 0: the same text. The server ignores
+    // include_usage, so the tokens are counted, within 2 of its own count for that answer; a
+    // client that did not ask for usage gets none, one that asked gets what the server sent.
+    let expected = chat["usage"]["completion_tokens"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{chat}"));
+    for scenario in ["chat-stream", "chat-stream-usage"] {
+        let s = real(scenario, &proxy);
+        assert_eq!(s["text"], chat["content"], "{scenario}");
+        assert_eq!(s["usage_chunks"], 0, "{scenario}: {s}");
+    }
+    let r = new_records(&serve, 2, 2);
+    for record in &r {
+        assert_eq!(record["status"], "ok", "{record}");
+        assert_eq!(record["tokens_source"], "counted", "{record}");
+        let counted = record["completion_tokens"].as_u64().unwrap_or_default();
+        assert!(
+            counted.abs_diff(expected) <= 2,
+            "{counted} counted, {expected} by the server"
+        );
+        assert!(record["ttft_seconds"].is_number());
+        assert_energy_is_the_draw_over_the_window(record);
+    }
+
+    // Four at once: each ok, and together the draw over the union of their windows.
+    let c = real("concurrent", &proxy);
+    assert_eq!(c["answers"].as_array().map(Vec::len), Some(4));
+    let r = new_records(&serve, 4, 4);
+    assert!(r.iter().all(|x| x["status"] == "ok"), "{r:?}");
+    let start = r
+        .iter()
+        .map(|x| f(&x["start"]))
+        .fold(f64::INFINITY, f64::min);
+    let end = r.iter().map(|x| f(&x["end"])).fold(0.0, f64::max);
+    let sum: f64 = r.iter().map(|x| f(&x["energy_joules"])).sum();
+    let union = WATTS * (end - start);
+    assert!((sum - union).abs() <= 0.02 * union, "{sum} J for {union} J");
+
+    // A client that leaves mid-stream: cancelled.
+    assert_eq!(real("abort", &proxy)["aborted"], true);
+    // The server's own error, unchanged to the client, recorded as an error with its message.
+    let too_long = real("too-long", &proxy);
+    assert_eq!(too_long["status"], 400);
+    let r = new_records(&serve, 8, 2);
+    assert_eq!(r[0]["status"], "cancelled", "{}", r[0]);
+    assert_eq!(r[1]["status"], "error", "{}", r[1]);
+    let message = too_long["error"].as_str().unwrap_or_default();
+    let recorded = r[1]["error"].as_str().unwrap_or_default();
+    assert!(
+        recorded.contains("maximum context length") && message.contains(recorded),
+        "{recorded:?} recorded, {message:?} answered"
+    );
+    assert_eq!(r[1]["score"], serde_json::Value::Null);
+
+    // Routes that generate nothing pass untouched and make no record.
+    assert_eq!(
+        real("models", &proxy)["ids"],
+        serde_json::json!(["smollm2"])
+    );
+    let direct = real("embeddings", &server.url);
+    assert_eq!(real("embeddings", &proxy), direct);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        serve.get("/v1/inference?limit=100")["records"]
+            .as_array()
+            .map(Vec::len),
+        Some(10)
+    );
+    // The model's figures come from the complete, fully measured answers only.
+    let models = serve.get("/v1/models");
+    let m = &models["models"][0];
+    assert_eq!(m["model"], "smollm2");
+    assert_eq!(m["requests"], 10);
+    assert_eq!(m["requests_by_status"]["cancelled"], 1);
+    assert_eq!(m["requests_by_status"]["error"], 1);
+    assert!(m["joules_per_token"].is_number(), "{m}");
+}
+
+#[test]
+fn a_real_answer_on_this_machines_own_sources_is_measured() {
+    let server = ModelServer::start();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let proxy = format!("127.0.0.1:{}", free_port());
+    let mut child = cli(dir.path())
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--llm-proxy",
+            &proxy,
+            "--llm-upstream",
+            &server.url,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+    let mut lines = BufReader::new(stderr).lines().map_while(Result::ok);
+    let url = lines
+        .find_map(|l| {
+            l.split("serving on ")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next())
+                .map(|u| u.trim_end_matches('/').to_string())
+        })
+        .unwrap_or_else(|| panic!("serve printed no address"));
+    std::thread::spawn(move || lines.for_each(drop));
+    let serve = Serve {
+        child,
+        url,
+        log: std::sync::mpsc::channel().1,
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while serve.get("/v1/snapshot")["watts"].is_null() {
+        assert!(Instant::now() < deadline, "this machine gives no watts");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let chat = real("chat", &format!("http://{proxy}"));
+    let r = serve.records(1);
+    assert_eq!(r[0]["status"], "ok", "{}", r[0]);
+    assert_eq!(
+        r[0]["completion_tokens"],
+        chat["usage"]["completion_tokens"]
+    );
+    // Whatever this machine measures or estimates, the answer has an energy and says how good.
+    assert!(f(&r[0]["energy_joules"]) > 0.0, "{}", r[0]);
+    assert!(r[0]["quality"].is_string(), "{}", r[0]);
+    assert!(f(&r[0]["covered"]) > 0.0, "{}", r[0]);
+}
