@@ -69,7 +69,9 @@ function requestItem(r) {
     : [field("energy", `${fmt.figure(r.energy_joules)} J`, r.energy_joules),
       field("joules-per-token", `${fmt.figure(r.joules_per_token)} J/token`, r.joules_per_token)];
   fields.push(
-    field("tokens", `${fmt.count(r.completion_tokens)} tokens`, r.completion_tokens),
+    // Counted from the stream's chunks (the server gave no count): about one token a chunk.
+    field("tokens", `${r.tokens_source === "counted" ? "≈" : ""}${fmt.count(r.completion_tokens)} tokens`,
+      r.completion_tokens),
     field("tokens-per-second", `${fmt.figure(r.tokens_per_second)} tok/s`, r.tokens_per_second),
     field("wall", `${fmt.fixed(r.wall_seconds, 2)} s`, r.wall_seconds));
   // Text separators, so that a screen reader pauses between the figures too.
@@ -78,7 +80,12 @@ function requestItem(r) {
     el("div", { class: "head" },
       el("time", { datetime: start.toISOString() }, start.toLocaleTimeString()), " ",
       el("span", { class: "model" }, r.model), " ",
-      el("span", { class: "badge status", "data-status": r.status }, STATUS[r.status] ?? r.status)),
+      el("span", { class: "badge status", "data-status": r.status }, STATUS[r.status] ?? r.status),
+      r.partial
+        ? el("span", { class: "badge partial", "data-field": "covered", "data-value": r.covered,
+          title: "Less than 90 % of this request was measured: its energy is what was measured, and it has no J/token or score." },
+          ` ${fmt.fixed((r.covered ?? 0) * 100, 0)} % measured`)
+        : null),
     el("div", { class: "line" }, ...line),
     r.error ? el("div", { class: "error" }, r.error) : null);
 }

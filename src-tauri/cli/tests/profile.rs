@@ -34,6 +34,11 @@ fn each_query_is_100_w_over_its_window(r: &serde_json::Value) {
     );
     assert!((f(&r["joules_per_token"]) - got / f(&r["completion_tokens"])).abs() < 1e-9);
     assert_eq!(r["quality"], "measured");
+    assert_eq!(r["covered"], 1.0, "{r}");
+    assert!(
+        r["tokens_source"] == "server" || r["tokens_source"] == "client",
+        "{r}"
+    );
 }
 
 /// Profiles `model` over the three prompts through `api`, asserts it succeeded, and gives its

@@ -94,8 +94,12 @@ pub struct QueryRecord {
     pub wall_seconds: f64,
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,
+    /// Where the token counts come from: `server`, `counted` or `client`.
+    pub tokens_source: Option<wattbar_core::inference::TokensSource>,
     pub ttft_seconds: Option<f64>,
     pub tokens_per_second: Option<f64>,
+    /// Share of the window that was measured; below 0.9 the record is partial.
+    pub covered: Option<f64>,
     pub energy_joules: Option<f64>,
     pub net_energy_joules: Option<f64>,
     pub joules_per_token: Option<f64>,
@@ -242,10 +246,15 @@ async fn measure(
             completion_tokens: record
                 .completion_tokens
                 .or(answer.figures.completion_tokens),
+            tokens_source: record.tokens_source.or(answer
+                .figures
+                .tokens_source
+                .filter(|_| record.completion_tokens.is_none())),
             ttft_seconds: record
                 .ttft_seconds
                 .or(answer.first_token.map(|t| t - answer.start)),
             tokens_per_second: record.tokens_per_second,
+            covered: record.covered,
             energy_joules: record.energy_joules,
             net_energy_joules: record
                 .energy_joules
