@@ -23,6 +23,7 @@
 
 import { Ollama } from 'ollama';
 import OpenAI from 'openai';
+import { arrivalClock, emit } from './report.mjs';
 
 const PROMPT = 'Tell me a joke about OpenTelemetry';
 const OPENAI_MESSAGES = [
@@ -31,29 +32,6 @@ const OPENAI_MESSAGES = [
 ];
 
 const [scenario, base] = process.argv.slice(2);
-
-function emit(obj) {
-  process.stdout.write(JSON.stringify(obj) + '\n');
-}
-
-// Records when each streamed part arrived, to show on stderr that the stream was not buffered.
-function arrivalClock() {
-  const start = performance.now();
-  const times = [];
-  return {
-    tick: () => times.push(performance.now() - start),
-    report(label) {
-      if (times.length === 0) return;
-      const gaps = times.slice(1).map((t, i) => t - times[i]);
-      const ms = (x) => x.toFixed(1);
-      process.stderr.write(
-        `${label}: ${times.length} parts, first at ${ms(times[0])} ms, last at ${ms(times.at(-1))} ms` +
-          (gaps.length ? `, gaps min ${ms(Math.min(...gaps))} / max ${ms(Math.max(...gaps))} ms` : '') +
-          '\n',
-      );
-    },
-  };
-}
 
 // Ollama streams: generate (`response`) and chat (`message.content`) have the same final stats.
 async function ollamaStream(stream, textOf) {

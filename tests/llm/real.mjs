@@ -30,6 +30,7 @@
 // `usage_chunks` counts chunks with empty `choices` (the include_usage chunk of OpenAI's API).
 
 import OpenAI from 'openai';
+import { arrivalClock, emit } from './report.mjs';
 
 const MESSAGES = [{ role: 'user', content: 'Name three primary colors.' }];
 const MAX_TOKENS = 32;
@@ -37,29 +38,6 @@ const GEN = { temperature: 0, seed: 1, max_tokens: MAX_TOKENS };
 
 const [scenario, base, modelArg] = process.argv.slice(2);
 const model = modelArg ?? 'smollm2';
-
-function emit(obj) {
-  process.stdout.write(JSON.stringify(obj) + '\n');
-}
-
-// Records when each streamed part arrived, to show on stderr that the stream was not buffered.
-function arrivalClock() {
-  const start = performance.now();
-  const times = [];
-  return {
-    tick: () => times.push(performance.now() - start),
-    report(label) {
-      if (times.length === 0) return;
-      const gaps = times.slice(1).map((t, i) => t - times[i]);
-      const ms = (x) => x.toFixed(1);
-      process.stderr.write(
-        `${label}: ${times.length} parts, first at ${ms(times[0])} ms, last at ${ms(times.at(-1))} ms` +
-          (gaps.length ? `, gaps min ${ms(Math.min(...gaps))} / max ${ms(Math.max(...gaps))} ms` : '') +
-          '\n',
-      );
-    },
-  };
-}
 
 async function collectChat(stream, label) {
   const clock = arrivalClock();

@@ -5,9 +5,8 @@
 //! figure each record is checked against.
 
 mod common;
-use common::{free_port, repo_root, serve_with_proxy, Serve, Upstream};
+use common::{free_port, node_json, serve_with_proxy, Serve, Upstream};
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Milliseconds between chunks the upstream sends.
@@ -21,18 +20,7 @@ fn start_serve(dir: &std::path::Path, upstream: &str) -> (Serve, String) {
 
 /// Runs a client scenario; its one line of JSON.
 fn client(scenario: &str, proxy: &str) -> serde_json::Value {
-    let out = Command::new("node")
-        .arg(repo_root().join("tests/llm/clients.mjs"))
-        .args([scenario, proxy])
-        .output()
-        .unwrap_or_else(|e| panic!("node: {e}"));
-    assert!(
-        out.status.success(),
-        "{scenario}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{scenario}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+    node_json("clients.mjs", &[scenario, proxy])
 }
 
 fn records(serve: &Serve, n: usize) -> Vec<serde_json::Value> {

@@ -5,7 +5,7 @@
 //! window; once more on this machine's own sources.
 
 mod common;
-use common::{cli, free_port, repo_root, serve_with_proxy, Serve};
+use common::{cli, free_port, node_json, repo_root, serve_with_proxy, Serve};
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -64,18 +64,7 @@ impl Drop for ModelServer {
 
 /// Runs a scenario of `tests/llm/real.mjs` against `base`; its one line of JSON.
 fn real(scenario: &str, base: &str) -> serde_json::Value {
-    let out = Command::new("node")
-        .arg(repo_root().join("tests/llm/real.mjs"))
-        .args([scenario, base])
-        .output()
-        .unwrap_or_else(|e| panic!("node: {e}"));
-    assert!(
-        out.status.success(),
-        "{scenario}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{scenario}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+    node_json("real.mjs", &[scenario, base])
 }
 
 fn f(v: &serde_json::Value) -> f64 {

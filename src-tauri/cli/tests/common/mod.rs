@@ -58,6 +58,27 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// Runs `node tests/llm/SCRIPT ARGS` (a driver of the official client libraries), asserts it
+/// succeeded, and gives the one line of JSON it printed.
+pub fn node_json(script: &str, args: &[&str]) -> serde_json::Value {
+    let out = Command::new("node")
+        .arg(repo_root().join("tests/llm").join(script))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("node: {e}"));
+    assert!(
+        out.status.success(),
+        "{script} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{script} {args:?}: {e}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())

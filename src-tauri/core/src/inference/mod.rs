@@ -91,6 +91,16 @@ pub fn median(values: &mut Vec<f64>) -> Option<f64> {
     })
 }
 
+/// A genuine capture from `tests/fixtures/llm/` (SOURCES.md there), for the tests.
+#[cfg(test)]
+pub(crate) fn fixture(name: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/../../tests/fixtures/llm/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

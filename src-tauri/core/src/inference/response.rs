@@ -312,14 +312,7 @@ fn millis(v: &Value, key: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn fixture(name: &str) -> Vec<u8> {
-        let path = format!(
-            "{}/../../tests/fixtures/llm/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-    }
+    use crate::inference::fixture;
 
     /// Feeds the body in `size`-byte pieces, as a network would cut it.
     fn read(route: Route, framing: Framing, name: &str, size: usize) -> ServerFigures {

@@ -131,14 +131,7 @@ fn is_usage_chunk(line: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn fixture(name: &str) -> Vec<u8> {
-        let path = format!(
-            "{}/../../tests/fixtures/llm/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-    }
+    use crate::inference::fixture;
 
     #[test]
     fn a_stream_that_did_not_ask_is_asked_with_its_own_bytes_kept() {
