@@ -1,7 +1,6 @@
 //! `models` and `inference`: the inference ledger, read-only beside a running engine.
 
 use anyhow::Result;
-use std::collections::BTreeMap;
 use wattbar_core::inference::{ModelStats, Record};
 use wattbar_engine::{paths, prefs_file, unix_now};
 
@@ -13,21 +12,13 @@ fn csv_cell(v: Option<f64>) -> String {
     v.map(|x| x.to_string()).unwrap_or_default()
 }
 
-/// Per-model figures over every stored record, most recently used first.
+/// Per-model figures over every record ever stored, most recently used first.
 pub fn models(format: crate::args::TableFormat) -> Result<()> {
     let (prefs, _) = prefs_file::load(&paths::preferences_path()?)?;
-    let records = match crate::ledger::open_read_only() {
-        Ok(store) => store.all_inference()?,
+    let mut models: Vec<ModelStats> = match crate::ledger::open_read_only() {
+        Ok(store) => store.inference_models(prefs.score_ceiling)?,
         Err(_) => Vec::new(),
     };
-    let mut by_model: BTreeMap<String, ModelStats> = BTreeMap::new();
-    for r in &records {
-        by_model
-            .entry(r.model.clone())
-            .or_insert_with(|| ModelStats::new(&r.model))
-            .add(r, prefs.score_ceiling);
-    }
-    let mut models: Vec<ModelStats> = by_model.into_values().collect();
     models.sort_by(|a, b| b.last.total_cmp(&a.last));
     match format {
         crate::args::TableFormat::Json => {

@@ -87,6 +87,8 @@ fn assert_energy_is_the_draw_over_the_window(r: &serde_json::Value) {
     );
     assert_eq!(r["covered"], 1.0, "{r}");
     assert_eq!(r["partial"], false, "{r}");
+    // A steady draw varies nowhere, so the bound is the source's allowance alone.
+    assert!(f(&r["energy_bound_joules"]) >= 0.0, "{r}");
 }
 
 #[test]
@@ -245,4 +247,15 @@ fn a_real_answer_on_this_machines_own_sources_is_measured() {
     assert!(f(&r[0]["energy_joules"]) > 0.0, "{}", r[0]);
     assert!(r[0]["quality"].is_string(), "{}", r[0]);
     assert!(f(&r[0]["covered"]) > 0.0, "{}", r[0]);
+    // Its bound is at least the allowance for its quality.
+    let allowance = match r[0]["quality"].as_str() {
+        Some("measured") => 0.0,
+        Some("estimated") => 0.25,
+        _ => 0.5,
+    };
+    assert!(
+        f(&r[0]["energy_bound_joules"]) >= allowance * f(&r[0]["energy_joules"]) - 1e-9,
+        "{}",
+        r[0]
+    );
 }

@@ -169,6 +169,22 @@ pub struct Preferences {
     pub llm_upstream: Option<String>,
     /// Tokens per second per watt that score 10.
     pub score_ceiling: f64,
+    /// Days inference records are kept (the figures per model keep everything).
+    pub inference_keep_days: u32,
+}
+
+/// Inference records are kept this many days by default, and at most [`MAX_KEEP_DAYS`].
+pub const DEFAULT_INFERENCE_KEEP_DAYS: u32 = 90;
+pub const MAX_KEEP_DAYS: u32 = 3650;
+
+fn check_keep_days(days: u64) -> Result<u32, Error> {
+    u32::try_from(days)
+        .ok()
+        .filter(|d| (1..=MAX_KEEP_DAYS).contains(d))
+        .ok_or_else(|| Error::Invalid {
+            field: "inference_keep_days",
+            message: format!("{days} is not between 1 and {MAX_KEEP_DAYS} days"),
+        })
 }
 
 /// Tokens per second per watt that score 10 by default (0.2 J per token).
@@ -240,13 +256,14 @@ impl Default for Preferences {
             llm_proxy_listen: DEFAULT_LLM_PROXY_LISTEN.to_string(),
             llm_upstream: None,
             score_ceiling: DEFAULT_SCORE_CEILING,
+            inference_keep_days: DEFAULT_INFERENCE_KEEP_DAYS,
         }
     }
 }
 
 impl Preferences {
     /// The stored keys besides the low-power ones ([`POLICY_KEYS`]).
-    const OWN_KEYS: [&'static str; 17] = [
+    const OWN_KEYS: [&'static str; 18] = [
         "price_per_kwh",
         "currency",
         "interval_ms",
@@ -264,6 +281,7 @@ impl Preferences {
         "llm_proxy_listen",
         "llm_upstream",
         "score_ceiling",
+        "inference_keep_days",
     ];
 
     /// Every stored key, as [`Preferences::set_field`] takes it and serde writes it.
@@ -304,6 +322,7 @@ impl Preferences {
         check_listen(&self.llm_proxy_listen)?;
         check_upstream(self.llm_upstream.as_deref())?;
         check_ceiling(self.score_ceiling)?;
+        check_keep_days(u64::from(self.inference_keep_days))?;
         Ok(())
     }
 
@@ -412,6 +431,12 @@ impl Preferences {
                     .ok_or_else(|| wrong("score_ceiling", "a number", value))?;
                 check_ceiling(v)?;
                 self.score_ceiling = v;
+            }
+            "inference_keep_days" => {
+                let days = value
+                    .as_u64()
+                    .ok_or_else(|| wrong("inference_keep_days", "a whole number of days", value))?;
+                self.inference_keep_days = check_keep_days(days)?;
             }
             "interval_ms" => {
                 let ms = value

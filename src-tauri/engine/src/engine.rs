@@ -194,6 +194,7 @@ impl Engine {
                     .collect(),
                 quality: headline.map(|h| h.quality),
                 source: headline.map(|h| h.source.clone()),
+                method: headline.map(|_| step.method),
             };
             self.book.push_interval(interval, &self.tracker.open());
         }
@@ -487,8 +488,10 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         tariffs,
         config.prefs.carbon_g_per_kwh,
     );
-    let (records, baseline) = recorder.restored_inference();
-    let book = Book::new(records, baseline, config.prefs.score_ceiling);
+    let book = Book::new(
+        recorder.restored_inference(config.prefs.score_ceiling),
+        config.prefs.score_ceiling,
+    );
     let tracker = Tracker::new(clock.clone());
     let low_power = LowPower::new(
         config.prefs.low_power.clone(),

@@ -24,6 +24,8 @@ pub struct Ledger {
     pending: Vec<Row>,
     /// Wall-clock time of the last pruning of old rows.
     pruned_at: Option<f64>,
+    /// How long inference records are kept, seconds.
+    inference_keep_seconds: f64,
 }
 
 /// Old rows are deleted this often, not at every batch: two deletes per batch were two more
@@ -51,9 +53,16 @@ impl Ledger {
                 session_id,
                 pending: Vec::new(),
                 pruned_at: None,
+                inference_keep_seconds: f64::from(crate::store::inference::DEFAULT_KEEP_DAYS)
+                    * 86_400.0,
             },
             notice,
         ))
+    }
+
+    /// Keeps inference records `days` days from the next pruning on.
+    pub fn keep_inference_days(&mut self, days: u32) {
+        self.inference_keep_seconds = f64::from(days) * 86_400.0;
     }
 
     pub fn session_id(&self) -> i64 {
@@ -88,6 +97,8 @@ impl Ledger {
             .is_none_or(|at| (now_unix - at).abs() >= PRUNE_EVERY_SECONDS)
         {
             self.store.prune(now_unix)?;
+            self.store
+                .prune_inference(now_unix - self.inference_keep_seconds)?;
             self.pruned_at = Some(now_unix);
         }
         Ok(())

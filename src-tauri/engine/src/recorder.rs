@@ -6,6 +6,7 @@
 //! sampling. Without a store everything stays in memory.
 
 use crate::budget::{self, BudgetAlert};
+use crate::inference::book::{Restored, SCORED_RECORDS, SHOWN_RECORDS};
 use crate::ledger::{Ledger, LedgerTotals};
 use crate::store::{Row, StoreError};
 use std::collections::BTreeMap;
@@ -76,16 +77,32 @@ impl Recorder {
         }
     }
 
-    /// Every stored inference record, oldest first, and the last idle baseline.
-    pub fn restored_inference(&self) -> (Vec<Record>, Option<Baseline>) {
+    /// What the inference book starts from: the stored figures per model, the newest records
+    /// it shows, the next id and the last idle baseline.
+    pub fn restored_inference(&self, ceiling: f64) -> Restored {
         let Some(store) = self.ledger.as_ref().map(|l| l.store()) else {
-            return (Vec::new(), None);
+            return Restored::default();
         };
-        let records = store.all_inference().unwrap_or_else(|e| {
-            tracing::warn!("the inference records could not be read: {e}");
-            Vec::new()
-        });
-        (records, store.baseline().ok().flatten())
+        let warn = |what: &str, e: &StoreError| {
+            tracing::warn!("the stored inference {what} could not be read: {e}");
+        };
+        Restored {
+            records: store
+                .latest_inference(SHOWN_RECORDS, SCORED_RECORDS)
+                .unwrap_or_else(|e| {
+                    warn("records", &e);
+                    Vec::new()
+                }),
+            models: store.inference_models(ceiling).unwrap_or_else(|e| {
+                warn("figures per model", &e);
+                Vec::new()
+            }),
+            next_id: store.next_inference_id().unwrap_or_else(|e| {
+                warn("ids", &e);
+                1
+            }),
+            baseline: store.baseline().ok().flatten(),
+        }
     }
 
     /// Writes each record at once.
@@ -147,6 +164,7 @@ impl Recorder {
         let Some(ledger) = self.ledger.as_mut() else {
             return;
         };
+        ledger.keep_inference_days(prefs.inference_keep_days);
         match ledger
             .flush(session.joules.0, session.cost, now_unix)
             .and_then(|()| ledger.totals(now_unix, prefs.currency.as_str()))

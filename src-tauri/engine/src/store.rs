@@ -12,8 +12,10 @@
 //! - `alerts(key)` (v2): budget alerts already given, so each is given once per period;
 //! - `low_power(t, enabled, reason, message)` (v3): every change of low-power mode; the last row
 //!   is the state restored at start;
-//! - `inference(id, model, route, status, start, end, record)` and `inference_baseline` (v5):
-//!   one record per measured request, and the last idle baseline ([`inference`]);
+//! - `inference(id, model, route, status, start, end, …)`, `inference_models(model, …)` and
+//!   `inference_baseline` (v5, typed columns and figures per model in v7): one record per
+//!   measured request, kept 90 days by default, the figures per model over every record, and
+//!   the last idle baseline ([`inference`]);
 //! - `domain_minutes`, `domain_hours(t, domain, joules, seconds)` (v6): history per breakdown
 //!   domain ([`domains`]).
 //!
@@ -35,7 +37,7 @@ pub mod inference;
 use batch::BatchSums;
 
 pub const DB_FILE: &str = "wattbar.db";
-const SCHEMA_VERSION: i64 = 6;
+const SCHEMA_VERSION: i64 = 7;
 pub const RAW_KEEP_SECONDS: f64 = 24.0 * 3600.0;
 pub const MINUTES_KEEP_SECONDS: f64 = 30.0 * 86_400.0;
 
@@ -181,7 +183,7 @@ pub fn local_day_month(t: f64) -> (String, String) {
     }
 }
 
-const MIGRATIONS: [&str; 6] = [
+const MIGRATIONS: [&str; 7] = [
     r#"
 CREATE TABLE lifetime (domain TEXT PRIMARY KEY, joules REAL NOT NULL);
 CREATE TABLE sessions (id INTEGER PRIMARY KEY, start REAL NOT NULL, end REAL,
@@ -221,6 +223,7 @@ ALTER TABLE monthly_v4 RENAME TO monthly;
 "#,
     inference::MIGRATION,
     domains::MIGRATION,
+    inference::TYPED,
 ];
 
 impl Store {
@@ -317,6 +320,9 @@ impl Store {
             if version < target {
                 let tx = self.conn.transaction()?;
                 tx.execute_batch(step)?;
+                if *step == inference::TYPED {
+                    inference::fill_models(&tx)?;
+                }
                 tx.pragma_update(None, "user_version", target)?;
                 tx.commit()?;
             }

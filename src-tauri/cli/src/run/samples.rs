@@ -12,6 +12,7 @@
 use super::meter::{Item, State};
 use std::collections::HashMap;
 use wattbar_core::inference::Interval;
+use wattbar_core::meter::Method;
 use wattbar_core::{Quality, Unavailable};
 
 /// Names stored once, each referred to by its number.
@@ -74,6 +75,7 @@ struct CompactInterval {
     by_domain: Box<[(u32, f64)]>,
     quality: Option<Quality>,
     source: Option<u32>,
+    method: Option<Method>,
 }
 
 /// The states and intervals of a run, in the order they came in.
@@ -136,6 +138,7 @@ impl Samples {
                 by_domain: i.by_domain.iter().map(|(d, j)| (names.id(d), *j)).collect(),
                 quality: i.quality,
                 source: i.source.as_deref().map(|n| names.id(n)),
+                method: i.method,
             }));
     }
 
@@ -199,6 +202,7 @@ impl Samples {
                     .collect(),
                 quality: i.quality,
                 source: i.source.map(|s| self.names.name(s)),
+                method: i.method,
             })
             .collect()
     }
@@ -307,6 +311,7 @@ mod tests {
                 by_domain: vec![("cpu".into(), 40.0)],
                 quality: Some(Quality::Measured),
                 source: Some("rapl".into()),
+                method: Some(Method::Counter),
             }
         }));
         let window = s.intervals(1e9 + 2.5, 1e9 + 5.0);

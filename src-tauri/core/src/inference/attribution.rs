@@ -9,7 +9,9 @@
 //!
 //! Time is one timeline in seconds (the engine's elapsed clock), given by the caller.
 
+use super::bound::{self, Spread};
 use super::median;
+use crate::meter::Method;
 use crate::reading::Quality;
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +30,8 @@ pub struct Interval {
     pub by_domain: Vec<(String, f64)>,
     pub quality: Option<Quality>,
     pub source: Option<String>,
+    /// How the headline energy was found; `None` where not known (rebuilt from stored samples).
+    pub method: Option<Method>,
 }
 
 impl Interval {
@@ -74,6 +78,8 @@ pub struct Share {
     /// The worst quality of the power it was given, and its sources.
     pub quality: Option<Quality>,
     pub sources: Vec<String>,
+    /// How far `joules` may be from the true energy of the window's share ([`bound`]).
+    pub bound_joules: f64,
 }
 
 /// Splits each interval's energy among `windows`; one [`Share`] per window, in order.
@@ -86,7 +92,9 @@ pub fn attribute(intervals: &[Interval], windows: &[Window]) -> Vec<Share> {
         })
         .collect();
     let mut cuts = Vec::new();
-    for interval in intervals {
+    // Per window, this interval's seconds it was in flight and the joules it took.
+    let mut taken = vec![(0.0_f64, 0.0_f64); windows.len()];
+    for (k, interval) in intervals.iter().enumerate() {
         let (Some(joules), true) = (interval.joules, interval.seconds() > 0.0) else {
             continue;
         };
@@ -103,6 +111,7 @@ pub fn attribute(intervals: &[Interval], windows: &[Window]) -> Vec<Share> {
         }
         cuts.sort_by(f64::total_cmp);
         cuts.dedup();
+        taken.iter_mut().for_each(|t| *t = (0.0, 0.0));
         for piece in cuts.windows(2) {
             let (a, b) = (piece[0], piece[1]);
             let active: Vec<usize> = (0..windows.len())
@@ -114,6 +123,8 @@ pub fn attribute(intervals: &[Interval], windows: &[Window]) -> Vec<Share> {
             let n = active.len() as f64;
             let part = watts * (b - a) / n;
             for i in active {
+                taken[i].0 += b - a;
+                taken[i].1 += part;
                 let s = &mut shares[i];
                 s.joules += part;
                 s.shared_seconds += (b - a) / n;
@@ -131,6 +142,12 @@ pub fn attribute(intervals: &[Interval], windows: &[Window]) -> Vec<Share> {
                 }
             }
         }
+        let spread = Spread::around(intervals, k);
+        for (share, &(seconds, joules)) in shares.iter_mut().zip(&taken) {
+            if seconds > 0.0 {
+                share.bound_joules += bound::allowance(interval, &spread, seconds, joules);
+            }
+        }
     }
     shares
 }
@@ -142,6 +159,10 @@ pub const MIN_BASELINE_SAMPLES: usize = 10;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Baseline {
     pub watts: f64,
+    /// How far the idle draw strayed from `watts`: nine idle intervals in ten were within it
+    /// (the larger distance from the median to the 5th or the 95th percentile).
+    #[serde(default)]
+    pub spread_watts: f64,
     /// Idle intervals the median was taken over, and the wall-clock span they cover.
     pub samples: usize,
     pub from: f64,
@@ -167,8 +188,13 @@ pub fn idle_baseline(intervals: &[Interval], windows: &[Window]) -> Option<Basel
     let mut watts: Vec<f64> = idle.iter().filter_map(|i| i.watts()).collect();
     let from = idle.first().map_or(0.0, |i| i.unix_start);
     let to = idle.last().map_or(0.0, |i| i.unix_end);
+    let middle = median(&mut watts)?;
+    // `median` sorted them.
+    let at = |q: f64| watts[((watts.len() - 1) as f64 * q).round() as usize];
+    let spread_watts = (middle - at(0.05)).max(at(0.95) - middle);
     Some(Baseline {
-        watts: median(&mut watts)?,
+        watts: middle,
+        spread_watts,
         samples: idle.len(),
         from,
         to,
@@ -268,6 +294,7 @@ mod tests {
                     by_domain: vec![("gpu".into(), w / 2.0)],
                     quality: Some(Quality::Measured),
                     source: Some("rapl".into()),
+                    method: Some(Method::Counter),
                 }
             })
             .collect()
@@ -358,6 +385,13 @@ mod tests {
             idle_baseline(&i, &[window(12.0, 14.0)]).unwrap_or_else(|| panic!("12 idle intervals"));
         assert_eq!(b.watts, 20.0);
         assert_eq!(b.samples, 12);
+        // One blip in twelve is beyond the 95th percentile: it does not widen the spread.
+        assert_eq!(b.spread_watts, 0.0);
+        // 20, 21 … 31 W: median 25.5 W; the 5th and 95th percentiles of twelve are the second
+        // and eleventh, 21 and 30 W, so nine in ten lie within 4.5 W.
+        let rising: Vec<f64> = (20..32).map(f64::from).collect();
+        let b = idle_baseline(&trace(0.0, &rising), &[]).unwrap_or_else(|| panic!("12 idle"));
+        assert_eq!((b.watts, b.spread_watts), (25.5, 4.5));
         assert!(idle_baseline(&i[..9], &[]).is_none());
     }
 

@@ -12,6 +12,7 @@
 //! what it sent, is `None`, never 0.
 
 pub mod attribution;
+pub mod bound;
 pub mod record;
 pub mod response;
 pub mod usage;
@@ -19,7 +20,7 @@ pub mod usage;
 pub use attribution::{
     attribute, idle_baseline, window_energy, Baseline, Interval, Share, Window, WindowEnergy,
 };
-pub use record::{score, ModelStats, Observed, Record, Status};
+pub use record::{score, ModelStats, Observed, RatioSums, Record, Status};
 pub use response::{Framing, ResponseMeter, ServerFigures, TokensSource};
 
 use serde::{Deserialize, Serialize};

@@ -7,6 +7,8 @@
 //! - tokens per second per watt = completion tokens ÷ decode joules (tokens/s over the mean watts of
 //!   the same window), the whole request's joules when the phases are unknown;
 //! - score = min(10, tokens/s per W ÷ ceiling × 10).
+//! - bound: how far the energy may be from the truth ([`bound`](super::bound)); the net
+//!   energy's bound adds the idle baseline's spread times the request's share of time;
 //! - covered: the share of the request's window that measured intervals cover. Below
 //!   [`MIN_COVERED`] the record is `partial`: its energy is what was measured (never scaled up),
 //!   and it has no J/token, efficiency or score. Only complete (`ok`), fully measured records
@@ -73,6 +75,11 @@ pub struct Record {
     pub tokens_per_second: Option<f64>,
     pub energy_joules: Option<f64>,
     pub net_energy_joules: Option<f64>,
+    /// The energy is within this many joules of the truth over the measured part.
+    #[serde(default)]
+    pub energy_bound_joules: Option<f64>,
+    #[serde(default)]
+    pub net_energy_bound_joules: Option<f64>,
     pub prefill_joules: Option<f64>,
     pub decode_joules: Option<f64>,
     pub joules_per_token: Option<f64>,
@@ -108,6 +115,8 @@ pub struct Observed {
     /// Whether the share's prefill/decode parts were cut at a known first token.
     pub phases_known: bool,
     pub baseline_watts: Option<f64>,
+    /// How far the idle draw strays from the baseline, in watts.
+    pub baseline_spread_watts: Option<f64>,
     /// Tokens per second per watt that scores 10.
     pub ceiling: f64,
 }
@@ -152,6 +161,11 @@ impl Record {
             (Some(s), Some(b)) => Some((s.joules - b * s.shared_seconds).max(0.0)),
             _ => None,
         };
+        let bound = share.map(|s| s.bound_joules);
+        let net_bound = match (share, net, o.baseline_spread_watts) {
+            (Some(s), Some(_), Some(spread)) => Some(s.bound_joules + spread * s.shared_seconds),
+            _ => None,
+        };
         let phases = share.filter(|_| o.phases_known);
         let prefill_joules = phases.map(|s| s.prefill_joules);
         let decode_joules = phases.map(|s| s.decode_joules);
@@ -183,6 +197,8 @@ impl Record {
             tokens_per_second,
             energy_joules: energy,
             net_energy_joules: net,
+            energy_bound_joules: bound,
+            net_energy_bound_joules: net_bound,
             prefill_joules,
             decode_joules,
             joules_per_token,
@@ -223,19 +239,24 @@ pub struct ModelStats {
     /// The last record's end, Unix seconds.
     pub last: f64,
     #[serde(skip)]
-    sums: Sums,
+    pub sums: RatioSums,
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-struct Sums {
-    jpt_joules: f64,
-    jpt_tokens: f64,
-    net_joules: f64,
-    net_tokens: f64,
-    tps: f64,
-    tps_n: f64,
-    eff_tokens: f64,
-    eff_joules: f64,
+/// What a model's ratios are made of: sums over its complete, fully measured records, so that
+/// the figures can be kept (and carried on) without the records.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RatioSums {
+    /// Energy and completion tokens of the records with both.
+    pub jpt_joules: f64,
+    pub jpt_tokens: f64,
+    pub net_joules: f64,
+    pub net_tokens: f64,
+    /// Sum and count of the records' tokens per second.
+    pub tps: f64,
+    pub tps_n: f64,
+    /// Completion tokens and their decode joules (the whole request's without phases).
+    pub eff_tokens: f64,
+    pub eff_joules: f64,
 }
 
 impl ModelStats {
@@ -282,6 +303,12 @@ impl ModelStats {
                 s.eff_joules += e;
             }
         }
+        self.refresh(ceiling);
+    }
+
+    /// Works the ratios and the score out of the sums.
+    pub fn refresh(&mut self, ceiling: f64) {
+        let s = &self.sums;
         let ratio = |a: f64, b: f64| (b > 0.0).then(|| a / b);
         self.joules_per_token = ratio(s.jpt_joules, s.jpt_tokens);
         self.net_joules_per_token = ratio(s.net_joules, s.net_tokens);
@@ -314,6 +341,7 @@ mod tests {
             share,
             phases_known: true,
             baseline_watts: Some(20.0),
+            baseline_spread_watts: Some(3.0),
             ceiling: 5.0,
         }
     }
@@ -328,6 +356,7 @@ mod tests {
             window_seconds: 4.0,
             quality: Some(Quality::Measured),
             sources: vec!["rapl".into()],
+            bound_joules: 12.0,
         }
     }
 
@@ -337,6 +366,11 @@ mod tests {
         assert_eq!(r.energy_joules, Some(480.0));
         // 480 J − 20 W × 4 s = 400 J.
         assert_eq!(r.net_energy_joules, Some(400.0));
+        // The share's 12 J, and for net 3 W of baseline spread × 4 s more.
+        assert_eq!(
+            (r.energy_bound_joules, r.net_energy_bound_joules),
+            (Some(12.0), Some(24.0))
+        );
         assert_eq!(r.joules_per_token, Some(8.0));
         // No server rate: 60 tokens over the 3 s after the first token = 20 tokens/s.
         assert_eq!(r.tokens_per_second, Some(20.0));

@@ -64,6 +64,18 @@ pub struct External {
     pub tokens_per_second: Option<f64>,
 }
 
+/// What a book starts from: what the store kept.
+#[derive(Debug, Clone, Default)]
+pub struct Restored {
+    /// The newest records, oldest first.
+    pub records: Vec<Record>,
+    /// The figures per model over every record ever made.
+    pub models: Vec<ModelStats>,
+    /// Above every id ever given.
+    pub next_id: u64,
+    pub baseline: Option<Baseline>,
+}
+
 pub struct Book {
     intervals: Intervals,
     /// Windows of requests settled within [`WINDOW_KEEP`], for their neighbours' shares.
@@ -83,24 +95,29 @@ fn secs(s: Stamp) -> f64 {
 }
 
 impl Book {
-    /// `restored`: every stored record, oldest first.
-    pub fn new(restored: Vec<Record>, baseline: Option<Baseline>, ceiling: f64) -> Book {
+    pub fn new(restored: Restored, ceiling: f64) -> Book {
+        let next_id = restored
+            .records
+            .iter()
+            .map(|r| r.id + 1)
+            .fold(restored.next_id.max(1), u64::max);
         let mut book = Book {
             intervals: Arc::default(),
             closed: VecDeque::new(),
-            records: Arc::default(),
-            models: BTreeMap::new(),
-            baseline,
+            records: Arc::new(Mutex::new(restored.records.into())),
+            models: restored
+                .models
+                .into_iter()
+                .map(|m| (m.model.clone(), m))
+                .collect(),
+            baseline: restored.baseline,
             baseline_changed: false,
             baseline_taken: None,
-            next_id: 1,
+            next_id,
             ceiling,
             view: Arc::default(),
         };
-        for r in restored {
-            book.next_id = book.next_id.max(r.id + 1);
-            book.remember(r);
-        }
+        book.set_ceiling(ceiling);
         book.rebuild_view();
         book
     }
@@ -124,16 +141,13 @@ impl Book {
             .flatten()
     }
 
+    /// Scores the models against `ceiling` (their figures are sums, so nothing is re-read).
     pub fn set_ceiling(&mut self, ceiling: f64) {
-        if ceiling != self.ceiling {
-            self.ceiling = ceiling;
-            let records: Vec<Record> = self.lock_records().iter().cloned().collect();
-            self.models.clear();
-            for r in &records {
-                self.add_to_model(r);
-            }
-            self.rebuild_view();
+        self.ceiling = ceiling;
+        for m in self.models.values_mut() {
+            m.refresh(ceiling);
         }
+        self.rebuild_view();
     }
 
     fn lock_records(&self) -> std::sync::MutexGuard<'_, VecDeque<Record>> {
@@ -229,7 +243,8 @@ impl Book {
             }
             mine.push((window, remote));
         }
-        // Only the intervals these windows overlap, and the neighbours that share them.
+        // Only the intervals these windows overlap, one more on each side (the spread of power
+        // around a cut interval bounds its error), and the neighbours that share them.
         let lo = mine
             .iter()
             .map(|(w, _)| w.start)
@@ -240,11 +255,9 @@ impl Book {
             .fold(f64::NEG_INFINITY, f64::max);
         let intervals: Vec<Interval> = {
             let all = self.lock_intervals();
-            let first = all.partition_point(|i| i.end <= lo);
-            all.range(first..)
-                .take_while(|i| i.start < hi)
-                .cloned()
-                .collect()
+            let first = all.partition_point(|i| i.end <= lo).saturating_sub(1);
+            let last = (all.partition_point(|i| i.start < hi) + 1).min(all.len());
+            all.range(first..last.max(first)).cloned().collect()
         };
         let shares = attribute(
             &intervals,
@@ -278,6 +291,7 @@ impl Book {
                 share,
                 phases_known: window.split.is_some(),
                 baseline_watts: self.baseline.as_ref().map(|b| b.watts),
+                baseline_spread_watts: self.baseline.as_ref().map(|b| b.spread_watts),
                 ceiling: self.ceiling,
             };
             let record = Record::build(self.next_id, observed);
@@ -413,12 +427,13 @@ mod tests {
             by_domain: Vec::new(),
             quality: Some(wattbar_core::Quality::Measured),
             source: Some("rapl".into()),
+            method: Some(wattbar_core::meter::Method::Counter),
         }
     }
 
     /// One-second intervals at `watts` from 0 to `seconds`.
     fn book_at(watts: f64, seconds: usize) -> Book {
-        let mut book = Book::new(Vec::new(), None, 5.0);
+        let mut book = Book::new(Restored::default(), 5.0);
         for k in 0..seconds {
             book.push_interval(second(k as f64, watts), &[]);
         }
@@ -481,7 +496,7 @@ mod tests {
     #[test]
     fn the_baseline_comes_from_idle_intervals_and_nets_the_records() {
         // 12 idle seconds at 30 W, a request at 130 W for 2 s.
-        let mut book = Book::new(Vec::new(), None, 5.0);
+        let mut book = Book::new(Restored::default(), 5.0);
         for (k, w) in [30.0; 12].into_iter().chain([130.0, 130.0]).enumerate() {
             book.push_interval(second(k as f64, w), &[]);
             // Baselines are taken every 30 s: take one after the idle part.

@@ -1,16 +1,28 @@
-//! The inference ledger in the store (v5): one row per request, the record as JSON beside the
-//! columns it is looked up by, and the last idle baseline.
+//! The inference ledger in the store: one row per request in typed columns (v7), the figures
+//! per model, and the last idle baseline.
 //!
-//! A record is written at once in its own statement (autocommit is a transaction): requests are
-//! rare next to samples, and a record is worth more than a sample.
+//! Rules:
+//! - A record is written at once, with its model's figures, in one transaction: requests are
+//!   rare next to samples, and a record is worth more than a sample.
+//! - Ids are never reused: the table counts them (`AUTOINCREMENT`), so neither pruning nor a
+//!   lost row hands an old id out again, and a second write of one id is refused, never
+//!   replaces.
+//! - A field added later is a new nullable column: older rows read it as unknown.
+//! - Records are kept [`DEFAULT_KEEP_DAYS`] (a preference); a model's figures are sums kept
+//!   apart, so pruning its records does not change them.
+//! - Start-up reads the figures per model and the few newest records the view shows, never the
+//!   whole table.
 
 use super::{Store, StoreError};
-use rusqlite::{params, OptionalExtension};
-use wattbar_core::inference::{Baseline, Interval, Record};
+use rusqlite::{params, OptionalExtension, Transaction};
+use std::collections::BTreeMap;
+use wattbar_core::inference::{Baseline, Interval, ModelStats, RatioSums, Record, Route, Status};
 
 /// Longest step between two stored samples that still makes an interval (the longest sampling
 /// period, and then some).
 pub const MAX_STORED_GAP_S: f64 = 60.0;
+/// How long inference records are kept by default.
+pub const DEFAULT_KEEP_DAYS: u32 = 90;
 
 pub(super) const MIGRATION: &str = r#"
 CREATE TABLE inference (id INTEGER PRIMARY KEY, model TEXT NOT NULL, route TEXT NOT NULL,
@@ -22,45 +34,286 @@ CREATE TABLE inference_baseline (id INTEGER PRIMARY KEY CHECK (id = 1), watts RE
                                  to_t REAL NOT NULL, method TEXT NOT NULL);
 "#;
 
+/// v7: the whole-record JSON of v5 becomes typed columns; a row whose JSON cannot be read keeps
+/// what its columns held and says so. The figures per model are filled by [`fill_models`] in
+/// the same transaction.
+pub(super) const TYPED: &str = r#"
+CREATE TABLE inference_v7 (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    model TEXT NOT NULL, route TEXT NOT NULL, status TEXT NOT NULL,
+    start REAL NOT NULL, end REAL NOT NULL,
+    ttft_seconds REAL, prompt_tokens INTEGER, completion_tokens INTEGER, tokens_source TEXT,
+    prefill_seconds REAL, decode_seconds REAL, load_seconds REAL, tokens_per_second REAL,
+    energy_joules REAL, net_energy_joules REAL,
+    energy_bound_joules REAL, net_energy_bound_joules REAL,
+    prefill_joules REAL, decode_joules REAL, joules_per_token REAL,
+    tokens_per_second_per_watt REAL, score REAL, baseline_watts REAL,
+    covered REAL, partial INTEGER NOT NULL DEFAULT 0, quality TEXT,
+    sources TEXT NOT NULL DEFAULT '[]', error TEXT);
+INSERT INTO inference_v7 (id, model, route, status, start, end, ttft_seconds, prompt_tokens,
+    completion_tokens, tokens_source, prefill_seconds, decode_seconds, load_seconds,
+    tokens_per_second, energy_joules, net_energy_joules, prefill_joules, decode_joules,
+    joules_per_token, tokens_per_second_per_watt, score, baseline_watts, covered, partial,
+    quality, sources, error)
+SELECT id, model, route, status, start, end,
+    json_extract(record, '$.ttft_seconds'), json_extract(record, '$.prompt_tokens'),
+    json_extract(record, '$.completion_tokens'), json_extract(record, '$.tokens_source'),
+    json_extract(record, '$.prefill_seconds'), json_extract(record, '$.decode_seconds'),
+    json_extract(record, '$.load_seconds'), json_extract(record, '$.tokens_per_second'),
+    json_extract(record, '$.energy_joules'), json_extract(record, '$.net_energy_joules'),
+    json_extract(record, '$.prefill_joules'), json_extract(record, '$.decode_joules'),
+    json_extract(record, '$.joules_per_token'),
+    json_extract(record, '$.tokens_per_second_per_watt'), json_extract(record, '$.score'),
+    json_extract(record, '$.baseline_watts'), json_extract(record, '$.covered'),
+    COALESCE(json_extract(record, '$.partial'), 0), json_extract(record, '$.quality'),
+    COALESCE(json_extract(record, '$.sources'), '[]'), json_extract(record, '$.error')
+FROM inference WHERE json_valid(record);
+INSERT INTO inference_v7 (id, model, route, status, start, end, error)
+SELECT id, model, route, status, start, end, 'the stored record could not be read'
+FROM inference WHERE NOT json_valid(record);
+DROP TABLE inference;
+ALTER TABLE inference_v7 RENAME TO inference;
+CREATE INDEX inference_end ON inference(end);
+ALTER TABLE inference_baseline ADD COLUMN spread_watts REAL NOT NULL DEFAULT 0;
+CREATE TABLE inference_models (
+    model TEXT PRIMARY KEY, requests INTEGER NOT NULL, ok INTEGER NOT NULL,
+    cancelled INTEGER NOT NULL, error INTEGER NOT NULL, remote INTEGER NOT NULL,
+    partial INTEGER NOT NULL, prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,
+    energy_joules REAL NOT NULL, last REAL NOT NULL,
+    jpt_joules REAL NOT NULL, jpt_tokens REAL NOT NULL, net_joules REAL NOT NULL,
+    net_tokens REAL NOT NULL, tps REAL NOT NULL, tps_n REAL NOT NULL,
+    eff_tokens REAL NOT NULL, eff_joules REAL NOT NULL);
+"#;
+
+const COLUMNS: &str = "id, model, route, status, start, end, ttft_seconds, prompt_tokens, \
+    completion_tokens, tokens_source, prefill_seconds, decode_seconds, load_seconds, \
+    tokens_per_second, energy_joules, net_energy_joules, energy_bound_joules, \
+    net_energy_bound_joules, prefill_joules, decode_joules, joules_per_token, \
+    tokens_per_second_per_watt, score, baseline_watts, covered, partial, quality, sources, error";
+
+const MODEL_COLUMNS: &str = "model, requests, ok, cancelled, error, remote, partial, \
+    prompt_tokens, completion_tokens, energy_joules, last, jpt_joules, jpt_tokens, net_joules, \
+    net_tokens, tps, tps_n, eff_tokens, eff_joules";
+
+/// An enum as the text serde gives it (`"server"`, `"measured"`).
+fn text_of<T: serde::Serialize>(v: &Option<T>) -> Option<String> {
+    v.as_ref()
+        .and_then(|v| serde_json::to_value(v).ok())
+        .and_then(|v| v.as_str().map(str::to_string))
+}
+
+fn from_text<T: serde::de::DeserializeOwned>(s: Option<String>) -> Option<T> {
+    s.and_then(|s| serde_json::from_value(serde_json::Value::String(s)).ok())
+}
+
+fn count(n: Option<u64>) -> Option<i64> {
+    n.map(|n| i64::try_from(n).unwrap_or(i64::MAX))
+}
+
+fn unsigned(row: &rusqlite::Row<'_>, k: usize) -> rusqlite::Result<Option<u64>> {
+    Ok(row
+        .get::<_, Option<i64>>(k)?
+        .map(|n| u64::try_from(n).unwrap_or(0)))
+}
+
+fn record_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<Record> {
+    let route: String = row.get(2)?;
+    let status: String = row.get(3)?;
+    let (start, end): (f64, f64) = (row.get(4)?, row.get(5)?);
+    let sources: String = row.get(27)?;
+    let unreadable = |what: &str, value: &str| {
+        rusqlite::Error::FromSqlConversionFailure(
+            2,
+            rusqlite::types::Type::Text,
+            format!("{what} {value:?} is not one Wattbar knows").into(),
+        )
+    };
+    Ok(Record {
+        id: row
+            .get::<_, i64>(0)
+            .map(|n| u64::try_from(n).unwrap_or(0))?,
+        model: row.get(1)?,
+        route: Route::parse(&route).ok_or_else(|| unreadable("route", &route))?,
+        status: Status::parse(&status).ok_or_else(|| unreadable("status", &status))?,
+        start,
+        end,
+        wall_seconds: (end - start).max(0.0),
+        ttft_seconds: row.get(6)?,
+        prompt_tokens: unsigned(row, 7)?,
+        completion_tokens: unsigned(row, 8)?,
+        tokens_source: from_text(row.get(9)?),
+        prefill_seconds: row.get(10)?,
+        decode_seconds: row.get(11)?,
+        load_seconds: row.get(12)?,
+        tokens_per_second: row.get(13)?,
+        energy_joules: row.get(14)?,
+        net_energy_joules: row.get(15)?,
+        energy_bound_joules: row.get(16)?,
+        net_energy_bound_joules: row.get(17)?,
+        prefill_joules: row.get(18)?,
+        decode_joules: row.get(19)?,
+        joules_per_token: row.get(20)?,
+        tokens_per_second_per_watt: row.get(21)?,
+        score: row.get(22)?,
+        baseline_watts: row.get(23)?,
+        covered: row.get(24)?,
+        partial: row.get::<_, i64>(25)? != 0,
+        quality: from_text(row.get(26)?),
+        sources: serde_json::from_str(&sources).unwrap_or_default(),
+        error: row.get(28)?,
+    })
+}
+
+fn model_of(row: &rusqlite::Row<'_>, ceiling: f64) -> rusqlite::Result<ModelStats> {
+    let n = |k: usize| unsigned(row, k).map(Option::unwrap_or_default);
+    let model: String = row.get(0)?;
+    let mut by_status = BTreeMap::new();
+    for (k, status) in [(2, "ok"), (3, "cancelled"), (4, "error"), (5, "remote")] {
+        let c = n(k)?;
+        if c > 0 {
+            by_status.insert(status.to_string(), c);
+        }
+    }
+    let mut stats = ModelStats {
+        requests: n(1)?,
+        requests_by_status: by_status,
+        partial_requests: n(6)?,
+        prompt_tokens: n(7)?,
+        completion_tokens: n(8)?,
+        energy_joules: row.get(9)?,
+        last: row.get(10)?,
+        sums: RatioSums {
+            jpt_joules: row.get(11)?,
+            jpt_tokens: row.get(12)?,
+            net_joules: row.get(13)?,
+            net_tokens: row.get(14)?,
+            tps: row.get(15)?,
+            tps_n: row.get(16)?,
+            eff_tokens: row.get(17)?,
+            eff_joules: row.get(18)?,
+        },
+        ..ModelStats::new(&model)
+    };
+    stats.refresh(ceiling);
+    Ok(stats)
+}
+
+fn write_model(tx: &Transaction<'_>, m: &ModelStats) -> rusqlite::Result<()> {
+    let status = |s: &str| count(m.requests_by_status.get(s).copied()).unwrap_or(0);
+    let s = &m.sums;
+    tx.prepare_cached(&format!(
+        "INSERT OR REPLACE INTO inference_models ({MODEL_COLUMNS})
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+                 ?18, ?19)"
+    ))?
+    .execute(params![
+        m.model,
+        count(Some(m.requests)),
+        status("ok"),
+        status("cancelled"),
+        status("error"),
+        status("remote"),
+        count(Some(m.partial_requests)),
+        count(Some(m.prompt_tokens)),
+        count(Some(m.completion_tokens)),
+        m.energy_joules,
+        m.last,
+        s.jpt_joules,
+        s.jpt_tokens,
+        s.net_joules,
+        s.net_tokens,
+        s.tps,
+        s.tps_n,
+        s.eff_tokens,
+        s.eff_joules,
+    ])?;
+    Ok(())
+}
+
+/// The figures per model from every record the table holds, for the v7 migration.
+pub(super) fn fill_models(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    let mut models: BTreeMap<String, ModelStats> = BTreeMap::new();
+    {
+        let mut stmt = tx.prepare(&format!("SELECT {COLUMNS} FROM inference ORDER BY id"))?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            match record_of(row) {
+                Ok(r) => models
+                    .entry(r.model.clone())
+                    .or_insert_with(|| ModelStats::new(&r.model))
+                    .add(&r, 1.0),
+                Err(e) => tracing::warn!("an unreadable inference record was left out: {e}"),
+            }
+        }
+    }
+    for m in models.values() {
+        write_model(tx, m)?;
+    }
+    Ok(())
+}
+
 impl Store {
+    /// Writes one record and adds it to its model's figures, both or neither. An id already
+    /// stored is refused.
     pub fn insert_inference(&mut self, r: &Record) -> Result<(), StoreError> {
-        let json = serde_json::to_string(r).map_err(|e| self.sql(to_sql_error(e)))?;
-        self.conn
-            .execute(
-                "INSERT OR REPLACE INTO inference (id, model, route, status, start, end, record)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
-                    i64::try_from(r.id).unwrap_or(i64::MAX),
-                    r.model,
-                    r.route.as_str(),
-                    r.status.as_str(),
-                    r.start,
-                    r.end,
-                    json
-                ],
-            )
-            .map_err(|e| self.sql(e))?;
-        Ok(())
+        let result = (|| {
+            let tx = self.conn.transaction()?;
+            tx.prepare_cached(&format!(
+                "INSERT INTO inference ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,
+                 ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25,
+                 ?26, ?27, ?28, ?29)"
+            ))?
+            .execute(params![
+                count(Some(r.id)),
+                r.model,
+                r.route.as_str(),
+                r.status.as_str(),
+                r.start,
+                r.end,
+                r.ttft_seconds,
+                count(r.prompt_tokens),
+                count(r.completion_tokens),
+                text_of(&r.tokens_source),
+                r.prefill_seconds,
+                r.decode_seconds,
+                r.load_seconds,
+                r.tokens_per_second,
+                r.energy_joules,
+                r.net_energy_joules,
+                r.energy_bound_joules,
+                r.net_energy_bound_joules,
+                r.prefill_joules,
+                r.decode_joules,
+                r.joules_per_token,
+                r.tokens_per_second_per_watt,
+                r.score,
+                r.baseline_watts,
+                r.covered,
+                r.partial,
+                text_of(&r.quality),
+                serde_json::to_string(&r.sources).unwrap_or_else(|_| "[]".into()),
+                r.error,
+            ])?;
+            let mut model = tx
+                .prepare_cached(&format!(
+                    "SELECT {MODEL_COLUMNS} FROM inference_models WHERE model = ?1"
+                ))?
+                .query_row([&r.model], |row| model_of(row, 1.0))
+                .optional()?
+                .unwrap_or_else(|| ModelStats::new(&r.model));
+            model.add(r, 1.0);
+            write_model(&tx, &model)?;
+            tx.commit()
+        })();
+        result.map_err(|e| self.sql(e))
     }
 
-    /// Records that ended at or after `since` (Unix seconds), newest first, at most `limit`.
-    pub fn inference(&self, since: f64, limit: usize) -> Result<Vec<Record>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT record FROM inference WHERE end >= ?1 ORDER BY end DESC, id DESC LIMIT ?2",
-            )
-            .map_err(|e| self.sql(e))?;
-        let rows = stmt
-            .query_map(
-                params![since, i64::try_from(limit).unwrap_or(i64::MAX)],
-                |row| row.get::<_, String>(0),
-            )
-            .map_err(|e| self.sql(e))?;
+    fn records(&self, sql: &str, args: impl rusqlite::Params) -> Result<Vec<Record>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(|e| self.sql(e))?;
+        let mut rows = stmt.query(args).map_err(|e| self.sql(e))?;
         let mut out = Vec::new();
-        for json in rows {
-            let json = json.map_err(|e| self.sql(e))?;
-            match serde_json::from_str(&json) {
+        while let Some(row) = rows.next().map_err(|e| self.sql(e))? {
+            match record_of(row) {
                 Ok(r) => out.push(r),
                 Err(e) => tracing::warn!("an unreadable inference record was skipped: {e}"),
             }
@@ -68,11 +321,72 @@ impl Store {
         Ok(out)
     }
 
-    /// Every record, oldest first (to rebuild the per-model figures at start).
-    pub fn all_inference(&self) -> Result<Vec<Record>, StoreError> {
-        let mut all = self.inference(f64::NEG_INFINITY, usize::MAX >> 1)?;
-        all.reverse();
-        Ok(all)
+    /// Records that ended at or after `since` (Unix seconds), newest first, at most `limit`.
+    pub fn inference(&self, since: f64, limit: usize) -> Result<Vec<Record>, StoreError> {
+        self.records(
+            &format!(
+                "SELECT {COLUMNS} FROM inference WHERE end >= ?1 ORDER BY end DESC, id DESC
+                 LIMIT ?2"
+            ),
+            params![since, i64::try_from(limit).unwrap_or(i64::MAX)],
+        )
+    }
+
+    /// What the engine shows at start, oldest first: the newest `shown` records and the newest
+    /// `scored` ones that have a score.
+    pub fn latest_inference(&self, shown: usize, scored: usize) -> Result<Vec<Record>, StoreError> {
+        let limit = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        let mut out = self.records(
+            &format!(
+                "SELECT {COLUMNS} FROM inference WHERE id IN (
+                     SELECT id FROM (SELECT id FROM inference ORDER BY id DESC LIMIT ?1)
+                     UNION
+                     SELECT id FROM (SELECT id FROM inference WHERE score IS NOT NULL
+                                     ORDER BY id DESC LIMIT ?2))
+                 ORDER BY id"
+            ),
+            params![limit(shown), limit(scored)],
+        )?;
+        out.sort_by_key(|r| r.id);
+        Ok(out)
+    }
+
+    /// The figures per model, over every record ever stored (pruned ones included), scored
+    /// against `ceiling`.
+    pub fn inference_models(&self, ceiling: f64) -> Result<Vec<ModelStats>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!("SELECT {MODEL_COLUMNS} FROM inference_models"))
+            .map_err(|e| self.sql(e))?;
+        let models = stmt
+            .query_map([], |row| model_of(row, ceiling))
+            .map_err(|e| self.sql(e))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.sql(e));
+        models
+    }
+
+    /// The id the next record gets: above every id ever stored, pruned or lost ones included.
+    pub fn next_inference_id(&self) -> Result<u64, StoreError> {
+        let seq: Option<i64> = self
+            .conn
+            .query_row(
+                "SELECT seq FROM sqlite_sequence WHERE name = 'inference'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.sql(e))?;
+        Ok(u64::try_from(seq.unwrap_or(0)).unwrap_or(0) + 1)
+    }
+
+    /// Deletes the records that ended before `before` (Unix seconds); the figures per model
+    /// keep them.
+    pub fn prune_inference(&mut self, before: f64) -> Result<usize, StoreError> {
+        self.conn
+            .prepare_cached("DELETE FROM inference WHERE end < ?1")
+            .and_then(|mut s| s.execute([before]))
+            .map_err(|e| self.sql(e))
     }
 
     /// The stored samples between `from` and `to` (Unix seconds) as energy intervals, each from
@@ -113,6 +427,7 @@ impl Store {
                     by_domain: Vec::new(),
                     quality: None,
                     source: None,
+                    method: None,
                 }
             })
             .collect())
@@ -121,10 +436,12 @@ impl Store {
     pub fn set_baseline(&mut self, b: &Baseline) -> Result<(), StoreError> {
         self.conn
             .execute(
-                "INSERT OR REPLACE INTO inference_baseline (id, watts, samples, from_t, to_t, method)
-                 VALUES (1, ?1, ?2, ?3, ?4, ?5)",
+                "INSERT OR REPLACE INTO inference_baseline
+                     (id, watts, spread_watts, samples, from_t, to_t, method)
+                 VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6)",
                 params![
                     b.watts,
+                    b.spread_watts,
                     i64::try_from(b.samples).unwrap_or(i64::MAX),
                     b.from,
                     b.to,
@@ -138,15 +455,17 @@ impl Store {
     pub fn baseline(&self) -> Result<Option<Baseline>, StoreError> {
         self.conn
             .query_row(
-                "SELECT watts, samples, from_t, to_t, method FROM inference_baseline WHERE id = 1",
+                "SELECT watts, spread_watts, samples, from_t, to_t, method
+                 FROM inference_baseline WHERE id = 1",
                 [],
                 |r| {
                     Ok(Baseline {
                         watts: r.get(0)?,
-                        samples: usize::try_from(r.get::<_, i64>(1)?).unwrap_or(0),
-                        from: r.get(2)?,
-                        to: r.get(3)?,
-                        method: r.get(4)?,
+                        spread_watts: r.get(1)?,
+                        samples: usize::try_from(r.get::<_, i64>(2)?).unwrap_or(0),
+                        from: r.get(3)?,
+                        to: r.get(4)?,
+                        method: r.get(5)?,
                     })
                 },
             )
@@ -155,14 +474,11 @@ impl Store {
     }
 }
 
-fn to_sql_error(e: serde_json::Error) -> rusqlite::Error {
-    rusqlite::Error::ToSqlConversionFailure(Box::new(e))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wattbar_core::inference::{Observed, Route, ServerFigures, Status};
+    use wattbar_core::inference::{Observed, Route, ServerFigures, Share, Status, TokensSource};
+    use wattbar_core::Quality;
 
     fn record(id: u64, model: &str, end: f64) -> Record {
         Record::build(
@@ -177,28 +493,45 @@ mod tests {
                 ttft_seconds: Some(0.5),
                 figures: ServerFigures {
                     completion_tokens: Some(50),
+                    tokens_source: Some(TokensSource::Server),
                     ..ServerFigures::default()
                 },
-                share: None,
+                // 2 s at 100 W.
+                share: Some(Share {
+                    joules: 200.0,
+                    shared_seconds: 2.0,
+                    covered_seconds: 2.0,
+                    window_seconds: 2.0,
+                    quality: Some(Quality::Measured),
+                    sources: vec!["rapl".into()],
+                    bound_joules: 7.5,
+                    ..Share::default()
+                }),
                 phases_known: false,
-                baseline_watts: None,
+                baseline_watts: Some(20.0),
+                baseline_spread_watts: Some(1.5),
                 ceiling: 5.0,
             },
         )
     }
 
+    fn open(path: &std::path::Path) -> Store {
+        Store::open(path, 0.0).unwrap_or_else(|e| panic!("{e}")).0
+    }
+
     #[test]
-    fn records_survive_a_reopen_and_come_back_newest_first() {
+    fn records_survive_a_reopen_field_for_field_and_come_back_newest_first() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let path = dir.path().join("wattbar.db");
         {
-            let (mut s, _) = Store::open(&path, 0.0).unwrap_or_else(|e| panic!("{e}"));
+            let mut s = open(&path);
             for (id, end) in [(1, 100.0), (2, 200.0), (3, 300.0)] {
                 s.insert_inference(&record(id, "llama3", end))
                     .unwrap_or_else(|e| panic!("{e}"));
             }
             s.set_baseline(&Baseline {
                 watts: 21.5,
+                spread_watts: 2.25,
                 samples: 40,
                 from: 10.0,
                 to: 50.0,
@@ -210,8 +543,165 @@ mod tests {
         let recent = s.inference(150.0, 10).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(recent.iter().map(|r| r.id).collect::<Vec<_>>(), vec![3, 2]);
         assert_eq!(recent[0], record(3, "llama3", 300.0));
-        let all = s.all_inference().unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(all.iter().map(|r| r.id).collect::<Vec<_>>(), vec![1, 2, 3]);
-        assert_eq!(s.baseline().ok().flatten().map(|b| b.watts), Some(21.5));
+        assert_eq!(recent[0].energy_bound_joules, Some(7.5));
+        // 7.5 J and 1.5 W of baseline spread × 2 s.
+        assert_eq!(recent[0].net_energy_bound_joules, Some(10.5));
+        let b = s.baseline().ok().flatten();
+        assert_eq!(b.map(|b| (b.watts, b.spread_watts)), Some((21.5, 2.25)));
+    }
+
+    #[test]
+    fn start_up_reads_the_figures_per_model_and_only_the_newest_records() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut s = open(&dir.path().join("wattbar.db"));
+        for id in 1..=30 {
+            let mut r = record(id, "llama3", 100.0 * id as f64);
+            if id % 2 == 0 {
+                r.score = None;
+            }
+            s.insert_inference(&r).unwrap_or_else(|e| panic!("{e}"));
+        }
+        // The newest 3, and the newest 4 scored (29, 27, 25, 23): 23, 25, 27, 28, 29, 30.
+        let latest = s.latest_inference(3, 4).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            latest.iter().map(|r| r.id).collect::<Vec<_>>(),
+            vec![23, 25, 27, 28, 29, 30]
+        );
+        let models = s.inference_models(5.0).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(models.len(), 1);
+        // 30 × 200 J over 30 × 50 tokens = 4 J per token.
+        assert_eq!(
+            (models[0].requests, models[0].joules_per_token),
+            (30, Some(4.0))
+        );
+        assert_eq!(models[0].requests_by_status.get("ok"), Some(&30));
+    }
+
+    #[test]
+    fn pruned_records_leave_their_model_figures_and_their_ids_behind() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut s = open(&dir.path().join("wattbar.db"));
+        s.insert_inference(&record(1, "llama3", 100.0))
+            .unwrap_or_else(|e| panic!("{e}"));
+        s.insert_inference(&record(2, "qwen3", 200.0))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.prune_inference(1_000.0).ok(), Some(2));
+        assert!(s.inference(0.0, 10).unwrap_or_default().is_empty());
+        let models = s.inference_models(5.0).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(models.len(), 2);
+        assert!(models.iter().all(|m| m.energy_joules == 200.0));
+        // The newest id was pruned; it is still not handed out again.
+        assert_eq!(s.next_inference_id().ok(), Some(3));
+    }
+
+    #[test]
+    fn an_id_already_stored_is_refused_and_the_stored_record_kept() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut s = open(&dir.path().join("wattbar.db"));
+        s.insert_inference(&record(1, "llama3", 100.0))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(s.insert_inference(&record(1, "intruder", 500.0)).is_err());
+        let all = s.inference(0.0, 10).unwrap_or_default();
+        assert_eq!(all, vec![record(1, "llama3", 100.0)]);
+        // Nor was it added to any model's figures.
+        let models = s.inference_models(5.0).unwrap_or_default();
+        assert_eq!(models.iter().map(|m| m.requests).sum::<u64>(), 1);
+    }
+
+    /// Records as the v6 store wrote them: whole-record JSON (an older one without
+    /// `tokens_source`, `covered` or `partial`, a newer one with), and one that is damaged.
+    const V6_ROWS: &str = r#"
+INSERT INTO inference VALUES (4, 'llama3.2:3b', '/api/generate', 'ok', 1700000000.0,
+  1700000004.0, '{"id":4,"model":"llama3.2:3b","route":"/api/generate","status":"ok","start":1700000000.0,"end":1700000004.0,"wall_seconds":4.0,"ttft_seconds":1.0,"prompt_tokens":17,"completion_tokens":60,"prefill_seconds":1.0,"decode_seconds":3.0,"load_seconds":null,"tokens_per_second":20.0,"energy_joules":480.0,"net_energy_joules":400.0,"prefill_joules":180.0,"decode_joules":300.0,"joules_per_token":8.0,"tokens_per_second_per_watt":0.2,"score":0.4,"baseline_watts":20.0,"quality":"measured","sources":["rapl"],"error":null}');
+INSERT INTO inference VALUES (9, 'smollm2', '/v1/chat/completions', 'cancelled', 1700000100.0,
+  1700000101.5, '{"id":9,"model":"smollm2","route":"/v1/chat/completions","status":"cancelled","start":1700000100.0,"end":1700000101.5,"wall_seconds":1.5,"ttft_seconds":0.2,"prompt_tokens":null,"completion_tokens":12,"tokens_source":"counted","prefill_seconds":0.2,"decode_seconds":1.3,"load_seconds":null,"tokens_per_second":9.2,"energy_joules":75.0,"net_energy_joules":null,"prefill_joules":10.0,"decode_joules":65.0,"joules_per_token":6.25,"tokens_per_second_per_watt":0.18,"score":null,"baseline_watts":null,"covered":0.5,"partial":true,"quality":"estimated","sources":["cpu-proxy","rapl"],"error":null}');
+INSERT INTO inference VALUES (7, 'llama3.2:3b', '/api/chat', 'error', 1700000050.0,
+  1700000051.0, '{"id":7,"model":"llama3.2:3b","route":"/api/ch');
+"#;
+
+    #[test]
+    fn a_version_6_ledger_is_migrated_to_typed_columns_losing_no_record() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("wattbar.db");
+        {
+            let conn = rusqlite::Connection::open(&path).unwrap_or_else(|e| panic!("{e}"));
+            for step in &super::super::MIGRATIONS[..6] {
+                conn.execute_batch(step).unwrap_or_else(|e| panic!("{e}"));
+            }
+            conn.execute_batch(V6_ROWS)
+                .and_then(|()| {
+                    conn.execute_batch(
+                        "INSERT INTO inference_baseline VALUES (1, 19.5, 30, 1.0, 31.0, 'median');
+                     PRAGMA user_version = 6;",
+                    )
+                })
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let mut s = open(&path);
+        let mut all = s.inference(0.0, 10).unwrap_or_else(|e| panic!("{e}"));
+        all.sort_by_key(|r| r.id);
+        assert_eq!(all.iter().map(|r| r.id).collect::<Vec<_>>(), vec![4, 7, 9]);
+        let old = &all[0];
+        assert_eq!(
+            (
+                old.route,
+                old.status,
+                old.prompt_tokens,
+                old.completion_tokens
+            ),
+            (Route::OllamaGenerate, Status::Ok, Some(17), Some(60))
+        );
+        assert_eq!(
+            (
+                old.energy_joules,
+                old.joules_per_token,
+                old.score,
+                old.quality
+            ),
+            (Some(480.0), Some(8.0), Some(0.4), Some(Quality::Measured))
+        );
+        // Fields v6 did not have are unknown, not zero.
+        assert_eq!(
+            (old.tokens_source, old.covered, old.partial),
+            (None, None, false)
+        );
+        assert_eq!(old.energy_bound_joules, None);
+        let damaged = &all[1];
+        assert_eq!(
+            (damaged.status, damaged.start),
+            (Status::Error, 1_700_000_050.0)
+        );
+        assert_eq!(
+            damaged.error.as_deref(),
+            Some("the stored record could not be read")
+        );
+        let newer = &all[2];
+        assert_eq!(
+            (newer.tokens_source, newer.covered, newer.partial),
+            (Some(TokensSource::Counted), Some(0.5), true)
+        );
+        assert_eq!(
+            newer.sources,
+            vec!["cpu-proxy".to_string(), "rapl".to_string()]
+        );
+        // The figures per model are made from the migrated records.
+        let models = s.inference_models(5.0).unwrap_or_else(|e| panic!("{e}"));
+        let llama = models.iter().find(|m| m.model == "llama3.2:3b");
+        assert_eq!(
+            llama.map(|m| (m.requests, m.joules_per_token, m.score)),
+            Some((2, Some(8.0), Some(0.4)))
+        );
+        let smol = models.iter().find(|m| m.model == "smollm2");
+        assert_eq!(
+            smol.map(|m| (m.partial_requests, m.joules_per_token)),
+            Some((1, None))
+        );
+        assert_eq!(s.next_inference_id().ok(), Some(10));
+        assert_eq!(
+            s.baseline().ok().flatten().map(|b| b.spread_watts),
+            Some(0.0)
+        );
+        s.insert_inference(&record(10, "smollm2", 1_700_000_200.0))
+            .unwrap_or_else(|e| panic!("{e}"));
     }
 }
