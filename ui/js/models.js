@@ -41,6 +41,7 @@ function modelRow(m, best) {
   const others = Object.entries(m.requests_by_status ?? {})
     .filter(([status]) => status !== "ok")
     .map(([status, n]) => `${n} ${STATUS[status] ?? status}`)
+    .concat(m.partial_requests > 0 ? [`${m.partial_requests} partly measured`] : [])
     .join(", ");
   if (others) name.append(el("small", {}, others));
   const energy = onlyRemote(m)
@@ -62,11 +63,24 @@ function field(name, text, value) {
   return el("span", { "data-field": name, "data-value": value ?? "" }, text);
 }
 
+// The energy and how far it may be from the truth (the bound), when known.
+function energyField(r) {
+  const f = field("energy", `${fmt.figure(r.energy_joules)} J`, r.energy_joules);
+  const bound = r.energy_bound_joules;
+  if (r.energy_joules !== null && r.energy_joules !== undefined
+    && bound !== null && bound !== undefined) {
+    f.append(` ± ${fmt.figure(bound)}`);
+    f.setAttribute("data-bound", String(bound));
+    f.title = "Within this many joules of the truth: power that changed inside a sampling interval the request only partly covered, and the allowance for an estimate.";
+  }
+  return f;
+}
+
 function requestItem(r) {
   const start = new Date(r.start * 1000);
   const fields = r.status === "remote"
     ? [el("span", { "data-field": "energy", class: "remote" }, "ran remotely")]
-    : [field("energy", `${fmt.figure(r.energy_joules)} J`, r.energy_joules),
+    : [energyField(r),
       field("joules-per-token", `${fmt.figure(r.joules_per_token)} J/token`, r.joules_per_token)];
   fields.push(
     // Counted from the stream's chunks (the server gave no count): about one token a chunk.
@@ -111,7 +125,8 @@ function renderBaseline(inference) {
   const line = $("baseline");
   const b = inference.baseline;
   if (b) {
-    setText(line, `Idle baseline ${fmt.watts(b.watts)} W — ${b.method}`);
+    const spread = b.spread_watts > 0 ? ` ± ${fmt.watts(b.spread_watts)}` : "";
+    setText(line, `Idle baseline ${fmt.watts(b.watts)}${spread} W — ${b.method}`);
   } else if ((inference.models ?? []).length > 0) {
     setText(line, "Idle baseline not taken yet: net J/token follows once the machine has idled a while.");
   } else {

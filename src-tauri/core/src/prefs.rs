@@ -569,6 +569,36 @@ mod tests {
     }
 
     #[test]
+    fn inference_records_are_kept_between_a_day_and_ten_years() {
+        let mut p = Preferences::default();
+        assert_eq!(p.inference_keep_days, 90);
+        for bad in [
+            serde_json::json!(0),
+            serde_json::json!(3651),
+            serde_json::json!(-5),
+            serde_json::json!(7.5),
+            serde_json::json!("30"),
+        ] {
+            let err = p.set_field("inference_keep_days", &bad).err();
+            assert!(
+                matches!(
+                    err,
+                    Some(Error::Invalid {
+                        field: "inference_keep_days",
+                        ..
+                    })
+                ),
+                "{bad} gave {err:?}"
+            );
+        }
+        assert_eq!(p.inference_keep_days, 90, "a refused value changes nothing");
+        p.set_field("inference_keep_days", &serde_json::json!(365))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.inference_keep_days, 365);
+        assert!(Preferences::is_key("inference_keep_days"));
+    }
+
+    #[test]
     fn stored_preferences_with_a_bad_price_do_not_load() {
         let bad = serde_json::from_str::<Preferences>(r#"{"price_per_kwh": -2}"#);
         assert!(bad.is_err());

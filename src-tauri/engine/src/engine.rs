@@ -992,6 +992,83 @@ mod tests {
         engine.stop();
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn records_older_than_kept_are_pruned_yet_their_model_and_ids_stay() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let db = dir.path().join("wattbar.db");
+        let now = 1_800_000_000.0;
+        let day = 86_400.0;
+        {
+            let (mut store, _) =
+                crate::store::Store::open(&db, 0.0).unwrap_or_else(|e| panic!("{e}"));
+            let clock = ManualClock::new(now);
+            let book_record = |id: u64, model: &str, ended: f64| {
+                let mut r = Book::new(Default::default(), 5.0)
+                    .external(
+                        External {
+                            model: model.into(),
+                            ..external(&clock, 5.0, 100)
+                        },
+                        wattbar_core::Stamp::new(Duration::ZERO, now),
+                        &[],
+                    )
+                    .unwrap_or_else(|| panic!("a record"));
+                (r.id, r.start, r.end) = (id, ended - 5.0, ended);
+                r
+            };
+            for (id, model, ended) in [
+                (5, "old-model", now - 100.0 * day),
+                (6, "llama3", now - 10.0 * day),
+            ] {
+                store
+                    .insert_inference(&book_record(id, model, ended))
+                    .unwrap_or_else(|e| panic!("{e}"));
+            }
+        }
+        let prefs = Preferences {
+            inference_keep_days: 30,
+            ..Preferences::default()
+        };
+        let engine = start(
+            replay("t,watts\n0,50\n"),
+            config(prefs).with_store(db.clone()),
+        );
+        let mut rx = engine.subscribe();
+        // A batch is written (and old records pruned) within the first 5 s.
+        wait_for(&mut rx, |p| p.session.joules.0 >= 50.0 * 10.0).await;
+        let r = engine
+            .reader()
+            .record_inference(external(&ManualClock::new(now + 10.0), 5.0, 100))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.id, 7, "ids go on after the highest ever stored");
+        let models = wait_for(&mut rx, |p| {
+            p.inference.last.as_ref().map(|r| r.id) == Some(7)
+        })
+        .await;
+        let requests = |name: &str| {
+            models
+                .inference
+                .models
+                .iter()
+                .find(|m| m.model == name)
+                .map(|m| m.requests)
+        };
+        assert_eq!(
+            (requests("old-model"), requests("llama3")),
+            (Some(1), Some(2))
+        );
+        engine.shutdown().await;
+        let store = crate::store::Store::open_read_only(&db).unwrap_or_else(|e| panic!("{e}"));
+        let kept: Vec<u64> = store
+            .inference(0.0, 10)
+            .unwrap_or_default()
+            .iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(kept, vec![7, 6], "100 days old is past the 30 kept");
+    }
+
     /// A GPU at 100 W whose energy counter keeps counting, asleep or not.
     struct Gpu(ManualClock);
 
