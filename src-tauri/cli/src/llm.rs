@@ -105,12 +105,13 @@ pub fn inference(since: &str, limit: usize, json: bool) -> Result<()> {
             })
             .unwrap_or_default();
         println!(
-            "{when}  {:<24} {:<9} {:>6} tok  {:>9} J  {:>7} J/tok  {:>7} tok/s  {:>5}s  {}",
+            "{when}  {:<24} {:<9} {:>6} tok  {:>9} ± {:<6} J  {:>7} J/tok  {:>7} tok/s  {:>5}s  {}",
             r.model,
             r.status.as_str(),
             r.completion_tokens
                 .map_or_else(|| "—".to_string(), |n| n.to_string()),
             fmt(r.energy_joules, 1),
+            fmt(r.energy_bound_joules, 1),
             fmt(r.joules_per_token, 3),
             fmt(r.tokens_per_second, 1),
             format!("{:.2}", r.wall_seconds),

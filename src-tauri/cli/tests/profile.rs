@@ -35,6 +35,8 @@ fn each_query_is_100_w_over_its_window(r: &serde_json::Value) {
     assert!((f(&r["joules_per_token"]) - got / f(&r["completion_tokens"])).abs() < 1e-9);
     assert_eq!(r["quality"], "measured");
     assert_eq!(r["covered"], 1.0, "{r}");
+    // A steady draw, measured: nothing inside an interval can have differed.
+    assert!(f(&r["energy_bound_joules"]) < 0.01, "{r}");
     assert!(
         r["tokens_source"] == "server" || r["tokens_source"] == "client",
         "{r}"

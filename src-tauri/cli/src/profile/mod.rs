@@ -101,6 +101,8 @@ pub struct QueryRecord {
     /// Share of the window that was measured; below 0.9 the record is partial.
     pub covered: Option<f64>,
     pub energy_joules: Option<f64>,
+    /// The energy is within this many joules of the truth over the measured part.
+    pub energy_bound_joules: Option<f64>,
     pub net_energy_joules: Option<f64>,
     pub joules_per_token: Option<f64>,
     pub mean_watts: Option<f64>,
@@ -256,6 +258,7 @@ async fn measure(
             tokens_per_second: record.tokens_per_second,
             covered: record.covered,
             energy_joules: record.energy_joules,
+            energy_bound_joules: record.energy_bound_joules,
             net_energy_joules: record
                 .energy_joules
                 .zip(idle_watts)
