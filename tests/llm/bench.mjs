@@ -4,7 +4,48 @@
 // Prints time to first byte and total time (p50, p99) for both, and the difference.
 //
 // Usage: node tests/llm/bench.mjs <upstream url> <proxy url> [requests=200]
+//
+// With --load: `requests` through the proxy, `concurrency` at a time on kept-alive connections,
+// alternating a streamed OpenAI chat (SSE) and a non-streamed Ollama generate (Content-Length);
+// every answer must arrive whole. Prints one JSON line: requests, failures, seconds.
+//        node tests/llm/bench.mjs --load <proxy url> [requests=10000] [concurrency=64]
 import http from 'node:http';
+
+if (process.argv[2] === '--load') {
+  const [, , , base, total = '10000', concurrency = '64'] = process.argv;
+  const pool = new http.Agent({ keepAlive: true, maxSockets: Number(concurrency) });
+  const kinds = [
+    ['/v1/chat/completions', { model: 'qwen2.5:0.5b', stream: true, messages: [{ role: 'user', content: 'x' }] }, (t) => t.includes('data: [DONE]')],
+    ['/api/generate', { model: 'llama3.2', prompt: 'x', stream: false }, (t) => JSON.parse(t).done === true],
+  ];
+  const one = (i) => new Promise((resolve) => {
+    const [path, payload, whole] = kinds[i % kinds.length];
+    const body = JSON.stringify(payload);
+    const req = http.request(`${base}${path}`, {
+      method: 'POST', agent: pool, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+    }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c) => { text += c; });
+      res.on('end', () => resolve(res.statusCode === 200 && whole(text)));
+    });
+    req.on('error', () => resolve(false));
+    req.end(body);
+  });
+  const t0 = process.hrtime.bigint();
+  let next = 0;
+  let failures = 0;
+  const worker = async () => {
+    while (next < Number(total)) {
+      if (!(await one(next++))) failures++;
+    }
+  };
+  await Promise.all(Array.from({ length: Number(concurrency) }, worker));
+  const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  console.log(JSON.stringify({ requests: Number(total), failures, seconds }));
+  pool.destroy();
+  process.exit(failures === 0 ? 0 : 1);
+}
 
 const [upstream, proxy, n = '200'] = process.argv.slice(2);
 if (!upstream || !proxy) {
