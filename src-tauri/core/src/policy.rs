@@ -16,7 +16,7 @@
 //! estimating inference speed (the advice takes tokens/s per watt as given).
 
 use crate::error::Error;
-use crate::reading::Stamp;
+use crate::reading::{Battery, Stamp};
 use crate::units::Watts;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -47,15 +47,6 @@ impl Reason {
             _ => None,
         }
     }
-}
-
-/// What a battery source says about the machine's supply.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Battery {
-    /// True when no adapter is supplying the machine.
-    pub on_battery: bool,
-    /// State of charge, 0–100, when known.
-    pub percent: Option<f64>,
 }
 
 /// The low-power settings a person chooses; part of [`crate::Preferences`].

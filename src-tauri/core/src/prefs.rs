@@ -5,7 +5,7 @@
 
 use crate::error::Error;
 use crate::policy::{PolicyConfig, POLICY_KEYS};
-use crate::tariff::{TariffRule, Tariffs};
+use crate::tariff::{Price, TariffRule, Tariffs};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;
@@ -55,78 +55,6 @@ impl From<Currency> for String {
 impl fmt::Display for Currency {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
-    }
-}
-
-/// Electricity price per kWh: finite and not negative.
-#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
-#[serde(try_from = "f64", into = "f64")]
-pub struct Price(f64);
-
-/// Upper bound that catches a price typed in the wrong unit (per MWh, or cents).
-pub const MAX_PRICE_PER_KWH: f64 = 1000.0;
-
-impl Price {
-    pub fn new(per_kwh: f64) -> Result<Self, Error> {
-        if !per_kwh.is_finite() {
-            return Err(Error::Invalid {
-                field: "price",
-                message: "must be a number".into(),
-            });
-        }
-        if per_kwh < 0.0 {
-            return Err(Error::Invalid {
-                field: "price",
-                message: "cannot be negative".into(),
-            });
-        }
-        if per_kwh > MAX_PRICE_PER_KWH {
-            return Err(Error::Invalid {
-                field: "price",
-                message: format!("{per_kwh} per kWh is too high; enter the price of one kWh"),
-            });
-        }
-        Ok(Price(per_kwh))
-    }
-
-    /// Parses what a person typed in a price field: `0.30`, ` 0,30 `.
-    pub fn parse_input(input: &str) -> Result<Self, Error> {
-        let text = input.trim();
-        if text.is_empty() {
-            return Err(Error::Invalid {
-                field: "price",
-                message: "enter a price per kWh".into(),
-            });
-        }
-        let normalised = text.replacen(',', ".", 1);
-        let value: f64 = normalised.parse().map_err(|_| Error::Invalid {
-            field: "price",
-            message: format!("{text:?} is not a number"),
-        })?;
-        Price::new(value)
-    }
-
-    pub fn per_kwh(self) -> f64 {
-        self.0
-    }
-}
-
-impl Default for Price {
-    fn default() -> Self {
-        Price(0.30)
-    }
-}
-
-impl TryFrom<f64> for Price {
-    type Error = Error;
-    fn try_from(v: f64) -> Result<Self, Error> {
-        Price::new(v)
-    }
-}
-
-impl From<Price> for f64 {
-    fn from(p: Price) -> f64 {
-        p.0
     }
 }
 

@@ -75,6 +75,15 @@ impl fmt::Display for Domain {
     }
 }
 
+/// What a battery source says about the machine's supply.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Battery {
+    /// True when no adapter is supplying the machine.
+    pub on_battery: bool,
+    /// State of charge, 0–100, when known.
+    pub percent: Option<f64>,
+}
+
 /// How far a value can be trusted. Ordered from best to worst.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -192,7 +201,7 @@ pub trait Source: Send {
         None
     }
     /// The supply state seen by the last successful read, for sources that watch a battery.
-    fn battery(&self) -> Option<crate::policy::Battery> {
+    fn battery(&self) -> Option<Battery> {
         None
     }
     /// The domains this source can give, when it knows before its first read. The chain leaves

@@ -129,7 +129,7 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prefs::Price;
+    use crate::tariff::Price;
     use crate::tariff::{TariffRule, TimeOfDay, Weekday};
 
     fn flat(p: f64) -> Tariffs {

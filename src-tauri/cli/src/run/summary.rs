@@ -10,7 +10,7 @@
 //!   run shorter than a counter's update period is always coarse too.
 
 use super::events::Phase;
-use super::meter::State;
+use super::samples::State;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -537,7 +537,7 @@ mod tests {
     fn pricing() -> Pricing {
         Pricing {
             tariffs: Tariffs::flat(
-                wattbar_core::prefs::Price::new(0.36).unwrap_or_else(|e| panic!("{e}")),
+                wattbar_core::Price::new(0.36).unwrap_or_else(|e| panic!("{e}")),
             ),
             currency: "EUR".into(),
             carbon_g_per_kwh: Some(400.0),

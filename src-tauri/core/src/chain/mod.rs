@@ -32,7 +32,7 @@ pub use pace::{is_consumption, ReadCounter, SLOW_PACE};
 pub use select::{headline, owners};
 
 use crate::error::Error;
-use crate::policy::Battery;
+use crate::reading::Battery;
 use crate::reading::{Domain, Quality, Reading, Source, Stamp};
 use crate::units::Watts;
 use pace::Pace;

@@ -1,7 +1,7 @@
 //! Read counts: the chain asks only what it will use.
 
 use super::super::*;
-use crate::policy::Battery;
+use crate::reading::Battery;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
