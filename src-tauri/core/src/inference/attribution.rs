@@ -9,7 +9,7 @@
 //!
 //! Time is one timeline in seconds (the engine's elapsed clock), given by the caller.
 
-use super::bound::{self, Spread};
+use super::bound::{self, Cut};
 use super::median;
 use crate::meter::Method;
 use crate::reading::Quality;
@@ -142,14 +142,33 @@ pub fn attribute(intervals: &[Interval], windows: &[Window]) -> Vec<Share> {
                 }
             }
         }
-        let spread = Spread::around(intervals, k);
+        let spread = bound::spread_watts(watts, &neighbour_watts(intervals, k));
         for (share, &(seconds, joules)) in shares.iter_mut().zip(&taken) {
-            if seconds > 0.0 {
-                share.bound_joules += bound::allowance(interval, &spread, seconds, joules);
-            }
+            let cut = Cut {
+                dt: interval.seconds(),
+                watts,
+                seconds,
+                joules,
+                method: interval.method,
+                quality: interval.quality,
+            };
+            share.bound_joules += bound::allowance(&cut, spread);
         }
     }
     shares
+}
+
+/// The mean watts of the measured intervals just before and after `intervals[k]`, where they
+/// touch it.
+fn neighbour_watts(intervals: &[Interval], k: usize) -> Vec<f64> {
+    let here = &intervals[k];
+    let before = k.checked_sub(1).and_then(|p| intervals.get(p));
+    [before, intervals.get(k + 1)]
+        .into_iter()
+        .flatten()
+        .filter(|o| (o.end - here.start).abs() < 1e-6 || (o.start - here.end).abs() < 1e-6)
+        .filter_map(Interval::watts)
+        .collect()
 }
 
 /// Fewest idle intervals a baseline is taken from.

@@ -20,7 +20,6 @@
 //! The parts add (a worst case, not a root sum of squares). The net energy's bound adds the idle
 //! baseline's spread times the request's share of time.
 
-use super::attribution::Interval;
 use crate::meter::Method;
 use crate::reading::Quality;
 
@@ -33,62 +32,56 @@ pub fn quality_allowance(quality: Option<Quality>) -> f64 {
     }
 }
 
-/// How much the power may have varied inside one interval, from its neighbours.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Spread {
-    pub watts: f64,
-}
-
-impl Spread {
-    /// The spread around `intervals[k]` (measured, in time order).
-    pub fn around(intervals: &[Interval], k: usize) -> Spread {
-        let Some(own) = intervals.get(k).and_then(Interval::watts) else {
-            return Spread { watts: 0.0 };
-        };
-        let here = &intervals[k];
-        let touching = |other: Option<&Interval>| {
-            other
-                .filter(|o| (o.end - here.start).abs() < 1e-6 || (o.start - here.end).abs() < 1e-6)
-                .and_then(Interval::watts)
-        };
-        let before = k.checked_sub(1).and_then(|p| touching(intervals.get(p)));
-        let after = touching(intervals.get(k + 1));
-        let neighbours: Vec<f64> = [before, after].into_iter().flatten().collect();
-        if neighbours.is_empty() {
-            return Spread { watts: own.abs() };
-        }
-        let all = neighbours.iter().copied().chain([own]);
-        let hi = all.clone().fold(f64::NEG_INFINITY, f64::max);
-        let lo = all.fold(f64::INFINITY, f64::min);
-        Spread { watts: hi - lo }
+/// How much the power may have varied inside an interval of mean `own_watts`, from the mean
+/// watts of its contiguous neighbours: the largest difference among them; `own_watts` itself
+/// when it has none.
+pub fn spread_watts(own_watts: f64, neighbours: &[f64]) -> f64 {
+    if neighbours.is_empty() {
+        return own_watts.abs();
     }
+    let all = neighbours.iter().copied().chain([own_watts]);
+    let hi = all.clone().fold(f64::NEG_INFINITY, f64::max);
+    let lo = all.fold(f64::INFINITY, f64::min);
+    hi - lo
 }
 
-/// The bound on what a window took from one interval: `seconds` of it in flight, `joules` taken.
-pub fn allowance(interval: &Interval, spread: &Spread, seconds: f64, joules: f64) -> f64 {
-    let dt = interval.end - interval.start;
-    let Some(watts) = interval.watts().filter(|_| dt > 0.0 && seconds > 0.0) else {
+/// What a window took from one sampling interval.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cut {
+    /// The interval's length and mean watts.
+    pub dt: f64,
+    pub watts: f64,
+    /// Seconds of it the window was in flight, and the joules it was given for them.
+    pub seconds: f64,
+    pub joules: f64,
+    pub method: Option<Method>,
+    pub quality: Option<Quality>,
+}
+
+/// The bound on a [`Cut`], with the power's spread around its interval.
+pub fn allowance(cut: &Cut, spread_watts: f64) -> f64 {
+    if cut.dt <= 0.0 || cut.seconds <= 0.0 {
         return 0.0;
-    };
-    let g = (seconds / dt).clamp(0.0, 1.0);
-    let covered = watts * seconds;
+    }
+    let g = (cut.seconds / cut.dt).clamp(0.0, 1.0);
+    let covered = cut.watts * cut.seconds;
     let rho = if covered.abs() > 0.0 {
-        (joules / covered).clamp(0.0, 1.0)
+        (cut.joules / covered).clamp(0.0, 1.0)
     } else {
         1.0
     };
-    let sampling = g.min(1.0 - g) * dt * spread.watts;
-    let integration = match interval.method {
+    let sampling = g.min(1.0 - g) * cut.dt * spread_watts;
+    let integration = match cut.method {
         Some(Method::Counter) => 0.0,
-        Some(Method::Trapezoid) | None => g * dt * spread.watts / 2.0,
+        Some(Method::Trapezoid) | None => g * cut.dt * spread_watts / 2.0,
     };
-    rho * (sampling + integration) + joules.abs() * quality_allowance(interval.quality)
+    rho * (sampling + integration) + cut.joules.abs() * quality_allowance(cut.quality)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inference::attribution::{attribute, Window};
+    use crate::inference::attribution::{attribute, Interval, Window};
 
     /// A fixed-seed generator: the same traces and windows on every run.
     struct Lcg(u64);
