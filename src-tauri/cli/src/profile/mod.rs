@@ -14,9 +14,9 @@
 //! - The prompts file is read whole first: a bad line stops the profile before anything is sent,
 //!   and says which line.
 
-mod ask;
+pub mod ask;
 
-pub use ask::Api;
+use ask::Api;
 
 use crate::run::meter::Meter;
 use crate::run::summary::Stats;

@@ -11,57 +11,15 @@
 //!   sources have them, the trapezoid rule otherwise), each interval counted in proportion to its
 //!   overlap with the window, so windows that tile a run add up to the run.
 
-use super::samples::Samples;
+use super::samples::{Samples, State};
 use anyhow::{bail, Context, Result};
-use serde::Deserialize;
 use std::io::{BufRead, BufReader};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wattbar_core::inference::{window_energy, WindowEnergy};
-use wattbar_core::{Quality, Unavailable};
+use wattbar_core::Unavailable;
 use wattbar_engine::view::StatePayload;
 use wattbar_engine::{Command, EngineConfig, EngineHandle};
-
-/// One reading of one sample, as the engine publishes it.
-#[derive(Debug, Clone, Deserialize)]
-pub struct Item {
-    pub domain: String,
-    pub device: Option<String>,
-    pub watts: Option<f64>,
-    pub source: String,
-    pub quality: Quality,
-    /// What this part has added since the engine started (a counter); older engines leave it
-    /// out.
-    #[serde(default)]
-    pub total_joules: Option<f64>,
-}
-
-/// The part of a published state a run keeps.
-#[derive(Debug, Clone, Deserialize)]
-pub struct State {
-    pub at: Option<f64>,
-    pub watts: Option<f64>,
-    pub quality: Option<Quality>,
-    pub source: Option<String>,
-    pub domain: Option<String>,
-    #[serde(default)]
-    pub breakdown: Vec<Item>,
-    #[serde(default)]
-    pub unavailable: Vec<Unavailable>,
-    pub session_joules: f64,
-    /// The sampling interval the engine was asked for.
-    pub interval_ms: u64,
-    /// The period it samples at, which a source may make slower; older engines leave it out.
-    #[serde(default)]
-    pub period_ms: Option<u64>,
-}
-
-impl State {
-    /// The period samples are actually taken at.
-    pub fn period(&self) -> u64 {
-        self.period_ms.unwrap_or(self.interval_ms)
-    }
-}
 
 type Shared = Arc<Mutex<Samples>>;
 

@@ -124,7 +124,7 @@ impl Kept {
         }
     }
 
-    pub fn states(&self) -> impl Iterator<Item = meter::State> + '_ {
+    pub fn states(&self) -> impl Iterator<Item = samples::State> + '_ {
         self.samples.states(self.from, self.to)
     }
 }

@@ -9,7 +9,7 @@
 //!   the session's. The first state has no figure, nor has a reading that adds nothing that
 //!   counts (another source owns that domain).
 
-use super::meter::State;
+use super::samples::State;
 use super::summary::Summary;
 use super::Kept;
 use anyhow::{Context, Result};

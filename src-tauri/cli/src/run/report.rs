@@ -2,7 +2,7 @@
 //! drawn, titled with what ran and what it drew.
 
 use super::events::{self, Event};
-use super::meter::State;
+use super::samples::State;
 use super::summary::Summary;
 use super::Kept;
 use anyhow::Result;
@@ -217,7 +217,7 @@ fn shorten(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::meter::Item;
+    use crate::run::samples::Item;
     use wattbar_core::Quality;
 
     /// A state at `t` with a headline of `watts` and a cpu reading of half of it.

@@ -9,11 +9,52 @@
 //!   was measured, which only the latest sample can tell.
 //! - What is handed out is the full form ([`State`], [`Interval`]), made again for one window.
 
-use super::meter::{Item, State};
+use serde::Deserialize;
 use std::collections::HashMap;
 use wattbar_core::inference::Interval;
 use wattbar_core::meter::Method;
 use wattbar_core::{Quality, Unavailable};
+
+/// One reading of one sample, as the engine publishes it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Item {
+    pub domain: String,
+    pub device: Option<String>,
+    pub watts: Option<f64>,
+    pub source: String,
+    pub quality: Quality,
+    /// What this part has added since the engine started (a counter); older engines leave it
+    /// out.
+    #[serde(default)]
+    pub total_joules: Option<f64>,
+}
+
+/// The part of a published state a run keeps.
+#[derive(Debug, Clone, Deserialize)]
+pub struct State {
+    pub at: Option<f64>,
+    pub watts: Option<f64>,
+    pub quality: Option<Quality>,
+    pub source: Option<String>,
+    pub domain: Option<String>,
+    #[serde(default)]
+    pub breakdown: Vec<Item>,
+    #[serde(default)]
+    pub unavailable: Vec<Unavailable>,
+    pub session_joules: f64,
+    /// The sampling interval the engine was asked for.
+    pub interval_ms: u64,
+    /// The period it samples at, which a source may make slower; older engines leave it out.
+    #[serde(default)]
+    pub period_ms: Option<u64>,
+}
+
+impl State {
+    /// The period samples are actually taken at.
+    pub fn period(&self) -> u64 {
+        self.period_ms.unwrap_or(self.interval_ms)
+    }
+}
 
 /// Names stored once, each referred to by its number.
 #[derive(Debug, Default)]
