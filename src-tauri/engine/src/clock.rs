@@ -7,7 +7,6 @@
 //! label samples (history, calendar days, tariffs): an NTP step either way moves the labels, never
 //! the energy.
 
-use crate::inbox::{Inbox, Woken};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -16,10 +15,10 @@ pub trait Clock: Send + Sync + 'static {
     fn elapsed(&self) -> Duration;
     /// Wall-clock time, seconds since the Unix epoch; may step either way.
     fn unix(&self) -> f64;
-    /// Waits until a message arrives in `inbox` or [`Clock::elapsed`] reaches `deadline`; in
-    /// real time unless the clock keeps time of its own.
-    fn wait(&self, inbox: &Inbox, deadline: Duration) -> Woken {
-        inbox.wait_until(deadline, || self.elapsed())
+    /// The runtime whose pausable time this clock follows, when it keeps time of its own
+    /// (tests): a wait then sleeps on that time. `None`: waits are in real time.
+    fn runtime(&self) -> Option<&tokio::runtime::Handle> {
+        None
     }
 }
 
@@ -144,27 +143,8 @@ impl Clock for ManualClock {
         self.with(|m| m.unix_origin + (m.origin.elapsed() + m.slept).as_secs_f64() + m.wall_offset)
     }
 
-    /// Waits on tokio's clock, so that a paused test runtime moves time on as soon as it idles.
-    fn wait(&self, inbox: &Inbox, deadline: Duration) -> Woken {
-        let Some(runtime) = &self.runtime else {
-            return inbox.wait_until(deadline, || self.elapsed());
-        };
-        loop {
-            let notified = inbox.notified();
-            if let Some(w) = inbox.take() {
-                return w;
-            }
-            let now = self.elapsed();
-            if now >= deadline {
-                return Woken::Due;
-            }
-            runtime.block_on(async {
-                tokio::select! {
-                    () = notified => {}
-                    () = tokio::time::sleep(deadline - now) => {}
-                }
-            });
-        }
+    fn runtime(&self) -> Option<&tokio::runtime::Handle> {
+        self.runtime.as_ref()
     }
 }
 

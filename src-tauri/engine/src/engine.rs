@@ -13,10 +13,11 @@
 
 use crate::accounting::{Accounting, LocalWeek};
 use crate::clock::{Clock, SystemClock};
+use crate::command::{Command, External};
 use crate::error::Error;
-use crate::handle::{remember, Command, EngineHandle, EngineReader, Point, Published, Recent};
+use crate::handle::{remember, EngineHandle, EngineReader, Point, Published, Recent};
 use crate::inbox::{Inbox, Woken};
-use crate::inference::{Book, External, Tracker};
+use crate::inference::{Book, Tracker};
 use crate::lock::EngineLock;
 use crate::low_power::LowPower;
 use crate::recorder::Recorder;
@@ -558,7 +559,7 @@ fn run_engine(mut engine: Engine, inbox: &Inbox, state: &watch::Sender<Arc<Publi
     engine.chain.set_pace(period);
     let mut next = engine.clock.elapsed();
     loop {
-        let work = match engine.clock.wait(inbox, next) {
+        let work = match inbox.wait(engine.clock.as_ref(), next) {
             Woken::Due => {
                 let now = engine.clock.elapsed();
                 next += period;

@@ -1,8 +1,9 @@
-//! The engine as its readers see it: the published state, the commands they may send, and the
-//! handle that owns the task. Tray, UI, API and CLI only read [`Published`] and send
-//! [`Command`]s; nothing else reaches into the engine.
+//! The engine as its readers see it: the published state and the handle that owns the task.
+//! Tray, UI, API and CLI only read [`Published`] and send [`Command`]s; nothing else reaches
+//! into the engine.
 
 use crate::budget::BudgetAlert;
+use crate::command::Command;
 use crate::error::Error;
 use crate::ledger::LedgerTotals;
 use serde::Serialize;
@@ -13,30 +14,7 @@ use tokio::sync::{oneshot, watch};
 use wattbar_core::inference::{window_energy, Interval, Record, WindowEnergy};
 use wattbar_core::meter::Method;
 use wattbar_core::policy::Advice;
-use wattbar_core::{Currency, LowPowerState, Part, Preferences, Price, SessionTotals, Snapshot};
-
-/// Where the engine says whether it took a change.
-pub type Reply = oneshot::Sender<Result<(), Error>>;
-
-/// Requests to the engine. Each one is applied and republished at once.
-#[derive(Debug)]
-pub enum Command {
-    /// Write everything to the store, end the session and stop; answers when done.
-    Shutdown(std::sync::mpsc::Sender<()>),
-    SetPrice(Price),
-    /// Replace every preference at once (validated first; a refused set changes nothing and its
-    /// reason goes back on the reply).
-    SetPreferences(Box<Preferences>, Option<Reply>),
-    SetCurrency(Currency),
-    SetLowPower(bool),
-    SetInterval(Duration),
-    ResetSession,
-    /// Make and store a record for inference a client measured itself; answers the record.
-    RecordInference(
-        Box<crate::inference::External>,
-        oneshot::Sender<Result<wattbar_core::inference::Record, Error>>,
-    ),
-}
+use wattbar_core::{LowPowerState, Part, Preferences, SessionTotals, Snapshot};
 
 /// The state every reader sees.
 #[derive(Debug, Clone, Serialize)]
@@ -232,7 +210,7 @@ impl EngineReader {
     /// Asks the engine to record inference a client measured itself.
     pub async fn record_inference(
         &self,
-        external: crate::inference::External,
+        external: crate::command::External,
     ) -> Result<Record, Error> {
         let (tx, rx) = oneshot::channel();
         self.send(Command::RecordInference(Box::new(external), tx))?;

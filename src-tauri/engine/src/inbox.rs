@@ -4,11 +4,12 @@
 //! Rule: between two samples the engine thread sleeps in a single wait that ends at the next
 //! sample or at the first message. No runtime timer and no hand-off to a thread pool: measured on
 //! the development machine, tokio's 1 s interval alone cost 0.015 % of a core (its timer wheel
-//! wakes the thread early, then again), a plain timed wait 0.007 %. How the wait is timed is the
-//! clock's business ([`Clock::wait`](crate::clock::Clock::wait)): real time for the machine's
-//! clock, tokio's pausable time for tests.
+//! wakes the thread early, then again), a plain timed wait 0.007 %. The wait is timed on the
+//! engine's clock: in real time for the machine's clock, on tokio's pausable time for a clock that
+//! follows a runtime ([`Clock::runtime`], tests).
 
-use crate::handle::Command;
+use crate::clock::Clock;
+use crate::command::Command;
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
@@ -88,6 +89,30 @@ impl Inbox {
         q.closed.then_some(Woken::Closed)
     }
 
+    /// Waits until a message arrives or `clock` reaches `deadline`.
+    pub fn wait(&self, clock: &dyn Clock, deadline: Duration) -> Woken {
+        let Some(runtime) = clock.runtime() else {
+            return self.wait_until(deadline, || clock.elapsed());
+        };
+        // On tokio's clock, so that a paused test runtime moves time on as soon as it idles.
+        loop {
+            let notified = self.notify.notified();
+            if let Some(w) = self.take() {
+                return w;
+            }
+            let now = clock.elapsed();
+            if now >= deadline {
+                return Woken::Due;
+            }
+            runtime.block_on(async {
+                tokio::select! {
+                    () = notified => {}
+                    () = tokio::time::sleep(deadline - now) => {}
+                }
+            });
+        }
+    }
+
     /// Waits in real time until a message arrives or `now()` reaches `deadline`.
     pub fn wait_until(&self, deadline: Duration, now: impl Fn() -> Duration) -> Woken {
         let mut q = self.lock();
@@ -104,11 +129,6 @@ impl Inbox {
                 Err(e) => e.into_inner().0,
             };
         }
-    }
-
-    /// Completes at the next message (or at once if one came since the last wait).
-    pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
-        self.notify.notified()
     }
 }
 

@@ -11,6 +11,7 @@ pub mod accounting;
 pub mod api;
 pub mod budget;
 pub mod clock;
+pub mod command;
 pub mod engine;
 pub mod error;
 pub mod handle;
@@ -31,7 +32,8 @@ pub mod token;
 pub mod view;
 
 pub use clock::unix_now;
+pub use command::Command;
 pub use engine::{spawn, EngineConfig, DEFAULT_BATCH_INTERVAL};
 pub use error::Error;
-pub use handle::{Command, EngineHandle, EngineReader, Point, Published, RECENT_WINDOW};
+pub use handle::{EngineHandle, EngineReader, Point, Published, RECENT_WINDOW};
 pub use setup::{build_chain, ChainOptions};

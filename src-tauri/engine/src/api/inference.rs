@@ -3,7 +3,7 @@
 //! per model) and `GET /v1/energy?from=&to=` (the energy of any window).
 
 use super::{error, json_body, Shared, MAX_HISTORY_SECONDS};
-use crate::inference::External;
+use crate::command::External;
 use crate::unix_now;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};

@@ -10,6 +10,7 @@
 //! - Remote (cloud) requests draw nothing locally: they take no share and dilute nobody's.
 
 use super::tracker::{Finished, Open};
+use crate::command::External;
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -51,17 +52,6 @@ pub struct InferenceView {
     pub most_efficient_model: Option<String>,
     /// Tokens/s per W that scores 10.
     pub ceiling: f64,
-}
-
-/// A record a client measured itself (`POST /v1/inference`), in wall-clock seconds.
-#[derive(Debug, Clone)]
-pub struct External {
-    pub model: String,
-    pub prompt_tokens: Option<u64>,
-    pub completion_tokens: u64,
-    pub start: f64,
-    pub end: f64,
-    pub tokens_per_second: Option<f64>,
 }
 
 /// What a book starts from: what the store kept.

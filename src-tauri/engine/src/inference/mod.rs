@@ -5,5 +5,5 @@ pub mod book;
 pub mod proxy;
 pub mod tracker;
 
-pub use book::{Book, External, InferenceView};
+pub use book::{Book, InferenceView};
 pub use tracker::{Finished, InFlight, Tracker};

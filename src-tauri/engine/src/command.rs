@@ -1,0 +1,39 @@
+//! What readers may ask of the engine, and how it answers. Each command is applied and
+//! republished at once, on the engine's thread; a refused one changes nothing and says why.
+
+use crate::error::Error;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use wattbar_core::inference::Record;
+use wattbar_core::{Currency, Preferences, Price};
+
+/// Where the engine says whether it took a change.
+pub type Reply = oneshot::Sender<Result<(), Error>>;
+
+/// Requests to the engine. Each one is applied and republished at once.
+#[derive(Debug)]
+pub enum Command {
+    /// Write everything to the store, end the session and stop; answers when done.
+    Shutdown(std::sync::mpsc::Sender<()>),
+    SetPrice(Price),
+    /// Replace every preference at once (validated first; a refused set changes nothing and its
+    /// reason goes back on the reply).
+    SetPreferences(Box<Preferences>, Option<Reply>),
+    SetCurrency(Currency),
+    SetLowPower(bool),
+    SetInterval(Duration),
+    ResetSession,
+    /// Make and store a record for inference a client measured itself; answers the record.
+    RecordInference(Box<External>, oneshot::Sender<Result<Record, Error>>),
+}
+
+/// A record a client measured itself (`POST /v1/inference`), in wall-clock seconds.
+#[derive(Debug, Clone)]
+pub struct External {
+    pub model: String,
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: u64,
+    pub start: f64,
+    pub end: f64,
+    pub tokens_per_second: Option<f64>,
+}
