@@ -17,8 +17,22 @@ use args::{Cli, Cmd};
 use clap::Parser;
 use daemon::Format;
 
-fn main() -> Result<()> {
-    let cli = Cli::parse();
+/// A failure is the user's to act on, not a crash: its message and causes, never a backtrace
+/// (`RUST_BACKTRACE=1`, common among Rust users, would otherwise add a screen of frames).
+fn main() -> std::process::ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            for cause in e.chain().skip(1) {
+                eprintln!("  because: {cause}");
+            }
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
     // The daemon logs what it does; one-shot commands only what went wrong. RUST_LOG overrides.
     let default_level = match cli.command {
         Cmd::Serve { .. } => "info",

@@ -179,8 +179,10 @@ fn one_engine_per_data_folder_a_second_serve_is_refused_and_watch_follows_the_fi
     let serve = Serve::start(dir.path(), "t,watts\n0,100\n", &["--interval", "100ms"]);
     let addr = serve.url.trim_start_matches("http://").to_string();
 
+    // Many Rust users keep RUST_BACKTRACE=1: a refusal is still a message, not a crash.
     let second = cli(dir.path())
         .env("WATTBAR_REPLAY", dir.path().join("trace.csv"))
+        .env("RUST_BACKTRACE", "1")
         .args(["serve", "--listen", "127.0.0.1:0"])
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
@@ -194,6 +196,10 @@ fn one_engine_per_data_folder_a_second_serve_is_refused_and_watch_follows_the_fi
         "{err}"
     );
     assert!(err.contains(&addr), "{err}");
+    assert!(
+        err.starts_with("Error: ") && !err.contains("backtrace") && !err.contains("<unknown>"),
+        "{err}"
+    );
 
     // `watch` on the same folder prints the running engine's samples instead of sampling again.
     let out = cli(dir.path())
