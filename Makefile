@@ -8,7 +8,7 @@ MAC_ENV := CC_aarch64_apple_darwin=clang AR_aarch64_apple_darwin=llvm-ar
 # End-to-end tests need an X display and a private D-Bus session bus; on a desktop you already have both.
 DESKTOP := xvfb-run -a dbus-run-session --
 
-.PHONY: run setup build release test fmt clippy prometheus-check unit mac-check e2e bench clean
+.PHONY: run setup build release test fmt clippy cycles prometheus-check unit mac-check e2e bench clean
 
 setup:
 	@scripts/setup
@@ -28,6 +28,10 @@ fmt:
 clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+# No two files of a crate may use each other, directly or round a loop.
+cycles:
+	scripts/import-cycles
+
 # The Prometheus rules, and scrape.yml as a whole prometheus.yml (it loads the rules too).
 prometheus-check:
 	promtool check rules packaging/prometheus/wattbar.yml
@@ -42,7 +46,7 @@ unit:
 mac-check:
 	$(MAC_ENV) $(CARGO) check --workspace --all-targets --target $(MAC_TARGET) --no-default-features
 
-test: setup fmt clippy prometheus-check unit mac-check
+test: setup fmt clippy cycles prometheus-check unit mac-check
 
 clean:
 	$(CARGO) clean
