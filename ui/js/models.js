@@ -125,7 +125,7 @@ function renderBaseline(inference) {
   const line = $("baseline");
   const b = inference.baseline;
   if (b) {
-    const spread = b.spread_watts > 0 ? ` ± ${fmt.watts(b.spread_watts)}` : "";
+    const spread = b.spread_watts ? ` ± ${fmt.watts(b.spread_watts)}` : "";
     setText(line, `Idle baseline ${fmt.watts(b.watts)}${spread} W — ${b.method}`);
   } else if ((inference.models ?? []).length > 0) {
     setText(line, "Idle baseline not taken yet: net J/token follows once the machine has idled a while.");

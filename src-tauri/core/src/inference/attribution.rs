@@ -142,7 +142,7 @@ pub fn attribute(intervals: &[Interval], windows: &[Window]) -> Vec<Share> {
                 }
             }
         }
-        let spread = bound::spread_watts(watts, &neighbour_watts(intervals, k));
+        let spread = bound::spread_watts(watts, neighbour_watts(intervals, k));
         for (share, &(seconds, joules)) in shares.iter_mut().zip(&taken) {
             let cut = Cut {
                 dt: interval.seconds(),
@@ -160,15 +160,14 @@ pub fn attribute(intervals: &[Interval], windows: &[Window]) -> Vec<Share> {
 
 /// The mean watts of the measured intervals just before and after `intervals[k]`, where they
 /// touch it.
-fn neighbour_watts(intervals: &[Interval], k: usize) -> Vec<f64> {
+fn neighbour_watts(intervals: &[Interval], k: usize) -> [Option<f64>; 2] {
     let here = &intervals[k];
+    let touching = |o: Option<&Interval>| {
+        o.filter(|o| (o.end - here.start).abs() < 1e-6 || (o.start - here.end).abs() < 1e-6)
+            .and_then(Interval::watts)
+    };
     let before = k.checked_sub(1).and_then(|p| intervals.get(p));
-    [before, intervals.get(k + 1)]
-        .into_iter()
-        .flatten()
-        .filter(|o| (o.end - here.start).abs() < 1e-6 || (o.start - here.end).abs() < 1e-6)
-        .filter_map(Interval::watts)
-        .collect()
+    [touching(before), touching(intervals.get(k + 1))]
 }
 
 /// Fewest idle intervals a baseline is taken from.
@@ -179,9 +178,10 @@ pub const MIN_BASELINE_SAMPLES: usize = 10;
 pub struct Baseline {
     pub watts: f64,
     /// How far the idle draw strayed from `watts`: nine idle intervals in ten were within it
-    /// (the larger distance from the median to the 5th or the 95th percentile).
+    /// (the larger distance from the median to the 5th or the 95th percentile); `None` for a
+    /// baseline stored before it was taken.
     #[serde(default)]
-    pub spread_watts: f64,
+    pub spread_watts: Option<f64>,
     /// Idle intervals the median was taken over, and the wall-clock span they cover.
     pub samples: usize,
     pub from: f64,
@@ -213,7 +213,7 @@ pub fn idle_baseline(intervals: &[Interval], windows: &[Window]) -> Option<Basel
     let spread_watts = (middle - at(0.05)).max(at(0.95) - middle);
     Some(Baseline {
         watts: middle,
-        spread_watts,
+        spread_watts: Some(spread_watts),
         samples: idle.len(),
         from,
         to,
@@ -405,12 +405,12 @@ mod tests {
         assert_eq!(b.watts, 20.0);
         assert_eq!(b.samples, 12);
         // One blip in twelve is beyond the 95th percentile: it does not widen the spread.
-        assert_eq!(b.spread_watts, 0.0);
+        assert_eq!(b.spread_watts, Some(0.0));
         // 20, 21 … 31 W: median 25.5 W; the 5th and 95th percentiles of twelve are the second
         // and eleventh, 21 and 30 W, so nine in ten lie within 4.5 W.
         let rising: Vec<f64> = (20..32).map(f64::from).collect();
         let b = idle_baseline(&trace(0.0, &rising), &[]).unwrap_or_else(|| panic!("12 idle"));
-        assert_eq!((b.watts, b.spread_watts), (25.5, 4.5));
+        assert_eq!((b.watts, b.spread_watts), (25.5, Some(4.5)));
         assert!(idle_baseline(&i[..9], &[]).is_none());
     }
 

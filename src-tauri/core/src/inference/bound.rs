@@ -33,13 +33,13 @@ pub fn quality_allowance(quality: Option<Quality>) -> f64 {
 }
 
 /// How much the power may have varied inside an interval of mean `own_watts`, from the mean
-/// watts of its contiguous neighbours: the largest difference among them; `own_watts` itself
-/// when it has none.
-pub fn spread_watts(own_watts: f64, neighbours: &[f64]) -> f64 {
-    if neighbours.is_empty() {
+/// watts of its contiguous neighbours (where known): the largest difference among them;
+/// `own_watts` itself when it has none.
+pub fn spread_watts(own_watts: f64, neighbours: [Option<f64>; 2]) -> f64 {
+    if neighbours.iter().all(Option::is_none) {
         return own_watts.abs();
     }
-    let all = neighbours.iter().copied().chain([own_watts]);
+    let all = neighbours.into_iter().flatten().chain([own_watts]);
     let hi = all.clone().fold(f64::NEG_INFINITY, f64::max);
     let lo = all.fold(f64::INFINITY, f64::min);
     hi - lo

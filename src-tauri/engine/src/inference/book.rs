@@ -107,8 +107,7 @@ impl Book {
             ceiling,
             view: Arc::default(),
         };
-        book.set_ceiling(ceiling);
-        book.rebuild_view();
+        book.rescore();
         book
     }
 
@@ -133,7 +132,14 @@ impl Book {
 
     /// Scores the models against `ceiling` (their figures are sums, so nothing is re-read).
     pub fn set_ceiling(&mut self, ceiling: f64) {
-        self.ceiling = ceiling;
+        if ceiling != self.ceiling {
+            self.ceiling = ceiling;
+            self.rescore();
+        }
+    }
+
+    fn rescore(&mut self) {
+        let ceiling = self.ceiling;
         for m in self.models.values_mut() {
             m.refresh(ceiling);
         }
@@ -281,7 +287,7 @@ impl Book {
                 share,
                 phases_known: window.split.is_some(),
                 baseline_watts: self.baseline.as_ref().map(|b| b.watts),
-                baseline_spread_watts: self.baseline.as_ref().map(|b| b.spread_watts),
+                baseline_spread_watts: self.baseline.as_ref().and_then(|b| b.spread_watts),
                 ceiling: self.ceiling,
             };
             let record = Record::build(self.next_id, observed);

@@ -74,7 +74,7 @@ FROM inference WHERE NOT json_valid(record);
 DROP TABLE inference;
 ALTER TABLE inference_v7 RENAME TO inference;
 CREATE INDEX inference_end ON inference(end);
-ALTER TABLE inference_baseline ADD COLUMN spread_watts REAL NOT NULL DEFAULT 0;
+ALTER TABLE inference_baseline ADD COLUMN spread_watts REAL;
 CREATE TABLE inference_models (
     model TEXT PRIMARY KEY, requests INTEGER NOT NULL, ok INTEGER NOT NULL,
     cancelled INTEGER NOT NULL, error INTEGER NOT NULL, remote INTEGER NOT NULL,
@@ -336,7 +336,7 @@ impl Store {
     /// `scored` ones that have a score.
     pub fn latest_inference(&self, shown: usize, scored: usize) -> Result<Vec<Record>, StoreError> {
         let limit = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-        let mut out = self.records(
+        self.records(
             &format!(
                 "SELECT {COLUMNS} FROM inference WHERE id IN (
                      SELECT id FROM (SELECT id FROM inference ORDER BY id DESC LIMIT ?1)
@@ -346,9 +346,7 @@ impl Store {
                  ORDER BY id"
             ),
             params![limit(shown), limit(scored)],
-        )?;
-        out.sort_by_key(|r| r.id);
-        Ok(out)
+        )
     }
 
     /// The figures per model, over every record ever stored (pruned ones included), scored
@@ -531,7 +529,7 @@ mod tests {
             }
             s.set_baseline(&Baseline {
                 watts: 21.5,
-                spread_watts: 2.25,
+                spread_watts: Some(2.25),
                 samples: 40,
                 from: 10.0,
                 to: 50.0,
@@ -547,7 +545,10 @@ mod tests {
         // 7.5 J and 1.5 W of baseline spread × 2 s.
         assert_eq!(recent[0].net_energy_bound_joules, Some(10.5));
         let b = s.baseline().ok().flatten();
-        assert_eq!(b.map(|b| (b.watts, b.spread_watts)), Some((21.5, 2.25)));
+        assert_eq!(
+            b.map(|b| (b.watts, b.spread_watts)),
+            Some((21.5, Some(2.25)))
+        );
     }
 
     #[test]
@@ -697,9 +698,10 @@ INSERT INTO inference VALUES (7, 'llama3.2:3b', '/api/chat', 'error', 1700000050
             Some((1, None))
         );
         assert_eq!(s.next_inference_id().ok(), Some(10));
+        // A v6 baseline never measured its spread: unknown, not 0 W.
         assert_eq!(
             s.baseline().ok().flatten().map(|b| b.spread_watts),
-            Some(0.0)
+            Some(None)
         );
         s.insert_inference(&record(10, "smollm2", 1_700_000_200.0))
             .unwrap_or_else(|e| panic!("{e}"));
