@@ -33,7 +33,7 @@ use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Request, Response, StatusCode, Uri};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::TokioExecutor;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -127,6 +127,9 @@ struct Proxy {
     hosts: HostGuard,
 }
 
+/// How long a client may take to send a request's headers.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Serves the proxy on `listener` until `shutdown` completes, then lets requests in flight end.
 /// `extra_hosts`: the names besides loopback that `Host` may carry
 /// ([`remote_hosts`](crate::api::remote_hosts) for the listen address).
@@ -150,38 +153,11 @@ pub async fn serve(
         tracker,
         hosts,
     });
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(30));
-    let connections = hyper_util::server::graceful::GracefulShutdown::new();
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    crate::api::accept_failed(e).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        let _ = stream.set_nodelay(true);
+    let service = hyper::service::service_fn(move |req| {
         let proxy = Arc::clone(&proxy);
-        let service = hyper::service::service_fn(move |req| {
-            let proxy = Arc::clone(&proxy);
-            async move { Ok::<_, std::convert::Infallible>(proxy.handle(req).await) }
-        });
-        let connection = connections.watch(http.serve_connection(TokioIo::new(stream), service));
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!("proxy connection ended: {e}");
-            }
-        });
-    }
-    drop(listener);
-    connections.shutdown().await;
-    Ok(())
+        async move { Ok::<_, std::convert::Infallible>(proxy.handle(req).await) }
+    });
+    crate::net::server::serve(listener, HEADER_TIMEOUT, service, shutdown, || {}).await
 }
 
 /// Headers that belong to one connection, never forwarded (RFC 9110 §7.6.1).

@@ -7,7 +7,7 @@
 //! the open set's size, read and announced under its lock: announcements from two threads cannot
 //! cross, so no request is ever left "in flight" after it ended.
 
-use crate::clock::Clock;
+use crate::time::clock::Clock;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
@@ -49,7 +49,7 @@ pub struct Tracker {
     state: Mutex<State>,
     inflight: watch::Sender<usize>,
     /// The engine's inbox, woken at every start and end so that it samples at once.
-    engine: Mutex<Option<Arc<crate::inbox::Inbox>>>,
+    engine: Mutex<Option<Arc<crate::time::inbox::Inbox>>>,
 }
 
 impl Tracker {
@@ -63,7 +63,7 @@ impl Tracker {
     }
 
     /// Wakes `inbox` whenever a request starts or ends.
-    pub(crate) fn wake_on_change(&self, inbox: Arc<crate::inbox::Inbox>) {
+    pub(crate) fn wake_on_change(&self, inbox: Arc<crate::time::inbox::Inbox>) {
         *self.engine.lock().unwrap_or_else(|e| e.into_inner()) = Some(inbox);
     }
 
@@ -234,7 +234,7 @@ impl Drop for InFlight {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::ManualClock;
+    use crate::time::clock::ManualClock;
     use std::time::Duration;
 
     #[tokio::test(start_paused = true)]

@@ -8,8 +8,8 @@
 //! engine's clock: in real time for the machine's clock, on tokio's pausable time for a clock that
 //! follows a runtime ([`Clock::runtime`], tests).
 
-use crate::clock::Clock;
 use crate::command::Command;
+use crate::time::clock::Clock;
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;

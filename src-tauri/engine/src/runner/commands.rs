@@ -1,0 +1,155 @@
+//! Applying what readers ask: prices, preferences, low-power mode, session resets, records a
+//! client measured itself, and the shutdown that writes the last batch.
+
+use super::Engine;
+use crate::command::{Command, External};
+use crate::error::Error;
+use wattbar_core::inference::Record;
+use wattbar_core::{Preferences, Transition};
+
+impl Engine {
+    pub(super) fn apply(&mut self, command: Command) {
+        match command {
+            Command::SetPrice(p) => {
+                let mut next = self.prefs.clone();
+                next.price_per_kwh = p;
+                let _ = self.set_preferences(next);
+            }
+            Command::SetPreferences(p, reply) => {
+                let verdict = self.set_preferences(*p);
+                if let Some(reply) = reply {
+                    let _ = reply.send(verdict);
+                }
+            }
+            Command::SetCurrency(c) => {
+                let mut next = self.prefs.clone();
+                next.currency = c;
+                let _ = self.set_preferences(next);
+            }
+            Command::SetLowPower(on) => {
+                let at = self.stamp();
+                if let Some(t) = self.low_power.set_manual(on, at) {
+                    self.low_power_changed(&t);
+                }
+            }
+            Command::SetInterval(d) => {
+                let mut next = self.prefs.clone();
+                next.interval_ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+                if let Err(e) = self.set_preferences(next) {
+                    tracing::warn!("{e}");
+                }
+            }
+            Command::RecordInference(e, reply) => {
+                let _ = reply.send(self.record_external(*e));
+            }
+            Command::ResetSession => {
+                let currency = self.prefs.currency.clone();
+                self.reset_session(&currency);
+            }
+            Command::Shutdown(done) => {
+                let session = self.accounting.totals(&self.prefs.currency);
+                self.recorder.end(&session, self.clock.unix());
+                self.lock = None;
+                let _ = done.send(());
+            }
+        }
+    }
+
+    /// Ends the session and starts another, priced in `currency`.
+    fn reset_session(&mut self, currency: &wattbar_core::Currency) {
+        let now = self.clock.unix();
+        let ended = self.accounting.totals(&self.prefs.currency);
+        self.recorder.new_session(&ended, now, currency.as_str());
+        self.accounting.reset(now);
+    }
+
+    fn set_preferences(&mut self, next: Preferences) -> Result<(), Error> {
+        let checked = next
+            .validate()
+            .and_then(|()| next.tariff_schedule())
+            .map_err(|e| Error::Refused(e.to_string()));
+        match checked {
+            Ok(tariffs) => {
+                if next.currency != self.prefs.currency {
+                    // A session's cost is in one currency: a new currency starts a new session.
+                    self.reset_session(&next.currency);
+                }
+                self.accounting.set_prices(tariffs, next.carbon_g_per_kwh);
+                self.accounting.set_interval(next.interval());
+                self.low_power.set_config(next.low_power.clone());
+                self.book.set_ceiling(next.score_ceiling);
+                self.prefs = next;
+                self.measured_changed();
+                let period = self.period();
+                self.accounting.set_interval(period);
+                Ok(())
+            }
+            Err(e) => {
+                tracing::warn!("preferences refused: {e}");
+                Err(e)
+            }
+        }
+    }
+
+    /// Records a change of low-power mode in the store at once and announces it.
+    pub(super) fn low_power_changed(&mut self, t: &Transition) {
+        self.low_power
+            .changed(t, &self.prefs.low_power, self.prefs.low_power.os_power_mode);
+        self.recorder.record_low_power(&t.state, &t.message);
+    }
+
+    /// A record for work a client measured itself, over a window that has ended.
+    fn record_external(&mut self, e: External) -> Result<Record, Error> {
+        let now = self.clock.unix();
+        if !(e.start.is_finite() && e.end.is_finite() && e.start < e.end) {
+            return Err(Error::Refused("start must come before end".into()));
+        }
+        if e.end > now + 1.0 {
+            return Err(Error::Refused(format!(
+                "end is {:.1} s in the future",
+                e.end - now
+            )));
+        }
+        if self.last_stamp.is_none_or(|l| l.unix_seconds < e.end) {
+            self.sample();
+        }
+        let last = self.last_stamp.unwrap_or_else(|| self.stamp());
+        let record = self
+            .book
+            .external(e, last, &self.tracker.open())
+            .ok_or_else(|| Error::Refused("the record could not be made".into()))?;
+        self.recorder
+            .record_inference(std::slice::from_ref(&record));
+        self.measured_changed();
+        Ok(record)
+    }
+
+    /// Writes the low-power view to the advice file when it changed: a whole new file renamed
+    /// over the old one, so a reader never sees half of it.
+    pub(super) fn write_advice(&mut self) {
+        let Some(path) = self.advice_file.as_ref() else {
+            return;
+        };
+        let view =
+            crate::view::LowPowerView::from_parts(self.low_power.state(), self.low_power.advice());
+        if self.advice_written.as_ref() == Some(&view) {
+            return;
+        }
+        let Ok(json) = serde_json::to_string(&view) else {
+            return;
+        };
+        let tmp = path.with_extension("json.tmp");
+        let written = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&tmp, format!("{json}\n")))
+            .and_then(|()| std::fs::rename(&tmp, path));
+        match written {
+            Ok(()) => self.advice_written = Some(view),
+            Err(e) => {
+                tracing::warn!("{}: {e}", path.display());
+                self.advice_file = None;
+            }
+        }
+    }
+}

@@ -1,0 +1,317 @@
+//! The engine's runner: one thread that samples the chain every interval, accounts each sample, records
+//! it and publishes the result on a `watch` channel; commands come back through its
+//! [`Inbox`](crate::time::inbox::Inbox).
+//!
+//! Rules:
+//! - One engine per data folder: [`spawn`] takes the folder's lock ([`EngineLock`]) or fails with
+//!   who holds it.
+//! - The sampling work (reading sources, which may run a command or ask Ollama over HTTP, and
+//!   writing SQLite) runs on the engine's own thread, never on the async workers that serve the
+//!   API; between samples that thread sleeps in one timed wait ([`crate::time::inbox`]).
+//! - Time comes from one [`Clock`]: energy on its elapsed clock (which counts sleep, so a suspend
+//!   is a gap), labels on its wall clock (whose steps move labels, never energy).
+//!
+//! The runner is cut in two: [`sampling`] takes, accounts and records a sample; [`commands`]
+//! applies what readers ask. Both act on the one [`Engine`] state below.
+
+mod commands;
+mod sampling;
+#[cfg(test)]
+mod tests;
+
+use crate::accounting::{Accounting, LocalWeek};
+use crate::command::Command;
+use crate::error::Error;
+use crate::handle::{EngineHandle, EngineReader};
+use crate::inference::{Book, Tracker};
+use crate::lock::EngineLock;
+use crate::low_power::LowPower;
+use crate::published::{Published, Recent};
+use crate::recorder::Recorder;
+use crate::time::clock::{Clock, SystemClock};
+use crate::time::inbox::{Inbox, Woken};
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+use wattbar_core::{Chain, Part, Preferences, Snapshot, Stamp, Tariffs};
+
+/// The sampling period while a request is in flight, unless the sources update slower.
+pub const INFERENCE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// How often pending samples are written to the store.
+pub const DEFAULT_BATCH_INTERVAL: Duration = Duration::from_secs(5);
+
+/// A wall clock that moved this much more or less than elapsed time was stepped.
+const WALL_STEP_SECONDS: f64 = 2.0;
+
+#[derive(Clone)]
+pub struct EngineConfig {
+    pub prefs: Preferences,
+    /// The SQLite ledger; `None` keeps everything in memory. Its folder is locked.
+    pub store: Option<PathBuf>,
+    pub batch_interval: Duration,
+    /// The client that switches the OS power profile when the `os_power_mode` preference is on.
+    pub os_power: crate::os_power::ProfilesCtl,
+    pub clock: Arc<dyn Clock>,
+    /// The API address this engine serves, written in the lock file for clients to find.
+    pub api: Option<String>,
+    /// Where the low-power advice is kept current for routers that read a file
+    /// ([`crate::paths::advice_path`]); `None`: nowhere.
+    pub advice_file: Option<PathBuf>,
+}
+
+impl EngineConfig {
+    pub fn new(prefs: Preferences) -> Self {
+        EngineConfig {
+            prefs,
+            store: None,
+            batch_interval: DEFAULT_BATCH_INTERVAL,
+            os_power: crate::os_power::ProfilesCtl::default(),
+            clock: Arc::new(SystemClock::new()),
+            api: None,
+            advice_file: None,
+        }
+    }
+
+    pub fn with_store(mut self, path: PathBuf) -> Self {
+        self.store = Some(path);
+        self
+    }
+
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+}
+
+pub(crate) struct Engine {
+    chain: Chain,
+    clock: Arc<dyn Clock>,
+    prefs: Preferences,
+    accounting: Accounting,
+    local_week: LocalWeek,
+    recorder: Recorder,
+    low_power: LowPower,
+    snapshot: Option<Snapshot>,
+    /// What each owned part has added since the engine started.
+    part_totals: BTreeMap<Part, f64>,
+    last_stamp: Option<Stamp>,
+    seq: u64,
+    recent: Recent,
+    sources: Vec<String>,
+    /// Held until the last batch is written; released before shutdown answers.
+    lock: Option<EngineLock>,
+    tracker: Arc<Tracker>,
+    book: Book,
+    advice_file: Option<PathBuf>,
+    /// The advice as last written to `advice_file`.
+    advice_written: Option<crate::view::LowPowerView>,
+}
+
+enum Work {
+    Sample,
+    /// A request started or ended: sample now unless the last sample is more recent than the
+    /// fast period.
+    Wake,
+    Apply(Command),
+}
+
+impl Engine {
+    fn stamp(&self) -> Stamp {
+        Stamp::new(self.clock.elapsed(), self.clock.unix())
+    }
+
+    fn run(&mut self, work: Work) {
+        self.work(work);
+        self.write_advice();
+    }
+
+    fn work(&mut self, work: Work) {
+        match work {
+            Work::Sample => self.sample(),
+            Work::Wake => {
+                // At most one sample per fast period, however many requests start and end: a
+                // flood of short requests must not become a flood of samples.
+                let since = self
+                    .last_stamp
+                    .map(|l| self.clock.elapsed().saturating_sub(l.monotonic));
+                let fast = self.fast_period();
+                if since.is_none_or(|s| s >= fast) {
+                    self.sample();
+                }
+            }
+            Work::Apply(command) => self.apply(command),
+        }
+    }
+
+    fn published(&mut self) -> Arc<Published> {
+        self.seq += 1;
+        Arc::new(Published {
+            seq: self.seq,
+            snapshot: self.snapshot.clone(),
+            part_totals: self
+                .part_totals
+                .iter()
+                .map(|(part, joules)| (part.clone(), *joules))
+                .collect(),
+            session: self.accounting.totals(&self.prefs.currency),
+            energy_method: self.accounting.method(),
+            low_power: self.low_power.state().clone(),
+            advice: self.low_power.advice().clone(),
+            low_power_event: self.low_power.event().cloned(),
+            low_power_seq: self.low_power.seq(),
+            os_low_power_mode: self.low_power.os_low_power_mode(),
+            prefs: self.prefs.clone(),
+            price_per_kwh: self.prefs.price_per_kwh.per_kwh(),
+            interval_ms: self.prefs.interval_ms,
+            period_ms: u64::try_from(self.period().as_millis()).unwrap_or(u64::MAX),
+            totals: self.recorder.totals().cloned(),
+            lifetime_by_domain: self.recorder.lifetime_by_domain(),
+            sources: self.sources.clone(),
+            reads: self.chain.counters(),
+            notice: self.recorder.notice().cloned(),
+            alerts: self.recorder.alerts().to_vec(),
+            alert_seq: self.recorder.alert_seq(),
+            inference: self.book.view(),
+            inflight: self.tracker.inflight(),
+        })
+    }
+}
+
+/// The sampling period: the preference, but never faster than the slowest source can give new
+/// values (half NVML's counter update period, for one).
+fn period(prefs: &Preferences, chain: &Chain) -> Duration {
+    let chosen = prefs.interval();
+    match chain.min_interval() {
+        Some(min) if min > chosen => min,
+        _ => chosen,
+    }
+}
+
+/// Starts the engine on a thread of its own; the first sample is taken at once. With a store, the
+/// store's folder is locked first: a second engine gets [`Error::Locked`].
+pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> {
+    let lock = match config.store.as_ref().and_then(|p| p.parent()) {
+        Some(dir) => Some(EngineLock::acquire(dir, config.api.as_deref())?),
+        None => None,
+    };
+    let clock = config.clock.clone();
+    let started = clock.unix();
+    let ledger_path = config.store.clone();
+    let recorder = Recorder::open(
+        config.store.as_deref(),
+        config.batch_interval,
+        started,
+        config.prefs.currency.as_str(),
+    );
+    let tariffs = config
+        .prefs
+        .tariff_schedule()
+        .unwrap_or_else(|_| Tariffs::flat(config.prefs.price_per_kwh));
+    let accounting = Accounting::new(
+        started,
+        period(&config.prefs, &chain),
+        tariffs,
+        config.prefs.carbon_g_per_kwh,
+    );
+    let book = Book::new(
+        recorder.restored_inference(config.prefs.score_ceiling),
+        config.prefs.score_ceiling,
+    );
+    let tracker = Tracker::new(clock.clone());
+    let low_power = LowPower::new(
+        config.prefs.low_power.clone(),
+        recorder.restored_low_power(),
+        config.os_power,
+    );
+    let timer_clock = Arc::clone(&clock);
+    let chain = chain.with_timer(Box::new(move || timer_clock.elapsed()));
+    let mut engine = Engine {
+        sources: chain.ids(),
+        chain,
+        clock,
+        prefs: config.prefs,
+        accounting,
+        local_week: LocalWeek::default(),
+        recorder,
+        low_power,
+        snapshot: None,
+        part_totals: BTreeMap::new(),
+        last_stamp: None,
+        seq: 0,
+        recent: Arc::new(Mutex::new(VecDeque::new())),
+        lock,
+        tracker: Arc::clone(&tracker),
+        book,
+        advice_file: config.advice_file,
+        advice_written: None,
+    };
+    engine.write_advice();
+    engine.measured_changed();
+    let recent = engine.recent.clone();
+    let intervals = engine.book.intervals();
+    let records = engine.book.records();
+    let inbox = Arc::new(Inbox::default());
+    tracker.wake_on_change(Arc::clone(&inbox));
+    let (state_tx, state_rx) = watch::channel(engine.published());
+    let messages = Arc::clone(&inbox);
+    let thread = std::thread::Builder::new()
+        .name("wattbar-engine".into())
+        .spawn(move || run_engine(engine, &messages, &state_tx))
+        .map_err(|source| Error::Io {
+            path: PathBuf::from("wattbar-engine thread"),
+            source,
+        })?;
+    Ok(EngineHandle {
+        reader: EngineReader {
+            state: state_rx,
+            recent,
+            commands: Arc::clone(&inbox),
+            ledger: ledger_path,
+            tracker,
+            intervals,
+            records,
+        },
+        thread: Some(thread),
+    })
+}
+
+/// The engine thread: samples when due, takes commands and wake-ups as they come, publishes after
+/// each, until told to stop. A late sample (a stalled source, a suspend) is not caught up: the
+/// next is one period after it.
+fn run_engine(mut engine: Engine, inbox: &Inbox, state: &watch::Sender<Arc<Published>>) {
+    let mut period = engine.period();
+    engine.chain.set_pace(period);
+    let mut next = engine.clock.elapsed();
+    loop {
+        let work = match inbox.wait(engine.clock.as_ref(), next) {
+            Woken::Due => {
+                let now = engine.clock.elapsed();
+                next += period;
+                if next <= now {
+                    next = now + period;
+                }
+                Work::Sample
+            }
+            Woken::Wake => Work::Wake,
+            Woken::Command(command) => Work::Apply(command),
+            Woken::Closed => break,
+        };
+        let last = matches!(work, Work::Apply(Command::Shutdown(_)));
+        engine.run(work);
+        if last {
+            inbox.close();
+            break;
+        }
+        if engine.period() != period {
+            period = engine.period();
+            engine.chain.set_pace(period);
+            next = engine.clock.elapsed() + period;
+        }
+        if state.send(engine.published()).is_err() {
+            break;
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! Suspend, wall-clock steps, refused preferences and a source that stalls.
+
+use super::*;
+
+/// A GPU at 100 W whose energy counter keeps counting, asleep or not.
+struct Gpu(ManualClock);
+
+impl Source for Gpu {
+    fn id(&self) -> &str {
+        "nvml"
+    }
+    fn quality(&self) -> Quality {
+        Quality::Measured
+    }
+    fn read(&mut self, at: Stamp) -> Result<Vec<wattbar_core::Reading>, wattbar_core::Error> {
+        use crate::time::clock::Clock;
+        let counted = 100.0 * self.0.elapsed().as_secs_f64();
+        Ok(vec![wattbar_core::Reading {
+            energy_counter: Some(wattbar_core::Joules(counted)),
+            ..wattbar_core::Reading::power(
+                wattbar_core::Domain::Gpu,
+                Watts(100.0),
+                "nvml",
+                Quality::Measured,
+                at,
+            )
+            .with_device("0")
+        }])
+    }
+}
+
+fn gpu_engine(clock: &ManualClock, db: PathBuf) -> EngineHandle {
+    let config = EngineConfig::new(Preferences::default())
+        .with_clock(Arc::new(clock.clone()))
+        .with_store(db);
+    start(Chain::new(vec![Box::new(Gpu(clock.clone()))]), config)
+}
+
+fn gpu_lifetime(p: &Published) -> f64 {
+    p.lifetime_by_domain
+        .iter()
+        .find(|(d, _)| d == "gpu")
+        .map(|(_, j)| *j)
+        .unwrap_or(0.0)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_suspend_adds_nothing_not_even_from_a_counter_that_kept_counting() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let clock = ManualClock::new(1_800_000_000.0);
+    let engine = gpu_engine(&clock, dir.path().join("wattbar.db"));
+    let mut rx = engine.subscribe();
+    let before = wait_for(&mut rx, |p| p.session.joules.0 >= 1_000.0).await;
+    assert_eq!(before.energy_method, Some(Method::Counter));
+    let asleep_at = before.session.joules.0;
+    // An hour asleep: the counter says 360 kJ more.
+    clock.sleep(Duration::from_secs(3600));
+    let after = wait_for(&mut rx, |p| p.session.joules.0 >= asleep_at + 1_000.0).await;
+    assert_eq!(after.session.gaps, 1);
+    // 10 s after waking at 100 W, give or take the interval the gap swallowed.
+    assert!(
+        after.session.joules.0 <= asleep_at + 1_100.0,
+        "{}",
+        after.session.joules.0
+    );
+    assert!(
+        gpu_lifetime(&after) <= after.session.joules.0 + 1e-6,
+        "{after:?}"
+    );
+    engine.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn wall_clock_steps_either_way_move_no_energy() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let clock = ManualClock::new(1_800_000_000.0);
+    let engine = gpu_engine(&clock, dir.path().join("wattbar.db"));
+    let mut rx = engine.subscribe();
+    wait_for(&mut rx, |p| p.session.joules.0 >= 1_000.0).await;
+    clock.step_wall(3600.0);
+    wait_for(&mut rx, |p| p.session.joules.0 >= 2_000.0).await;
+    clock.step_wall(-7200.0);
+    let done = wait_for(&mut rx, |p| p.session.joules.0 >= 4_000.0).await;
+    // 40 s at 100 W, by counter, with no gap and nothing lost or added at either step.
+    assert_eq!(done.session.gaps, 0);
+    assert_eq!(done.session.joules.0, 4_000.0);
+    assert!((gpu_lifetime(&done) - 4_000.0).abs() < 1e-6);
+    // The sparkline follows the wall clock back instead of keeping points from the future.
+    let recent: Vec<Point> = engine.recent();
+    assert!(recent.windows(2).all(|w| w[0].t <= w[1].t));
+    engine.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_preference_tells_whoever_asked_why() {
+    let engine = start(replay("t,watts\n0,10\n"), config(Preferences::default()));
+    let bad = Preferences {
+        interval_ms: 5,
+        ..Preferences::default()
+    };
+    match engine.reader().set_preferences(bad).await {
+        Err(Error::Refused(why)) => assert!(why.contains("interval"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    let good = Preferences {
+        currency: Currency::default(),
+        price_per_kwh: Price::new(0.3).unwrap_or_default(),
+        ..Preferences::default()
+    };
+    assert!(engine.reader().set_preferences(good).await.is_ok());
+    engine.stop();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_currency_starts_a_new_session_so_no_session_mixes_two() {
+    let engine = start(replay("t,watts\n0,3600\n"), config(Preferences::default()));
+    let mut rx = engine.subscribe();
+    wait_for(&mut rx, |p| p.session.kwh >= 0.01).await;
+    let usd = Currency::parse("USD").unwrap_or_else(|e| panic!("{e}"));
+    engine
+        .send(Command::SetCurrency(usd.clone()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let after = wait_for(&mut rx, |p| p.prefs.currency == usd).await;
+    assert_eq!(after.session.currency, usd);
+    assert!(after.session.kwh < 0.01, "{:?}", after.session);
+    engine.stop();
+}
+
+/// A source that takes a long time to answer, like an Ollama that does not reply.
+struct Stalling;
+
+impl Source for Stalling {
+    fn id(&self) -> &str {
+        "ollama"
+    }
+    fn quality(&self) -> Quality {
+        Quality::Heuristic
+    }
+    fn read(&mut self, _at: Stamp) -> Result<Vec<wattbar_core::Reading>, wattbar_core::Error> {
+        std::thread::sleep(Duration::from_millis(1500));
+        Ok(Vec::new())
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_stalling_source_never_holds_the_async_thread_that_serves_readers() {
+    // One async thread, as a small daemon has. While the source stalls for 1.5 s, another
+    // task on that thread must keep running: the sampling work is on the engine thread.
+    let engine = start(
+        Chain::new(vec![Box::new(Stalling)]),
+        EngineConfig::new(Preferences::default()),
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut ticks = 0u32;
+    let until = std::time::Instant::now() + Duration::from_millis(1000);
+    while std::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        ticks += 1;
+    }
+    // Blocked, it runs about once; free, about 100 times (20 leaves room for a loaded machine).
+    assert!(
+        ticks >= 20,
+        "the async thread ran only {ticks} times in 1 s"
+    );
+    engine.stop();
+}
