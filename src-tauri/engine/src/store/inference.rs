@@ -626,7 +626,7 @@ INSERT INTO inference VALUES (7, 'llama3.2:3b', '/api/chat', 'error', 1700000050
         let path = dir.path().join("wattbar.db");
         {
             let conn = rusqlite::Connection::open(&path).unwrap_or_else(|e| panic!("{e}"));
-            for step in &super::super::MIGRATIONS[..6] {
+            for step in &super::super::schema::MIGRATIONS[..6] {
                 conn.execute_batch(step).unwrap_or_else(|e| panic!("{e}"));
             }
             conn.execute_batch(V6_ROWS)

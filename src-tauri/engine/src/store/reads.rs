@@ -1,0 +1,172 @@
+//! What readers ask of the ledger: totals by calendar and lifetime, sessions, history and the
+//! last low-power state.
+
+use super::{local_day_month, HistoryPoint, SessionRecord, Step, Store, StoreError, Total};
+use rusqlite::{params, OptionalExtension};
+
+impl Store {
+    /// The last recorded low-power state; off when none was ever recorded.
+    pub fn low_power(&self) -> Result<wattbar_core::LowPowerState, StoreError> {
+        let row: Option<(f64, bool, String)> = self
+            .conn
+            .query_row(
+                "SELECT t, enabled, reason FROM low_power ORDER BY id DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()
+            .map_err(|e| self.sql(e))?;
+        Ok(match row {
+            Some((t, enabled, reason)) => wattbar_core::LowPowerState {
+                enabled,
+                since: Some(t),
+                reason: wattbar_core::Reason::parse(&reason),
+            },
+            None => wattbar_core::LowPowerState::off(),
+        })
+    }
+
+    /// Lifetime headline energy, and its cost with `currency` first.
+    pub fn lifetime(&self, currency: &str) -> Result<Total, StoreError> {
+        let joules: f64 = self
+            .conn
+            .prepare_cached("SELECT COALESCE(SUM(joules), 0) FROM lifetime WHERE domain = 'system'")
+            .and_then(|mut stmt| stmt.query_row([], |r| r.get(0)))
+            .map_err(|e| self.sql(e))?;
+        let costs = self.costs(
+            "SELECT currency, SUM(cost) FROM monthly GROUP BY currency ORDER BY currency",
+            None,
+        )?;
+        Ok(Total::new(joules, costs, currency))
+    }
+
+    /// `(currency, cost)` rows of a query that takes `key` as its one parameter, if any.
+    fn costs(&self, sql: &str, key: Option<&str>) -> Result<Vec<(String, f64)>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(|e| self.sql(e))?;
+        let map = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, r.get(1)?));
+        let rows = match key {
+            Some(k) => stmt.query_map(params![k], map),
+            None => stmt.query_map([], map),
+        }
+        .map_err(|e| self.sql(e))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.sql(e))
+    }
+
+    /// Lifetime joules per domain: `system` (the headline) and each metered part.
+    pub fn lifetime_by_domain(&self) -> Result<Vec<(String, f64)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT domain, joules FROM lifetime ORDER BY domain")
+            .map_err(|e| self.sql(e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(|e| self.sql(e))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.sql(e))
+    }
+
+    pub fn day(&self, unix: f64, currency: &str) -> Result<Total, StoreError> {
+        let (day, _) = local_day_month(unix);
+        Ok(self
+            .recorded_day(&day, currency)?
+            .unwrap_or_else(|| Total::new(0.0, Vec::new(), currency)))
+    }
+
+    /// The local day `day` (`YYYY-MM-DD`), or `None` when nothing was recorded that day.
+    pub fn recorded_day(&self, day: &str, currency: &str) -> Result<Option<Total>, StoreError> {
+        let costs = self.costs(
+            "SELECT currency, cost FROM daily WHERE day = ?1 ORDER BY currency",
+            Some(day),
+        )?;
+        if costs.is_empty() {
+            return Ok(None);
+        }
+        let joules: f64 = self
+            .conn
+            .prepare_cached("SELECT COALESCE(SUM(joules), 0) FROM daily WHERE day = ?1")
+            .and_then(|mut stmt| stmt.query_row(params![day], |r| r.get(0)))
+            .map_err(|e| self.sql(e))?;
+        Ok(Some(Total::new(joules, costs, currency)))
+    }
+
+    pub fn month(&self, unix: f64, currency: &str) -> Result<Total, StoreError> {
+        let (_, month) = local_day_month(unix);
+        self.calendar("monthly", "month", &month, currency)
+    }
+
+    fn calendar(
+        &self,
+        table: &str,
+        key: &str,
+        value: &str,
+        currency: &str,
+    ) -> Result<Total, StoreError> {
+        let joules: f64 = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT COALESCE(SUM(joules), 0) FROM {table} WHERE {key} = ?1"
+            ))
+            .and_then(|mut stmt| stmt.query_row(params![value], |r| r.get(0)))
+            .map_err(|e| self.sql(e))?;
+        let costs = self.costs(
+            &format!("SELECT currency, cost FROM {table} WHERE {key} = ?1 ORDER BY currency"),
+            Some(value),
+        )?;
+        Ok(Total::new(joules, costs, currency))
+    }
+
+    /// The newest session, running or not.
+    pub fn latest_session(&self) -> Result<Option<SessionRecord>, StoreError> {
+        let id: Option<i64> = self
+            .conn
+            .query_row("SELECT MAX(id) FROM sessions", [], |r| r.get(0))
+            .map_err(|e| self.sql(e))?;
+        match id {
+            Some(id) => self.session(id),
+            None => Ok(None),
+        }
+    }
+
+    /// A session as stored.
+    pub fn session(&self, id: i64) -> Result<Option<SessionRecord>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT start, end, joules, cost, currency FROM sessions WHERE id = ?1",
+                params![id],
+                |r| {
+                    Ok(SessionRecord {
+                        start: r.get(0)?,
+                        end: r.get(1)?,
+                        joules: r.get(2)?,
+                        cost: r.get(3)?,
+                        currency: r.get(4)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(|e| self.sql(e))
+    }
+
+    /// `(t, mean watts, max watts, joules)` buckets in `[from, to)`, oldest first.
+    pub fn history(&self, from: f64, to: f64, step: Step) -> Result<Vec<HistoryPoint>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT t, n, sum_watts, max_watts, joules FROM {} WHERE t >= ?1 AND t < ?2 ORDER BY t",
+                step.table()
+            ))
+            .map_err(|e| self.sql(e))?;
+        let rows = stmt
+            .query_map(params![from.floor() as i64, to.ceil() as i64], |r| {
+                let n: i64 = r.get(1)?;
+                let sum: f64 = r.get(2)?;
+                Ok(HistoryPoint {
+                    t: r.get::<_, i64>(0)? as f64,
+                    mean_watts: (n > 0).then(|| sum / n as f64),
+                    max_watts: r.get(3)?,
+                    joules: r.get(4)?,
+                })
+            })
+            .map_err(|e| self.sql(e))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.sql(e))
+    }
+}

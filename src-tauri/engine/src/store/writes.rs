@@ -1,0 +1,197 @@
+//! What the engine writes: sessions, batches, pruning, alerts given and low-power changes; each
+//! write one transaction.
+
+use super::batch::BatchSums;
+use super::{
+    domains, sql_at, Row, Step, Store, StoreError, MINUTES_KEEP_SECONDS, RAW_KEEP_SECONDS,
+};
+use rusqlite::params;
+
+impl Store {
+    /// Starts a session. Sessions a crash left open are ended, each by its id, at its last
+    /// sample: the caller holds the data folder's lock, so no other engine is running them.
+    pub fn start_session(&mut self, now_unix: f64, currency: &str) -> Result<i64, StoreError> {
+        let path = self.path.clone();
+        let tx = self.conn.transaction().map_err(|e| sql_at(&path, e))?;
+        let id = (|| {
+            end_orphans(&tx, None)?;
+            tx.execute(
+                "INSERT INTO sessions (start, currency) VALUES (?1, ?2)",
+                params![now_unix, currency],
+            )?;
+            let id = tx.last_insert_rowid();
+            tx.commit()?;
+            Ok(id)
+        })()
+        .map_err(|e| sql_at(&path, e))?;
+        Ok(id)
+    }
+
+    /// `wattbar-cli reset-session` with no engine running (the caller holds the lock): ends the
+    /// sessions left open, each by id, and records an empty session from `now_unix`, so that the
+    /// session reads 0 until an engine adds energy. Returns how many sessions were ended.
+    pub fn reset_session(&mut self, now_unix: f64, currency: &str) -> Result<usize, StoreError> {
+        let path = self.path.clone();
+        let tx = self.conn.transaction().map_err(|e| sql_at(&path, e))?;
+        let ended = (|| {
+            let ended = end_orphans(&tx, Some(now_unix))?;
+            tx.execute(
+                "INSERT INTO sessions (start, end, currency) VALUES (?1, ?1, ?2)",
+                params![now_unix, currency],
+            )?;
+            tx.commit()?;
+            Ok(ended)
+        })()
+        .map_err(|e| sql_at(&path, e))?;
+        Ok(ended)
+    }
+
+    /// True when session `id` has been ended, by this process or another.
+    pub fn session_ended(&self, id: i64) -> Result<bool, StoreError> {
+        Ok(self.session(id)?.is_some_and(|s| s.end.is_some()))
+    }
+
+    pub fn end_session(&mut self, id: i64, now_unix: f64) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "UPDATE sessions SET end = ?2 WHERE id = ?1",
+                params![id, now_unix],
+            )
+            .map_err(|e| self.sql(e))?;
+        Ok(())
+    }
+
+    /// Writes one batch in one transaction: raw samples, rollups, lifetime, calendar totals and
+    /// the running session's totals.
+    pub fn write_batch(
+        &mut self,
+        session_id: i64,
+        rows: &[Row],
+        session_joules: f64,
+        session_cost: f64,
+    ) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let tx = self.conn.transaction().map_err(|e| sql_at(&path, e))?;
+        let result = (|| {
+            let mut sample =
+                tx.prepare_cached("INSERT INTO samples (t, watts, joules) VALUES (?1, ?2, ?3)")?;
+            let rollup_sql = |table: &str| {
+                format!(
+                    "INSERT INTO {table} (t, n, sum_watts, max_watts, joules) VALUES (?1, ?2, ?3, ?4, ?5)
+                     ON CONFLICT(t) DO UPDATE SET n = n + ?2, sum_watts = sum_watts + ?3,
+                       max_watts = CASE WHEN ?4 IS NULL THEN max_watts
+                                        WHEN max_watts IS NULL OR ?4 > max_watts THEN ?4
+                                        ELSE max_watts END,
+                       joules = joules + ?5"
+                )
+            };
+            let mut minute = tx.prepare_cached(&rollup_sql("minutes"))?;
+            let mut hour = tx.prepare_cached(&rollup_sql("hours"))?;
+            let mut domain_minute = tx.prepare_cached(&domains::upsert_sql(Step::Minute))?;
+            let mut domain_hour = tx.prepare_cached(&domains::upsert_sql(Step::Hour))?;
+            let mut lifetime = tx.prepare_cached(
+                "INSERT INTO lifetime (domain, joules) VALUES (?1, ?2)
+                 ON CONFLICT(domain) DO UPDATE SET joules = joules + ?2",
+            )?;
+            let mut daily = tx.prepare_cached(
+                "INSERT INTO daily (day, currency, joules, cost) VALUES (?1, ?4, ?2, ?3)
+                 ON CONFLICT(day, currency) DO UPDATE SET joules = joules + ?2, cost = cost + ?3",
+            )?;
+            let mut monthly = tx.prepare_cached(
+                "INSERT INTO monthly (month, currency, joules, cost) VALUES (?1, ?4, ?2, ?3)
+                 ON CONFLICT(month, currency) DO UPDATE SET joules = joules + ?2, cost = cost + ?3",
+            )?;
+            for row in rows {
+                sample.execute(params![row.t, row.watts, row.joules])?;
+            }
+            // Each rollup row once per batch, whatever the number of samples in it.
+            let sums = BatchSums::of(rows);
+            for (stmt, buckets) in [(&mut minute, &sums.minutes), (&mut hour, &sums.hours)] {
+                for (bucket, b) in buckets {
+                    stmt.execute(params![bucket, b.n, b.sum_watts, b.max_watts, b.joules])?;
+                }
+            }
+            for (stmt, buckets) in [
+                (&mut domain_minute, &sums.domain_minutes),
+                (&mut domain_hour, &sums.domain_hours),
+            ] {
+                for ((bucket, domain), (joules, seconds)) in buckets {
+                    stmt.execute(params![bucket, domain, joules, seconds])?;
+                }
+            }
+            for (domain, joules) in &sums.lifetime {
+                lifetime.execute(params![domain, joules])?;
+            }
+            for ((day, currency), (joules, cost)) in &sums.daily {
+                daily.execute(params![day, joules, cost, currency])?;
+            }
+            for ((month, currency), (joules, cost)) in &sums.monthly {
+                monthly.execute(params![month, joules, cost, currency])?;
+            }
+            drop((sample, minute, hour, domain_minute, domain_hour));
+            drop((lifetime, daily, monthly));
+            tx.prepare_cached("UPDATE sessions SET joules = ?2, cost = ?3 WHERE id = ?1")?
+                .execute(params![session_id, session_joules, session_cost])?;
+            tx.commit()
+        })();
+        result.map_err(|e| sql_at(&path, e))
+    }
+
+    /// Drops raw samples older than 24 h and minute rollups older than 30 days.
+    pub fn prune(&mut self, now_unix: f64) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let tx = self.conn.transaction().map_err(|e| sql_at(&path, e))?;
+        tx.prepare_cached("DELETE FROM samples WHERE t < ?1")
+            .and_then(|mut s| s.execute(params![now_unix - RAW_KEEP_SECONDS]))
+            .and_then(|_| tx.prepare_cached("DELETE FROM minutes WHERE t < ?1"))
+            .and_then(|mut s| s.execute(params![now_unix - MINUTES_KEEP_SECONDS]))
+            .and_then(|_| tx.prepare_cached("DELETE FROM domain_minutes WHERE t < ?1"))
+            .and_then(|mut s| s.execute(params![now_unix - MINUTES_KEEP_SECONDS]))
+            .and_then(|_| tx.commit())
+            .map_err(|e| sql_at(&path, e))
+    }
+
+    /// Records that the alert `key` was given; false when it already had been.
+    pub fn mark_alert(&mut self, key: &str, now_unix: f64) -> Result<bool, StoreError> {
+        let inserted = self
+            .conn
+            .execute(
+                "INSERT OR IGNORE INTO alerts (key, at) VALUES (?1, ?2)",
+                params![key, now_unix],
+            )
+            .map_err(|e| self.sql(e))?;
+        Ok(inserted == 1)
+    }
+
+    /// Records a change of low-power mode at once, in its own transaction.
+    pub fn record_low_power(
+        &mut self,
+        state: &wattbar_core::LowPowerState,
+        message: &str,
+    ) -> Result<(), StoreError> {
+        let reason = state.reason.map(|r| r.as_str()).unwrap_or("manual");
+        self.conn
+            .execute(
+                "INSERT INTO low_power (t, enabled, reason, message) VALUES (?1, ?2, ?3, ?4)",
+                params![state.since.unwrap_or(0.0), state.enabled, reason, message],
+            )
+            .map_err(|e| self.sql(e))?;
+        Ok(())
+    }
+}
+
+/// Ends every session still open, one by one by id, at `at` or else at its last sample.
+fn end_orphans(tx: &rusqlite::Transaction<'_>, at: Option<f64>) -> rusqlite::Result<usize> {
+    let ids: Vec<i64> = tx
+        .prepare("SELECT id FROM sessions WHERE end IS NULL")?
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    for id in &ids {
+        tx.execute(
+            "UPDATE sessions SET end = COALESCE(?2, (SELECT MAX(t) FROM samples WHERE t >= start), start)
+             WHERE id = ?1",
+            params![id, at],
+        )?;
+    }
+    Ok(ids.len())
+}
