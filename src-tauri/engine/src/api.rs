@@ -27,18 +27,13 @@
 //! - Each published state is serialized once, whatever the number of stream clients.
 
 use crate::EngineReader;
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;
 use axum::middleware;
-use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
-use axum::{Json, Router};
-use serde::Serialize;
+use axum::Router;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tokio::sync::watch;
 
 mod control;
@@ -47,88 +42,16 @@ mod history;
 pub mod hosts;
 mod inference;
 mod report;
+mod shared;
 mod state;
 pub use hosts::{parse_host_name, remote_hosts, HostGuard};
+pub use inference::MAX_RECORDS;
+pub use shared::{
+    ApiConfig, Limits, DEFAULT_LISTEN, DEFAULT_PORT, HEADER_TIMEOUT, MAX_BODY_BYTES,
+    MAX_HISTORY_SECONDS, MAX_STREAMS, REQUEST_TIMEOUT,
+};
 
-pub const DEFAULT_PORT: u16 = 9471;
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:9471";
-pub const MAX_BODY_BYTES: usize = 64 * 1024;
-/// Longest span `/v1/history` answers in one request.
-pub const MAX_HISTORY_SECONDS: f64 = 400.0 * 86_400.0;
-/// How long a write waits for the engine to publish its effect.
-const APPLY_TIMEOUT: Duration = Duration::from_secs(2);
-/// `/v1/stream` clients at once, by default: a dashboard tab or router each. The state is
-/// serialized once for all of them, so each costs only its socket.
-pub const MAX_STREAMS: usize = 32;
-/// Time to send a request's headers, by default; generous for any real client, even on a LAN.
-pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-/// Time to answer a request, by default; the slowest handler (a write) gives up after 2 s.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// What a stream client turned away is told to wait, in seconds.
-const STREAM_RETRY_AFTER_S: u32 = 5;
-
-/// What one server gives its clients at most; the module documentation says how each is applied.
-#[derive(Debug, Clone)]
-pub struct Limits {
-    /// `/v1/stream` clients at once (0: none).
-    pub max_streams: usize,
-    /// How long a connection may take to send a request's headers.
-    pub header_timeout: Duration,
-    /// How long a request may take, from its headers to its response.
-    pub request_timeout: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_streams: MAX_STREAMS,
-            header_timeout: HEADER_TIMEOUT,
-            request_timeout: REQUEST_TIMEOUT,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct ApiConfig {
-    /// The bearer token writes must carry.
-    pub token: String,
-    /// Host names accepted besides the loopback ones: [`remote_hosts`] gives them for a listen
-    /// address. Compared as [`hosts`] says; a port here never matches.
-    pub extra_hosts: Vec<String>,
-    /// The SQLite ledger, read for `/v1/history`.
-    pub db_path: Option<PathBuf>,
-    /// The dashboard's files, served at `/`.
-    pub ui_dir: Option<PathBuf>,
-    /// Stream clients and timeouts; `Limits::default()` for the documented defaults.
-    pub limits: Limits,
-}
-
-struct Shared {
-    engine: EngineReader,
-    config: ApiConfig,
-    /// The names `Host` may carry: loopback and `config.extra_hosts`, with this port or none.
-    hosts: HostGuard,
-    closing: watch::Receiver<bool>,
-    usage: Mutex<state::Usage>,
-    /// One permit per open event stream.
-    streams: Arc<tokio::sync::Semaphore>,
-    state_json: Arc<state::StateJson>,
-}
-
-#[derive(Serialize)]
-struct ErrorBody {
-    error: String,
-}
-
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    (
-        status,
-        Json(ErrorBody {
-            error: message.into(),
-        }),
-    )
-        .into_response()
-}
+use shared::{error, Shared};
 
 /// Builds the router for a server listening on `port`. `closing` turns true when the server
 /// shuts down, which ends open event streams.
@@ -150,7 +73,7 @@ pub fn router(
         config,
         hosts,
         closing,
-        usage: Mutex::new(state::Usage::new()),
+        usage: Mutex::new(shared::Usage::new()),
         streams: Arc::new(tokio::sync::Semaphore::new(max_streams)),
         state_json: Arc::default(),
     });
@@ -240,12 +163,4 @@ pub const UI_DIR_ENV: &str = "WATTBAR_UI_DIR";
 /// Whether `addr` may be listened on without the explicit remote flag.
 pub fn is_loopback(addr: &SocketAddr) -> bool {
     addr.ip().is_loopback()
-}
-
-fn json_body<T: serde::de::DeserializeOwned>(
-    body: Result<Bytes, BytesRejection>,
-) -> Result<T, (StatusCode, String)> {
-    let bytes = body.map_err(|e| (e.status(), e.body_text()))?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| (StatusCode::BAD_REQUEST, format!("malformed JSON body: {e}")))
 }

@@ -34,10 +34,8 @@ mod batch;
 pub mod domains;
 pub mod inference;
 mod reads;
-mod schema;
+pub mod schema;
 mod writes;
-
-pub use schema::SCHEMA_VERSION;
 
 pub const DB_FILE: &str = "wattbar.db";
 pub const RAW_KEEP_SECONDS: f64 = 24.0 * 3600.0;

@@ -1,7 +1,7 @@
 //! The routes that ask the engine for a change: `GET|PUT /v1/low-power` and
 //! `POST /v1/session/reset`.
 
-use super::{error, json_body, Shared, APPLY_TIMEOUT};
+use super::shared::{error, json_body, Shared, APPLY_TIMEOUT};
 use crate::view::LowPowerView;
 use crate::Command;
 use axum::body::Bytes;

@@ -1,7 +1,7 @@
 //! The checks every request passes before any handler runs (the module rules of [`super`]):
 //! `Host`, then `Origin` and the token for writes; and the answers to unknown routes and methods.
 
-use super::{error, Shared};
+use super::shared::{error, Shared};
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;

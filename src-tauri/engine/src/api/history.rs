@@ -1,7 +1,7 @@
 //! `GET /v1/history?from=&to=&step=&domains=` (or `?range=1h|24h|30d`): the ledger's history,
 //! checked before the store is asked.
 
-use super::{error, Shared, MAX_HISTORY_SECONDS};
+use super::shared::{error, Shared, MAX_HISTORY_SECONDS};
 use crate::store::{Step, Store};
 use crate::unix_now;
 use crate::view::HistoryPayload;

@@ -2,7 +2,7 @@
 //! `POST /v1/inference` (a record for work a client measured itself), `GET /v1/models` (figures
 //! per model) and `GET /v1/energy?from=&to=` (the energy of any window).
 
-use super::{error, json_body, Shared, MAX_HISTORY_SECONDS};
+use super::shared::{error, json_body, Shared, MAX_HISTORY_SECONDS};
 use crate::command::External;
 use crate::unix_now;
 use axum::body::Bytes;

@@ -2,7 +2,7 @@
 //! "Report"), the same one `wattbar-cli report` draws. `from` and `to` are Unix seconds; `to`
 //! defaults to now and `from` to seven days before it.
 
-use super::{error, Shared, MAX_HISTORY_SECONDS};
+use super::shared::{error, Shared, MAX_HISTORY_SECONDS};
 use crate::unix_now;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};

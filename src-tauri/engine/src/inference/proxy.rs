@@ -24,101 +24,33 @@
 //!   request, the only way to cancel on Ollama).
 //! - An upstream that cannot be reached gives a 502 JSON error naming it.
 
-use super::tracker::{InFlight, Tracker};
+mod metered;
+mod upstream;
+
+pub use upstream::{default_upstream, Upstream, DEFAULT_UPSTREAM};
+
+use super::tracker::Tracker;
 use crate::api::HostGuard;
 use bytes::Bytes;
-use http_body::{Body, Frame, SizeHint};
+use http_body::Frame;
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
-use hyper::{Request, Response, StatusCode, Uri};
+use hyper::{Request, Response, StatusCode};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
-use std::pin::Pin;
+use metered::{error_chain, BoxError, Metered};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 use wattbar_core::inference::usage::{ask_for_usage, UsageChunkFilter};
 use wattbar_core::inference::{Framing, ResponseMeter, Route, ServerFigures, Status};
 
 /// Largest generation request body read to learn its model; a larger one streams unread.
 pub const MAX_PEEK_BYTES: usize = 32 * 1024 * 1024;
-/// Where clients reach Wattbar's proxy, and where Ollama listens, by default.
+/// Where clients reach Wattbar's proxy by default.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:11435";
-pub const DEFAULT_UPSTREAM: &str = "http://127.0.0.1:11434";
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub type ProxyBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
-
-/// The upstream from `OLLAMA_HOST`'s value (`host`, `host:port`, `http://host:port`; Ollama's
-/// own defaults: port 11434, and 0.0.0.0 means this machine), else [`DEFAULT_UPSTREAM`].
-pub fn default_upstream(ollama_host: Option<&str>) -> String {
-    let Some(raw) = ollama_host.map(str::trim).filter(|s| !s.is_empty()) else {
-        return DEFAULT_UPSTREAM.to_string();
-    };
-    let rest = raw
-        .strip_prefix("http://")
-        .or_else(|| raw.strip_prefix("https://"))
-        .unwrap_or(raw)
-        .trim_end_matches('/');
-    let (host, port) = match rest.rsplit_once(':') {
-        Some((h, p)) if !h.is_empty() && p.parse::<u16>().is_ok() && !h.ends_with(':') => (h, p),
-        _ => (rest, "11434"),
-    };
-    let host = match host {
-        "" | "0.0.0.0" => "127.0.0.1",
-        "[::]" => "[::1]",
-        h => h,
-    };
-    format!("http://{host}:{port}")
-}
-
-/// A checked upstream: `http://host:port` (plain HTTP: model servers on this machine or LAN).
-#[derive(Debug, Clone)]
-pub struct Upstream {
-    base: Uri,
-    authority: HeaderValue,
-    shown: String,
-}
-
-impl Upstream {
-    pub fn parse(text: &str) -> Result<Upstream, String> {
-        let base: Uri = text
-            .trim()
-            .parse()
-            .map_err(|e| format!("{text:?} is not a URL: {e}"))?;
-        if base.scheme_str() != Some("http") {
-            return Err(format!(
-                "{text:?}: the upstream must be an http:// URL (model servers speak plain HTTP)"
-            ));
-        }
-        let authority = base
-            .authority()
-            .ok_or_else(|| format!("{text:?} has no host"))?;
-        let shown = format!("http://{authority}");
-        Ok(Upstream {
-            authority: HeaderValue::from_str(authority.as_str())
-                .map_err(|e| format!("{text:?}: {e}"))?,
-            base,
-            shown,
-        })
-    }
-
-    fn uri(&self, path_and_query: &str) -> Result<Uri, hyper::http::Error> {
-        let prefix = self.base.path().trim_end_matches('/');
-        Uri::builder()
-            .scheme("http")
-            .authority(self.authority.as_bytes())
-            .path_and_query(format!("{prefix}{path_and_query}"))
-            .build()
-    }
-}
-
-impl std::fmt::Display for Upstream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.shown)
-    }
-}
 
 struct Proxy {
     upstream: Upstream,
@@ -318,17 +250,6 @@ impl Proxy {
     }
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
 /// A generation request's body as it goes upstream.
 struct Peeked {
     body: ProxyBody,
@@ -389,190 +310,9 @@ async fn peek(mut body: Incoming, route: Route) -> Result<Peeked, hyper::Error> 
     })
 }
 
-/// A response body that feeds each frame to the meter on its way to the client, and ends the
-/// request's record at its last byte.
-struct Metered {
-    inner: Incoming,
-    meter: Option<ResponseMeter>,
-    inflight: Option<InFlight>,
-    http_status: StatusCode,
-    /// Removes the usage chunk the proxy asked for.
-    filter: Option<UsageChunkFilter>,
-    /// The filter's last bytes, sent after the upstream body ended.
-    tail: Option<Bytes>,
-    done: bool,
-}
-
-impl Metered {
-    /// Ends the record: `failure` when the body broke; otherwise the answer's own verdict.
-    fn end(&mut self, failure: Option<String>) {
-        let (Some(meter), Some(inflight)) = (self.meter.take(), self.inflight.take()) else {
-            return;
-        };
-        let mut figures = meter.finish();
-        let status = if let Some(reason) = failure {
-            figures.error = Some(reason);
-            Status::Error
-        } else if !self.http_status.is_success() {
-            if figures.error.is_none() {
-                figures.error = Some(format!("the model server answered {}", self.http_status));
-            }
-            Status::Error
-        } else if figures.error.is_some() {
-            Status::Error
-        } else if figures.finished {
-            Status::Ok
-        } else {
-            figures.error = Some("the server ended the response before it was complete".into());
-            Status::Error
-        };
-        inflight.finish(status, figures);
-    }
-
-    fn cancel(&mut self) {
-        if let (Some(_), Some(inflight)) = (self.meter.take(), self.inflight.take()) {
-            inflight.finish(Status::Cancelled, ServerFigures::default());
-        }
-    }
-
-    /// The bytes to send for a frame of the upstream body.
-    fn pass(&mut self, data: Bytes) -> Bytes {
-        if let Some(meter) = self.meter.as_mut() {
-            if meter.feed(&data) > 0 {
-                if let Some(inflight) = self.inflight.as_mut() {
-                    inflight.first_token();
-                }
-            }
-        }
-        match self.filter.as_mut() {
-            Some(filter) => Bytes::from(filter.push(&data)),
-            None => data,
-        }
-    }
-}
-
-impl Body for Metered {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let this = &mut *self;
-        loop {
-            if let Some(tail) = this.tail.take() {
-                return Poll::Ready(Some(Ok(Frame::data(tail))));
-            }
-            if this.done {
-                return Poll::Ready(None);
-            }
-            let frame = match Pin::new(&mut this.inner).poll_frame(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(frame) => frame,
-            };
-            match frame {
-                Some(Ok(frame)) => {
-                    let data = match frame.into_data() {
-                        Ok(data) => data,
-                        Err(other) => return Poll::Ready(Some(Ok(other))),
-                    };
-                    let mut out = this.pass(data);
-                    // A body with a Content-Length is over at its last byte: the server writing
-                    // this body polls no further, so the record ends here.
-                    if this.inner.is_end_stream() {
-                        this.done = true;
-                        if let Some(rest) = this.filter.as_mut().map(UsageChunkFilter::finish) {
-                            let mut joined = out.to_vec();
-                            joined.extend_from_slice(&rest);
-                            out = Bytes::from(joined);
-                        }
-                        this.end(None);
-                    }
-                    if out.is_empty() {
-                        continue;
-                    }
-                    return Poll::Ready(Some(Ok(Frame::data(out))));
-                }
-                Some(Err(e)) => {
-                    this.done = true;
-                    this.end(Some(format!(
-                        "the model server broke off the answer: {}",
-                        error_chain(&e)
-                    )));
-                    return Poll::Ready(Some(Err(BoxError::from(e))));
-                }
-                None => {
-                    this.done = true;
-                    let rest = this.filter.as_mut().map(UsageChunkFilter::finish);
-                    this.end(None);
-                    if let Some(rest) = rest.filter(|r| !r.is_empty()) {
-                        this.tail = Some(Bytes::from(rest));
-                    }
-                }
-            }
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.tail.is_none()
-            && (self.done
-                || (self.inner.is_end_stream() && self.filter.as_ref().is_none_or(|f| !f.holds())))
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self.filter {
-            Some(_) => SizeHint::default(),
-            None => self.inner.size_hint(),
-        }
-    }
-}
-
-impl Drop for Metered {
-    fn drop(&mut self) {
-        // An empty body (`Content-Length: 0`) is never polled: it ended, nobody left.
-        if self.inner.is_end_stream() {
-            self.end(None);
-        } else {
-            self.cancel();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_upstream_follows_ollama_host_as_ollama_reads_it() {
-        assert_eq!(default_upstream(None), "http://127.0.0.1:11434");
-        assert_eq!(default_upstream(Some("")), "http://127.0.0.1:11434");
-        assert_eq!(default_upstream(Some("0.0.0.0")), "http://127.0.0.1:11434");
-        assert_eq!(
-            default_upstream(Some("0.0.0.0:8080")),
-            "http://127.0.0.1:8080"
-        );
-        assert_eq!(
-            default_upstream(Some("http://gpu-box.lan:11434/")),
-            "http://gpu-box.lan:11434"
-        );
-        assert_eq!(default_upstream(Some("10.0.0.5")), "http://10.0.0.5:11434");
-    }
-
-    #[test]
-    fn an_upstream_must_be_plain_http_with_a_host() {
-        assert!(Upstream::parse("http://127.0.0.1:11434").is_ok());
-        assert!(Upstream::parse("https://api.example.com").is_err());
-        assert!(Upstream::parse("127.0.0.1:11434").is_err());
-        let u = Upstream::parse("http://127.0.0.1:8080/base/").unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(
-            u.uri("/v1/chat/completions?x=1")
-                .map(|u| u.to_string())
-                .unwrap_or_default(),
-            "http://127.0.0.1:8080/base/v1/chat/completions?x=1"
-        );
-    }
-
     #[test]
     fn hop_by_hop_headers_stay_on_their_connection() {
         let mut h = HeaderMap::new();

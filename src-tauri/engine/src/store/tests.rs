@@ -1,6 +1,6 @@
 //! The ledger on real SQLite files: rollups, reopening, damage, alerts, migrations, pruning.
 
-use super::schema::MIGRATIONS;
+use super::schema::{MIGRATIONS, SCHEMA_VERSION};
 use super::*;
 
 fn open(dir: &Path) -> Store {

@@ -1,0 +1,102 @@
+//! The book: records settled from intervals, external windows, the baseline and the view.
+
+use super::*;
+
+fn stamp(s: f64) -> Stamp {
+    Stamp::new(Duration::from_secs_f64(s), 1.7e9 + s)
+}
+
+/// The one-second interval starting at `t`, at `watts`, measured by RAPL.
+fn second(t: f64, watts: f64) -> Interval {
+    Interval {
+        start: t,
+        end: t + 1.0,
+        unix_start: 1.7e9 + t,
+        unix_end: 1.7e9 + t + 1.0,
+        joules: Some(watts),
+        by_domain: Vec::new(),
+        quality: Some(wattbar_core::Quality::Measured),
+        source: Some("rapl".into()),
+        method: Some(wattbar_core::meter::Method::Counter),
+    }
+}
+
+/// One-second intervals at `watts` from 0 to `seconds`.
+fn book_at(watts: f64, seconds: usize) -> Book {
+    let mut book = Book::new(Restored::default(), 5.0);
+    for k in 0..seconds {
+        book.push_interval(second(k as f64, watts), &[]);
+    }
+    book
+}
+
+fn finished(model: &str, start: f64, end: f64) -> Finished {
+    Finished {
+        route: Route::OllamaGenerate,
+        model: Some(model.into()),
+        remote: is_remote_model(model),
+        status: Status::Ok,
+        error: None,
+        start: stamp(start),
+        first_token: None,
+        end: stamp(end),
+        figures: ServerFigures {
+            completion_tokens: Some(100),
+            finished: true,
+            ..ServerFigures::default()
+        },
+    }
+}
+
+#[test]
+fn two_overlapping_requests_settled_apart_add_up_to_their_union() {
+    // 200 W. A runs 1 → 6 s and ends while B (4 → 9 s) is still in flight.
+    let mut book = book_at(200.0, 10);
+    let b_open = Open {
+        start: stamp(4.0),
+        first_token: None,
+        remote: false,
+    };
+    let a = book.settle(vec![finished("llama3", 1.0, 6.0)], &[b_open]);
+    let b = book.settle(vec![finished("llama3", 4.0, 9.0)], &[]);
+    let (a, b) = (a[0].energy_joules, b[0].energy_joules);
+    // A alone 3 s (600 J) + shared 2 s (400 J / 2); B the same.
+    assert_eq!(a, Some(800.0));
+    assert_eq!(b, Some(800.0));
+    // The union is 8 s × 200 W = 1600 J; each window on its own would say 1000 J.
+    assert_eq!(a.unwrap_or(0.0) + b.unwrap_or(0.0), 1600.0);
+    assert_eq!(book.view().models[0].requests, 2);
+}
+
+#[test]
+fn a_cloud_request_takes_no_energy_and_leaves_its_neighbours_whole() {
+    let mut book = book_at(100.0, 4);
+    let made = book.settle(
+        vec![
+            finished("gpt-oss:120b-cloud", 0.0, 4.0),
+            finished("llama3", 0.0, 4.0),
+        ],
+        &[],
+    );
+    assert_eq!(made[0].status, Status::Remote);
+    assert_eq!(made[0].energy_joules, None);
+    assert_eq!(made[1].energy_joules, Some(400.0));
+}
+
+#[test]
+fn the_baseline_comes_from_idle_intervals_and_nets_the_records() {
+    // 12 idle seconds at 30 W, a request at 130 W for 2 s.
+    let mut book = Book::new(Restored::default(), 5.0);
+    for (k, w) in [30.0; 12].into_iter().chain([130.0, 130.0]).enumerate() {
+        book.push_interval(second(k as f64, w), &[]);
+        // Baselines are taken every 30 s: take one after the idle part.
+        if k == 11 {
+            book.baseline_taken = None;
+        }
+    }
+    assert_eq!(book.take_baseline_change().map(|b| b.watts), Some(30.0));
+    let r = book.settle(vec![finished("llama3", 12.0, 14.0)], &[]);
+    // 260 J gross − 30 W × 2 s = 200 J net.
+    assert_eq!(r[0].energy_joules, Some(260.0));
+    assert_eq!(r[0].net_energy_joules, Some(200.0));
+}

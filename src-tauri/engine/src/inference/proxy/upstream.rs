@@ -1,0 +1,113 @@
+//! Where the proxy forwards to: a checked `http://host:port` upstream, by default the one
+//! `OLLAMA_HOST` names as Ollama reads it.
+
+use hyper::header::HeaderValue;
+use hyper::Uri;
+
+/// Where Ollama listens by default.
+pub const DEFAULT_UPSTREAM: &str = "http://127.0.0.1:11434";
+
+/// The upstream from `OLLAMA_HOST`'s value (`host`, `host:port`, `http://host:port`; Ollama's
+/// own defaults: port 11434, and 0.0.0.0 means this machine), else [`DEFAULT_UPSTREAM`].
+pub fn default_upstream(ollama_host: Option<&str>) -> String {
+    let Some(raw) = ollama_host.map(str::trim).filter(|s| !s.is_empty()) else {
+        return DEFAULT_UPSTREAM.to_string();
+    };
+    let rest = raw
+        .strip_prefix("http://")
+        .or_else(|| raw.strip_prefix("https://"))
+        .unwrap_or(raw)
+        .trim_end_matches('/');
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((h, p)) if !h.is_empty() && p.parse::<u16>().is_ok() && !h.ends_with(':') => (h, p),
+        _ => (rest, "11434"),
+    };
+    let host = match host {
+        "" | "0.0.0.0" => "127.0.0.1",
+        "[::]" => "[::1]",
+        h => h,
+    };
+    format!("http://{host}:{port}")
+}
+
+/// A checked upstream: `http://host:port` (plain HTTP: model servers on this machine or LAN).
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    base: Uri,
+    pub(super) authority: HeaderValue,
+    shown: String,
+}
+
+impl Upstream {
+    pub fn parse(text: &str) -> Result<Upstream, String> {
+        let base: Uri = text
+            .trim()
+            .parse()
+            .map_err(|e| format!("{text:?} is not a URL: {e}"))?;
+        if base.scheme_str() != Some("http") {
+            return Err(format!(
+                "{text:?}: the upstream must be an http:// URL (model servers speak plain HTTP)"
+            ));
+        }
+        let authority = base
+            .authority()
+            .ok_or_else(|| format!("{text:?} has no host"))?;
+        let shown = format!("http://{authority}");
+        Ok(Upstream {
+            authority: HeaderValue::from_str(authority.as_str())
+                .map_err(|e| format!("{text:?}: {e}"))?,
+            base,
+            shown,
+        })
+    }
+
+    pub(super) fn uri(&self, path_and_query: &str) -> Result<Uri, hyper::http::Error> {
+        let prefix = self.base.path().trim_end_matches('/');
+        Uri::builder()
+            .scheme("http")
+            .authority(self.authority.as_bytes())
+            .path_and_query(format!("{prefix}{path_and_query}"))
+            .build()
+    }
+}
+
+impl std::fmt::Display for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_upstream_follows_ollama_host_as_ollama_reads_it() {
+        assert_eq!(default_upstream(None), "http://127.0.0.1:11434");
+        assert_eq!(default_upstream(Some("")), "http://127.0.0.1:11434");
+        assert_eq!(default_upstream(Some("0.0.0.0")), "http://127.0.0.1:11434");
+        assert_eq!(
+            default_upstream(Some("0.0.0.0:8080")),
+            "http://127.0.0.1:8080"
+        );
+        assert_eq!(
+            default_upstream(Some("http://gpu-box.lan:11434/")),
+            "http://gpu-box.lan:11434"
+        );
+        assert_eq!(default_upstream(Some("10.0.0.5")), "http://10.0.0.5:11434");
+    }
+
+    #[test]
+    fn an_upstream_must_be_plain_http_with_a_host() {
+        assert!(Upstream::parse("http://127.0.0.1:11434").is_ok());
+        assert!(Upstream::parse("https://api.example.com").is_err());
+        assert!(Upstream::parse("127.0.0.1:11434").is_err());
+        let u = Upstream::parse("http://127.0.0.1:8080/base/").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            u.uri("/v1/chat/completions?x=1")
+                .map(|u| u.to_string())
+                .unwrap_or_default(),
+            "http://127.0.0.1:8080/base/v1/chat/completions?x=1"
+        );
+    }
+}

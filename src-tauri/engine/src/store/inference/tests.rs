@@ -1,0 +1,235 @@
+//! Inference records in the ledger: typed columns, the v6 → v7 migration, figures per model,
+//! pruning and ids that are never reused.
+
+use super::*;
+use wattbar_core::inference::{Observed, Route, ServerFigures, Share, Status, TokensSource};
+use wattbar_core::Quality;
+
+fn record(id: u64, model: &str, end: f64) -> Record {
+    Record::build(
+        id,
+        Observed {
+            route: Route::OllamaChat,
+            model: model.into(),
+            status: Status::Ok,
+            error: None,
+            start: end - 2.0,
+            end,
+            ttft_seconds: Some(0.5),
+            figures: ServerFigures {
+                completion_tokens: Some(50),
+                tokens_source: Some(TokensSource::Server),
+                ..ServerFigures::default()
+            },
+            // 2 s at 100 W.
+            share: Some(Share {
+                joules: 200.0,
+                shared_seconds: 2.0,
+                covered_seconds: 2.0,
+                window_seconds: 2.0,
+                quality: Some(Quality::Measured),
+                sources: vec!["rapl".into()],
+                bound_joules: 7.5,
+                ..Share::default()
+            }),
+            phases_known: false,
+            baseline_watts: Some(20.0),
+            baseline_spread_watts: Some(1.5),
+            ceiling: 5.0,
+        },
+    )
+}
+
+fn open(path: &std::path::Path) -> Store {
+    Store::open(path, 0.0).unwrap_or_else(|e| panic!("{e}")).0
+}
+
+#[test]
+fn records_survive_a_reopen_field_for_field_and_come_back_newest_first() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("wattbar.db");
+    {
+        let mut s = open(&path);
+        for (id, end) in [(1, 100.0), (2, 200.0), (3, 300.0)] {
+            s.insert_inference(&record(id, "llama3", end))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        s.set_baseline(&Baseline {
+            watts: 21.5,
+            spread_watts: Some(2.25),
+            samples: 40,
+            from: 10.0,
+            to: 50.0,
+            method: "median".into(),
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let s = Store::open_read_only(&path).unwrap_or_else(|e| panic!("{e}"));
+    let recent = s.inference(150.0, 10).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(recent.iter().map(|r| r.id).collect::<Vec<_>>(), vec![3, 2]);
+    assert_eq!(recent[0], record(3, "llama3", 300.0));
+    assert_eq!(recent[0].energy_bound_joules, Some(7.5));
+    // 7.5 J and 1.5 W of baseline spread × 2 s.
+    assert_eq!(recent[0].net_energy_bound_joules, Some(10.5));
+    let b = s.baseline().ok().flatten();
+    assert_eq!(
+        b.map(|b| (b.watts, b.spread_watts)),
+        Some((21.5, Some(2.25)))
+    );
+}
+
+#[test]
+fn start_up_reads_the_figures_per_model_and_only_the_newest_records() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut s = open(&dir.path().join("wattbar.db"));
+    for id in 1..=30 {
+        let mut r = record(id, "llama3", 100.0 * id as f64);
+        if id % 2 == 0 {
+            r.score = None;
+        }
+        s.insert_inference(&r).unwrap_or_else(|e| panic!("{e}"));
+    }
+    // The newest 3, and the newest 4 scored (29, 27, 25, 23): 23, 25, 27, 28, 29, 30.
+    let latest = s.latest_inference(3, 4).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        latest.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![23, 25, 27, 28, 29, 30]
+    );
+    let models = s.inference_models(5.0).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(models.len(), 1);
+    // 30 × 200 J over 30 × 50 tokens = 4 J per token.
+    assert_eq!(
+        (models[0].requests, models[0].joules_per_token),
+        (30, Some(4.0))
+    );
+    assert_eq!(models[0].requests_by_status.get("ok"), Some(&30));
+}
+
+#[test]
+fn pruned_records_leave_their_model_figures_and_their_ids_behind() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut s = open(&dir.path().join("wattbar.db"));
+    s.insert_inference(&record(1, "llama3", 100.0))
+        .unwrap_or_else(|e| panic!("{e}"));
+    s.insert_inference(&record(2, "qwen3", 200.0))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.prune_inference(1_000.0).ok(), Some(2));
+    assert!(s.inference(0.0, 10).unwrap_or_default().is_empty());
+    let models = s.inference_models(5.0).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(models.len(), 2);
+    assert!(models.iter().all(|m| m.energy_joules == 200.0));
+    // The newest id was pruned; it is still not handed out again.
+    assert_eq!(s.next_inference_id().ok(), Some(3));
+}
+
+#[test]
+fn an_id_already_stored_is_refused_and_the_stored_record_kept() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut s = open(&dir.path().join("wattbar.db"));
+    s.insert_inference(&record(1, "llama3", 100.0))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(s.insert_inference(&record(1, "intruder", 500.0)).is_err());
+    let all = s.inference(0.0, 10).unwrap_or_default();
+    assert_eq!(all, vec![record(1, "llama3", 100.0)]);
+    // Nor was it added to any model's figures.
+    let models = s.inference_models(5.0).unwrap_or_default();
+    assert_eq!(models.iter().map(|m| m.requests).sum::<u64>(), 1);
+}
+
+/// Records as the v6 store wrote them: whole-record JSON (an older one without
+/// `tokens_source`, `covered` or `partial`, a newer one with), and one that is damaged.
+const V6_ROWS: &str = r#"
+INSERT INTO inference VALUES (4, 'llama3.2:3b', '/api/generate', 'ok', 1700000000.0,
+  1700000004.0, '{"id":4,"model":"llama3.2:3b","route":"/api/generate","status":"ok","start":1700000000.0,"end":1700000004.0,"wall_seconds":4.0,"ttft_seconds":1.0,"prompt_tokens":17,"completion_tokens":60,"prefill_seconds":1.0,"decode_seconds":3.0,"load_seconds":null,"tokens_per_second":20.0,"energy_joules":480.0,"net_energy_joules":400.0,"prefill_joules":180.0,"decode_joules":300.0,"joules_per_token":8.0,"tokens_per_second_per_watt":0.2,"score":0.4,"baseline_watts":20.0,"quality":"measured","sources":["rapl"],"error":null}');
+INSERT INTO inference VALUES (9, 'smollm2', '/v1/chat/completions', 'cancelled', 1700000100.0,
+  1700000101.5, '{"id":9,"model":"smollm2","route":"/v1/chat/completions","status":"cancelled","start":1700000100.0,"end":1700000101.5,"wall_seconds":1.5,"ttft_seconds":0.2,"prompt_tokens":null,"completion_tokens":12,"tokens_source":"counted","prefill_seconds":0.2,"decode_seconds":1.3,"load_seconds":null,"tokens_per_second":9.2,"energy_joules":75.0,"net_energy_joules":null,"prefill_joules":10.0,"decode_joules":65.0,"joules_per_token":6.25,"tokens_per_second_per_watt":0.18,"score":null,"baseline_watts":null,"covered":0.5,"partial":true,"quality":"estimated","sources":["cpu-proxy","rapl"],"error":null}');
+INSERT INTO inference VALUES (7, 'llama3.2:3b', '/api/chat', 'error', 1700000050.0,
+  1700000051.0, '{"id":7,"model":"llama3.2:3b","route":"/api/ch');
+"#;
+
+#[test]
+fn a_version_6_ledger_is_migrated_to_typed_columns_losing_no_record() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("wattbar.db");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap_or_else(|e| panic!("{e}"));
+        for step in &super::super::schema::MIGRATIONS[..6] {
+            conn.execute_batch(step).unwrap_or_else(|e| panic!("{e}"));
+        }
+        conn.execute_batch(V6_ROWS)
+            .and_then(|()| {
+                conn.execute_batch(
+                    "INSERT INTO inference_baseline VALUES (1, 19.5, 30, 1.0, 31.0, 'median');
+                 PRAGMA user_version = 6;",
+                )
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let mut s = open(&path);
+    let mut all = s.inference(0.0, 10).unwrap_or_else(|e| panic!("{e}"));
+    all.sort_by_key(|r| r.id);
+    assert_eq!(all.iter().map(|r| r.id).collect::<Vec<_>>(), vec![4, 7, 9]);
+    let old = &all[0];
+    assert_eq!(
+        (
+            old.route,
+            old.status,
+            old.prompt_tokens,
+            old.completion_tokens
+        ),
+        (Route::OllamaGenerate, Status::Ok, Some(17), Some(60))
+    );
+    assert_eq!(
+        (
+            old.energy_joules,
+            old.joules_per_token,
+            old.score,
+            old.quality
+        ),
+        (Some(480.0), Some(8.0), Some(0.4), Some(Quality::Measured))
+    );
+    // Fields v6 did not have are unknown, not zero.
+    assert_eq!(
+        (old.tokens_source, old.covered, old.partial),
+        (None, None, false)
+    );
+    assert_eq!(old.energy_bound_joules, None);
+    let damaged = &all[1];
+    assert_eq!(
+        (damaged.status, damaged.start),
+        (Status::Error, 1_700_000_050.0)
+    );
+    assert_eq!(
+        damaged.error.as_deref(),
+        Some("the stored record could not be read")
+    );
+    let newer = &all[2];
+    assert_eq!(
+        (newer.tokens_source, newer.covered, newer.partial),
+        (Some(TokensSource::Counted), Some(0.5), true)
+    );
+    assert_eq!(
+        newer.sources,
+        vec!["cpu-proxy".to_string(), "rapl".to_string()]
+    );
+    // The figures per model are made from the migrated records.
+    let models = s.inference_models(5.0).unwrap_or_else(|e| panic!("{e}"));
+    let llama = models.iter().find(|m| m.model == "llama3.2:3b");
+    assert_eq!(
+        llama.map(|m| (m.requests, m.joules_per_token, m.score)),
+        Some((2, Some(8.0), Some(0.4)))
+    );
+    let smol = models.iter().find(|m| m.model == "smollm2");
+    assert_eq!(
+        smol.map(|m| (m.partial_requests, m.joules_per_token)),
+        Some((1, None))
+    );
+    assert_eq!(s.next_inference_id().ok(), Some(10));
+    // A v6 baseline never measured its spread: unknown, not 0 W.
+    assert_eq!(
+        s.baseline().ok().flatten().map(|b| b.spread_watts),
+        Some(None)
+    );
+    s.insert_inference(&record(10, "smollm2", 1_700_000_200.0))
+        .unwrap_or_else(|e| panic!("{e}"));
+}
