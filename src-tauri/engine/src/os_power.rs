@@ -110,7 +110,8 @@ pub fn macos_low_power_mode() -> Result<Option<bool>, String> {
 /// Low Power Mode as `pmset -g` prints it.
 #[cfg(target_os = "macos")]
 fn pmset_low_power_mode() -> Result<Option<bool>, String> {
-    let text = wattbar_sources::macos::run_command("pmset", &["-g"]).map_err(|e| e.to_string())?;
+    let text = wattbar_sources::macos::command::run_command("pmset", &["-g"])
+        .map_err(|e| e.to_string())?;
     wattbar_sources::macos::pmset::parse_pmset_g(&text)
         .map(|s| s.current.low_power_mode)
         .map_err(|e| e.to_string())

@@ -1,6 +1,7 @@
 //! The drawing itself, for any plotters backend.
 
-use super::{Error, Report, TITLE_HEIGHT};
+use super::error::Error;
+use super::model::{Report, TITLE_HEIGHT};
 use chrono::TimeZone;
 use plotters::coord::Shift;
 use plotters::prelude::*;

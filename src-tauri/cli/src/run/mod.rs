@@ -8,6 +8,7 @@
 mod child;
 mod events;
 mod gpu;
+mod kept;
 pub(crate) mod meter;
 mod output;
 mod report;
@@ -18,6 +19,7 @@ use crate::args::RunArgs;
 use anyhow::{bail, Result};
 use child::{Interrupts, Lifetime, Program};
 use events::{Event, Tail};
+use kept::Kept;
 use meter::Meter;
 use serde_json::Map;
 use std::io::Write;
@@ -103,30 +105,6 @@ async fn measure(args: RunArgs, programs: Vec<Program>) -> Result<i32> {
         }
     }
     Ok(summary.exit_code)
-}
-
-/// What the output files are made of besides the summary: the events, and the samples from
-/// `from` to `to`.
-pub struct Kept {
-    pub events: Vec<(usize, u32, Event)>,
-    pub samples: samples::Samples,
-    pub from: f64,
-    pub to: f64,
-}
-
-impl Kept {
-    fn nothing() -> Kept {
-        Kept {
-            events: Vec::new(),
-            samples: samples::Samples::default(),
-            from: 0.0,
-            to: 0.0,
-        }
-    }
-
-    pub fn states(&self) -> impl Iterator<Item = samples::State> + '_ {
-        self.samples.states(self.from, self.to)
-    }
 }
 
 /// The GPU watcher, or none while replaying a trace (the trace stands in for the machine).

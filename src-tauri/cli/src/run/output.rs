@@ -9,9 +9,9 @@
 //!   the session's. The first state has no figure, nor has a reading that adds nothing that
 //!   counts (another source owns that domain).
 
+use super::kept::Kept;
 use super::samples::State;
 use super::summary::Summary;
-use super::Kept;
 use anyhow::{Context, Result};
 use std::collections::HashMap;
 use std::io::Write;

@@ -2,9 +2,9 @@
 //! drawn, titled with what ran and what it drew.
 
 use super::events::{self, Event};
+use super::kept::Kept;
 use super::samples::State;
 use super::summary::Summary;
-use super::Kept;
 use anyhow::Result;
 use chrono::Offset;
 use wattbar_report::{Line, Mark, Report, Span};

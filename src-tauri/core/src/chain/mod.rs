@@ -24,11 +24,13 @@
 //! `Transient` failure is listed, and the source is asked again, sooner or later ([`pace`]).
 
 mod pace;
+mod part;
 mod select;
 #[cfg(test)]
 mod tests;
 
 pub use pace::{is_consumption, ReadCounter, SLOW_PACE};
+pub use part::Part;
 pub use select::{headline, owners};
 
 use crate::error::Error;
@@ -65,28 +67,6 @@ pub struct SourceStatus {
     /// What the source saw beyond its readings, where it says (see [`Source::details`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<serde_json::Value>,
-}
-
-/// One (domain, device) as one source reads it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct Part {
-    pub domain: Domain,
-    pub device: Option<String>,
-    pub source: String,
-}
-
-impl Part {
-    pub fn of(r: &Reading) -> Part {
-        Part {
-            domain: r.domain,
-            device: r.device.clone(),
-            source: r.source.clone(),
-        }
-    }
-
-    pub fn is(&self, r: &Reading) -> bool {
-        self.domain == r.domain && self.device == r.device && self.source == r.source
-    }
 }
 
 /// Everything known about the machine's power at one instant.

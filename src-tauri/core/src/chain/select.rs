@@ -1,7 +1,7 @@
 //! Which readings count: the owner of each domain, and the headline built from them (rules in
 //! the [chain](super) docs).
 
-use super::Part;
+use super::part::Part;
 use crate::reading::{Domain, Quality, Reading, Stamp};
 use crate::units::Watts;
 

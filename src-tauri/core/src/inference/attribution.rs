@@ -10,7 +10,6 @@
 //! Time is one timeline in seconds (the engine's elapsed clock), given by the caller.
 
 use super::bound::{self, Cut};
-use super::median;
 use crate::meter::Method;
 use crate::reading::Quality;
 use serde::{Deserialize, Serialize};
@@ -293,9 +292,31 @@ pub fn window_energy(intervals: &[Interval], from: f64, to: f64) -> WindowEnergy
     }
 }
 
+/// The median of finite values; `None` for none.
+pub fn median(values: &mut Vec<f64>) -> Option<f64> {
+    values.retain(|v| v.is_finite());
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    Some(if values.len().is_multiple_of(2) {
+        (values[mid - 1] + values[mid]) / 2.0
+    } else {
+        values[mid]
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        assert_eq!(median(&mut vec![4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&mut vec![5.0, f64::NAN, 1.0, 9.0]), Some(5.0));
+        assert_eq!(median(&mut Vec::new()), None);
+    }
 
     /// One-second intervals from `t0` with the given watts (wall clock = elapsed + 1.7e9).
     fn trace(t0: f64, watts: &[f64]) -> Vec<Interval> {

@@ -1,7 +1,7 @@
 //! One record per request, and the figures per model built from them.
 //!
 //! Definitions (each `None` when an input is unknown, never 0):
-//! - energy: the request's [`Share`](super::Share) of the measured energy (gross); net subtracts
+//! - energy: the request's [`Share`](super::attribution::Share) of the measured energy (gross); net subtracts
 //!   the idle baseline times the request's share of time, floored at 0;
 //! - tokens per second: the server's decode rate, else completion tokens over the decode window;
 //! - tokens per second per watt = completion tokens ÷ decode joules (tokens/s over the mean watts of
@@ -14,7 +14,9 @@
 //!   and it has no J/token, efficiency or score. Only complete (`ok`), fully measured records
 //!   feed a model's figures; the others are counted apart.
 
-use super::{Route, ServerFigures, Share, TokensSource};
+use super::attribution::Share;
+use super::response::{ServerFigures, TokensSource};
+use super::route::Route;
 use crate::reading::Quality;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

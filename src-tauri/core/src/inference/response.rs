@@ -17,7 +17,7 @@
 //!   added. llama.cpp adds `timings` (milliseconds).
 //! - An error may arrive after a 200, as a final `{"error": ...}` line or event.
 
-use super::Route;
+use super::route::Route;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

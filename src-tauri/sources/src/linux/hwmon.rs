@@ -16,7 +16,7 @@
 //!   server: domain `system`. Other devices are skipped.
 //! - `name` may be NUL-padded: NULs and whitespace are trimmed.
 
-use super::clean;
+use super::sysfs::clean;
 use crate::error::Error;
 use crate::sample::Sample;
 use std::collections::{BTreeMap, HashMap};

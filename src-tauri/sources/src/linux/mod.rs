@@ -4,6 +4,7 @@ pub mod hwmon;
 pub mod power_supply;
 pub mod proc_stat;
 pub mod rapl;
+pub mod sysfs;
 
 use crate::cpu_proxy::CpuPowerModel;
 use crate::error::Error;
@@ -11,18 +12,6 @@ use crate::sample::Sample;
 use std::path::Path;
 use std::time::Duration;
 use wattbar_core::{Source, Stamp};
-
-/// Sysfs text as Linux writes it: read lossily, NUL padding and whitespace trimmed.
-pub fn clean(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes)
-        .trim_matches(|c: char| c == '\0' || c.is_whitespace())
-        .to_string()
-}
-
-/// A sysfs attribute, cleaned; `None` when it cannot be read.
-pub fn read_attr(path: &Path) -> Option<String> {
-    std::fs::read(path).ok().map(|b| clean(&b))
-}
 
 /// The Linux hardware sources, best first, then the /proc/stat estimate.
 pub fn linux_sources(root: &Path, model: CpuPowerModel) -> Vec<Box<dyn Source>> {

@@ -14,7 +14,7 @@
 //! - Strings are read lossily; a supply is a battery when `TYPE` says so or, without `TYPE`,
 //!   when it has a `STATUS`; an adapter when `TYPE` is Mains/USB or it has only `ONLINE`.
 
-use super::read_attr;
+use super::sysfs::read_attr;
 use crate::error::Error;
 use crate::sample::Sample;
 use std::collections::BTreeMap;

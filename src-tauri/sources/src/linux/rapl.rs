@@ -18,7 +18,7 @@
 //!
 //! The first read has no watts yet: its readings carry only the energy counter.
 
-use super::read_attr;
+use super::sysfs::read_attr;
 use crate::error::Error;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -31,38 +31,10 @@ use crate::sample::Sample;
 use serde_json::{json, Map, Value};
 use wattbar_core::{Domain, Quality, Reading, Stamp, Watts};
 
+use super::plist_xml;
+pub use super::plist_xml::IoValue;
+
 pub const SOURCE_ID: &str = "smart-battery";
-
-/// One registry value, as far as this parser needs to tell values apart.
-#[derive(Debug, Clone, PartialEq)]
-pub enum IoValue {
-    Int(i64),
-    Real(f64),
-    Bool(bool),
-    Str(String),
-    Dict(Vec<(String, IoValue)>),
-    /// Arrays, data blobs, dates and empty values: kept but never read.
-    Other,
-}
-
-impl IoValue {
-    fn int(&self) -> Option<i64> {
-        match self {
-            IoValue::Int(i) => Some(*i),
-            _ => None,
-        }
-    }
-
-    fn bool(&self) -> Option<bool> {
-        match self {
-            IoValue::Bool(b) => Some(*b),
-            // Some gauges report flags as 0/1.
-            IoValue::Int(0) => Some(false),
-            IoValue::Int(1) => Some(true),
-            _ => None,
-        }
-    }
-}
 
 fn get<'a>(dict: &'a [(String, IoValue)], key: &str) -> Option<&'a IoValue> {
     dict.iter().find(|(k, _)| k == key).map(|(_, v)| v)
@@ -299,7 +271,7 @@ fn from_plist(v: &plist::Value) -> IoValue {
 }
 
 fn parse_plist(text: &str) -> Result<Vec<(String, IoValue)>, Error> {
-    super::plist_xml::first_dict(text).map_err(|e| parse_err(None, format!("bad plist: {e}")))
+    plist_xml::first_dict(text).map_err(|e| parse_err(None, format!("bad plist: {e}")))
 }
 
 /// The same dictionary through the `plist` crate: the reference the fast reader is checked against.
@@ -491,7 +463,7 @@ fn scalar(word: &str) -> IoValue {
 /// `Unavailable`. The chain runs it at its slow pace unless the battery measures the headline.
 #[cfg(target_os = "macos")]
 pub fn read_smart_battery() -> Result<SmartBattery, Error> {
-    let out = super::run_command("ioreg", &["-a", "-r", "-c", "AppleSmartBattery"])?;
+    let out = super::command::run_command("ioreg", &["-a", "-r", "-c", "AppleSmartBattery"])?;
     if out.trim().is_empty() {
         return Err(Error::Unavailable(
             "no AppleSmartBattery in the I/O Registry: this Mac has no battery".into(),

@@ -7,7 +7,36 @@
 //! reals, booleans, strings (XML entities decoded) and nested dictionaries; arrays, data and
 //! dates are skipped as `Other`. Anything malformed is an error, never a guess.
 
-use super::ioreg::IoValue;
+/// One registry value, as far as this parser needs to tell values apart.
+#[derive(Debug, Clone, PartialEq)]
+pub enum IoValue {
+    Int(i64),
+    Real(f64),
+    Bool(bool),
+    Str(String),
+    Dict(Vec<(String, IoValue)>),
+    /// Arrays, data blobs, dates and empty values: kept but never read.
+    Other,
+}
+
+impl IoValue {
+    pub(super) fn int(&self) -> Option<i64> {
+        match self {
+            IoValue::Int(i) => Some(*i),
+            _ => None,
+        }
+    }
+
+    pub(super) fn bool(&self) -> Option<bool> {
+        match self {
+            IoValue::Bool(b) => Some(*b),
+            // Some gauges report flags as 0/1.
+            IoValue::Int(0) => Some(false),
+            IoValue::Int(1) => Some(true),
+            _ => None,
+        }
+    }
+}
 
 struct Cursor<'a> {
     text: &'a str,

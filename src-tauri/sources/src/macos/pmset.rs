@@ -325,8 +325,8 @@ impl PmsetSettings {
 #[cfg(target_os = "macos")]
 pub fn read_pmset(at: Stamp) -> Result<Sample, Error> {
     let mut sample =
-        parse_pmset_batt(&super::run_command("pmset", &["-g", "batt"])?)?.to_sample(at);
-    let settings = parse_pmset_g(&super::run_command("pmset", &["-g"])?)?.to_sample(at);
+        parse_pmset_batt(&super::command::run_command("pmset", &["-g", "batt"])?)?.to_sample(at);
+    let settings = parse_pmset_g(&super::command::run_command("pmset", &["-g"])?)?.to_sample(at);
     sample.state.extend(settings.state);
     Ok(sample)
 }

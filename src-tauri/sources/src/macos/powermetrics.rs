@@ -227,14 +227,14 @@ fn parse_text(text: &str) -> Result<Vec<PowerRecord>, Error> {
 /// Whether this process runs as root (powermetrics refuses otherwise).
 #[cfg(target_os = "macos")]
 fn is_root() -> Result<bool, Error> {
-    Ok(super::run_command("id", &["-u"])?.trim() == "0")
+    Ok(super::command::run_command("id", &["-u"])?.trim() == "0")
 }
 
 /// Runs `powermetrics` once for `interval` and parses its plist record.
 #[cfg(target_os = "macos")]
 pub fn read_powermetrics(interval: Duration) -> Result<PowerRecord, Error> {
     let ms = interval.as_millis().max(100).to_string();
-    let out = super::run_command(
+    let out = super::command::run_command(
         "powermetrics",
         &[
             "-f",
@@ -256,7 +256,7 @@ pub fn read_powermetrics(interval: Duration) -> Result<PowerRecord, Error> {
 #[cfg(target_os = "macos")]
 pub struct PowermetricsSource {
     interval: Duration,
-    worker: Option<super::Background<PowerRecord>>,
+    worker: Option<super::background::Background<PowerRecord>>,
 }
 
 #[cfg(target_os = "macos")]
@@ -300,9 +300,9 @@ impl wattbar_core::Source for PowermetricsSource {
                 .into());
             }
             let interval = self.interval;
-            self.worker = Some(super::Background::spawn(
+            self.worker = Some(super::background::Background::spawn(
                 SOURCE_ID,
-                super::STALE_AFTER,
+                super::background::STALE_AFTER,
                 move || Ok(move || read_powermetrics(interval)),
             ));
         }
