@@ -1,5 +1,8 @@
 //! Commands the dashboard invokes. Each validates with wattbar-core, stores, then tells the
 //! engine; a refused value changes nothing.
+//!
+//! Rule: a command that waits on the engine or reads the ledger is `async`, so Tauri runs it on
+//! its async runtime, never on the main thread that draws the tray and the windows.
 
 use crate::events::{DashboardPayload, HistoryPayload, StatePayload};
 use crate::settings;
@@ -24,24 +27,21 @@ pub fn get_dashboard(state: State<'_, AppState>) -> DashboardPayload {
 
 /// Sets the price from what was typed. Returns the price now in force, or why it was refused.
 #[tauri::command]
-pub fn set_price(input: String, app: AppHandle) -> Result<f64, String> {
+pub async fn set_price(input: String, app: AppHandle) -> Result<f64, String> {
     let price = Price::parse_input(&input).map_err(|e| e.to_string())?;
     apply_preference(
         &app,
         settings::PRICE_PER_KWH,
         serde_json::json!(price.per_kwh()),
-    )?;
+    )
+    .await?;
     Ok(price.per_kwh())
 }
 
 /// Every preference, with the schema's key names.
 #[tauri::command]
 pub fn get_preferences(state: State<'_, AppState>) -> Preferences {
-    state
-        .prefs
-        .lock()
-        .map(|p| p.clone())
-        .unwrap_or_else(|e| e.into_inner().clone())
+    state.engine.current().prefs.clone()
 }
 
 /// A refused preference: the field it belongs to and the message to show next to it.
@@ -54,21 +54,23 @@ pub struct FieldError {
 /// Sets one preference. Validated by the one schema in core; stored; applied at once. Returns
 /// every preference, or the field's message.
 #[tauri::command]
-pub fn set_preference(
+pub async fn set_preference(
     key: String,
     value: serde_json::Value,
     app: AppHandle,
 ) -> Result<Preferences, FieldError> {
-    apply_preference(&app, &key, value).map_err(|message| FieldError {
-        field: key.clone(),
-        message,
-    })
+    apply_preference(&app, &key, value)
+        .await
+        .map_err(|message| FieldError {
+            field: key.clone(),
+            message,
+        })
 }
 
 /// How long a window waits for the engine to take a change.
 const ENGINE_REPLY: std::time::Duration = std::time::Duration::from_secs(2);
 
-pub fn apply_preference(
+pub async fn apply_preference(
     app: &AppHandle,
     key: &str,
     value: serde_json::Value,
@@ -76,11 +78,13 @@ pub fn apply_preference(
     let state = app
         .try_state::<AppState>()
         .ok_or_else(|| "Wattbar is still starting".to_string())?;
-    let mut prefs = state.prefs.lock().unwrap_or_else(|e| e.into_inner());
     if !Preferences::is_key(key) {
         return Err(format!("unknown preference {key:?}"));
     }
-    let mut next = prefs.clone();
+    // One change at a time, from the preferences the last one left: two quick changes must not
+    // both start from the same old copy and undo each other.
+    let _one_at_a_time = state.changing.lock().await;
+    let mut next = state.engine.current().prefs.clone();
     next.set_field(key, &value).map_err(|e| message_of(&e))?;
     next.validate().map_err(|e| message_of(&e))?;
     if key == "launch_at_login" {
@@ -88,14 +92,23 @@ pub fn apply_preference(
     }
     // The engine owns the preferences: it has the last word, and is saved only once it agreed.
     let reader = state.engine.reader();
-    let taken = next.clone();
-    tauri::async_runtime::block_on(async move {
-        tokio::time::timeout(ENGINE_REPLY, reader.set_preferences(taken)).await
-    })
-    .map_err(|_| "Wattbar's engine did not answer".to_string())?
-    .map_err(|e| e.to_string())?;
+    let mut published = reader.subscribe();
+    let agreed = async {
+        reader
+            .set_preferences(next.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+        // The next change starts from the published copy: wait until it is this one.
+        published
+            .wait_for(|p| p.prefs == next)
+            .await
+            .map_err(|_| "Wattbar's engine has stopped".to_string())?;
+        Ok::<(), String>(())
+    };
+    tokio::time::timeout(ENGINE_REPLY, agreed)
+        .await
+        .map_err(|_| "Wattbar's engine did not answer".to_string())??;
     settings::save(&state.store, key, value)?;
-    *prefs = next.clone();
     Ok(next)
 }
 
@@ -164,11 +177,12 @@ pub async fn save_report(range: String, app: AppHandle) -> Result<String, String
         .download_dir()
         .or_else(|_| app.path().home_dir())
         .map_err(|e| e.to_string())?;
+    let now = wattbar_engine::unix_now();
+    let svg = reader
+        .report_svg(now - seconds, now)
+        .await
+        .map_err(|e| e.to_string())?;
     tauri::async_runtime::spawn_blocking(move || {
-        let now = wattbar_engine::unix_now();
-        let svg = reader
-            .report_svg(now - seconds, now)
-            .map_err(|e| e.to_string())?;
         let name = format!(
             "wattbar-report-{range}-{}.svg",
             chrono::Local::now().format("%Y-%m-%d-%H%M")
@@ -184,13 +198,17 @@ pub async fn save_report(range: String, app: AppHandle) -> Result<String, String
 
 /// Stored history for `range`: `1h` and `24h` by minute, `30d` by hour, through the engine.
 #[tauri::command]
-pub fn get_history(range: String, state: State<'_, AppState>) -> Result<HistoryPayload, String> {
+pub async fn get_history(
+    range: String,
+    state: State<'_, AppState>,
+) -> Result<HistoryPayload, String> {
     let (seconds, step) = wattbar_engine::view::range(&range)?;
     let now = wattbar_engine::unix_now();
     let points = state
         .engine
         .reader()
         .history(now - seconds, now + 1.0, step)
+        .await
         .map_err(|e| e.to_string())?;
     Ok(HistoryPayload::new(range, step, points))
 }

@@ -27,8 +27,9 @@ pub const OPEN_PREFERENCES_FLAG: &str = "--open-preferences";
 pub struct AppState {
     pub engine: EngineHandle,
     pub store: Arc<Store<tauri::Wry>>,
-    /// The preferences in force; changed only by `commands::apply_preference`.
-    pub prefs: std::sync::Mutex<wattbar_core::Preferences>,
+    /// Held while a window changes a preference: changes go to the engine one at a time. The
+    /// preferences themselves are the engine's; windows read its published copy.
+    pub changing: tokio::sync::Mutex<()>,
 }
 
 /// How often the ledger is written (`WATTBAR_BATCH_INTERVAL`, e.g. `1s`; default 5 s).
@@ -87,7 +88,7 @@ fn setup(app: &mut tauri::App) -> Result<(), Box<dyn std::error::Error>> {
     app.manage(AppState {
         engine,
         store,
-        prefs: std::sync::Mutex::new(prefs),
+        changing: tokio::sync::Mutex::new(()),
     });
 
     let mut tray = tray::Tray::build(app.handle())?;

@@ -26,6 +26,7 @@
 //!   as its client, so neither timeout cuts it.
 //! - Each published state is serialized once, whatever the number of stream clients.
 
+use crate::ledger_reader::LedgerReader;
 use crate::EngineReader;
 use axum::http::StatusCode;
 use axum::middleware;
@@ -68,7 +69,13 @@ pub fn router(
         .max_streams
         .min(tokio::sync::Semaphore::MAX_PERMITS);
     let hosts = HostGuard::new(&config.extra_hosts, port);
+    let ledger = match (engine.ledger(), config.db_path.as_ref()) {
+        (Some(own), Some(path)) if own.path() == path => Some(own.clone()),
+        (_, Some(path)) => Some(LedgerReader::new(path.clone())),
+        (_, None) => None,
+    };
     let shared = Arc::new(Shared {
+        ledger,
         engine,
         config,
         hosts,

@@ -32,6 +32,9 @@ pub enum Error {
     /// The ledger could not be read or written.
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
+    /// Too many ledger queries are waiting already: try again in a moment.
+    #[error("the ledger is busy with other queries; try again in a moment")]
+    Busy,
     /// A request the engine refused, with its reason (a preference out of range, say).
     #[error("{0}")]
     Refused(String),

@@ -5,6 +5,7 @@
 
 use crate::command::Command;
 use crate::error::Error;
+use crate::ledger_reader::LedgerReader;
 use crate::published::{Point, Published, Recent};
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,7 +28,7 @@ pub struct EngineReader {
     pub(crate) recent: Recent,
     pub(crate) commands: Arc<crate::time::inbox::Inbox>,
     /// The ledger, read-only for readers.
-    pub(crate) ledger: Option<std::path::PathBuf>,
+    pub(crate) ledger: Option<LedgerReader>,
     pub(crate) tracker: Arc<crate::inference::Tracker>,
     pub(crate) intervals: crate::inference::book::Intervals,
     pub(crate) records: crate::inference::book::Records,
@@ -35,19 +36,25 @@ pub struct EngineReader {
 
 impl EngineReader {
     /// Stored history from `from` to `to` (Unix seconds), read-only; empty before anything was
-    /// stored or without a ledger. Blocks on SQLite: call it off async workers.
-    pub fn history(
+    /// stored or without a ledger.
+    pub async fn history(
         &self,
         from: f64,
         to: f64,
         step: crate::store::Step,
     ) -> Result<Vec<crate::store::HistoryPoint>, Error> {
-        match &self.ledger {
-            Some(path) if path.exists() => {
-                Ok(crate::store::Store::open_read_only(path)?.history(from, to, step)?)
-            }
-            _ => Ok(Vec::new()),
-        }
+        let Some(ledger) = &self.ledger else {
+            return Ok(Vec::new());
+        };
+        let points = ledger
+            .read(move |store| Ok(store.history(from, to, step)?))
+            .await?;
+        Ok(points.unwrap_or_default())
+    }
+
+    /// The ledger's read-only handle, shared by every reader of this engine; `None` without one.
+    pub fn ledger(&self) -> Option<&LedgerReader> {
+        self.ledger.as_ref()
     }
 
     pub fn subscribe(&self) -> watch::Receiver<Arc<Published>> {
@@ -61,37 +68,42 @@ impl EngineReader {
 
     /// The energy of a wall-clock window: exact at the sampling resolution over the last
     /// [`WINDOW_KEEP`](crate::inference::book::WINDOW_KEEP), from the stored samples before.
-    /// Blocks on SQLite: call it off async workers.
-    pub fn energy(&self, from: f64, to: f64) -> Result<WindowEnergy, Error> {
+    pub async fn energy(&self, from: f64, to: f64) -> Result<WindowEnergy, Error> {
         let mut intervals: Vec<Interval> = {
             let kept = self.intervals.lock().unwrap_or_else(|e| e.into_inner());
             kept.iter().cloned().collect()
         };
         let kept_from = intervals.first().map_or(f64::INFINITY, |i| i.unix_start);
         if from < kept_from {
-            if let Some(path) = self.ledger.as_ref().filter(|p| p.exists()) {
-                let store = crate::store::Store::open_read_only(path)?;
-                let mut older = store.intervals(from, to.min(kept_from))?;
-                older.append(&mut intervals);
-                intervals = older;
+            if let Some(ledger) = &self.ledger {
+                let until = to.min(kept_from);
+                let older = ledger
+                    .read(move |store| Ok(store.intervals(from, until)?))
+                    .await?;
+                if let Some(mut older) = older {
+                    older.append(&mut intervals);
+                    intervals = older;
+                }
             }
         }
         Ok(window_energy(&intervals, from, to))
     }
 
     /// The ledger's report of `from`–`to` (Unix seconds) as an SVG, in the preferences'
-    /// currency and this machine's local time. Blocks on SQLite and drawing: call it off async
-    /// workers.
-    pub fn report_svg(&self, from: f64, to: f64) -> Result<String, Error> {
-        let Some(path) = self.ledger.as_ref().filter(|p| p.exists()) else {
-            return Err(Error::Refused(
-                "this engine keeps no ledger yet: nothing to report".into(),
-            ));
-        };
-        let store = crate::store::Store::open_read_only(path)?;
-        let report = crate::report::local(&store, &self.current().prefs, from, to)?;
-        wattbar_report::svg(&report, report.default_size())
-            .map_err(|e| Error::Refused(e.to_string()))
+    /// currency and this machine's local time; read and drawn on the blocking pool.
+    pub async fn report_svg(&self, from: f64, to: f64) -> Result<String, Error> {
+        let nothing =
+            || Error::Refused("this engine keeps no ledger yet: nothing to report".into());
+        let ledger = self.ledger.as_ref().ok_or_else(nothing)?;
+        let prefs = self.current().prefs.clone();
+        ledger
+            .read(move |store| {
+                let report = crate::report::local(store, &prefs, from, to)?;
+                wattbar_report::svg(&report, report.default_size())
+                    .map_err(|e| Error::Refused(e.to_string()))
+            })
+            .await?
+            .ok_or_else(nothing)
     }
 
     /// The measured intervals that ended after `after` (Unix seconds), oldest first, from the
@@ -106,10 +118,15 @@ impl EngineReader {
     }
 
     /// Inference records that ended at or after `since`, newest first, at most `limit`: from
-    /// the ledger, or from memory without one. Blocks on SQLite: call it off async workers.
-    pub fn inference(&self, since: f64, limit: usize) -> Result<Vec<Record>, Error> {
-        if let Some(path) = self.ledger.as_ref().filter(|p| p.exists()) {
-            return Ok(crate::store::Store::open_read_only(path)?.inference(since, limit)?);
+    /// the ledger, or from memory without one.
+    pub async fn inference(&self, since: f64, limit: usize) -> Result<Vec<Record>, Error> {
+        if let Some(ledger) = &self.ledger {
+            let stored = ledger
+                .read(move |store| Ok(store.inference(since, limit)?))
+                .await?;
+            if let Some(records) = stored {
+                return Ok(records);
+            }
         }
         let kept = self.records.lock().unwrap_or_else(|e| e.into_inner());
         Ok(kept

@@ -16,6 +16,7 @@ pub mod error;
 pub mod handle;
 pub mod inference;
 pub mod ledger;
+pub mod ledger_reader;
 pub mod lock;
 pub mod low_power;
 pub mod metrics;

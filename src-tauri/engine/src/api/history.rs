@@ -1,7 +1,7 @@
 //! `GET /v1/history?from=&to=&step=&domains=` (or `?range=1h|24h|30d`): the ledger's history,
 //! checked before the store is asked.
 
-use super::shared::{error, Shared, MAX_HISTORY_SECONDS};
+use super::shared::{error, unavailable, Shared, MAX_HISTORY_SECONDS};
 use crate::store::{Step, Store};
 use crate::unix_now;
 use crate::view::HistoryPayload;
@@ -70,61 +70,66 @@ pub(super) async fn get_history(
         Ok(d) => d,
         Err(message) => return error(StatusCode::BAD_REQUEST, message),
     };
-    let Some(db) = shared.config.db_path.clone() else {
+    let Some(ledger) = shared.ledger.clone() else {
         return Json(HistoryPayload::new(label, step, Vec::new())).into_response();
     };
-    let result = tokio::task::spawn_blocking(move || {
-        if !db.exists() {
-            return Ok::<_, crate::store::StoreError>(Ok(HistoryPayload::new(
-                label,
-                step,
-                Vec::new(),
-            )));
-        }
-        let store = Store::open_read_only(&db)?;
-        let Some(names) = domains else {
-            return Ok(Ok(HistoryPayload::new(
-                label,
-                step,
-                store.history(from, to, step)?,
-            )));
-        };
-        let all = names.iter().any(|n| n == "*");
-        let with_headline = all || names.iter().any(|n| n == "system");
-        // A domain with nothing stored yet answers empty; a name that is no domain is refused.
-        if let Some(unknown) = names
-            .iter()
-            .find(|n| *n != "*" && wattbar_core::Domain::named(n).is_none())
-        {
-            let known: Vec<&str> = wattbar_core::Domain::ALL
-                .iter()
-                .map(|d| d.as_str())
-                .collect();
-            return Ok(Err(format!(
-                "{unknown:?} is not a domain: use {} or *",
-                known.join(", ")
-            )));
-        }
-        let headline = if with_headline {
-            store.history(from, to, step)?
-        } else {
-            Vec::new()
-        };
-        let wanted: Vec<String> = if all { Vec::new() } else { names };
-        let mut payload = HistoryPayload::new(label, step, headline);
-        if !with_headline {
-            payload.kwh = None;
-        }
-        payload.domains = store.domain_history(from, to, step, &wanted)?;
-        Ok(Ok(payload))
-    })
-    .await;
-    match result {
-        Ok(Ok(Ok(payload))) => Json(payload).into_response(),
-        Ok(Ok(Err(message))) => error(StatusCode::BAD_REQUEST, message),
-        Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
-        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
+    let asked = label.clone();
+    let answer = ledger
+        .read(move |store| history_payload(store, asked, from, to, step, domains))
+        .await;
+    match answer {
+        Ok(Some(Ok(payload))) => Json(payload).into_response(),
+        Ok(Some(Err(message))) => error(StatusCode::BAD_REQUEST, message),
+        Ok(None) => Json(HistoryPayload::new(label, step, Vec::new())).into_response(),
+        Err(e) => unavailable(&e),
     }
+}
+
+/// The headline's history and each domain's asked for (`*`: all, `system`: the headline); the
+/// inner `Err` names a domain that is none.
+fn history_payload(
+    store: &Store,
+    label: String,
+    from: f64,
+    to: f64,
+    step: Step,
+    domains: Option<Vec<String>>,
+) -> Result<Result<HistoryPayload, String>, crate::Error> {
+    let Some(names) = domains else {
+        return Ok(Ok(HistoryPayload::new(
+            label,
+            step,
+            store.history(from, to, step)?,
+        )));
+    };
+    let all = names.iter().any(|n| n == "*");
+    let with_headline = all || names.iter().any(|n| n == "system");
+    // A domain with nothing stored yet answers empty; a name that is no domain is refused.
+    if let Some(unknown) = names
+        .iter()
+        .find(|n| *n != "*" && wattbar_core::Domain::named(n).is_none())
+    {
+        let known: Vec<&str> = wattbar_core::Domain::ALL
+            .iter()
+            .map(|d| d.as_str())
+            .collect();
+        return Ok(Err(format!(
+            "{unknown:?} is not a domain: use {} or *",
+            known.join(", ")
+        )));
+    }
+    let headline = if with_headline {
+        store.history(from, to, step)?
+    } else {
+        Vec::new()
+    };
+    let wanted: Vec<String> = if all { Vec::new() } else { names };
+    let mut payload = HistoryPayload::new(label, step, headline);
+    if !with_headline {
+        payload.kwh = None;
+    }
+    payload.domains = store.domain_history(from, to, step, &wanted)?;
+    Ok(Ok(payload))
 }
 
 /// The window a history request asks for: a named range, or `from`/`to` (Unix seconds; `to`

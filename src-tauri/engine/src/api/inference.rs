@@ -2,7 +2,7 @@
 //! `POST /v1/inference` (a record for work a client measured itself), `GET /v1/models` (figures
 //! per model) and `GET /v1/energy?from=&to=` (the energy of any window).
 
-use super::shared::{error, json_body, Shared, MAX_HISTORY_SECONDS};
+use super::shared::{error, json_body, unavailable, Shared, MAX_HISTORY_SECONDS};
 use crate::command::External;
 use crate::unix_now;
 use axum::body::Bytes;
@@ -50,11 +50,9 @@ pub(super) async fn get_inference(
     if since.is_nan() {
         return error(StatusCode::BAD_REQUEST, "since must be a number of seconds");
     }
-    let engine = shared.engine.clone();
-    match tokio::task::spawn_blocking(move || engine.inference(since, limit)).await {
-        Ok(Ok(records)) => Json(Records { records }).into_response(),
-        Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
-        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
+    match shared.engine.inference(since, limit).await {
+        Ok(records) => Json(Records { records }).into_response(),
+        Err(e) => unavailable(&e),
     }
 }
 
@@ -166,11 +164,9 @@ pub(super) async fn get_energy(
             "ask for at most 400 days at a time",
         );
     }
-    let engine = shared.engine.clone();
-    match tokio::task::spawn_blocking(move || engine.energy(q.from, to)).await {
-        Ok(Ok(energy)) => Json(energy).into_response(),
-        Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
-        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
+    match shared.engine.energy(q.from, to).await {
+        Ok(energy) => Json(energy).into_response(),
+        Err(e) => unavailable(&e),
     }
 }
 

@@ -2,7 +2,7 @@
 //! "Report"), the same one `wattbar-cli report` draws. `from` and `to` are Unix seconds; `to`
 //! defaults to now and `from` to seven days before it.
 
-use super::shared::{error, Shared, MAX_HISTORY_SECONDS};
+use super::shared::{error, unavailable, Shared, MAX_HISTORY_SECONDS};
 use crate::unix_now;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
@@ -42,10 +42,8 @@ pub(super) async fn get_report(
             "ask for at most 400 days at a time",
         );
     }
-    let engine = shared.engine.clone();
-    let drawn = tokio::task::spawn_blocking(move || engine.report_svg(from, to)).await;
-    match drawn {
-        Ok(Ok(svg)) => {
+    match shared.engine.report_svg(from, to).await {
+        Ok(svg) => {
             let name = chrono::Local::now()
                 .format("attachment; filename=\"wattbar-report-%Y-%m-%d.svg\"")
                 .to_string();
@@ -60,8 +58,7 @@ pub(super) async fn get_report(
             }
             r
         }
-        Ok(Err(e @ crate::Error::Refused(_))) => error(StatusCode::NOT_FOUND, e.to_string()),
-        Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
-        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
+        Err(e @ crate::Error::Refused(_)) => error(StatusCode::NOT_FOUND, e.to_string()),
+        Err(e) => unavailable(&e),
     }
 }

@@ -3,6 +3,7 @@
 //! error and body reader they answer with.
 
 use super::hosts::HostGuard;
+use crate::ledger_reader::LedgerReader;
 use crate::metrics::SelfUsage;
 use crate::view::StatePayload;
 use crate::{EngineReader, Published};
@@ -74,6 +75,8 @@ pub struct ApiConfig {
 }
 
 pub(super) struct Shared {
+    /// The ledger, read-only and bounded; the engine's own when it is the same file.
+    pub(super) ledger: Option<LedgerReader>,
     pub(super) engine: EngineReader,
     pub(super) config: ApiConfig,
     /// The names `Host` may carry: loopback and `config.extra_hosts`, with this port or none.
@@ -89,6 +92,22 @@ pub(super) struct Shared {
 struct ErrorBody {
     error: String,
 }
+
+/// What a route answers when the engine or its ledger could not: 503, with `Retry-After` when
+/// the ledger was only busy.
+pub(super) fn unavailable(e: &crate::Error) -> Response {
+    let mut response = error(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
+    if matches!(e, crate::Error::Busy) {
+        response.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            axum::http::HeaderValue::from_static(LEDGER_RETRY_AFTER_S),
+        );
+    }
+    response
+}
+
+/// What a client turned away by a busy ledger is told to wait, in seconds.
+const LEDGER_RETRY_AFTER_S: &str = "1";
 
 pub(super) fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (
@@ -177,6 +196,24 @@ pub(super) fn json_body<T: serde::de::DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_busy_ledger_is_503_with_when_to_come_back_and_a_broken_one_503_without() {
+        let busy = unavailable(&crate::Error::Busy);
+        assert_eq!(busy.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            busy.headers()
+                .get(axum::http::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok()),
+            Some("1")
+        );
+        let broken = unavailable(&crate::Error::Stopped);
+        assert_eq!(broken.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(broken
+            .headers()
+            .get(axum::http::header::RETRY_AFTER)
+            .is_none());
+    }
     use std::time::Duration;
 
     /// A real published state with a sample in it, from an engine on a replayed trace.

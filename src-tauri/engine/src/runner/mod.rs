@@ -269,7 +269,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
             state: state_rx,
             recent,
             commands: Arc::clone(&inbox),
-            ledger: ledger_path,
+            ledger: ledger_path.map(crate::ledger_reader::LedgerReader::new),
             tracker,
             intervals,
             records,
