@@ -40,7 +40,18 @@ function setMessage(key, text, kind) {
   }
 }
 
-async function save(key, value) {
+// Changes reach the engine in the order they were made: each waits for the one before, and
+// carries the value as it was when it was made, not as later edits leave it.
+let lastSave = Promise.resolve();
+
+function save(key, value) {
+  const made = JSON.parse(JSON.stringify(value));
+  const saved = lastSave.then(() => send(key, made));
+  lastSave = saved;
+  return saved;
+}
+
+async function send(key, value) {
   try {
     await transport.setPreference(key, value);
     setMessage(key, "Saved", "ok");
