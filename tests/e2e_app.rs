@@ -1261,9 +1261,11 @@ fn preferences_validate_inline_and_change_the_cost_live() {
         entry.exists().then_some(())
     });
     // The entry is made first; the preference is stored once the engine has taken it.
-    wait_for("launch at login to be stored", Duration::from_secs(5), || {
-        (home.stored()["launch_at_login"] == true).then_some(())
-    });
+    wait_for(
+        "launch at login to be stored",
+        Duration::from_secs(5),
+        || (home.stored()["launch_at_login"] == true).then_some(()),
+    );
     ui.screenshot("preferences.png");
     ui.click("#launch_at_login");
     wait_for("the autostart entry to go", Duration::from_secs(5), || {
