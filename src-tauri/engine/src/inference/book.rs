@@ -207,7 +207,7 @@ impl Book {
             .chain(open.iter().filter(|o| !o.remote).map(|o| Window {
                 start: secs(o.start),
                 split: o.first_token.map(secs),
-                end: None,
+                end: o.end.map(secs),
             }))
             .collect()
     }

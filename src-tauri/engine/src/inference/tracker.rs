@@ -30,11 +30,14 @@ pub struct Finished {
     pub figures: ServerFigures,
 }
 
+/// A request the engine must share intervals with: in flight, or ended but not yet settled.
 #[derive(Debug, Clone, Copy)]
 pub struct Open {
     pub start: Stamp,
     pub first_token: Option<Stamp>,
     pub remote: bool,
+    /// When it ended; `None` while it is in flight.
+    pub end: Option<Stamp>,
 }
 
 #[derive(Default)]
@@ -105,6 +108,7 @@ impl Tracker {
                 start,
                 first_token: None,
                 remote,
+                end: None,
             },
         );
         self.announce(s.open.len());
@@ -136,9 +140,18 @@ impl Tracker {
         !self.lock().finished.is_empty()
     }
 
-    /// The requests still in flight.
+    /// The requests still in flight, and those ended but not yet taken by [`Tracker::take_finished`].
     pub fn open(&self) -> Vec<Open> {
-        self.lock().open.values().copied().collect()
+        let s = self.lock();
+        // A request that ended after the sample being settled waits for the next one; until
+        // then it still shares the intervals it overlapped with those settled now.
+        let ended = s.finished.iter().map(|f| Open {
+            start: f.start,
+            first_token: f.first_token,
+            remote: f.remote,
+            end: Some(f.end),
+        });
+        s.open.values().copied().chain(ended).collect()
     }
 
     /// Takes the finished requests that ended no later than `upto`, the engine's last sample.
@@ -270,6 +283,31 @@ mod tests {
             .finish(Status::Ok, ServerFigures::default());
         assert!(tracker.take_finished(sampled).is_empty());
         assert_eq!(tracker.take_finished(clock.elapsed()).len(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_that_ended_after_the_sample_still_shares_with_those_settled_now() {
+        let clock = Arc::new(ManualClock::new(1_800_000_000.0));
+        let tracker = Tracker::new(clock.clone());
+        let a = tracker.begin(Route::OllamaGenerate, None);
+        clock.sleep(Duration::from_secs(1));
+        let b = tracker.begin(Route::OllamaChat, None);
+        clock.sleep(Duration::from_secs(1));
+        a.finish(Status::Ok, ServerFigures::default());
+        let sampled = clock.elapsed();
+        clock.sleep(Duration::from_millis(50));
+        b.finish(Status::Ok, ServerFigures::default());
+        // The sample's settling takes A; B ended after it, so waits for the next sample, yet it
+        // overlapped A for a second and must be among those A shares with.
+        assert_eq!(tracker.take_finished(sampled).len(), 1);
+        let others = tracker.open();
+        assert_eq!(others.len(), 1);
+        assert_eq!(
+            others[0]
+                .end
+                .map(|e| e.monotonic - others[0].start.monotonic),
+            Some(Duration::from_millis(1050))
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -56,6 +56,7 @@ fn two_overlapping_requests_settled_apart_add_up_to_their_union() {
         start: stamp(4.0),
         first_token: None,
         remote: false,
+        end: None,
     };
     let a = book.settle(vec![finished("llama3", 1.0, 6.0)], &[b_open]);
     let b = book.settle(vec![finished("llama3", 4.0, 9.0)], &[]);
@@ -66,6 +67,26 @@ fn two_overlapping_requests_settled_apart_add_up_to_their_union() {
     // The union is 8 s × 200 W = 1600 J; each window on its own would say 1000 J.
     assert_eq!(a.unwrap_or(0.0) + b.unwrap_or(0.0), 1600.0);
     assert_eq!(book.view().models[0].requests, 2);
+}
+
+#[test]
+fn a_neighbour_that_ended_but_waits_for_its_sample_still_halves_the_overlap() {
+    // 200 W. A runs 1 → 6 s; B 4 → 6.5 s ended too, after the sample that settles A.
+    let mut book = book_at(200.0, 10);
+    let b_ended = Open {
+        start: stamp(4.0),
+        first_token: None,
+        remote: false,
+        end: Some(stamp(6.5)),
+    };
+    let a = book.settle(vec![finished("llama3", 1.0, 6.0)], &[b_ended]);
+    let b = book.settle(vec![finished("llama3", 4.0, 6.5)], &[]);
+    let (a, b) = (a[0].energy_joules, b[0].energy_joules);
+    // A: 3 s alone (600 J) + 2 s shared (200 J); B: 2 s shared (200 J) + 0.5 s alone (100 J).
+    assert_eq!(a, Some(800.0));
+    assert_eq!(b, Some(300.0));
+    // The union, 5.5 s × 200 W; with B unseen when A settled, A would have had 1000 J.
+    assert_eq!(a.unwrap_or(0.0) + b.unwrap_or(0.0), 1100.0);
 }
 
 #[test]
