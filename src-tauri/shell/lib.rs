@@ -267,6 +267,13 @@ pub fn run() {
     if std::env::var_os("WEBKIT_DISABLE_COMPOSITING_MODE").is_none() {
         std::env::set_var("WEBKIT_DISABLE_COMPOSITING_MODE", "1");
     }
+    // Without compositing nothing here draws through GL, yet GTK 3 opens GL on X11 as it opens
+    // the display, only to pick visuals: that loads Mesa and, in software, LLVM (32 MiB of the
+    // tray's proportional memory at rest, before any window exists). A value set by the user wins.
+    #[cfg(target_os = "linux")]
+    if std::env::var_os("GDK_GL").is_none() {
+        std::env::set_var("GDK_GL", "disable");
+    }
     let builder = tauri::Builder::default()
         .plugin(tauri_plugin_single_instance::init(|app, _argv, _cwd| {
             if let Err(e) = windows::open_dashboard(app) {
