@@ -293,7 +293,8 @@ fn parse_interval(text: &str) -> Result<Duration, String> {
     Preferences::validate_interval(d.as_millis() as u64).map_err(|e| e.to_string())
 }
 
-/// `now`, Unix seconds, or a duration back from now (`24h`, `30m`, `7d`).
+/// A moment: `now`, Unix seconds (a bare number is a time here, never a duration), or a duration
+/// back from now in the one duration notation (`24h`, `30m`, `7d`, `1h 30m`).
 pub fn parse_time(text: &str, now: f64) -> anyhow::Result<f64> {
     let t = text.trim();
     if t == "now" {
@@ -303,22 +304,39 @@ pub fn parse_time(text: &str, now: f64) -> anyhow::Result<f64> {
         if v.is_finite() && v >= 0.0 {
             return Ok(v);
         }
+        anyhow::bail!("{t:?} is not a Unix time");
     }
-    let back = match t.strip_suffix('d') {
-        Some(days) => days
-            .parse::<f64>()
-            .ok()
-            .filter(|d| d.is_finite() && *d > 0.0)
-            .map(|d| d * 86_400.0),
-        None => t
-            .strip_suffix('h')
-            .and_then(|h| h.parse::<f64>().ok())
-            .filter(|h| h.is_finite() && *h > 0.0)
-            .map(|h| h * 3600.0)
-            .or_else(|| parse_duration(t).ok().map(|d| d.as_secs_f64())),
-    };
-    match back {
-        Some(secs) => Ok(now - secs),
-        None => anyhow::bail!("{t:?} is not `now`, Unix seconds, or a duration such as 24h"),
+    match parse_duration(t) {
+        Ok(back) => Ok(now - back.as_secs_f64()),
+        Err(e) => {
+            anyhow::bail!("{t:?} is not `now`, Unix seconds, or a duration back such as 24h ({e})")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_moment_is_now_a_unix_time_or_a_duration_back() {
+        let now = 1_800_000_000.0;
+        let at = |t: &str| parse_time(t, now).map_err(|e| e.to_string());
+        assert_eq!(at("now"), Ok(now));
+        assert_eq!(at("1700000000"), Ok(1_700_000_000.0));
+        assert_eq!(at("24h"), Ok(now - 86_400.0));
+        assert_eq!(at("7d"), Ok(now - 7.0 * 86_400.0));
+        assert_eq!(at("1h 30m"), Ok(now - 5_400.0));
+        for bad in ["-5", "yesterday", "NaN"] {
+            assert!(at(bad).is_err(), "{bad:?} was taken");
+        }
+    }
+
+    #[test]
+    fn an_interval_is_a_duration_within_the_sampling_bounds() {
+        assert_eq!(parse_interval("5"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_interval("100ms"), Ok(Duration::from_millis(100)));
+        assert!(parse_interval("50ms").is_err());
+        assert!(parse_interval("2m").is_err());
     }
 }

@@ -29,13 +29,19 @@ enum Acc {
 }
 
 pub fn integrate(text: &str) -> Result<Report, String> {
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l.trim()))
-        .filter(|(_, l)| !l.is_empty());
-    let (_, header) = lines.next().ok_or("line 1: the file is empty")?;
-    let cols: Vec<&str> = header.split(',').map(str::trim).collect();
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .trim(csv::Trim::All)
+        .flexible(true)
+        .from_reader(text.as_bytes());
+    let line_of = |p: Option<&csv::Position>| p.map_or(0, csv::Position::line);
+    let mut records = reader.records();
+    let header = match records.next() {
+        None => return Err("line 1: the file is empty".into()),
+        Some(Err(e)) => return Err(format!("line {}: {e}", line_of(e.position()))),
+        Some(Ok(h)) => h,
+    };
+    let cols: Vec<&str> = header.iter().collect();
     let find = |n: &str| cols.iter().position(|c| *c == n);
     let t_col = find("t").ok_or("line 1: the header has no `t` column")?;
     let (v_col, kind) = match (find("watts"), find("joules")) {
@@ -46,8 +52,10 @@ pub fn integrate(text: &str) -> Result<Report, String> {
     let d_col = find("domain");
     let mut domains: BTreeMap<String, Acc> = BTreeMap::new();
     let mut samples = 0;
-    for (n, line) in lines {
-        let cells: Vec<&str> = line.split(',').map(str::trim).collect();
+    for record in records {
+        let record = record.map_err(|e| format!("line {}: {e}", line_of(e.position())))?;
+        let n = line_of(record.position());
+        let cells: Vec<&str> = record.iter().collect();
         if cells.len() != cols.len() {
             return Err(format!(
                 "line {n}: {} cells where the header has {}",

@@ -449,27 +449,26 @@ fn optional_number(field: &'static str, value: &serde_json::Value) -> Result<Opt
     })
 }
 
-/// Parses a human duration such as `1s`, `500ms`, `2m` or a bare number of seconds.
+/// Parses a duration: a bare number is seconds (`5` is 5 s, `0.25` is 250 ms), anything else
+/// is `humantime`'s notation (`500ms`, `1s`, `2m`, `1h 30m`, `7d`). Zero, negative and
+/// non-finite durations are refused.
 pub fn parse_duration(text: &str) -> Result<Duration, Error> {
     let t = text.trim();
-    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (t, 1.0)
-    };
-    let bad = || Error::Invalid {
+    let bad = |why: String| Error::Invalid {
         field: "duration",
-        message: format!("{t:?} is not a duration such as 1s or 500ms"),
+        message: format!("{t:?} is not a duration such as 5 (seconds), 500ms, 2m or 1h 30m: {why}"),
     };
-    let v: f64 = num.trim().parse().map_err(|_| bad())?;
-    if !v.is_finite() || v <= 0.0 {
-        return Err(bad());
+    let d = match t.parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs > 0.0 => {
+            Duration::try_from_secs_f64(secs).map_err(|e| bad(e.to_string()))?
+        }
+        Ok(_) => return Err(bad("it must be above zero".into())),
+        Err(_) => humantime::parse_duration(t).map_err(|e| bad(e.to_string()))?,
+    };
+    if d.is_zero() {
+        return Err(bad("it must be above zero".into()));
     }
-    Duration::try_from_secs_f64(v * scale).map_err(|_| bad())
+    Ok(d)
 }
 
 #[cfg(test)]
@@ -674,7 +673,11 @@ mod tests {
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(parse_duration("0.25"), Ok(Duration::from_millis(250)));
-        assert!(parse_duration("fast").is_err());
-        assert!(parse_duration("-1s").is_err());
+        assert_eq!(parse_duration("5"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(7 * 86_400)));
+        for bad in ["fast", "-1s", "0", "0s", "NaN", "inf", "", "5 parsecs"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} was taken");
+        }
     }
 }

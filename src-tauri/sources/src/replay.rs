@@ -34,6 +34,11 @@ fn parse_err(line: usize, message: String) -> Error {
     }
 }
 
+fn csv_err(e: &csv::Error) -> Error {
+    let line = e.position().map_or(0, |p| p.line() as usize);
+    parse_err(line, e.to_string())
+}
+
 fn parse_domain(s: &str) -> Option<Domain> {
     Some(match s {
         "system" => Domain::System,
@@ -58,17 +63,24 @@ fn parse_quality(s: &str) -> Option<Quality> {
     })
 }
 
-/// Parses a replay CSV. Errors name the line.
+/// Parses a replay CSV (RFC 4180, through the `csv` crate; `#` starts a comment line). Errors
+/// name the line.
 pub fn parse_trace(text: &str) -> Result<Trace, Error> {
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l.trim()))
-        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));
-    let (hline, header) = lines
-        .next()
-        .ok_or_else(|| parse_err(1, "the trace is empty".into()))?;
-    let cols: Vec<&str> = header.split(',').map(str::trim).collect();
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .comment(Some(b'#'))
+        .trim(csv::Trim::All)
+        .flexible(true)
+        .from_reader(text.as_bytes());
+    let line_of = |r: &csv::StringRecord| r.position().map_or(0, |p| p.line() as usize);
+    let mut records = reader.records();
+    let header = match records.next() {
+        None => return Err(parse_err(1, "the trace is empty".into())),
+        Some(Err(e)) => return Err(csv_err(&e)),
+        Some(Ok(h)) => h,
+    };
+    let hline = line_of(&header);
+    let cols: Vec<&str> = header.iter().collect();
     let find = |name: &str| cols.iter().position(|c| *c == name);
     let t_col = find("t").ok_or_else(|| parse_err(hline, "the header has no `t` column".into()))?;
     let w_col =
@@ -77,8 +89,10 @@ pub fn parse_trace(text: &str) -> Result<Trace, Error> {
     let q_col = find("quality");
 
     let mut rows: Vec<TraceRow> = Vec::new();
-    for (n, line) in lines {
-        let cells: Vec<&str> = line.split(',').map(str::trim).collect();
+    for record in records {
+        let record = record.map_err(|e| csv_err(&e))?;
+        let n = line_of(&record);
+        let cells: Vec<&str> = record.iter().collect();
         if cells.len() != cols.len() {
             return Err(parse_err(
                 n,
@@ -261,5 +275,23 @@ mod tests {
         assert!(parse_trace("t,watts\n").is_err());
         assert!(parse_trace("t,watts\n2,1\n1,1\n").is_err());
         assert!(parse_trace("t,watts\n0,1,2\n").is_err());
+    }
+
+    #[test]
+    fn comments_blank_lines_and_quoted_cells_are_read_as_csv() {
+        let t = trace("# from a lab meter\nt,watts,domain\n\n0, 10 ,\"cpu\"\n# a pause\n1,,cpu\n");
+        let rows = t.rows();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].watts, Some(Watts(10.0)));
+        assert_eq!(rows[0].domain, Domain::Cpu);
+        assert_eq!(rows[1].watts, None);
+        // Lines count as in the file, comments and blank lines included.
+        let err = parse_trace("t,watts\n# c\n\n0,1\n1,\"1,5\"\n")
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("replay trace line 5: watts \"1,5\" is not a non-negative number")
+        );
     }
 }
