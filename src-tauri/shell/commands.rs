@@ -1,11 +1,10 @@
-//! Commands the dashboard invokes. Each validates with wattbar-core, stores, then tells the
-//! engine; a refused value changes nothing.
+//! Commands the dashboard invokes. Each asks the engine, which owns the preferences: it
+//! validates with the one schema, saves and publishes; a refused value changes nothing.
 //!
 //! Rule: a command that waits on the engine or reads the ledger is `async`, so Tauri runs it on
 //! its async runtime, never on the main thread that draws the tray and the windows.
 
 use crate::events::{DashboardPayload, HistoryPayload, StatePayload};
-use crate::settings;
 use crate::AppState;
 use serde::Serialize;
 use std::sync::Arc;
@@ -29,12 +28,7 @@ pub fn get_dashboard(state: State<'_, AppState>) -> DashboardPayload {
 #[tauri::command]
 pub async fn set_price(input: String, app: AppHandle) -> Result<f64, String> {
     let price = Price::parse_input(&input).map_err(|e| e.to_string())?;
-    apply_preference(
-        &app,
-        settings::PRICE_PER_KWH,
-        serde_json::json!(price.per_kwh()),
-    )
-    .await?;
+    apply_preference(&app, "price_per_kwh", serde_json::json!(price.per_kwh())).await?;
     Ok(price.per_kwh())
 }
 
@@ -75,41 +69,24 @@ pub async fn apply_preference(
     key: &str,
     value: serde_json::Value,
 ) -> Result<Preferences, String> {
-    let state = app
+    let reader = app
         .try_state::<AppState>()
-        .ok_or_else(|| "Wattbar is still starting".to_string())?;
-    if !Preferences::is_key(key) {
-        return Err(format!("unknown preference {key:?}"));
-    }
-    // One change at a time, from the preferences the last one left: two quick changes must not
-    // both start from the same old copy and undo each other.
-    let _one_at_a_time = state.changing.lock().await;
-    let mut next = state.engine.current().prefs.clone();
-    next.set_field(key, &value).map_err(|e| message_of(&e))?;
-    next.validate().map_err(|e| message_of(&e))?;
-    if key == "launch_at_login" {
-        crate::autostart::apply(app, next.launch_at_login)?;
-    }
-    // The engine owns the preferences: it has the last word, and is saved only once it agreed.
-    let reader = state.engine.reader();
-    let mut published = reader.subscribe();
-    let agreed = async {
-        reader
-            .set_preferences(next.clone())
-            .await
-            .map_err(|e| e.to_string())?;
-        // The next change starts from the published copy: wait until it is this one.
-        published
-            .wait_for(|p| p.prefs == next)
-            .await
-            .map_err(|_| "Wattbar's engine has stopped".to_string())?;
-        Ok::<(), String>(())
-    };
-    tokio::time::timeout(ENGINE_REPLY, agreed)
+        .ok_or_else(|| "Wattbar is still starting".to_string())?
+        .engine
+        .reader();
+    // The engine takes changes one at a time, each from the last, and answers once it has saved
+    // and published it.
+    let prefs = tokio::time::timeout(ENGINE_REPLY, reader.set_preference(key, value))
         .await
-        .map_err(|_| "Wattbar's engine did not answer".to_string())??;
-    settings::save(&state.store, key, value)?;
-    Ok(next)
+        .map_err(|_| "Wattbar's engine did not answer".to_string())?
+        .map_err(|e| match e {
+            wattbar_engine::Error::Invalid(e) => message_of(&e),
+            other => other.to_string(),
+        })?;
+    if key == "launch_at_login" {
+        crate::autostart::apply(app, prefs.launch_at_login)?;
+    }
+    Ok(prefs)
 }
 
 /// The message without the field name, which the form shows by the field itself.

@@ -10,13 +10,10 @@ mod format;
 pub mod icon_render;
 mod menu;
 mod notify;
-mod settings;
 mod tray;
 mod windows;
 
-use std::sync::Arc;
 use tauri::{Emitter, Manager, RunEvent};
-use tauri_plugin_store::Store;
 use wattbar_engine::{build_chain, ChainOptions, EngineConfig, EngineHandle};
 
 /// Command-line flag: open the dashboard at start (used by tests and by a second launch).
@@ -24,12 +21,10 @@ pub const OPEN_DASHBOARD_FLAG: &str = "--open-dashboard";
 /// Command-line flag: open the preferences at start.
 pub const OPEN_PREFERENCES_FLAG: &str = "--open-preferences";
 
+/// What the commands reach. Preferences are the engine's: windows read its published copy and
+/// ask it for changes, which it saves.
 pub struct AppState {
     pub engine: EngineHandle,
-    pub store: Arc<Store<tauri::Wry>>,
-    /// Held while a window changes a preference: changes go to the engine one at a time. The
-    /// preferences themselves are the engine's; windows read its published copy.
-    pub changing: tokio::sync::Mutex<()>,
 }
 
 /// How often the ledger is written (`WATTBAR_BATCH_INTERVAL`, e.g. `1s`; default 5 s).
@@ -53,8 +48,12 @@ fn setup(app: &mut tauri::App) -> Result<(), Box<dyn std::error::Error>> {
     #[cfg(target_os = "macos")]
     app.set_activation_policy(tauri::ActivationPolicy::Accessory);
 
-    let store = settings::open(app.handle())?;
-    let prefs = settings::load(&store);
+    let prefs_path = wattbar_engine::paths::preferences_path()?;
+    // A value the schema refuses keeps its default and stays in the file as written.
+    let (prefs, problems) = wattbar_engine::prefs_file::load(&prefs_path)?;
+    for problem in problems {
+        tracing::warn!("stored preference refused, default used: {problem}");
+    }
     let chain = build_chain(&ChainOptions::from_env())?;
     let db_path = wattbar_engine::paths::database_path()?;
     let mut config = EngineConfig::new(prefs.clone()).with_store(db_path.clone());
@@ -65,6 +64,7 @@ fn setup(app: &mut tauri::App) -> Result<(), Box<dyn std::error::Error>> {
         config.batch_interval = batch;
     }
     config.advice_file = wattbar_engine::paths::advice_path().ok();
+    config.preferences_file = Some(prefs_path);
     if prefs.api_enabled {
         config.api = Some(
             std::env::var(API_LISTEN_ENV)
@@ -85,11 +85,7 @@ fn setup(app: &mut tauri::App) -> Result<(), Box<dyn std::error::Error>> {
     if let Err(e) = autostart::apply(app.handle(), prefs.launch_at_login) {
         tracing::warn!("{e}");
     }
-    app.manage(AppState {
-        engine,
-        store,
-        changing: tokio::sync::Mutex::new(()),
-    });
+    app.manage(AppState { engine });
 
     let mut tray = tray::Tray::build(app.handle())?;
     let handle = app.handle().clone();
@@ -280,7 +276,6 @@ pub fn run() {
                 tracing::warn!("could not open the dashboard: {e}");
             }
         }))
-        .plugin(tauri_plugin_store::Builder::default().build())
         .plugin(tauri_plugin_autostart::init(
             tauri_plugin_autostart::MacosLauncher::LaunchAgent,
             None,

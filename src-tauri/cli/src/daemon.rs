@@ -294,6 +294,7 @@ pub async fn serve(command: Cmd) -> Result<()> {
     config.batch_interval = batch;
     config.api = Some(addr.to_string());
     config.advice_file = paths::advice_path().ok();
+    config.preferences_file = Some(paths::preferences_path()?);
     let engine = wattbar_engine::spawn(chain, config)?;
     if let Some(notice) = &engine.current().notice {
         tracing::warn!("{notice}");

@@ -1,4 +1,5 @@
-//! The one validated preference schema, shared by the app (tauri-plugin-store) and the CLI.
+//! The one validated preference schema, shared by the engine (which alone writes the file), the
+//! app and the CLI.
 //!
 //! Every setter validates first and changes nothing when the value is refused, so a bad entry
 //! never replaces a good one.

@@ -5,7 +5,7 @@ use crate::error::Error;
 use std::time::Duration;
 use tokio::sync::oneshot;
 use wattbar_core::inference::Record;
-use wattbar_core::{Currency, Preferences, Price};
+use wattbar_core::Preferences;
 
 /// Where the engine says whether it took a change.
 pub type Reply = oneshot::Sender<Result<(), Error>>;
@@ -15,11 +15,17 @@ pub type Reply = oneshot::Sender<Result<(), Error>>;
 pub enum Command {
     /// Write everything to the store, end the session and stop; answers when done.
     Shutdown(std::sync::mpsc::Sender<()>),
-    SetPrice(Price),
     /// Replace every preference at once (validated first; a refused set changes nothing and its
-    /// reason goes back on the reply).
+    /// reason goes back on the reply). Not saved: for a session's overrides.
     SetPreferences(Box<Preferences>, Option<Reply>),
-    SetCurrency(Currency),
+    /// Set one preference by its key in the schema, starting from the engine's own preferences:
+    /// validated with every other field, applied, saved to the preferences file (where the
+    /// engine has one) and published before the answer, which holds every preference.
+    SetPreference {
+        key: String,
+        value: serde_json::Value,
+        reply: oneshot::Sender<Result<Preferences, Error>>,
+    },
     SetLowPower(bool),
     SetInterval(Duration),
     ResetSession,

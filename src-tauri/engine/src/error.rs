@@ -38,6 +38,9 @@ pub enum Error {
     /// A request the engine refused, with its reason (a preference out of range, say).
     #[error("{0}")]
     Refused(String),
+    /// A value the preferences schema refused; the error names the field.
+    #[error(transparent)]
+    Invalid(wattbar_core::Error),
 }
 
 fn locked_message(dir: &std::path::Path, pid: Option<u32>, api: Option<&str>) -> String {

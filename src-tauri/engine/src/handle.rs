@@ -162,6 +162,22 @@ impl EngineReader {
         self.commands.send(command).map_err(|_| Error::Stopped)
     }
 
+    /// Asks the engine to set one preference (see [`Command::SetPreference`]); answers with every
+    /// preference once the change is published, or why it was refused.
+    pub async fn set_preference(
+        &self,
+        key: &str,
+        value: serde_json::Value,
+    ) -> Result<Preferences, Error> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::SetPreference {
+            key: key.to_string(),
+            value,
+            reply,
+        })?;
+        rx.await.map_err(|_| Error::Stopped)?
+    }
+
     /// Asks the engine to take `prefs`; answers with its verdict (a refusal says why).
     pub async fn set_preferences(&self, prefs: Preferences) -> Result<(), Error> {
         let (tx, rx) = oneshot::channel();

@@ -1,9 +1,11 @@
-//! Reads the preferences file that the app's store writes (one JSON object, one key per field),
-//! so the CLI and the app share one file and one schema.
+//! The preferences file (`<data dir>/preferences.json`): one JSON object, one key per field of
+//! the one schema, read by the app and the CLI and written only by the engine.
 //!
 //! A missing file means defaults. A file that is not a JSON object is an error naming the file.
-//! A field with an invalid value keeps its default and comes back as a problem to show; the file
-//! is never rewritten here, so nothing the user wrote is lost.
+//! A field with an invalid value keeps its default and comes back as a problem to show. Loading
+//! never rewrites the file; saving a field changes that key alone and keeps every other key as
+//! written (unknown ones and refused ones too), so nothing the user wrote is lost. A save goes to
+//! a temporary file first and is renamed over the old one: a crash leaves one or the other.
 
 use crate::error::Error;
 use std::path::Path;
@@ -34,6 +36,50 @@ pub fn load(path: &Path) -> Result<(Preferences, Vec<wattbar_core::Error>), Erro
     Ok(Preferences::from_entries(
         map.iter().map(|(k, v)| (k.as_str(), v)),
     ))
+}
+
+/// Writes `key` as `prefs` has it (the schema's canonical form) into the file at `path`, keeping
+/// every other key. A file that is not a JSON object is not overwritten: that is an error.
+pub fn save_field(path: &Path, prefs: &Preferences, key: &str) -> Result<(), Error> {
+    let io = |source: std::io::Error| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut map = match std::fs::read_to_string(path) {
+        Ok(text) => match serde_json::from_str::<serde_json::Value>(&text) {
+            Ok(serde_json::Value::Object(map)) => map,
+            Ok(_) | Err(_) => {
+                return Err(Error::Parse {
+                    path: path.to_path_buf(),
+                    message: "not a JSON object; left as it is, so the change was not saved".into(),
+                })
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => serde_json::Map::new(),
+        Err(e) => return Err(io(e)),
+    };
+    let all = serde_json::to_value(prefs).map_err(|e| Error::Parse {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let value = all.get(key).cloned().ok_or_else(|| Error::Parse {
+        path: path.to_path_buf(),
+        message: format!("{key:?} is not a preference"),
+    })?;
+    map.insert(key.to_string(), value);
+    let text = serde_json::to_string_pretty(&serde_json::Value::Object(map)).map_err(|e| {
+        Error::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        }
+    })?;
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let mut file = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
+    std::io::Write::write_all(&mut file, text.as_bytes()).map_err(io)?;
+    file.as_file().sync_all().map_err(io)?;
+    file.persist(path).map_err(|e| io(e.error))?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -90,5 +136,56 @@ mod tests {
             std::fs::read_to_string(&path).unwrap_or_default(),
             r#"{"interval_ms": 5, "price_per_kwh": 0.2}"#
         );
+    }
+
+    #[test]
+    fn saving_a_field_changes_that_key_alone_and_keeps_what_the_user_wrote() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("preferences.json");
+        // A refused value and a key from a newer Wattbar: both must survive a save.
+        std::fs::write(
+            &path,
+            r#"{"interval_ms": 5, "price_per_kwh": 0.2, "later": [1]}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let (mut p, _) = load(&path).unwrap_or_else(|e| panic!("{e}"));
+        p.set_field("price_per_kwh", &serde_json::json!(0.4))
+            .unwrap_or_else(|e| panic!("{e}"));
+        save_field(&path, &p, "price_per_kwh").unwrap_or_else(|e| panic!("{e}"));
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let stored: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        assert_eq!(
+            stored,
+            serde_json::json!({"interval_ms": 5, "price_per_kwh": 0.4, "later": [1]})
+        );
+        let (again, problems) = load(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(again.price_per_kwh.per_kwh(), 0.4);
+        assert_eq!(problems.len(), 1, "the refused interval is still reported");
+    }
+
+    #[test]
+    fn a_file_that_is_not_an_object_is_not_overwritten_by_a_save() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("preferences.json");
+        std::fs::write(&path, "[1,2]").unwrap_or_else(|e| panic!("{e}"));
+        let err = save_field(&path, &Preferences::default(), "price_per_kwh")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("not a JSON object"), "{err}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap_or_default(), "[1,2]");
+    }
+
+    #[test]
+    fn a_first_save_makes_the_file_with_that_key() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("data/preferences.json");
+        let mut p = Preferences::default();
+        p.set_field("currency", &serde_json::json!("USD"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        save_field(&path, &p, "currency").unwrap_or_else(|e| panic!("{e}"));
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let stored: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        assert_eq!(stored, serde_json::json!({"currency": "USD"}));
     }
 }

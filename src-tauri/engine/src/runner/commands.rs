@@ -10,21 +10,19 @@ use wattbar_core::{Preferences, Transition};
 impl Engine {
     pub(super) fn apply(&mut self, command: Command) {
         match command {
-            Command::SetPrice(p) => {
-                let mut next = self.prefs.clone();
-                next.price_per_kwh = p;
-                let _ = self.set_preferences(next);
-            }
             Command::SetPreferences(p, reply) => {
                 let verdict = self.set_preferences(*p);
                 if let Some(reply) = reply {
-                    let _ = reply.send(verdict);
+                    self.after_publish(move || {
+                        let _ = reply.send(verdict);
+                    });
                 }
             }
-            Command::SetCurrency(c) => {
-                let mut next = self.prefs.clone();
-                next.currency = c;
-                let _ = self.set_preferences(next);
+            Command::SetPreference { key, value, reply } => {
+                let verdict = self.set_preference(&key, &value);
+                self.after_publish(move || {
+                    let _ = reply.send(verdict);
+                });
             }
             Command::SetLowPower(on) => {
                 let at = self.stamp();
@@ -61,6 +59,27 @@ impl Engine {
         let ended = self.accounting.totals(&self.prefs.currency);
         self.recorder.new_session(&ended, now, currency.as_str());
         self.accounting.reset(now);
+    }
+
+    /// One field, from the engine's own preferences; saved before it is applied, so what is in
+    /// force is what the next start reads.
+    fn set_preference(
+        &mut self,
+        key: &str,
+        value: &serde_json::Value,
+    ) -> Result<Preferences, Error> {
+        if !Preferences::is_key(key) {
+            return Err(Error::Refused(format!("unknown preference {key:?}")));
+        }
+        let mut next = self.prefs.clone();
+        next.set_field(key, value).map_err(Error::Invalid)?;
+        next.validate().map_err(Error::Invalid)?;
+        next.tariff_schedule().map_err(Error::Invalid)?;
+        if let Some(path) = &self.preferences_file {
+            crate::prefs_file::save_field(path, &next, key)?;
+        }
+        self.set_preferences(next)?;
+        Ok(self.prefs.clone())
     }
 
     fn set_preferences(&mut self, next: Preferences) -> Result<(), Error> {

@@ -60,6 +60,9 @@ pub struct EngineConfig {
     /// Where the low-power advice is kept current for routers that read a file
     /// ([`crate::paths::advice_path`]); `None`: nowhere.
     pub advice_file: Option<PathBuf>,
+    /// Where a preference set one field at a time is saved ([`crate::paths::preferences_path`]);
+    /// `None`: such changes last for this run only.
+    pub preferences_file: Option<PathBuf>,
 }
 
 impl EngineConfig {
@@ -72,6 +75,7 @@ impl EngineConfig {
             clock: Arc::new(SystemClock::new()),
             api: None,
             advice_file: None,
+            preferences_file: None,
         }
     }
 
@@ -108,6 +112,10 @@ pub(crate) struct Engine {
     advice_file: Option<PathBuf>,
     /// The advice as last written to `advice_file`.
     advice_written: Option<crate::view::LowPowerView>,
+    preferences_file: Option<PathBuf>,
+    /// Answers to send once the state they caused is published, so that whoever is answered
+    /// reads that state, not the one before.
+    answers: Vec<Box<dyn FnOnce() + Send>>,
 }
 
 enum Work {
@@ -126,6 +134,10 @@ impl Engine {
     fn run(&mut self, work: Work) {
         self.work(work);
         self.write_advice();
+    }
+
+    fn after_publish(&mut self, answer: impl FnOnce() + Send + 'static) {
+        self.answers.push(Box::new(answer));
     }
 
     fn work(&mut self, work: Work) {
@@ -247,6 +259,8 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         book,
         advice_file: config.advice_file,
         advice_written: None,
+        preferences_file: config.preferences_file,
+        answers: Vec::new(),
     };
     engine.write_advice();
     engine.measured_changed();
@@ -312,6 +326,9 @@ fn run_engine(mut engine: Engine, inbox: &Inbox, state: &watch::Sender<Arc<Publi
         }
         if state.send(engine.published()).is_err() {
             break;
+        }
+        for answer in engine.answers.drain(..) {
+            answer();
         }
     }
 }

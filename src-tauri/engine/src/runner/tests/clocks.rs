@@ -1,4 +1,4 @@
-//! Suspend, wall-clock steps, refused preferences and a source that stalls.
+//! Suspend, wall-clock steps and a source that stalls.
 
 use super::*;
 
@@ -89,41 +89,6 @@ async fn wall_clock_steps_either_way_move_no_energy() {
     let recent: Vec<Point> = engine.recent();
     assert!(recent.windows(2).all(|w| w[0].t <= w[1].t));
     engine.shutdown().await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_refused_preference_tells_whoever_asked_why() {
-    let engine = start(replay("t,watts\n0,10\n"), config(Preferences::default()));
-    let bad = Preferences {
-        interval_ms: 5,
-        ..Preferences::default()
-    };
-    match engine.reader().set_preferences(bad).await {
-        Err(Error::Refused(why)) => assert!(why.contains("interval"), "{why}"),
-        other => panic!("{other:?}"),
-    }
-    let good = Preferences {
-        currency: Currency::default(),
-        price_per_kwh: Price::new(0.3).unwrap_or_default(),
-        ..Preferences::default()
-    };
-    assert!(engine.reader().set_preferences(good).await.is_ok());
-    engine.stop();
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_new_currency_starts_a_new_session_so_no_session_mixes_two() {
-    let engine = start(replay("t,watts\n0,3600\n"), config(Preferences::default()));
-    let mut rx = engine.subscribe();
-    wait_for(&mut rx, |p| p.session.kwh >= 0.01).await;
-    let usd = Currency::parse("USD").unwrap_or_else(|e| panic!("{e}"));
-    engine
-        .send(Command::SetCurrency(usd.clone()))
-        .unwrap_or_else(|e| panic!("{e}"));
-    let after = wait_for(&mut rx, |p| p.prefs.currency == usd).await;
-    assert_eq!(after.session.currency, usd);
-    assert!(after.session.kwh < 0.01, "{:?}", after.session);
-    engine.stop();
 }
 
 /// A source that takes a long time to answer, like an Ollama that does not reply.

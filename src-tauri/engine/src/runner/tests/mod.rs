@@ -1,6 +1,7 @@
 //! The runner, driven on tokio's paused clock through replayed traces.
 
 mod clocks;
+mod prefs;
 mod records;
 
 use super::*;
@@ -79,7 +80,9 @@ async fn a_new_price_applies_from_then_on_and_is_published_at_once() {
     let free = wait_for(&mut rx, |p| p.session.kwh >= 1.0 - 1e-9).await;
     assert_eq!(free.session.cost, 0.0);
     engine
-        .send(Command::SetPrice(Price::new(0.5).unwrap_or_default()))
+        .reader()
+        .set_preference("price_per_kwh", serde_json::json!(0.5))
+        .await
         .unwrap_or_else(|e| panic!("{e}"));
     // The engine thread may sample again before this task sees the change (the channel
     // keeps the latest state): at most what was drawn since `free` is at the new price.
