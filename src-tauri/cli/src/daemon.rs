@@ -37,7 +37,7 @@ impl Printer {
     }
 
     /// The line for a state; `None` before the first sample and for a sample already printed.
-    fn line(&mut self, s: &StateLine) -> Result<Option<String>> {
+    fn line(&mut self, s: &StatePayload) -> Result<Option<String>> {
         let Some(t) = s.at else {
             return Ok(None);
         };
@@ -56,8 +56,10 @@ impl Printer {
                 "energy_method": s.energy_method,
             }))?,
             Format::Human => {
-                let watts = match (s.watts, &s.quality, &s.source) {
-                    (Some(w), Some(q), Some(src)) => format!("{w:>8.1} W  {q:<9}  {src}"),
+                let watts = match (s.watts, s.quality, &s.source) {
+                    (Some(w), Some(q), Some(src)) => {
+                        format!("{w:>8.1} W  {:<9}  {src}", q.as_str())
+                    }
                     _ => {
                         let why: Vec<String> = s
                             .unavailable
@@ -80,34 +82,12 @@ impl Printer {
                     "{:.3},{},{},{}",
                     t - origin,
                     s.watts.map(|w| w.to_string()).unwrap_or_default(),
-                    s.domain.as_deref().unwrap_or("system"),
-                    s.quality.as_deref().unwrap_or("measured")
+                    s.domain.map_or("system", |d| d.as_str()),
+                    s.quality.map_or("measured", |q| q.as_str())
                 )
             }
         }))
     }
-}
-
-/// The part of a published state `watch` prints, as the API's stream sends it.
-#[derive(serde::Deserialize)]
-struct StateLine {
-    at: Option<f64>,
-    watts: Option<f64>,
-    quality: Option<String>,
-    source: Option<String>,
-    domain: Option<String>,
-    #[serde(default)]
-    unavailable: Vec<wattbar_core::Unavailable>,
-    session_joules: f64,
-    session_cost: f64,
-    currency: String,
-    energy_method: Option<String>,
-}
-
-fn state_line(p: &wattbar_engine::Published) -> Result<StateLine> {
-    Ok(serde_json::from_value(serde_json::to_value(
-        StatePayload::from(p),
-    )?)?)
 }
 
 /// Opens the sources off the async worker: NVML measures its counter's update period at start
@@ -166,7 +146,7 @@ fn follow(api: &str, count: Option<u64>, format: Format) -> Result<()> {
         let Some(data) = line.strip_prefix("data:") else {
             continue;
         };
-        let state: StateLine = serde_json::from_str(data.trim())
+        let state: StatePayload = serde_json::from_str(data.trim())
             .with_context(|| format!("{url}: not a Wattbar state"))?;
         if let Some(text) = printer.line(&state)? {
             writeln!(out, "{text}")?;
@@ -207,7 +187,7 @@ async fn watch_here(
             _ = &mut stop => break,
         }
         let p = rx.borrow_and_update().clone();
-        if let Some(line) = printer.line(&state_line(&p)?)? {
+        if let Some(line) = printer.line(&StatePayload::from(p.as_ref()))? {
             writeln!(out, "{line}")?;
             out.flush()?;
             printed += 1;

@@ -11,7 +11,7 @@ use std::path::Path;
 pub const MAX_PENDING: usize = 86_400;
 
 /// What the UI and CLI show from the ledger.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, serde::Deserialize)]
 pub struct LedgerTotals {
     pub today: Total,
     pub month: Total,

@@ -84,7 +84,7 @@ pub struct Row {
 }
 
 /// An amount of money in one currency.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, serde::Deserialize)]
 pub struct Money {
     pub currency: String,
     pub amount: f64,
@@ -93,7 +93,7 @@ pub struct Money {
 /// Totals for `wattbar-cli totals` and the UI. Energy adds up across currencies; money never
 /// does: `cost` is in `currency` (the one asked for), and what was paid in other currencies is
 /// listed apart in `other_costs`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, serde::Deserialize)]
 pub struct Total {
     pub joules: f64,
     pub kwh: f64,

@@ -5,12 +5,12 @@
 use crate::ledger::LedgerTotals;
 use crate::store::{HistoryPoint, Step};
 use crate::{Point, Published};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use wattbar_core::policy::{Advice, Reason};
 use wattbar_core::{Domain, Part, Quality, Unavailable};
 
 /// Low-power mode as routers and the UI read it (`GET /v1/low-power`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LowPowerView {
     pub enabled: bool,
     /// Seconds since the Unix epoch of the last change; `None` if it never changed.
@@ -48,7 +48,7 @@ impl From<&Published> for LowPowerView {
 }
 
 /// The state after one sample: the dashboard's event payload and `/v1/snapshot`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StatePayload {
     pub seq: u64,
     /// Time of the sample, seconds since the Unix epoch; `None` before the first sample.
@@ -115,7 +115,7 @@ impl HistoryPayload {
 }
 
 /// One line of the dashboard's breakdown.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BreakdownItem {
     pub domain: Domain,
     pub device: Option<String>,

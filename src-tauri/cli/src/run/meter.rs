@@ -77,17 +77,14 @@ impl Meter {
                 let mut last_end = f64::NEG_INFINITY;
                 while runtime.block_on(rx.changed()).is_ok() {
                     let published = rx.borrow_and_update().clone();
-                    let state = serde_json::to_value(StatePayload::from(&*published))
-                        .and_then(serde_json::from_value::<State>);
+                    let state = State::from(&StatePayload::from(&*published));
                     let fresh = reader.intervals_after(last_end);
                     if let Some(e) = fresh.last() {
                         last_end = e.unix_end;
                     }
                     let mut kept = lock(&s);
                     kept.push_intervals(fresh);
-                    if let Ok(state) = state {
-                        kept.push_state(state);
-                    }
+                    kept.push_state(state);
                 }
             })?;
         Ok(Meter {
@@ -110,8 +107,8 @@ impl Meter {
                 for line in BufReader::new(reply.into_reader()).lines() {
                     let Ok(line) = line else { break };
                     if let Some(data) = line.strip_prefix("data:") {
-                        if let Ok(state) = serde_json::from_str::<State>(data.trim()) {
-                            lock(&s).push_state(state);
+                        if let Ok(state) = serde_json::from_str::<StatePayload>(data.trim()) {
+                            lock(&s).push_state(State::from(&state));
                         }
                     }
                 }

@@ -8,49 +8,75 @@
 //! - Only the last state's reasons for what could not be read are kept: they say why nothing
 //!   was measured, which only the latest sample can tell.
 //! - What is handed out is the full form ([`State`], [`Interval`]), made again for one window.
+//! - A state is taken from the engine's one wire type, [`StatePayload`], whether it came from an
+//!   engine in this process or from another's stream: never through JSON in between.
 
-use serde::Deserialize;
 use std::collections::HashMap;
 use wattbar_core::inference::Interval;
 use wattbar_core::meter::Method;
 use wattbar_core::{Quality, Unavailable};
+use wattbar_engine::view::StatePayload;
 
 /// One reading of one sample, as the engine publishes it.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct Item {
     pub domain: String,
     pub device: Option<String>,
     pub watts: Option<f64>,
     pub source: String,
     pub quality: Quality,
-    /// What this part has added since the engine started (a counter); older engines leave it
-    /// out.
-    #[serde(default)]
+    /// What this part has added since the engine started (a counter).
     pub total_joules: Option<f64>,
 }
 
 /// The part of a published state a run keeps.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct State {
     pub at: Option<f64>,
     pub watts: Option<f64>,
     pub quality: Option<Quality>,
     pub source: Option<String>,
     pub domain: Option<String>,
-    #[serde(default)]
     pub breakdown: Vec<Item>,
-    #[serde(default)]
     pub unavailable: Vec<Unavailable>,
     pub session_joules: f64,
     /// The sampling interval the engine was asked for.
     pub interval_ms: u64,
-    /// The period it samples at, which a source may make slower; older engines leave it out.
-    #[serde(default)]
+    /// The period it samples at, which a source may make slower.
     pub period_ms: Option<u64>,
 }
 
+impl From<&StatePayload> for State {
+    fn from(p: &StatePayload) -> Self {
+        State {
+            at: p.at,
+            watts: p.watts,
+            quality: p.quality,
+            source: p.source.clone(),
+            domain: p.domain.map(|d| d.as_str().to_string()),
+            breakdown: p
+                .breakdown
+                .iter()
+                .map(|b| Item {
+                    domain: b.domain.as_str().to_string(),
+                    device: b.device.clone(),
+                    watts: b.watts,
+                    source: b.source.clone(),
+                    quality: b.quality,
+                    total_joules: b.total_joules,
+                })
+                .collect(),
+            unavailable: p.unavailable.clone(),
+            session_joules: p.session_joules,
+            interval_ms: p.interval_ms,
+            period_ms: Some(p.period_ms),
+        }
+    }
+}
+
 impl State {
-    /// The period samples are actually taken at.
+    /// The period samples are actually taken at (a source may hold the engine slower than the
+    /// interval asked for).
     pub fn period(&self) -> u64 {
         self.period_ms.unwrap_or(self.interval_ms)
     }
@@ -364,24 +390,5 @@ mod tests {
         assert_eq!(e.by_domain[0].0, "cpu");
         assert!((e.by_domain[0].1 - 100.0).abs() < 1e-9);
         assert_eq!(e.sources, ["rapl"]);
-    }
-
-    #[test]
-    fn the_period_is_the_one_really_sampled_at_or_an_older_engines_preference() {
-        let json = |at: f64, extra: &str| {
-            format!(
-                r#"{{"at": {at}, "watts": 10.0, "quality": "measured", "source": "nvml",
-                    "domain": "gpu", "session_joules": 0.0, "interval_ms": 100{extra}}}"#
-            )
-        };
-        let parse = |text: String| -> State {
-            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
-        };
-        let mut s = Samples::default();
-        // NVML's counter holds the engine to 250 ms although 100 ms were asked for.
-        s.push_state(parse(json(1.0, r#", "period_ms": 250"#)));
-        assert_eq!(s.last(), Some((Some(1.0), 250)));
-        s.push_state(parse(json(2.0, "")));
-        assert_eq!(s.last(), Some((Some(2.0), 100)));
     }
 }

@@ -173,7 +173,7 @@ fn neighbour_watts(intervals: &[Interval], k: usize) -> [Option<f64>; 2] {
 pub const MIN_BASELINE_SAMPLES: usize = 10;
 
 /// The machine's draw with no request in flight.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Baseline {
     pub watts: f64,
     /// How far the idle draw strayed from `watts`: nine idle intervals in ten were within it

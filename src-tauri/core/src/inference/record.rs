@@ -219,7 +219,7 @@ impl Record {
 }
 
 /// Figures per model over its records.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct ModelStats {
     pub model: String,
     pub requests: u64,

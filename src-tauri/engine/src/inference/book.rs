@@ -37,7 +37,7 @@ pub type Intervals = Arc<Mutex<VecDeque<Interval>>>;
 pub type Records = Arc<Mutex<VecDeque<Record>>>;
 
 /// What readers see of inference, rebuilt when a record arrives or the baseline changes.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct InferenceView {
     pub seq: u64,
     pub last: Option<Record>,
