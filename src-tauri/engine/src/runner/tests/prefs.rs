@@ -3,15 +3,23 @@
 
 use super::*;
 
+/// An engine that saves its preferences to `preferences.json` in `dir`, which may already hold
+/// `written` (what the user wrote by hand).
+fn saving_to(dir: &std::path::Path, written: Option<&str>) -> (EngineHandle, PathBuf) {
+    let file = dir.join("preferences.json");
+    if let Some(text) = written {
+        std::fs::write(&file, text).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let mut config = config(Preferences::default());
+    config.preferences_file = Some(file.clone());
+    (start(replay("t,watts\n0,10\n"), config), file)
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_preference_is_saved_and_published_before_the_answer() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let file = dir.path().join("preferences.json");
-    std::fs::write(&file, r#"{"currency": "EUR", "written_by_hand": true}"#)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut config = config(Preferences::default());
-    config.preferences_file = Some(file.clone());
-    let engine = start(replay("t,watts\n0,10\n"), config);
+    let written = r#"{"currency": "EUR", "written_by_hand": true}"#;
+    let (engine, file) = saving_to(dir.path(), Some(written));
     let reader = engine.reader();
     let prefs = reader
         .set_preference("price_per_kwh", serde_json::json!(0.31))
@@ -34,10 +42,7 @@ async fn a_preference_is_saved_and_published_before_the_answer() {
 #[tokio::test(start_paused = true)]
 async fn quick_changes_each_start_from_the_last_so_none_undoes_another() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let file = dir.path().join("preferences.json");
-    let mut config = config(Preferences::default());
-    config.preferences_file = Some(file.clone());
-    let engine = start(replay("t,watts\n0,10\n"), config);
+    let (engine, file) = saving_to(dir.path(), None);
     let reader = engine.reader();
     // Sent together, not one after another's answer: the engine takes them in order.
     let (a, b) = tokio::join!(
@@ -56,10 +61,7 @@ async fn quick_changes_each_start_from_the_last_so_none_undoes_another() {
 #[tokio::test(start_paused = true)]
 async fn a_refused_field_names_itself_and_nothing_is_saved() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let file = dir.path().join("preferences.json");
-    let mut config = config(Preferences::default());
-    config.preferences_file = Some(file.clone());
-    let engine = start(replay("t,watts\n0,10\n"), config);
+    let (engine, file) = saving_to(dir.path(), None);
     let reader = engine.reader();
     match reader
         .set_preference("interval_ms", serde_json::json!(5))
