@@ -32,9 +32,10 @@
 //! Pitfalls:
 //! - No library or no driver: [`Error::Unavailable`] with NVML's reason.
 //! - Hybrid laptops: opening NVML, or any query, wakes a runtime-suspended dGPU and keeps it
-//!   awake, which costs more battery than the reading is worth. Before every read the source
-//!   looks at `root/sys/bus/pci/devices/*`: when every NVIDIA display controller (vendor
-//!   `0x10de`, class `0x03xxxx`) has `power/runtime_status` = `suspended`, NVML is not touched.
+//!   awake, which costs more battery than the reading is worth. The source finds the NVIDIA
+//!   display controllers (vendor `0x10de`, class `0x03xxxx`) under `root/sys/bus/pci/devices/*`
+//!   once, when it is made ([`NvidiaFunctions`]); before every read it looks at their
+//!   `power/runtime_status` alone: when every one is `suspended`, NVML is not touched.
 //!   [`check_runtime_pm`] then says `Unavailable`; [`Source::read`] reports the same reason as
 //!   `Transient`, because the chain never asks an unavailable source again and the GPU will wake.
 //! - NVML counters update only every 20–100 ms depending on the GPU. As Zeus does
@@ -324,39 +325,87 @@ pub fn is_nvidia_display(vendor: &str, class: &str) -> bool {
     vendor.trim().eq_ignore_ascii_case(NVIDIA_VENDOR) && class.trim().starts_with("0x03")
 }
 
-/// Scans `root/sys/bus/pci/devices/*` for NVIDIA display controllers and their
-/// `power/runtime_status`. An unreadable status counts as awake: only a GPU known to be asleep
-/// is left alone.
+/// The NVIDIA display controllers on the PCI bus, found once: a read looks only at their
+/// `power/runtime_status` files, never at the whole bus again (one file per GPU, not a directory
+/// walk and two files per PCI function every sample). A GPU added after the scan (an eGPU) is
+/// not watched until the next start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NvidiaFunctions {
+    devices: Vec<PathBuf>,
+}
+
+impl NvidiaFunctions {
+    /// Scans `root/sys/bus/pci/devices/*` for NVIDIA display controllers.
+    pub fn scan(root: &Path) -> Self {
+        let Ok(entries) = std::fs::read_dir(root.join(PCI_DEVICES)) else {
+            return NvidiaFunctions::default();
+        };
+        let mut devices: Vec<PathBuf> = entries
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|dev| {
+                let read = |f: &str| std::fs::read_to_string(dev.join(f)).unwrap_or_default();
+                is_nvidia_display(&read("vendor"), &read("class"))
+            })
+            .collect();
+        devices.sort();
+        NvidiaFunctions { devices }
+    }
+
+    /// Their runtime power state now. An unreadable status counts as awake: only a GPU known to
+    /// be asleep is left alone.
+    pub fn runtime_pm(&self) -> NvidiaRuntimePm {
+        let suspended = self
+            .devices
+            .iter()
+            .filter(|dev| {
+                std::fs::read_to_string(dev.join("power/runtime_status"))
+                    .is_ok_and(|s| s.trim() == "suspended")
+            })
+            .count();
+        match (suspended, self.devices.len() - suspended) {
+            (0, 0) => NvidiaRuntimePm::NoneFound,
+            (n, 0) => NvidiaRuntimePm::AllSuspended(n),
+            _ => NvidiaRuntimePm::Awake,
+        }
+    }
+
+    /// `Err(Unavailable(SUSPENDED_REASON))` when every one of them is runtime-suspended.
+    pub fn check(&self) -> Result<(), Error> {
+        match self.runtime_pm() {
+            NvidiaRuntimePm::AllSuspended(_) => Err(Error::Unavailable(SUSPENDED_REASON.into())),
+            NvidiaRuntimePm::NoneFound | NvidiaRuntimePm::Awake => Ok(()),
+        }
+    }
+}
+
+/// Scans `root/sys/bus/pci/devices/*` and says what the NVIDIA display controllers' runtime
+/// power state is now ([`NvidiaFunctions::runtime_pm`]).
 pub fn nvidia_runtime_pm(root: &Path) -> NvidiaRuntimePm {
-    let Ok(entries) = std::fs::read_dir(root.join(PCI_DEVICES)) else {
-        return NvidiaRuntimePm::NoneFound;
-    };
-    let mut suspended = 0;
-    let mut awake = 0;
-    for entry in entries.flatten() {
-        let dev = entry.path();
-        let read = |f: &str| std::fs::read_to_string(dev.join(f)).unwrap_or_default();
-        if !is_nvidia_display(&read("vendor"), &read("class")) {
-            continue;
-        }
-        if read("power/runtime_status").trim() == "suspended" {
-            suspended += 1;
-        } else {
-            awake += 1;
-        }
-    }
-    match (suspended, awake) {
-        (0, 0) => NvidiaRuntimePm::NoneFound,
-        (n, 0) => NvidiaRuntimePm::AllSuspended(n),
-        _ => NvidiaRuntimePm::Awake,
-    }
+    NvidiaFunctions::scan(root).runtime_pm()
 }
 
 /// `Err(Unavailable(SUSPENDED_REASON))` when every NVIDIA GPU is runtime-suspended.
 pub fn check_runtime_pm(root: &Path) -> Result<(), Error> {
-    match nvidia_runtime_pm(root) {
-        NvidiaRuntimePm::AllSuspended(_) => Err(Error::Unavailable(SUSPENDED_REASON.into())),
-        NvidiaRuntimePm::NoneFound | NvidiaRuntimePm::Awake => Ok(()),
+    NvidiaFunctions::scan(root).check()
+}
+
+/// What does not change while NVML is open, asked once per GPU: its name and PCI bus id. `None`
+/// while not yet known (a failed query is asked again at the next read).
+#[derive(Debug, Clone, Default)]
+struct Fixed {
+    name: Option<Option<String>>,
+    pci_bus_id: Option<Option<String>>,
+}
+
+impl Fixed {
+    fn fill<G: Gpus + ?Sized>(&mut self, gpus: &G, i: u32) {
+        if self.name.is_none() {
+            self.name = gpus.name(i).ok();
+        }
+        if self.pci_bus_id.is_none() {
+            self.pci_bus_id = gpus.pci_bus_id(i).ok();
+        }
     }
 }
 
@@ -364,8 +413,10 @@ type Opener<G> = Box<dyn FnMut() -> Result<G, Error> + Send>;
 
 /// The NVML source over any [`Gpus`]: [`NvmlGpus`] in the app, a fake in tests.
 pub struct NvmlSource<G: Gpus> {
-    root: PathBuf,
+    pci: NvidiaFunctions,
     gpus: Option<G>,
+    /// One per GPU, from NVML's device count asked once after it opened.
+    fixed: Option<Vec<Fixed>>,
     opener: Option<Opener<G>>,
     counters: BTreeMap<u32, EnergyCounter>,
     update_period: Duration,
@@ -375,22 +426,20 @@ pub struct NvmlSource<G: Gpus> {
 impl<G: Gpus> NvmlSource<G> {
     /// A source over GPUs that are already open. `root` is where the runtime-PM check looks.
     pub fn from_gpus(root: &Path, gpus: G) -> Self {
-        NvmlSource {
-            root: root.to_path_buf(),
-            gpus: Some(gpus),
-            opener: None,
-            counters: BTreeMap::new(),
-            update_period: DEFAULT_COUNTER_UPDATE_PERIOD,
-            state: Vec::new(),
-        }
+        Self::build(NvidiaFunctions::scan(root), Some(gpus), None)
     }
 
     /// A source that opens its GPUs with `opener` at the first read that finds them awake.
     pub fn lazy(root: &Path, opener: impl FnMut() -> Result<G, Error> + Send + 'static) -> Self {
+        Self::build(NvidiaFunctions::scan(root), None, Some(Box::new(opener)))
+    }
+
+    fn build(pci: NvidiaFunctions, gpus: Option<G>, opener: Option<Opener<G>>) -> Self {
         NvmlSource {
-            root: root.to_path_buf(),
-            gpus: None,
-            opener: Some(Box::new(opener)),
+            pci,
+            gpus,
+            fixed: None,
+            opener,
             counters: BTreeMap::new(),
             update_period: DEFAULT_COUNTER_UPDATE_PERIOD,
             state: Vec::new(),
@@ -449,23 +498,29 @@ impl<G: Gpus> NvmlSource<G> {
             .ok_or_else(|| Error::Unavailable("NVML was never opened".into()))
     }
 
-    /// One read: a `gpu` reading per GPU and the per-GPU state (see the module docs).
+    /// One read: a `gpu` reading per GPU and the per-GPU state (see the module docs). Per GPU it
+    /// asks NVML for what changes (energy, power fields, limit, utilisation, memory; the power
+    /// reading only where the energy gives no watts); the count, names and bus ids only once.
     pub fn sample(&mut self, at: Stamp) -> Result<Sample, Error> {
-        check_runtime_pm(&self.root)?;
+        self.pci.check()?;
         let min_interval = self.min_sampling_interval();
-        let count = self.open()?.count()?;
-        if count == 0 {
-            return Err(Error::Unavailable("NVML reports no NVIDIA GPU".into()));
+        if self.fixed.is_none() {
+            let count = self.open()?.count()?;
+            if count == 0 {
+                return Err(Error::Unavailable("NVML reports no NVIDIA GPU".into()));
+            }
+            self.fixed = Some(vec![Fixed::default(); count as usize]);
         }
+        let (Some(gpus), Some(fixed)) = (self.gpus.as_ref(), self.fixed.as_mut()) else {
+            return Err(Error::Unavailable("NVML was never opened".into()));
+        };
         let mut readings = Vec::new();
         let mut states = Vec::new();
         let mut first_error = None;
-        let Some(gpus) = self.gpus.as_ref() else {
-            return Err(Error::Unavailable("NVML was never opened".into()));
-        };
-        for i in 0..count {
+        for (i, fixed) in (0u32..).zip(fixed.iter_mut()) {
+            fixed.fill(gpus, i);
             let counter = self.counters.entry(i).or_default();
-            let gpu = read_gpu(gpus, i, at, counter, min_interval);
+            let gpu = read_gpu(gpus, i, fixed, at, counter, min_interval);
             match &gpu.error {
                 Some(e) => {
                     first_error.get_or_insert_with(|| e.clone());
@@ -502,14 +557,15 @@ impl<G: Gpus> NvmlSource<G> {
 fn read_gpu<G: Gpus + ?Sized>(
     gpus: &G,
     i: u32,
+    fixed: &Fixed,
     at: Stamp,
     counter: &mut EnergyCounter,
     min_interval: Duration,
 ) -> GpuState {
     let mut s = GpuState {
         index: i,
-        name: gpus.name(i).ok().flatten(),
-        pci_bus_id: gpus.pci_bus_id(i).ok().flatten(),
+        name: fixed.name.clone().flatten(),
+        pci_bus_id: fixed.pci_bus_id.clone().flatten(),
         enforced_power_limit: gpus
             .enforced_limit_mw(i)
             .ok()
@@ -575,10 +631,11 @@ impl NvmlSource<NvmlGpus> {
     /// at the first read that finds one awake. Otherwise NVML opens at once and the counter
     /// update period is measured; a missing library or driver is `Unavailable` with the reason.
     pub fn new(root: &Path) -> Result<Self, Error> {
-        if check_runtime_pm(root).is_err() {
-            return Ok(NvmlSource::lazy(root, NvmlGpus::open));
+        let pci = NvidiaFunctions::scan(root);
+        if pci.check().is_err() {
+            return Ok(NvmlSource::build(pci, None, Some(Box::new(NvmlGpus::open))));
         }
-        let mut source = NvmlSource::from_gpus(root, NvmlGpus::open()?);
+        let mut source = NvmlSource::build(pci, Some(NvmlGpus::open()?), None);
         source.measure_counter_update_period(&mut monotonic_clock());
         Ok(source)
     }

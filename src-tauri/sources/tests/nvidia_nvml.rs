@@ -86,11 +86,15 @@ impl FakeGpu {
     }
 }
 
-/// A fake NVML whose GPUs the test can change between reads, counting every call.
+/// One call to the fake: the query and the GPU's index (`count` has none).
+type Asked = (&'static str, Option<u32>);
+
+/// A fake NVML whose GPUs the test can change between reads, noting every call in order.
 #[derive(Clone, Default)]
 struct FakeGpus {
     gpus: Arc<Mutex<Vec<FakeGpu>>>,
     calls: Arc<AtomicUsize>,
+    asked: Arc<Mutex<Vec<Asked>>>,
 }
 
 impl FakeGpus {
@@ -98,15 +102,34 @@ impl FakeGpus {
         FakeGpus {
             gpus: Arc::new(Mutex::new(gpus)),
             calls: Arc::new(AtomicUsize::new(0)),
+            asked: Arc::default(),
         }
+    }
+
+    /// The calls since the last time this was asked.
+    fn take_asked(&self) -> Vec<Asked> {
+        std::mem::take(&mut *self.asked.lock().unwrap_or_else(|e| panic!("{e}")))
+    }
+
+    fn note(&self, what: &'static str, index: Option<u32>) {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.asked
+            .lock()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .push((what, index));
     }
 
     fn set(&self, index: usize, gpu: FakeGpu) {
         self.gpus.lock().unwrap_or_else(|e| panic!("{e}"))[index] = gpu;
     }
 
-    fn get<T>(&self, index: u32, f: impl FnOnce(&FakeGpu) -> T) -> Result<T, Error> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
+    fn get<T>(
+        &self,
+        what: &'static str,
+        index: u32,
+        f: impl FnOnce(&FakeGpu) -> T,
+    ) -> Result<T, Error> {
+        self.note(what, Some(index));
         let gpus = self.gpus.lock().unwrap_or_else(|e| panic!("{e}"));
         gpus.get(index as usize)
             .map(f)
@@ -116,32 +139,32 @@ impl FakeGpus {
 
 impl Gpus for FakeGpus {
     fn count(&self) -> Result<u32, Error> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.note("count", None);
         Ok(self.gpus.lock().unwrap_or_else(|e| panic!("{e}")).len() as u32)
     }
     fn name(&self, i: u32) -> Result<Option<String>, Error> {
-        self.get(i, |g| g.name.clone())
+        self.get("name", i, |g| g.name.clone())
     }
     fn total_energy_mj(&self, i: u32) -> Result<Option<u64>, Error> {
-        self.get(i, |g| g.energy_mj)
+        self.get("total_energy_mj", i, |g| g.energy_mj)
     }
     fn power_mw(&self, i: u32) -> Result<Option<u32>, Error> {
-        self.get(i, |g| g.power_mw)
+        self.get("power_mw", i, |g| g.power_mw)
     }
     fn enforced_limit_mw(&self, i: u32) -> Result<Option<u32>, Error> {
-        self.get(i, |g| g.limit_mw)
+        self.get("enforced_limit_mw", i, |g| g.limit_mw)
     }
     fn utilisation(&self, i: u32) -> Result<Option<Utilisation>, Error> {
-        self.get(i, |g| g.utilisation)
+        self.get("utilisation", i, |g| g.utilisation)
     }
     fn memory(&self, i: u32) -> Result<Option<Memory>, Error> {
-        self.get(i, |g| g.memory)
+        self.get("memory", i, |g| g.memory)
     }
     fn pci_bus_id(&self, i: u32) -> Result<Option<String>, Error> {
-        self.get(i, |g| g.bus_id.clone())
+        self.get("pci_bus_id", i, |g| g.bus_id.clone())
     }
     fn power_fields(&self, i: u32) -> Result<PowerFields, Error> {
-        self.get(i, |g| g.fields)
+        self.get("power_fields", i, |g| g.fields)
     }
 }
 
@@ -539,20 +562,27 @@ fn no_gpu_at_all_is_unavailable() {
     assert!(matches!(source.sample(at(1.0)), Err(Error::Unavailable(_))));
 }
 
-/// A fake sysfs with PCI functions: (name, vendor, class, runtime_status).
-fn fake_pci(devices: &[(&str, &str, &str, Option<&str>)]) -> tempfile::TempDir {
+/// A PCI function of a fake sysfs: (name, vendor, class, runtime_status).
+type PciFunction<'a> = (&'a str, &'a str, &'a str, Option<&'a str>);
+
+/// A fake sysfs with PCI functions.
+fn fake_pci(devices: &[PciFunction]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    for (name, vendor, class, status) in devices {
-        let dev = dir.path().join("sys/bus/pci/devices").join(name);
-        std::fs::create_dir_all(dev.join("power")).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(dev.join("vendor"), format!("{vendor}\n")).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(dev.join("class"), format!("{class}\n")).unwrap_or_else(|e| panic!("{e}"));
-        if let Some(s) = status {
-            std::fs::write(dev.join("power/runtime_status"), format!("{s}\n"))
-                .unwrap_or_else(|e| panic!("{e}"));
-        }
+    for device in devices {
+        add_pci(dir.path(), *device);
     }
     dir
+}
+
+fn add_pci(root: &Path, (name, vendor, class, status): PciFunction) {
+    let dev = root.join("sys/bus/pci/devices").join(name);
+    std::fs::create_dir_all(dev.join("power")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dev.join("vendor"), format!("{vendor}\n")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dev.join("class"), format!("{class}\n")).unwrap_or_else(|e| panic!("{e}"));
+    if let Some(s) = status {
+        std::fs::write(dev.join("power/runtime_status"), format!("{s}\n"))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
 }
 
 fn set_status(root: &Path, name: &str, status: &str) {
@@ -565,8 +595,7 @@ fn set_status(root: &Path, name: &str, status: &str) {
     .unwrap_or_else(|e| panic!("{e}"));
 }
 
-const IGPU: (&str, &str, &str, Option<&str>) =
-    ("0000:00:02.0", "0x8086", "0x030000", Some("active"));
+const IGPU: PciFunction = ("0000:00:02.0", "0x8086", "0x030000", Some("active"));
 
 #[test]
 fn a_suspended_dgpu_is_not_woken() {
@@ -708,5 +737,90 @@ fn on_a_machine_without_the_nvidia_driver_the_real_source_is_unavailable_naming_
             assert!(readings.iter().all(|r| r.domain == Domain::Gpu));
         }
         Err(other) => panic!("{other}"),
+    }
+}
+
+#[test]
+fn the_bus_is_scanned_once_and_each_read_looks_only_at_the_gpus_it_found() {
+    let sys = fake_pci(&[
+        IGPU,
+        ("0000:01:00.0", "0x10de", "0x030000", Some("suspended")),
+    ]);
+    let gpu =
+        FakeGpu::from_row(&rows("nvidia-geforce-rtx-4080-super__595.71.05.power-columns.csv")[0]);
+    let fake = FakeGpus::new(vec![gpu]);
+    let mut source = NvmlSource::from_gpus(sys.path(), fake.clone());
+    assert!(source.read(at(1.0)).is_err());
+    // An awake NVIDIA function that appears after the scan: a read does not walk the bus again,
+    // so it is not seen and the sleeping GPU is still left alone; a new scan would see it.
+    add_pci(
+        sys.path(),
+        ("0000:02:00.0", "0x10de", "0x030000", Some("active")),
+    );
+    assert!(source.read(at(2.0)).is_err());
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 0, "NVML was asked");
+    assert_eq!(nvidia_runtime_pm(sys.path()), NvidiaRuntimePm::Awake);
+    // The GPU it found wakes: the next read measures it.
+    set_status(sys.path(), "0000:01:00.0", "active");
+    let readings = source.read(at(3.0)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(readings[0].watts, Some(Watts(26.2)));
+}
+
+#[test]
+fn after_the_first_read_nvml_is_asked_only_for_what_changes() {
+    // Two GPUs with energy counters. The first read learns the count and each GPU's name and
+    // bus id; every later read asks each GPU for its energy, power fields, limit, utilisation
+    // and memory, the figures a read reports, and for nothing else.
+    let mut h100 =
+        FakeGpu::from_row(&rows("nvidia-h100-80gb-hbm3__590.48.01.power-columns.csv")[1]);
+    h100.energy_mj = Some(1_000_000);
+    h100.bus_id = Some("00000000:00:09.0".into());
+    let mut l40s = FakeGpu::from_row(&rows("nvidia-l40s__595.80.power-columns.csv")[1]);
+    l40s.energy_mj = Some(5_000_000);
+    let fake = FakeGpus::new(vec![h100.clone(), l40s.clone()]);
+    let mut source = NvmlSource::from_gpus(&no_sysfs(), fake.clone());
+    sample(&mut source, 1.0);
+    let first = fake.take_asked();
+    assert_eq!(first.iter().filter(|(q, _)| *q == "count").count(), 1);
+    for gpu in [0, 1] {
+        for query in ["name", "pci_bus_id"] {
+            assert!(
+                first.contains(&(query, Some(gpu))),
+                "{query} {gpu}: {first:?}"
+            );
+        }
+    }
+
+    let per_read = [
+        "enforced_limit_mw",
+        "memory",
+        "power_fields",
+        "total_energy_mj",
+        "utilisation",
+    ];
+    let mut expected: Vec<Asked> = [0, 1]
+        .into_iter()
+        .flat_map(|gpu| per_read.map(|query| (query, Some(gpu))))
+        .collect();
+    expected.sort();
+    for k in 1..=3u64 {
+        // 300 W on the H100 and 110 W on the L40S: 300 J and 110 J a second.
+        h100.energy_mj = Some(1_000_000 + k * 300_000);
+        l40s.energy_mj = Some(5_000_000 + k * 110_000);
+        fake.set(0, h100.clone());
+        fake.set(1, l40s.clone());
+        let s = sample(&mut source, 1.0 + k as f64);
+        let mut asked = fake.take_asked();
+        asked.sort();
+        assert_eq!(asked, expected, "read {k}");
+        let watts: Vec<Option<Watts>> = s.readings.iter().map(|r| r.watts).collect();
+        assert_eq!(watts, vec![Some(Watts(300.0)), Some(Watts(110.0))]);
+        // What was learnt once is still reported.
+        assert_eq!(source.state()[0].name, h100.name);
+        assert_eq!(
+            source.state()[0].pci_bus_id.as_deref(),
+            Some("00000000:00:09.0")
+        );
+        assert_eq!(source.state()[1].name, l40s.name);
     }
 }
