@@ -1271,6 +1271,25 @@ fn preferences_validate_inline_and_change_the_cost_live() {
     wait_for("the autostart entry to go", Duration::from_secs(5), || {
         (!entry.exists()).then_some(())
     });
+    // The same preference changed through the local API, not the window: the app follows the
+    // engine's published copy and writes the entry all the same.
+    let token = std::fs::read_to_string(home.path().join("data/api-token"))
+        .unwrap_or_else(|e| panic!("the API token: {e}"));
+    let answer = agent()
+        .put(&format!(
+            "http://127.0.0.1:{}/v1/preferences/launch_at_login",
+            home.api_port
+        ))
+        .set("Authorization", &format!("Bearer {}", token.trim()))
+        .send_string("true")
+        .unwrap_or_else(|e| panic!("PUT launch_at_login: {e}"));
+    assert_eq!(answer.status(), 200);
+    wait_for(
+        "the autostart entry, asked through the API",
+        Duration::from_secs(5),
+        || entry.exists().then_some(()),
+    );
+    assert_eq!(home.stored()["launch_at_login"], true);
     ui.end();
 }
 

@@ -84,7 +84,9 @@ pub async fn apply_preference(
             other => other.to_string(),
         })?;
     if key == "launch_at_login" {
-        crate::autostart::apply(app, prefs.launch_at_login)?;
+        if let Some(state) = app.try_state::<AppState>() {
+            state.autostart.follow(app, prefs.launch_at_login)?;
+        }
     }
     Ok(prefs)
 }

@@ -25,6 +25,8 @@ pub const OPEN_PREFERENCES_FLAG: &str = "--open-preferences";
 /// ask it for changes, which it saves.
 pub struct AppState {
     pub engine: EngineHandle,
+    /// The launch-at-login entry, made to follow the preference.
+    pub autostart: std::sync::Arc<autostart::Entry>,
 }
 
 /// How often the ledger is written (`WATTBAR_BATCH_INTERVAL`, e.g. `1s`; default 5 s).
@@ -82,10 +84,14 @@ fn setup(app: &mut tauri::App) -> Result<(), Box<dyn std::error::Error>> {
     if prefs.llm_proxy_enabled {
         start_llm_proxy(engine.reader(), &prefs);
     }
-    if let Err(e) = autostart::apply(app.handle(), prefs.launch_at_login) {
+    let entry = std::sync::Arc::new(autostart::Entry::default());
+    if let Err(e) = entry.follow(app.handle(), prefs.launch_at_login) {
         tracing::warn!("{e}");
     }
-    app.manage(AppState { engine });
+    app.manage(AppState {
+        engine,
+        autostart: entry.clone(),
+    });
 
     let mut tray = tray::Tray::build(app.handle())?;
     let handle = app.handle().clone();
@@ -105,6 +111,9 @@ fn setup(app: &mut tauri::App) -> Result<(), Box<dyn std::error::Error>> {
                 if let Some(message) = &published.low_power_event {
                     notify::low_power(&handle, message);
                 }
+            }
+            if let Err(e) = entry.follow(&handle, published.prefs.launch_at_login) {
+                tracing::warn!("{e}");
             }
             if windows::dashboard_visible(&handle) {
                 let payload = events::StatePayload::from(published.as_ref());

@@ -41,6 +41,24 @@ try {
     null, { timeout: 10000 });
   report.low_power_after_toggle = await page.isChecked("#low-power");
   report.low_power_status = await page.textContent("#low-power-status");
+  // With the token the preferences open in a tab of their own and save through the API: a
+  // refused value is shown by its field and changes nothing; an accepted one is saved.
+  const [prefs] = await Promise.all([
+    page.waitForEvent("popup", { timeout: 10000 }),
+    page.click("#open-preferences"),
+  ]);
+  prefs.on("pageerror", (e) => errors.push(String(e)));
+  await prefs.waitForSelector("body[data-ready=true]", { timeout: 15000 });
+  report.preferences_price_before = await prefs.inputValue("#price_per_kwh");
+  await prefs.fill("#price_per_kwh", "-2");
+  await prefs.press("#price_per_kwh", "Tab");
+  await prefs.waitForFunction(() => document.getElementById("msg-price_per_kwh").dataset.kind === "error", null, { timeout: 10000 });
+  report.preferences_refused = await prefs.textContent("#msg-price_per_kwh");
+  await prefs.fill("#price_per_kwh", "0.42");
+  await prefs.press("#price_per_kwh", "Tab");
+  await prefs.waitForFunction(() => document.getElementById("msg-price_per_kwh").dataset.kind === "ok", null, { timeout: 10000 });
+  report.preferences_saved = await prefs.textContent("#msg-price_per_kwh");
+  await prefs.close();
   // "Save report" downloads the ledger's report of the range shown, drawn by the engine.
   const [download] = await Promise.all([
     page.waitForEvent("download", { timeout: 15000 }),

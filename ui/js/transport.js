@@ -18,9 +18,6 @@ export function available() {
   return ipc || location.protocol === "http:" || location.protocol === "https:";
 }
 
-// What this transport can do beyond reading: the browser cannot edit preferences, which live
-// with the app or the daemon's preferences file.
-export const can = { preferences: ipc, price: ipc, closeWindow: ipc };
 
 // The API token for writes, from the page's #token=… (then kept for this tab only).
 function token() {
@@ -32,6 +29,11 @@ function token() {
   return sessionStorage.getItem(TOKEN_KEY);
 }
 token();
+
+// What this transport can do beyond reading. A browser edits the preferences through the API
+// once it has the token (the engine validates and saves them as it does the app's); the
+// dashboard's quick price field and closing the window are the app's.
+export const can = { preferences: ipc || Boolean(token()), price: ipc, closeWindow: ipc };
 
 async function http(method, path, body) {
   const headers = { Accept: "application/json" };
@@ -94,18 +96,22 @@ export async function saveReport(range, seconds) {
   return name;
 }
 
-// Every preference, as stored (app only).
+// Every preference, as stored.
 export function getPreferences() {
-  return tauri.core.invoke(CMD_GET_PREFERENCES);
+  return ipc ? tauri.core.invoke(CMD_GET_PREFERENCES) : http("GET", "/v1/preferences");
 }
 
 // Sets one preference; resolves with all of them, rejects with the message for that field.
 export function setPreference(key, value) {
-  return tauri.core.invoke(CMD_SET_PREFERENCE, { key, value });
+  if (ipc) return tauri.core.invoke(CMD_SET_PREFERENCE, { key, value });
+  return http("PUT", `/v1/preferences/${encodeURIComponent(key)}`, value);
 }
 
+// In a browser the preferences open in a tab of their own, which inherits this tab's token.
 export function openPreferences() {
-  return tauri.core.invoke(CMD_OPEN_PREFERENCES);
+  if (ipc) return tauri.core.invoke(CMD_OPEN_PREFERENCES);
+  window.open("preferences.html", "wattbar-preferences");
+  return Promise.resolve();
 }
 
 // Closes this window (the app and its tray keep running).

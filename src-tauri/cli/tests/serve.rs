@@ -168,6 +168,22 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
     );
     assert_eq!(serve.get("/v1/low-power")["enabled"], true);
     assert_eq!(serve.get("/v1/low-power")["reason"], "manual");
+    // The preferences tab: -2 refused beside its field, then 0.42 in force and saved.
+    assert_eq!(report["preferences_price_before"], "0.3", "{report}");
+    assert!(
+        report["preferences_refused"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty() && m != "Saved"),
+        "{report}"
+    );
+    assert_eq!(report["preferences_saved"], "Saved", "{report}");
+    assert_eq!(serve.get("/v1/preferences")["price_per_kwh"], 0.42);
+    let saved: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("preferences.json"))
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(saved["price_per_kwh"], 0.42);
     let (status, _) = serve.terminate();
     assert!(status.success());
 }

@@ -3,6 +3,7 @@
 //! Routes: `GET /metrics` (OpenMetrics), `GET /v1/snapshot`, `/v1/dashboard`, `/v1/totals`,
 //! `/v1/history?from=&to=&step=` (or `?range=1h|24h|30d`), `/v1/stream` (Server-Sent Events, one
 //! `state` event per sample), `GET|PUT /v1/low-power`, `POST /v1/session/reset`,
+//! `GET /v1/preferences`, `PUT /v1/preferences/{key}` ([`preferences`]),
 //! `GET|POST /v1/inference`, `GET /v1/models`, `GET /v1/energy?from=&to=` ([`inference`]),
 //! `GET /v1/report.svg?from=&to=` ([`report`]), and `GET /` the dashboard's files.
 //!
@@ -30,7 +31,7 @@ use crate::ledger_reader::LedgerReader;
 use crate::EngineReader;
 use axum::http::StatusCode;
 use axum::middleware;
-use axum::routing::{any, get, post};
+use axum::routing::{any, get, post, put};
 use axum::Router;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -42,6 +43,7 @@ mod guard;
 mod history;
 pub mod hosts;
 mod inference;
+mod preferences;
 mod report;
 mod shared;
 mod state;
@@ -96,6 +98,8 @@ pub fn router(
             get(control::get_low_power).put(control::put_low_power),
         )
         .route("/v1/session/reset", post(control::post_reset))
+        .route("/v1/preferences", get(preferences::get_preferences))
+        .route("/v1/preferences/{key}", put(preferences::put_preference))
         .route(
             "/v1/inference",
             get(inference::get_inference).post(inference::post_inference),

@@ -861,3 +861,57 @@ async fn a_live_scrape_passes_promtool_check_metrics() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preferences_are_read_and_changed_one_field_at_a_time_with_the_token() {
+    let server = Server::start("t,watts\n0,10\n", None).await;
+    let all = server.get("/v1/preferences").await;
+    assert_eq!(all.status, 200, "{all:?}");
+    assert_eq!(all.json()["interval_ms"], 100);
+
+    let unauthorized = server
+        .send(
+            "PUT",
+            "/v1/preferences/price_per_kwh",
+            &[("Host", server.host())],
+            b"0.31",
+        )
+        .await;
+    assert_eq!(unauthorized.status, 401, "{unauthorized:?}");
+
+    let set = server
+        .write("PUT", "/v1/preferences/price_per_kwh", "0.31")
+        .await;
+    assert_eq!(set.status, 200, "{set:?}");
+    assert_eq!(set.json()["price_per_kwh"], 0.31);
+    // Answered once published: the engine's state already has it.
+    assert_eq!(server.engine.current().prefs.price_per_kwh.per_kwh(), 0.31);
+
+    let refused = server
+        .write("PUT", "/v1/preferences/price_per_kwh", "-2")
+        .await;
+    assert_eq!(refused.status, 400, "{refused:?}");
+    assert_eq!(refused.json()["field"], "price_per_kwh");
+    let message = refused.json()["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        !message.is_empty() && !message.starts_with("price"),
+        "{message}"
+    );
+    assert_eq!(server.engine.current().prefs.price_per_kwh.per_kwh(), 0.31);
+
+    let unknown = server
+        .write("PUT", "/v1/preferences/colour", "\"red\"")
+        .await;
+    assert_eq!(unknown.status, 404, "{unknown:?}");
+    let malformed = server
+        .write("PUT", "/v1/preferences/currency", "{not json")
+        .await;
+    assert_eq!(malformed.status, 400, "{malformed:?}");
+    assert!(malformed.json()["error"]
+        .as_str()
+        .is_some_and(|e| e.contains("malformed JSON")));
+    server.stop().await;
+}
