@@ -1,7 +1,7 @@
-//! End to end, for real: the built app under Xvfb with a private D-Bus session bus, its tray read
-//! and clicked over D-Bus (StatusNotifierItem + dbusmenu), its dashboard driven in the real
-//! webview through tauri-driver and WebKitWebDriver. Power comes from a replay trace, so the
-//! numbers are known.
+//! End to end, for real: the built app under Xvfb with a private D-Bus session bus, its tray
+//! (`wattbar`) read and clicked over D-Bus (StatusNotifierItem + dbusmenu), its windows
+//! (`wattbar-window`, the process the tray starts for them) driven in the real webview through
+//! tauri-driver and WebKitWebDriver. Power comes from a replay trace, so the numbers are known.
 //!
 //! Run under `xvfb-run -a dbus-run-session -- cargo test` (`make test` does).
 
@@ -15,7 +15,19 @@ use std::time::{Duration, Instant};
 /// The app is single-instance: tests that launch it must not overlap.
 static ONE_APP_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-const APP: &str = env!("CARGO_BIN_EXE_wattbar");
+/// The windows' process; the tray is the `wattbar` beside it (src-tauri/tray, built with the
+/// workspace).
+const WINDOW: &str = env!("CARGO_BIN_EXE_wattbar-window");
+
+fn tray_exe() -> PathBuf {
+    let tray = Path::new(WINDOW).with_file_name("wattbar");
+    assert!(
+        tray.exists(),
+        "{} is missing: build the workspace (cargo test --workspace does)",
+        tray.display()
+    );
+    tray
+}
 const TRAY_PATH: &str = "/org/ayatana/NotificationItem/tray_icon_tray_app_wattbar";
 /// Watts the replay trace plays, one a second, over and over.
 const TRACE: &str = "t,watts\n0,12.5\n1,17.3\n2,31\n";
@@ -221,7 +233,7 @@ impl Tray {
     }
 
     /// The icon's pixels, as the tray host would load them.
-    fn icon(&self) -> Option<wattbar_app::icon_render::Rgba> {
+    fn icon(&self) -> Option<wattbar_tray::icon_render::Rgba> {
         let file = std::fs::File::open(self.icon_path()?).ok()?;
         let mut reader = png::Decoder::new(std::io::BufReader::new(file))
             .read_info()
@@ -232,7 +244,7 @@ impl Tray {
             return None;
         }
         buf.truncate(info.buffer_size());
-        Some(wattbar_app::icon_render::Rgba {
+        Some(wattbar_tray::icon_render::Rgba {
             size: info.width,
             pixels: buf,
         })
@@ -240,7 +252,7 @@ impl Tray {
 
     /// Which of `watts` the icon shows drawn as a number (in low-power colours or not).
     fn icon_watts(&self, watts: &[f64], low_power: bool) -> Option<f64> {
-        use wattbar_app::icon_render::{icon_text, render};
+        use wattbar_tray::icon_render::{icon_text, render};
         let icon = self.icon()?;
         watts
             .iter()
@@ -320,21 +332,26 @@ fn proc_status(pid: &str, key: &str) -> Option<String> {
         .find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string()))
 }
 
-/// Pids of running `wattbar` processes.
+/// Pids of running `wattbar` (tray) and `wattbar-window` processes.
 fn apps_running() -> Vec<String> {
     std::fs::read_dir("/proc")
         .map(|d| {
             d.filter_map(|e| e.ok())
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 .filter(|n| n.chars().all(|c| c.is_ascii_digit()))
-                .filter(|pid| proc_status(pid, "Name:").as_deref() == Some("wattbar"))
+                .filter(|pid| {
+                    matches!(
+                        proc_status(pid, "Name:").as_deref(),
+                        Some("wattbar" | "wattbar-window")
+                    )
+                })
                 .filter(|pid| proc_status(pid, "State:").is_some_and(|s| !s.starts_with('Z')))
                 .collect()
         })
         .unwrap_or_default()
 }
 
-/// WebKit web processes whose parent is a running `wattbar`.
+/// WebKit web processes whose parent is a running `wattbar-window`.
 fn web_processes_of_the_app() -> usize {
     let pids: Vec<String> = std::fs::read_dir("/proc")
         .map(|d| {
@@ -350,20 +367,20 @@ fn web_processes_of_the_app() -> usize {
             proc_status(pid, "PPid:")
                 .and_then(|ppid| proc_status(&ppid, "Name:"))
                 .as_deref()
-                == Some("wattbar")
+                == Some("wattbar-window")
         })
         .count()
 }
 
 fn launch(home: &Home, args: &[&str]) -> Proc {
-    let mut cmd = Command::new(APP);
+    let mut cmd = Command::new(tray_exe());
     home.apply(&mut cmd);
     cmd.args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
     Proc(
         cmd.spawn()
-            .unwrap_or_else(|e| panic!("cannot start {APP}: {e}")),
+            .unwrap_or_else(|e| panic!("cannot start the tray: {e}")),
     )
 }
 
@@ -374,6 +391,11 @@ fn the_tray_shows_live_watts_and_the_dashboard_opens_only_on_demand() {
     let home = Home::new();
     let mut app = launch(&home, &[]);
     let tray = Tray::find();
+    let web_view_loaded = |pid: u32| {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        maps.contains("libwebkit2gtk") || maps.contains("libjavascriptcoregtk")
+    };
+    assert!(!web_view_loaded(app.0.id()), "the tray loaded a web view");
 
     // Linux tray hosts drop titles: the icon itself shows the replayed watts, drawn as the
     // golden-tested renderer draws them, sample after sample.
@@ -432,7 +454,7 @@ fn the_tray_shows_live_watts_and_the_dashboard_opens_only_on_demand() {
 
     // No window at start-up; a second launch hands over to the first, which opens it.
     assert!(!visible_dashboard(), "a window is open at start-up");
-    let mut second = Command::new(APP);
+    let mut second = Command::new(tray_exe());
     home.apply(&mut second);
     let status = second
         .stdout(Stdio::null())
@@ -447,18 +469,28 @@ fn the_tray_shows_live_watts_and_the_dashboard_opens_only_on_demand() {
         app.0.try_wait().ok().flatten().is_none(),
         "the first instance died"
     );
+    // The window is a process of its own: its web view is there, the tray's memory holds none.
+    wait_for(
+        "the dashboard's web process",
+        Duration::from_secs(10),
+        || (web_processes_of_the_app() > 0).then_some(()),
+    );
+    assert!(!web_view_loaded(app.0.id()), "the tray loaded a web view");
 
-    // Quit ends the app cleanly.
+    // Quit ends the app cleanly, its windows with it.
     tray.click("Quit");
     let status = wait_for("the app to quit", Duration::from_secs(10), || {
         app.0.try_wait().ok().flatten()
     });
     assert!(status.success(), "{status:?}");
+    wait_for("the windows to close", Duration::from_secs(10), || {
+        apps_running().is_empty().then_some(())
+    });
 
     // SIGTERM (logout, kill) writes the batch still in memory before exiting 0. With a
     // one-minute batch, only that final write can have put this run's energy on disk.
     let before = stored_lifetime_joules(&home);
-    let mut cmd = Command::new(APP);
+    let mut cmd = Command::new(tray_exe());
     home.apply(&mut cmd);
     cmd.env("WATTBAR_BATCH_INTERVAL", "60s")
         .stdout(Stdio::null())
@@ -635,7 +667,7 @@ impl Driver {
     fn session(&self, args: &[&str]) -> Session {
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "wry",
-            "tauri:options": {"application": APP, "args": args}
+            "tauri:options": {"application": WINDOW, "args": args}
         }}});
         let reply = post(&format!("{}/session", self.base), &caps);
         let id = reply["value"]["sessionId"]
@@ -781,6 +813,7 @@ fn the_dashboard_shows_live_watts_prices_cost_and_follows_the_tray() {
     let _one = ONE_APP_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let home = Home::new();
     let driver = Driver::start(&home);
+    let _tray = launch(&home, &[]);
     let ui = driver.session(&["--open-dashboard"]);
     ui.wait_ready();
 
@@ -990,6 +1023,7 @@ fn the_dashboard_shows_live_watts_prices_cost_and_follows_the_tray() {
     ui.end();
 
     // A restart keeps the price and the low-power state.
+    let _tray = launch(&home, &[]);
     let ui = driver.session(&["--open-dashboard"]);
     wait_for(
         "the dashboard to load again",
@@ -1091,6 +1125,7 @@ fn sustained_draw_engages_low_power_everywhere_once_and_a_manual_choice_stays() 
     );
     let notifications = Notifications::start();
     let driver = Driver::start(&home);
+    let _tray = launch(&home, &[]);
     let ui = driver.session(&["--open-dashboard"]);
     ui.wait_ready();
     let tray = Tray::find();
@@ -1178,6 +1213,7 @@ fn preferences_validate_inline_and_change_the_cost_live() {
     // A steady 3600 W: one watt-hour a second, so cost grows fast enough to measure its rate.
     let home = Home::with("t,watts\n0,3600\n", &json!({"low_power_auto": false}));
     let driver = Driver::start(&home);
+    let _tray = launch(&home, &[]);
     let ui = driver.session(&["--open-preferences"]);
     wait_for("the preferences to load", Duration::from_secs(20), || {
         (ui.js("return document.body.dataset.ready").as_str() == Some("true")).then_some(())
@@ -1299,6 +1335,7 @@ fn the_dashboard_follows_a_dark_desktop() {
     let _one = ONE_APP_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let home = Home::new();
     let driver = Driver::start_with(&home, &[("GTK_THEME", "Adwaita:dark")]);
+    let _tray = launch(&home, &[]);
     let ui = driver.session(&["--open-dashboard"]);
     ui.wait_ready();
     assert_eq!(
@@ -1313,4 +1350,21 @@ fn the_dashboard_follows_a_dark_desktop() {
     std::thread::sleep(Duration::from_secs(2));
     ui.screenshot("dashboard-dark.png");
     ui.end();
+}
+
+#[test]
+fn the_windows_without_a_running_tray_say_so_and_exit() {
+    let home = Home::new();
+    let mut cmd = Command::new(WINDOW);
+    home.apply(&mut cmd);
+    let out = cmd
+        .arg("--open-dashboard")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Wattbar is not running") && err.contains("start `wattbar`"),
+        "{err}"
+    );
 }

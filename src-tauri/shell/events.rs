@@ -1,11 +1,8 @@
 //! The contract with the UI: the event name and payloads here, the command names in `lib.rs`'s
 //! `generate_handler!`. `ui/js/contract.js` mirrors both; tests keep them in step.
 
-pub use wattbar_engine::view::{
-    BreakdownItem, DashboardPayload, HistoryPayload, LowPowerView, StatePayload,
-};
-
-/// Emitted to the dashboard after every publication, only while the window exists.
+/// Emitted to the dashboard with each state the engine publishes (`wattbar_engine::view::
+/// StatePayload`, as `/v1/stream` carries it), only while the window is shown.
 pub const STATE_CHANGED: &str = "wattbar:state";
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
-//! The dashboard and preferences windows: created on demand, destroyed on close, so that an idle
-//! tray costs no web process. On macOS the dashboard opens under the tray icon and hides when it
-//! loses focus, like a menu-bar popover.
+//! The dashboard and preferences windows: created on demand, destroyed on close; the process
+//! ends with the last one. On macOS the dashboard closes when it loses focus, like a menu-bar
+//! popover.
 
 use tauri::{AppHandle, Manager, WebviewUrl, WebviewWindow, WebviewWindowBuilder};
 
@@ -15,7 +15,6 @@ fn focus(window: &WebviewWindow) -> Result<(), tauri::Error> {
 
 pub fn open_dashboard(app: &AppHandle) -> Result<(), tauri::Error> {
     if let Some(window) = app.get_webview_window(DASHBOARD) {
-        place_under_tray(&window);
         return focus(&window);
     }
     let window = WebviewWindowBuilder::new(app, DASHBOARD, WebviewUrl::App("index.html".into()))
@@ -23,29 +22,19 @@ pub fn open_dashboard(app: &AppHandle) -> Result<(), tauri::Error> {
         .inner_size(440.0, 640.0)
         .min_inner_size(360.0, 480.0)
         .build()?;
-    place_under_tray(&window);
     #[cfg(target_os = "macos")]
     {
         let w = window.clone();
         window.on_window_event(move |event| {
             if let tauri::WindowEvent::Focused(false) = event {
-                let _ = w.hide();
+                let _ = w.close();
             }
         });
     }
+    #[cfg(not(target_os = "macos"))]
+    let _ = window;
     Ok(())
 }
-
-#[cfg(target_os = "macos")]
-fn place_under_tray(window: &WebviewWindow) {
-    use tauri_plugin_positioner::{Position, WindowExt};
-    if let Err(e) = window.move_window(Position::TrayBottomCenter) {
-        tracing::debug!("could not place the dashboard under the tray icon: {e}");
-    }
-}
-
-#[cfg(not(target_os = "macos"))]
-fn place_under_tray(_window: &WebviewWindow) {}
 
 pub fn open_preferences(app: &AppHandle) -> Result<(), tauri::Error> {
     if let Some(window) = app.get_webview_window(PREFERENCES) {

@@ -108,6 +108,31 @@ pub fn render(text: &str, size: u32, low_power: bool) -> Rgba {
     Rgba { size, pixels }
 }
 
+/// A square RGBA PNG (8 bits a channel), as the tray's static icons are.
+pub fn decode_png(bytes: &[u8]) -> Result<Rgba, String> {
+    let mut reader = png::Decoder::new(std::io::Cursor::new(bytes))
+        .read_info()
+        .map_err(|e| format!("not a PNG: {e}"))?;
+    let mut buf = vec![0; reader.output_buffer_size().unwrap_or(0)];
+    let info = reader
+        .next_frame(&mut buf)
+        .map_err(|e| format!("a broken PNG: {e}"))?;
+    if info.color_type != png::ColorType::Rgba
+        || info.bit_depth != png::BitDepth::Eight
+        || info.width != info.height
+    {
+        return Err(format!(
+            "not a square 8-bit RGBA PNG ({:?}, {:?}, {}×{})",
+            info.color_type, info.bit_depth, info.width, info.height
+        ));
+    }
+    buf.truncate(info.buffer_size());
+    Ok(Rgba {
+        size: info.width,
+        pixels: buf,
+    })
+}
+
 fn near_ink(ink: &[bool], n: usize, x: usize, y: usize) -> bool {
     let (x, y) = (x as isize, y as isize);
     (-1..=1).any(|dy| {
@@ -128,24 +153,12 @@ mod tests {
     use std::path::PathBuf;
 
     fn golden_dir() -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/tray-icon")
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/golden/tray-icon")
     }
 
     fn decode(path: &PathBuf) -> Rgba {
-        let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let mut reader = png::Decoder::new(std::io::BufReader::new(file))
-            .read_info()
-            .unwrap_or_else(|e| panic!("{e}"));
-        let mut buf = vec![0; reader.output_buffer_size().unwrap_or(0)];
-        let info = reader
-            .next_frame(&mut buf)
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(info.color_type, png::ColorType::Rgba);
-        buf.truncate(info.buffer_size());
-        Rgba {
-            size: info.width,
-            pixels: buf,
-        }
+        let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        decode_png(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 
     fn encode(icon: &Rgba, path: &PathBuf) {

@@ -3,35 +3,48 @@
 //! once a second by default).
 
 use crate::menu::MenuId;
-use crate::{commands, windows};
 use crate::{format, icon_render};
-use tauri::image::Image;
-use tauri::menu::{CheckMenuItem, Menu, MenuEvent, MenuItem, PredefinedMenuItem};
-use tauri::tray::{TrayIcon, TrayIconBuilder};
-use tauri::{AppHandle, Manager, Wry};
+use muda::{CheckMenuItem, Menu, MenuItem, PredefinedMenuItem};
+use tray_icon::{Icon, TrayIcon, TrayIconBuilder};
 use wattbar_engine::Published;
 
-/// Tray id; on Linux the item is exported at `/org/ayatana/NotificationItem/wattbar`.
+/// Tray id; on Linux the item is exported at
+/// `/org/ayatana/NotificationItem/tray_icon_tray_app_wattbar`.
 pub const TRAY_ID: &str = "wattbar";
 
+/// What the tray could not do: build its icon or menu, or decode an icon.
+#[derive(Debug)]
+pub struct TrayError(String);
+
+impl std::fmt::Display for TrayError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for TrayError {}
+
+fn tray_error(e: impl std::fmt::Display) -> TrayError {
+    TrayError(e.to_string())
+}
+
 pub struct Tray {
-    icon: TrayIcon<Wry>,
-    now: MenuItem<Wry>,
-    session: MenuItem<Wry>,
-    today: MenuItem<Wry>,
-    last_answer: MenuItem<Wry>,
-    low_power: CheckMenuItem<Wry>,
+    icon: TrayIcon,
+    now: MenuItem,
+    session: MenuItem,
+    today: MenuItem,
+    last_answer: MenuItem,
+    low_power: CheckMenuItem,
     shown: Shown,
     /// The watts drawn into the icon and when: small wobbles do not redraw it (see [`Tray::show`]).
     icon_drawn: Option<(Option<f64>, std::time::Instant)>,
     /// The watts written in the menu's "now" line and when, with the same deadband as the icon:
     /// each new text is a D-Bus signal and a menu update for the tray host.
     now_written: Option<(Option<f64>, std::time::Instant)>,
+    /// Set when the low-power item was clicked: the toolkit ticks the box itself, so the next
+    /// refresh makes it agree with the engine again, whether or not the engine's state changed.
+    low_power_clicked: bool,
 }
-
-/// Set when the low-power item was clicked: the toolkit ticks the box itself, so the next
-/// refresh makes it agree with the engine again, whether or not the engine's state changed.
-static LOW_POWER_CLICKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Redraw the icon for a change of at least this fraction of the value (or 1 W), or after
 /// [`ICON_MAX_AGE`]: an estimate that wobbles between 7 and 8 W each second would otherwise cost a
@@ -65,15 +78,15 @@ struct Shown {
 
 /// The static icon: a template (monochrome, tinted by macOS) on macOS. In low-power mode a
 /// variant with a leaf mark.
-fn icon(low_power: bool) -> Result<Image<'static>, tauri::Error> {
-    match (cfg!(target_os = "macos"), low_power) {
-        (true, false) => Image::from_bytes(include_bytes!("../../icons/tray-template.png")),
-        (true, true) => {
-            Image::from_bytes(include_bytes!("../../icons/tray-template-low-power.png"))
-        }
-        (false, false) => Image::from_bytes(include_bytes!("../../icons/tray.png")),
-        (false, true) => Image::from_bytes(include_bytes!("../../icons/tray-low-power.png")),
-    }
+fn icon(low_power: bool) -> Result<Icon, TrayError> {
+    let png: &[u8] = match (cfg!(target_os = "macos"), low_power) {
+        (true, false) => include_bytes!("../../../icons/tray-template.png"),
+        (true, true) => include_bytes!("../../../icons/tray-template-low-power.png"),
+        (false, false) => include_bytes!("../../../icons/tray.png"),
+        (false, true) => include_bytes!("../../../icons/tray-low-power.png"),
+    };
+    let image = icon_render::decode_png(png).map_err(TrayError)?;
+    Icon::from_rgba(image.pixels, image.size, image.size).map_err(tray_error)
 }
 
 /// Linux draws the number into the icon; macOS shows it as the title next to a template icon.
@@ -82,51 +95,45 @@ const NUMBER_IN_ICON: bool = cfg!(not(target_os = "macos"));
 const ICON_PX: u32 = 44;
 
 impl Tray {
-    pub fn build(app: &AppHandle) -> Result<Tray, tauri::Error> {
-        let info =
-            |id: MenuId, text: &str| MenuItem::with_id(app, id.as_str(), text, false, None::<&str>);
-        let now = info(MenuId::Now, "Starting…")?;
-        let session = info(MenuId::Session, "Session —")?;
-        let today = info(MenuId::Today, "Today —")?;
-        let last_answer = info(MenuId::LastAnswer, "No answer measured yet")?;
+    /// Builds the icon and its menu; must run on the thread of the event loop.
+    pub fn build() -> Result<Tray, TrayError> {
+        let info = |id: MenuId, text: &str| MenuItem::with_id(id.as_str(), text, false, None);
+        let now = info(MenuId::Now, "Starting…");
+        let session = info(MenuId::Session, "Session —");
+        let today = info(MenuId::Today, "Today —");
+        let last_answer = info(MenuId::LastAnswer, "No answer measured yet");
         let low_power = CheckMenuItem::with_id(
-            app,
             MenuId::LowPower.as_str(),
             "Low-power mode",
             true,
             false,
-            None::<&str>,
-        )?;
-        let action =
-            |id: MenuId, text: &str| MenuItem::with_id(app, id.as_str(), text, true, None::<&str>);
-        let menu = Menu::with_items(
-            app,
-            &[
-                &now,
-                &session,
-                &today,
-                &last_answer,
-                &PredefinedMenuItem::separator(app)?,
-                &low_power,
-                &action(MenuId::ResetSession, "Reset session")?,
-                &action(MenuId::OpenDashboard, "Open dashboard")?,
-                &action(MenuId::Preferences, "Preferences…")?,
-                &PredefinedMenuItem::separator(app)?,
-                &action(MenuId::Quit, "Quit")?,
-            ],
-        )?;
-        let builder = TrayIconBuilder::with_id(TRAY_ID)
-            .icon(icon(false)?)
-            .icon_as_template(cfg!(target_os = "macos"))
-            .tooltip("Wattbar")
-            .menu(&menu)
-            .show_menu_on_left_click(true)
-            .on_menu_event(on_menu_event);
+            None,
+        );
+        let action = |id: MenuId, text: &str| MenuItem::with_id(id.as_str(), text, true, None);
+        let menu = Menu::with_items(&[
+            &now,
+            &session,
+            &today,
+            &last_answer,
+            &PredefinedMenuItem::separator(),
+            &low_power,
+            &action(MenuId::ResetSession, "Reset session"),
+            &action(MenuId::OpenDashboard, "Open dashboard"),
+            &action(MenuId::Preferences, "Preferences…"),
+            &PredefinedMenuItem::separator(),
+            &action(MenuId::Quit, "Quit"),
+        ])
+        .map_err(tray_error)?;
+        let builder = TrayIconBuilder::new()
+            .with_id(TRAY_ID)
+            .with_icon(icon(false)?)
+            .with_icon_as_template(cfg!(target_os = "macos"))
+            .with_tooltip("Wattbar")
+            .with_menu(Box::new(menu))
+            .with_menu_on_left_click(true);
         #[cfg(target_os = "macos")]
-        let builder = builder.title("— W").on_tray_icon_event(|tray, event| {
-            tauri_plugin_positioner::on_tray_event(tray.app_handle(), &event);
-        });
-        let icon = builder.build(app)?;
+        let builder = builder.with_title("— W");
+        let icon = builder.build().map_err(tray_error)?;
         Ok(Tray {
             icon,
             now,
@@ -137,7 +144,13 @@ impl Tray {
             shown: Shown::default(),
             icon_drawn: None,
             now_written: None,
+            low_power_clicked: false,
         })
+    }
+
+    /// The low-power item was clicked: the next [`Tray::show`] sets its tick from the engine.
+    pub fn low_power_clicked(&mut self) {
+        self.low_power_clicked = true;
     }
 
     /// Shows the published state, changing only what changed.
@@ -186,46 +199,48 @@ impl Tray {
             last_answer: format::last_answer_line(p),
             low_power,
         };
-        let result = (|| -> Result<(), tauri::Error> {
+        let result = (|| -> Result<(), TrayError> {
             if next.title != self.shown.title && !NUMBER_IN_ICON {
-                self.icon.set_title(Some(&next.title))?;
+                self.icon.set_title(Some(&next.title));
             }
             if next.tooltip != self.shown.tooltip {
-                self.icon.set_tooltip(Some(&next.tooltip))?;
+                self.icon
+                    .set_tooltip(Some(&next.tooltip))
+                    .map_err(tray_error)?;
             }
             if next.icon_text != self.shown.icon_text || next.low_power != self.shown.low_power {
                 self.icon_drawn = Some((headline, std::time::Instant::now()));
-                if next.icon_text.is_empty() {
-                    self.icon.set_icon(Some(icon(low_power)?))?;
+                let image = if next.icon_text.is_empty() {
+                    icon(low_power)?
                 } else {
                     let drawn = icon_render::render(&next.icon_text, ICON_PX, low_power);
-                    self.icon.set_icon(Some(Image::new_owned(
-                        drawn.pixels,
-                        drawn.size,
-                        drawn.size,
-                    )))?;
-                }
+                    Icon::from_rgba(drawn.pixels, drawn.size, drawn.size).map_err(tray_error)?
+                };
+                // Only macOS has template icons; elsewhere tray-icon's call for them does nothing.
                 #[cfg(target_os = "macos")]
-                self.icon.set_icon_as_template(true)?;
+                let set = self.icon.set_icon_with_as_template(Some(image), true);
+                #[cfg(not(target_os = "macos"))]
+                let set = self.icon.set_icon(Some(image));
+                set.map_err(tray_error)?;
             }
             if next.now != self.shown.now {
                 self.now_written = Some((headline, std::time::Instant::now()));
-                self.now.set_text(&next.now)?;
+                self.now.set_text(&next.now);
             }
             if next.session != self.shown.session {
-                self.session.set_text(&next.session)?;
+                self.session.set_text(&next.session);
             }
             if next.today != self.shown.today {
-                self.today.set_text(&next.today)?;
+                self.today.set_text(&next.today);
             }
             if next.last_answer != self.shown.last_answer {
-                self.last_answer.set_text(&next.last_answer)?;
+                self.last_answer.set_text(&next.last_answer);
             }
-            let clicked = LOW_POWER_CLICKED.swap(false, std::sync::atomic::Ordering::Relaxed);
+            let clicked = std::mem::take(&mut self.low_power_clicked);
             if next.low_power != self.shown.low_power
-                || (clicked && self.low_power.is_checked()? != low_power)
+                || (clicked && self.low_power.is_checked() != low_power)
             {
-                self.low_power.set_checked(low_power)?;
+                self.low_power.set_checked(low_power);
             }
             Ok(())
         })();
@@ -244,33 +259,6 @@ fn same_but_digits(a: &str, b: &str) -> bool {
             .collect::<String>()
     };
     shape(a) == shape(b)
-}
-
-fn on_menu_event(app: &AppHandle, event: MenuEvent) {
-    let result = match MenuId::parse(event.id().as_ref()) {
-        Some(MenuId::LowPower) => {
-            LOW_POWER_CLICKED.store(true, std::sync::atomic::Ordering::Relaxed);
-            let on = commands::current(app)
-                .map(|p| !p.low_power.enabled)
-                .unwrap_or(true);
-            commands::apply_low_power(app, on).map(|_| ())
-        }
-        Some(MenuId::ResetSession) => commands::apply_reset(app),
-        Some(MenuId::OpenDashboard) => windows::open_dashboard(app).map_err(|e| e.to_string()),
-        Some(MenuId::Preferences) => windows::open_preferences(app).map_err(|e| e.to_string()),
-        Some(MenuId::Quit) => {
-            // Write the last batch and end the session before the process goes.
-            if let Some(state) = app.try_state::<crate::AppState>() {
-                tauri::async_runtime::block_on(state.engine.shutdown());
-            }
-            app.exit(0);
-            Ok(())
-        }
-        Some(MenuId::Now | MenuId::Session | MenuId::Today | MenuId::LastAnswer) | None => Ok(()),
-    };
-    if let Err(e) = result {
-        tracing::warn!("menu {:?}: {e}", event.id());
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,36 @@
+//! Desktop notifications (notify-rust: D-Bus `org.freedesktop.Notifications` on Linux, the
+//! Notification Center on macOS). Posting talks to another process, so it runs on a blocking
+//! thread, never on the event loop. Without the `notifications` feature they are logged.
+
+use wattbar_engine::budget::BudgetAlert;
+
+pub fn budget(alerts: &[BudgetAlert]) {
+    for alert in alerts {
+        post("Wattbar budget", &alert.message);
+    }
+}
+
+/// One notification per change of low-power mode, with its reason.
+pub fn low_power(message: &str) {
+    post("Wattbar", message);
+}
+
+#[cfg(feature = "notifications")]
+fn post(title: &str, body: &str) {
+    let (title, body) = (title.to_string(), body.to_string());
+    tokio::task::spawn_blocking(move || {
+        let shown = notify_rust::Notification::new()
+            .appname("Wattbar")
+            .summary(&title)
+            .body(&body)
+            .show();
+        if let Err(e) = shown {
+            tracing::warn!("could not show a notification ({body}): {e}");
+        }
+    });
+}
+
+#[cfg(not(feature = "notifications"))]
+fn post(title: &str, body: &str) {
+    tracing::warn!("{title} (notifications are off in this build): {body}");
+}
