@@ -973,7 +973,9 @@ fn the_dashboard_shows_live_watts_prices_cost_and_follows_the_tray() {
         || (ui.js("return document.getElementById('low-power').checked") == true).then_some(()),
     );
     assert_eq!(stored_low_power(&home), Some((true, "manual".to_string())));
-    assert_eq!(tray.item("Low-power mode").toggle, Some(1));
+    wait_for("the tray's own tick", Duration::from_secs(5), || {
+        (tray.item("Low-power mode").toggle == Some(1)).then_some(())
+    });
     assert!(
         ui.text("low-power-status")
             .starts_with("On · switched by hand"),

@@ -7,9 +7,11 @@
 //! engine through its local API, which the tray always serves on loopback: where the preferences
 //! switch the API off, on a port of the system's choosing that only the lock file names.
 //!
-//! Threads: the toolkit's event loop on the main thread draws the tray and takes its clicks; a
-//! small tokio runtime serves the API and the proxy and follows the engine's published state
-//! (notifications, launch at login), waking the event loop at most once a second to redraw.
+//! Threads: the toolkit's event loop on the main thread takes the tray's clicks and, once a
+//! second on its own timer, shows the engine's latest published state (and posts its
+//! notifications and follows its launch-at-login preference); a small tokio runtime serves the
+//! API and the proxy and sleeps otherwise. Nothing wakes per sample but the engine itself: at
+//! 10 Hz the tray still redraws once a second, showing the latest state, so nothing is lost.
 
 mod autostart;
 mod format;
@@ -22,12 +24,10 @@ mod windows;
 
 use menu::MenuId;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tao::event::{Event, StartCause};
 use tao::event_loop::{ControlFlow, EventLoopBuilder, EventLoopProxy};
-use wattbar_engine::{
-    build_chain, ChainOptions, Command, EngineConfig, EngineHandle, EngineReader,
-};
+use wattbar_engine::{build_chain, ChainOptions, Command, EngineConfig, EngineHandle};
 
 /// How often the ledger is written (`WATTBAR_BATCH_INTERVAL`, e.g. `1s`; default 5 s).
 const BATCH_ENV: &str = "WATTBAR_BATCH_INTERVAL";
@@ -38,11 +38,9 @@ pub const OPEN_PREFERENCES_FLAG: &str = "--open-preferences";
 /// The tray refreshes at most this often.
 const REFRESH_PERIOD: Duration = Duration::from_secs(1);
 
-/// What wakes the event loop.
+/// What wakes the event loop besides its refresh timer.
 #[derive(Debug)]
 enum Wake {
-    /// The engine published a state worth showing.
-    State,
     /// A menu item was clicked.
     Menu(String),
     /// The engine has stopped (Quit, SIGTERM): leave.
@@ -159,16 +157,23 @@ impl App {
                 let _ = proxy.send_event(Wake::Menu(event.id.0));
             }));
         }
-        self.runtime
-            .spawn(follow(self.engine.reader(), proxy.clone()));
         #[cfg(unix)]
         self.runtime
-            .spawn(on_terminate(Arc::clone(&self.engine), proxy.clone()));
+            .spawn(on_terminate(Arc::clone(&self.engine), proxy));
 
         let App { runtime, engine } = self;
         let mut shown: Option<tray::Tray> = None;
+        let mut follower = Follower::new(&engine.current());
+        let mut next_refresh = Instant::now() + REFRESH_PERIOD;
+        // tao's GTK loop sleeps until some event comes, whatever `WaitUntil` asks: a GLib timer
+        // on this thread wakes it for each refresh (macOS honours `WaitUntil` by itself).
+        #[cfg(target_os = "linux")]
+        let _ticks =
+            gtk::glib::timeout_add_local(REFRESH_PERIOD, || gtk::glib::ControlFlow::Continue);
         event_loop.run(move |event, _, control_flow| {
-            *control_flow = ControlFlow::Wait;
+            if matches!(*control_flow, ControlFlow::ExitWithCode(_)) {
+                return;
+            }
             match event {
                 // macOS wants the icon made once the loop runs; the same place suits Linux.
                 Event::NewEvents(StartCause::Init) => match tray::Tray::build() {
@@ -180,17 +185,14 @@ impl App {
                         eprintln!("wattbar: cannot show the tray icon: {e}");
                         runtime.block_on(engine.shutdown());
                         *control_flow = ControlFlow::ExitWithCode(1);
+                        return;
                     }
                 },
-                Event::UserEvent(Wake::State) => {
-                    if let Some(t) = shown.as_mut() {
-                        t.show(&engine.current());
-                    }
-                }
                 Event::UserEvent(Wake::Menu(id)) => match MenuId::parse(&id) {
                     Some(MenuId::Quit) => {
                         runtime.block_on(engine.shutdown());
                         *control_flow = ControlFlow::ExitWithCode(0);
+                        return;
                     }
                     Some(id) => {
                         if id == MenuId::LowPower {
@@ -198,15 +200,75 @@ impl App {
                                 t.low_power_clicked();
                             }
                         }
-                        // The engine publishes what the click changed, which redraws.
                         clicked(&engine, id);
+                        // What the click changed shows as soon as the engine has published it.
+                        next_refresh = next_refresh.min(Instant::now() + CLICK_FOLLOW_UP);
+                        #[cfg(target_os = "linux")]
+                        gtk::glib::timeout_add_local_once(CLICK_FOLLOW_UP, || {});
                     }
                     None => {}
                 },
-                Event::UserEvent(Wake::Exit) => *control_flow = ControlFlow::ExitWithCode(0),
+                Event::UserEvent(Wake::Exit) => {
+                    *control_flow = ControlFlow::ExitWithCode(0);
+                    return;
+                }
                 _ => {}
             }
+            let now = Instant::now();
+            if now + REFRESH_SLACK >= next_refresh {
+                let published = engine.current();
+                if let Some(t) = shown.as_mut() {
+                    t.show(&published);
+                }
+                follower.follow(&published);
+                next_refresh = now + REFRESH_PERIOD;
+            }
+            *control_flow = ControlFlow::WaitUntil(next_refresh);
         })
+    }
+}
+
+/// A wake this close to the refresh time counts as it: the timer that wakes the loop is not in
+/// phase with the refresh to the microsecond.
+const REFRESH_SLACK: Duration = Duration::from_millis(100);
+
+/// After a click, how soon the tray looks for what the engine made of it.
+const CLICK_FOLLOW_UP: Duration = Duration::from_millis(50);
+
+/// What the tray does beside drawing, following the engine's published state: one notification
+/// per budget alert and per change of low-power mode, and the launch-at-login entry.
+struct Follower {
+    alerts_seen: u64,
+    low_power_seen: u64,
+    entry: autostart::Entry,
+}
+
+impl Follower {
+    /// Every budget alert of this run is news; a low-power state the engine started in (restored
+    /// from the ledger) is not.
+    fn new(at_start: &wattbar_engine::Published) -> Follower {
+        Follower {
+            alerts_seen: 0,
+            low_power_seen: at_start.low_power_seq,
+            entry: autostart::Entry::default(),
+        }
+    }
+
+    fn follow(&mut self, published: &wattbar_engine::Published) {
+        if published.alert_seq > self.alerts_seen {
+            self.alerts_seen = published.alert_seq;
+            notify::budget(&published.alerts);
+        }
+        if published.low_power_seq > self.low_power_seen {
+            self.low_power_seen = published.low_power_seq;
+            if let Some(message) = &published.low_power_event {
+                notify::low_power(message);
+            }
+        }
+        // Only a change touches the system's entry (a file).
+        if let Err(message) = self.entry.follow(published.prefs.launch_at_login) {
+            tracing::warn!("{message}");
+        }
     }
 }
 
@@ -234,45 +296,6 @@ fn clicked(engine: &EngineHandle, id: MenuId) {
 fn report(opened: Result<(), windows::WindowError>) {
     if let Err(e) = opened {
         tracing::warn!("{e}");
-    }
-}
-
-/// Follows the engine's published state: notifications and launch at login here, off the event
-/// loop; the tray is woken to redraw at most once a [`REFRESH_PERIOD`], except for a change of
-/// low-power mode (a click), which is shown at once. Nothing is lost by coalescing: each redraw
-/// shows the latest state.
-async fn follow(engine: EngineReader, proxy: EventLoopProxy<Wake>) {
-    let mut rx = engine.subscribe();
-    let mut alerts_seen = 0;
-    let mut low_power_seen = rx.borrow().low_power_seq;
-    let mut entry = autostart::Entry::default();
-    let mut shown_at = tokio::time::Instant::now();
-    loop {
-        let published = rx.borrow_and_update().clone();
-        if published.alert_seq > alerts_seen {
-            alerts_seen = published.alert_seq;
-            notify::budget(&published.alerts);
-        }
-        let urgent = published.low_power_seq != low_power_seen;
-        if urgent {
-            low_power_seen = published.low_power_seq;
-            if let Some(message) = &published.low_power_event {
-                notify::low_power(message);
-            }
-        }
-        // Only a change touches the system's entry (a file), so this stays on the runtime.
-        if let Err(message) = entry.follow(published.prefs.launch_at_login) {
-            tracing::warn!("{message}");
-        }
-        // Samples a second apart arrive a hair early or late: no timer of its own unless the
-        // engine runs clearly faster than the refresh, as while it measures a request.
-        if !urgent && shown_at.elapsed() < REFRESH_PERIOD.mul_f64(0.9) {
-            tokio::time::sleep_until(shown_at + REFRESH_PERIOD).await;
-        }
-        shown_at = tokio::time::Instant::now();
-        if proxy.send_event(Wake::State).is_err() || rx.changed().await.is_err() {
-            break;
-        }
     }
 }
 

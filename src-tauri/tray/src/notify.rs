@@ -1,6 +1,6 @@
 //! Desktop notifications (notify-rust: D-Bus `org.freedesktop.Notifications` on Linux, the
-//! Notification Center on macOS). Posting talks to another process, so it runs on a blocking
-//! thread, never on the event loop. Without the `notifications` feature they are logged.
+//! Notification Center on macOS). Posting talks to another process, so it runs on a thread of
+//! its own, never on the event loop. Without the `notifications` feature they are logged.
 
 use wattbar_engine::budget::BudgetAlert;
 
@@ -18,16 +18,21 @@ pub fn low_power(message: &str) {
 #[cfg(feature = "notifications")]
 fn post(title: &str, body: &str) {
     let (title, body) = (title.to_string(), body.to_string());
-    tokio::task::spawn_blocking(move || {
-        let shown = notify_rust::Notification::new()
-            .appname("Wattbar")
-            .summary(&title)
-            .body(&body)
-            .show();
-        if let Err(e) = shown {
-            tracing::warn!("could not show a notification ({body}): {e}");
-        }
-    });
+    let posted = std::thread::Builder::new()
+        .name("notification".into())
+        .spawn(move || {
+            let shown = notify_rust::Notification::new()
+                .appname("Wattbar")
+                .summary(&title)
+                .body(&body)
+                .show();
+            if let Err(e) = shown {
+                tracing::warn!("could not show a notification ({body}): {e}");
+            }
+        });
+    if let Err(e) = posted {
+        tracing::warn!("could not post a notification: {e}");
+    }
 }
 
 #[cfg(not(feature = "notifications"))]
