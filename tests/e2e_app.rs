@@ -1370,3 +1370,39 @@ fn the_windows_without_a_running_tray_say_so_and_exit() {
         "{err}"
     );
 }
+
+#[test]
+fn a_second_engine_without_an_api_keeps_the_tray_from_starting_with_its_pid() {
+    let home = Home::new();
+    let cli = Path::new(WINDOW).with_file_name("wattbar-cli");
+    let mut watch = Command::new(&cli);
+    home.apply(&mut watch);
+    let watch = Proc(
+        watch
+            .args(["watch", "--interval", "1s"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{}: {e}", cli.display())),
+    );
+    let lock = home.path().join("data/engine.lock");
+    wait_for(
+        "wattbar-cli watch to hold the data folder",
+        Duration::from_secs(20),
+        || {
+            std::fs::read_to_string(&lock)
+                .ok()
+                .filter(|t| t.contains(&format!("pid={}", watch.0.id())))
+        },
+    );
+    let mut tray = Command::new(tray_exe());
+    home.apply(&mut tray);
+    let out = tray.output().unwrap_or_else(|e| panic!("{e}"));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("another Wattbar engine (pid {})", watch.0.id()))
+            && err.contains("serves no API"),
+        "{err}"
+    );
+}

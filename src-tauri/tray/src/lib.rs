@@ -102,9 +102,22 @@ fn start() -> Result<Started, Box<dyn std::error::Error>> {
     let data_dir = wattbar_engine::paths::data_dir()?;
     let args: Vec<String> = std::env::args().skip(1).collect();
     let asked = |flag: &str| args.iter().any(|a| a == flag);
-    if wattbar_engine::lock::EngineLock::holder(&data_dir).is_some() {
-        // A second launch (from a menu, say) shows the running tray's dashboard, or the
-        // preferences it names.
+    if let Some(holder) = wattbar_engine::lock::EngineLock::holder(&data_dir) {
+        // A second launch (from a menu, say) shows the running engine's dashboard (a tray's, or
+        // `wattbar-cli serve`'s), or the preferences it names. An engine without an API has no
+        // windows to offer: say who it is rather than count the machine twice.
+        if holder.api.is_none() {
+            return Err(format!(
+                "another Wattbar engine{} records into {} and serves no API \
+                 (wattbar-cli watch?): stop it, then start wattbar again",
+                holder
+                    .pid
+                    .map(|p| format!(" (pid {p})"))
+                    .unwrap_or_default(),
+                data_dir.display()
+            )
+            .into());
+        }
         windows::open(if asked(OPEN_PREFERENCES_FLAG) {
             windows::Window::Preferences
         } else {
