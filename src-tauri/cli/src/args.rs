@@ -143,7 +143,7 @@ pub enum Cmd {
         upstream: Option<String>,
         /// The server's API.
         #[arg(long, value_enum, default_value = "ollama")]
-        api: crate::profile::ask::Api,
+        api: crate::cmd::profile::ask::Api,
         /// At most this many prompts, from the top.
         #[arg(long)]
         max: Option<usize>,

@@ -2,7 +2,6 @@
 //! pid and API address, so commands that change something go through it instead of the store.
 
 use anyhow::{bail, Result};
-use std::net::SocketAddr;
 use wattbar_engine::lock::{EngineLock, Holder};
 use wattbar_engine::paths;
 
@@ -26,12 +25,12 @@ pub fn api_of(holder: &Holder) -> Result<String> {
     }
 }
 
-fn token() -> Result<String> {
+pub fn token() -> Result<String> {
     Ok(wattbar_engine::token::load_or_create(&paths::data_dir()?)?)
 }
 
 /// Sends a request and returns its JSON body; an error names the API and the status.
-fn call(request: ureq::Request, body: Option<serde_json::Value>) -> Result<serde_json::Value> {
+pub fn call(request: ureq::Request, body: Option<serde_json::Value>) -> Result<serde_json::Value> {
     let url = request.url().to_string();
     let reply = match body {
         Some(b) => request.send_json(b),
@@ -52,24 +51,4 @@ pub fn reset_session(api: &str) -> Result<serde_json::Value> {
     let request = ureq::post(&format!("http://{api}/v1/session/reset"))
         .set("Authorization", &format!("Bearer {}", token()?));
     call(request, None)
-}
-
-/// `low-power on|off|status` at `api`, or at the running engine's API.
-pub fn low_power(state: crate::args::LowPowerArg, api: Option<SocketAddr>) -> Result<()> {
-    use crate::args::LowPowerArg;
-    let api = match (api, running()?) {
-        (Some(api), _) => api.to_string(),
-        (None, Some(holder)) => api_of(&holder)?,
-        (None, None) => wattbar_engine::api::DEFAULT_LISTEN.to_string(),
-    };
-    let url = format!("http://{api}/v1/low-power");
-    let body = match state {
-        LowPowerArg::Status => call(ureq::get(&url), None)?,
-        on_off => call(
-            ureq::put(&url).set("Authorization", &format!("Bearer {}", token()?)),
-            Some(serde_json::json!({ "enabled": on_off == LowPowerArg::On })),
-        )?,
-    };
-    println!("{body}");
-    Ok(())
 }

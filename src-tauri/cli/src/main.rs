@@ -1,21 +1,20 @@
-//! wattbar-cli: the Wattbar engine without a desktop. The arguments are in [`args`]; each group
-//! of commands has its own module.
+//! wattbar-cli: the Wattbar engine without a desktop. The arguments are in [`args`]; each command
+//! (or small family of commands) has its module in [`cmd`]; what several share beside them:
+//! [`engine`] (an engine in this process), [`client`] (the running engine's API), [`ledger`]
+//! (the ledger read-only) and [`integrate`] (energy from a trace).
 
 mod args;
 mod client;
-mod daemon;
-mod inspect;
+mod cmd;
+mod engine;
 mod integrate;
 mod ledger;
-mod llm;
-mod profile;
-mod report;
-mod run;
 
 use anyhow::Result;
 use args::{Cli, Cmd};
 use clap::Parser;
-use daemon::Format;
+use cmd::watch::Format;
+use cmd::{export, inspect, llm, low_power, profile, report, reset_session, serve, totals, watch};
 
 /// A failure is the user's to act on, not a crash: its message and causes, never a backtrace
 /// (`RUST_BACKTRACE=1`, common among Rust users, would otherwise add a screen of frames).
@@ -63,19 +62,19 @@ fn run(cli: Cli) -> Result<()> {
                 (_, true) => Format::Csv,
                 _ => Format::Human,
             };
-            daemon::watch(&runtime, interval, count, format, batch)
+            watch::watch(&runtime, interval, count, format, batch)
         }
         Cmd::Sources => inspect::sources(),
         Cmd::Integrate { file } => inspect::integrate_file(&file),
-        Cmd::Totals { json } => ledger::totals(json),
-        Cmd::ResetSession => ledger::reset_session(),
-        serve @ Cmd::Serve { .. } => runtime.block_on(daemon::serve(serve)),
+        Cmd::Totals { json } => totals::totals(json),
+        Cmd::ResetSession => reset_session::reset_session(),
+        serve @ Cmd::Serve { .. } => runtime.block_on(serve::serve(serve)),
         Cmd::Token => {
             let dir = wattbar_engine::paths::data_dir()?;
             println!("{}", wattbar_engine::token::load_or_create(&dir)?);
             Ok(())
         }
-        Cmd::LowPower { state, api } => client::low_power(state, api),
+        Cmd::LowPower { state, api } => low_power::low_power(state, api),
         Cmd::Models { json, csv } => llm::models(match (json, csv) {
             (true, _) => args::TableFormat::Json,
             (_, true) => args::TableFormat::Csv,
@@ -112,7 +111,7 @@ fn run(cli: Cli) -> Result<()> {
         ),
         Cmd::Report { from, to, out } => report::report(&from, &to, &out),
         Cmd::Run(args) => {
-            let code = run::run(&runtime, args)?;
+            let code = cmd::run::run(&runtime, args)?;
             drop(runtime);
             std::process::exit(code)
         }
@@ -122,6 +121,6 @@ fn run(cli: Cli) -> Result<()> {
             step,
             format,
             domains,
-        } => ledger::export(&from, &to, step, format, &domains),
+        } => export::export(&from, &to, step, format, &domains),
     }
 }

@@ -18,8 +18,8 @@ pub mod ask;
 
 use ask::Api;
 
-use crate::run::meter::Meter;
-use crate::run::summary::Stats;
+use crate::cmd::run::meter::Meter;
+use crate::cmd::run::summary::Stats;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -143,7 +143,7 @@ async fn profile_async(o: Options, prompts: Vec<Prompt>) -> Result<()> {
         None => proxy::default_upstream(std::env::var("OLLAMA_HOST").ok().as_deref()),
     };
     let upstream = proxy::Upstream::parse(&upstream_text).map_err(anyhow::Error::msg)?;
-    let prefs = crate::daemon::load_prefs(|m| eprintln!("wattbar-cli: {m}"))?;
+    let prefs = crate::engine::load_prefs(|m| eprintln!("wattbar-cli: {m}"))?;
     let (meter, route, stop) = match crate::client::running()? {
         Some(holder) => {
             let api = crate::client::api_of(&holder)?;
@@ -151,7 +151,7 @@ async fn profile_async(o: Options, prompts: Vec<Prompt>) -> Result<()> {
             (Meter::engine(&api)?, Route::Engine { api, token }, None)
         }
         None => {
-            let chain = crate::daemon::open_sources().await?;
+            let chain = crate::engine::open_sources().await?;
             let db = wattbar_engine::paths::database_path()?;
             let meter = Meter::here_recording(chain, prefs, o.interval, Some(db)).await?;
             let reader = meter

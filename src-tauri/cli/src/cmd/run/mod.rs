@@ -59,7 +59,7 @@ struct Measured {
 }
 
 async fn measure(args: RunArgs, programs: Vec<Program>) -> Result<i32> {
-    let prefs = crate::daemon::load_prefs(|m| eprintln!("wattbar-cli: {m}"))?;
+    let prefs = crate::engine::load_prefs(|m| eprintln!("wattbar-cli: {m}"))?;
     let pricing = Pricing {
         tariffs: prefs
             .tariff_schedule()
@@ -74,7 +74,7 @@ async fn measure(args: RunArgs, programs: Vec<Program>) -> Result<i32> {
             Meter::engine(&api)?
         }
         _ => {
-            let chain = crate::daemon::open_sources().await?;
+            let chain = crate::engine::open_sources().await?;
             Meter::here(chain, prefs, args.interval).await?
         }
     };

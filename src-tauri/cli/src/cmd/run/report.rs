@@ -217,7 +217,7 @@ fn shorten(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::samples::Item;
+    use crate::cmd::run::samples::Item;
     use wattbar_core::Quality;
 
     /// A state at `t` with a headline of `watts` and a cpu reading of half of it.

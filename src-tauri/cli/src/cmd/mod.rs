@@ -1,0 +1,14 @@
+//! One module per command of `wattbar-cli` (the inspection commands and the two model tables
+//! share one each): what the command does, from its arguments to what it prints.
+
+pub mod export;
+pub mod inspect;
+pub mod llm;
+pub mod low_power;
+pub mod profile;
+pub mod report;
+pub mod reset_session;
+pub mod run;
+pub mod serve;
+pub mod totals;
+pub mod watch;

@@ -1,0 +1,29 @@
+//! `wattbar-cli reset-session`: through the running engine, or, with none running, by taking the
+//! data folder's lock and changing the ledger itself.
+
+use anyhow::{bail, Result};
+use wattbar_engine::lock::EngineLock;
+use wattbar_engine::store::Store;
+use wattbar_engine::{paths, prefs_file, unix_now};
+
+pub fn reset_session() -> Result<()> {
+    if let Some(holder) = crate::client::running()? {
+        let api = crate::client::api_of(&holder)?;
+        let reply = crate::client::reset_session(&api)?;
+        println!(
+            "{}",
+            serde_json::json!({"ended_sessions": 1, "by": format!("the engine at {api}"), "started": reply["started"]})
+        );
+        return Ok(());
+    }
+    let db = paths::database_path()?;
+    if !db.exists() {
+        bail!("no energy recorded yet: {} does not exist", db.display());
+    }
+    let _lock = EngineLock::acquire(&paths::data_dir()?, None)?;
+    let (prefs, _) = prefs_file::load(&paths::preferences_path()?)?;
+    let (mut store, _) = Store::open(&db, unix_now())?;
+    let ended = store.reset_session(unix_now(), prefs.currency.as_str())?;
+    println!("{}", serde_json::json!({ "ended_sessions": ended }));
+    Ok(())
+}

@@ -1,0 +1,122 @@
+//! `wattbar-cli serve`: the engine with the local API, the dashboard and, when asked, the
+//! inference proxy. One engine per data folder: a second `serve` on the same folder is refused
+//! with who holds it.
+
+use crate::args::Cmd;
+use anyhow::{bail, Context, Result};
+use wattbar_engine::inference::proxy;
+use wattbar_engine::{api, paths, Command, EngineConfig};
+
+pub async fn serve(command: Cmd) -> Result<()> {
+    let Cmd::Serve {
+        listen,
+        allow_remote,
+        allow_host,
+        interval,
+        batch,
+        ui,
+        llm_proxy,
+        llm_upstream,
+    } = command
+    else {
+        bail!("not a serve command");
+    };
+    let upstream = match llm_proxy {
+        Some(_) => {
+            let text = match llm_upstream {
+                Some(u) if u.contains("://") => u,
+                Some(u) => format!("http://{u}"),
+                None => proxy::default_upstream(std::env::var("OLLAMA_HOST").ok().as_deref()),
+            };
+            Some(proxy::Upstream::parse(&text).map_err(anyhow::Error::msg)?)
+        }
+        None => None,
+    };
+    if let Some(at) = llm_proxy.filter(|a| !api::is_loopback(a) && !allow_remote) {
+        bail!(
+            "{at} is not a loopback address: anyone who can reach it could use the model server \
+             through the proxy. Pass --allow-remote to serve it anyway"
+        );
+    }
+    if !api::is_loopback(&listen) {
+        if !allow_remote {
+            bail!(
+                "{listen} is not a loopback address: anyone who can reach it could read this \
+                 machine's power data. Pass --allow-remote to serve it anyway"
+            );
+        }
+        tracing::warn!(
+            "serving on {listen}, beyond this machine: reads need no token, writes need the token"
+        );
+    }
+    let token = wattbar_engine::token::load_or_create(&paths::data_dir()?)?;
+    let prefs = crate::engine::load_prefs(|m| tracing::warn!("{m}"))?;
+    let db = paths::database_path()?;
+    let chain = crate::engine::open_sources().await?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    let addr = listener.local_addr()?;
+    let mut config = EngineConfig::new(prefs).with_store(db.clone());
+    config.batch_interval = batch;
+    config.api = Some(addr.to_string());
+    config.advice_file = paths::advice_path().ok();
+    config.preferences_file = Some(paths::preferences_path()?);
+    let engine = wattbar_engine::spawn(chain, config)?;
+    if let Some(notice) = &engine.current().notice {
+        tracing::warn!("{notice}");
+    }
+    if let Some(interval) = interval {
+        engine.send(Command::SetInterval(interval))?;
+    }
+    let ui_dir = api::find_ui_dir(ui);
+    if ui_dir.is_none() {
+        tracing::warn!("the dashboard's files were not found: / answers 404 (pass --ui DIR)");
+    }
+    tracing::info!("serving on http://{addr}/ (metrics at /metrics)");
+    let config = api::ApiConfig {
+        token,
+        extra_hosts: api::remote_hosts(&addr, &allow_host),
+        db_path: Some(db),
+        ui_dir,
+        ..api::ApiConfig::default()
+    };
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        crate::engine::terminated().await;
+        let _ = stop_tx.send(true);
+    });
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+    let proxied = match (llm_proxy, upstream) {
+        (Some(at), Some(upstream)) => {
+            let proxy_listener = tokio::net::TcpListener::bind(at)
+                .await
+                .with_context(|| format!("the inference proxy cannot listen on {at}"))?;
+            tracing::info!(
+                "inference proxy on http://{} → {upstream}: point clients at it \
+                 (OLLAMA_HOST={})",
+                proxy_listener.local_addr()?,
+                proxy_listener.local_addr()?
+            );
+            let proxy_hosts = api::remote_hosts(&proxy_listener.local_addr()?, &allow_host);
+            let tracker = engine.reader().tracker();
+            let stop = stopped();
+            Some(tokio::spawn(async move {
+                proxy::serve(proxy_listener, upstream, tracker, &proxy_hosts, stop).await
+            }))
+        }
+        _ => None,
+    };
+    let served = api::serve(listener, engine.reader(), config, stopped()).await;
+    if let Some(proxied) = proxied {
+        let _ = proxied.await;
+    }
+    engine.shutdown().await;
+    tracing::info!("stopped; the store is written");
+    served.context("the API server failed")
+}

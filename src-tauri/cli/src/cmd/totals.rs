@@ -1,0 +1,63 @@
+//! `wattbar-cli totals`: session, today, month and lifetime from the ledger (read-only, beside a
+//! running engine).
+
+use anyhow::Result;
+use wattbar_engine::{paths, prefs_file, unix_now};
+
+pub fn totals(json: bool) -> Result<()> {
+    let (prefs, _) = prefs_file::load(&paths::preferences_path()?)?;
+    let store = crate::ledger::open_read_only()?;
+    let now = unix_now();
+    let session = store.latest_session()?;
+    let currency = session
+        .as_ref()
+        .map(|s| s.currency.clone())
+        .unwrap_or_else(|| prefs.currency.to_string());
+    let row = |total: &wattbar_engine::store::Total| {
+        serde_json::json!({
+            "kwh": total.kwh,
+            "cost": total.cost,
+            "currency": total.currency,
+            "other_costs": total.other_costs,
+        })
+    };
+    let report = serde_json::json!({
+        "session": session.as_ref().map(|s| serde_json::json!({
+            "kwh": s.joules / wattbar_core::JOULES_PER_KWH,
+            "cost": s.cost,
+            "currency": s.currency,
+        })),
+        "today": row(&store.day(now, &currency)?),
+        "month": row(&store.month(now, &currency)?),
+        "lifetime": row(&store.lifetime(&currency)?),
+    });
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        for key in ["session", "today", "month", "lifetime"] {
+            let v = &report[key];
+            let others: Vec<String> = v["other_costs"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|m| {
+                            format!(
+                                " + {:.4} {}",
+                                m["amount"].as_f64().unwrap_or(0.0),
+                                m["currency"].as_str().unwrap_or("")
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            println!(
+                "{key:<9} {:>12.6} kWh  {:>10.4} {}{}",
+                v["kwh"].as_f64().unwrap_or(0.0),
+                v["cost"].as_f64().unwrap_or(0.0),
+                currency,
+                others.concat()
+            );
+        }
+    }
+    Ok(())
+}

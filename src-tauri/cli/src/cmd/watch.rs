@@ -1,0 +1,178 @@
+//! `wattbar-cli watch`: one line per sample. One engine per data folder: when one already
+//! records, `watch` follows it through its API instead of starting a second.
+
+use anyhow::{Context, Result};
+use std::io::{BufRead, BufReader, Write};
+use std::time::Duration;
+use wattbar_engine::view::StatePayload;
+use wattbar_engine::{paths, Command, EngineConfig};
+
+#[derive(Clone, Copy, PartialEq)]
+pub enum Format {
+    Human,
+    Json,
+    Csv,
+}
+
+/// How `watch` prints the states it sees, from its own engine or another's stream.
+struct Printer {
+    format: Format,
+    origin: Option<f64>,
+    last: Option<f64>,
+}
+
+impl Printer {
+    fn new(format: Format) -> Self {
+        Printer {
+            format,
+            origin: None,
+            last: None,
+        }
+    }
+
+    fn header(&self) -> Option<&'static str> {
+        (self.format == Format::Csv).then_some("t,watts,domain,quality")
+    }
+
+    /// The line for a state; `None` before the first sample and for a sample already printed.
+    fn line(&mut self, s: &StatePayload) -> Result<Option<String>> {
+        let Some(t) = s.at else {
+            return Ok(None);
+        };
+        if self.last == Some(t) {
+            return Ok(None);
+        }
+        self.last = Some(t);
+        Ok(Some(match self.format {
+            Format::Json => serde_json::to_string(&serde_json::json!({
+                "t": t,
+                "watts": s.watts,
+                "quality": s.quality,
+                "source": s.source,
+                "domain": s.domain,
+                "session_joules": s.session_joules,
+                "energy_method": s.energy_method,
+            }))?,
+            Format::Human => {
+                let watts = match (s.watts, s.quality, &s.source) {
+                    (Some(w), Some(q), Some(src)) => {
+                        format!("{w:>8.1} W  {:<9}  {src}", q.as_str())
+                    }
+                    _ => {
+                        let why: Vec<String> = s
+                            .unavailable
+                            .iter()
+                            .map(|u| format!("{}: {}", u.source, u.reason))
+                            .collect();
+                        format!("     -- W  no reading ({})", why.join("; "))
+                    }
+                };
+                format!(
+                    "{watts}  session {:.6} kWh  {:.4} {}",
+                    s.session_joules / wattbar_core::JOULES_PER_KWH,
+                    s.session_cost,
+                    s.currency
+                )
+            }
+            Format::Csv => {
+                let origin = *self.origin.get_or_insert(t);
+                format!(
+                    "{:.3},{},{},{}",
+                    t - origin,
+                    s.watts.map(|w| w.to_string()).unwrap_or_default(),
+                    s.domain.map_or("system", |d| d.as_str()),
+                    s.quality.map_or("measured", |q| q.as_str())
+                )
+            }
+        }))
+    }
+}
+
+pub fn watch(
+    runtime: &tokio::runtime::Runtime,
+    interval: Duration,
+    count: Option<u64>,
+    format: Format,
+    batch: Duration,
+) -> Result<()> {
+    if let Some(holder) = crate::client::running()? {
+        let api = crate::client::api_of(&holder).context("cannot watch")?;
+        eprintln!(
+            "wattbar-cli: another Wattbar engine{} records into this data folder; following it at http://{api}/",
+            holder.pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+        );
+        return follow(&api, count, format);
+    }
+    runtime.block_on(watch_here(interval, count, format, batch))
+}
+
+/// Prints the states of the engine at `api` from its event stream.
+fn follow(api: &str, count: Option<u64>, format: Format) -> Result<()> {
+    let url = format!("http://{api}/v1/stream");
+    let reply = ureq::get(&url)
+        .call()
+        .with_context(|| format!("cannot follow {url}"))?;
+    let mut printer = Printer::new(format);
+    let mut out = std::io::stdout().lock();
+    if let Some(h) = printer.header() {
+        writeln!(out, "{h}")?;
+    }
+    let mut printed = 0u64;
+    for line in BufReader::new(reply.into_reader()).lines() {
+        if count.is_some_and(|c| printed >= c) {
+            break;
+        }
+        let line = line.with_context(|| format!("{url}: the stream broke"))?;
+        let Some(data) = line.strip_prefix("data:") else {
+            continue;
+        };
+        let state: StatePayload = serde_json::from_str(data.trim())
+            .with_context(|| format!("{url}: not a Wattbar state"))?;
+        if let Some(text) = printer.line(&state)? {
+            writeln!(out, "{text}")?;
+            out.flush()?;
+            printed += 1;
+        }
+    }
+    Ok(())
+}
+
+async fn watch_here(
+    interval: Duration,
+    count: Option<u64>,
+    format: Format,
+    batch: Duration,
+) -> Result<()> {
+    let prefs = crate::engine::load_prefs(|m| eprintln!("wattbar-cli: {m}"))?;
+    let chain = crate::engine::open_sources().await?;
+    let mut config = EngineConfig::new(prefs).with_store(paths::database_path()?);
+    config.batch_interval = batch;
+    let engine = wattbar_engine::spawn(chain, config)?;
+    if let Some(notice) = &engine.current().notice {
+        eprintln!("wattbar-cli: {notice}");
+    }
+    engine.send(Command::SetInterval(interval))?;
+    let mut rx = engine.subscribe();
+    let mut printer = Printer::new(format);
+    let mut printed = 0u64;
+    let mut out = std::io::stdout().lock();
+    if let Some(h) = printer.header() {
+        writeln!(out, "{h}")?;
+    }
+    let stop = crate::engine::terminated();
+    tokio::pin!(stop);
+    while count.is_none_or(|c| printed < c) {
+        tokio::select! {
+            changed = rx.changed() => changed.context("the engine stopped")?,
+            _ = &mut stop => break,
+        }
+        let p = rx.borrow_and_update().clone();
+        if let Some(line) = printer.line(&StatePayload::from(p.as_ref()))? {
+            writeln!(out, "{line}")?;
+            out.flush()?;
+            printed += 1;
+        }
+    }
+    engine.shutdown().await;
+    Ok(())
+}
