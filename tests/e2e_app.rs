@@ -12,7 +12,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// The app is single-instance: tests that launch it must not overlap.
+/// The app is single-instance, and each test's clean-up ends every `wattbar` and
+/// `wattbar-window` it finds: tests that launch either must not overlap.
 static ONE_APP_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// The windows' process; the tray is the `wattbar` beside it (src-tauri/tray, built with the
@@ -1356,6 +1357,8 @@ fn the_dashboard_follows_a_dark_desktop() {
 
 #[test]
 fn the_windows_without_a_running_tray_say_so_and_exit() {
+    // Another test's clean-up ends every wattbar-window it finds: not this one's while it waits.
+    let _one = ONE_APP_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let home = Home::new();
     let mut cmd = Command::new(WINDOW);
     home.apply(&mut cmd);
@@ -1373,6 +1376,8 @@ fn the_windows_without_a_running_tray_say_so_and_exit() {
 
 #[test]
 fn a_second_engine_without_an_api_keeps_the_tray_from_starting_with_its_pid() {
+    // Another test's clean-up ends every wattbar it finds: not this one's while it runs.
+    let _one = ONE_APP_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let home = Home::new();
     let cli = Path::new(WINDOW).with_file_name("wattbar-cli");
     let mut watch = Command::new(&cli);
