@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 use std::time::{Duration, Instant};
-use wattbar_engine::lock::EngineLock;
+use wattbar_engine::lock::{EngineLock, Holder};
 
 /// How long a window waits for a tray that is still starting (a login item, a first launch)
 /// to name its API.
@@ -62,7 +62,7 @@ impl Engine {
         let started = Instant::now();
         let api = loop {
             match EngineLock::holder(&dir) {
-                Some(holder) if holder.api.is_some() => break holder.api.unwrap_or_default(),
+                Some(Holder { api: Some(api), .. }) => break api,
                 Some(holder) if started.elapsed() >= FIND_TIMEOUT => {
                     return Err(format!(
                         "the Wattbar engine{} in {} serves no API (wattbar-cli watch?): \
