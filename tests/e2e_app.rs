@@ -477,6 +477,23 @@ fn the_tray_shows_live_watts_and_the_dashboard_opens_only_on_demand() {
         || (web_processes_of_the_app() > 0).then_some(()),
     );
     assert!(!web_view_loaded(app.0.id()), "the tray loaded a web view");
+    // A launch that names the preferences opens them beside the dashboard.
+    let mut third = Command::new(tray_exe());
+    home.apply(&mut third);
+    let status = third
+        .arg("--open-preferences")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(status.success());
+    wait_for("the preferences window", Duration::from_secs(15), || {
+        Command::new("xdotool")
+            .args(["search", "--onlyvisible", "--name", "^Wattbar Preferences$"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+    });
 
     // Quit ends the app cleanly, its windows with it.
     tray.click("Quit");

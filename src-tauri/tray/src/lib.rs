@@ -43,6 +43,8 @@ const REFRESH_PERIOD: Duration = Duration::from_secs(1);
 enum Wake {
     /// A menu item was clicked.
     Menu(String),
+    /// The engine has published what a click asked for: show it now.
+    Taken,
     /// The engine has stopped (Quit, SIGTERM): leave.
     Exit,
 }
@@ -172,7 +174,7 @@ impl App {
         }
         #[cfg(unix)]
         self.runtime
-            .spawn(on_terminate(Arc::clone(&self.engine), proxy));
+            .spawn(on_terminate(Arc::clone(&self.engine), proxy.clone()));
 
         let App { runtime, engine } = self;
         let mut shown: Option<tray::Tray> = None;
@@ -213,14 +215,19 @@ impl App {
                                 t.low_power_clicked();
                             }
                         }
-                        clicked(&engine, id);
-                        // What the click changed shows as soon as the engine has published it.
-                        next_refresh = next_refresh.min(Instant::now() + CLICK_FOLLOW_UP);
-                        #[cfg(target_os = "linux")]
-                        gtk::glib::timeout_add_local_once(CLICK_FOLLOW_UP, || {});
+                        // What the click changed shows as soon as the engine has published it,
+                        // not at the next tick: a reset session reads 0.00 Wh only so long.
+                        if let Some(taken) = clicked(&engine, id) {
+                            runtime.spawn(wake_when_taken(
+                                engine.subscribe(),
+                                taken,
+                                proxy.clone(),
+                            ));
+                        }
                     }
                     None => {}
                 },
+                Event::UserEvent(Wake::Taken) => next_refresh = Instant::now(),
                 Event::UserEvent(Wake::Exit) => {
                     *control_flow = ControlFlow::ExitWithCode(0);
                     return;
@@ -245,8 +252,21 @@ impl App {
 /// phase with the refresh to the microsecond.
 const REFRESH_SLACK: Duration = Duration::from_millis(100);
 
-/// After a click, how soon the tray looks for what the engine made of it.
-const CLICK_FOLLOW_UP: Duration = Duration::from_millis(50);
+/// How long the tray waits for the engine to publish what a click asked for.
+const CLICK_TAKEN_WITHIN: Duration = Duration::from_secs(2);
+
+/// Whether a published state shows what a click asked for.
+type Taken = Box<dyn Fn(&wattbar_engine::Published) -> bool + Send + Sync>;
+
+/// Wakes the event loop once the engine has published what a click asked for (or gave up).
+async fn wake_when_taken(
+    mut rx: tokio::sync::watch::Receiver<Arc<wattbar_engine::Published>>,
+    taken: Taken,
+    proxy: EventLoopProxy<Wake>,
+) {
+    let _ = tokio::time::timeout(CLICK_TAKEN_WITHIN, rx.wait_for(|p| taken(p))).await;
+    let _ = proxy.send_event(Wake::Taken);
+}
 
 /// What the tray does beside drawing, following the engine's published state: one notification
 /// per budget alert and per change of low-power mode, and the launch-at-login entry.
@@ -285,24 +305,42 @@ impl Follower {
     }
 }
 
-/// What a click on an item asks for.
-fn clicked(engine: &EngineHandle, id: MenuId) {
-    let sent = match id {
+/// Asks for what a click on an item asks for; for a change of the engine's state, returns how
+/// to recognise the state that shows it.
+fn clicked(engine: &EngineHandle, id: MenuId) -> Option<Taken> {
+    let (sent, taken): (_, Taken) = match id {
         MenuId::LowPower => {
-            let on = engine.current().low_power.enabled;
-            engine.send(Command::SetLowPower(!on))
+            let on = !engine.current().low_power.enabled;
+            (
+                engine.send(Command::SetLowPower(on)),
+                Box::new(move |p| p.low_power.enabled == on),
+            )
         }
-        MenuId::ResetSession => engine.send(Command::ResetSession),
+        MenuId::ResetSession => {
+            let before = engine.current().session.started_unix;
+            (
+                engine.send(Command::ResetSession),
+                Box::new(move |p| p.session.started_unix != before),
+            )
+        }
         MenuId::OpenDashboard => {
-            return report(windows::open(windows::Window::Dashboard));
+            report(windows::open(windows::Window::Dashboard));
+            return None;
         }
         MenuId::Preferences => {
-            return report(windows::open(windows::Window::Preferences));
+            report(windows::open(windows::Window::Preferences));
+            return None;
         }
-        MenuId::Now | MenuId::Session | MenuId::Today | MenuId::LastAnswer | MenuId::Quit => return,
+        MenuId::Now | MenuId::Session | MenuId::Today | MenuId::LastAnswer | MenuId::Quit => {
+            return None
+        }
     };
-    if let Err(e) = sent {
-        tracing::warn!("the engine did not take the click: {e}");
+    match sent {
+        Ok(()) => Some(taken),
+        Err(e) => {
+            tracing::warn!("the engine did not take the click: {e}");
+            None
+        }
     }
 }
 
