@@ -25,16 +25,6 @@ pub struct AppState {
     pub engine: engine::Engine,
 }
 
-fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .try_init();
-}
-
 /// Opens the window the arguments name: the preferences for [`OPEN_PREFERENCES_FLAG`], else
 /// the dashboard.
 fn open_named(app: &tauri::AppHandle, args: &[String]) {
@@ -77,7 +67,7 @@ fn setup(app: &mut tauri::App, engine: engine::Engine) -> Result<(), Box<dyn std
 
 /// Runs the windows until the last one closes or the engine goes away.
 pub fn run() {
-    init_tracing();
+    wattbar_engine::logging::init("info");
     // WebKitGTK's accelerated compositing redraws the whole page through GL, in software where
     // there is no GPU driver: for this small page it doubled the open dashboard's CPU (2.7 % vs
     // 1.4 % of a core, scripts/measure-idle under Xvfb). Plain rendering is enough for it; a

@@ -37,13 +37,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Serve { .. } => "info",
         _ => "warn",
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    wattbar_engine::logging::init(default_level);
     // The main thread serves the API; sampling and SQLite run on the engine's own thread, so
     // nothing slow ever holds it. More async workers measured more memory and slower replies.
     let runtime = tokio::runtime::Builder::new_current_thread()

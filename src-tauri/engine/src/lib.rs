@@ -18,6 +18,7 @@ pub mod inference;
 pub mod ledger;
 pub mod ledger_reader;
 pub mod lock;
+pub mod logging;
 pub mod low_power;
 pub mod metrics;
 pub mod net;

@@ -49,19 +49,9 @@ enum Wake {
     Exit,
 }
 
-fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .try_init();
-}
-
 /// Runs the tray until the user quits; returns the process's exit status.
 pub fn run() -> std::process::ExitCode {
-    init_tracing();
+    wattbar_engine::logging::init("info");
     // The tray draws through GTK but never through GL; GTK 3 would still open GL on X11 to pick
     // visuals, loading Mesa (and LLVM, in software). A value set by the user wins.
     #[cfg(target_os = "linux")]
