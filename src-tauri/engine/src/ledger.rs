@@ -6,6 +6,7 @@
 use crate::store::{MovedAside, Row, Store, StoreError, Total};
 use serde::Serialize;
 use std::path::Path;
+use wattbar_core::inference::Baseline;
 
 /// Rows kept while the store cannot be written (a day at 1 Hz).
 pub const MAX_PENDING: usize = 86_400;
@@ -22,6 +23,8 @@ pub struct Ledger {
     store: Store,
     session_id: i64,
     pending: Vec<Row>,
+    /// A new idle baseline, written with the next batch.
+    pending_baseline: Option<Baseline>,
     /// Wall-clock time of the last pruning of old rows.
     pruned_at: Option<f64>,
     /// How long inference records are kept, seconds.
@@ -52,6 +55,7 @@ impl Ledger {
                 store,
                 session_id,
                 pending: Vec::new(),
+                pending_baseline: None,
                 pruned_at: None,
                 inference_keep_seconds: f64::from(crate::store::inference::DEFAULT_KEEP_DAYS)
                     * 86_400.0,
@@ -74,6 +78,11 @@ impl Ledger {
         !self.pending.is_empty()
     }
 
+    /// Keeps `baseline` for the next batch, which writes it in its own transaction.
+    pub fn record_baseline(&mut self, baseline: Baseline) {
+        self.pending_baseline = Some(baseline);
+    }
+
     pub fn record(&mut self, row: Row) {
         if self.pending.len() >= MAX_PENDING {
             self.pending.remove(0);
@@ -88,9 +97,15 @@ impl Ledger {
         session_cost: f64,
         now_unix: f64,
     ) -> Result<(), StoreError> {
-        self.store
-            .write_batch(self.session_id, &self.pending, session_joules, session_cost)?;
+        self.store.write_batch_with_baseline(
+            self.session_id,
+            &self.pending,
+            session_joules,
+            session_cost,
+            self.pending_baseline.as_ref(),
+        )?;
         self.pending.clear();
+        self.pending_baseline = None;
         // Any step of the wall clock, either way, prunes at once.
         if self
             .pruned_at
@@ -167,5 +182,57 @@ impl Ledger {
 
     pub fn store_mut(&mut self) -> &mut Store {
         &mut self.store
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn baseline(watts: f64) -> Baseline {
+        Baseline {
+            watts,
+            spread_watts: Some(0.5),
+            samples: 30,
+            from: 1_700_000_000.0,
+            to: 1_700_000_030.0,
+            method: "median".into(),
+        }
+    }
+
+    #[test]
+    fn a_new_baseline_is_written_with_the_next_batch_and_survives_a_restart() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join(crate::store::DB_FILE);
+        let now = 1_700_000_030.0;
+        let (mut ledger, _) = Ledger::open(&path, now, "EUR").unwrap_or_else(|e| panic!("{e}"));
+        ledger.record_baseline(baseline(18.0));
+        ledger.record_baseline(baseline(21.5));
+        // Kept for the batch: a reader sees nothing yet.
+        let reader = Store::open_read_only(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(reader.baseline().ok().flatten(), None);
+        ledger
+            .flush(0.0, 0.0, now)
+            .unwrap_or_else(|e| panic!("{e}"));
+        drop(ledger);
+        let reader = Store::open_read_only(&path).unwrap_or_else(|e| panic!("{e}"));
+        // The latest of the two, not the first.
+        assert_eq!(reader.baseline().ok().flatten(), Some(baseline(21.5)));
+    }
+
+    #[test]
+    fn the_last_batch_at_shutdown_writes_a_waiting_baseline() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join(crate::store::DB_FILE);
+        let now = 1_700_000_030.0;
+        let (mut ledger, _) = Ledger::open(&path, now, "EUR").unwrap_or_else(|e| panic!("{e}"));
+        ledger.record_baseline(baseline(30.0));
+        ledger.end(0.0, 0.0, now).unwrap_or_else(|e| panic!("{e}"));
+        drop(ledger);
+        let reader = Store::open_read_only(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            reader.baseline().ok().flatten().map(|b| b.watts),
+            Some(30.0)
+        );
     }
 }

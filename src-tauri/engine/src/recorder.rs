@@ -118,11 +118,10 @@ impl Recorder {
         }
     }
 
+    /// Keeps a new idle baseline; it is written with the next batch.
     pub fn record_baseline(&mut self, baseline: &Baseline) {
         if let Some(ledger) = self.ledger.as_mut() {
-            if let Err(e) = ledger.store_mut().set_baseline(baseline) {
-                tracing::warn!("the idle baseline was not saved: {e}");
-            }
+            ledger.record_baseline(baseline.clone());
         }
     }
 

@@ -40,6 +40,8 @@ mod writes;
 pub const DB_FILE: &str = "wattbar.db";
 pub const RAW_KEEP_SECONDS: f64 = 24.0 * 3600.0;
 pub const MINUTES_KEEP_SECONDS: f64 = 30.0 * 86_400.0;
+/// Prepared statements kept per connection: more than the store has, so none is parsed twice.
+const STATEMENT_CACHE_CAPACITY: usize = 64;
 
 #[derive(Debug, Error)]
 pub enum StoreError {
@@ -247,6 +249,9 @@ impl Store {
             .map_err(sql)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(sql)?;
+        // Room for every statement the store prepares (about 30): rusqlite keeps 16 by default, so
+        // each batch would evict and parse again the statements it needs.
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
         let check: String = conn
             .query_row("PRAGMA quick_check", [], |r| r.get(0))
             .map_err(sql)?;

@@ -432,22 +432,7 @@ impl Store {
     }
 
     pub fn set_baseline(&mut self, b: &Baseline) -> Result<(), StoreError> {
-        self.conn
-            .execute(
-                "INSERT OR REPLACE INTO inference_baseline
-                     (id, watts, spread_watts, samples, from_t, to_t, method)
-                 VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6)",
-                params![
-                    b.watts,
-                    b.spread_watts,
-                    i64::try_from(b.samples).unwrap_or(i64::MAX),
-                    b.from,
-                    b.to,
-                    b.method
-                ],
-            )
-            .map_err(|e| self.sql(e))?;
-        Ok(())
+        put_baseline(&self.conn, b).map_err(|e| self.sql(e))
     }
 
     pub fn baseline(&self) -> Result<Option<Baseline>, StoreError> {
@@ -474,3 +459,21 @@ impl Store {
 
 #[cfg(test)]
 mod tests;
+
+/// Keeps `b` as the one idle baseline; `conn` may be a batch's transaction.
+pub(super) fn put_baseline(conn: &rusqlite::Connection, b: &Baseline) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT OR REPLACE INTO inference_baseline
+             (id, watts, spread_watts, samples, from_t, to_t, method)
+         VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![
+        b.watts,
+        b.spread_watts,
+        i64::try_from(b.samples).unwrap_or(i64::MAX),
+        b.from,
+        b.to,
+        b.method
+    ])?;
+    Ok(())
+}

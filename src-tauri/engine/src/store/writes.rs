@@ -70,6 +70,19 @@ impl Store {
         session_joules: f64,
         session_cost: f64,
     ) -> Result<(), StoreError> {
+        self.write_batch_with_baseline(session_id, rows, session_joules, session_cost, None)
+    }
+
+    /// [`write_batch`](Self::write_batch), with a new idle baseline in the same transaction (one
+    /// commit, not two).
+    pub fn write_batch_with_baseline(
+        &mut self,
+        session_id: i64,
+        rows: &[Row],
+        session_joules: f64,
+        session_cost: f64,
+        baseline: Option<&wattbar_core::inference::Baseline>,
+    ) -> Result<(), StoreError> {
         let path = self.path.clone();
         let tx = self.conn.transaction().map_err(|e| sql_at(&path, e))?;
         let result = (|| {
@@ -132,6 +145,9 @@ impl Store {
             drop((lifetime, daily, monthly));
             tx.prepare_cached("UPDATE sessions SET joules = ?2, cost = ?3 WHERE id = ?1")?
                 .execute(params![session_id, session_joules, session_cost])?;
+            if let Some(b) = baseline {
+                super::inference::put_baseline(&tx, b)?;
+            }
             tx.commit()
         })();
         result.map_err(|e| sql_at(&path, e))
