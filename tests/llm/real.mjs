@@ -23,6 +23,11 @@
 //                      (llama-cpp-python answers with its default model), else {status, error}
 //   too-long           chat with a prompt longer than the 2048-token context -> {status, error}
 //                      (status and message of the client's APIError)
+//   routed             chat as `chat`, with the response's headers -> {content, model, usage, routed}
+//   routed-off         the same with `X-Wattbar-Route: off`       -> same shape
+//   routed-stream      chat's prompt, streamed, with the headers  -> {text, model, routed}
+//                      (`model` is the name the server answered with; `routed` the
+//                      X-Wattbar-Routed header, null when absent)
 //   models             client.models.list()               -> {ids}
 //   embeddings         client.embeddings.create           -> {status, dims} or {status, error}
 // `chunks` counts every streamed chunk the client yielded; `content_chunks` those with non-empty
@@ -72,6 +77,19 @@ async function collectChat(stream, label) {
 function apiError(err) {
   if (!(err instanceof OpenAI.APIError) || err.status === undefined) throw err;
   return { status: err.status, error: err.message };
+}
+
+// Chat, not streamed, with request headers; what the server answered and the proxy said.
+async function routedChat(openai, headers) {
+  const { data, response } = await openai.chat.completions
+    .create({ model, messages: MESSAGES, ...GEN }, { headers })
+    .withResponse();
+  return {
+    content: data.choices[0]?.message?.content ?? null,
+    model: data.model ?? null,
+    usage: data.usage ?? null,
+    routed: response.headers.get('x-wattbar-routed'),
+  };
 }
 
 const scenarios = {
@@ -173,6 +191,27 @@ const scenarios = {
       return apiError(err);
     }
     throw new Error('a prompt longer than the context was answered');
+  },
+
+  async routed(openai) {
+    return routedChat(openai, {});
+  },
+
+  async 'routed-off'(openai) {
+    return routedChat(openai, { 'X-Wattbar-Route': 'off' });
+  },
+
+  async 'routed-stream'(openai) {
+    const { data: stream, response } = await openai.chat.completions
+      .create({ model, messages: MESSAGES, ...GEN, stream: true })
+      .withResponse();
+    let text = '';
+    let answered = null;
+    for await (const chunk of stream) {
+      answered = chunk.model ?? answered;
+      text += chunk.choices[0]?.delta?.content ?? '';
+    }
+    return { text, model: answered, routed: response.headers.get('x-wattbar-routed') };
   },
 
   async models(openai) {

@@ -20,7 +20,7 @@ pub mod units;
 pub use chain::{Chain, Part, Snapshot, SourceStatus, Unavailable};
 pub use energy::{Gap, Integrator, DEFAULT_GAP_THRESHOLD, MAX_POWER_WATTS};
 pub use error::Error;
-pub use policy::{LowPowerState, Policy, PolicyConfig, Reason, Transition};
+pub use policy::{LowPowerAction, LowPowerState, Policy, PolicyConfig, Reason, Transition};
 pub use prefs::{Currency, Preferences};
 pub use reading::{Battery, Domain, Quality, Reading, Source, Stamp};
 pub use session::{Added, Session, SessionTotals};

@@ -19,6 +19,7 @@ use crate::error::Error;
 use crate::reading::{Battery, Stamp};
 use crate::units::Watts;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Why low-power mode is in its current state.
@@ -75,10 +76,31 @@ pub struct PolicyConfig {
     pub model: String,
     /// Also switch the operating system's power mode (power-profiles-daemon, macOS Low Power Mode).
     pub os_power_mode: bool,
+    /// What the inference proxy does while the mode is on.
+    #[serde(rename = "low_power_action")]
+    pub action: LowPowerAction,
+    /// The model to serve instead of each requested one while routing; `"*"` for any other.
+    /// Models it does not name, with no `"*"`, go to [`model`](Self::model).
+    #[serde(rename = "low_power_routes")]
+    pub routes: BTreeMap<String, String>,
+    /// While routing, the most tokens a request may ask to generate; `None`: no cap.
+    #[serde(rename = "low_power_max_tokens")]
+    pub max_tokens: Option<u64>,
+}
+
+/// What the inference proxy does while low-power mode is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LowPowerAction {
+    /// Name the low-power model (`/v1/low-power`, `low-power.json`) for a router to read.
+    #[default]
+    Advise,
+    /// Send measured requests to the low-power model, and cap their tokens when asked.
+    Route,
 }
 
 /// The preference keys of [`PolicyConfig`], as stored.
-pub const POLICY_KEYS: [&str; 9] = [
+pub const POLICY_KEYS: [&str; 12] = [
     "low_power_auto",
     "low_power_threshold_w",
     "low_power_hysteresis_w",
@@ -88,6 +110,9 @@ pub const POLICY_KEYS: [&str; 9] = [
     "low_power_battery_below_percent",
     "low_power_model",
     "os_power_mode",
+    "low_power_action",
+    "low_power_routes",
+    "low_power_max_tokens",
 ];
 
 pub const DEFAULT_THRESHOLD_W: f64 = 15.0;
@@ -99,6 +124,10 @@ pub const DEFAULT_MODEL: &str = "qwen3:1b";
 pub const MAX_DELAY_S: f64 = 86_400.0;
 /// Highest threshold: anything above is a unit mistake (kW typed as W is caught the other way).
 pub const MAX_THRESHOLD_W: f64 = 100_000.0;
+/// Most tokens a cap may allow: above it a cap caps nothing a local model would generate.
+pub const MAX_TOKENS_CAP: u64 = 1_000_000;
+/// Most entries in `low_power_routes`.
+pub const MAX_ROUTES: usize = 200;
 /// Charge that must be regained above `battery_below_percent` before the battery rule releases.
 pub const BATTERY_HYSTERESIS_PERCENT: f64 = 5.0;
 
@@ -114,8 +143,16 @@ impl Default for PolicyConfig {
             battery_below_percent: None,
             model: DEFAULT_MODEL.to_string(),
             os_power_mode: false,
+            action: LowPowerAction::Advise,
+            routes: BTreeMap::new(),
+            max_tokens: None,
         }
     }
+}
+
+/// A model name as servers take it: not blank, no control characters, at most 200 bytes.
+fn is_model_name(name: &str) -> bool {
+    !name.trim().is_empty() && name.len() <= 200 && !name.chars().any(char::is_control)
 }
 
 fn invalid(field: &'static str, message: String) -> Error {
@@ -158,12 +195,36 @@ impl PolicyConfig {
                 ));
             }
         }
-        let m = self.model.trim();
-        if m.is_empty() || m.len() > 200 || m.chars().any(char::is_control) {
+        if !is_model_name(&self.model) {
             return Err(invalid(
                 "low_power_model",
                 "enter a model name such as qwen3:1b".to_string(),
             ));
+        }
+        if self.routes.len() > MAX_ROUTES {
+            return Err(invalid(
+                "low_power_routes",
+                format!("{} routes; at most {MAX_ROUTES}", self.routes.len()),
+            ));
+        }
+        for (from, to) in &self.routes {
+            if !(from == "*" || is_model_name(from)) || !is_model_name(to) {
+                return Err(invalid(
+                    "low_power_routes",
+                    format!(
+                        "{from:?} → {to:?}: map model names to model names, such as \
+                         {{\"llama3.1:70b\": \"llama3.2:3b\", \"*\": \"qwen3:1b\"}}"
+                    ),
+                ));
+            }
+        }
+        if let Some(n) = self.max_tokens {
+            if !(1..=MAX_TOKENS_CAP).contains(&n) {
+                return Err(invalid(
+                    "low_power_max_tokens",
+                    format!("{n} is not between 1 and {MAX_TOKENS_CAP} tokens"),
+                ));
+            }
         }
         Ok(())
     }

@@ -435,6 +435,9 @@ fn kind_of(key: &str) -> &'static str {
     match key {
         "low_power_auto" | "low_power_on_battery" | "os_power_mode" => "true or false",
         "low_power_model" => "a model name",
+        "low_power_action" => "\"advise\" or \"route\"",
+        "low_power_routes" => "an object mapping model names to model names",
+        "low_power_max_tokens" => "a whole number of tokens or null",
         "low_power_battery_below_percent" => "a percentage or null",
         _ => "a number",
     }
@@ -625,6 +628,50 @@ mod tests {
         let json = serde_json::to_value(&p).unwrap_or_default();
         assert_eq!(json["low_power_model"], "llama3.2:1b");
         assert_eq!(json["low_power_threshold_w"], 40.0);
+    }
+
+    #[test]
+    fn routing_settings_are_checked_as_they_are_set() {
+        let mut p = Preferences::default();
+        assert_eq!(p.low_power.action, crate::LowPowerAction::Advise);
+        let err = |p: &mut Preferences, key: &str, v: serde_json::Value| {
+            p.set_field(key, &v).err().map(|e| e.to_string())
+        };
+        assert_eq!(
+            err(&mut p, "low_power_action", serde_json::json!("route")),
+            None
+        );
+        assert_eq!(p.low_power.action, crate::LowPowerAction::Route);
+        assert_eq!(
+            err(&mut p, "low_power_action", serde_json::json!("fast")).as_deref(),
+            Some("low_power_action: \"fast\" is not \"advise\" or \"route\"")
+        );
+        let routes = serde_json::json!({"llama3.1:70b": "llama3.2:3b", "*": "qwen3:1b"});
+        assert_eq!(err(&mut p, "low_power_routes", routes), None);
+        assert_eq!(p.low_power.routes.len(), 2);
+        assert!(
+            err(&mut p, "low_power_routes", serde_json::json!({"big": ""}))
+                .is_some_and(|m| m.starts_with("low_power_routes: \"big\" → \"\""))
+        );
+        assert!(err(&mut p, "low_power_routes", serde_json::json!(["big"])).is_some());
+        assert_eq!(
+            p.low_power.routes.len(),
+            2,
+            "a refused value changed nothing"
+        );
+        assert_eq!(
+            err(&mut p, "low_power_max_tokens", serde_json::json!(256)),
+            None
+        );
+        assert_eq!(
+            err(&mut p, "low_power_max_tokens", serde_json::json!(0)).as_deref(),
+            Some("low_power_max_tokens: 0 is not between 1 and 1000000 tokens")
+        );
+        assert_eq!(
+            err(&mut p, "low_power_max_tokens", serde_json::Value::Null),
+            None
+        );
+        assert_eq!(p.low_power.max_tokens, None);
     }
 
     #[test]

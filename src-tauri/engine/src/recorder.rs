@@ -12,7 +12,7 @@ use crate::store::{Row, StoreError};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
-use wattbar_core::inference::{Baseline, Record};
+use wattbar_core::inference::{Baseline, Record, Routed};
 use wattbar_core::{LowPowerState, Preferences, SessionTotals};
 
 pub struct Recorder {
@@ -102,6 +102,10 @@ impl Recorder {
                 1
             }),
             baseline: store.baseline().ok().flatten(),
+            routed: store.routed_inference().unwrap_or_else(|e| {
+                warn("routed requests", &e);
+                Routed::default()
+            }),
         }
     }
 

@@ -13,8 +13,8 @@
 //! - `low_power(t, enabled, reason, message)` (v3): every change of low-power mode; the last row
 //!   is the state restored at start;
 //! - `inference(id, model, route, status, start, end, …)`, `inference_models(model, …)` and
-//!   `inference_baseline` (v5, typed columns and figures per model in v7): one record per
-//!   measured request, kept 90 days by default, the figures per model over every record, and
+//!   `inference_baseline` (v5, typed columns and figures per model in v7, the model asked for
+//!   when low-power mode routed a request in v8): one record per measured request, kept 90 days by default, the figures per model over every record, and
 //!   the last idle baseline ([`inference`]);
 //! - `domain_minutes`, `domain_hours(t, domain, joules, seconds)` (v6): history per breakdown
 //!   domain ([`domains`]).

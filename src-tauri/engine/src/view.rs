@@ -6,7 +6,8 @@ use crate::ledger::LedgerTotals;
 use crate::store::{HistoryPoint, Step};
 use crate::{Point, Published};
 use serde::{Deserialize, Serialize};
-use wattbar_core::policy::{Advice, Reason};
+use wattbar_core::inference::Routed;
+use wattbar_core::policy::{Advice, LowPowerAction, Reason};
 use wattbar_core::{Domain, Part, Quality, Unavailable};
 
 /// Low-power mode as routers and the UI read it (`GET /v1/low-power`).
@@ -24,11 +25,22 @@ pub struct LowPowerView {
     pub tokens_per_second_per_watt: Option<f64>,
     /// The model with the most tokens/s per W measured on this machine.
     pub most_efficient_model: Option<String>,
+    /// What the inference proxy does while the mode is on: `advise` or `route`.
+    pub action: LowPowerAction,
+    /// The requests routed to another model, over the inference records kept.
+    pub routed: Routed,
 }
 
 impl LowPowerView {
-    pub fn from_parts(state: &wattbar_core::LowPowerState, advice: &Advice) -> Self {
+    pub fn from_parts(
+        state: &wattbar_core::LowPowerState,
+        advice: &Advice,
+        action: LowPowerAction,
+        routed: &Routed,
+    ) -> Self {
         LowPowerView {
+            action,
+            routed: routed.clone(),
             enabled: state.enabled,
             since: state.since,
             reason: state.reason,
@@ -43,7 +55,12 @@ impl LowPowerView {
 
 impl From<&Published> for LowPowerView {
     fn from(p: &Published) -> Self {
-        LowPowerView::from_parts(&p.low_power, &p.advice)
+        LowPowerView::from_parts(
+            &p.low_power,
+            &p.advice,
+            p.prefs.low_power.action,
+            &p.inference.routed,
+        )
     }
 }
 

@@ -100,7 +100,7 @@ pub async fn llm_proxy(engine: EngineReader, prefs: wattbar_core::Preferences) {
     let served = proxy::serve(
         listener,
         upstream,
-        engine.tracker(),
+        engine,
         &[],
         std::future::pending::<()>(),
     )

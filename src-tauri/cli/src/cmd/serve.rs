@@ -104,10 +104,10 @@ pub async fn serve(command: Cmd) -> Result<()> {
                 proxy_listener.local_addr()?
             );
             let proxy_hosts = api::remote_hosts(&proxy_listener.local_addr()?, &allow_host);
-            let tracker = engine.reader().tracker();
+            let reader = engine.reader();
             let stop = stopped();
             Some(tokio::spawn(async move {
-                proxy::serve(proxy_listener, upstream, tracker, &proxy_hosts, stop).await
+                proxy::serve(proxy_listener, upstream, reader, &proxy_hosts, stop).await
             }))
         }
         _ => None,

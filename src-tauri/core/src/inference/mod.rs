@@ -17,12 +17,13 @@ pub mod bound;
 pub mod record;
 pub mod response;
 pub mod route;
+pub mod routing;
 pub mod usage;
 
 pub use attribution::{
     attribute, idle_baseline, window_energy, Baseline, Interval, Share, Window, WindowEnergy,
 };
-pub use record::{score, ModelStats, Observed, RatioSums, Record, Status};
+pub use record::{score, ModelStats, Observed, RatioSums, Record, Routed, Status};
 pub use response::{Framing, ResponseMeter, ServerFigures, TokensSource};
 pub use route::{is_remote_model, Route};
 

@@ -57,7 +57,11 @@ impl Status {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     pub id: u64,
+    /// The model that served the request.
     pub model: String,
+    /// The model the client asked for, when low-power mode sent the request to another one.
+    #[serde(default)]
+    pub requested_model: Option<String>,
     pub route: Route,
     pub status: Status,
     /// Wall-clock Unix seconds.
@@ -105,6 +109,8 @@ pub struct Record {
 pub struct Observed {
     pub route: Route,
     pub model: String,
+    /// The model asked for, when the request was routed to `model` instead.
+    pub requested_model: Option<String>,
     pub status: Status,
     pub error: Option<String>,
     pub start: f64,
@@ -184,6 +190,7 @@ impl Record {
         Record {
             id,
             model: o.model,
+            requested_model: o.requested_model,
             route: o.route,
             status: o.status,
             start: o.start,
@@ -214,6 +221,30 @@ impl Record {
             quality: share.and_then(|s| s.quality),
             sources: share.map(|s| s.sources.clone()).unwrap_or_default(),
             error: o.error,
+        }
+    }
+}
+
+/// The requests low-power mode sent to another model than the one asked for.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Routed {
+    pub requests: u64,
+    /// The energy of those whose energy was measured; `None` until one was.
+    pub energy_joules: Option<f64>,
+    /// Routed requests whose energy is unknown (remote, or not measured).
+    pub unmeasured: u64,
+}
+
+impl Routed {
+    /// Counts `r` when it was routed.
+    pub fn add(&mut self, r: &Record) {
+        if r.requested_model.is_none() {
+            return;
+        }
+        self.requests += 1;
+        match r.energy_joules {
+            Some(j) => *self.energy_joules.get_or_insert(0.0) += j,
+            None => self.unmeasured += 1,
         }
     }
 }
@@ -330,6 +361,7 @@ mod tests {
         Observed {
             route: Route::OllamaGenerate,
             model: "llama3".into(),
+            requested_model: None,
             status: Status::Ok,
             error: None,
             start: 100.0,

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wattbar_core::inference::{
     attribute, idle_baseline, is_remote_model, Baseline, Interval, ModelStats, Observed, Record,
-    Route, ServerFigures, Status, TokensSource, Window,
+    Route, Routed, ServerFigures, Status, TokensSource, Window,
 };
 use wattbar_core::Stamp;
 
@@ -52,6 +52,8 @@ pub struct InferenceView {
     pub most_efficient_model: Option<String>,
     /// Tokens/s per W that scores 10.
     pub ceiling: f64,
+    /// The requests low-power mode routed, over the records kept.
+    pub routed: Routed,
 }
 
 /// What a book starts from: what the store kept.
@@ -64,6 +66,8 @@ pub struct Restored {
     /// Above every id ever given.
     pub next_id: u64,
     pub baseline: Option<Baseline>,
+    /// The routed requests among the records kept.
+    pub routed: Routed,
 }
 
 pub struct Book {
@@ -72,6 +76,7 @@ pub struct Book {
     closed: VecDeque<Window>,
     records: Records,
     models: BTreeMap<String, ModelStats>,
+    routed: Routed,
     baseline: Option<Baseline>,
     baseline_changed: bool,
     baseline_taken: Option<f64>,
@@ -101,6 +106,7 @@ impl Book {
                 .map(|m| (m.model.clone(), m))
                 .collect(),
             baseline: restored.baseline,
+            routed: restored.routed,
             baseline_changed: false,
             baseline_taken: None,
             next_id,
@@ -276,6 +282,7 @@ impl Book {
             let observed = Observed {
                 route: f.route,
                 model: f.model.clone().unwrap_or_else(|| "unknown".to_string()),
+                requested_model: f.requested_model.clone(),
                 status,
                 error: f.error.clone(),
                 start: f.start.unix_seconds,
@@ -305,6 +312,7 @@ impl Book {
         let finished = Finished {
             route: Route::External,
             model: Some(e.model),
+            requested_model: None,
             remote: false,
             status: Status::Ok,
             error: None,
@@ -334,6 +342,7 @@ impl Book {
 
     fn remember(&mut self, record: Record) {
         self.add_to_model(&record);
+        self.routed.add(&record);
         let mut recent = self.lock_records();
         recent.push_back(record);
         while recent.len() > RECENT_RECORDS {
@@ -384,6 +393,7 @@ impl Book {
             tokens_per_second_per_watt: tpw,
             most_efficient_model,
             ceiling: self.ceiling,
+            routed: self.routed.clone(),
         });
     }
 }

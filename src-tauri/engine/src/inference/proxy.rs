@@ -23,6 +23,11 @@
 //!   `cancelled` only when the client went away first (its dropped body closes the upstream
 //!   request, the only way to cancel on Ollama).
 //! - An upstream that cannot be reached gives a 502 JSON error naming it.
+//! - Low-power routing: with `low_power_action = route` and the mode on, a generation request
+//!   read whole goes to the low-power model and its token limit is capped
+//!   ([`routing`](wattbar_core::inference::routing)); the answer says so in `X-Wattbar-Routed`,
+//!   and the record keeps the model asked for. A request with `X-Wattbar-Route: off` is never
+//!   changed. An upstream that lacks the model answers with its own error, passed on unchanged.
 
 mod metered;
 mod upstream;
@@ -31,6 +36,7 @@ pub use upstream::{default_upstream, Upstream, DEFAULT_UPSTREAM};
 
 use super::tracker::Tracker;
 use crate::api::HostGuard;
+use crate::published::Published;
 use bytes::Bytes;
 use http_body::Frame;
 use http_body_util::{BodyExt, Full, StreamBody};
@@ -42,13 +48,21 @@ use hyper_util::rt::TokioExecutor;
 use metered::{error_chain, BoxError, Metered};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::watch;
+use wattbar_core::inference::routing::{self, Rewritten};
 use wattbar_core::inference::usage::{ask_for_usage, UsageChunkFilter};
 use wattbar_core::inference::{Framing, ResponseMeter, Route, ServerFigures, Status};
+use wattbar_core::{LowPowerAction, PolicyConfig};
 
 /// Largest generation request body read to learn its model; a larger one streams unread.
 pub const MAX_PEEK_BYTES: usize = 32 * 1024 * 1024;
 /// Where clients reach Wattbar's proxy by default.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:11435";
+
+/// The request header that keeps a request on the model it names, low-power mode or not.
+pub const ROUTE_HEADER: &str = "x-wattbar-route";
+/// The response header that says a request was routed or capped.
+pub const ROUTED_HEADER: &str = "x-wattbar-routed";
 
 pub type ProxyBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
 
@@ -56,6 +70,8 @@ struct Proxy {
     upstream: Upstream,
     client: Client<HttpConnector, ProxyBody>,
     tracker: Arc<Tracker>,
+    /// The engine's published state: whether low-power mode is on, and its settings.
+    state: watch::Receiver<Arc<Published>>,
     hosts: HostGuard,
 }
 
@@ -63,12 +79,13 @@ struct Proxy {
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Serves the proxy on `listener` until `shutdown` completes, then lets requests in flight end.
+/// It reports requests to `engine`'s tracker and routes by its published low-power state.
 /// `extra_hosts`: the names besides loopback that `Host` may carry
 /// ([`remote_hosts`](crate::api::remote_hosts) for the listen address).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     upstream: Upstream,
-    tracker: Arc<Tracker>,
+    engine: crate::EngineReader,
     extra_hosts: &[String],
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
@@ -82,7 +99,8 @@ pub async fn serve(
     let proxy = Arc::new(Proxy {
         upstream,
         client,
-        tracker,
+        tracker: engine.tracker(),
+        state: engine.subscribe(),
         hosts,
     });
     let service = hyper::service::service_fn(move |req| {
@@ -167,15 +185,17 @@ impl Proxy {
             .path_and_query()
             .map_or("/", |p| p.as_str())
             .to_string();
-        let (body, model, strip_usage) = match route {
-            Some(route) => match peek(body, route).await {
+        let routing = self.routing(&parts.headers);
+        parts.headers.remove(ROUTE_HEADER);
+        let (body, model, strip_usage, routed) = match route {
+            Some(route) => match peek(body, route, routing.as_ref()).await {
                 Ok(peeked) => {
                     if let Some(length) = peeked.length {
                         parts
                             .headers
                             .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
                     }
-                    (peeked.body, peeked.model, peeked.asked_usage)
+                    (peeked.body, peeked.model, peeked.asked_usage, peeked.routed)
                 }
                 Err(e) => {
                     return json_error(
@@ -184,9 +204,20 @@ impl Proxy {
                     )
                 }
             },
-            None => (body.map_err(BoxError::from).boxed_unsync(), None, false),
+            None => (
+                body.map_err(BoxError::from).boxed_unsync(),
+                None,
+                false,
+                None,
+            ),
         };
-        let inflight = route.map(|r| self.tracker.begin(r, model));
+        let inflight = route.map(|r| {
+            let inflight = self.tracker.begin(r, model);
+            match &routed {
+                Some(w) if w.rerouted() => inflight.routed_from(w.requested.clone()),
+                _ => inflight,
+            }
+        });
         parts.uri = match self.upstream.uri(&path_and_query) {
             Ok(uri) => uri,
             Err(e) => {
@@ -222,6 +253,11 @@ impl Proxy {
         };
         let (mut parts, body) = upstream.into_parts();
         strip_hop_by_hop(&mut parts.headers);
+        if let Some(w) = &routed {
+            if let Ok(v) = HeaderValue::from_bytes(w.header().as_bytes()) {
+                parts.headers.insert(ROUTED_HEADER, v);
+            }
+        }
         let body = match (route, inflight) {
             (Some(route), Some(inflight)) => {
                 let framing = parts
@@ -250,6 +286,20 @@ impl Proxy {
     }
 }
 
+impl Proxy {
+    /// The low-power settings to route this request by; `None` when it goes as it came.
+    fn routing(&self, headers: &HeaderMap) -> Option<PolicyConfig> {
+        let opted_out = headers
+            .get(ROUTE_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("off"));
+        let published = Arc::clone(&self.state.borrow());
+        let config = &published.prefs.low_power;
+        (!opted_out && published.low_power.enabled && config.action == LowPowerAction::Route)
+            .then(|| config.clone())
+    }
+}
+
 /// A generation request's body as it goes upstream.
 struct Peeked {
     body: ProxyBody,
@@ -259,12 +309,18 @@ struct Peeked {
     asked_usage: bool,
     /// The body's new length, when it was changed.
     length: Option<usize>,
+    /// What low-power routing changed.
+    routed: Option<Rewritten>,
 }
 
-/// Reads a generation request's body up to [`MAX_PEEK_BYTES`] for its `model`, and asks an
-/// OpenAI-style stream for its usage; the body goes on otherwise unchanged, a larger one the part
-/// read followed by the rest.
-async fn peek(mut body: Incoming, route: Route) -> Result<Peeked, hyper::Error> {
+/// Reads a generation request's body up to [`MAX_PEEK_BYTES`] for its `model`, routes it by
+/// `routing` when given, and asks an OpenAI-style stream for its usage; the body goes on
+/// otherwise unchanged, a larger one the part read followed by the rest.
+async fn peek(
+    mut body: Incoming,
+    route: Route,
+    routing: Option<&PolicyConfig>,
+) -> Result<Peeked, hyper::Error> {
     let mut head = bytes::BytesMut::new();
     let mut ended = true;
     while let Some(frame) = body.frame().await {
@@ -276,27 +332,33 @@ async fn peek(mut body: Incoming, route: Route) -> Result<Peeked, hyper::Error> 
             break;
         }
     }
-    let head = head.freeze();
+    let mut head = head.freeze();
     if ended {
-        let model = serde_json::from_slice::<serde_json::Value>(&head)
-            .ok()
-            .and_then(|v| v.get("model").and_then(|m| m.as_str()).map(str::to_string));
+        let mut routed = routing.and_then(|c| routing::rewrite(&head, route, c));
+        let model = match &routed {
+            Some(w) => Some(w.served.clone()),
+            None => serde_json::from_slice::<serde_json::Value>(&head)
+                .ok()
+                .and_then(|v| v.get("model").and_then(|m| m.as_str()).map(str::to_string)),
+        };
+        let mut changed = routed.is_some();
+        if let Some(w) = routed.as_mut() {
+            head = Bytes::from(std::mem::take(&mut w.body));
+        }
         let asked = matches!(route, Route::OpenAiChat | Route::OpenAiCompletions)
             .then(|| ask_for_usage(&head))
             .flatten();
-        return Ok(match asked {
-            Some(changed) => Peeked {
-                length: Some(changed.len()),
-                body: full(Bytes::from(changed)),
-                model,
-                asked_usage: true,
-            },
-            None => Peeked {
-                body: full(head),
-                model,
-                asked_usage: false,
-                length: None,
-            },
+        let asked_usage = asked.is_some();
+        if let Some(with_usage) = asked {
+            head = Bytes::from(with_usage);
+            changed = true;
+        }
+        return Ok(Peeked {
+            length: changed.then_some(head.len()),
+            body: full(head),
+            model,
+            asked_usage,
+            routed,
         });
     }
     let first = futures_util::stream::once(async move { Ok(Frame::data(head)) });
@@ -307,6 +369,7 @@ async fn peek(mut body: Incoming, route: Route) -> Result<Peeked, hyper::Error> 
         model: None,
         asked_usage: false,
         length: None,
+        routed: None,
     })
 }
 

@@ -20,6 +20,8 @@ pub struct Finished {
     pub route: Route,
     /// The model the request asked for, else the one the response named.
     pub model: Option<String>,
+    /// The model the client asked for, when the proxy sent the request to `model` instead.
+    pub requested_model: Option<String>,
     /// The request named a cloud model: its work ran elsewhere.
     pub remote: bool,
     pub status: Status,
@@ -119,6 +121,7 @@ impl Tracker {
             id,
             route,
             model,
+            requested_model: None,
             remote,
             first_token: None,
             ended: false,
@@ -181,12 +184,19 @@ pub struct InFlight {
     id: u64,
     route: Route,
     model: Option<String>,
+    requested_model: Option<String>,
     remote: bool,
     first_token: Option<Stamp>,
     ended: bool,
 }
 
 impl InFlight {
+    /// The client asked for `requested`; the proxy sent the request to this one's model.
+    pub fn routed_from(mut self, requested: String) -> Self {
+        self.requested_model = Some(requested);
+        self
+    }
+
     /// The first generated token passed now (the end of prefill).
     pub fn first_token(&mut self) {
         if self.first_token.is_none() {
@@ -226,6 +236,7 @@ impl InFlight {
             Finished {
                 route: self.route,
                 model,
+                requested_model: self.requested_model.clone(),
                 remote: self.remote,
                 status,
                 error,

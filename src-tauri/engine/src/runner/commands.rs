@@ -149,8 +149,12 @@ impl Engine {
         let Some(path) = self.advice_file.as_ref() else {
             return;
         };
-        let view =
-            crate::view::LowPowerView::from_parts(self.low_power.state(), self.low_power.advice());
+        let view = crate::view::LowPowerView::from_parts(
+            self.low_power.state(),
+            self.low_power.advice(),
+            self.prefs.low_power.action,
+            &self.book.view().routed,
+        );
         if self.advice_written.as_ref() == Some(&view) {
             return;
         }

@@ -16,7 +16,9 @@
 use super::{Store, StoreError};
 use rusqlite::{params, OptionalExtension, Transaction};
 use std::collections::BTreeMap;
-use wattbar_core::inference::{Baseline, Interval, ModelStats, RatioSums, Record, Route, Status};
+use wattbar_core::inference::{
+    Baseline, Interval, ModelStats, RatioSums, Record, Route, Routed, Status,
+};
 
 /// Longest step between two stored samples that still makes an interval (the longest sampling
 /// period, and then some).
@@ -33,6 +35,9 @@ CREATE TABLE inference_baseline (id INTEGER PRIMARY KEY CHECK (id = 1), watts RE
                                  samples INTEGER NOT NULL, from_t REAL NOT NULL,
                                  to_t REAL NOT NULL, method TEXT NOT NULL);
 "#;
+
+/// v8: the model a client asked for, when low-power mode routed its request to another.
+pub(super) const ROUTED: &str = "ALTER TABLE inference ADD COLUMN requested_model TEXT;";
 
 /// v7: the whole-record JSON of v5 becomes typed columns; a row whose JSON cannot be read keeps
 /// what its columns held and says so. The figures per model are filled by [`fill_models`] in
@@ -133,6 +138,7 @@ fn record_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<Record> {
             .get::<_, i64>(0)
             .map(|n| u64::try_from(n).unwrap_or(0))?,
         model: row.get(1)?,
+        requested_model: row.get(29)?,
         route: Route::parse(&route).ok_or_else(|| unreadable("route", &route))?,
         status: Status::parse(&status).ok_or_else(|| unreadable("status", &status))?,
         start,
@@ -234,7 +240,10 @@ fn write_model(tx: &Transaction<'_>, m: &ModelStats) -> rusqlite::Result<()> {
 pub(super) fn fill_models(tx: &Transaction<'_>) -> rusqlite::Result<()> {
     let mut models: BTreeMap<String, ModelStats> = BTreeMap::new();
     {
-        let mut stmt = tx.prepare(&format!("SELECT {COLUMNS} FROM inference ORDER BY id"))?;
+        // v8's column does not exist yet: it reads as unknown.
+        let mut stmt = tx.prepare(&format!(
+            "SELECT {COLUMNS}, NULL FROM inference ORDER BY id"
+        ))?;
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {
             match record_of(row) {
@@ -259,9 +268,9 @@ impl Store {
         let result = (|| {
             let tx = self.conn.transaction()?;
             tx.prepare_cached(&format!(
-                "INSERT INTO inference ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,
-                 ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25,
-                 ?26, ?27, ?28, ?29)"
+                "INSERT INTO inference ({COLUMNS}, requested_model) VALUES (?1, ?2, ?3, ?4, ?5,
+                 ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22,
+                 ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)"
             ))?
             .execute(params![
                 count(Some(r.id)),
@@ -293,6 +302,7 @@ impl Store {
                 text_of(&r.quality),
                 serde_json::to_string(&r.sources).unwrap_or_else(|_| "[]".into()),
                 r.error,
+                r.requested_model,
             ])?;
             let mut model = tx
                 .prepare_cached(&format!(
@@ -325,11 +335,29 @@ impl Store {
     pub fn inference(&self, since: f64, limit: usize) -> Result<Vec<Record>, StoreError> {
         self.records(
             &format!(
-                "SELECT {COLUMNS} FROM inference WHERE end >= ?1 ORDER BY end DESC, id DESC
+                "SELECT {COLUMNS}, requested_model FROM inference WHERE end >= ?1 ORDER BY end DESC, id DESC
                  LIMIT ?2"
             ),
             params![since, i64::try_from(limit).unwrap_or(i64::MAX)],
         )
+    }
+
+    /// The routed requests among the records kept.
+    pub fn routed_inference(&self) -> Result<Routed, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT COUNT(*), SUM(energy_joules), COUNT(*) - COUNT(energy_joules)
+                 FROM inference WHERE requested_model IS NOT NULL",
+                [],
+                |row| {
+                    Ok(Routed {
+                        requests: unsigned(row, 0)?.unwrap_or_default(),
+                        energy_joules: row.get(1)?,
+                        unmeasured: unsigned(row, 2)?.unwrap_or_default(),
+                    })
+                },
+            )
+            .map_err(|e| self.sql(e))
     }
 
     /// What the engine shows at start, oldest first: the newest `shown` records and the newest
@@ -338,7 +366,7 @@ impl Store {
         let limit = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         self.records(
             &format!(
-                "SELECT {COLUMNS} FROM inference WHERE id IN (
+                "SELECT {COLUMNS}, requested_model FROM inference WHERE id IN (
                      SELECT id FROM (SELECT id FROM inference ORDER BY id DESC LIMIT ?1)
                      UNION
                      SELECT id FROM (SELECT id FROM inference WHERE score IS NOT NULL

@@ -6,9 +6,9 @@ use rusqlite::Connection;
 use std::path::Path;
 
 /// The schema this build writes and reads (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
-pub(super) const MIGRATIONS: [&str; 7] = [
+pub(super) const MIGRATIONS: [&str; 8] = [
     r#"
 CREATE TABLE lifetime (domain TEXT PRIMARY KEY, joules REAL NOT NULL);
 CREATE TABLE sessions (id INTEGER PRIMARY KEY, start REAL NOT NULL, end REAL,
@@ -49,6 +49,7 @@ ALTER TABLE monthly_v4 RENAME TO monthly;
     inference::MIGRATION,
     domains::MIGRATION,
     inference::TYPED,
+    inference::ROUTED,
 ];
 
 impl Store {

@@ -163,7 +163,7 @@ async fn profile_async(o: Options, prompts: Vec<Prompt>) -> Result<()> {
             tokio::spawn(proxy::serve(
                 listener,
                 upstream,
-                reader.tracker(),
+                reader.clone(),
                 &[],
                 async move {
                     let _ = stop_rx.wait_for(|s| *s).await;

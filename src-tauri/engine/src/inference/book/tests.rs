@@ -34,6 +34,7 @@ fn finished(model: &str, start: f64, end: f64) -> Finished {
     Finished {
         route: Route::OllamaGenerate,
         model: Some(model.into()),
+        requested_model: None,
         remote: is_remote_model(model),
         status: Status::Ok,
         error: None,

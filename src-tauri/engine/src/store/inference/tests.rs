@@ -11,6 +11,7 @@ fn record(id: u64, model: &str, end: f64) -> Record {
         Observed {
             route: Route::OllamaChat,
             model: model.into(),
+            requested_model: None,
             status: Status::Ok,
             error: None,
             start: end - 2.0,
@@ -75,6 +76,40 @@ fn records_survive_a_reopen_field_for_field_and_come_back_newest_first() {
     assert_eq!(
         b.map(|b| (b.watts, b.spread_watts)),
         Some((21.5, Some(2.25)))
+    );
+}
+
+#[test]
+fn a_routed_record_keeps_the_model_asked_for_and_is_counted_with_its_energy() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("wattbar.db");
+    {
+        let mut s = open(&path);
+        let routed = Record {
+            requested_model: Some("llama3.1:70b".into()),
+            ..record(1, "qwen3:1b", 100.0)
+        };
+        let unmeasured = Record {
+            requested_model: Some("mistral".into()),
+            energy_joules: None,
+            ..record(2, "qwen3:1b", 110.0)
+        };
+        for r in [&routed, &unmeasured, &record(3, "llama3", 120.0)] {
+            s.insert_inference(r).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+    let s = Store::open_read_only(&path).unwrap_or_else(|e| panic!("{e}"));
+    let back = s.inference(0.0, 10).unwrap_or_else(|e| panic!("{e}"));
+    let asked: Vec<Option<&str>> = back.iter().map(|r| r.requested_model.as_deref()).collect();
+    assert_eq!(asked, vec![None, Some("mistral"), Some("llama3.1:70b")]);
+    // Two routed, one of them measured: 2 s at 100 W.
+    assert_eq!(
+        s.routed_inference().ok(),
+        Some(Routed {
+            requests: 2,
+            energy_joules: Some(200.0),
+            unmeasured: 1,
+        })
     );
 }
 

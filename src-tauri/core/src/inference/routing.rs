@@ -1,0 +1,272 @@
+//! Low-power routing: which model serves a request while low-power mode routes, and the request
+//! body rewritten for it.
+//!
+//! Rules:
+//! - The caller routes only with `low_power_action = route`, the mode on, and a request that did
+//!   not ask to be left alone (`X-Wattbar-Route: off`); [`rewrite`] takes the settings.
+//! - The served model: `low_power_routes[requested]`, else `low_power_routes["*"]`, else
+//!   `low_power_model`. A request already for the model it would go to keeps it.
+//! - The cap (`low_power_max_tokens`): a generation limit above it, or none at all, becomes the
+//!   cap. Ollama: `options.num_predict` (negative means unlimited there). OpenAI: `max_tokens`
+//!   and `max_completion_tokens`, whichever the request gives; `max_tokens` when it gives
+//!   neither, the one every compatible server reads.
+//! - Only those fields change. A body that is not a JSON object naming its model as a string is
+//!   sent as it came, and so is one that needs no change.
+
+use super::Route;
+use crate::policy::PolicyConfig;
+use serde_json::{Map, Value};
+
+/// A generation limit lowered to the cap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capped {
+    /// The request's field: `num_predict`, `max_tokens` or `max_completion_tokens`.
+    pub field: &'static str,
+    /// What the request asked; `None`: no limit.
+    pub from: Option<u64>,
+    pub to: u64,
+}
+
+/// A request changed for low-power mode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rewritten {
+    /// The body to send upstream.
+    pub body: Vec<u8>,
+    pub requested: String,
+    pub served: String,
+    pub capped: Vec<Capped>,
+}
+
+impl Rewritten {
+    /// True when another model serves the request.
+    pub fn rerouted(&self) -> bool {
+        self.requested != self.served
+    }
+
+    /// The `X-Wattbar-Routed` header: `llama3.1:70b -> qwen3:1b`, then each cap, such as
+    /// `; max_tokens 4096 -> 256` or `; num_predict unlimited -> 256`.
+    pub fn header(&self) -> String {
+        let mut out = format!("{} -> {}", self.requested, self.served);
+        for c in &self.capped {
+            let from = c.from.map_or("unlimited".to_string(), |n| n.to_string());
+            out.push_str(&format!("; {} {from} -> {}", c.field, c.to));
+        }
+        out
+    }
+}
+
+/// The model that serves a request for `requested` while routing.
+pub fn served_model<'a>(config: &'a PolicyConfig, requested: &str) -> &'a str {
+    config
+        .routes
+        .get(requested)
+        .or_else(|| config.routes.get("*"))
+        .unwrap_or(&config.model)
+}
+
+/// The body for the low-power model and cap; `None` when the request stays as it is.
+pub fn rewrite(body: &[u8], route: Route, config: &PolicyConfig) -> Option<Rewritten> {
+    let mut v: Value = serde_json::from_slice(body).ok()?;
+    let object = v.as_object_mut()?;
+    let requested = object.get("model")?.as_str()?.to_string();
+    let served = served_model(config, &requested).to_string();
+    if served != requested {
+        object.insert("model".into(), Value::String(served.clone()));
+    }
+    let capped = match config.max_tokens {
+        Some(cap) => cap_tokens(object, route, cap),
+        None => Vec::new(),
+    };
+    if served == requested && capped.is_empty() {
+        return None;
+    }
+    Some(Rewritten {
+        body: serde_json::to_vec(&v).ok()?,
+        requested,
+        served,
+        capped,
+    })
+}
+
+/// A limit as a request gives it: `None` for none (absent, null or negative); `Err` for one
+/// that is not a number, which is left for the server to refuse.
+fn limit(value: Option<&Value>) -> Result<Option<u64>, ()> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => match (n.as_u64(), n.as_i64()) {
+            (Some(u), _) => Ok(Some(u)),
+            (None, Some(i)) if i < 0 => Ok(None),
+            _ => Err(()),
+        },
+        Some(_) => Err(()),
+    }
+}
+
+/// Lowers `object[field]` to `cap`; what was changed.
+fn cap_field(object: &mut Map<String, Value>, field: &'static str, cap: u64) -> Option<Capped> {
+    let from = limit(object.get(field)).ok()?;
+    if from.is_some_and(|n| n <= cap) {
+        return None;
+    }
+    object.insert(field.into(), Value::from(cap));
+    Some(Capped {
+        field,
+        from,
+        to: cap,
+    })
+}
+
+fn cap_tokens(object: &mut Map<String, Value>, route: Route, cap: u64) -> Vec<Capped> {
+    match route {
+        Route::OllamaGenerate | Route::OllamaChat => {
+            let options = object
+                .entry("options")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if options.is_null() {
+                *options = Value::Object(Map::new());
+            }
+            match options.as_object_mut() {
+                Some(o) => cap_field(o, "num_predict", cap).into_iter().collect(),
+                None => Vec::new(),
+            }
+        }
+        Route::OpenAiChat | Route::OpenAiCompletions => {
+            let given: Vec<&'static str> = ["max_tokens", "max_completion_tokens"]
+                .into_iter()
+                .filter(|f| object.get(*f).is_some_and(|v| !v.is_null()))
+                .collect();
+            let fields = if given.is_empty() {
+                vec!["max_tokens"]
+            } else {
+                given
+            };
+            fields
+                .into_iter()
+                .filter_map(|f| cap_field(object, f, cap))
+                .collect()
+        }
+        Route::External => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::LowPowerAction;
+    use serde_json::json;
+
+    fn config(routes: &[(&str, &str)], max_tokens: Option<u64>) -> PolicyConfig {
+        PolicyConfig {
+            action: LowPowerAction::Route,
+            model: "qwen3:1b".into(),
+            routes: routes
+                .iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect(),
+            max_tokens,
+            ..PolicyConfig::default()
+        }
+    }
+
+    fn body(v: Value) -> Vec<u8> {
+        serde_json::to_vec(&v).unwrap_or_default()
+    }
+
+    fn sent(r: &Rewritten) -> Value {
+        serde_json::from_slice(&r.body).unwrap_or(Value::Null)
+    }
+
+    #[test]
+    fn a_named_route_wins_then_the_star_then_the_low_power_model() {
+        let c = config(&[("llama3.1:70b", "llama3.2:3b"), ("*", "smollm2")], None);
+        assert_eq!(served_model(&c, "llama3.1:70b"), "llama3.2:3b");
+        assert_eq!(served_model(&c, "mistral"), "smollm2");
+        let plain = config(&[("llama3.1:70b", "llama3.2:3b")], None);
+        assert_eq!(served_model(&plain, "mistral"), "qwen3:1b");
+    }
+
+    #[test]
+    fn a_routed_request_changes_its_model_and_nothing_else() {
+        let c = config(&[], None);
+        let original = json!({"model": "llama3.1:70b", "prompt": "Why?", "stream": false,
+                              "options": {"temperature": 0.7, "seed": 42}});
+        let r = rewrite(&body(original.clone()), Route::OllamaGenerate, &c);
+        let r = r.unwrap_or_else(|| panic!("not routed"));
+        let mut expected = original;
+        expected["model"] = json!("qwen3:1b");
+        assert_eq!(sent(&r), expected);
+        assert_eq!(r.header(), "llama3.1:70b -> qwen3:1b");
+        assert!(r.rerouted());
+    }
+
+    #[test]
+    fn a_request_for_the_low_power_model_is_left_alone() {
+        let c = config(&[], None);
+        let b = body(json!({"model": "qwen3:1b", "messages": []}));
+        assert_eq!(rewrite(&b, Route::OpenAiChat, &c), None);
+    }
+
+    #[test]
+    fn bodies_without_a_model_string_pass_unchanged() {
+        let c = config(&[], Some(64));
+        for b in [
+            &b"not json"[..],
+            b"[1,2]",
+            br#"{"model": 3}"#,
+            br#"{"prompt": "x"}"#,
+        ] {
+            assert_eq!(rewrite(b, Route::OllamaGenerate, &c), None);
+        }
+    }
+
+    #[test]
+    fn ollama_num_predict_above_the_cap_or_unlimited_is_lowered_and_below_kept() {
+        let c = config(&[], Some(256));
+        let num_predict = |options: Value| {
+            let b = body(json!({"model": "qwen3:1b", "prompt": "x", "options": options}));
+            rewrite(&b, Route::OllamaChat, &c).map(|r| {
+                let header = r.header();
+                (sent(&r)["options"]["num_predict"].clone(), header)
+            })
+        };
+        assert_eq!(
+            num_predict(json!({"num_predict": 4096, "top_k": 20})),
+            Some((
+                json!(256),
+                "qwen3:1b -> qwen3:1b; num_predict 4096 -> 256".into()
+            ))
+        );
+        // -1 is Ollama's "no limit"; an absent field is its default, no limit either.
+        assert_eq!(
+            num_predict(json!({"num_predict": -1})),
+            Some((
+                json!(256),
+                "qwen3:1b -> qwen3:1b; num_predict unlimited -> 256".into()
+            ))
+        );
+        assert_eq!(num_predict(json!({})).map(|x| x.0), Some(json!(256)));
+        assert_eq!(num_predict(Value::Null).map(|x| x.0), Some(json!(256)));
+        assert_eq!(num_predict(json!({"num_predict": 100})), None);
+        assert_eq!(num_predict(json!({"num_predict": 256})), None);
+    }
+
+    #[test]
+    fn openai_caps_the_fields_the_request_gives_else_max_tokens() {
+        let c = config(&[], Some(128));
+        let b = body(json!({"model": "big", "messages": [], "max_completion_tokens": 1000}));
+        let r = rewrite(&b, Route::OpenAiChat, &c).unwrap_or_else(|| panic!("unchanged"));
+        let v = sent(&r);
+        assert_eq!(v["max_completion_tokens"], json!(128));
+        assert_eq!(v.get("max_tokens"), None);
+        assert_eq!(
+            r.header(),
+            "big -> qwen3:1b; max_completion_tokens 1000 -> 128"
+        );
+        let b = body(json!({"model": "big", "prompt": "x"}));
+        let r = rewrite(&b, Route::OpenAiCompletions, &c).unwrap_or_else(|| panic!("unchanged"));
+        assert_eq!(sent(&r)["max_tokens"], json!(128));
+        // A limit that is not a number is the server's to refuse.
+        let b = body(json!({"model": "qwen3:1b", "max_tokens": "many"}));
+        assert_eq!(rewrite(&b, Route::OpenAiChat, &c), None);
+    }
+}
