@@ -34,8 +34,10 @@
 //                               hashed as it streams in, never buffered
 //   GET  /api/tags              {"models":[]}
 //   GET  /                      "Ollama is running" (what Ollama answers; handy as a health check)
-//   GET  /__stats               {"requests","cancelled","hosts"}: requests served (not counting
-//                               /__stats), streams cut short by the client, distinct Host headers
+//   GET  /__stats               {"requests","cancelled","hosts","asked"}: requests served (not
+//                               counting /__stats), streams cut short by the client, distinct Host
+//                               headers, and per generation request what its body asked:
+//                               {path, model, num_predict (options.num_predict), max_tokens}
 //   anything else               404 {"error":"not found"}
 // Like Ollama, any request whose Host hostname is not 127.0.0.1, localhost or [::1] gets a
 // 403 with an empty body (so a test can prove the proxy sends a loopback Host upstream).
@@ -121,7 +123,7 @@ const SSE_ERROR = Buffer.from(
   'data: ' + JSON.stringify({ error: { message: ERROR_MESSAGE, type: 'server_error' } }) + '\n\n',
 );
 
-const stats = { requests: 0, cancelled: 0, hosts: [] };
+const stats = { requests: 0, cancelled: 0, hosts: [], asked: [] };
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -324,6 +326,12 @@ async function handle(req, res) {
       return sendJson(res, 400, { error: err.message });
     }
     const model = body.model;
+    stats.asked.push({
+      path,
+      model: model ?? null,
+      num_predict: body.options?.num_predict ?? null,
+      max_tokens: body.max_tokens ?? null,
+    });
     const openai = path.startsWith('/v1/');
     const stream = body.stream ?? !openai;
     // Like the servers: a whole JSON body has a Content-Length, a stream comes in chunks.

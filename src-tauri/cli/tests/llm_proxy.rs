@@ -358,3 +358,95 @@ fn a_router_records_its_own_inference_and_asks_for_any_window_and_the_cli_lists_
     assert!(text.starts_with("model,requests,"), "{text}");
     assert!(text.contains("\nopenai/gpt-oss-20b,1,84,57,"), "{text}");
 }
+
+#[test]
+fn in_route_mode_ollamas_client_is_served_by_the_small_model_with_its_tokens_capped() {
+    let upstream = Upstream::start(0);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        dir.path().join("preferences.json"),
+        r#"{"low_power_action": "route", "low_power_routes": {"llama3": "gemma3:1b"},
+            "low_power_max_tokens": 64, "low_power_auto": false}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let (serve, proxy) = start_serve(dir.path(), &upstream.url);
+    let asked = |n: usize| upstream.stats()["asked"][n].clone();
+
+    // Off: the request goes as the client wrote it.
+    client("ollama-generate-stream", &proxy);
+    assert_eq!(
+        asked(0),
+        serde_json::json!({"path": "/api/generate", "model": "llama3", "num_predict": null,
+                           "max_tokens": null})
+    );
+    let api = serve.url.trim_start_matches("http://").to_string();
+    let out = common::cli(dir.path())
+        .args(["low-power", "on", "--api", &api])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // On: the official client reads the small model's whole answer (the gemma3:1b capture, 22
+    // lines, not llama3's 71); the server was asked for it, at most 64 tokens.
+    let g = client("ollama-generate-stream", &proxy);
+    assert_eq!(
+        (g["chunks"].as_u64(), g["eval_count"].as_u64()),
+        (Some(22), Some(22)),
+        "{g}"
+    );
+    assert_eq!(
+        asked(1),
+        serde_json::json!({"path": "/api/generate", "model": "gemma3:1b", "num_predict": 64,
+                           "max_tokens": null})
+    );
+    // The answer says what was done; a request that opts out is left alone.
+    let chat = |route: Option<&str>| {
+        let mut req = ureq::post(&format!("{proxy}/api/chat"));
+        if let Some(r) = route {
+            req = req.set("X-Wattbar-Route", r);
+        }
+        req.send_json(
+            serde_json::json!({"model": "llama3", "messages": [], "stream": false,
+                                         "options": {"num_predict": 500}}),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+        .header("x-wattbar-routed")
+        .map(str::to_string)
+    };
+    assert_eq!(
+        chat(None).as_deref(),
+        Some("llama3 -> gemma3:1b; num_predict 500 -> 64")
+    );
+    assert_eq!(asked(2)["num_predict"], 64);
+    assert_eq!(chat(Some("off")), None);
+    assert_eq!(asked(3)["model"], "llama3");
+    assert_eq!(asked(3)["num_predict"], 500);
+
+    let r = records(&serve, 4);
+    let mut r: Vec<_> = r.into_iter().collect();
+    r.sort_by_key(|x| x["id"].as_u64());
+    let models: Vec<(&str, Option<&str>)> = r
+        .iter()
+        .map(|x| {
+            (
+                x["model"].as_str().unwrap_or_default(),
+                x["requested_model"].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        models,
+        vec![
+            ("llama3", None),
+            ("gemma3:1b", Some("llama3")),
+            ("gemma3:1b", Some("llama3")),
+            ("llama3", None),
+        ]
+    );
+    assert_energy_is_the_draw_over_the_window(&r[1]);
+    assert_eq!(serve.get("/v1/low-power")["routed"]["requests"], 2);
+}
