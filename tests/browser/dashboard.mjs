@@ -1,8 +1,9 @@
 // Drives the dashboard that `wattbar-cli serve` serves, in Debian's Chromium, and prints what it
 // saw as one JSON object. WATTBAR_URL, WATTBAR_TOKEN and SCREENSHOT come from the Rust test.
 // With WATTBAR_LLM_PROXY (the address of `serve --llm-proxy`, e.g. http://127.0.0.1:11435) it also
-// sends one request through the proxy with tests/llm/clients.mjs while the page is open, and
-// waits for it in the Models panel and the last requests, without a reload.
+// sends one request through the proxy with tests/llm/clients.mjs while the page is open (in
+// low-power mode, routed), and waits for it in the Models panel and the last requests, without a
+// reload.
 import { chromium } from "playwright-core";
 import { execFile } from "node:child_process";
 import { readFile } from "node:fs/promises";
@@ -58,6 +59,19 @@ try {
   await prefs.press("#price_per_kwh", "Tab");
   await prefs.waitForFunction(() => document.getElementById("msg-price_per_kwh").dataset.kind === "ok", null, { timeout: 10000 });
   report.preferences_saved = await prefs.textContent("#msg-price_per_kwh");
+  // Routing: the choice, a routes object and a cap, each saved by the schema or refused.
+  await prefs.selectOption("#low_power_action", "route");
+  await prefs.waitForFunction(() => document.getElementById("msg-low_power_action").dataset.kind === "ok", null, { timeout: 10000 });
+  await prefs.fill("#low_power_routes", '{"llama3": "qwen3:1b"');
+  await prefs.press("#low_power_routes", "Tab");
+  await prefs.waitForFunction(() => document.getElementById("msg-low_power_routes").dataset.kind === "error", null, { timeout: 10000 });
+  report.routes_refused = await prefs.textContent("#msg-low_power_routes");
+  await prefs.fill("#low_power_routes", '{"llama3": "qwen3:1b"}');
+  await prefs.press("#low_power_routes", "Tab");
+  await prefs.waitForFunction(() => document.getElementById("msg-low_power_routes").dataset.kind === "ok", null, { timeout: 10000 });
+  await prefs.fill("#low_power_max_tokens", "64");
+  await prefs.press("#low_power_max_tokens", "Tab");
+  await prefs.waitForFunction(() => document.getElementById("msg-low_power_max_tokens").dataset.kind === "ok", null, { timeout: 10000 });
   await prefs.close();
   // "Save report" downloads the ledger's report of the range shown, drawn by the engine.
   const [download] = await Promise.all([
@@ -89,6 +103,9 @@ try {
     const after = await models();
     report.models_after_request = after.rows;
     report.last_request = (await page.textContent("#requests li")).replace(/\s+/g, " ").trim();
+    report.last_request_routed_from = await page.getAttribute("#requests li [data-field=requested-model]", "data-value");
+    await page.waitForFunction(() => document.getElementById("routing").dataset.requests === "1", null, { timeout: 10000 });
+    report.routing = await page.textContent("#routing");
     report.same_page_after_request = await page.evaluate(() => window.__loadedOnce === true);
   }
   if (screenshot) await page.screenshot({ path: screenshot, fullPage: true });
@@ -110,7 +127,7 @@ if (report.models.length === 0 && !report.models_hint?.includes("OLLAMA_HOST="))
   console.error(`no models and no hint to point a client at the proxy: ${JSON.stringify(report)}`);
   process.exit(1);
 }
-if (llmProxy && (!report.same_page_after_request || !report.models_after_request.includes("llama3"))) {
+if (llmProxy && (!report.same_page_after_request || report.models_after_request.length === 0)) {
   console.error(`the request through the proxy did not appear without a reload: ${JSON.stringify(report)}`);
   process.exit(1);
 }

@@ -199,6 +199,18 @@ function renderLowPower(lp) {
   status.dataset.reason = lp.reason ?? "";
   status.dataset.enabled = String(lp.enabled);
   setText($("recommendation"), lp.recommendation);
+  // What routing did, once it is chosen or has routed anything.
+  const routing = $("routing");
+  const r = lp.routed ?? { requests: 0 };
+  routing.hidden = lp.action !== "route" && r.requests === 0;
+  const j = r.energy_joules;
+  // Below a watt-hour in joules: a few answers would all read 0.00 Wh.
+  const energy = j === null || j === undefined ? ""
+    : `, ${j < 3600 ? `${fmt.figure(j)} J` : fmt.energy(j / 3.6e6)}`;
+  const unmeasured = r.unmeasured > 0 ? ` (${r.unmeasured} not measured)` : "";
+  setText(routing, `${lp.action === "route" ? "Routes to the low-power model while on" : "Advises only"}`
+    + ` · ${r.requests} request${r.requests === 1 ? "" : "s"} routed${energy}${unmeasured}`);
+  routing.dataset.requests = String(r.requests);
 }
 
 function onState(state) {

@@ -94,6 +94,13 @@ function requestItem(r) {
     el("div", { class: "head" },
       el("time", { datetime: start.toISOString() }, start.toLocaleTimeString()), " ",
       el("span", { class: "model" }, r.model), " ",
+      // Low-power mode sent it here: the model the client asked for.
+      r.requested_model
+        ? el("span", { class: "badge routed", "data-field": "requested-model", "data-value": r.requested_model,
+          title: `Low-power mode sent this request for ${r.requested_model} to ${r.model}.` },
+          `routed from ${r.requested_model}`)
+        : null,
+      r.requested_model ? " " : null,
       el("span", { class: "badge status", "data-status": r.status }, STATUS[r.status] ?? r.status),
       r.partial
         ? el("span", { class: "badge partial", "data-field": "covered", "data-value": r.covered,

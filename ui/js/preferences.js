@@ -20,14 +20,23 @@ function valueOf(input) {
   const text = input.value.trim();
   if (kind === "text") return input.id === "currency" ? text.toUpperCase() : text;
   if (kind === "optional-text") return text === "" ? null : text;
-  if (kind === "optional-number" && text === "") return null;
+  if (kind === "choice") return input.value;
+  // Text that is not JSON goes as it is: the schema's message says what it wants.
+  if (kind === "json") {
+    if (text === "") return {};
+    try { return JSON.parse(text); } catch { return text; }
+  }
+  if ((kind === "optional-number" || kind === "optional-integer") && text === "") return null;
   const value = numberOrText(text);
-  return kind === "integer" && !Number.isInteger(value) ? text : value;
+  return (kind === "integer" || kind === "optional-integer") && !Number.isInteger(value) ? text : value;
 }
 
 function show(input, value) {
   if (input.dataset.kind === "bool") input.checked = Boolean(value);
-  else input.value = value === null || value === undefined ? "" : String(value);
+  else if (input.dataset.kind === "json") {
+    const empty = !value || Object.keys(value).length === 0;
+    input.value = empty ? "" : JSON.stringify(value);
+  } else input.value = value === null || value === undefined ? "" : String(value);
 }
 
 function setMessage(key, text, kind) {

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{cli, repo_root, Serve};
+use common::{cli, free_port, repo_root, Serve, Upstream};
 
 #[test]
 fn serving_beyond_loopback_needs_the_explicit_flag() {
@@ -123,10 +123,19 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     // 12.5 W, then 31 W from t = 10 s: the page must show the second value without a reload.
     // Ten seconds leave Chromium time to start on a loaded machine before the step.
+    let upstream = Upstream::start(5);
+    let proxy = format!("127.0.0.1:{}", free_port());
     let serve = Serve::start(
         dir.path(),
         "t,watts\n0,12.5\n10,31\n",
-        &["--interval", "250ms"],
+        &[
+            "--interval",
+            "250ms",
+            "--llm-proxy",
+            &proxy,
+            "--llm-upstream",
+            &upstream.url,
+        ],
     );
     let token = String::from_utf8_lossy(
         &cli(dir.path())
@@ -144,6 +153,7 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
         .env("WATTBAR_URL", &serve.url)
         .env("WATTBAR_TOKEN", &token)
         .env("SCREENSHOT", shots.join("browser-dashboard.png"))
+        .env("WATTBAR_LLM_PROXY", format!("http://{proxy}"))
         .env("TMPDIR", dir.path())
         .current_dir(repo_root())
         .output()
@@ -184,6 +194,27 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
     )
     .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(saved["price_per_kwh"], 0.42);
+    // Routing chosen there: JSON that does not parse refused, then routes and a cap saved; the
+    // request sent next, in low-power mode, shows where it was routed from.
+    assert!(
+        report["routes_refused"]
+            .as_str()
+            .is_some_and(|m| m.contains("is not an object mapping model names")),
+        "{report}"
+    );
+    assert_eq!(saved["low_power_action"], "route");
+    assert_eq!(
+        saved["low_power_routes"],
+        serde_json::json!({"llama3": "qwen3:1b"})
+    );
+    assert_eq!(saved["low_power_max_tokens"], 64);
+    assert_eq!(report["last_request_routed_from"], "llama3", "{report}");
+    assert!(
+        report["routing"]
+            .as_str()
+            .is_some_and(|t| t.contains("1 request routed")),
+        "{report}"
+    );
     let (status, _) = serve.terminate();
     assert!(status.success());
 }
