@@ -23,7 +23,8 @@
 //                      (llama-cpp-python answers with its default model), else {status, error}
 //   too-long           chat with a prompt longer than the 2048-token context -> {status, error}
 //                      (status and message of the client's APIError)
-//   routed             chat as `chat`, with the response's headers -> {content, model, usage, routed}
+//   routed             chat as `chat`, with the response's headers
+//                                                         -> {content, model, usage, routed, request_id}
 //   routed-off         the same with `X-Wattbar-Route: off`       -> same shape
 //   routed-stream      chat's prompt, streamed, with the headers  -> {text, model, routed}
 //                      (`model` is the name the server answered with; `routed` the
@@ -89,6 +90,7 @@ async function routedChat(openai, headers) {
     model: data.model ?? null,
     usage: data.usage ?? null,
     routed: response.headers.get('x-wattbar-routed'),
+    request_id: response.headers.get('x-wattbar-request-id'),
   };
 }
 

@@ -450,3 +450,55 @@ fn in_route_mode_ollamas_client_is_served_by_the_small_model_with_its_tokens_cap
     assert_energy_is_the_draw_over_the_window(&r[1]);
     assert_eq!(serve.get("/v1/low-power")["routed"]["requests"], 2);
 }
+
+#[test]
+fn each_measured_answer_names_its_record_and_the_api_gives_it_whole() {
+    let upstream = Upstream::start(PACE_MS);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (serve, proxy) = start_serve(dir.path(), &upstream.url);
+    let post = |path: &str, body: serde_json::Value| {
+        let answer = ureq::post(&format!("{proxy}{path}"))
+            .send_json(body)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let id = answer
+            .header("x-wattbar-request-id")
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("no X-Wattbar-Request-Id"));
+        // The whole answer, as a client reads it, before asking for the record.
+        let _ = answer.into_string();
+        id
+    };
+    let chat = post(
+        "/api/chat",
+        serde_json::json!({"model": "llama3", "messages": [], "stream": true}),
+    );
+    let generate = post(
+        "/api/generate",
+        serde_json::json!({"model": "llama3", "prompt": "x", "stream": false}),
+    );
+    assert_ne!(chat, generate);
+    // Asked for at once: the record is made at the first sample after the answer ended.
+    for id in [&chat, &generate] {
+        let record = serve.get(&format!("/v1/inference/{id}"));
+        assert_eq!(record["id"].to_string(), *id, "{record}");
+        assert_eq!(record["status"], "ok", "{record}");
+        let listed = serve.records(2);
+        assert!(listed.contains(&record), "{record} not in {listed:?}");
+    }
+    let streamed = serve.get(&format!("/v1/inference/{chat}"));
+    assert_eq!(streamed["route"], "/api/chat");
+    assert_energy_is_the_draw_over_the_window(&streamed);
+    // Routes that generate nothing name no record.
+    let tags = ureq::get(&format!("{proxy}/api/tags"))
+        .call()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(tags.header("x-wattbar-request-id"), None);
+    // An id that is no number, and one never given.
+    let status = |path: &str| match ureq::get(&format!("{}{path}", serve.url)).call() {
+        Ok(r) => r.status(),
+        Err(ureq::Error::Status(code, _)) => code,
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(status("/v1/inference/first"), 400);
+    assert_eq!(status("/v1/inference/999999"), 404);
+}

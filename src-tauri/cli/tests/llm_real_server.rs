@@ -355,6 +355,14 @@ fn low_power_routing_sends_a_real_request_to_the_small_model_and_says_so() {
     assert!(r.iter().all(|x| x["status"] == "ok"), "{r:?}");
     assert_eq!(r[1]["completion_tokens"], on["usage"]["completion_tokens"]);
     assert_energy_is_the_draw_over_the_window(&r[1]);
+    // Each answer named its record, which the API gives whole.
+    for (answer, record) in [(&off, &r[0]), (&on, &r[1]), (&kept, &r[2])] {
+        let id = answer["request_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{answer}"));
+        assert_eq!(id, record["id"].to_string(), "{answer}");
+        assert_eq!(&serve.get(&format!("/v1/inference/{id}")), record);
+    }
     // /v1/low-power counts the two routed requests and the energy they used.
     let routed = &serve.get("/v1/low-power")["routed"];
     assert_eq!(routed["requests"], 2, "{routed}");

@@ -4,7 +4,7 @@
 //! `/v1/history?from=&to=&step=` (or `?range=1h|24h|30d`), `/v1/stream` (Server-Sent Events, one
 //! `state` event per sample), `GET|PUT /v1/low-power`, `POST /v1/session/reset`,
 //! `GET /v1/preferences`, `PUT /v1/preferences/{key}` ([`preferences`]),
-//! `GET|POST /v1/inference`, `GET /v1/models`, `GET /v1/energy?from=&to=` ([`inference`]),
+//! `GET|POST /v1/inference`, `GET /v1/inference/{id}`, `GET /v1/models`, `GET /v1/energy?from=&to=` ([`inference`]),
 //! `GET /v1/report.svg?from=&to=` ([`report`]), and `GET /` the dashboard's files.
 //!
 //! Security rules, each checked before any handler runs:
@@ -104,6 +104,7 @@ pub fn router(
             "/v1/inference",
             get(inference::get_inference).post(inference::post_inference),
         )
+        .route("/v1/inference/{id}", get(inference::get_inference_record))
         .route("/v1/models", get(inference::get_models))
         .route("/v1/energy", get(inference::get_energy))
         .route("/v1/report.svg", get(report::get_report))

@@ -21,6 +21,15 @@ pub struct EngineHandle {
     pub(crate) thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// What [`EngineReader::inference_record`] found.
+#[derive(Debug)]
+pub enum Found {
+    Record(Box<Record>),
+    /// The request has not ended, or its record is not made yet.
+    Pending,
+    None,
+}
+
 /// A cloneable view of a running engine for servers and windows: read the state, send commands.
 #[derive(Clone)]
 pub struct EngineReader {
@@ -136,6 +145,39 @@ impl EngineReader {
             .take(limit)
             .cloned()
             .collect())
+    }
+
+    /// Record `id`: from the records the engine holds, else from the ledger. A request still in
+    /// flight, or ended and not yet settled, is waited for up to `wait`; it is `Pending` after.
+    pub async fn inference_record(&self, id: u64, wait: Duration) -> Result<Found, Error> {
+        let mut state = self.state.clone();
+        let tracker = Arc::clone(&self.tracker);
+        // Each settlement is published: look again at every state until it is in.
+        let settled = tokio::time::timeout(wait, state.wait_for(|_| !tracker.is_unsettled(id)));
+        if settled.await.is_err() {
+            return Ok(Found::Pending);
+        }
+        let kept = self
+            .records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .rev()
+            .find(|r| r.id == id)
+            .cloned();
+        if let Some(r) = kept {
+            return Ok(Found::Record(Box::new(r)));
+        }
+        let Some(ledger) = &self.ledger else {
+            return Ok(Found::None);
+        };
+        let stored = ledger
+            .read(move |store| Ok(store.inference_record(id)?))
+            .await?;
+        Ok(match stored.flatten() {
+            Some(r) => Found::Record(Box::new(r)),
+            None => Found::None,
+        })
     }
 
     /// Asks the engine to record inference a client measured itself.

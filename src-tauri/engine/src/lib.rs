@@ -37,7 +37,7 @@ pub mod view;
 
 pub use command::Command;
 pub use error::Error;
-pub use handle::{EngineHandle, EngineReader};
+pub use handle::{EngineHandle, EngineReader, Found};
 pub use published::{Point, Published, RECENT_WINDOW};
 pub use runner::{spawn, EngineConfig, DEFAULT_BATCH_INTERVAL};
 pub use setup::{build_chain, ChainOptions};

@@ -1,22 +1,55 @@
 //! The inference routes: `GET /v1/inference?limit=&since=` (records, newest first),
+//! `GET /v1/inference/{id}` (one record, the id the proxy's `X-Wattbar-Request-Id` names),
 //! `POST /v1/inference` (a record for work a client measured itself), `GET /v1/models` (figures
 //! per model) and `GET /v1/energy?from=&to=` (the energy of any window).
 
 use super::shared::{error, json_body, unavailable, Shared, MAX_HISTORY_SECONDS};
 use crate::command::External;
+use crate::handle::Found;
 use crate::unix_now;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{Query, State};
-use axum::http::StatusCode;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use std::sync::Arc;
+use std::time::Duration;
 use wattbar_core::inference::{ModelStats, Record};
 
 /// Most records one request returns.
 pub const MAX_RECORDS: usize = 1000;
+/// How long `GET /v1/inference/{id}` waits for a request that has not been settled yet (its
+/// record is made at the first sample after its end).
+pub const SETTLE_WAIT: Duration = Duration::from_secs(5);
+
+pub(super) async fn get_inference_record(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+) -> Response {
+    let Ok(id) = id.parse::<u64>() else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("{id:?} is not a record id (a whole number)"),
+        );
+    };
+    match shared.engine.inference_record(id, SETTLE_WAIT).await {
+        Ok(Found::Record(r)) => Json(*r).into_response(),
+        Ok(Found::Pending) => {
+            let mut response = error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("request {id} has not ended yet"),
+            );
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            response
+        }
+        Ok(Found::None) => error(StatusCode::NOT_FOUND, format!("no inference record {id}")),
+        Err(e) => unavailable(&e),
+    }
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

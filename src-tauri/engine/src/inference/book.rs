@@ -80,7 +80,8 @@ pub struct Book {
     baseline: Option<Baseline>,
     baseline_changed: bool,
     baseline_taken: Option<f64>,
-    next_id: u64,
+    /// The first record id the ledger has not given.
+    first_free_id: u64,
     ceiling: f64,
     view: Arc<InferenceView>,
 }
@@ -91,7 +92,7 @@ fn secs(s: Stamp) -> f64 {
 
 impl Book {
     pub fn new(restored: Restored, ceiling: f64) -> Book {
-        let next_id = restored
+        let first_free_id = restored
             .records
             .iter()
             .map(|r| r.id + 1)
@@ -109,7 +110,7 @@ impl Book {
             routed: restored.routed,
             baseline_changed: false,
             baseline_taken: None,
-            next_id,
+            first_free_id,
             ceiling,
             view: Arc::default(),
         };
@@ -123,6 +124,12 @@ impl Book {
 
     pub fn records(&self) -> Records {
         Arc::clone(&self.records)
+    }
+
+    /// The first record id the ledger had not given when the book was opened: the tracker gives
+    /// ids from there.
+    pub fn first_free_id(&self) -> u64 {
+        self.first_free_id
     }
 
     pub fn view(&self) -> Arc<InferenceView> {
@@ -297,8 +304,7 @@ impl Book {
                 baseline_spread_watts: self.baseline.as_ref().and_then(|b| b.spread_watts),
                 ceiling: self.ceiling,
             };
-            let record = Record::build(self.next_id, observed);
-            self.next_id += 1;
+            let record = Record::build(f.record_id, observed);
             self.remember(record.clone());
             made.push(record);
         }
@@ -306,10 +312,11 @@ impl Book {
         made
     }
 
-    /// A record for work a client measured itself; `now` is the engine's last sample.
-    pub fn external(&mut self, e: External, now: Stamp, open: &[Open]) -> Option<Record> {
+    /// Record `id` for work a client measured itself; `now` is the engine's last sample.
+    pub fn external(&mut self, e: External, id: u64, now: Stamp, open: &[Open]) -> Option<Record> {
         let to_elapsed = |unix: f64| secs(now) - (now.unix_seconds - unix);
         let finished = Finished {
+            record_id: id,
             route: Route::External,
             model: Some(e.model),
             requested_model: None,

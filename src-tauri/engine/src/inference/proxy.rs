@@ -28,6 +28,8 @@
 //!   ([`routing`](wattbar_core::inference::routing)); the answer says so in `X-Wattbar-Routed`,
 //!   and the record keeps the model asked for. A request with `X-Wattbar-Route: off` is never
 //!   changed. An upstream that lacks the model answers with its own error, passed on unchanged.
+//! - Every measured answer names its record in `X-Wattbar-Request-Id` (given when the request
+//!   starts), for `GET /v1/inference/{id}`.
 
 mod metered;
 mod upstream;
@@ -63,6 +65,8 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:11435";
 pub const ROUTE_HEADER: &str = "x-wattbar-route";
 /// The response header that says a request was routed or capped.
 pub const ROUTED_HEADER: &str = "x-wattbar-routed";
+/// The response header naming a measured request's record (`GET /v1/inference/{id}`).
+pub const REQUEST_ID_HEADER: &str = "x-wattbar-request-id";
 
 pub type ProxyBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
 
@@ -239,6 +243,7 @@ impl Proxy {
                     self.upstream,
                     error_chain(&e)
                 );
+                let id = inflight.as_ref().map(|i| i.record_id());
                 if let Some(inflight) = inflight {
                     inflight.finish(
                         Status::Error,
@@ -248,7 +253,13 @@ impl Proxy {
                         },
                     );
                 }
-                return json_error(StatusCode::BAD_GATEWAY, message);
+                let mut response = json_error(StatusCode::BAD_GATEWAY, message);
+                if let Some(id) = id {
+                    response
+                        .headers_mut()
+                        .insert(REQUEST_ID_HEADER, HeaderValue::from(id));
+                }
+                return response;
             }
         };
         let (mut parts, body) = upstream.into_parts();
@@ -257,6 +268,11 @@ impl Proxy {
             if let Ok(v) = HeaderValue::from_bytes(w.header().as_bytes()) {
                 parts.headers.insert(ROUTED_HEADER, v);
             }
+        }
+        if let Some(i) = &inflight {
+            parts
+                .headers
+                .insert(REQUEST_ID_HEADER, HeaderValue::from(i.record_id()));
         }
         let body = match (route, inflight) {
             (Some(route), Some(inflight)) => {

@@ -6,9 +6,13 @@
 //! once at each start and end and samples fast while any request runs. The number in flight is
 //! the open set's size, read and announced under its lock: announcements from two threads cannot
 //! cross, so no request is ever left "in flight" after it ended.
+//!
+//! Record ids are given here, one sequence for proxied requests and records posted by clients: a
+//! request gets its id when it starts, so that its answer can name the record it will become.
 
 use crate::time::clock::Clock;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 use wattbar_core::inference::{is_remote_model, Route, ServerFigures, Status};
@@ -17,6 +21,8 @@ use wattbar_core::Stamp;
 /// A request that has ended, waiting for the engine.
 #[derive(Debug, Clone)]
 pub struct Finished {
+    /// The id of the record it becomes.
+    pub record_id: u64,
     pub route: Route,
     /// The model the request asked for, else the one the response named.
     pub model: Option<String>,
@@ -46,12 +52,16 @@ pub struct Open {
 struct State {
     next: u64,
     open: BTreeMap<u64, Open>,
+    /// The record ids of the requests in flight.
+    open_records: BTreeSet<u64>,
     finished: Vec<Finished>,
 }
 
 pub struct Tracker {
     clock: Arc<dyn Clock>,
     state: Mutex<State>,
+    /// The id the next record gets.
+    next_record: AtomicU64,
     inflight: watch::Sender<usize>,
     /// The engine's inbox, woken at every start and end so that it samples at once.
     engine: Mutex<Option<Arc<crate::time::inbox::Inbox>>>,
@@ -62,9 +72,27 @@ impl Tracker {
         Arc::new(Tracker {
             clock,
             state: Mutex::new(State::default()),
+            next_record: AtomicU64::new(1),
             inflight: watch::Sender::new(0),
             engine: Mutex::new(None),
         })
+    }
+
+    /// Gives record ids from `first` on (the first id the ledger has not given), unless ids
+    /// beyond it were given already.
+    pub fn number_records_from(&self, first: u64) {
+        self.next_record.fetch_max(first, Ordering::SeqCst);
+    }
+
+    /// A new record id, never given before.
+    pub fn take_record_id(&self) -> u64 {
+        self.next_record.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// Whether `id` was given to a request not yet settled: in flight, or waiting for a sample.
+    pub fn is_unsettled(&self, id: u64) -> bool {
+        let s = self.lock();
+        s.open_records.contains(&id) || s.finished.iter().any(|f| f.record_id == id)
     }
 
     /// Wakes `inbox` whenever a request starts or ends.
@@ -101,9 +129,11 @@ impl Tracker {
     pub fn begin(self: &Arc<Self>, route: Route, model: Option<String>) -> InFlight {
         let start = self.now();
         let remote = model.as_deref().is_some_and(is_remote_model);
+        let record_id = self.take_record_id();
         let mut s = self.lock();
         s.next += 1;
         let id = s.next;
+        s.open_records.insert(record_id);
         s.open.insert(
             id,
             Open {
@@ -119,6 +149,7 @@ impl Tracker {
         InFlight {
             tracker: Arc::clone(self),
             id,
+            record_id,
             route,
             model,
             requested_model: None,
@@ -170,6 +201,7 @@ impl Tracker {
     fn end(&self, id: u64, finished: Finished) {
         let mut s = self.lock();
         s.open.remove(&id);
+        s.open_records.remove(&finished.record_id);
         s.finished.push(finished);
         self.announce(s.open.len());
         drop(s);
@@ -182,6 +214,7 @@ impl Tracker {
 pub struct InFlight {
     tracker: Arc<Tracker>,
     id: u64,
+    record_id: u64,
     route: Route,
     model: Option<String>,
     requested_model: Option<String>,
@@ -195,6 +228,11 @@ impl InFlight {
     pub fn routed_from(mut self, requested: String) -> Self {
         self.requested_model = Some(requested);
         self
+    }
+
+    /// The id of the record this request becomes.
+    pub fn record_id(&self) -> u64 {
+        self.record_id
     }
 
     /// The first generated token passed now (the end of prefill).
@@ -234,6 +272,7 @@ impl InFlight {
         self.tracker.end(
             self.id,
             Finished {
+                record_id: self.record_id,
                 route: self.route,
                 model,
                 requested_model: self.requested_model.clone(),
@@ -281,6 +320,32 @@ mod tests {
             done[0].end.monotonic - done[0].start.monotonic,
             Duration::from_secs(2)
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_knows_its_record_id_from_its_start_and_ids_go_on_from_the_ledger() {
+        let clock = Arc::new(ManualClock::new(1_800_000_000.0));
+        let tracker = Tracker::new(clock.clone());
+        // The ledger has given ids up to 41.
+        tracker.number_records_from(42);
+        let a = tracker.begin(Route::OllamaChat, Some("llama3".into()));
+        let posted = tracker.take_record_id();
+        let b = tracker.begin(Route::OpenAiChat, Some("llama3".into()));
+        assert_eq!((a.record_id(), posted, b.record_id()), (42, 43, 44));
+        // A ledger opened later never takes the numbering back.
+        tracker.number_records_from(10);
+        assert_eq!(tracker.take_record_id(), 45);
+        assert!(tracker.is_unsettled(42));
+        a.finish(Status::Ok, ServerFigures::default());
+        assert!(tracker.is_unsettled(42), "ended, not yet settled");
+        let done = tracker.take_finished(clock.elapsed());
+        assert_eq!(
+            done.iter().map(|f| f.record_id).collect::<Vec<_>>(),
+            vec![42]
+        );
+        assert!(!tracker.is_unsettled(42));
+        assert!(tracker.is_unsettled(44));
+        drop(b);
     }
 
     #[tokio::test(start_paused = true)]

@@ -135,7 +135,7 @@ impl Engine {
         let last = self.last_stamp.unwrap_or_else(|| self.stamp());
         let record = self
             .book
-            .external(e, last, &self.tracker.open())
+            .external(e, self.tracker.take_record_id(), last, &self.tracker.open())
             .ok_or_else(|| Error::Refused("the record could not be made".into()))?;
         self.recorder
             .record_inference(std::slice::from_ref(&record));

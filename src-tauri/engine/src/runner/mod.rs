@@ -233,6 +233,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         config.prefs.score_ceiling,
     );
     let tracker = Tracker::new(clock.clone());
+    tracker.number_records_from(book.first_free_id());
     let low_power = LowPower::new(
         config.prefs.low_power.clone(),
         recorder.restored_low_power(),

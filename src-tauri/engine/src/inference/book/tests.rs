@@ -30,8 +30,11 @@ fn book_at(watts: f64, seconds: usize) -> Book {
     book
 }
 
+/// A request that ran `start` → `end`, with an id of its own.
 fn finished(model: &str, start: f64, end: f64) -> Finished {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     Finished {
+        record_id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         route: Route::OllamaGenerate,
         model: Some(model.into()),
         requested_model: None,

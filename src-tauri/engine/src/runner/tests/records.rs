@@ -91,6 +91,7 @@ async fn records_older_than_kept_are_pruned_yet_their_model_and_ids_stay() {
                         model: model.into(),
                         ..external(&clock, 5.0, 100)
                     },
+                    id,
                     wattbar_core::Stamp::new(Duration::ZERO, now),
                     &[],
                 )
