@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 // The proxy's added latency: the same 500-chunk NDJSON stream (`bench-500`), requested
-// directly from the upstream and through the proxy, one request at a time, alternating.
-// Prints time to first byte and total time (p50, p99) for both, and the difference.
+// directly from the upstream, through the proxy, and through the proxy with the energy receipt
+// asked for (`X-Wattbar-Receipt: 1`: the last line waits for the record), one request at a
+// time, in turn. Prints time to first byte and total time (p50, p99) for each, and the
+// differences: the proxy's against direct, the receipt's against the proxy without it.
 //
 // Usage: node tests/llm/bench.mjs <upstream url> <proxy url> [requests=200]
 //
@@ -55,21 +57,24 @@ if (!upstream || !proxy) {
 const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
 const body = JSON.stringify({ model: 'bench-500', prompt: 'x', stream: true });
 
-function once(base) {
+function once(base, receipt = false) {
   return new Promise((resolve, reject) => {
     const t0 = process.hrtime.bigint();
     let first = null;
     let lines = 0;
-    const req = http.request(`${base}/api/generate`, {
-      method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-    }, (res) => {
+    let tail = '';
+    const headers = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) };
+    if (receipt) headers['x-wattbar-receipt'] = '1';
+    const req = http.request(`${base}/api/generate`, { method: 'POST', agent, headers }, (res) => {
       res.on('data', (chunk) => {
         if (first === null) first = process.hrtime.bigint();
         for (const b of chunk) if (b === 10) lines++;
+        tail = (tail + chunk.toString('utf8')).slice(-2048);
       });
       res.on('end', () => {
         const end = process.hrtime.bigint();
-        resolve({ ttfb: Number(first - t0) / 1e6, total: Number(end - t0) / 1e6, lines, firstBeforeEnd: first < end });
+        const receipted = tail.includes('"wattbar":{"id":');
+        resolve({ ttfb: Number(first - t0) / 1e6, total: Number(end - t0) / 1e6, lines, firstBeforeEnd: first < end, receipted });
       });
     });
     req.on('error', reject);
@@ -82,23 +87,27 @@ const pct = (xs, p) => {
   return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)];
 };
 
-const runs = { direct: [], proxy: [] };
-for (let i = 0; i < 10; i++) { await once(upstream); await once(proxy); } // warm-up
+const runs = { direct: [], proxy: [], receipt: [] };
+for (let i = 0; i < 10; i++) { await once(upstream); await once(proxy); await once(proxy, true); } // warm-up
 for (let i = 0; i < Number(n); i++) {
   runs.direct.push(await once(upstream));
   runs.proxy.push(await once(proxy));
+  runs.receipt.push(await once(proxy, true));
 }
-for (const r of runs.proxy) {
+for (const r of [...runs.proxy, ...runs.receipt]) {
   if (r.lines !== 500) throw new Error(`a proxied stream had ${r.lines} lines, not 500`);
 }
-const row = (name, key) => {
-  const d = runs.direct.map((r) => r[key]);
-  const p = runs.proxy.map((r) => r[key]);
-  return `${name.padEnd(22)} direct p50 ${pct(d, 50).toFixed(3)} ms p99 ${pct(d, 99).toFixed(3)} ms | proxy p50 ${pct(p, 50).toFixed(3)} ms p99 ${pct(p, 99).toFixed(3)} ms | added p50 ${(pct(p, 50) - pct(d, 50)).toFixed(3)} ms p99 ${(pct(p, 99) - pct(d, 99)).toFixed(3)} ms`;
+if (runs.receipt.some((r) => !r.receipted)) throw new Error('an answer asked for its receipt came without it');
+if (runs.proxy.some((r) => r.receipted)) throw new Error('an answer not asked for its receipt had one');
+const row = (name, key, a = 'direct', b = 'proxy') => {
+  const d = runs[a].map((r) => r[key]);
+  const p = runs[b].map((r) => r[key]);
+  return `${name.padEnd(22)} ${a} p50 ${pct(d, 50).toFixed(3)} ms p99 ${pct(d, 99).toFixed(3)} ms | ${b} p50 ${pct(p, 50).toFixed(3)} ms p99 ${pct(p, 99).toFixed(3)} ms | added p50 ${(pct(p, 50) - pct(d, 50)).toFixed(3)} ms p99 ${(pct(p, 99) - pct(d, 99)).toFixed(3)} ms`;
 };
 console.log(`${n} requests each, 500-chunk stream`);
 console.log(row('time to first byte', 'ttfb'));
 console.log(row('total', 'total'));
+console.log(row('total, with receipt', 'total', 'proxy', 'receipt'));
 const streamed = runs.proxy.filter((r) => r.firstBeforeEnd).length;
 console.log(`first byte before the last through the proxy: ${streamed}/${runs.proxy.length} requests`);
 agent.destroy();

@@ -20,6 +20,8 @@
 //   ollama-down             generate (not streamed), expected to fail -> {status, error}
 //                           (status: the HTTP status the client's error carries, or null)
 // `chunks` counts every streamed object the client yielded, the final done:true / usage one included.
+// With WATTBAR_RECEIPT=1 every request carries `X-Wattbar-Receipt: 1`; `wattbar` is then the
+// receipt the client found in the answer (Ollama's final object, OpenAI's whole JSON body), else null.
 
 import { Ollama } from 'ollama';
 import OpenAI from 'openai';
@@ -52,6 +54,7 @@ async function ollamaStream(stream, textOf) {
     eval_count: last?.eval_count ?? null,
     prompt_eval_count: last?.prompt_eval_count ?? null,
     eval_duration: last?.eval_duration ?? null,
+    wattbar: last?.wattbar ?? null,
   };
 }
 
@@ -83,6 +86,7 @@ const scenarios = {
       content: res.message.content,
       eval_count: res.eval_count,
       prompt_eval_count: res.prompt_eval_count,
+      wattbar: res.wattbar ?? null,
     };
   },
 
@@ -112,7 +116,11 @@ const scenarios = {
       model: 'openai/gpt-oss-20b',
       messages: OPENAI_MESSAGES,
     });
-    return { content: res.choices[0]?.message?.content ?? null, usage: res.usage ?? null };
+    return {
+      content: res.choices[0]?.message?.content ?? null,
+      usage: res.usage ?? null,
+      wattbar: res.wattbar ?? null,
+    };
   },
 
   async 'ollama-error-after-200'(ollama) {
@@ -169,9 +177,11 @@ if (!scenarios[scenario] || !base) {
 }
 
 const host = base.replace(/\/+$/, '');
-const ollama = new Ollama({ host });
+// WATTBAR_RECEIPT=1: every request asks the proxy for the energy receipt.
+const headers = process.env.WATTBAR_RECEIPT === '1' ? { 'X-Wattbar-Receipt': '1' } : {};
+const ollama = new Ollama({ host, headers });
 // No retries: a retried request would hide what the proxy did and skew the upstream's counts.
-const openai = new OpenAI({ baseURL: host + '/v1', apiKey: 'unused', maxRetries: 0 });
+const openai = new OpenAI({ baseURL: host + '/v1', apiKey: 'unused', maxRetries: 0, defaultHeaders: headers });
 
 const timeoutMs = Number(process.env.CLIENTS_TIMEOUT_MS ?? 60000);
 setTimeout(() => {

@@ -24,7 +24,8 @@
 //   too-long           chat with a prompt longer than the 2048-token context -> {status, error}
 //                      (status and message of the client's APIError)
 //   routed             chat as `chat`, with the response's headers
-//                                                         -> {content, model, usage, routed, request_id}
+//                                                         -> {content, model, usage, routed, request_id, wattbar}
+//                      (`wattbar`: the energy receipt, with WATTBAR_RECEIPT=1, else null)
 //   routed-off         the same with `X-Wattbar-Route: off`       -> same shape
 //   routed-stream      chat's prompt, streamed, with the headers  -> {text, model, routed}
 //                      (`model` is the name the server answered with; `routed` the
@@ -91,6 +92,7 @@ async function routedChat(openai, headers) {
     usage: data.usage ?? null,
     routed: response.headers.get('x-wattbar-routed'),
     request_id: response.headers.get('x-wattbar-request-id'),
+    wattbar: data.wattbar ?? null,
   };
 }
 
@@ -240,7 +242,9 @@ if (!scenarios[scenario] || !base) {
 }
 
 // No retries: a retried request would hide what the proxy did and skew its counts.
-const openai = new OpenAI({ baseURL: base.replace(/\/+$/, '') + '/v1', apiKey: 'none', maxRetries: 0 });
+// WATTBAR_RECEIPT=1: every request asks the proxy for the energy receipt.
+const defaultHeaders = process.env.WATTBAR_RECEIPT === '1' ? { 'X-Wattbar-Receipt': '1' } : {};
+const openai = new OpenAI({ baseURL: base.replace(/\/+$/, '') + '/v1', apiKey: 'none', maxRetries: 0, defaultHeaders });
 
 const timeoutMs = Number(process.env.REAL_TIMEOUT_MS ?? 60000);
 setTimeout(() => {

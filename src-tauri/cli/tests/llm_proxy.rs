@@ -5,7 +5,7 @@
 //! figure each record is checked against.
 
 mod common;
-use common::{free_port, node_json, serve_with_proxy, Serve, Upstream};
+use common::{free_port, node_json, node_json_with, serve_with_proxy, Serve, Upstream};
 
 use std::time::{Duration, Instant};
 
@@ -501,4 +501,115 @@ fn each_measured_answer_names_its_record_and_the_api_gives_it_whole() {
     };
     assert_eq!(status("/v1/inference/first"), 400);
     assert_eq!(status("/v1/inference/999999"), 404);
+}
+
+/// The receipt's figures, as the record has them.
+const RECEIPT_FIELDS: [&str; 8] = [
+    "id",
+    "energy_joules",
+    "net_energy_joules",
+    "energy_bound_joules",
+    "net_energy_bound_joules",
+    "joules_per_token",
+    "covered",
+    "quality",
+];
+
+fn assert_receipt_is_the_record(serve: &Serve, receipt: &serde_json::Value) {
+    let id = receipt["id"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no receipt: {receipt}"));
+    let record = serve.get(&format!("/v1/inference/{id}"));
+    for field in RECEIPT_FIELDS {
+        // A JavaScript client reads 1.0 back as 1: the same number.
+        let same = match (receipt[field].as_f64(), record[field].as_f64()) {
+            (Some(a), Some(b)) => a == b,
+            _ => receipt[field] == record[field],
+        };
+        assert!(same, "{field}: {receipt} vs {record}");
+    }
+    assert!(receipt["energy_joules"].is_number(), "{receipt}");
+    assert_eq!(receipt["quality"], "measured");
+}
+
+/// A raw POST through `base`: the status, the headers asked for and the body's bytes.
+fn raw_post(base: &str, path: &str, body: &str, receipt: bool) -> (Option<String>, Vec<u8>) {
+    let mut req = ureq::post(&format!("{base}{path}")).set("Content-Type", "application/json");
+    if receipt {
+        req = req.set("X-Wattbar-Receipt", "1");
+    }
+    let answer = req.send_string(body).unwrap_or_else(|e| panic!("{e}"));
+    let id = answer.header("x-wattbar-request-id").map(str::to_string);
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut answer.into_reader(), &mut bytes)
+        .unwrap_or_else(|e| panic!("{e}"));
+    (id, bytes)
+}
+
+#[test]
+fn a_client_that_asks_gets_the_energy_receipt_in_its_answer_equal_to_the_record() {
+    let upstream = Upstream::start(PACE_MS);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (serve, proxy) = start_serve(dir.path(), &upstream.url);
+    let with_receipt = |scenario: &str| {
+        node_json_with(
+            "clients.mjs",
+            &[scenario, &proxy],
+            &[("WATTBAR_RECEIPT", "1")],
+        )
+    };
+
+    // Ollama's client, streamed and not, and OpenAI's not streamed: the receipt is a field of
+    // the object the client returns, and the client's own fields are all there.
+    let stream = with_receipt("ollama-generate-stream");
+    assert_eq!(
+        (stream["chunks"].as_u64(), stream["eval_count"].as_u64()),
+        (Some(71), Some(71))
+    );
+    assert_receipt_is_the_record(&serve, &stream["wattbar"]);
+    let chat = with_receipt("ollama-chat");
+    assert!(
+        chat["content"].is_string() && chat["eval_count"].is_number(),
+        "{chat}"
+    );
+    assert_receipt_is_the_record(&serve, &chat["wattbar"]);
+    let openai = with_receipt("openai-chat");
+    assert!(openai["usage"]["completion_tokens"].is_number(), "{openai}");
+    assert_receipt_is_the_record(&serve, &openai["wattbar"]);
+
+    // OpenAI's client, streamed: it reads every event it read without the receipt (it skips
+    // SSE comments); the bytes hold the receipt as a comment just before [DONE].
+    let plain = client("openai-chat-stream", &proxy);
+    assert_eq!(with_receipt("openai-chat-stream"), plain);
+    let body = r#"{"model": "openai/gpt-oss-20b", "messages": [], "stream": true}"#;
+    let (id, bytes) = raw_post(&proxy, "/v1/chat/completions", body, true);
+    let text = String::from_utf8(bytes).unwrap_or_default();
+    let (before, _) = text
+        .split_once("data: [DONE]")
+        .unwrap_or_else(|| panic!("no [DONE]: {text}"));
+    let comment = before
+        .trim_end()
+        .rsplit('\n')
+        .next()
+        .and_then(|l| l.strip_prefix(": wattbar "))
+        .unwrap_or_else(|| panic!("no receipt before [DONE]: {text}"));
+    let receipt: serde_json::Value =
+        serde_json::from_str(comment).unwrap_or_else(|e| panic!("{e}: {comment}"));
+    assert_eq!(Some(receipt["id"].to_string()), id);
+    assert_receipt_is_the_record(&serve, &receipt);
+
+    // Not asked for: the bytes are the server's, exactly, streamed or not.
+    for (path, body) in [
+        (
+            "/api/chat",
+            r#"{"model": "gemma3:1b", "messages": [], "stream": false}"#,
+        ),
+        ("/api/generate", r#"{"model": "llama3", "prompt": "x"}"#),
+    ] {
+        let (_, through) = raw_post(&proxy, path, body, false);
+        let (_, direct) = raw_post(&upstream.url, path, body, false);
+        assert_eq!(through, direct, "{path}");
+        let (_, asked) = raw_post(&proxy, path, body, true);
+        assert_ne!(asked, direct, "{path}: no receipt");
+    }
 }

@@ -363,6 +363,33 @@ fn low_power_routing_sends_a_real_request_to_the_small_model_and_says_so() {
         assert_eq!(id, record["id"].to_string(), "{answer}");
         assert_eq!(&serve.get(&format!("/v1/inference/{id}")), record);
     }
+    // A client that asks gets the record's figures in the answer itself.
+    let with = common::node_json_with(
+        "real.mjs",
+        &["routed", &proxy, "small"],
+        &[("WATTBAR_RECEIPT", "1")],
+    );
+    let receipt = &with["wattbar"];
+    assert_eq!(
+        receipt["id"].to_string(),
+        with["request_id"].as_str().unwrap_or_default()
+    );
+    let record = serve.get(&format!("/v1/inference/{}", receipt["id"]));
+    for field in [
+        "energy_joules",
+        "net_energy_joules",
+        "energy_bound_joules",
+        "joules_per_token",
+    ] {
+        let (a, b) = (receipt[field].as_f64(), record[field].as_f64());
+        assert_eq!(a, b, "{field}: {receipt} vs {record}");
+    }
+    assert!(
+        receipt["energy_joules"].as_f64().is_some_and(|j| j > 0.0),
+        "{receipt}"
+    );
+    assert_eq!(receipt["quality"], record["quality"]);
+    assert_eq!(receipt["covered"].as_f64(), record["covered"].as_f64());
     // /v1/low-power counts the two routed requests and the energy they used.
     let routed = &serve.get("/v1/low-power")["routed"];
     assert_eq!(routed["requests"], 2, "{routed}");

@@ -61,9 +61,15 @@ pub fn repo_root() -> PathBuf {
 /// Runs `node tests/llm/SCRIPT ARGS` (a driver of the official client libraries), asserts it
 /// succeeded, and gives the one line of JSON it printed.
 pub fn node_json(script: &str, args: &[&str]) -> serde_json::Value {
+    node_json_with(script, args, &[])
+}
+
+/// [`node_json`] with these environment variables set.
+pub fn node_json_with(script: &str, args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
     let out = Command::new("node")
         .arg(repo_root().join("tests/llm").join(script))
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .unwrap_or_else(|e| panic!("node: {e}"));
     assert!(

@@ -14,6 +14,7 @@
 
 pub mod attribution;
 pub mod bound;
+pub mod receipt;
 pub mod record;
 pub mod response;
 pub mod route;

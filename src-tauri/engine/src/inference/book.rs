@@ -337,6 +337,7 @@ impl Book {
                 finished: true,
                 ..ServerFigures::default()
             },
+            urgent: false,
         };
         let window = Window {
             start: to_elapsed(e.start),

@@ -29,7 +29,10 @@
 //!   and the record keeps the model asked for. A request with `X-Wattbar-Route: off` is never
 //!   changed. An upstream that lacks the model answers with its own error, passed on unchanged.
 //! - Every measured answer names its record in `X-Wattbar-Request-Id` (given when the request
-//!   starts), for `GET /v1/inference/{id}`.
+//!   starts), for `GET /v1/inference/{id}`. With `X-Wattbar-Receipt: 1` the answer carries the
+//!   record's figures too ([`receipt`](wattbar_core::inference::receipt)): the record is made at
+//!   the end of the answer, before that end goes on; a whole JSON answer is read first, so that
+//!   its `Content-Length` counts the receipt. Without the header the bytes are unchanged.
 
 mod metered;
 mod upstream;
@@ -67,6 +70,8 @@ pub const ROUTE_HEADER: &str = "x-wattbar-route";
 pub const ROUTED_HEADER: &str = "x-wattbar-routed";
 /// The response header naming a measured request's record (`GET /v1/inference/{id}`).
 pub const REQUEST_ID_HEADER: &str = "x-wattbar-request-id";
+/// The request header asking for the energy receipt in the answer (`1`).
+pub const RECEIPT_HEADER: &str = "x-wattbar-receipt";
 
 pub type ProxyBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
 
@@ -76,6 +81,8 @@ struct Proxy {
     tracker: Arc<Tracker>,
     /// The engine's published state: whether low-power mode is on, and its settings.
     state: watch::Receiver<Arc<Published>>,
+    /// The engine, for the records that receipts copy.
+    engine: crate::EngineReader,
     hosts: HostGuard,
 }
 
@@ -105,6 +112,7 @@ pub async fn serve(
         client,
         tracker: engine.tracker(),
         state: engine.subscribe(),
+        engine,
         hosts,
     });
     let service = hyper::service::service_fn(move |req| {
@@ -191,6 +199,12 @@ impl Proxy {
             .to_string();
         let routing = self.routing(&parts.headers);
         parts.headers.remove(ROUTE_HEADER);
+        let wants_receipt = parts
+            .headers
+            .get(RECEIPT_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| matches!(v.trim(), "1" | "true"));
+        parts.headers.remove(RECEIPT_HEADER);
         let (body, model, strip_usage, routed) = match route {
             Some(route) => match peek(body, route, routing.as_ref()).await {
                 Ok(peeked) => {
@@ -281,10 +295,16 @@ impl Proxy {
                     .get(header::CONTENT_TYPE)
                     .and_then(|v| v.to_str().ok())
                     .map_or(Framing::Json, Framing::of_content_type);
+                if wants_receipt && framing == Framing::Json && parts.status.is_success() {
+                    return self.whole_with_receipt(parts, body, route, inflight).await;
+                }
                 let filter = (strip_usage && framing == Framing::Sse).then(|| {
                     parts.headers.remove(header::CONTENT_LENGTH);
                     UsageChunkFilter::default()
                 });
+                if wants_receipt {
+                    parts.headers.remove(header::CONTENT_LENGTH);
+                }
                 Metered {
                     inner: body,
                     meter: Some(ResponseMeter::new(route, framing)),
@@ -293,6 +313,9 @@ impl Proxy {
                     filter,
                     tail: None,
                     done: false,
+                    receipt: wants_receipt.then(|| self.engine.clone()),
+                    framing,
+                    held: None,
                 }
                 .boxed_unsync()
             }
@@ -303,6 +326,42 @@ impl Proxy {
 }
 
 impl Proxy {
+    /// A whole JSON answer read to its end, its record made, and the answer sent with the
+    /// receipt as its last field and the length that includes it.
+    async fn whole_with_receipt(
+        &self,
+        mut parts: hyper::http::response::Parts,
+        body: Incoming,
+        route: Route,
+        mut inflight: super::tracker::InFlight,
+    ) -> Response<ProxyBody> {
+        let id = inflight.record_id();
+        inflight.expedite();
+        let mut meter = ResponseMeter::new(route, Framing::Json);
+        let bytes = match body.collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(e) => {
+                let message = format!(
+                    "wattbar proxy: the model server broke off the answer: {}",
+                    error_chain(&e)
+                );
+                let (status, figures) =
+                    metered::verdict(meter, parts.status, Some(message.clone()));
+                inflight.finish(status, figures);
+                return json_error(StatusCode::BAD_GATEWAY, message);
+            }
+        };
+        meter.feed(&bytes);
+        let (status, figures) = metered::verdict(meter, parts.status, None);
+        inflight.finish(status, figures);
+        let receipt = metered::receipt(self.engine.clone(), id).await;
+        let out = receipt.into_object(&bytes).map_or(bytes, Bytes::from);
+        parts
+            .headers
+            .insert(header::CONTENT_LENGTH, HeaderValue::from(out.len()));
+        Response::from_parts(parts, full(out))
+    }
+
     /// The low-power settings to route this request by; `None` when it goes as it came.
     fn routing(&self, headers: &HeaderMap) -> Option<PolicyConfig> {
         let opted_out = headers

@@ -36,6 +36,8 @@ pub struct Finished {
     pub first_token: Option<Stamp>,
     pub end: Stamp,
     pub figures: ServerFigures,
+    /// Its client waits for the record (a receipt): the engine samples at once, not at its pace.
+    pub urgent: bool,
 }
 
 /// A request the engine must share intervals with: in flight, or ended but not yet settled.
@@ -156,6 +158,7 @@ impl Tracker {
             remote,
             first_token: None,
             ended: false,
+            urgent: false,
         }
     }
 
@@ -172,6 +175,11 @@ impl Tracker {
     /// Requests that ended and wait for the engine's next sample.
     pub fn unsettled(&self) -> bool {
         !self.lock().finished.is_empty()
+    }
+
+    /// A request that ended waits for its record with its client waiting too.
+    pub fn urgent(&self) -> bool {
+        self.lock().finished.iter().any(|f| f.urgent)
     }
 
     /// The requests still in flight, and those ended but not yet taken by [`Tracker::take_finished`].
@@ -221,6 +229,7 @@ pub struct InFlight {
     remote: bool,
     first_token: Option<Stamp>,
     ended: bool,
+    urgent: bool,
 }
 
 impl InFlight {
@@ -233,6 +242,11 @@ impl InFlight {
     /// The id of the record this request becomes.
     pub fn record_id(&self) -> u64 {
         self.record_id
+    }
+
+    /// Its client will wait for the record: it is made at a sample taken when the request ends.
+    pub fn expedite(&mut self) {
+        self.urgent = true;
     }
 
     /// The first generated token passed now (the end of prefill).
@@ -283,6 +297,7 @@ impl InFlight {
                 first_token: self.first_token,
                 end,
                 figures,
+                urgent: self.urgent,
             },
         );
     }

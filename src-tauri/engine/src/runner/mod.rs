@@ -145,12 +145,13 @@ impl Engine {
             Work::Sample => self.sample(),
             Work::Wake => {
                 // At most one sample per fast period, however many requests start and end: a
-                // flood of short requests must not become a flood of samples.
+                // flood of short requests must not become a flood of samples. A request whose
+                // client waits for its receipt is settled at once: that client pays the sample.
                 let since = self
                     .last_stamp
                     .map(|l| self.clock.elapsed().saturating_sub(l.monotonic));
                 let fast = self.fast_period();
-                if since.is_none_or(|s| s >= fast) {
+                if since.is_none_or(|s| s >= fast) || self.tracker.urgent() {
                     self.sample();
                 }
             }

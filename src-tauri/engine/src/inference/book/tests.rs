@@ -49,6 +49,7 @@ fn finished(model: &str, start: f64, end: f64) -> Finished {
             finished: true,
             ..ServerFigures::default()
         },
+        urgent: false,
     }
 }
 

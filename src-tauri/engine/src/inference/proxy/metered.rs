@@ -1,16 +1,66 @@
 //! The answer's body on its way back: each frame is fed to the meter, the usage chunk the proxy
 //! asked for is removed, and the request's record ends at the last byte, or as cancelled when
 //! the client goes away first.
+//!
+//! With a receipt asked for, the record ends at the end of the answer instead (Ollama's
+//! `done: true` line, OpenAI's `data: [DONE]`): that frame is held while the engine samples and
+//! makes the record, then goes on with the receipt in it.
 
 use super::super::tracker::InFlight;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::StatusCode;
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
+use wattbar_core::inference::receipt::Receipt;
 use wattbar_core::inference::usage::UsageChunkFilter;
-use wattbar_core::inference::{ResponseMeter, ServerFigures, Status};
+use wattbar_core::inference::{Framing, ResponseMeter, ServerFigures, Status};
+
+/// How long the end of an answer waits for its record before the receipt says it is missing.
+pub(super) const RECEIPT_WAIT: Duration = Duration::from_secs(2);
+
+/// The status of a request from its meter: `failure` when the body broke; otherwise the
+/// answer's own verdict.
+pub(super) fn verdict(
+    meter: ResponseMeter,
+    http_status: StatusCode,
+    failure: Option<String>,
+) -> (Status, ServerFigures) {
+    let mut figures = meter.finish();
+    let status = if let Some(reason) = failure {
+        figures.error = Some(reason);
+        Status::Error
+    } else if !http_status.is_success() {
+        if figures.error.is_none() {
+            figures.error = Some(format!("the model server answered {http_status}"));
+        }
+        Status::Error
+    } else if figures.error.is_some() {
+        Status::Error
+    } else if figures.finished {
+        Status::Ok
+    } else {
+        figures.error = Some("the server ended the response before it was complete".into());
+        Status::Error
+    };
+    (status, figures)
+}
+
+/// The receipt for record `id`, once the engine has made the record.
+pub(super) async fn receipt(engine: crate::EngineReader, id: u64) -> Receipt {
+    match engine.inference_record(id, RECEIPT_WAIT).await {
+        Ok(crate::Found::Record(r)) => Receipt::of(&r),
+        Ok(crate::Found::Pending) => Receipt::missing(id, "the record was not made in time".into()),
+        Ok(crate::Found::None) => Receipt::missing(id, "the record is not kept".into()),
+        Err(e) => Receipt::missing(id, e.to_string()),
+    }
+}
+
+/// A stream's last frame, held until its receipt is in it.
+type Held = Pin<Box<dyn Future<Output = Bytes> + Send>>;
 
 pub(super) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -38,6 +88,10 @@ pub(super) struct Metered {
     /// The filter's last bytes, sent after the upstream body ended.
     pub(super) tail: Option<Bytes>,
     pub(super) done: bool,
+    /// The engine, when the client asked for a receipt in its stream.
+    pub(super) receipt: Option<crate::EngineReader>,
+    pub(super) framing: Framing,
+    pub(super) held: Option<Held>,
 }
 
 impl Metered {
@@ -46,24 +100,43 @@ impl Metered {
         let (Some(meter), Some(inflight)) = (self.meter.take(), self.inflight.take()) else {
             return;
         };
-        let mut figures = meter.finish();
-        let status = if let Some(reason) = failure {
-            figures.error = Some(reason);
-            Status::Error
-        } else if !self.http_status.is_success() {
-            if figures.error.is_none() {
-                figures.error = Some(format!("the model server answered {}", self.http_status));
-            }
-            Status::Error
-        } else if figures.error.is_some() {
-            Status::Error
-        } else if figures.finished {
-            Status::Ok
-        } else {
-            figures.error = Some("the server ended the response before it was complete".into());
-            Status::Error
-        };
+        let (status, figures) = verdict(meter, self.http_status, failure);
         inflight.finish(status, figures);
+    }
+
+    /// Whether `data`, just metered, ends the answer: Ollama's `done: true` line, OpenAI's
+    /// `data: [DONE]` (its finish reason comes before the usage, so it is not the end).
+    fn ends_answer(&self, data: &[u8]) -> bool {
+        let Some(meter) = self.meter.as_ref() else {
+            return false;
+        };
+        match self.framing {
+            Framing::Ndjson => meter.figures().finished,
+            Framing::Sse => data.windows(12).any(|w| w == b"data: [DONE]"),
+            Framing::Json => false,
+        }
+    }
+
+    /// Ends the record now and holds `out` until its receipt is in it.
+    fn hold_for_receipt(&mut self, out: Bytes) {
+        let (Some(engine), Some(id)) = (
+            self.receipt.take(),
+            self.inflight.as_ref().map(|i| i.record_id()),
+        ) else {
+            return;
+        };
+        if let Some(inflight) = self.inflight.as_mut() {
+            inflight.expedite();
+        }
+        self.end(None);
+        let framing = self.framing;
+        self.held = Some(Box::pin(async move {
+            let r = receipt(engine, id).await;
+            Bytes::from(match framing {
+                Framing::Sse => r.into_sse(&out),
+                _ => r.into_object(&out).unwrap_or_else(|| out.to_vec()),
+            })
+        }));
     }
 
     fn cancel(&mut self) {
@@ -98,6 +171,13 @@ impl Body for Metered {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
         loop {
+            if let Some(held) = this.held.as_mut() {
+                let Poll::Ready(out) = held.as_mut().poll(cx) else {
+                    return Poll::Pending;
+                };
+                this.held = None;
+                return Poll::Ready(Some(Ok(Frame::data(out))));
+            }
             if let Some(tail) = this.tail.take() {
                 return Poll::Ready(Some(Ok(Frame::data(tail))));
             }
@@ -114,6 +194,7 @@ impl Body for Metered {
                         Ok(data) => data,
                         Err(other) => return Poll::Ready(Some(Ok(other))),
                     };
+                    let raw = data.clone();
                     let mut out = this.pass(data);
                     // A body with a Content-Length is over at its last byte: the server writing
                     // this body polls no further, so the record ends here.
@@ -124,6 +205,15 @@ impl Body for Metered {
                             joined.extend_from_slice(&rest);
                             out = Bytes::from(joined);
                         }
+                    }
+                    if this.receipt.is_some()
+                        && this.http_status.is_success()
+                        && this.ends_answer(&raw)
+                    {
+                        this.hold_for_receipt(out);
+                        continue;
+                    }
+                    if this.done {
                         this.end(None);
                     }
                     if out.is_empty() {
@@ -153,14 +243,16 @@ impl Body for Metered {
 
     fn is_end_stream(&self) -> bool {
         self.tail.is_none()
+            && self.held.is_none()
             && (self.done
                 || (self.inner.is_end_stream() && self.filter.as_ref().is_none_or(|f| !f.holds())))
     }
 
     fn size_hint(&self) -> SizeHint {
-        match self.filter {
-            Some(_) => SizeHint::default(),
-            None => self.inner.size_hint(),
+        if self.filter.is_some() || self.receipt.is_some() || self.held.is_some() {
+            SizeHint::default()
+        } else {
+            self.inner.size_hint()
         }
     }
 }
