@@ -379,16 +379,7 @@ fn in_route_mode_ollamas_client_is_served_by_the_small_model_with_its_tokens_cap
         serde_json::json!({"path": "/api/generate", "model": "llama3", "num_predict": null,
                            "max_tokens": null})
     );
-    let api = serve.url.trim_start_matches("http://").to_string();
-    let out = common::cli(dir.path())
-        .args(["low-power", "on", "--api", &api])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::switch_low_power(dir.path(), &serve, "on");
 
     // On: the official client reads the small model's whole answer (the gemma3:1b capture, 22
     // lines, not llama3's 71); the server was asked for it, at most 64 tokens.
@@ -429,17 +420,8 @@ fn in_route_mode_ollamas_client_is_served_by_the_small_model_with_its_tokens_cap
     let r = records(&serve, 4);
     let mut r: Vec<_> = r.into_iter().collect();
     r.sort_by_key(|x| x["id"].as_u64());
-    let models: Vec<(&str, Option<&str>)> = r
-        .iter()
-        .map(|x| {
-            (
-                x["model"].as_str().unwrap_or_default(),
-                x["requested_model"].as_str(),
-            )
-        })
-        .collect();
     assert_eq!(
-        models,
+        common::served_and_asked(&r),
         vec![
             ("llama3", None),
             ("gemma3:1b", Some("llama3")),

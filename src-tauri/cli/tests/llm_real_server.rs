@@ -304,16 +304,7 @@ fn low_power_routing_sends_a_real_request_to_the_small_model_and_says_so() {
     assert_eq!(off["model"], "big");
     assert!(completion_tokens(&off) > 8, "{off}");
 
-    let api = serve.url.trim_start_matches("http://").to_string();
-    let out = cli(dir.path())
-        .args(["low-power", "on", "--api", &api])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::switch_low_power(dir.path(), &serve, "on");
     assert_eq!(serve.get("/v1/low-power")["enabled"], true);
 
     // On: the small model answers, capped at 8 tokens, and the client is told.
@@ -334,17 +325,8 @@ fn low_power_routing_sends_a_real_request_to_the_small_model_and_says_so() {
     assert_eq!(stream["model"], "small");
 
     let r = new_records(&serve, 0, 4);
-    let models: Vec<(&str, Option<&str>)> = r
-        .iter()
-        .map(|x| {
-            (
-                x["model"].as_str().unwrap_or_default(),
-                x["requested_model"].as_str(),
-            )
-        })
-        .collect();
     assert_eq!(
-        models,
+        common::served_and_asked(&r),
         vec![
             ("big", None),
             ("small", Some("big")),

@@ -109,6 +109,33 @@ pub fn serve_with_proxy(dir: &Path, upstream: &str, watts: f64, extra: &[&str]) 
     (serve, format!("http://{proxy}"))
 }
 
+/// `wattbar-cli low-power on|off` against the running `serve`, as a user switches it.
+pub fn switch_low_power(data: &Path, serve: &Serve, state: &str) {
+    let api = serve.url.trim_start_matches("http://").to_string();
+    let out = cli(data)
+        .args(["low-power", state, "--api", &api])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Each record's model and, when low-power mode routed it, the model asked for.
+pub fn served_and_asked(records: &[serde_json::Value]) -> Vec<(&str, Option<&str>)> {
+    records
+        .iter()
+        .map(|r| {
+            (
+                r["model"].as_str().unwrap_or_default(),
+                r["requested_model"].as_str(),
+            )
+        })
+        .collect()
+}
+
 pub struct Serve {
     pub child: Child,
     pub url: String,
