@@ -33,11 +33,13 @@
 //   *    /echo                  {"method","path","headers","body_bytes","body_sha256"}; the body is
 //                               hashed as it streams in, never buffered
 //   GET  /api/tags              {"models":[]}
+//   GET  /api/ps                the genuine /api/ps capture: gemma3:latest loaded
 //   GET  /                      "Ollama is running" (what Ollama answers; handy as a health check)
 //   GET  /__stats               {"requests","cancelled","hosts","asked"}: requests served (not
 //                               counting /__stats), streams cut short by the client, distinct Host
 //                               headers, and per generation request what its body asked:
-//                               {path, model, num_predict (options.num_predict), max_tokens}
+//                               {path, model, num_predict (options.num_predict), max_tokens,
+//                               keep_alive}
 //   anything else               404 {"error":"not found"}
 // Like Ollama, any request whose Host hostname is not 127.0.0.1, localhost or [::1] gets a
 // 403 with an empty body (so a test can prove the proxy sends a loopback Host upstream).
@@ -115,6 +117,7 @@ const V1_JSON = fixture('llamacpp_v1-chat-completions_nonstream_gpt-oss-20b_timi
 const V1_JSON_LLAMA32 = fixture('ollama_v1-chat-completions_nonstream_llama3.2_exchange.json');
 const CHAT_JSON = fixture('ollama_api-chat_nonstream_gemma3-1b_openllmetry.json');
 // The done:true object that ends the generate stream, without its trailing newline.
+const PS_JSON = fixture('ollama_api-ps_gemma3_jq-reformatted_issue.json');
 const GENERATE_JSON = GENERATE_STREAM.at(-1).subarray(0, -1);
 
 const ERROR_MESSAGE = 'an error was encountered while running the model: unexpected EOF';
@@ -311,6 +314,7 @@ async function handle(req, res) {
   if (path === '/echo') return echo(req, res, req.url);
   if (route === 'GET /') return sendBytes(res, 200, 'text/plain; charset=utf-8', Buffer.from('Ollama is running'));
   if (route === 'GET /api/tags') return sendJson(res, 200, { models: [] });
+  if (route === 'GET /api/ps') return sendBytes(res, 200, JSON_CT, PS_JSON);
   if (route === 'GET /big' || route === 'GET /big-sha') {
     const bytes = bigBytes(url);
     if (bytes === null) return sendJson(res, 400, { error: 'mb must be a number between 0 and 65536' });
@@ -331,6 +335,7 @@ async function handle(req, res) {
       model: model ?? null,
       num_predict: body.options?.num_predict ?? null,
       max_tokens: body.max_tokens ?? null,
+      keep_alive: body.keep_alive ?? null,
     });
     const openai = path.startsWith('/v1/');
     const stream = body.stream ?? !openai;

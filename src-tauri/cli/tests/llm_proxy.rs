@@ -595,3 +595,75 @@ fn a_client_that_asks_gets_the_energy_receipt_in_its_answer_equal_to_the_record(
         assert_ne!(asked, direct, "{path}: no receipt");
     }
 }
+
+/// Waits for a line of `serve`'s log that contains `text`; answers it.
+fn logged(serve: &Serve, text: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = serve
+            .log
+            .recv_timeout(left)
+            .unwrap_or_else(|e| panic!("no log line with {text:?}: {e}"));
+        if line.contains(text) {
+            return line;
+        }
+    }
+}
+
+#[test]
+fn switching_low_power_on_unloads_each_idle_model_once_and_leaves_a_busy_one() {
+    // 150 ms a line: a llama3 stream of 71 lines stays in flight for over 10 s.
+    let upstream = Upstream::start(150);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        dir.path().join("preferences.json"),
+        r#"{"unload_idle_models_in_low_power": true, "low_power_auto": false}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let (serve, proxy) = start_serve(dir.path(), &upstream.url);
+    let unloads = || {
+        upstream.stats()["asked"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter(|x| x["keep_alive"] == 0)
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+
+    // The genuine /api/ps lists gemma3:latest, idle: one keep_alive 0 for it, nothing else.
+    common::switch_low_power(dir.path(), &serve, "on");
+    logged(&serve, "unloaded 1 idle model(s) [\"gemma3:latest\"]");
+    assert_eq!(
+        unloads(),
+        vec![
+            serde_json::json!({"path": "/api/generate", "model": "gemma3:latest",
+                                "num_predict": null, "max_tokens": null, "keep_alive": 0})
+        ]
+    );
+    common::switch_low_power(dir.path(), &serve, "off");
+
+    // A request for it in flight: switched on again, it stays loaded.
+    let through = proxy.clone();
+    let running = std::thread::spawn(move || {
+        let answer = ureq::post(&format!("{through}/api/generate"))
+            .send_json(serde_json::json!({"model": "gemma3:latest", "prompt": "x"}))
+            .map_err(|e| e.to_string())?;
+        let body = answer.into_string().map_err(|e| e.to_string())?;
+        Ok::<_, String>(body.lines().count())
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while serve.get("/v1/snapshot")["inflight"] != 1 {
+        assert!(Instant::now() < deadline, "the request never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    common::switch_low_power(dir.path(), &serve, "on");
+    let line = logged(&serve, "unloaded 0 idle model(s)");
+    assert!(line.contains("kept [\"gemma3:latest\"]"), "{line}");
+    assert_eq!(unloads().len(), 1, "no second keep_alive 0");
+    let lines = running.join().ok().and_then(Result::ok);
+    assert_eq!(lines, Some(71));
+}

@@ -288,7 +288,8 @@ fn low_power_routing_sends_a_real_request_to_the_small_model_and_says_so() {
     std::fs::write(
         dir.path().join("preferences.json"),
         r#"{"low_power_action": "route", "low_power_model": "small",
-            "low_power_max_tokens": 8, "low_power_auto": false}"#,
+            "low_power_max_tokens": 8, "low_power_auto": false,
+            "unload_idle_models_in_low_power": true}"#,
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let (serve, proxy) = serve_with_proxy(dir.path(), &server.url, WATTS, &[]);
@@ -306,6 +307,18 @@ fn low_power_routing_sends_a_real_request_to_the_small_model_and_says_so() {
 
     common::switch_low_power(dir.path(), &serve, "on");
     assert_eq!(serve.get("/v1/low-power")["enabled"], true);
+    // llama.cpp's server cannot list or unload its models: said so, nothing sent.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let line = serve
+            .log
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .unwrap_or_else(|e| panic!("no word on unloading: {e}"));
+        if line.contains("no model was unloaded") {
+            assert!(line.contains("has no /api/ps"), "{line}");
+            break;
+        }
+    }
 
     // On: the small model answers, capped at 8 tokens, and the client is told.
     let on = real_for("routed", &proxy, "big");

@@ -86,6 +86,9 @@ pub struct PolicyConfig {
     /// While routing, the most tokens a request may ask to generate; `None`: no cap.
     #[serde(rename = "low_power_max_tokens")]
     pub max_tokens: Option<u64>,
+    /// When the mode engages, unload each model the server holds with no request in flight.
+    #[serde(rename = "unload_idle_models_in_low_power")]
+    pub unload_idle: bool,
 }
 
 /// What the inference proxy does while low-power mode is on.
@@ -100,7 +103,7 @@ pub enum LowPowerAction {
 }
 
 /// The preference keys of [`PolicyConfig`], as stored.
-pub const POLICY_KEYS: [&str; 12] = [
+pub const POLICY_KEYS: [&str; 13] = [
     "low_power_auto",
     "low_power_threshold_w",
     "low_power_hysteresis_w",
@@ -113,6 +116,7 @@ pub const POLICY_KEYS: [&str; 12] = [
     "low_power_action",
     "low_power_routes",
     "low_power_max_tokens",
+    "unload_idle_models_in_low_power",
 ];
 
 pub const DEFAULT_THRESHOLD_W: f64 = 15.0;
@@ -146,6 +150,7 @@ impl Default for PolicyConfig {
             action: LowPowerAction::Advise,
             routes: BTreeMap::new(),
             max_tokens: None,
+            unload_idle: false,
         }
     }
 }

@@ -433,7 +433,10 @@ impl Preferences {
 /// What a policy key takes, for the message when a value has the wrong type.
 fn kind_of(key: &str) -> &'static str {
     match key {
-        "low_power_auto" | "low_power_on_battery" | "os_power_mode" => "true or false",
+        "low_power_auto"
+        | "low_power_on_battery"
+        | "os_power_mode"
+        | "unload_idle_models_in_low_power" => "true or false",
         "low_power_model" => "a model name",
         "low_power_action" => "\"advise\" or \"route\"",
         "low_power_routes" => "an object mapping model names to model names",

@@ -41,6 +41,8 @@ pub struct EngineReader {
     pub(crate) tracker: Arc<crate::inference::Tracker>,
     pub(crate) intervals: crate::inference::book::Intervals,
     pub(crate) records: crate::inference::book::Records,
+    /// Changes each time low-power mode switches on, and only then.
+    pub(crate) engaged: watch::Receiver<u64>,
 }
 
 impl EngineReader {
@@ -68,6 +70,11 @@ impl EngineReader {
 
     pub fn subscribe(&self) -> watch::Receiver<Arc<Published>> {
         self.state.clone()
+    }
+
+    /// Wakes each time low-power mode switches on (not at every sample).
+    pub fn engagements(&self) -> watch::Receiver<u64> {
+        self.engaged.clone()
     }
 
     /// Where the inference proxy reports the requests it sees.

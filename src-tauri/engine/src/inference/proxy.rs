@@ -28,6 +28,8 @@
 //!   ([`routing`](wattbar_core::inference::routing)); the answer says so in `X-Wattbar-Routed`,
 //!   and the record keeps the model asked for. A request with `X-Wattbar-Route: off` is never
 //!   changed. An upstream that lacks the model answers with its own error, passed on unchanged.
+//! - With `unload_idle_models_in_low_power`, the models the server holds with no request in
+//!   flight are unloaded when low-power mode switches on ([`unload`]).
 //! - Every measured answer names its record in `X-Wattbar-Request-Id` (given when the request
 //!   starts), for `GET /v1/inference/{id}`. With `X-Wattbar-Receipt: 1` the answer carries the
 //!   record's figures too ([`receipt`](wattbar_core::inference::receipt)): the record is made at
@@ -35,6 +37,7 @@
 //!   its `Content-Length` counts the receipt. Without the header the bytes are unchanged.
 
 mod metered;
+mod unload;
 mod upstream;
 
 pub use upstream::{default_upstream, Upstream, DEFAULT_UPSTREAM};
@@ -107,6 +110,11 @@ pub async fn serve(
     let client = Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(30))
         .build(connector);
+    let unloading = tokio::spawn(unload::follow(
+        engine.clone(),
+        upstream.clone(),
+        client.clone(),
+    ));
     let proxy = Arc::new(Proxy {
         upstream,
         client,
@@ -119,7 +127,10 @@ pub async fn serve(
         let proxy = Arc::clone(&proxy);
         async move { Ok::<_, std::convert::Infallible>(proxy.handle(req).await) }
     });
-    crate::net::server::serve(listener, HEADER_TIMEOUT, service, shutdown, || {}).await
+    let served =
+        crate::net::server::serve(listener, HEADER_TIMEOUT, service, shutdown, || {}).await;
+    unloading.abort();
+    served
 }
 
 /// Headers that belong to one connection, never forwarded (RFC 9110 §7.6.1).

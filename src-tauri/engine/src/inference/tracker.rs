@@ -56,6 +56,8 @@ struct State {
     open: BTreeMap<u64, Open>,
     /// The record ids of the requests in flight.
     open_records: BTreeSet<u64>,
+    /// The model each request in flight asked for, by its id.
+    open_models: BTreeMap<u64, String>,
     finished: Vec<Finished>,
 }
 
@@ -97,6 +99,11 @@ impl Tracker {
         s.open_records.contains(&id) || s.finished.iter().any(|f| f.record_id == id)
     }
 
+    /// The models requests in flight asked for.
+    pub fn models_in_flight(&self) -> BTreeSet<String> {
+        self.lock().open_models.values().cloned().collect()
+    }
+
     /// Wakes `inbox` whenever a request starts or ends.
     pub(crate) fn wake_on_change(&self, inbox: Arc<crate::time::inbox::Inbox>) {
         *self.engine.lock().unwrap_or_else(|e| e.into_inner()) = Some(inbox);
@@ -136,6 +143,9 @@ impl Tracker {
         s.next += 1;
         let id = s.next;
         s.open_records.insert(record_id);
+        if let Some(m) = &model {
+            s.open_models.insert(id, m.clone());
+        }
         s.open.insert(
             id,
             Open {
@@ -210,6 +220,7 @@ impl Tracker {
         let mut s = self.lock();
         s.open.remove(&id);
         s.open_records.remove(&finished.record_id);
+        s.open_models.remove(&id);
         s.finished.push(finished);
         self.announce(s.open.len());
         drop(s);

@@ -115,6 +115,9 @@ impl Engine {
         self.low_power
             .changed(t, &self.prefs.low_power, self.prefs.low_power.os_power_mode);
         self.recorder.record_low_power(&t.state, &t.message);
+        if t.state.enabled {
+            self.engaged.send_modify(|n| *n += 1);
+        }
     }
 
     /// A record for work a client measured itself, over a window that has ended.

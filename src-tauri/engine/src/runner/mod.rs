@@ -116,6 +116,8 @@ pub(crate) struct Engine {
     /// Answers to send once the state they caused is published, so that whoever is answered
     /// reads that state, not the one before.
     answers: Vec<Box<dyn FnOnce() + Send>>,
+    /// Counts the times low-power mode switched on: what acts on it waits here, woken only then.
+    engaged: watch::Sender<u64>,
 }
 
 enum Work {
@@ -263,7 +265,9 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         advice_written: None,
         preferences_file: config.preferences_file,
         answers: Vec::new(),
+        engaged: watch::Sender::new(0),
     };
+    let engaged = engine.engaged.subscribe();
     engine.write_advice();
     engine.measured_changed();
     let recent = engine.recent.clone();
@@ -289,6 +293,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
             tracker,
             intervals,
             records,
+            engaged,
         },
         thread: Some(thread),
     })
