@@ -36,6 +36,7 @@
 //!   the end of the answer, before that end goes on; a whole JSON answer is read first, so that
 //!   its `Content-Length` counts the receipt. Without the header the bytes are unchanged.
 
+mod body;
 mod metered;
 mod unload;
 mod upstream;
@@ -45,15 +46,17 @@ pub use upstream::{default_upstream, Upstream, DEFAULT_UPSTREAM};
 use super::tracker::Tracker;
 use crate::api::HostGuard;
 use crate::published::Published;
+use body::{error_chain, full};
+pub use body::{BoxError, ProxyBody};
 use bytes::Bytes;
 use http_body::Frame;
-use http_body_util::{BodyExt, Full, StreamBody};
+use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
-use metered::{error_chain, BoxError, Metered};
+use metered::Metered;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -75,8 +78,6 @@ pub const ROUTED_HEADER: &str = "x-wattbar-routed";
 pub const REQUEST_ID_HEADER: &str = "x-wattbar-request-id";
 /// The request header asking for the energy receipt in the answer (`1`).
 pub const RECEIPT_HEADER: &str = "x-wattbar-receipt";
-
-pub type ProxyBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
 
 struct Proxy {
     upstream: Upstream,
@@ -171,10 +172,6 @@ fn json_error(status: StatusCode, message: String) -> Response<ProxyBody> {
         HeaderValue::from_static("application/json"),
     );
     response
-}
-
-fn full(bytes: Bytes) -> ProxyBody {
-    Full::new(bytes).map_err(|e| match e {}).boxed_unsync()
 }
 
 impl Proxy {

@@ -7,6 +7,7 @@
 //! makes the record, then goes on with the receipt in it.
 
 use super::super::tracker::InFlight;
+use super::body::{error_chain, BoxError};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
@@ -61,20 +62,6 @@ pub(super) async fn receipt(engine: crate::EngineReader, id: u64) -> Receipt {
 
 /// A stream's last frame, held until its receipt is in it.
 type Held = Pin<Box<dyn Future<Output = Bytes> + Send>>;
-
-pub(super) type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// An error and its causes on one line, each after a colon.
-pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
 
 /// A response body that feeds each frame to the meter on its way to the client, and ends the
 /// request's record at its last byte.

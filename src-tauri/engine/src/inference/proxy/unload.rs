@@ -10,8 +10,8 @@
 //! - A server without `/api/ps` (llama.cpp's) cannot unload: that is said, and nothing is sent.
 //! - Each outcome is logged once per engagement.
 
-use super::metered::error_chain;
-use super::{full, ProxyBody, Upstream};
+use super::body::{error_chain, full, ProxyBody};
+use super::upstream::Upstream;
 use crate::inference::Tracker;
 use bytes::Bytes;
 use http_body_util::BodyExt;
