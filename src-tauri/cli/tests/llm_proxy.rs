@@ -377,7 +377,7 @@ fn in_route_mode_ollamas_client_is_served_by_the_small_model_with_its_tokens_cap
     assert_eq!(
         asked(0),
         serde_json::json!({"path": "/api/generate", "model": "llama3", "num_predict": null,
-                           "max_tokens": null})
+                           "max_tokens": null, "keep_alive": null})
     );
     common::switch_low_power(dir.path(), &serve, "on");
 
@@ -392,7 +392,7 @@ fn in_route_mode_ollamas_client_is_served_by_the_small_model_with_its_tokens_cap
     assert_eq!(
         asked(1),
         serde_json::json!({"path": "/api/generate", "model": "gemma3:1b", "num_predict": 64,
-                           "max_tokens": null})
+                           "max_tokens": null, "keep_alive": null})
     );
     // The answer says what was done; a request that opts out is left alone.
     let chat = |route: Option<&str>| {

@@ -331,9 +331,7 @@ impl Proxy {
         };
         Response::from_parts(parts, body)
     }
-}
 
-impl Proxy {
     /// A whole JSON answer read to its end, its record made, and the answer sent with the
     /// receipt as its last field and the length that includes it.
     async fn whole_with_receipt(
