@@ -315,6 +315,19 @@ impl Tray {
         )
         .unwrap_or_else(|| panic!("clicking {label:?} over dbusmenu failed"));
     }
+
+    /// Clicks "Quit". The app may end before its menu answers the click (it writes its last
+    /// batch first, on the thread that answers): no reply is no failure here; each caller checks
+    /// that the app quit.
+    fn click_quit(&self) {
+        let id = self.item("Quit").id.to_string();
+        let _ = gdbus(
+            &self.dest,
+            &format!("{TRAY_PATH}/Menu"),
+            "com.canonical.dbusmenu.Event",
+            &[&id, "clicked", "<int32 0>", "0"],
+        );
+    }
 }
 
 fn visible_dashboard() -> bool {
@@ -496,7 +509,7 @@ fn the_tray_shows_live_watts_and_the_dashboard_opens_only_on_demand() {
     });
 
     // Quit ends the app cleanly, its windows with it.
-    tray.click("Quit");
+    tray.click_quit();
     let status = wait_for("the app to quit", Duration::from_secs(10), || {
         app.0.try_wait().ok().flatten()
     });
@@ -1036,7 +1049,7 @@ fn the_dashboard_shows_live_watts_prices_cost_and_follows_the_tray() {
     wait_for("the dashboard to reopen", Duration::from_secs(15), || {
         (visible_dashboard() && web_processes_of_the_app() > 0).then_some(())
     });
-    tray.click("Quit");
+    tray.click_quit();
     wait_for("the app to quit", Duration::from_secs(10), || {
         tray.label().is_none().then_some(())
     });
@@ -1220,7 +1233,7 @@ fn sustained_draw_engages_low_power_everywhere_once_and_a_manual_choice_stays() 
         "manual"
     );
     write_menu_picture(&tray, "tray-menu-low-power.png");
-    tray.click("Quit");
+    tray.click_quit();
     wait_for("the app to quit", Duration::from_secs(10), || {
         apps_running().is_empty().then_some(())
     });
