@@ -15,6 +15,7 @@
 pub mod attribution;
 pub mod bound;
 pub mod receipt;
+pub mod resident;
 pub mod record;
 pub mod response;
 pub mod route;
