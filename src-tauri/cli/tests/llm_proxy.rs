@@ -597,18 +597,64 @@ fn a_client_that_asks_gets_the_energy_receipt_in_its_answer_equal_to_the_record(
 }
 
 /// Waits for a line of `serve`'s log that contains `text`; answers it.
-fn logged(serve: &Serve, text: &str) -> String {
+/// Low-power mode's last sentence, once it says `text`.
+fn last_event(serve: &Serve, text: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = serve
-            .log
-            .recv_timeout(left)
-            .unwrap_or_else(|e| panic!("no log line with {text:?}: {e}"));
-        if line.contains(text) {
-            return line;
+        let view = serve.get("/v1/low-power");
+        if let Some(said) = view["last_event"].as_str().filter(|s| s.contains(text)) {
+            return said.to_string();
         }
+        assert!(Instant::now() < deadline, "{view}");
+        std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+#[test]
+fn a_loaded_model_is_listed_with_its_idle_cost_unknown_until_measured() {
+    let upstream = Upstream::start(0);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (serve, _proxy) = start_serve(dir.path(), &upstream.url);
+    // The proxy reads the genuine /api/ps (gemma3:latest, 5.96 GB in VRAM) and the engine lists
+    // it at its next sample.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let listed = loop {
+        let models = serve.get("/v1/models");
+        if let Some(m) = models["resident"].as_array().and_then(|r| r.first()) {
+            break m.clone();
+        }
+        assert!(Instant::now() < deadline, "{models}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(listed["model"], "gemma3:latest");
+    assert_eq!(listed["loaded"], true);
+    assert_eq!(listed["size_vram_bytes"], 5_964_735_424_u64);
+    // Not measured with nothing loaded: unknown, never 0 W.
+    assert_eq!(listed["idle_watts"], serde_json::Value::Null, "{listed}");
+    assert_eq!(listed["cost_per_day"], serde_json::Value::Null, "{listed}");
+    assert!(
+        listed["method"]
+            .as_str()
+            .is_some_and(|m| m.contains("with no model loaded")),
+        "{listed}"
+    );
+    let snapshot = serve.get("/v1/snapshot");
+    assert_eq!(
+        snapshot["resident"][0]["model"], "gemma3:latest",
+        "the dashboard's state"
+    );
+    let metrics = ureq::get(&format!("{}/metrics", serve.url))
+        .call()
+        .and_then(|r| Ok(r.into_string()?))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        metrics.contains("wattbar_model_resident_idle_joules_total{model=\"gemma3:latest\"}"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("wattbar_model_idle_power_watts{"),
+        "unknown is not exported"
+    );
 }
 
 #[test]
@@ -634,9 +680,17 @@ fn switching_low_power_on_unloads_each_idle_model_once_and_leaves_a_busy_one() {
             .unwrap_or_default()
     };
 
-    // The genuine /api/ps lists gemma3:latest, idle: one keep_alive 0 for it, nothing else.
+    // The genuine /api/ps lists gemma3:latest, idle: one keep_alive 0 for it, nothing else,
+    // and the user is told once.
     common::switch_low_power(dir.path(), &serve, "on");
-    logged(&serve, "unloaded 1 idle model(s) [\"gemma3:latest\"]");
+    let said = last_event(&serve, "unloaded");
+    assert_eq!(
+        said,
+        format!(
+            "Low-power mode unloaded gemma3:latest from {}.",
+            upstream.url
+        )
+    );
     assert_eq!(
         unloads(),
         vec![
@@ -661,8 +715,11 @@ fn switching_low_power_on_unloads_each_idle_model_once_and_leaves_a_busy_one() {
         std::thread::sleep(Duration::from_millis(20));
     }
     common::switch_low_power(dir.path(), &serve, "on");
-    let line = logged(&serve, "unloaded 0 idle model(s)");
-    assert!(line.contains("kept [\"gemma3:latest\"]"), "{line}");
+    let said = last_event(&serve, "no idle model");
+    assert!(
+        said.ends_with("; kept gemma3:latest (a request is using it)."),
+        "{said}"
+    );
     assert_eq!(unloads().len(), 1, "no second keep_alive 0");
     let lines = running.join().ok().and_then(Result::ok);
     assert_eq!(lines, Some(71));

@@ -148,6 +148,11 @@ impl Accounting {
         }
     }
 
+    /// The price of a kWh at `week_seconds` (local time since Monday 00:00).
+    pub fn price_per_kwh(&self, week_seconds: f64) -> f64 {
+        self.tariffs.price_at(week_seconds).per_kwh()
+    }
+
     pub fn gap_threshold(&self) -> Duration {
         self.gap
     }

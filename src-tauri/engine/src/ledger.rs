@@ -3,9 +3,12 @@
 //! A failed write is logged, kept for the next batch (up to [`MAX_PENDING`] rows) and shown to
 //! the user; it never stops sampling.
 
+use crate::store::resident::Also;
 use crate::store::{MovedAside, Row, Store, StoreError, Total};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::path::Path;
+use wattbar_core::inference::resident::{ResidentDay, SetBaseline};
 use wattbar_core::inference::Baseline;
 
 /// Rows kept while the store cannot be written (a day at 1 Hz).
@@ -25,6 +28,9 @@ pub struct Ledger {
     pending: Vec<Row>,
     /// A new idle baseline, written with the next batch.
     pending_baseline: Option<Baseline>,
+    /// Residency rows changed since the last batch, by key (the newest of each wins).
+    pending_sets: BTreeMap<String, SetBaseline>,
+    pending_days: BTreeMap<(String, String), ResidentDay>,
     /// Wall-clock time of the last pruning of old rows.
     pruned_at: Option<f64>,
     /// How long inference records are kept, seconds.
@@ -56,6 +62,8 @@ impl Ledger {
                 session_id,
                 pending: Vec::new(),
                 pending_baseline: None,
+                pending_sets: BTreeMap::new(),
+                pending_days: BTreeMap::new(),
                 pruned_at: None,
                 inference_keep_seconds: f64::from(crate::store::inference::DEFAULT_KEEP_DAYS)
                     * 86_400.0,
@@ -83,6 +91,17 @@ impl Ledger {
         self.pending_baseline = Some(baseline);
     }
 
+    /// Keeps changed residency rows for the next batch.
+    pub fn record_residency(&mut self, sets: Vec<SetBaseline>, days: Vec<ResidentDay>) {
+        for s in sets {
+            self.pending_sets.insert(s.key.clone(), s);
+        }
+        for d in days {
+            self.pending_days
+                .insert((d.day.clone(), d.model.clone()), d);
+        }
+    }
+
     pub fn record(&mut self, row: Row) {
         if self.pending.len() >= MAX_PENDING {
             self.pending.remove(0);
@@ -97,15 +116,23 @@ impl Ledger {
         session_cost: f64,
         now_unix: f64,
     ) -> Result<(), StoreError> {
-        self.store.write_batch_with_baseline(
+        let sets: Vec<SetBaseline> = self.pending_sets.values().cloned().collect();
+        let days: Vec<ResidentDay> = self.pending_days.values().cloned().collect();
+        self.store.write_batch_with(
             self.session_id,
             &self.pending,
             session_joules,
             session_cost,
-            self.pending_baseline.as_ref(),
+            &Also {
+                baseline: self.pending_baseline.as_ref(),
+                set_baselines: &sets,
+                resident_days: &days,
+            },
         )?;
         self.pending.clear();
         self.pending_baseline = None;
+        self.pending_sets.clear();
+        self.pending_days.clear();
         // Any step of the wall clock, either way, prunes at once.
         if self
             .pruned_at

@@ -84,6 +84,13 @@ impl LowPower {
         self.seq += 1;
     }
 
+    /// Says something low-power mode did (an unload), once, as its next event.
+    pub fn announce(&mut self, message: String) {
+        tracing::info!("{message}");
+        self.event = Some(message);
+        self.seq += 1;
+    }
+
     pub fn state(&self) -> &LowPowerState {
         self.policy.state()
     }

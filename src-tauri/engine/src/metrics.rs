@@ -318,4 +318,39 @@ fn inference(registry: &mut Registry, p: &Published) {
                 .inc_by(*n);
         }
     }
+    resident(registry, p);
+}
+
+/// What keeping each model loaded costs: the energy priced so far (it only grows: seconds
+/// waiting for a measured draw join it once priced) and the draw, where measured.
+fn resident(registry: &mut Registry, p: &Published) {
+    if p.resident.is_empty() {
+        return;
+    }
+    let energy = Family::<ModelLabels, CounterF>::default();
+    registry.register_with_unit(
+        "wattbar_model_resident_idle",
+        "Energy models drew while loaded and idle: the idle draw with each loaded, less the idle \
+         draw with none, over the seconds it was loaded with no request in flight",
+        Unit::Joules,
+        energy.clone(),
+    );
+    let watts = Family::<ModelLabels, GaugeF>::default();
+    registry.register_with_unit(
+        "wattbar_model_idle_power",
+        "What keeping each model loaded adds to the idle draw, where both were measured",
+        Unit::Other("watts".into()),
+        watts.clone(),
+    );
+    for r in p.resident.iter() {
+        let labels = ModelLabels {
+            model: r.model.clone(),
+        };
+        if r.idle_joules_total.is_finite() && r.idle_joules_total >= 0.0 {
+            energy.get_or_create(&labels).inc_by(r.idle_joules_total);
+        }
+        if let Some(w) = r.idle_watts.filter(|w| w.is_finite()) {
+            watts.get_or_create(&labels).set(w);
+        }
+    }
 }

@@ -10,6 +10,7 @@ use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use wattbar_core::inference::resident::ResidentCost;
 use wattbar_core::meter::Method;
 use wattbar_core::policy::Advice;
 use wattbar_core::{LowPowerState, Part, Preferences, SessionTotals, Snapshot};
@@ -65,6 +66,9 @@ pub struct Published {
     pub inference: Arc<crate::inference::InferenceView>,
     /// Requests in flight through the proxy.
     pub inflight: usize,
+    /// What each model the server holds (or held today) costs by staying loaded; empty until
+    /// the proxy has read the loaded models.
+    pub resident: Arc<[ResidentCost]>,
 }
 
 /// One point of the recent-watts history.

@@ -12,6 +12,8 @@ use crate::store::{Row, StoreError};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
+use wattbar_core::inference::resident::Unload;
+use wattbar_core::inference::resident::{Kept, ResidentDay, SetBaseline};
 use wattbar_core::inference::{Baseline, Record, Routed};
 use wattbar_core::{LowPowerState, Preferences, SessionTotals};
 
@@ -126,6 +128,34 @@ impl Recorder {
     pub fn record_baseline(&mut self, baseline: &Baseline) {
         if let Some(ledger) = self.ledger.as_mut() {
             ledger.record_baseline(baseline.clone());
+        }
+    }
+
+    /// Keeps changed residency rows; they are written with the next batch.
+    pub fn record_residency(&mut self, sets: Vec<SetBaseline>, days: Vec<ResidentDay>) {
+        if let Some(ledger) = self.ledger.as_mut() {
+            ledger.record_residency(sets, days);
+        }
+    }
+
+    /// What residency starts from: the stored set baselines and today's rows.
+    pub fn restored_residency(&self, now_unix: f64) -> Kept {
+        let Some(ledger) = self.ledger.as_ref() else {
+            return Kept::default();
+        };
+        ledger.store().resident_kept(now_unix).unwrap_or_else(|e| {
+            tracing::warn!("the stored resident-model figures could not be read: {e}");
+            Kept::default()
+        })
+    }
+
+    /// Writes an unload at once.
+    pub fn record_unload(&mut self, unload: &Unload) {
+        let Some(ledger) = self.ledger.as_mut() else {
+            return;
+        };
+        if let Err(e) = ledger.store_mut().record_unload(unload) {
+            tracing::error!("an unload was not saved: {e}");
         }
     }
 

@@ -17,7 +17,9 @@
 //!   when low-power mode routed a request in v8): one record per measured request, kept 90 days by default, the figures per model over every record, and
 //!   the last idle baseline ([`inference`]);
 //! - `domain_minutes`, `domain_hours(t, domain, joules, seconds)` (v6): history per breakdown
-//!   domain ([`domains`]).
+//!   domain ([`domains`]);
+//! - `resident_baselines`, `resident_idle(day, model, …)`, `unloads` (v9): what resident models
+//!   cost at idle and what low-power mode unloaded ([`resident`]).
 //!
 //! Writes come in batches, each one transaction: a kill -9 loses at most the batch in memory and
 //! never leaves a half-written one. A file that is not a database, or fails its integrity
@@ -34,6 +36,7 @@ mod batch;
 pub mod domains;
 pub mod inference;
 mod reads;
+pub mod resident;
 pub mod schema;
 mod writes;
 

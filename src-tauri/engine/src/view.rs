@@ -29,6 +29,9 @@ pub struct LowPowerView {
     pub action: LowPowerAction,
     /// The requests routed to another model, over the inference records kept.
     pub routed: Routed,
+    /// The last thing the mode did, as a sentence: switching, or unloading models.
+    #[serde(default)]
+    pub last_event: Option<String>,
 }
 
 impl LowPowerView {
@@ -37,9 +40,11 @@ impl LowPowerView {
         advice: &Advice,
         action: LowPowerAction,
         routed: &Routed,
+        last_event: Option<&String>,
     ) -> Self {
         LowPowerView {
             action,
+            last_event: last_event.cloned(),
             routed: routed.clone(),
             enabled: state.enabled,
             since: state.since,
@@ -60,6 +65,7 @@ impl From<&Published> for LowPowerView {
             &p.advice,
             p.prefs.low_power.action,
             &p.inference.routed,
+            p.low_power_event.as_ref(),
         )
     }
 }
@@ -100,6 +106,8 @@ pub struct StatePayload {
     pub totals: Option<LedgerTotals>,
     /// Inference: the last records, the figures per model, the idle baseline and the score.
     pub inference: std::sync::Arc<crate::inference::InferenceView>,
+    /// What each model the server holds (or held today) costs by staying loaded.
+    pub resident: std::sync::Arc<[wattbar_core::inference::resident::ResidentCost]>,
     /// Requests in flight through the inference proxy.
     pub inflight: usize,
 }
@@ -201,6 +209,7 @@ impl From<&Published> for StatePayload {
             carbon_g: p.session.carbon_g,
             totals: p.totals.clone(),
             inference: std::sync::Arc::clone(&p.inference),
+            resident: std::sync::Arc::clone(&p.resident),
             inflight: p.inflight,
         }
     }

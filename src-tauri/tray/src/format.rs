@@ -165,6 +165,7 @@ mod tests {
             alert_seq: 0,
             inference: Default::default(),
             inflight: 0,
+            resident: Vec::new().into(),
         }
     }
 

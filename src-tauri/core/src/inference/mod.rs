@@ -15,8 +15,8 @@
 pub mod attribution;
 pub mod bound;
 pub mod receipt;
-pub mod resident;
 pub mod record;
+pub mod resident;
 pub mod response;
 pub mod route;
 pub mod routing;

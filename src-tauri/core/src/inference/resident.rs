@@ -102,6 +102,18 @@ pub struct ResidentCost {
     pub idle_joules_total: f64,
 }
 
+/// One unload low-power mode asked for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Unload {
+    pub t: f64,
+    pub server: String,
+    pub unloaded: Vec<String>,
+    /// Left loaded: a request was using them.
+    pub kept: Vec<String>,
+    /// Why nothing (or not everything) was unloaded.
+    pub error: Option<String>,
+}
+
 /// What the store kept.
 #[derive(Debug, Clone, Default)]
 pub struct Kept {
@@ -335,8 +347,10 @@ impl Residency {
             .position(|m| m == model)
             .and_then(|k| set.shares.get(k).copied())?;
         let watts = ((set.baseline.watts - none.baseline.watts) * share).max(0.0);
-        let uncertainty_watts = match (standard_error(&set.baseline), standard_error(&none.baseline))
-        {
+        let uncertainty_watts = match (
+            standard_error(&set.baseline),
+            standard_error(&none.baseline),
+        ) {
             (Some(a), Some(b)) => Some(1.96 * a.hypot(b) * share),
             _ => None,
         };

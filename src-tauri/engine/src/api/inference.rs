@@ -16,6 +16,7 @@ use axum::Json;
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
+use wattbar_core::inference::resident::ResidentCost;
 use wattbar_core::inference::{ModelStats, Record};
 
 /// Most records one request returns.
@@ -161,11 +162,15 @@ pub(super) async fn post_inference(
 #[derive(serde::Serialize)]
 struct Models {
     models: Vec<ModelStats>,
+    /// What each model the server holds (or held today) costs by staying loaded.
+    resident: Vec<ResidentCost>,
 }
 
 pub(super) async fn get_models(State(shared): State<Arc<Shared>>) -> Json<impl serde::Serialize> {
+    let current = shared.engine.current();
     Json(Models {
-        models: shared.engine.current().inference.models.clone(),
+        models: current.inference.models.clone(),
+        resident: current.resident.to_vec(),
     })
 }
 

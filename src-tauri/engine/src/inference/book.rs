@@ -25,7 +25,7 @@ use wattbar_core::Stamp;
 pub const WINDOW_KEEP: Duration = Duration::from_secs(15 * 60);
 /// The span the idle baseline is taken over, and how often it is taken again.
 pub const BASELINE_SPAN: Duration = Duration::from_secs(10 * 60);
-const BASELINE_EVERY: Duration = Duration::from_secs(30);
+pub const BASELINE_EVERY: Duration = Duration::from_secs(30);
 /// Records kept in memory for readers.
 pub const RECENT_RECORDS: usize = 1000;
 /// Records readers are shown live.

@@ -29,7 +29,10 @@
 //!   and the record keeps the model asked for. A request with `X-Wattbar-Route: off` is never
 //!   changed. An upstream that lacks the model answers with its own error, passed on unchanged.
 //! - With `unload_idle_models_in_low_power`, the models the server holds with no request in
-//!   flight are unloaded when low-power mode switches on ([`unload`]).
+//!   flight are unloaded when low-power mode switches on ([`unload`]); each unload is recorded
+//!   and said once.
+//! - Which models the server holds is read every few seconds ([`resident`]), so the engine can
+//!   learn what each costs by staying loaded.
 //! - Every measured answer names its record in `X-Wattbar-Request-Id` (given when the request
 //!   starts), for `GET /v1/inference/{id}`. With `X-Wattbar-Receipt: 1` the answer carries the
 //!   record's figures too ([`receipt`](wattbar_core::inference::receipt)): the record is made at
@@ -38,6 +41,8 @@
 
 mod body;
 mod metered;
+mod resident;
+mod server_api;
 mod unload;
 mod upstream;
 
@@ -116,6 +121,11 @@ pub async fn serve(
         upstream.clone(),
         client.clone(),
     ));
+    let following = tokio::spawn(resident::follow(
+        engine.tracker(),
+        upstream.clone(),
+        client.clone(),
+    ));
     let proxy = Arc::new(Proxy {
         upstream,
         client,
@@ -131,6 +141,7 @@ pub async fn serve(
     let served =
         crate::net::server::serve(listener, HEADER_TIMEOUT, service, shutdown, || {}).await;
     unloading.abort();
+    following.abort();
     served
 }
 

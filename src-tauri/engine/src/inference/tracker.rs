@@ -14,7 +14,9 @@ use crate::time::clock::Clock;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::watch;
+use wattbar_core::inference::resident::{Loaded, Unload};
 use wattbar_core::inference::{is_remote_model, Route, ServerFigures, Status};
 use wattbar_core::Stamp;
 
@@ -69,7 +71,14 @@ pub struct Tracker {
     inflight: watch::Sender<usize>,
     /// The engine's inbox, woken at every start and end so that it samples at once.
     engine: Mutex<Option<Arc<crate::time::inbox::Inbox>>>,
+    /// The models the server holds, and when the proxy read them (the engine's elapsed clock).
+    loaded: Mutex<Option<(Duration, Vec<Loaded>)>>,
+    /// Unloads low-power mode asked for, waiting for the engine.
+    unloads: Mutex<Vec<Unload>>,
 }
+
+/// How long the proxy's last reading of the loaded models is taken as true: three of its polls.
+pub const LOADED_FRESH: Duration = Duration::from_secs(15);
 
 impl Tracker {
     pub fn new(clock: Arc<dyn Clock>) -> Arc<Tracker> {
@@ -79,7 +88,40 @@ impl Tracker {
             next_record: AtomicU64::new(1),
             inflight: watch::Sender::new(0),
             engine: Mutex::new(None),
+            loaded: Mutex::new(None),
+            unloads: Mutex::new(Vec::new()),
         })
+    }
+
+    /// The models the server holds, as the proxy just read them; `None`: it cannot say.
+    pub fn set_loaded(&self, models: Option<Vec<Loaded>>) {
+        let at = self.clock.elapsed();
+        *self.loaded.lock().unwrap_or_else(|e| e.into_inner()) = models.map(|m| (at, m));
+    }
+
+    /// The models the server holds, when read within [`LOADED_FRESH`]; else `None` (unknown).
+    pub fn loaded(&self) -> Option<Vec<Loaded>> {
+        let now = self.clock.elapsed();
+        self.loaded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .filter(|(at, _)| now.saturating_sub(*at) <= LOADED_FRESH)
+            .map(|(_, m)| m.clone())
+    }
+
+    /// What an engagement unloaded: the engine records it and says it once.
+    pub fn report_unload(&self, mut unload: Unload) {
+        unload.t = self.clock.unix();
+        self.unloads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(unload);
+        self.wake();
+    }
+
+    pub fn take_unloads(&self) -> Vec<Unload> {
+        std::mem::take(&mut *self.unloads.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Gives record ids from `first` on (the first id the ledger has not given), unless ids

@@ -157,6 +157,7 @@ impl Engine {
             self.low_power.advice(),
             self.prefs.low_power.action,
             &self.book.view().routed,
+            self.low_power.event(),
         );
         if self.advice_written.as_ref() == Some(&view) {
             return;

@@ -15,6 +15,7 @@
 //! applies what readers ask. Both act on the one [`Engine`] state below.
 
 mod commands;
+mod residency;
 mod sampling;
 #[cfg(test)]
 mod tests;
@@ -23,6 +24,7 @@ use crate::accounting::{Accounting, LocalWeek};
 use crate::command::Command;
 use crate::error::Error;
 use crate::handle::{EngineHandle, EngineReader};
+use crate::inference::book::{BASELINE_EVERY, BASELINE_SPAN};
 use crate::inference::{Book, Tracker};
 use crate::lock::EngineLock;
 use crate::low_power::LowPower;
@@ -35,6 +37,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
+use wattbar_core::inference::resident::{Residency, ResidentCost};
 use wattbar_core::{Chain, Part, Preferences, Snapshot, Stamp, Tariffs};
 
 /// The sampling period while a request is in flight, unless the sources update slower.
@@ -118,6 +121,11 @@ pub(crate) struct Engine {
     answers: Vec<Box<dyn FnOnce() + Send>>,
     /// Counts the times low-power mode switched on: what acts on it waits here, woken only then.
     engaged: watch::Sender<u64>,
+    residency: Residency,
+    /// The proxy read the loaded models at the last sample.
+    residency_followed: bool,
+    /// What each resident model costs, as of the last sample.
+    resident: Arc<[ResidentCost]>,
 }
 
 enum Work {
@@ -191,6 +199,7 @@ impl Engine {
             alert_seq: self.recorder.alert_seq(),
             inference: self.book.view(),
             inflight: self.tracker.inflight(),
+            resident: Arc::clone(&self.resident),
         })
     }
 }
@@ -235,6 +244,15 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         recorder.restored_inference(config.prefs.score_ceiling),
         config.prefs.score_ceiling,
     );
+    let residency = Residency::new(
+        BASELINE_SPAN.as_secs_f64(),
+        BASELINE_EVERY.as_secs_f64(),
+        recorder.restored_residency(started),
+    );
+    // What the store kept is shown from the start, before the proxy reads the loaded models.
+    let resident = Arc::from(
+        residency.costs(accounting.price_per_kwh(crate::accounting::local_week_seconds(started))),
+    );
     let tracker = Tracker::new(clock.clone());
     tracker.number_records_from(book.first_free_id());
     let low_power = LowPower::new(
@@ -266,6 +284,9 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         preferences_file: config.preferences_file,
         answers: Vec::new(),
         engaged: watch::Sender::new(0),
+        residency,
+        residency_followed: false,
+        resident,
     };
     let engaged = engine.engaged.subscribe();
     engine.write_advice();

@@ -15,9 +15,8 @@ impl Engine {
         let prev = self.last_stamp;
         self.notice_wall_step(at);
         let snapshot = self.chain.sample(at);
-        let step = self
-            .accounting
-            .push(&snapshot, self.local_week.at(at.unix_seconds));
+        let week_seconds = self.local_week.at(at.unix_seconds);
+        let step = self.accounting.push(&snapshot, week_seconds);
         let measured_before = self.snapshot.as_ref().is_some_and(|s| s.headline.is_some());
         if let Some(prev) = prev
             .filter(|p| at.monotonic.saturating_sub(p.monotonic) <= self.accounting.gap_threshold())
@@ -38,7 +37,9 @@ impl Engine {
                 source: headline.map(|h| h.source.clone()),
                 method: headline.map(|_| step.method),
             };
-            self.book.push_interval(interval, &self.tracker.open());
+            let open = self.tracker.open();
+            self.follow_residency(&interval, open.iter().any(|o| !o.remote), week_seconds);
+            self.book.push_interval(interval, &open);
         }
         if step.clamped {
             tracing::warn!(
@@ -86,6 +87,7 @@ impl Engine {
         }
         self.snapshot = Some(snapshot);
         self.settle_inference(at);
+        self.take_unloads();
     }
 
     /// Turns the requests that ended by `at` into records, and stores them.

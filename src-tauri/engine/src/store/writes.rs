@@ -2,6 +2,7 @@
 //! write one transaction.
 
 use super::batch::BatchSums;
+use super::resident::Also;
 use super::{
     domains, sql_at, Row, Step, Store, StoreError, MINUTES_KEEP_SECONDS, RAW_KEEP_SECONDS,
 };
@@ -70,18 +71,24 @@ impl Store {
         session_joules: f64,
         session_cost: f64,
     ) -> Result<(), StoreError> {
-        self.write_batch_with_baseline(session_id, rows, session_joules, session_cost, None)
+        self.write_batch_with(
+            session_id,
+            rows,
+            session_joules,
+            session_cost,
+            &Also::default(),
+        )
     }
 
-    /// [`write_batch`](Self::write_batch), with a new idle baseline in the same transaction (one
-    /// commit, not two).
-    pub fn write_batch_with_baseline(
+    /// [`write_batch`](Self::write_batch), with a new idle baseline and the residency rows in
+    /// the same transaction (one commit, not several).
+    pub fn write_batch_with(
         &mut self,
         session_id: i64,
         rows: &[Row],
         session_joules: f64,
         session_cost: f64,
-        baseline: Option<&wattbar_core::inference::Baseline>,
+        also: &Also<'_>,
     ) -> Result<(), StoreError> {
         let path = self.path.clone();
         let tx = self.conn.transaction().map_err(|e| sql_at(&path, e))?;
@@ -145,9 +152,10 @@ impl Store {
             drop((lifetime, daily, monthly));
             tx.prepare_cached("UPDATE sessions SET joules = ?2, cost = ?3 WHERE id = ?1")?
                 .execute(params![session_id, session_joules, session_cost])?;
-            if let Some(b) = baseline {
+            if let Some(b) = also.baseline {
                 super::inference::put_baseline(&tx, b)?;
             }
+            super::resident::put(&tx, also)?;
             tx.commit()
         })();
         result.map_err(|e| sql_at(&path, e))

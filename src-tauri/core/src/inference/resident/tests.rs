@@ -79,8 +79,14 @@ fn idle_watts_is_the_draw_with_the_model_loaded_minus_with_none() {
     let u = c.uncertainty_watts.unwrap_or_else(|| panic!("{c:?}"));
     assert!(u > 0.0 && u < 0.5, "{u}");
     // 20 W all day = 0.48 kWh = 0.144 at 0.30 a kWh.
-    assert!((c.kwh_per_day.unwrap_or_default() - 0.48).abs() < 0.01, "{c:?}");
-    assert!((c.cost_per_day.unwrap_or_default() - 0.144).abs() < 0.003, "{c:?}");
+    assert!(
+        (c.kwh_per_day.unwrap_or_default() - 0.48).abs() < 0.01,
+        "{c:?}"
+    );
+    assert!(
+        (c.cost_per_day.unwrap_or_default() - 0.144).abs() < 0.003,
+        "{c:?}"
+    );
 }
 
 #[test]
@@ -89,14 +95,20 @@ fn the_cost_is_unknown_until_both_states_were_measured_never_zero() {
     let mut t = Trace::new();
     t.run(120, 30.0, Some(&gemma), false);
     let c = t.cost("gemma3:latest");
-    assert_eq!((c.idle_watts, c.idle_joules_today, c.cost_per_day), (None, None, None));
+    assert_eq!(
+        (c.idle_watts, c.idle_joules_today, c.cost_per_day),
+        (None, None, None)
+    );
     assert!(c.method.contains("with no model loaded"), "{}", c.method);
     assert!((c.idle_seconds_today - 119.0).abs() < 1e-9, "{c:?}");
     // Then the server lets it go: nothing loaded is measured, the draw becomes known.
     t.run(60, 10.0, Some(&[]), false);
     let c = t.cost("gemma3:latest");
     assert!(!c.loaded);
-    assert!((c.idle_watts.unwrap_or_default() - 20.0).abs() <= 0.4, "{c:?}");
+    assert!(
+        (c.idle_watts.unwrap_or_default() - 20.0).abs() <= 0.4,
+        "{c:?}"
+    );
 }
 
 #[test]
@@ -131,7 +143,10 @@ fn a_request_in_flight_is_not_idle_time_and_does_not_move_the_baseline() {
     t.run(300, 200.0, Some(&gemma), true);
     let c = t.cost("gemma3:latest");
     assert!((c.idle_seconds_today - seconds).abs() < 1e-9, "{c:?}");
-    assert!((c.idle_watts.unwrap_or_default() - 20.0).abs() <= 0.4, "{c:?}");
+    assert!(
+        (c.idle_watts.unwrap_or_default() - 20.0).abs() <= 0.4,
+        "{c:?}"
+    );
 }
 
 #[test]
@@ -219,13 +234,13 @@ fn what_the_store_kept_is_where_a_restart_goes_on_from() {
         ..Trace::new()
     };
     // Known at once, before any new interval: the draw was measured before the restart.
-    assert_eq!(
-        again.cost("gemma3:latest").idle_watts,
-        before.idle_watts
-    );
+    assert_eq!(again.cost("gemma3:latest").idle_watts, before.idle_watts);
     again.run(11, 30.0, Some(&gemma), false);
     let c = again.cost("gemma3:latest");
     assert!((c.idle_seconds_today - before.idle_seconds_today - 10.0).abs() < 1e-9);
     assert!(c.idle_joules_total > before.idle_joules_total);
-    assert!(t.r.take_changes().1.is_empty(), "changes are handed over once");
+    assert!(
+        t.r.take_changes().1.is_empty(),
+        "changes are handed over once"
+    );
 }

@@ -3,6 +3,7 @@
 mod clocks;
 mod prefs;
 mod records;
+mod resident;
 
 use super::*;
 use crate::command::External;

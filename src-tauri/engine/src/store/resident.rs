@@ -1,0 +1,188 @@
+//! What resident models cost at idle (v9): the idle baseline of each set of loaded models, each
+//! model's resident idle time per local day, and each unload low-power mode asked for.
+//!
+//! - `resident_baselines(set_key, models, shares, watts, spread_watts, samples, from_t, to_t,
+//!   method)`: the last baseline of each set (`set_key` `""` is the set with no model loaded);
+//!   `models` and `shares` are JSON arrays.
+//! - `resident_idle(day, model, idle_seconds, joules, cost, unpriced_seconds)`: the day's
+//!   figures, written whole (not added to), so a batch written twice changes nothing.
+//! - `unloads(t, server, unloaded, kept, error)`: what each engagement unloaded (JSON arrays),
+//!   or why it could not.
+//!
+//! Rows are written in the engine's batch transaction.
+
+use super::{local_day_month, Store, StoreError};
+use rusqlite::{params, Connection};
+use std::collections::BTreeMap;
+use wattbar_core::inference::resident::{Kept, ResidentDay, SetBaseline, Unload};
+use wattbar_core::inference::Baseline;
+
+pub(super) const MIGRATION: &str = r#"
+CREATE TABLE resident_baselines (set_key TEXT PRIMARY KEY, models TEXT NOT NULL,
+                                 shares TEXT NOT NULL, watts REAL NOT NULL, spread_watts REAL,
+                                 samples INTEGER NOT NULL, from_t REAL NOT NULL,
+                                 to_t REAL NOT NULL, method TEXT NOT NULL);
+CREATE TABLE resident_idle (day TEXT NOT NULL, model TEXT NOT NULL, idle_seconds REAL NOT NULL,
+                            joules REAL NOT NULL, cost REAL NOT NULL,
+                            unpriced_seconds REAL NOT NULL, PRIMARY KEY (day, model));
+CREATE TABLE unloads (id INTEGER PRIMARY KEY, t REAL NOT NULL, server TEXT NOT NULL,
+                      unloaded TEXT NOT NULL, kept TEXT NOT NULL, error TEXT);
+"#;
+
+/// What a batch writes besides its rows.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Also<'a> {
+    /// A new whole-machine idle baseline.
+    pub baseline: Option<&'a Baseline>,
+    pub set_baselines: &'a [SetBaseline],
+    pub resident_days: &'a [ResidentDay],
+}
+
+/// Writes `also`'s residency rows; `conn` is the batch's transaction.
+pub(super) fn put(conn: &Connection, also: &Also<'_>) -> rusqlite::Result<()> {
+    for s in also.set_baselines {
+        let b = &s.baseline;
+        conn.prepare_cached(
+            "INSERT OR REPLACE INTO resident_baselines (set_key, models, shares, watts,
+                 spread_watts, samples, from_t, to_t, method)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        )?
+        .execute(params![
+            s.key,
+            json(&s.models),
+            json(&s.shares),
+            b.watts,
+            b.spread_watts,
+            i64::try_from(b.samples).unwrap_or(i64::MAX),
+            b.from,
+            b.to,
+            b.method
+        ])?;
+    }
+    for d in also.resident_days {
+        conn.prepare_cached(
+            "INSERT OR REPLACE INTO resident_idle (day, model, idle_seconds, joules, cost,
+                 unpriced_seconds) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?
+        .execute(params![
+            d.day,
+            d.model,
+            d.idle_seconds,
+            d.joules,
+            d.cost,
+            d.unpriced_seconds
+        ])?;
+    }
+    Ok(())
+}
+
+fn json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "[]".to_string())
+}
+
+fn from_json<T: serde::de::DeserializeOwned + Default>(text: &str) -> T {
+    serde_json::from_str(text).unwrap_or_default()
+}
+
+impl Store {
+    /// The set baselines, the rows of the local day of `now_unix`, and every model's resident
+    /// idle energy.
+    pub fn resident_kept(&self, now_unix: f64) -> Result<Kept, StoreError> {
+        let (day, _) = local_day_month(now_unix);
+        let baselines = self
+            .conn
+            .prepare(
+                "SELECT set_key, models, shares, watts, spread_watts, samples, from_t, to_t,
+                        method FROM resident_baselines",
+            )
+            .and_then(|mut s| {
+                s.query_map([], |r| {
+                    Ok(SetBaseline {
+                        key: r.get(0)?,
+                        models: from_json(&r.get::<_, String>(1)?),
+                        shares: from_json(&r.get::<_, String>(2)?),
+                        baseline: Baseline {
+                            watts: r.get(3)?,
+                            spread_watts: r.get(4)?,
+                            samples: usize::try_from(r.get::<_, i64>(5)?).unwrap_or(0),
+                            from: r.get(6)?,
+                            to: r.get(7)?,
+                            method: r.get(8)?,
+                        },
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(|e| self.sql(e))?;
+        let today = self
+            .conn
+            .prepare(
+                "SELECT day, model, idle_seconds, joules, cost, unpriced_seconds
+                 FROM resident_idle WHERE day = ?1",
+            )
+            .and_then(|mut s| {
+                s.query_map([&day], |r| {
+                    Ok(ResidentDay {
+                        day: r.get(0)?,
+                        model: r.get(1)?,
+                        idle_seconds: r.get(2)?,
+                        joules: r.get(3)?,
+                        cost: r.get(4)?,
+                        unpriced_seconds: r.get(5)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(|e| self.sql(e))?;
+        let lifetime = self
+            .conn
+            .prepare("SELECT model, SUM(joules) FROM resident_idle GROUP BY model")
+            .and_then(|mut s| {
+                s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<rusqlite::Result<BTreeMap<String, f64>>>()
+            })
+            .map_err(|e| self.sql(e))?;
+        // A set whose shares do not match its models was not written by this code: left out.
+        let baselines = baselines
+            .into_iter()
+            .filter(|b: &SetBaseline| b.models.len() == b.shares.len())
+            .collect();
+        Ok(Kept {
+            baselines,
+            today,
+            lifetime,
+        })
+    }
+
+    /// Records an unload at once, in its own transaction.
+    pub fn record_unload(&mut self, u: &Unload) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO unloads (t, server, unloaded, kept, error) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![u.t, u.server, json(&u.unloaded), json(&u.kept), u.error],
+            )
+            .map_err(|e| self.sql(e))?;
+        Ok(())
+    }
+
+    /// The newest unloads, newest first.
+    pub fn unloads(&self, limit: usize) -> Result<Vec<Unload>, StoreError> {
+        self.conn
+            .prepare(
+                "SELECT t, server, unloaded, kept, error FROM unloads ORDER BY id DESC LIMIT ?1",
+            )
+            .and_then(|mut s| {
+                s.query_map([i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
+                    Ok(Unload {
+                        t: r.get(0)?,
+                        server: r.get(1)?,
+                        unloaded: from_json(&r.get::<_, String>(2)?),
+                        kept: from_json(&r.get::<_, String>(3)?),
+                        error: r.get(4)?,
+                    })
+                })?
+                .collect()
+            })
+            .map_err(|e| self.sql(e))
+    }
+}
