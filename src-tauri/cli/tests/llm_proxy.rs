@@ -645,7 +645,8 @@ fn a_loaded_model_is_listed_with_its_idle_cost_unknown_until_measured() {
     );
     let metrics = ureq::get(&format!("{}/metrics", serve.url))
         .call()
-        .and_then(|r| Ok(r.into_string()?))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_string()
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(
         metrics.contains("wattbar_model_resident_idle_joules_total{model=\"gemma3:latest\"}"),
