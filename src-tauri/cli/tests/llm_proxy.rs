@@ -725,3 +725,73 @@ fn switching_low_power_on_unloads_each_idle_model_once_and_leaves_a_busy_one() {
     let lines = running.join().ok().and_then(Result::ok);
     assert_eq!(lines, Some(71));
 }
+
+#[test]
+fn the_cli_says_what_keeping_a_model_loaded_costs_a_day() {
+    use wattbar_core::inference::resident::{ResidentDay, SetBaseline};
+    use wattbar_core::inference::Baseline;
+    use wattbar_engine::store::{resident::Also, Store};
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        dir.path().join("preferences.json"),
+        r#"{"price_per_kwh": 0.30}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    // What an engine stored: 10 W idle with nothing loaded, 30 W with gemma3 loaded (100
+    // intervals each, 1 W spread), and an hour resident and idle at 20 W on some day.
+    {
+        let now = wattbar_engine::unix_now();
+        let (mut store, _) =
+            Store::open(&dir.path().join("wattbar.db"), now).unwrap_or_else(|e| panic!("{e}"));
+        let session = store
+            .start_session(now, "EUR")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let set = |key: &str, watts: f64| SetBaseline {
+            key: key.into(),
+            models: if key.is_empty() { vec![] } else { vec![key.into()] },
+            shares: if key.is_empty() { vec![] } else { vec![1.0] },
+            baseline: Baseline {
+                watts,
+                spread_watts: Some(1.0),
+                samples: 100,
+                from: now - 600.0,
+                to: now,
+                method: "median".into(),
+            },
+        };
+        let day = ResidentDay {
+            day: "2026-01-01".into(),
+            model: "gemma3:latest".into(),
+            idle_seconds: 3600.0,
+            joules: 72_000.0,
+            cost: 72_000.0 / 3.6e6 * 0.30,
+            unpriced_seconds: 0.0,
+        };
+        let also = Also {
+            baseline: None,
+            set_baselines: &[set("", 10.0), set("gemma3:latest", 30.0)],
+            resident_days: &[day],
+        };
+        store
+            .write_batch_with(session, &[], 0.0, 0.0, &also)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&common::run_cli(dir.path(), &["models", "--json"]))
+            .unwrap_or_else(|e| panic!("{e}"));
+    let gemma = &json["resident"][0];
+    assert_eq!(gemma["model"], "gemma3:latest", "{json}");
+    assert_eq!(gemma["idle_watts"], 20.0);
+    // 20 W × 24 h = 0.48 kWh, at 0.30 a kWh.
+    assert!((f(&gemma["cost_per_day"]) - 0.144).abs() < 1e-9, "{gemma}");
+    assert_eq!(gemma["idle_joules_total"], 72_000.0);
+    assert_eq!(gemma["loaded"], false, "only a running engine knows what is loaded");
+    // Two medians of 100 intervals with a 1 W spread: ± 1.96 × √2 × 1.2533 × (1/1.645) / 10.
+    let within = f(&gemma["uncertainty_watts"]);
+    assert!((within - 0.2112).abs() < 1e-3, "{within}");
+    let text = common::run_cli(dir.path(), &["models"]);
+    assert!(
+        text.contains("Keeping gemma3:latest loaded costs about 0.14 EUR/day (20.0 ± 0.2 W at idle"),
+        "{text}"
+    );
+}

@@ -1,7 +1,12 @@
 //! `models` and `inference`: the inference ledger, read-only beside a running engine.
 
 use anyhow::Result;
-use wattbar_core::inference::{ModelStats, Record};
+use wattbar_core::inference::resident::{ResidentCost, Residency};
+use wattbar_core::inference::Record;
+use wattbar_core::Preferences;
+use wattbar_engine::accounting::local_week_seconds;
+use wattbar_engine::inference::book::{BASELINE_EVERY, BASELINE_SPAN};
+use wattbar_engine::store::Store;
 use wattbar_engine::{paths, prefs_file, unix_now};
 
 fn fmt(v: Option<f64>, digits: usize) -> String {
@@ -12,17 +17,46 @@ fn csv_cell(v: Option<f64>) -> String {
     v.map(|x| x.to_string()).unwrap_or_default()
 }
 
-/// Per-model figures over every record ever stored, most recently used first.
+/// What each model costs by staying loaded, from the ledger as of its last batch: the idle
+/// draw measured per loaded set, and today's resident idle time. Which models are loaded now
+/// only a running engine knows (`/v1/models`).
+fn resident(store: &Store, prefs: &Preferences) -> Result<Vec<ResidentCost>> {
+    let now = unix_now();
+    let kept = store.resident_kept(now)?;
+    let price = prefs
+        .tariff_schedule()
+        .map_or(prefs.price_per_kwh, |t| t.price_at(local_week_seconds(now)))
+        .per_kwh();
+    let residency = Residency::new(
+        BASELINE_SPAN.as_secs_f64(),
+        BASELINE_EVERY.as_secs_f64(),
+        kept,
+    );
+    Ok(residency.costs(price))
+}
+
+/// Per-model figures over every record ever stored, most recently used first, and what each
+/// model costs by staying loaded.
 pub fn models(format: crate::args::TableFormat) -> Result<()> {
     let (prefs, _) = prefs_file::load(&paths::preferences_path()?)?;
-    let mut models: Vec<ModelStats> = match crate::ledger::open_read_only() {
-        Ok(store) => store.inference_models(prefs.score_ceiling)?,
-        Err(_) => Vec::new(),
+    let (mut models, resident) = match crate::ledger::open_read_only() {
+        Ok(store) => (
+            store.inference_models(prefs.score_ceiling)?,
+            // A ledger an older Wattbar wrote has no such tables yet: the models still list.
+            resident(&store, &prefs).unwrap_or_else(|e| {
+                eprintln!("what resident models cost could not be read: {e}");
+                Vec::new()
+            }),
+        ),
+        Err(_) => (Vec::new(), Vec::new()),
     };
     models.sort_by(|a, b| b.last.total_cmp(&a.last));
     match format {
         crate::args::TableFormat::Json => {
-            println!("{}", serde_json::json!({ "models": models }));
+            println!(
+                "{}",
+                serde_json::json!({ "models": models, "resident": resident })
+            );
         }
         crate::args::TableFormat::Csv => {
             let mut w = csv::Writer::from_writer(std::io::stdout());
@@ -55,6 +89,7 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
             w.flush()?;
         }
         crate::args::TableFormat::Human => {
+            print_resident(&resident, prefs.currency.as_str());
             if models.is_empty() {
                 println!(
                     "No inference measured yet: run `wattbar-cli serve --llm-proxy 127.0.0.1:11435` \
@@ -82,6 +117,32 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// "Keeping gemma3 loaded costs about 0.14 EUR/day", one line per model, before the table.
+fn print_resident(resident: &[ResidentCost], currency: &str) {
+    for r in resident {
+        match (r.idle_watts, r.cost_per_day) {
+            (Some(w), Some(cost)) => {
+                let within = r
+                    .uncertainty_watts
+                    .map_or(String::new(), |u| format!(" ± {u:.1}"));
+                let today = r.idle_joules_today.map_or_else(
+                    || "not yet priced".to_string(),
+                    |j| format!("{:.3} kWh", j / 3.6e6),
+                );
+                println!(
+                    "Keeping {} loaded costs about {cost:.2} {currency}/day ({w:.1}{within} W \
+                     at idle; today {:.0} s resident and idle, {today}).",
+                    r.model, r.idle_seconds_today
+                );
+            }
+            _ => println!("{}: what keeping it loaded costs is {}.", r.model, r.method),
+        }
+    }
+    if !resident.is_empty() {
+        println!();
+    }
 }
 
 /// The records of the last `since`, newest first.
