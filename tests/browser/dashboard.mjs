@@ -106,6 +106,9 @@ try {
     report.last_request_routed_from = await page.getAttribute("#requests li [data-field=requested-model]", "data-value");
     await page.waitForFunction(() => document.getElementById("routing").dataset.requests === "1", null, { timeout: 10000 });
     report.routing = await page.textContent("#routing");
+    // The proxy reads the upstream's /api/ps: the loaded model is listed with its cost unknown.
+    await page.waitForSelector('#resident li[data-model="gemma3:latest"]', { timeout: 10000 });
+    report.resident = await page.textContent('#resident li[data-model="gemma3:latest"]');
     report.same_page_after_request = await page.evaluate(() => window.__loadedOnce === true);
   }
   if (screenshot) await page.screenshot({ path: screenshot, fullPage: true });

@@ -2,7 +2,7 @@
 import * as transport from "./transport.js";
 import * as fmt from "./format.js";
 import { $, setText } from "./dom.js";
-import { renderInference } from "./models.js";
+import { renderInference, renderResident } from "./models.js";
 
 const WINDOW_SECONDS = 5 * 60;
 let history = [];
@@ -176,6 +176,7 @@ function render(state) {
   setText($("price-value"), `${state.price_per_kwh} ${state.currency}/kWh`, state.price_per_kwh);
   renderLowPower(state.low_power);
   renderInference(state.inference, state.inflight);
+  renderResident(state.resident, state.currency);
   const os = $("os-low-power");
   os.hidden = state.os_low_power_mode === null || state.os_low_power_mode === undefined;
   if (!os.hidden) setText(os, `macOS Low Power Mode: ${state.os_low_power_mode ? "on" : "off"}`);

@@ -143,6 +143,43 @@ function renderBaseline(inference) {
   line.dataset.watts = b ? String(b.watts) : "";
 }
 
+function duration(seconds) {
+  const m = Math.floor(seconds / 60);
+  return m >= 60 ? `${Math.floor(m / 60)} h ${m % 60} min` : `${m} min`;
+}
+
+function residentItem(r, currency) {
+  const known = r.idle_watts !== null && r.idle_watts !== undefined;
+  const name = r.loaded ? `${r.model} (loaded)` : r.model;
+  let text;
+  if (known) {
+    const within = r.uncertainty_watts ? ` ± ${fmt.watts(r.uncertainty_watts)}` : "";
+    const today = r.idle_joules_today === null || r.idle_joules_today === undefined
+      ? "not yet priced"
+      : fmt.energy(r.idle_joules_today / 3.6e6);
+    text = `Keeping ${name} costs about ${fmt.money(r.cost_per_day, currency)}/day`
+      + ` (${fmt.watts(r.idle_watts)}${within} W at idle; today ${duration(r.idle_seconds_today)}`
+      + ` resident and idle, ${today}).`;
+  } else {
+    text = `${name}: what keeping it loaded costs is ${r.method}.`;
+  }
+  return el("li", { "data-model": r.model, "data-idle-watts": known ? String(r.idle_watts) : "",
+    title: known ? r.method : "" }, text);
+}
+
+let residentKey = null;
+
+// resident: what each model the server holds (or held today) costs by staying loaded.
+export function renderResident(resident, currency) {
+  const list = $("resident");
+  const rows = resident ?? [];
+  const key = JSON.stringify([rows, currency]);
+  if (key === residentKey) return;
+  residentKey = key;
+  list.hidden = rows.length === 0;
+  list.replaceChildren(...rows.map((r) => residentItem(r, currency)));
+}
+
 function renderRequests(recent) {
   $("requests-box").hidden = recent.length === 0;
   $("requests").replaceChildren(...recent.map(requestItem));

@@ -215,6 +215,12 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
             .is_some_and(|t| t.contains("1 request routed")),
         "{report}"
     );
+    assert_eq!(
+        report["resident"],
+        "gemma3:latest (loaded): what keeping it loaded costs is not known yet: the idle draw \
+         must be measured both with gemma3:latest loaded and with no model loaded.",
+        "{report}"
+    );
     let (status, _) = serve.terminate();
     assert!(status.success());
 }
