@@ -32,6 +32,7 @@
 //   GET  /big-sha?mb=N          {"sha256": "...", "bytes": N} of what /big?mb=N sends
 //   *    /echo                  {"method","path","headers","body_bytes","body_sha256"}; the body is
 //                               hashed as it streams in, never buffered
+//   POST generation, model absent*  404 {"error":"model \"…\" not found, try pulling it first"}
 //   GET  /api/tags              {"models":[]}
 //   GET  /api/ps                the genuine /api/ps capture: gemma3:latest loaded
 //   GET  /                      "Ollama is running" (what Ollama answers; handy as a health check)
@@ -337,6 +338,11 @@ async function handle(req, res) {
       max_tokens: body.max_tokens ?? null,
       keep_alive: body.keep_alive ?? null,
     });
+    // A model this server has not pulled: Ollama's 404 and its message form, for any model whose
+    // name starts with "absent".
+    if (typeof model === 'string' && model.startsWith('absent')) {
+      return sendJson(res, 404, { error: `model "${model}" not found, try pulling it first` });
+    }
     const openai = path.startsWith('/v1/');
     const stream = body.stream ?? !openai;
     // Like the servers: a whole JSON body has a Content-Length, a stream comes in chunks.

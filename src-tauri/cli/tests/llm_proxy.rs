@@ -434,6 +434,48 @@ fn in_route_mode_ollamas_client_is_served_by_the_small_model_with_its_tokens_cap
 }
 
 #[test]
+fn a_request_routed_to_a_model_the_server_lacks_gets_its_error_unchanged_and_once() {
+    let upstream = Upstream::start(0);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        dir.path().join("preferences.json"),
+        r#"{"low_power_action": "route", "low_power_routes": {"llama3": "absent:1b"},
+            "low_power_auto": false}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let (serve, proxy) = start_serve(dir.path(), &upstream.url);
+    common::switch_low_power(dir.path(), &serve, "on");
+    let answer = ureq::post(&format!("{proxy}/api/chat"))
+        .send_json(serde_json::json!({"model": "llama3", "messages": [], "stream": false}));
+    let Err(ureq::Error::Status(404, answer)) = answer else {
+        panic!("not the server's 404: {answer:?}");
+    };
+    assert_eq!(
+        answer.header("x-wattbar-routed"),
+        Some("llama3 -> absent:1b"),
+        "the client is told where it was sent"
+    );
+    let body = answer.into_string().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        body,
+        r#"{"error":"model \"absent:1b\" not found, try pulling it first"}"#
+    );
+    // No retry, neither with the model asked for nor with the routed one.
+    let asked = upstream.stats()["asked"].clone();
+    assert_eq!(asked.as_array().map(Vec::len), Some(1), "{asked}");
+    let r = &records(&serve, 1)[0];
+    assert_eq!(r["status"], "error", "{r}");
+    assert_eq!(r["model"], "absent:1b");
+    assert_eq!(r["requested_model"], "llama3");
+    assert!(
+        r["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("not found, try pulling it first")),
+        "{r}"
+    );
+}
+
+#[test]
 fn each_measured_answer_names_its_record_and_the_api_gives_it_whole() {
     let upstream = Upstream::start(PACE_MS);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -748,7 +790,11 @@ fn the_cli_says_what_keeping_a_model_loaded_costs_a_day() {
             .unwrap_or_else(|e| panic!("{e}"));
         let set = |key: &str, watts: f64| SetBaseline {
             key: key.into(),
-            models: if key.is_empty() { vec![] } else { vec![key.into()] },
+            models: if key.is_empty() {
+                vec![]
+            } else {
+                vec![key.into()]
+            },
             shares: if key.is_empty() { vec![] } else { vec![1.0] },
             baseline: Baseline {
                 watts,
@@ -785,13 +831,18 @@ fn the_cli_says_what_keeping_a_model_loaded_costs_a_day() {
     // 20 W × 24 h = 0.48 kWh, at 0.30 a kWh.
     assert!((f(&gemma["cost_per_day"]) - 0.144).abs() < 1e-9, "{gemma}");
     assert_eq!(gemma["idle_joules_total"], 72_000.0);
-    assert_eq!(gemma["loaded"], false, "only a running engine knows what is loaded");
+    assert_eq!(
+        gemma["loaded"], false,
+        "only a running engine knows what is loaded"
+    );
     // Two medians of 100 intervals with a 1 W spread: ± 1.96 × √2 × 1.2533 × (1/1.645) / 10.
     let within = f(&gemma["uncertainty_watts"]);
     assert!((within - 0.2112).abs() < 1e-3, "{within}");
     let text = common::run_cli(dir.path(), &["models"]);
     assert!(
-        text.contains("Keeping gemma3:latest loaded costs about 0.14 EUR/day (20.0 ± 0.2 W at idle"),
+        text.contains(
+            "Keeping gemma3:latest loaded costs about 0.14 EUR/day (20.0 ± 0.2 W at idle"
+        ),
         "{text}"
     );
 }

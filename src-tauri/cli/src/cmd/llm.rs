@@ -1,7 +1,7 @@
 //! `models` and `inference`: the inference ledger, read-only beside a running engine.
 
 use anyhow::Result;
-use wattbar_core::inference::resident::{ResidentCost, Residency};
+use wattbar_core::inference::resident::{Residency, ResidentCost};
 use wattbar_core::inference::Record;
 use wattbar_core::Preferences;
 use wattbar_engine::accounting::local_week_seconds;
