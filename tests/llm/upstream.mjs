@@ -36,8 +36,9 @@
 //   GET  /api/tags              {"models":[]}
 //   GET  /api/ps                the genuine /api/ps capture: gemma3:latest loaded
 //   GET  /                      "Ollama is running" (what Ollama answers; handy as a health check)
-//   GET  /__stats               {"requests","cancelled","hosts","asked"}: requests served (not
-//                               counting /__stats), streams cut short by the client, distinct Host
+//   GET  /__stats               {"requests","ps","cancelled","hosts","asked"}: requests served (not
+//                               counting /__stats nor GET /api/ps, counted in "ps"), streams cut
+//                               short by the client, distinct Host
 //                               headers, and per generation request what its body asked:
 //                               {path, model, num_predict (options.num_predict), max_tokens,
 //                               keep_alive}
@@ -126,8 +127,7 @@ const NDJSON_ERROR = Buffer.from(JSON.stringify({ error: ERROR_MESSAGE }) + '\n'
 const SSE_ERROR = Buffer.from(
   'data: ' + JSON.stringify({ error: { message: ERROR_MESSAGE, type: 'server_error' } }) + '\n\n',
 );
-
-const stats = { requests: 0, cancelled: 0, hosts: [], asked: [] };
+const stats = { requests: 0, ps: 0, cancelled: 0, hosts: [], asked: [] };
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -302,7 +302,10 @@ async function handle(req, res) {
   if (path === '/__stats' && req.method === 'GET') {
     return sendJson(res, 200, stats);
   }
-  stats.requests++;
+  // The proxy reads /api/ps every few seconds on its own: counted apart, so that `requests`
+  // counts what clients caused.
+  if (req.method === 'GET' && path === '/api/ps') stats.ps++;
+  else stats.requests++;
   if (!stats.hosts.includes(host)) stats.hosts.push(host);
 
   if (!isLoopbackHost(host)) {
