@@ -12,6 +12,7 @@ pub mod inference;
 pub mod meter;
 pub mod policy;
 pub mod prefs;
+pub mod programs;
 pub mod reading;
 pub mod session;
 pub mod tariff;

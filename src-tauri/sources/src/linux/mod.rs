@@ -3,6 +3,7 @@
 pub mod hwmon;
 pub mod power_supply;
 pub mod proc_stat;
+pub mod procs;
 pub mod rapl;
 pub mod sysfs;
 

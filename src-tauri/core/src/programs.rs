@@ -1,0 +1,168 @@
+//! Which program draws the watts: each sampling interval's energy split among programs, so that
+//! the parts add up exactly to the headline.
+//!
+//! Rules:
+//! - A process is known by its pid *and* start time: a pid reused by a new process is another
+//!   process, never merged with the old one.
+//! - A process's CPU time over an interval is the growth of its own time plus the growth of its
+//!   waited-for children's time, less what those children had when last seen. So the part of a
+//!   child's life no read saw (it ended between two reads) lands on its parent, and nothing is
+//!   counted twice. A process that started after the previous read counts all of its time: one
+//!   alive for a single interval counts. Times are cumulative, so a process read late still gets
+//!   its exact share of the window.
+//! - Energy ([`split`]): the CPU domain's energy less its idle part (the domain's idle draw ×
+//!   the interval, at most the domain's energy) is the active part, shared by each program's
+//!   share of the busy ticks of all CPUs. Busy ticks no process accounts for (kernel threads, a
+//!   process that ended unseen with no parent waiting) leave their part unattributed; processes
+//!   that add up to more than the busy ticks (reads a few milliseconds apart) are scaled down to
+//!   them. What the CPU domain does not cover of the headline is unattributed too.
+//! - Invariant: Σ programs + idle + unattributed = the headline's energy.
+//!
+//! Times are clock ticks (`USER_HZ`); the caller says which program each process belongs to.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One process as one read saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcTimes {
+    pub pid: u32,
+    pub ppid: u32,
+    /// The command name (`comm`).
+    pub name: String,
+    /// Its own CPU time (user + system).
+    pub ticks: u64,
+    /// CPU time of its children that ended and were waited for.
+    pub child_ticks: u64,
+    /// When it started, ticks since boot.
+    pub start_ticks: u64,
+}
+
+type Key = (u32, u64);
+
+fn key(p: &ProcTimes) -> Key {
+    (p.pid, p.start_ticks)
+}
+
+/// Each process's CPU time between two reads.
+#[derive(Debug, Default)]
+pub struct CpuTimes {
+    last: BTreeMap<Key, ProcTimes>,
+    /// Ticks since boot at the last read.
+    last_at: Option<u64>,
+}
+
+/// One process's CPU ticks over an interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Used {
+    pub pid: u32,
+    pub name: String,
+    pub ticks: f64,
+}
+
+impl CpuTimes {
+    /// The ticks each process used since the previous read; `None` at the first read (it is
+    /// the baseline). `at`: ticks since boot at this read.
+    pub fn step(&mut self, procs: Vec<ProcTimes>, at: u64) -> Option<Vec<Used>> {
+        let now: BTreeMap<Key, ProcTimes> = procs.into_iter().map(|p| (key(&p), p)).collect();
+        let out = self.last_at.map(|since| self.used(&now, since));
+        self.last = now;
+        self.last_at = Some(at);
+        out
+    }
+
+    fn used(&self, now: &BTreeMap<Key, ProcTimes>, since: u64) -> Vec<Used> {
+        // What each parent's ended children had when last seen.
+        let mut ended_children: BTreeMap<Key, u64> = BTreeMap::new();
+        for (k, gone) in &self.last {
+            if now.contains_key(k) {
+                continue;
+            }
+            let parent = now
+                .values()
+                .find(|p| p.pid == gone.ppid && p.start_ticks <= gone.start_ticks);
+            if let Some(parent) = parent {
+                *ended_children.entry(key(parent)).or_default() += gone.ticks + gone.child_ticks;
+            }
+        }
+        now.iter()
+            .filter_map(|(k, p)| {
+                let ticks = match self.last.get(k) {
+                    Some(before) => {
+                        let own = p.ticks.saturating_sub(before.ticks);
+                        let children = p
+                            .child_ticks
+                            .saturating_sub(before.child_ticks)
+                            .saturating_sub(ended_children.get(k).copied().unwrap_or(0));
+                        own + children
+                    }
+                    None if p.start_ticks >= since => p.ticks + p.child_ticks,
+                    None => return None,
+                };
+                Some(Used {
+                    pid: p.pid,
+                    name: p.name.clone(),
+                    ticks: ticks as f64,
+                })
+            })
+            .collect()
+    }
+}
+
+/// One interval's energy, split.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Split {
+    /// Joules per program.
+    pub programs: BTreeMap<String, f64>,
+    /// The CPU domain's idle draw over the interval: no program's.
+    pub idle: f64,
+    /// What no program accounts for.
+    pub unattributed: f64,
+}
+
+impl Split {
+    pub fn total(&self) -> f64 {
+        self.programs.values().sum::<f64>() + self.idle + self.unattributed
+    }
+}
+
+/// What one interval measured, for [`split`].
+#[derive(Debug, Clone, Copy)]
+pub struct Measured {
+    /// The headline's energy, joules.
+    pub headline: f64,
+    /// The CPU domain's energy, where measured or estimated.
+    pub cpu: Option<f64>,
+    /// The CPU domain's idle draw × the interval; `None` while not known (then none is idle).
+    pub cpu_idle: Option<f64>,
+    /// Busy ticks of all CPUs over the interval (`/proc/stat`).
+    pub busy_ticks: f64,
+}
+
+/// Splits an interval's energy among `programs` (their CPU ticks over it).
+pub fn split(m: Measured, programs: &BTreeMap<String, f64>) -> Split {
+    let headline = m.headline.max(0.0);
+    let cpu = m.cpu.unwrap_or(0.0).clamp(0.0, headline);
+    let idle = m.cpu_idle.unwrap_or(0.0).clamp(0.0, cpu);
+    let active = cpu - idle;
+    let used: f64 = programs.values().filter(|t| **t > 0.0).sum();
+    let scale = used.max(m.busy_ticks);
+    let mut out = Split {
+        idle,
+        ..Split::default()
+    };
+    let mut given = 0.0;
+    if scale > 0.0 && active > 0.0 {
+        for (name, ticks) in programs.iter().filter(|(_, t)| **t > 0.0) {
+            let joules = active * ticks / scale;
+            given += joules;
+            out.programs.insert(name.clone(), joules);
+        }
+    }
+    // The rest by subtraction, so the parts add up to the headline to the last bit.
+    out.unattributed = (headline - idle - given).max(0.0);
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,183 @@
+use super::*;
+
+fn proc(pid: u32, ppid: u32, name: &str, ticks: u64, child_ticks: u64, start: u64) -> ProcTimes {
+    ProcTimes {
+        pid,
+        ppid,
+        name: name.into(),
+        ticks,
+        child_ticks,
+        start_ticks: start,
+    }
+}
+
+fn by_program(used: &[Used]) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for u in used {
+        *out.entry(u.name.clone()).or_default() += u.ticks;
+    }
+    out
+}
+
+fn ticks_of(used: &[Used], pid: u32) -> Option<f64> {
+    used.iter().find(|u| u.pid == pid).map(|u| u.ticks)
+}
+
+#[test]
+fn three_busy_processes_at_3_2_1_share_48_w_above_a_12_w_idle_draw_as_24_16_8() {
+    let mut cpu = CpuTimes::default();
+    let read = |k: u64| {
+        vec![
+            proc(100, 1, "a", 30 * k, 0, 10),
+            proc(200, 1, "b", 20 * k, 0, 10),
+            proc(300, 1, "c", 10 * k, 0, 10),
+        ]
+    };
+    assert_eq!(cpu.step(read(0), 1_000), None, "the first read is the baseline");
+    for k in 1..=10 {
+        let used = cpu
+            .step(read(k), 1_000 + 100 * k)
+            .unwrap_or_else(|| panic!("interval {k}"));
+        // 1 s at 60 W on the CPU domain, 12 W of it the idle draw; 60 busy ticks, all theirs.
+        // The headline (70 W) holds 10 W the CPU domain does not cover.
+        let m = Measured {
+            headline: 70.0,
+            cpu: Some(60.0),
+            cpu_idle: Some(12.0),
+            busy_ticks: 60.0,
+        };
+        let s = split(m, &by_program(&used));
+        assert_eq!(s.programs.get("a"), Some(&24.0));
+        assert_eq!(s.programs.get("b"), Some(&16.0));
+        assert_eq!(s.programs.get("c"), Some(&8.0));
+        assert_eq!((s.idle, s.unattributed), (12.0, 10.0));
+        assert!((s.total() - 70.0).abs() <= 1e-9 * 70.0);
+    }
+}
+
+#[test]
+fn a_child_that_starts_and_ends_between_two_reads_lands_on_its_parent() {
+    let mut cpu = CpuTimes::default();
+    cpu.step(vec![proc(10, 1, "make", 100, 0, 5)], 1_000);
+    // cc ran 40 ticks and was waited for before the next read: only make's cutime shows it.
+    let used = cpu
+        .step(vec![proc(10, 1, "make", 105, 40, 5)], 1_100)
+        .unwrap_or_default();
+    assert_eq!(ticks_of(&used, 10), Some(45.0));
+}
+
+#[test]
+fn a_child_seen_alive_and_then_reaped_is_not_counted_twice() {
+    let mut cpu = CpuTimes::default();
+    cpu.step(vec![proc(10, 1, "make", 100, 0, 5)], 1_000);
+    let used = cpu
+        .step(
+            vec![proc(10, 1, "make", 100, 0, 5), proc(11, 10, "cc", 30, 0, 1_050)],
+            1_100,
+        )
+        .unwrap_or_default();
+    assert_eq!(ticks_of(&used, 11), Some(30.0), "started after the read: all its time");
+    // cc ran 12 more ticks unseen, then ended: make's cutime grows by all 42.
+    let used = cpu
+        .step(vec![proc(10, 1, "make", 100, 42, 5)], 1_200)
+        .unwrap_or_default();
+    assert_eq!(ticks_of(&used, 10), Some(12.0));
+}
+
+#[test]
+fn a_reused_pid_is_a_new_process_not_the_old_one() {
+    let mut cpu = CpuTimes::default();
+    cpu.step(vec![proc(50, 1, "old", 5_000, 0, 100)], 1_000);
+    // pid 50 again, started after the read: a new process with 7 ticks, not 7 − 5000.
+    let used = cpu
+        .step(vec![proc(50, 1, "new", 7, 0, 1_020)], 1_100)
+        .unwrap_or_default();
+    assert_eq!(used.len(), 1);
+    assert_eq!((used[0].name.as_str(), used[0].ticks), ("new", 7.0));
+}
+
+#[test]
+fn a_process_already_running_at_the_first_read_counts_only_from_there() {
+    let mut cpu = CpuTimes::default();
+    cpu.step(vec![proc(1, 0, "init", 10, 0, 1)], 1_000);
+    // Seen for the first time now but started long before: its past is unknown, not this
+    // interval's.
+    let used = cpu
+        .step(vec![proc(1, 0, "init", 12, 0, 1), proc(7, 1, "late", 900, 0, 3)], 1_100)
+        .unwrap_or_default();
+    assert_eq!(ticks_of(&used, 1), Some(2.0));
+    assert_eq!(ticks_of(&used, 7), None);
+}
+
+#[test]
+fn busy_time_no_process_accounts_for_stays_unattributed() {
+    let programs: BTreeMap<String, f64> = [("a".to_string(), 30.0)].into();
+    // 60 busy ticks, 30 of them a's: half the 40 W active part is a's, half nobody's.
+    let s = split(
+        Measured {
+            headline: 50.0,
+            cpu: Some(50.0),
+            cpu_idle: Some(10.0),
+            busy_ticks: 60.0,
+        },
+        &programs,
+    );
+    assert_eq!(s.programs.get("a"), Some(&20.0));
+    assert_eq!((s.idle, s.unattributed), (10.0, 20.0));
+}
+
+#[test]
+fn processes_read_a_little_after_proc_stat_are_scaled_to_the_busy_time() {
+    let programs: BTreeMap<String, f64> = [("a".to_string(), 66.0), ("b".to_string(), 22.0)].into();
+    let s = split(
+        Measured {
+            headline: 40.0,
+            cpu: Some(40.0),
+            cpu_idle: None,
+            busy_ticks: 80.0,
+        },
+        &programs,
+    );
+    assert_eq!(s.programs.get("a"), Some(&30.0));
+    assert_eq!(s.programs.get("b"), Some(&10.0));
+    assert_eq!(s.unattributed, 0.0);
+}
+
+#[test]
+fn without_a_cpu_domain_everything_is_unattributed() {
+    let programs: BTreeMap<String, f64> = [("a".to_string(), 30.0)].into();
+    let s = split(
+        Measured {
+            headline: 25.0,
+            cpu: None,
+            cpu_idle: None,
+            busy_ticks: 30.0,
+        },
+        &programs,
+    );
+    assert!(s.programs.is_empty());
+    assert_eq!(s.unattributed, 25.0);
+}
+
+#[test]
+fn odd_figures_still_add_up_to_the_headline() {
+    let programs: BTreeMap<String, f64> = (0..50)
+        .map(|i| (format!("p{i}"), f64::from(i) * 1.37 + 0.1))
+        .collect();
+    for headline in [0.013, 1.0 / 3.0, 97.31, 12_345.678] {
+        let s = split(
+            Measured {
+                headline,
+                cpu: Some(headline * 0.71),
+                cpu_idle: Some(headline * 0.07),
+                busy_ticks: 2_000.0,
+            },
+            &programs,
+        );
+        assert!(
+            (s.total() - headline).abs() <= 1e-9 * headline,
+            "{} vs {headline}",
+            s.total()
+        );
+    }
+}

@@ -1,0 +1,184 @@
+//! Per-process CPU time from `root/proc/[pid]/stat`, for splitting CPU energy among programs.
+//!
+//! Each read lists `root/proc` and reads each process's `stat` once. The files stay open between
+//! reads (one `pread` at offset 0 each, as [`super::proc_stat`] does): a process that ended
+//! answers its old file with an error and is dropped; a new one is opened. A process that ends
+//! between the listing and its read is simply not in that read.
+//!
+//! Times are in clock ticks (`USER_HZ`, 100 on every Linux this runs on). The parser takes the
+//! command name up to the *last* `)`: names may hold spaces and parentheses.
+
+use crate::error::Error;
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use wattbar_core::programs::ProcTimes;
+
+fn parse_err(message: String) -> Error {
+    Error::Parse {
+        what: "/proc/[pid]/stat",
+        line: None,
+        message,
+    }
+}
+
+/// Parses one `/proc/[pid]/stat`.
+pub fn parse_pid_stat(text: &str) -> Result<ProcTimes, Error> {
+    let open = text
+        .find('(')
+        .ok_or_else(|| parse_err("no `(` before the command name".into()))?;
+    let close = text
+        .rfind(')')
+        .ok_or_else(|| parse_err("no `)` after the command name".into()))?;
+    if close < open {
+        return Err(parse_err("`)` before `(`".into()));
+    }
+    let pid = text[..open]
+        .trim()
+        .parse::<u32>()
+        .map_err(|e| parse_err(format!("pid: {e}")))?;
+    let name = text[open + 1..close].to_string();
+    // Fields after the name, from field 3 (`state`) on.
+    let rest: Vec<&str> = text[close + 1..].split_whitespace().collect();
+    let field = |n: usize| -> Result<u64, Error> {
+        let s = rest
+            .get(n - 3)
+            .ok_or_else(|| parse_err(format!("{} fields, need {n}", rest.len() + 2)))?;
+        s.parse::<u64>()
+            .map_err(|e| parse_err(format!("field {n} ({s:?}): {e}")))
+    };
+    Ok(ProcTimes {
+        pid,
+        ppid: u32::try_from(field(4)?).map_err(|e| parse_err(format!("ppid: {e}")))?,
+        name,
+        ticks: field(14)? + field(15)?,
+        child_ticks: field(16)? + field(17)?,
+        start_ticks: field(22)?,
+    })
+}
+
+/// Reads every process under `root/proc`, keeping their `stat` files open.
+pub struct ProcReader {
+    proc_dir: PathBuf,
+    open: HashMap<u32, File>,
+    buf: Vec<u8>,
+}
+
+impl ProcReader {
+    pub fn new(root: &Path) -> Self {
+        ProcReader {
+            proc_dir: root.join("proc"),
+            open: HashMap::new(),
+            buf: vec![0; 1024],
+        }
+    }
+
+    /// Every process readable now. Fails only when `root/proc` cannot be listed.
+    pub fn read(&mut self) -> Result<Vec<ProcTimes>, Error> {
+        let listing = std::fs::read_dir(&self.proc_dir).map_err(|e| {
+            Error::Unavailable(format!(
+                "processes cannot be listed: {}: {e}",
+                self.proc_dir.display()
+            ))
+        })?;
+        let pids: Vec<u32> = listing
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .collect();
+        self.open.retain(|pid, _| pids.contains(pid));
+        let mut out = Vec::with_capacity(pids.len());
+        for pid in pids {
+            match self.read_one(pid) {
+                Some(p) => out.push(p),
+                None => {
+                    self.open.remove(&pid);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn read_one(&mut self, pid: u32) -> Option<ProcTimes> {
+        if !self.open.contains_key(&pid) {
+            let file = File::open(self.proc_dir.join(pid.to_string()).join("stat")).ok()?;
+            self.open.insert(pid, file);
+        }
+        let file = self.open.get(&pid)?;
+        let n = file.read_at(&mut self.buf, 0).ok()?;
+        let text = std::str::from_utf8(self.buf.get(..n)?).ok()?;
+        let p = parse_pid_stat(text).ok()?;
+        // A file kept open for a pid since reused would be the old process's: it errors instead,
+        // but a fake tree's plain files do not, so the pid is checked too.
+        (p.pid == pid).then_some(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_processs_own_stat_parses_with_its_pid_and_parent() {
+        let text = std::fs::read_to_string("/proc/self/stat").unwrap_or_else(|e| panic!("{e}"));
+        let p = parse_pid_stat(&text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.pid, std::process::id());
+        assert_eq!(p.ppid, std::os::unix::process::parent_id());
+        assert!(p.start_ticks > 0);
+    }
+
+    #[test]
+    fn a_name_with_spaces_and_parentheses_is_read_to_its_last_parenthesis() {
+        // Field 14..17 = utime stime cutime cstime, 22 = starttime.
+        let text = "4242 (Web Content (x)) S 1 4242 4242 0 -1 4194560 1 0 0 0 \
+                    300 200 70 30 20 0 1 0 987654 1 1 18446744073709551615\n";
+        let p = parse_pid_stat(text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.name, "Web Content (x)");
+        assert_eq!((p.pid, p.ppid), (4242, 1));
+        assert_eq!((p.ticks, p.child_ticks, p.start_ticks), (500, 100, 987_654));
+    }
+
+    #[test]
+    fn a_truncated_stat_is_an_error_not_zero_time() {
+        let e = parse_pid_stat("12 (x) S 1 2 3").map(|_| ());
+        assert!(matches!(e, Err(Error::Parse { .. })), "{e:?}");
+    }
+
+    #[test]
+    fn a_fake_tree_is_read_and_a_process_that_ended_is_dropped() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let write = |pid: u32, utime: u64| {
+            let d = dir.path().join("proc").join(pid.to_string());
+            std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{e}"));
+            let stat = format!(
+                "{pid} (busy) R 1 1 1 0 -1 0 0 0 0 0 {utime} 0 0 0 20 0 1 0 {} 1 1\n",
+                pid * 10
+            );
+            std::fs::write(d.join("stat"), stat).unwrap_or_else(|e| panic!("{e}"));
+        };
+        write(10, 300);
+        write(11, 200);
+        std::fs::create_dir_all(dir.path().join("proc/self")).unwrap_or_else(|e| panic!("{e}"));
+        let mut reader = ProcReader::new(dir.path());
+        let mut got = reader.read().unwrap_or_else(|e| panic!("{e}"));
+        got.sort_by_key(|p| p.pid);
+        assert_eq!(
+            got.iter().map(|p| (p.pid, p.ticks)).collect::<Vec<_>>(),
+            [(10, 300), (11, 200)]
+        );
+        std::fs::remove_dir_all(dir.path().join("proc/11")).unwrap_or_else(|e| panic!("{e}"));
+        write(10, 450);
+        let got = reader.read().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            got.iter().map(|p| (p.pid, p.ticks)).collect::<Vec<_>>(),
+            [(10, 450)]
+        );
+    }
+
+    #[test]
+    fn no_proc_folder_is_unavailable() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let e = ProcReader::new(dir.path()).read().map(|_| ());
+        assert!(matches!(e, Err(Error::Unavailable(_))), "{e:?}");
+    }
+}
