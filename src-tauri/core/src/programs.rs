@@ -57,7 +57,19 @@ pub struct CpuTimes {
 pub struct Used {
     pub pid: u32,
     pub name: String,
+    /// The program it belongs to ([`program_of`]).
+    pub program: String,
     pub ticks: f64,
+}
+
+/// The program a process belongs to: `kernel` for the kernel's own threads (pid 2, `kthreadd`,
+/// and its children), whose names change with their work; else its command name.
+pub fn program_of(p: &ProcTimes) -> String {
+    if p.pid == 2 || p.ppid == 2 {
+        "kernel".to_string()
+    } else {
+        p.name.clone()
+    }
 }
 
 impl CpuTimes {
@@ -102,6 +114,7 @@ impl CpuTimes {
                 Some(Used {
                     pid: p.pid,
                     name: p.name.clone(),
+                    program: program_of(p),
                     ticks: ticks as f64,
                 })
             })

@@ -25,6 +25,7 @@ pub mod net;
 pub mod os_power;
 pub mod paths;
 pub mod prefs_file;
+pub mod programs;
 pub mod published;
 pub mod recorder;
 pub mod report;

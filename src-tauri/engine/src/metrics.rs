@@ -319,6 +319,59 @@ fn inference(registry: &mut Registry, p: &Published) {
         }
     }
     resident(registry, p);
+    programs(registry, p);
+}
+
+/// Series of `wattbar_program_energy_joules_total` at most: the programs with the most energy,
+/// then `other` for the rest, so that cardinality stays bounded.
+pub const MAX_PROGRAM_SERIES: usize = 20;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProgramLabels {
+    program: String,
+}
+
+/// Energy per program since the engine started, with `idle` and `unattributed`, which close the
+/// sum to the headline's energy over the same windows; and Wattbar's own.
+fn programs(registry: &mut Registry, p: &Published) {
+    let view = &p.programs;
+    if view.at.is_none() {
+        return;
+    }
+    let energy = Family::<ProgramLabels, CounterF>::default();
+    registry.register_with_unit(
+        "wattbar_program_energy",
+        "Energy per program since the engine started (the top programs, then other, idle and \
+         unattributed)",
+        Unit::Joules,
+        energy.clone(),
+    );
+    let mut by_energy: Vec<_> = view.programs.iter().collect();
+    by_energy.sort_by(|a, b| b.joules.total_cmp(&a.joules));
+    let rest = by_energy.split_off(MAX_PROGRAM_SERIES.min(by_energy.len()));
+    let series = by_energy
+        .iter()
+        .map(|f| (f.program.clone(), f.joules))
+        .chain([
+            ("other".to_string(), rest.iter().map(|f| f.joules).sum()),
+            ("idle".to_string(), view.idle_joules),
+            ("unattributed".to_string(), view.unattributed_joules),
+        ]);
+    for (program, joules) in series {
+        if joules.is_finite() && joules >= 0.0 {
+            energy
+                .get_or_create(&ProgramLabels { program })
+                .inc_by(joules);
+        }
+    }
+    let own = CounterF::default();
+    registry.register_with_unit(
+        "wattbar_self_energy",
+        "Energy attributed to this Wattbar process since it started",
+        Unit::Joules,
+        own.clone(),
+    );
+    own.inc_by(view.self_joules.max(0.0));
 }
 
 /// What keeping each model loaded costs: the energy priced so far (it only grows: seconds

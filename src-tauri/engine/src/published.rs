@@ -69,6 +69,8 @@ pub struct Published {
     /// What each model the server holds (or held today) costs by staying loaded; empty until
     /// the proxy has read the loaded models.
     pub resident: Arc<[ResidentCost]>,
+    /// Energy per program, as of the last process read.
+    pub programs: Arc<crate::programs::ProgramsView>,
 }
 
 /// One point of the recent-watts history.

@@ -166,6 +166,7 @@ mod tests {
             inference: Default::default(),
             inflight: 0,
             resident: Vec::new().into(),
+            programs: Default::default(),
         }
     }
 

@@ -14,7 +14,7 @@ fn proc(pid: u32, ppid: u32, name: &str, ticks: u64, child_ticks: u64, start: u6
 fn by_program(used: &[Used]) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
     for u in used {
-        *out.entry(u.name.clone()).or_default() += u.ticks;
+        *out.entry(u.program.clone()).or_default() += u.ticks;
     }
     out
 }
@@ -33,7 +33,11 @@ fn three_busy_processes_at_3_2_1_share_48_w_above_a_12_w_idle_draw_as_24_16_8() 
             proc(300, 1, "c", 10 * k, 0, 10),
         ]
     };
-    assert_eq!(cpu.step(read(0), 1_000), None, "the first read is the baseline");
+    assert_eq!(
+        cpu.step(read(0), 1_000),
+        None,
+        "the first read is the baseline"
+    );
     for k in 1..=10 {
         let used = cpu
             .step(read(k), 1_000 + 100 * k)
@@ -72,11 +76,18 @@ fn a_child_seen_alive_and_then_reaped_is_not_counted_twice() {
     cpu.step(vec![proc(10, 1, "make", 100, 0, 5)], 1_000);
     let used = cpu
         .step(
-            vec![proc(10, 1, "make", 100, 0, 5), proc(11, 10, "cc", 30, 0, 1_050)],
+            vec![
+                proc(10, 1, "make", 100, 0, 5),
+                proc(11, 10, "cc", 30, 0, 1_050),
+            ],
             1_100,
         )
         .unwrap_or_default();
-    assert_eq!(ticks_of(&used, 11), Some(30.0), "started after the read: all its time");
+    assert_eq!(
+        ticks_of(&used, 11),
+        Some(30.0),
+        "started after the read: all its time"
+    );
     // cc ran 12 more ticks unseen, then ended: make's cutime grows by all 42.
     let used = cpu
         .step(vec![proc(10, 1, "make", 100, 42, 5)], 1_200)
@@ -103,7 +114,10 @@ fn a_process_already_running_at_the_first_read_counts_only_from_there() {
     // Seen for the first time now but started long before: its past is unknown, not this
     // interval's.
     let used = cpu
-        .step(vec![proc(1, 0, "init", 12, 0, 1), proc(7, 1, "late", 900, 0, 3)], 1_100)
+        .step(
+            vec![proc(1, 0, "init", 12, 0, 1), proc(7, 1, "late", 900, 0, 3)],
+            1_100,
+        )
         .unwrap_or_default();
     assert_eq!(ticks_of(&used, 1), Some(2.0));
     assert_eq!(ticks_of(&used, 7), None);
@@ -180,4 +194,23 @@ fn odd_figures_still_add_up_to_the_headline() {
             s.total()
         );
     }
+}
+
+#[test]
+fn the_kernels_threads_are_one_program_whatever_their_names() {
+    let mut cpu = CpuTimes::default();
+    let read = |k: u64| {
+        vec![
+            proc(2, 0, "kthreadd", 0, 0, 1),
+            proc(40, 2, "kworker/0:0-mm_percpu_wq", 3 * k, 0, 2),
+            proc(41, 2, "kworker/1:2-events", 2 * k, 0, 2),
+            proc(900, 1, "python3", 50 * k, 0, 500),
+        ]
+    };
+    cpu.step(read(0), 1_000);
+    let used = cpu.step(read(1), 1_100).unwrap_or_default();
+    let programs = by_program(&used);
+    assert_eq!(programs.get("kernel"), Some(&5.0));
+    assert_eq!(programs.get("python3"), Some(&50.0));
+    assert_eq!(programs.len(), 2);
 }

@@ -28,6 +28,7 @@ use crate::inference::book::{BASELINE_EVERY, BASELINE_SPAN};
 use crate::inference::{Book, Tracker};
 use crate::lock::EngineLock;
 use crate::low_power::LowPower;
+use crate::programs::{ProgramMeter, ProgramsView};
 use crate::published::{Published, Recent};
 use crate::recorder::Recorder;
 use crate::time::clock::{Clock, SystemClock};
@@ -66,6 +67,8 @@ pub struct EngineConfig {
     /// Where a preference set one field at a time is saved ([`crate::paths::preferences_path`]);
     /// `None`: such changes last for this run only.
     pub preferences_file: Option<PathBuf>,
+    /// Where processes are read for energy per program (`/`; tests give a fake tree).
+    pub proc_root: PathBuf,
 }
 
 impl EngineConfig {
@@ -79,6 +82,7 @@ impl EngineConfig {
             api: None,
             advice_file: None,
             preferences_file: None,
+            proc_root: PathBuf::from("/"),
         }
     }
 
@@ -126,6 +130,8 @@ pub(crate) struct Engine {
     residency_followed: bool,
     /// What each resident model costs, as of the last sample.
     resident: Arc<[ResidentCost]>,
+    programs: ProgramMeter,
+    programs_view: Arc<ProgramsView>,
 }
 
 enum Work {
@@ -200,6 +206,7 @@ impl Engine {
             inference: self.book.view(),
             inflight: self.tracker.inflight(),
             resident: Arc::clone(&self.resident),
+            programs: Arc::clone(&self.programs_view),
         })
     }
 }
@@ -287,6 +294,8 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         residency,
         residency_followed: false,
         resident,
+        programs: ProgramMeter::new(&config.proc_root),
+        programs_view: Arc::default(),
     };
     let engaged = engine.engaged.subscribe();
     engine.write_advice();

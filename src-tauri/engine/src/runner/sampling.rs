@@ -37,6 +37,19 @@ impl Engine {
                 source: headline.map(|h| h.source.clone()),
                 method: headline.map(|_| step.method),
             };
+            if let Some(h) = headline {
+                let cpu = step
+                    .by_domain
+                    .iter()
+                    .find(|(d, _)| **d == wattbar_core::Domain::Cpu)
+                    .map(|(_, j)| j.0);
+                self.programs.add(
+                    step.headline.joules.0,
+                    cpu,
+                    interval.end - interval.start,
+                    Some(h.quality),
+                );
+            }
             let open = self.tracker.open();
             self.follow_residency(&interval, open.iter().any(|o| !o.remote), week_seconds);
             self.book.push_interval(interval, &open);
@@ -86,6 +99,9 @@ impl Engine {
             *self.part_totals.entry(part).or_default() += joules.0;
         }
         self.snapshot = Some(snapshot);
+        if self.programs.read_if_due(at.monotonic, at.unix_seconds) {
+            self.programs_view = std::sync::Arc::new(self.programs.view().clone());
+        }
         self.settle_inference(at);
         self.take_unloads();
     }

@@ -1,0 +1,311 @@
+//! Energy per program: which program draws the watts.
+//!
+//! Rules:
+//! - Every sampling interval's headline and CPU-domain energy is added to the current window;
+//!   every [`READ_EVERY`] the processes (`root/proc/[pid]/stat`) and the CPU's ticks
+//!   (`root/proc/stat`) are read and the window is split among programs
+//!   ([`wattbar_core::programs`]). Reading hundreds of processes costs milliseconds, so it is
+//!   not done every sample; CPU times are cumulative, so each window's shares are exact.
+//! - The CPU domain's idle part is its share of idle ticks (time share: the idle draw is not
+//!   measured apart yet); it belongs to no program.
+//! - A program is a process's command name, the kernel's threads one program `kernel`
+//!   ([`wattbar_core::programs::program_of`]); Wattbar itself is one of them.
+//! - Σ programs + idle + unattributed = the headline's energy, window by window.
+//! - Where processes cannot be read (no `/proc`: macOS for now), nothing is attributed and the
+//!   view says why.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use wattbar_core::programs::{split, CpuTimes, Measured};
+use wattbar_core::Quality;
+use wattbar_sources::linux::proc_stat::{parse_proc_stat, CpuTicks};
+use wattbar_sources::linux::procs::ProcReader;
+
+/// How often the processes are read.
+pub const READ_EVERY: Duration = Duration::from_secs(5);
+/// Clock ticks per second (`USER_HZ`): 100 on every Linux architecture this runs on.
+const USER_HZ: f64 = 100.0;
+
+/// One program's figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProgramFigure {
+    pub program: String,
+    /// Mean watts over the last window.
+    pub watts: f64,
+    /// Energy since the engine started.
+    pub joules: f64,
+    /// The worst quality of the energy it was given (a share of an estimate is an estimate).
+    pub quality: Option<Quality>,
+}
+
+/// What readers see.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProgramsView {
+    /// Wall-clock end of the last window, and its length.
+    pub at: Option<f64>,
+    pub window_seconds: f64,
+    /// Every program with energy, most watts first.
+    pub programs: Vec<ProgramFigure>,
+    pub idle_watts: f64,
+    pub unattributed_watts: f64,
+    pub idle_joules: f64,
+    pub unattributed_joules: f64,
+    /// Wattbar's own process (this engine's) since it started.
+    pub self_joules: f64,
+    /// How the split is made.
+    pub method: String,
+    /// Why nothing is attributed, where processes cannot be read.
+    pub unavailable: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct Window {
+    headline: f64,
+    cpu: Option<f64>,
+    seconds: f64,
+    quality: Option<Quality>,
+}
+
+pub struct ProgramMeter {
+    reader: ProcReader,
+    stat: PathBuf,
+    uptime: PathBuf,
+    cpu: CpuTimes,
+    ticks: Option<CpuTicks>,
+    window: Window,
+    last_read: Option<Duration>,
+    totals: BTreeMap<String, (f64, Option<Quality>)>,
+    idle: f64,
+    unattributed: f64,
+    self_joules: f64,
+    view: ProgramsView,
+}
+
+const METHOD: &str = "the CPU domain's energy split by each program's share of CPU time over \
+                      each 5 s window; its idle part is the share of idle time";
+
+impl ProgramMeter {
+    /// Reads processes under `root` (`/` on a real machine).
+    pub fn new(root: &Path) -> Self {
+        ProgramMeter {
+            reader: ProcReader::new(root),
+            stat: root.join("proc/stat"),
+            uptime: root.join("proc/uptime"),
+            cpu: CpuTimes::default(),
+            ticks: None,
+            window: Window::default(),
+            last_read: None,
+            totals: BTreeMap::new(),
+            idle: 0.0,
+            unattributed: 0.0,
+            self_joules: 0.0,
+            view: ProgramsView {
+                method: METHOD.to_string(),
+                ..ProgramsView::default()
+            },
+        }
+    }
+
+    pub fn view(&self) -> &ProgramsView {
+        &self.view
+    }
+
+    /// Adds one interval's energy to the window.
+    pub fn add(&mut self, headline: f64, cpu: Option<f64>, seconds: f64, quality: Option<Quality>) {
+        let w = &mut self.window;
+        w.headline += headline;
+        if let Some(c) = cpu {
+            *w.cpu.get_or_insert(0.0) += c;
+        }
+        w.seconds += seconds;
+        w.quality = w.quality.max(quality);
+    }
+
+    /// Reads the processes and splits the window when [`READ_EVERY`] has passed since the last
+    /// read (`elapsed`: the engine's clock). True when the view changed.
+    pub fn read_if_due(&mut self, elapsed: Duration, unix: f64) -> bool {
+        if self
+            .last_read
+            .is_some_and(|l| elapsed.saturating_sub(l) < READ_EVERY)
+        {
+            return false;
+        }
+        self.last_read = Some(elapsed);
+        match self.read(unix) {
+            Ok(changed) => changed,
+            Err(reason) => {
+                let changed = self.view.unavailable.as_ref() != Some(&reason);
+                self.view.unavailable = Some(reason);
+                self.window = Window::default();
+                changed
+            }
+        }
+    }
+
+    fn read(&mut self, unix: f64) -> Result<bool, String> {
+        let procs = self.reader.read().map_err(|e| e.to_string())?;
+        let stat = std::fs::read_to_string(&self.stat)
+            .map_err(|e| format!("{}: {e}", self.stat.display()))?;
+        let ticks = parse_proc_stat(&stat).map_err(|e| e.to_string())?;
+        let uptime = std::fs::read_to_string(&self.uptime)
+            .map_err(|e| format!("{}: {e}", self.uptime.display()))?;
+        let now_ticks = uptime
+            .split_whitespace()
+            .next()
+            .and_then(|s| s.parse::<f64>().ok())
+            .map(|s| (s * USER_HZ) as u64)
+            .ok_or_else(|| format!("{}: no uptime", self.uptime.display()))?;
+        let used = self.cpu.step(procs, now_ticks);
+        let before = self.ticks.replace(ticks);
+        let window = std::mem::take(&mut self.window);
+        let (Some(used), Some(before)) = (used, before) else {
+            return Ok(false);
+        };
+        let busy = ticks.busy.saturating_sub(before.busy) as f64;
+        let total = ticks.total.saturating_sub(before.total) as f64;
+        let me = std::process::id();
+        let mine = used
+            .iter()
+            .find(|u| u.pid == me)
+            .map(|u| (u.program.clone(), u.ticks));
+        let mut by_program: BTreeMap<String, f64> = BTreeMap::new();
+        for u in used {
+            *by_program.entry(u.program).or_default() += u.ticks;
+        }
+        let cpu_idle = window
+            .cpu
+            .filter(|_| total > 0.0)
+            .map(|c| c * (total - busy).max(0.0) / total);
+        let s = split(
+            Measured {
+                headline: window.headline,
+                cpu: window.cpu,
+                cpu_idle,
+                busy_ticks: busy,
+            },
+            &by_program,
+        );
+        let seconds = window.seconds;
+        let per_second = |j: f64| if seconds > 0.0 { j / seconds } else { 0.0 };
+        for (name, joules) in &s.programs {
+            let t = self.totals.entry(name.clone()).or_insert((0.0, None));
+            t.0 += joules;
+            t.1 = t.1.max(window.quality);
+        }
+        self.idle += s.idle;
+        self.unattributed += s.unattributed;
+        if let Some((name, ticks)) = mine {
+            let program_ticks = by_program.get(&name).copied().unwrap_or(0.0);
+            let joules = s.programs.get(&name).copied().unwrap_or(0.0);
+            if program_ticks > 0.0 {
+                self.self_joules += joules * ticks / program_ticks;
+            }
+        }
+        let mut programs: Vec<ProgramFigure> = self
+            .totals
+            .iter()
+            .map(|(name, (joules, quality))| ProgramFigure {
+                program: name.clone(),
+                watts: per_second(s.programs.get(name).copied().unwrap_or(0.0)),
+                joules: *joules,
+                quality: *quality,
+            })
+            .collect();
+        programs.sort_by(|a, b| {
+            b.watts
+                .total_cmp(&a.watts)
+                .then(b.joules.total_cmp(&a.joules))
+        });
+        self.view = ProgramsView {
+            at: Some(unix),
+            window_seconds: seconds,
+            programs,
+            idle_watts: per_second(s.idle),
+            unattributed_watts: per_second(s.unattributed),
+            idle_joules: self.idle,
+            unattributed_joules: self.unattributed,
+            self_joules: self.self_joules,
+            method: METHOD.to_string(),
+            unavailable: None,
+        };
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fake `/proc` at second `t`: three busy processes at 3 : 2 : 1 ticks a second, 60 busy
+    /// and 15 idle ticks a second in all.
+    fn write_tree(root: &Path, t: u64) {
+        let proc_dir = root.join("proc");
+        for (pid, rate) in [(10_u64, 30), (11, 20), (12, 10)] {
+            let d = proc_dir.join(pid.to_string());
+            std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{e}"));
+            let stat = format!(
+                "{pid} (p{pid}) R 1 1 1 0 -1 0 0 0 0 0 {} 0 0 0 20 0 1 0 50 1 1\n",
+                rate * t
+            );
+            std::fs::write(d.join("stat"), stat).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let stat = format!("cpu  {} 0 0 {} 0 0 0 0 0 0\n", 60 * t, 15 * t);
+        std::fs::write(proc_dir.join("stat"), stat).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(proc_dir.join("uptime"), format!("{}.00 0.00\n", 1000 + t))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    #[test]
+    fn a_60_w_cpu_domain_splits_24_16_8_w_with_12_w_idle_window_after_window() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut meter = ProgramMeter::new(dir.path());
+        write_tree(dir.path(), 0);
+        assert!(
+            !meter.read_if_due(Duration::ZERO, 0.0),
+            "the first read is the baseline"
+        );
+        for t in 1..=20_u64 {
+            // 1 s at 60 W, all of it the CPU domain and the headline.
+            meter.add(60.0, Some(60.0), 1.0, Some(Quality::Measured));
+            write_tree(dir.path(), t);
+            let read = meter.read_if_due(Duration::from_secs(t), t as f64);
+            assert_eq!(read, t % 5 == 0, "read every 5 s, at {t} s");
+            if !read {
+                continue;
+            }
+            let v = meter.view();
+            let watts: Vec<(&str, f64)> = v
+                .programs
+                .iter()
+                .map(|p| (p.program.as_str(), p.watts))
+                .collect();
+            assert_eq!(
+                watts,
+                [("p10", 24.0), ("p11", 16.0), ("p12", 8.0)],
+                "at {t} s"
+            );
+            assert_eq!((v.idle_watts, v.unattributed_watts), (12.0, 0.0));
+            let sum: f64 = watts.iter().map(|(_, w)| w).sum::<f64>() + v.idle_watts;
+            assert!((sum - 60.0).abs() <= 1e-9 * 60.0);
+            assert_eq!(v.programs[0].joules, 24.0 * t as f64);
+        }
+    }
+
+    #[test]
+    fn without_proc_nothing_is_attributed_and_the_view_says_why() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut meter = ProgramMeter::new(dir.path());
+        meter.add(60.0, Some(60.0), 1.0, Some(Quality::Measured));
+        assert!(meter.read_if_due(Duration::ZERO, 0.0));
+        let v = meter.view();
+        assert!(v.programs.is_empty());
+        assert!(
+            v.unavailable
+                .as_deref()
+                .is_some_and(|r| r.contains("processes cannot be listed")),
+            "{v:?}"
+        );
+    }
+}
