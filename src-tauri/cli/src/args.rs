@@ -105,6 +105,25 @@ pub enum Cmd {
         #[arg(long)]
         csv: bool,
     },
+    /// Which programs draw the watts: a table by watts, updated as the engine reads the
+    /// processes (every 5 s). Beside a running engine it follows that one; else it runs its own.
+    Top {
+        /// One JSON object per update, the shape of `GET /v1/processes`.
+        #[arg(long)]
+        json: bool,
+        /// Print at most this often, e.g. 5s, 10s.
+        #[arg(long, default_value = "5s", value_parser = parse_interval)]
+        interval: Duration,
+        /// Stop after this many updates.
+        #[arg(long)]
+        count: Option<u64>,
+        /// Programs listed.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=1000))]
+        limit: u64,
+        /// Order by watts over the last window, or by energy since the engine started.
+        #[arg(long, default_value = "watts", value_parser = ["watts", "energy"])]
+        sort: String,
+    },
     /// The inference records, newest first.
     Inference {
         /// Start: a duration back from now such as 24h or 7d, or Unix seconds.

@@ -14,7 +14,9 @@ use anyhow::Result;
 use args::{Cli, Cmd};
 use clap::Parser;
 use cmd::watch::Format;
-use cmd::{export, inspect, llm, low_power, profile, report, reset_session, serve, totals, watch};
+use cmd::{
+    export, inspect, llm, low_power, profile, report, reset_session, serve, top, totals, watch,
+};
 
 /// A failure is the user's to act on, not a crash: its message and causes, never a backtrace
 /// (`RUST_BACKTRACE=1`, common among Rust users, would otherwise add a screen of frames).
@@ -75,6 +77,26 @@ fn run(cli: Cli) -> Result<()> {
             _ => args::TableFormat::Human,
         }),
         Cmd::Inference { since, limit, json } => llm::inference(&since, limit, json),
+        Cmd::Top {
+            json,
+            interval,
+            count,
+            limit,
+            sort,
+        } => top::top(
+            &runtime,
+            top::Options {
+                json,
+                interval,
+                count,
+                limit: usize::try_from(limit).unwrap_or(usize::MAX),
+                sort: if sort == "energy" {
+                    wattbar_engine::programs::Sort::Energy
+                } else {
+                    wattbar_engine::programs::Sort::Watts
+                },
+            },
+        ),
         Cmd::Parse { kind, file } => inspect::parse(kind, &file),
         Cmd::Probe {
             sysfs_root,

@@ -36,44 +36,47 @@ impl Drop for Busy {
 }
 
 #[test]
-fn a_python_busy_loop_has_the_largest_share_and_the_parts_add_up_to_the_headline() {
+fn a_python_busy_loop_draws_far_more_than_wattbar_and_the_parts_add_up_to_the_headline() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let serve = Serve::start(dir.path(), "t,watts,domain\n0,60,cpu\n", &[]);
     let _busy = Busy::start(30);
-    // Two process reads 5 s apart with the loop running: the second window is all its own.
+    // Two process reads 5 s apart with the loop running: the window holds a whole 5 s of it.
+    // On an idle machine it is the first program; beside other busy programs (a loaded CI
+    // machine) it still holds at least a sixth of two cores, far above Wattbar's own share.
+    let watts_of = |v: &serde_json::Value, name: &str| {
+        v["programs"]
+            .as_array()
+            .and_then(|a| a.iter().find(|p| p["program"] == name))
+            .map(|p| f(&p["watts"]))
+    };
     let deadline = Instant::now() + Duration::from_secs(25);
     let view = loop {
-        let v = serve.get("/v1/processes?limit=5");
-        let top = v["programs"][0]["program"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        if top == "python3" && v["window_seconds"].as_f64().is_some_and(|s| s > 4.0) {
+        let v = serve.get("/v1/processes?limit=1000");
+        let started = v["window_seconds"].as_f64().is_some_and(|s| s > 4.0);
+        if started && watts_of(&v, "python3").is_some_and(|w| w >= 5.0) {
             break v;
         }
         assert!(Instant::now() < deadline, "{v}");
         std::thread::sleep(Duration::from_millis(250));
     };
-    let python = &view["programs"][0];
-    // One core of two busy: about half the 60 W CPU domain, and far above anything else.
-    assert!(f(&python["watts"]) > 15.0, "{view}");
-    assert!(
-        f(&python["watts"]) > 3.0 * f(&view["programs"][1]["watts"]),
-        "{view}"
-    );
+    let python = view["programs"]
+        .as_array()
+        .and_then(|a| a.iter().find(|p| p["program"] == "python3"))
+        .cloned()
+        .unwrap_or_default();
+    let own = watts_of(&view, "wattbar-cli").unwrap_or(0.0);
+    assert!(f(&python["watts"]) > 10.0 * own, "{view}");
     assert_eq!(python["quality"], "measured");
     // The window's parts add up to the headline's 60 W.
-    let all = serve.get(&format!("/v1/processes?limit={}", 1000));
-    let programs: f64 = all["programs"]
+    let programs: f64 = view["programs"]
         .as_array()
         .map(|a| a.iter().map(|p| f(&p["watts"])).sum())
         .unwrap_or_default();
-    let total = programs + f(&all["idle_watts"]) + f(&all["unattributed_watts"]);
-    if all["window_seconds"] == view["window_seconds"] {
-        assert!((total - 60.0).abs() < 1e-6, "{total} W: {all}");
-    }
+    assert_eq!(view["others"], 0);
+    let total = programs + f(&view["idle_watts"]) + f(&view["unattributed_watts"]);
+    assert!((total - 60.0).abs() < 1e-6, "{total} W: {view}");
     // Wattbar itself is a program too, and says what it drew.
-    let names: Vec<&str> = all["programs"]
+    let names: Vec<&str> = view["programs"]
         .as_array()
         .map(|a| a.iter().filter_map(|p| p["program"].as_str()).collect())
         .unwrap_or_default();
@@ -89,6 +92,21 @@ fn a_python_busy_loop_has_the_largest_share_and_the_parts_add_up_to_the_headline
     );
     assert!(metrics.contains("wattbar_program_energy_joules_total{program=\"idle\"}"));
     assert!(metrics.contains("wattbar_self_energy_joules_total"));
+    // `top` beside the running engine follows it.
+    let out = common::cli(dir.path())
+        .args(["top", "--json", "--count", "1", "--limit", "3"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let top: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(top["programs"].as_array().map(Vec::len), Some(3), "{top}");
+    assert!(top["programs"][0]["watts"].as_f64() >= top["programs"][2]["watts"].as_f64());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("following it"));
     // Bad requests are refused with a reason.
     for bad in ["limit=0", "sort=cpu", "limit=x"] {
         let r = ureq::get(&format!("{}/v1/processes?{bad}", serve.url)).call();
@@ -97,4 +115,31 @@ fn a_python_busy_loop_has_the_largest_share_and_the_parts_add_up_to_the_headline
             "{bad}: {r:?}"
         );
     }
+}
+
+#[test]
+fn top_with_an_engine_of_its_own_lists_a_busy_loop_among_the_top() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let trace = dir.path().join("trace.csv");
+    std::fs::write(&trace, "t,watts,domain\n0,60,cpu\n").unwrap_or_else(|e| panic!("{e}"));
+    let _busy = Busy::start(30);
+    let out = common::cli(dir.path())
+        .env("WATTBAR_REPLAY", &trace)
+        .args(["top", "--count", "1", "--limit", "5"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("program"), "{text}");
+    assert!(
+        lines[1..6].iter().any(|l| l.starts_with("python3 ")),
+        "the busy loop is among the top five: {text}"
+    );
+    assert!(text.contains("\nidle "), "{text}");
+    assert!(text.contains("\nunattributed "), "{text}");
 }

@@ -60,6 +60,62 @@ pub struct ProgramsView {
     pub unavailable: Option<String>,
 }
 
+/// How [`Top`] orders the programs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Sort {
+    /// Watts over the last window.
+    #[default]
+    Watts,
+    /// Energy since the engine started.
+    Energy,
+}
+
+/// The top programs, as `GET /v1/processes` and `wattbar-cli top --json` give them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Top {
+    pub at: Option<f64>,
+    pub window_seconds: f64,
+    pub sort: Sort,
+    pub programs: Vec<ProgramFigure>,
+    /// Programs left out by the limit, and their energy.
+    pub others: usize,
+    pub others_joules: f64,
+    pub idle_watts: f64,
+    pub unattributed_watts: f64,
+    pub idle_joules: f64,
+    pub unattributed_joules: f64,
+    pub self_joules: f64,
+    pub method: String,
+    pub unavailable: Option<String>,
+}
+
+impl ProgramsView {
+    /// The first `limit` programs by `sort`.
+    pub fn top(&self, limit: usize, sort: Sort) -> Top {
+        let mut programs = self.programs.clone();
+        if sort == Sort::Energy {
+            programs.sort_by(|a, b| b.joules.total_cmp(&a.joules));
+        }
+        let rest = programs.split_off(limit.min(programs.len()));
+        Top {
+            at: self.at,
+            window_seconds: self.window_seconds,
+            sort,
+            programs,
+            others: rest.len(),
+            others_joules: rest.iter().map(|p| p.joules).sum(),
+            idle_watts: self.idle_watts,
+            unattributed_watts: self.unattributed_watts,
+            idle_joules: self.idle_joules,
+            unattributed_joules: self.unattributed_joules,
+            self_joules: self.self_joules,
+            method: self.method.clone(),
+            unavailable: self.unavailable.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Window {
     headline: f64,

@@ -10,5 +10,6 @@ pub mod report;
 pub mod reset_session;
 pub mod run;
 pub mod serve;
+pub mod top;
 pub mod totals;
 pub mod watch;

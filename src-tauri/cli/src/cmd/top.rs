@@ -1,0 +1,144 @@
+//! `top`: which programs draw the watts, as a table or JSON lines, from the running engine's
+//! `GET /v1/processes` or from an engine of its own.
+
+use anyhow::{Context, Result};
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+use wattbar_engine::paths;
+use wattbar_engine::programs::{Sort, Top};
+use wattbar_engine::runner::EngineConfig;
+
+pub struct Options {
+    pub json: bool,
+    pub interval: Duration,
+    pub count: Option<u64>,
+    pub limit: usize,
+    pub sort: Sort,
+}
+
+pub fn top(runtime: &tokio::runtime::Runtime, o: Options) -> Result<()> {
+    if let Some(holder) = crate::client::running()? {
+        let api = crate::client::api_of(&holder).context("cannot follow it")?;
+        eprintln!(
+            "wattbar-cli: another Wattbar engine{} records into this data folder; following it at http://{api}/",
+            holder.pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+        );
+        return follow(&api, &o);
+    }
+    runtime.block_on(top_here(&o))
+}
+
+fn sort_name(sort: Sort) -> &'static str {
+    match sort {
+        Sort::Watts => "watts",
+        Sort::Energy => "energy",
+    }
+}
+
+/// Asks the engine at `api` every interval; prints each new window once.
+fn follow(api: &str, o: &Options) -> Result<()> {
+    let url = format!(
+        "http://{api}/v1/processes?limit={}&sort={}",
+        o.limit,
+        sort_name(o.sort)
+    );
+    let mut printed = 0u64;
+    let mut last_at = None;
+    while o.count.is_none_or(|c| printed < c) {
+        let top: Top = ureq::get(&url)
+            .call()
+            .with_context(|| format!("cannot ask {url}"))?
+            .into_json()
+            .with_context(|| format!("{url}: not a list of programs"))?;
+        if top.at.is_some() && top.at != last_at {
+            last_at = top.at;
+            print(&top, o.json)?;
+            printed += 1;
+        }
+        std::thread::sleep(o.interval);
+    }
+    Ok(())
+}
+
+async fn top_here(o: &Options) -> Result<()> {
+    let prefs = crate::engine::load_prefs(|m| eprintln!("wattbar-cli: {m}"))?;
+    let chain = crate::engine::open_sources().await?;
+    let config = EngineConfig::new(prefs).with_store(paths::database_path()?);
+    let engine = wattbar_engine::spawn(chain, config)?;
+    let mut rx = engine.subscribe();
+    let mut printed = 0u64;
+    let mut last: Option<(f64, Instant)> = None;
+    let stop = crate::engine::terminated();
+    tokio::pin!(stop);
+    while o.count.is_none_or(|c| printed < c) {
+        tokio::select! {
+            changed = rx.changed() => changed.context("the engine stopped")?,
+            _ = &mut stop => break,
+        }
+        let programs = rx.borrow_and_update().programs.clone();
+        let Some(at) = programs.at else {
+            if let Some(why) = &programs.unavailable {
+                anyhow::bail!("programs cannot be measured here: {why}");
+            }
+            continue;
+        };
+        let due = last.is_none_or(|(t, when)| t != at && when.elapsed() >= o.interval);
+        if due {
+            last = Some((at, Instant::now()));
+            print(&programs.top(o.limit, o.sort), o.json)?;
+            printed += 1;
+        }
+    }
+    engine.shutdown().await;
+    Ok(())
+}
+
+fn print(top: &Top, json: bool) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(out, "{}", serde_json::to_string(top)?)?;
+        out.flush()?;
+        return Ok(());
+    }
+    if out.is_terminal() {
+        // Like top: the table replaces the one before.
+        write!(out, "\x1b[H\x1b[2J")?;
+    }
+    writeln!(
+        out,
+        "{:<32} {:>9} {:>12}  quality",
+        "program", "watts", "energy (J)"
+    )?;
+    for p in &top.programs {
+        writeln!(
+            out,
+            "{:<32} {:>9.2} {:>12.1}  {}",
+            p.program,
+            p.watts,
+            p.joules,
+            p.quality.map_or("—", |q| q.as_str())
+        )?;
+    }
+    if top.others > 0 {
+        writeln!(
+            out,
+            "{:<32} {:>9} {:>12.1}",
+            format!("({} more)", top.others),
+            "",
+            top.others_joules
+        )?;
+    }
+    writeln!(
+        out,
+        "{:<32} {:>9.2} {:>12.1}",
+        "idle", top.idle_watts, top.idle_joules
+    )?;
+    writeln!(
+        out,
+        "{:<32} {:>9.2} {:>12.1}",
+        "unattributed", top.unattributed_watts, top.unattributed_joules
+    )?;
+    writeln!(out)?;
+    out.flush()?;
+    Ok(())
+}
