@@ -31,6 +31,8 @@ pub struct Ledger {
     /// Residency rows changed since the last batch, by key (the newest of each wins).
     pending_sets: BTreeMap<String, SetBaseline>,
     pending_days: BTreeMap<(String, String), ResidentDay>,
+    /// Joules per (UTC hour, program) since the last batch.
+    pending_programs: BTreeMap<(i64, String), f64>,
     /// Wall-clock time of the last pruning of old rows.
     pruned_at: Option<f64>,
     /// How long inference records are kept, seconds.
@@ -64,6 +66,7 @@ impl Ledger {
                 pending_baseline: None,
                 pending_sets: BTreeMap::new(),
                 pending_days: BTreeMap::new(),
+                pending_programs: BTreeMap::new(),
                 pruned_at: None,
                 inference_keep_seconds: f64::from(crate::store::inference::DEFAULT_KEEP_DAYS)
                     * 86_400.0,
@@ -102,6 +105,16 @@ impl Ledger {
         }
     }
 
+    /// Adds energy per program for the next batch.
+    pub fn record_programs(&mut self, hour: i64, joules: &BTreeMap<String, f64>) {
+        for (program, j) in joules {
+            *self
+                .pending_programs
+                .entry((hour, program.clone()))
+                .or_default() += j;
+        }
+    }
+
     pub fn record(&mut self, row: Row) {
         if self.pending.len() >= MAX_PENDING {
             self.pending.remove(0);
@@ -127,8 +140,10 @@ impl Ledger {
                 baseline: self.pending_baseline.as_ref(),
                 set_baselines: &sets,
                 resident_days: &days,
+                program_hours: Some(&self.pending_programs),
             },
         )?;
+        self.pending_programs.clear();
         self.pending.clear();
         self.pending_baseline = None;
         self.pending_sets.clear();

@@ -23,6 +23,8 @@ use wattbar_core::Quality;
 use wattbar_sources::linux::proc_stat::{parse_proc_stat, CpuTicks};
 use wattbar_sources::linux::procs::ProcReader;
 
+pub use crate::store::programs::{IDLE, UNATTRIBUTED};
+
 /// How often the processes are read.
 pub const READ_EVERY: Duration = Duration::from_secs(5);
 /// Clock ticks per second (`USER_HZ`): 100 on every Linux architecture this runs on.
@@ -36,8 +38,41 @@ pub struct ProgramFigure {
     pub watts: f64,
     /// Energy since the engine started.
     pub joules: f64,
+    /// Energy today (local day), what the ledger kept from before a restart included.
+    pub today_joules: f64,
     /// The worst quality of the energy it was given (a share of an estimate is an estimate).
     pub quality: Option<Quality>,
+    /// For a model server, the models it serves ([`name_servers`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub serving: Vec<String>,
+}
+
+impl ProgramFigure {
+    /// `ollama (llama3.1:8b)`: the program, with the models it serves.
+    pub fn shown_name(&self) -> String {
+        if self.serving.is_empty() {
+            self.program.clone()
+        } else {
+            format!("{} ({})", self.program, self.serving.join(", "))
+        }
+    }
+}
+
+/// Command names of model servers: these programs are shown with the models they serve.
+pub const MODEL_SERVERS: [&str; 3] = ["ollama", "llama-server", "vllm"];
+
+/// Names the models each model server serves: those the proxy's upstream holds (`/api/ps`),
+/// else those its recent answers came from.
+pub fn name_servers(view: &mut ProgramsView, loaded: Option<&[String]>, answered: &[String]) {
+    let models = match loaded {
+        Some(l) if !l.is_empty() => l,
+        _ => answered,
+    };
+    for p in &mut view.programs {
+        if MODEL_SERVERS.contains(&p.program.as_str()) {
+            p.serving = models.to_vec();
+        }
+    }
 }
 
 /// What readers see.
@@ -52,6 +87,8 @@ pub struct ProgramsView {
     pub unattributed_watts: f64,
     pub idle_joules: f64,
     pub unattributed_joules: f64,
+    pub idle_joules_today: f64,
+    pub unattributed_joules_today: f64,
     /// Wattbar's own process (this engine's) since it started.
     pub self_joules: f64,
     /// How the split is made.
@@ -136,6 +173,11 @@ pub struct ProgramMeter {
     idle: f64,
     unattributed: f64,
     self_joules: f64,
+    /// Today's joules per program, and the local day they are for.
+    today: BTreeMap<String, f64>,
+    day: Option<String>,
+    /// Joules per program (and the parts no program owns) not yet handed to the ledger.
+    pending: BTreeMap<String, f64>,
     view: ProgramsView,
 }
 
@@ -143,8 +185,31 @@ const METHOD: &str = "the CPU domain's energy split by each program's share of C
                       each 5 s window; its idle part is the share of idle time";
 
 impl ProgramMeter {
-    /// Reads processes under `root` (`/` on a real machine).
-    pub fn new(root: &Path) -> Self {
+    /// Reads processes under `root` (`/` on a real machine); `today`: the joules per program
+    /// the ledger kept for the local `day` (with [`IDLE`] and [`UNATTRIBUTED`]).
+    pub fn new(root: &Path, today: BTreeMap<String, f64>, day: Option<String>) -> Self {
+        // Until the first window, the view shows what the ledger kept for today.
+        let kept = |name: &str| today.get(name).copied().unwrap_or(0.0);
+        let mut restored: Vec<ProgramFigure> = today
+            .iter()
+            .filter(|(name, _)| *name != IDLE && *name != UNATTRIBUTED)
+            .map(|(name, joules)| ProgramFigure {
+                program: name.clone(),
+                watts: 0.0,
+                joules: 0.0,
+                today_joules: *joules,
+                quality: None,
+                serving: Vec::new(),
+            })
+            .collect();
+        restored.sort_by(|a, b| b.today_joules.total_cmp(&a.today_joules));
+        let view = ProgramsView {
+            programs: restored,
+            idle_joules_today: kept(IDLE),
+            unattributed_joules_today: kept(UNATTRIBUTED),
+            method: METHOD.to_string(),
+            ..ProgramsView::default()
+        };
         ProgramMeter {
             reader: ProcReader::new(root),
             stat: root.join("proc/stat"),
@@ -157,15 +222,20 @@ impl ProgramMeter {
             idle: 0.0,
             unattributed: 0.0,
             self_joules: 0.0,
-            view: ProgramsView {
-                method: METHOD.to_string(),
-                ..ProgramsView::default()
-            },
+            today,
+            day,
+            pending: BTreeMap::new(),
+            view,
         }
     }
 
     pub fn view(&self) -> &ProgramsView {
         &self.view
+    }
+
+    /// The joules per program (and per part) since the last call, for the ledger.
+    pub fn take_pending(&mut self) -> BTreeMap<String, f64> {
+        std::mem::take(&mut self.pending)
     }
 
     /// Adds one interval's energy to the window.
@@ -245,6 +315,21 @@ impl ProgramMeter {
         );
         let seconds = window.seconds;
         let per_second = |j: f64| if seconds > 0.0 { j / seconds } else { 0.0 };
+        let (day, _) = crate::store::local_day_month(unix);
+        if self.day.as_deref() != Some(day.as_str()) {
+            self.day = Some(day);
+            self.today.clear();
+        }
+        let parts = [(IDLE, s.idle), (UNATTRIBUTED, s.unattributed)];
+        for (name, joules) in s
+            .programs
+            .iter()
+            .map(|(n, j)| (n.as_str(), *j))
+            .chain(parts)
+        {
+            *self.pending.entry(name.to_string()).or_default() += joules;
+            *self.today.entry(name.to_string()).or_default() += joules;
+        }
         for (name, joules) in &s.programs {
             let t = self.totals.entry(name.clone()).or_insert((0.0, None));
             t.0 += joules;
@@ -259,14 +344,28 @@ impl ProgramMeter {
                 self.self_joules += joules * ticks / program_ticks;
             }
         }
-        let mut programs: Vec<ProgramFigure> = self
+        let today = |name: &str| self.today.get(name).copied().unwrap_or(0.0);
+        let names: std::collections::BTreeSet<&String> = self
             .totals
-            .iter()
-            .map(|(name, (joules, quality))| ProgramFigure {
-                program: name.clone(),
-                watts: per_second(s.programs.get(name).copied().unwrap_or(0.0)),
-                joules: *joules,
-                quality: *quality,
+            .keys()
+            .chain(
+                self.today
+                    .keys()
+                    .filter(|k| *k != IDLE && *k != UNATTRIBUTED),
+            )
+            .collect();
+        let mut programs: Vec<ProgramFigure> = names
+            .into_iter()
+            .map(|name| {
+                let (joules, quality) = self.totals.get(name).copied().unwrap_or((0.0, None));
+                ProgramFigure {
+                    program: name.clone(),
+                    watts: per_second(s.programs.get(name).copied().unwrap_or(0.0)),
+                    joules,
+                    today_joules: today(name),
+                    quality,
+                    serving: Vec::new(),
+                }
             })
             .collect();
         programs.sort_by(|a, b| {
@@ -282,6 +381,8 @@ impl ProgramMeter {
             unattributed_watts: per_second(s.unattributed),
             idle_joules: self.idle,
             unattributed_joules: self.unattributed,
+            idle_joules_today: today(IDLE),
+            unattributed_joules_today: today(UNATTRIBUTED),
             self_joules: self.self_joules,
             method: METHOD.to_string(),
             unavailable: None,
@@ -291,77 +392,4 @@ impl ProgramMeter {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A fake `/proc` at second `t`: three busy processes at 3 : 2 : 1 ticks a second, 60 busy
-    /// and 15 idle ticks a second in all.
-    fn write_tree(root: &Path, t: u64) {
-        let proc_dir = root.join("proc");
-        for (pid, rate) in [(10_u64, 30), (11, 20), (12, 10)] {
-            let d = proc_dir.join(pid.to_string());
-            std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{e}"));
-            let stat = format!(
-                "{pid} (p{pid}) R 1 1 1 0 -1 0 0 0 0 0 {} 0 0 0 20 0 1 0 50 1 1\n",
-                rate * t
-            );
-            std::fs::write(d.join("stat"), stat).unwrap_or_else(|e| panic!("{e}"));
-        }
-        let stat = format!("cpu  {} 0 0 {} 0 0 0 0 0 0\n", 60 * t, 15 * t);
-        std::fs::write(proc_dir.join("stat"), stat).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(proc_dir.join("uptime"), format!("{}.00 0.00\n", 1000 + t))
-            .unwrap_or_else(|e| panic!("{e}"));
-    }
-
-    #[test]
-    fn a_60_w_cpu_domain_splits_24_16_8_w_with_12_w_idle_window_after_window() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let mut meter = ProgramMeter::new(dir.path());
-        write_tree(dir.path(), 0);
-        assert!(
-            !meter.read_if_due(Duration::ZERO, 0.0),
-            "the first read is the baseline"
-        );
-        for t in 1..=20_u64 {
-            // 1 s at 60 W, all of it the CPU domain and the headline.
-            meter.add(60.0, Some(60.0), 1.0, Some(Quality::Measured));
-            write_tree(dir.path(), t);
-            let read = meter.read_if_due(Duration::from_secs(t), t as f64);
-            assert_eq!(read, t % 5 == 0, "read every 5 s, at {t} s");
-            if !read {
-                continue;
-            }
-            let v = meter.view();
-            let watts: Vec<(&str, f64)> = v
-                .programs
-                .iter()
-                .map(|p| (p.program.as_str(), p.watts))
-                .collect();
-            assert_eq!(
-                watts,
-                [("p10", 24.0), ("p11", 16.0), ("p12", 8.0)],
-                "at {t} s"
-            );
-            assert_eq!((v.idle_watts, v.unattributed_watts), (12.0, 0.0));
-            let sum: f64 = watts.iter().map(|(_, w)| w).sum::<f64>() + v.idle_watts;
-            assert!((sum - 60.0).abs() <= 1e-9 * 60.0);
-            assert_eq!(v.programs[0].joules, 24.0 * t as f64);
-        }
-    }
-
-    #[test]
-    fn without_proc_nothing_is_attributed_and_the_view_says_why() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let mut meter = ProgramMeter::new(dir.path());
-        meter.add(60.0, Some(60.0), 1.0, Some(Quality::Measured));
-        assert!(meter.read_if_due(Duration::ZERO, 0.0));
-        let v = meter.view();
-        assert!(v.programs.is_empty());
-        assert!(
-            v.unavailable
-                .as_deref()
-                .is_some_and(|r| r.contains("processes cannot be listed")),
-            "{v:?}"
-        );
-    }
-}
+mod tests;

@@ -149,6 +149,24 @@ impl Recorder {
         })
     }
 
+    /// Today's joules per program, as the ledger kept them.
+    pub fn restored_program_day(&self, now_unix: f64) -> BTreeMap<String, f64> {
+        let Some(ledger) = self.ledger.as_ref() else {
+            return BTreeMap::new();
+        };
+        ledger.store().program_day(now_unix).unwrap_or_else(|e| {
+            tracing::warn!("today's energy per program could not be read: {e}");
+            BTreeMap::new()
+        })
+    }
+
+    /// Keeps energy per program for the next batch, in the UTC hour of `unix`.
+    pub fn record_programs(&mut self, unix: f64, joules: &BTreeMap<String, f64>) {
+        if let Some(ledger) = self.ledger.as_mut() {
+            ledger.record_programs(crate::store::programs::hour_of(unix), joules);
+        }
+    }
+
     /// Writes an unload at once.
     pub fn record_unload(&mut self, unload: &Unload) {
         let Some(ledger) = self.ledger.as_mut() else {

@@ -19,7 +19,9 @@
 //! - `domain_minutes`, `domain_hours(t, domain, joules, seconds)` (v6): history per breakdown
 //!   domain ([`domains`]);
 //! - `resident_baselines`, `resident_idle(day, model, …)`, `unloads` (v9): what resident models
-//!   cost at idle and what low-power mode unloaded ([`resident`]).
+//!   cost at idle and what low-power mode unloaded ([`resident`]);
+//! - `program_hours(t, program, joules)` (v10): energy per program per hour, kept 30 days
+//!   ([`programs`]).
 //!
 //! Writes come in batches, each one transaction: a kill -9 loses at most the batch in memory and
 //! never leaves a half-written one. A file that is not a database, or fails its integrity
@@ -35,6 +37,7 @@ use thiserror::Error;
 mod batch;
 pub mod domains;
 pub mod inference;
+pub mod programs;
 mod reads;
 pub mod resident;
 pub mod schema;

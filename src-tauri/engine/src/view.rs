@@ -10,6 +10,9 @@ use wattbar_core::inference::Routed;
 use wattbar_core::policy::{Advice, LowPowerAction, Reason};
 use wattbar_core::{Domain, Part, Quality, Unavailable};
 
+/// Programs the dashboard's "Top programs" lists.
+pub const SHOWN_PROGRAMS: usize = 8;
+
 /// Low-power mode as routers and the UI read it (`GET /v1/low-power`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LowPowerView {
@@ -108,6 +111,8 @@ pub struct StatePayload {
     pub inference: std::sync::Arc<crate::inference::InferenceView>,
     /// What each model the server holds (or held today) costs by staying loaded.
     pub resident: std::sync::Arc<[wattbar_core::inference::resident::ResidentCost]>,
+    /// The programs drawing the most watts over the last process window.
+    pub programs: crate::programs::Top,
     /// Requests in flight through the inference proxy.
     pub inflight: usize,
 }
@@ -210,6 +215,7 @@ impl From<&Published> for StatePayload {
             totals: p.totals.clone(),
             inference: std::sync::Arc::clone(&p.inference),
             resident: std::sync::Arc::clone(&p.resident),
+            programs: p.programs.top(SHOWN_PROGRAMS, crate::programs::Sort::Watts),
             inflight: p.inflight,
         }
     }

@@ -78,6 +78,31 @@ pub fn last_answer_line(p: &Published) -> String {
     }
 }
 
+/// The menu line for the program drawing the most watts: `Top: ollama (llama3) 38 W`.
+pub fn top_line(p: &Published) -> String {
+    let v = &p.programs;
+    if let Some(why) = &v.unavailable {
+        return format!("Top: not measured ({why})");
+    }
+    match v.programs.first().filter(|_| v.at.is_some()) {
+        Some(top) => {
+            let mark = match top.quality {
+                Some(Quality::Estimated) => "≈",
+                Some(Quality::Heuristic) => "~",
+                _ => "",
+            };
+            let w = top.watts;
+            let figure = if w < 10.0 {
+                format!("{w:.1}")
+            } else {
+                format!("{w:.0}")
+            };
+            format!("Top: {} {mark}{figure} W", top.shown_name())
+        }
+        None => "Top: —".to_string(),
+    }
+}
+
 /// The third menu line: today's energy and cost from the store.
 pub fn today_line(p: &Published) -> String {
     match &p.totals {
@@ -220,5 +245,43 @@ mod tests {
         assert_eq!(today_line(&published(Some(1.0))), "Today —");
         assert_eq!(kwh(0.05), "0.050 kWh");
         assert_eq!(money(1.234, "USD"), "1.23 USD");
+    }
+
+    fn with_top(figure: Option<(&str, f64, Quality, &[&str])>) -> Published {
+        use wattbar_engine::programs::{ProgramFigure, ProgramsView};
+        let mut p = published(Some(50.0));
+        p.programs = std::sync::Arc::new(ProgramsView {
+            at: Some(1.0),
+            programs: figure
+                .map(|(name, watts, quality, serving)| ProgramFigure {
+                    program: name.into(),
+                    watts,
+                    joules: 0.0,
+                    today_joules: 0.0,
+                    quality: Some(quality),
+                    serving: serving.iter().map(|s| s.to_string()).collect(),
+                })
+                .into_iter()
+                .collect(),
+            ..ProgramsView::default()
+        });
+        p
+    }
+
+    #[test]
+    fn the_top_line_names_the_program_its_models_and_its_watts_with_their_quality() {
+        let line = |f| top_line(&with_top(f));
+        assert_eq!(
+            line(Some(("ollama", 38.2, Quality::Measured, &["llama3"]))),
+            "Top: ollama (llama3) 38 W"
+        );
+        assert_eq!(
+            line(Some(("firefox", 4.04, Quality::Estimated, &[]))),
+            "Top: firefox ≈4.0 W"
+        );
+        assert_eq!(line(None), "Top: —");
+        let mut none = with_top(None);
+        std::sync::Arc::make_mut(&mut none.programs).unavailable = Some("no /proc".into());
+        assert_eq!(top_line(&none), "Top: not measured (no /proc)");
     }
 }

@@ -321,9 +321,12 @@ fn clicked(engine: &EngineHandle, id: MenuId) -> Option<Taken> {
             report(windows::open(windows::Window::Preferences));
             return None;
         }
-        MenuId::Now | MenuId::Session | MenuId::Today | MenuId::LastAnswer | MenuId::Quit => {
-            return None
-        }
+        MenuId::Now
+        | MenuId::Session
+        | MenuId::Today
+        | MenuId::LastAnswer
+        | MenuId::Top
+        | MenuId::Quit => return None,
     };
     match sent {
         Ok(()) => Some(taken),

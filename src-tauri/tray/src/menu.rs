@@ -10,6 +10,8 @@ pub enum MenuId {
     Today,
     /// Disabled line: the last inference request's energy and J/token.
     LastAnswer,
+    /// Disabled line: the program drawing the most watts.
+    Top,
     LowPower,
     ResetSession,
     OpenDashboard,
@@ -18,11 +20,12 @@ pub enum MenuId {
 }
 
 impl MenuId {
-    pub const ALL: [MenuId; 9] = [
+    pub const ALL: [MenuId; 10] = [
         MenuId::Now,
         MenuId::Session,
         MenuId::Today,
         MenuId::LastAnswer,
+        MenuId::Top,
         MenuId::LowPower,
         MenuId::ResetSession,
         MenuId::OpenDashboard,
@@ -36,6 +39,7 @@ impl MenuId {
             MenuId::Session => "session",
             MenuId::Today => "today",
             MenuId::LastAnswer => "last-answer",
+            MenuId::Top => "top",
             MenuId::LowPower => "low-power",
             MenuId::ResetSession => "reset-session",
             MenuId::OpenDashboard => "open-dashboard",

@@ -34,6 +34,7 @@ pub struct Tray {
     session: MenuItem,
     today: MenuItem,
     last_answer: MenuItem,
+    top: MenuItem,
     low_power: CheckMenuItem,
     shown: Shown,
     /// The watts drawn into the icon and when: small wobbles do not redraw it (see [`Tray::show`]).
@@ -73,6 +74,7 @@ struct Shown {
     session: String,
     today: String,
     last_answer: String,
+    top: String,
     low_power: bool,
 }
 
@@ -102,6 +104,7 @@ impl Tray {
         let session = info(MenuId::Session, "Session —");
         let today = info(MenuId::Today, "Today —");
         let last_answer = info(MenuId::LastAnswer, "No answer measured yet");
+        let top = info(MenuId::Top, "Top: —");
         let low_power = CheckMenuItem::with_id(
             MenuId::LowPower.as_str(),
             "Low-power mode",
@@ -115,6 +118,7 @@ impl Tray {
             &session,
             &today,
             &last_answer,
+            &top,
             &PredefinedMenuItem::separator(),
             &low_power,
             &action(MenuId::ResetSession, "Reset session"),
@@ -140,6 +144,7 @@ impl Tray {
             session,
             today,
             last_answer,
+            top,
             low_power,
             shown: Shown::default(),
             icon_drawn: None,
@@ -197,6 +202,7 @@ impl Tray {
             session: format::session_line(p),
             today: format::today_line(p),
             last_answer: format::last_answer_line(p),
+            top: format::top_line(p),
             low_power,
         };
         let result = (|| -> Result<(), TrayError> {
@@ -232,6 +238,9 @@ impl Tray {
             }
             if next.today != self.shown.today {
                 self.today.set_text(&next.today);
+            }
+            if next.top != self.shown.top {
+                self.top.set_text(&next.top);
             }
             if next.last_answer != self.shown.last_answer {
                 self.last_answer.set_text(&next.last_answer);

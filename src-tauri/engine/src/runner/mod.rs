@@ -260,6 +260,11 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
     let resident = Arc::from(
         residency.costs(accounting.price_per_kwh(crate::accounting::local_week_seconds(started))),
     );
+    let programs = ProgramMeter::new(
+        &config.proc_root,
+        recorder.restored_program_day(started),
+        Some(crate::store::local_day_month(started).0),
+    );
     let tracker = Tracker::new(clock.clone());
     tracker.number_records_from(book.first_free_id());
     let low_power = LowPower::new(
@@ -294,7 +299,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         residency,
         residency_followed: false,
         resident,
-        programs: ProgramMeter::new(&config.proc_root),
+        programs,
         programs_view: Arc::default(),
     };
     let engaged = engine.engaged.subscribe();

@@ -100,7 +100,22 @@ impl Engine {
         }
         self.snapshot = Some(snapshot);
         if self.programs.read_if_due(at.monotonic, at.unix_seconds) {
-            self.programs_view = std::sync::Arc::new(self.programs.view().clone());
+            let mut view = self.programs.view().clone();
+            let loaded: Option<Vec<String>> = self
+                .tracker
+                .loaded()
+                .map(|l| l.into_iter().map(|m| m.name).collect());
+            // Models answered through the proxy in the last ten minutes.
+            let mut answered: Vec<String> = Vec::new();
+            for r in &self.book.view().recent {
+                if r.end >= at.unix_seconds - 600.0 && !answered.contains(&r.model) {
+                    answered.push(r.model.clone());
+                }
+            }
+            crate::programs::name_servers(&mut view, loaded.as_deref(), &answered);
+            self.programs_view = std::sync::Arc::new(view);
+            let joules = self.programs.take_pending();
+            self.recorder.record_programs(at.unix_seconds, &joules);
         }
         self.settle_inference(at);
         self.take_unloads();

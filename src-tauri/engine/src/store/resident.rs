@@ -36,6 +36,8 @@ pub struct Also<'a> {
     pub baseline: Option<&'a Baseline>,
     pub set_baselines: &'a [SetBaseline],
     pub resident_days: &'a [ResidentDay],
+    /// Joules to add per (UTC hour, program).
+    pub program_hours: Option<&'a BTreeMap<(i64, String), f64>>,
 }
 
 /// Writes `also`'s residency rows; `conn` is the batch's transaction.

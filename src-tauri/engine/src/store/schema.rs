@@ -1,14 +1,14 @@
 //! The ledger's schema: each version's migration, applied forward in order in one transaction
 //! each, and the version check that refuses a ledger a newer Wattbar wrote.
 
-use super::{domains, inference, resident, sql_at, Store, StoreError};
+use super::{domains, inference, programs, resident, sql_at, Store, StoreError};
 use rusqlite::Connection;
 use std::path::Path;
 
 /// The schema this build writes and reads (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
-pub(super) const MIGRATIONS: [&str; 9] = [
+pub(super) const MIGRATIONS: [&str; 10] = [
     r#"
 CREATE TABLE lifetime (domain TEXT PRIMARY KEY, joules REAL NOT NULL);
 CREATE TABLE sessions (id INTEGER PRIMARY KEY, start REAL NOT NULL, end REAL,
@@ -51,6 +51,7 @@ ALTER TABLE monthly_v4 RENAME TO monthly;
     inference::TYPED,
     inference::ROUTED,
     resident::MIGRATION,
+    programs::MIGRATION,
 ];
 
 impl Store {

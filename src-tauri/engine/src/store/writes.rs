@@ -156,6 +156,9 @@ impl Store {
                 super::inference::put_baseline(&tx, b)?;
             }
             super::resident::put(&tx, also)?;
+            if let Some(rows) = also.program_hours {
+                super::programs::put(&tx, rows)?;
+            }
             tx.commit()
         })();
         result.map_err(|e| sql_at(&path, e))
@@ -171,6 +174,7 @@ impl Store {
             .and_then(|mut s| s.execute(params![now_unix - MINUTES_KEEP_SECONDS]))
             .and_then(|_| tx.prepare_cached("DELETE FROM domain_minutes WHERE t < ?1"))
             .and_then(|mut s| s.execute(params![now_unix - MINUTES_KEEP_SECONDS]))
+            .and_then(|_| super::programs::prune(&tx, now_unix))
             .and_then(|_| tx.commit())
             .map_err(|e| sql_at(&path, e))
     }

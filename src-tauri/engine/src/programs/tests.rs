@@ -1,0 +1,153 @@
+use super::*;
+
+/// A fake `/proc` at second `t`: three busy processes at 3 : 2 : 1 ticks a second, 60 busy
+/// and 15 idle ticks a second in all.
+fn write_tree(root: &Path, t: u64) {
+    let proc_dir = root.join("proc");
+    for (pid, rate) in [(10_u64, 30), (11, 20), (12, 10)] {
+        let d = proc_dir.join(pid.to_string());
+        std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{e}"));
+        let stat = format!(
+            "{pid} (p{pid}) R 1 1 1 0 -1 0 0 0 0 0 {} 0 0 0 20 0 1 0 50 1 1\n",
+            rate * t
+        );
+        std::fs::write(d.join("stat"), stat).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let stat = format!("cpu  {} 0 0 {} 0 0 0 0 0 0\n", 60 * t, 15 * t);
+    std::fs::write(proc_dir.join("stat"), stat).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(proc_dir.join("uptime"), format!("{}.00 0.00\n", 1000 + t))
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn a_60_w_cpu_domain_splits_24_16_8_w_with_12_w_idle_window_after_window() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut meter = ProgramMeter::new(dir.path(), BTreeMap::new(), None);
+    write_tree(dir.path(), 0);
+    assert!(
+        !meter.read_if_due(Duration::ZERO, 0.0),
+        "the first read is the baseline"
+    );
+    for t in 1..=20_u64 {
+        // 1 s at 60 W, all of it the CPU domain and the headline.
+        meter.add(60.0, Some(60.0), 1.0, Some(Quality::Measured));
+        write_tree(dir.path(), t);
+        let read = meter.read_if_due(Duration::from_secs(t), t as f64);
+        assert_eq!(read, t % 5 == 0, "read every 5 s, at {t} s");
+        if !read {
+            continue;
+        }
+        let v = meter.view();
+        let watts: Vec<(&str, f64)> = v
+            .programs
+            .iter()
+            .map(|p| (p.program.as_str(), p.watts))
+            .collect();
+        assert_eq!(
+            watts,
+            [("p10", 24.0), ("p11", 16.0), ("p12", 8.0)],
+            "at {t} s"
+        );
+        assert_eq!((v.idle_watts, v.unattributed_watts), (12.0, 0.0));
+        let sum: f64 = watts.iter().map(|(_, w)| w).sum::<f64>() + v.idle_watts;
+        assert!((sum - 60.0).abs() <= 1e-9 * 60.0);
+        assert_eq!(v.programs[0].joules, 24.0 * t as f64);
+    }
+}
+
+#[test]
+fn todays_energy_per_program_goes_to_the_ledger_and_comes_back_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let noon = 1_800_000_000.0;
+    let mut meter = ProgramMeter::new(dir.path(), BTreeMap::new(), None);
+    write_tree(dir.path(), 0);
+    meter.read_if_due(Duration::ZERO, noon);
+    for _ in 1..=5_u64 {
+        meter.add(60.0, Some(60.0), 1.0, Some(Quality::Measured));
+    }
+    write_tree(dir.path(), 5);
+    assert!(meter.read_if_due(Duration::from_secs(5), noon + 5.0));
+    let pending = meter.take_pending();
+    // 5 s at 24 W; the idle part is kept too.
+    assert_eq!(pending.get("p10"), Some(&120.0));
+    assert_eq!(pending.get(IDLE), Some(&60.0));
+    let db = dir.path().join("wattbar.db");
+    let (mut store, _) = crate::store::Store::open(&db, noon).unwrap_or_else(|e| panic!("{e}"));
+    let session = store
+        .start_session(noon, "EUR")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let hour = crate::store::programs::hour_of(noon);
+    // The same program two days before: not today's.
+    let rows: BTreeMap<(i64, String), f64> = pending
+        .iter()
+        .map(|(p, j)| ((hour, p.clone()), *j))
+        .chain([((hour - 2 * 86_400, "p10".to_string()), 1_000.0)])
+        .collect();
+    let also = crate::store::resident::Also {
+        program_hours: Some(&rows),
+        ..Default::default()
+    };
+    store
+        .write_batch_with(session, &[], 0.0, 0.0, &also)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let today = store.program_day(noon).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(today.get("p10"), Some(&120.0));
+    let day = Some(crate::store::local_day_month(noon).0);
+    let again = ProgramMeter::new(dir.path(), today, day);
+    let v = again.view();
+    assert_eq!(v.programs[0].program, "p10");
+    assert_eq!(
+        (v.programs[0].today_joules, v.programs[0].joules),
+        (120.0, 0.0)
+    );
+    assert_eq!(v.idle_joules_today, 60.0);
+}
+
+#[test]
+fn without_proc_nothing_is_attributed_and_the_view_says_why() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut meter = ProgramMeter::new(dir.path(), BTreeMap::new(), None);
+    meter.add(60.0, Some(60.0), 1.0, Some(Quality::Measured));
+    assert!(meter.read_if_due(Duration::ZERO, 0.0));
+    let v = meter.view();
+    assert!(v.programs.is_empty());
+    assert!(
+        v.unavailable
+            .as_deref()
+            .is_some_and(|r| r.contains("processes cannot be listed")),
+        "{v:?}"
+    );
+}
+
+#[test]
+fn model_servers_are_named_with_the_models_they_hold_else_those_they_answered() {
+    let figure = |name: &str| ProgramFigure {
+        program: name.into(),
+        watts: 1.0,
+        joules: 1.0,
+        today_joules: 1.0,
+        quality: None,
+        serving: Vec::new(),
+    };
+    let mut view = ProgramsView {
+        programs: vec![figure("ollama"), figure("firefox"), figure("llama-server")],
+        ..ProgramsView::default()
+    };
+    let answered = ["qwen3:1b".to_string()];
+    name_servers(&mut view, Some(&["llama3.1:8b".to_string()]), &answered);
+    let shown: Vec<String> = view
+        .programs
+        .iter()
+        .map(ProgramFigure::shown_name)
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "ollama (llama3.1:8b)",
+            "firefox",
+            "llama-server (llama3.1:8b)"
+        ]
+    );
+    name_servers(&mut view, None, &answered);
+    assert_eq!(view.programs[0].shown_name(), "ollama (qwen3:1b)");
+}
