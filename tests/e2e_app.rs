@@ -440,6 +440,9 @@ fn the_tray_shows_live_watts_and_the_dashboard_opens_only_on_demand() {
         "{labels:?}"
     );
     assert!(labels.iter().any(|l| l.starts_with("Today ")), "{labels:?}");
+    // The replayed trace has no CPU domain: no program has a share yet, and the line says so
+    // rather than naming one at 0 W.
+    assert!(labels.contains(&"Top: —"), "{labels:?}");
     for wanted in [
         "Low-power mode",
         "Reset session",

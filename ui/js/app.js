@@ -3,6 +3,7 @@ import * as transport from "./transport.js";
 import * as fmt from "./format.js";
 import { $, setText } from "./dom.js";
 import { renderInference, renderResident } from "./models.js";
+import { renderPrograms } from "./programs.js";
 
 const WINDOW_SECONDS = 5 * 60;
 let history = [];
@@ -177,6 +178,7 @@ function render(state) {
   renderLowPower(state.low_power);
   renderInference(state.inference, state.inflight);
   renderResident(state.resident, state.currency);
+  renderPrograms(state.programs);
   const os = $("os-low-power");
   os.hidden = state.os_low_power_mode === null || state.os_low_power_mode === undefined;
   if (!os.hidden) setText(os, `macOS Low Power Mode: ${state.os_low_power_mode ? "on" : "off"}`);

@@ -75,6 +75,14 @@ fn a_python_busy_loop_draws_far_more_than_wattbar_and_the_parts_add_up_to_the_he
     assert_eq!(view["others"], 0);
     let total = programs + f(&view["idle_watts"]) + f(&view["unattributed_watts"]);
     assert!((total - 60.0).abs() < 1e-6, "{total} W: {view}");
+    // The dashboard's state carries the top programs.
+    let shown = serve.get("/v1/snapshot")["programs"]["programs"].clone();
+    assert!(
+        shown
+            .as_array()
+            .is_some_and(|p| p.iter().any(|p| p["program"] == "python3")),
+        "{shown}"
+    );
     // Wattbar itself is a program too, and says what it drew.
     let names: Vec<&str> = view["programs"]
         .as_array()

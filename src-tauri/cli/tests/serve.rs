@@ -221,6 +221,17 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
          must be measured both with gemma3:latest loaded and with no model loaded.",
         "{report}"
     );
+    // The replayed trace has no CPU domain: no program gets a share, and the page says why
+    // rather than showing programs at 0 W.
+    assert_eq!(report["programs"], serde_json::json!([]), "{report}");
+    // (The window may hold the step from 12.5 W to 31 W.)
+    let caption = report["programs_caption"].as_str().unwrap_or_default();
+    assert!(
+        caption.starts_with(
+            "No program has a share: the CPU's draw is not measured apart here, so all "
+        ) && caption.ends_with(" W is unattributed."),
+        "{report}"
+    );
     let (status, _) = serve.terminate();
     assert!(status.success());
 }
