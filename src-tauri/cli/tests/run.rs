@@ -412,3 +412,35 @@ fn ctrl_c_during_the_idle_baseline_runs_nothing_and_leaves_with_130() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("idle baseline"));
     assert!(!marker.exists(), "the command ran after Ctrl+C");
 }
+
+#[test]
+fn a_busy_command_is_given_its_share_of_the_cpu_energy_and_a_sleeping_one_almost_none() {
+    let attributed = |script: &str| {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut c = replayed(dir.path(), "t,watts,domain\n0,60,cpu\n");
+        c.args([
+            "run", "--json", "--idle", "0", "--", "python3", "-c", script,
+        ]);
+        let out = output(c);
+        assert_ok(&out);
+        let v = json(&out);
+        let run = v["results"][0]["runs"][0].clone();
+        let cpu = run["by_domain"]
+            .as_array()
+            .and_then(|d| d.iter().find(|d| d["domain"] == "cpu"))
+            .map(|d| num(&d["joules"]))
+            .unwrap_or_else(|| panic!("no CPU energy: {run}"));
+        (num(&run["attributed_joules"]["cpu"]), cpu, run)
+    };
+    // A busy loop for 2 s holds a whole core of two (a third of them beside two other busy
+    // processes): at least a quarter of the CPU domain's energy, never more than all of it.
+    let busy = "import time\nend = time.monotonic() + 2\nwhile time.monotonic() < end: pass\n";
+    let (mine, cpu, run) = attributed(busy);
+    assert!(
+        mine > 0.25 * cpu && mine <= cpu,
+        "{mine} J of {cpu} J: {run}"
+    );
+    // Sleeping 2 s uses almost no CPU time: almost nothing is its own.
+    let (mine, cpu, run) = attributed("import time\ntime.sleep(2)\n");
+    assert!(mine < 0.05 * cpu, "{mine} J of {cpu} J: {run}");
+}

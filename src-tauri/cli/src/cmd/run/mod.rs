@@ -14,6 +14,7 @@ mod output;
 mod report;
 pub(crate) mod samples;
 pub(crate) mod summary;
+mod tree;
 
 use crate::args::RunArgs;
 use anyhow::{bail, Result};
@@ -314,6 +315,7 @@ async fn run_all(
                 baseline,
                 pricing,
                 cpu_busy_percent: life.cpu_busy_percent,
+                attributed: tree::attributed(life.tree.clone(), &window),
                 gpus: gpus.figures(life.start, life.end),
                 unavailable: meter
                     .unavailable()
@@ -373,6 +375,8 @@ struct Life {
     end: f64,
     outcome: child::Outcome,
     cpu_busy_percent: Option<f64>,
+    /// The CPU ticks of the command's own process tree, and of all CPUs, over the run.
+    tree: Result<tree::TreeTicks, String>,
 }
 
 /// One child from start to end, with the events it wrote meanwhile.
@@ -395,6 +399,7 @@ async fn run_once(
         }
     };
     let mut cpu = Cpu::start();
+    let tree_before = tree::read();
     let child = child::run(program, events_path, json, interrupts);
     tokio::pin!(child);
     let Lifetime {
@@ -408,6 +413,7 @@ async fn run_once(
         }
     };
     let busy = cpu.busy_percent(end - start);
+    let tree = tree_before.and_then(|b| tree::read().map(|a| tree::between(&b, &a)));
     take(tail.poll(end, true), &mut found);
     for e in found
         .iter()
@@ -425,6 +431,7 @@ async fn run_once(
             end,
             outcome,
             cpu_busy_percent: busy,
+            tree,
         },
         found,
     ))

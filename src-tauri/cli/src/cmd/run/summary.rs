@@ -102,6 +102,10 @@ pub struct RunFigures {
     pub carbon_g: Option<f64>,
     /// Mean share of all CPUs busy during the run, 0–100.
     pub cpu_busy_percent: Option<f64>,
+    /// The energy of the command's own process tree, per domain ([`super::tree`]).
+    pub attributed_joules: std::collections::BTreeMap<String, f64>,
+    /// What was not attributed, or why nothing was.
+    pub attributed_note: Option<String>,
     /// Per GPU: utilisation mean and max, memory used at its peak.
     pub gpus: Vec<super::gpu::GpuFigure>,
     /// Why no GPU figures are given, when none are.
@@ -125,6 +129,7 @@ pub struct RunContext<'a> {
     pub baseline: Option<&'a Baseline>,
     pub pricing: &'a Pricing,
     pub cpu_busy_percent: Option<f64>,
+    pub attributed: super::tree::Attributed,
     pub gpus: (Vec<super::gpu::GpuFigure>, Option<String>),
     /// Why sources could not read, for a run with nothing measured.
     pub unavailable: String,
@@ -204,6 +209,8 @@ pub fn run_figures(
             .zip(cx.pricing.carbon_g_per_kwh)
             .map(|(g, c)| g / JOULES_PER_KWH * c),
         cpu_busy_percent: cx.cpu_busy_percent,
+        attributed_joules: cx.attributed.joules,
+        attributed_note: cx.attributed.note,
         gpus: cx.gpus.0,
         gpus_not_reported: cx.gpus.1,
         covered_fraction: window.covered_fraction,
@@ -380,6 +387,9 @@ fn run_text(r: &RunFigures, baseline: Option<&Baseline>) -> String {
     match r.cpu_busy_percent {
         Some(c) => t.push_str(&format!("  cpu busy     {c:.1} % (mean)\n")),
         None => t.push_str("  cpu busy     not reported\n"),
+    }
+    for (domain, j) in &r.attributed_joules {
+        t.push_str(&format!("  its own      {domain} {j:.1} J\n"));
     }
     for g in &r.gpus {
         let util = match (g.utilisation_mean_percent, g.utilisation_max_percent) {
@@ -558,6 +568,7 @@ mod tests {
             baseline,
             pricing,
             cpu_busy_percent: None,
+            attributed: Default::default(),
             gpus: (Vec::new(), Some("no NVML".into())),
             unavailable: "rapl: no permission".into(),
         }
