@@ -109,9 +109,9 @@ try {
     // The proxy reads the upstream's /api/ps: the loaded model is listed with its cost unknown.
     await page.waitForSelector('#resident li[data-model="gemma3:latest"]', { timeout: 10000 });
     report.resident = await page.textContent('#resident li[data-model="gemma3:latest"]');
-    // The programs of this machine, read by the engine every 5 s, on the same page.
+    // The programs of this machine, read by the engine every 10 s, on the same page.
     await page.waitForFunction(() => document.getElementById("programs-caption").dataset.value !== "",
-      null, { timeout: 15000 });
+      null, { timeout: 30000 });
     report.programs = await page.$$eval("#programs-rows tr", (rows) => rows.map((r) => r.dataset.program));
     report.programs_caption = await page.textContent("#programs-caption");
     report.same_page_after_request = await page.evaluate(() => window.__loadedOnce === true);

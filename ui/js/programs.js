@@ -46,7 +46,7 @@ export function renderPrograms(top) {
   table.hidden = top.programs.length === 0;
   $("programs-rows").replaceChildren(...top.programs.map(row));
   if (top.at === null || top.at === undefined) {
-    setText(caption, "The first reading of the programs comes within 10 s.");
+    setText(caption, "The first reading of the programs comes about 10 s after the engine starts.");
     return;
   }
   if (top.programs.length === 0) {

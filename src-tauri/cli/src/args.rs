@@ -106,13 +106,13 @@ pub enum Cmd {
         csv: bool,
     },
     /// Which programs draw the watts: a table by watts, updated as the engine reads the
-    /// processes (every 5 s). Beside a running engine it follows that one; else it runs its own.
+    /// processes (every 10 s). Beside a running engine it follows that one; else it runs its own.
     Top {
         /// One JSON object per update, the shape of `GET /v1/processes`.
         #[arg(long)]
         json: bool,
-        /// Print at most this often, e.g. 5s, 10s.
-        #[arg(long, default_value = "5s", value_parser = parse_interval)]
+        /// Print at most this often, e.g. 10s, 30s.
+        #[arg(long, default_value = "10s", value_parser = parse_interval)]
         interval: Duration,
         /// Stop after this many updates.
         #[arg(long)]

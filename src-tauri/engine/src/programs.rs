@@ -26,7 +26,9 @@ use wattbar_sources::linux::procs::ProcReader;
 pub use crate::store::programs::{IDLE, UNATTRIBUTED};
 
 /// How often the processes are read.
-pub const READ_EVERY: Duration = Duration::from_secs(5);
+/// Reading a process's `stat` costs the kernel about 5 µs: with 500 processes, reading every
+/// 10 s adds about 0.06 % of a core (`scripts/bench-programs`).
+pub const READ_EVERY: Duration = Duration::from_secs(10);
 /// Clock ticks per second (`USER_HZ`): 100 on every Linux architecture this runs on.
 const USER_HZ: f64 = 100.0;
 
@@ -182,7 +184,7 @@ pub struct ProgramMeter {
 }
 
 const METHOD: &str = "the CPU domain's energy split by each program's share of CPU time over \
-                      each 5 s window; its idle part is the share of idle time";
+                      each 10 s window; its idle part is the share of idle time";
 
 impl ProgramMeter {
     /// Reads processes under `root` (`/` on a real machine); `today`: the joules per program

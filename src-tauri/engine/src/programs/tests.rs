@@ -33,7 +33,7 @@ fn a_60_w_cpu_domain_splits_24_16_8_w_with_12_w_idle_window_after_window() {
         meter.add(60.0, Some(60.0), 1.0, Some(Quality::Measured));
         write_tree(dir.path(), t);
         let read = meter.read_if_due(Duration::from_secs(t), t as f64);
-        assert_eq!(read, t % 5 == 0, "read every 5 s, at {t} s");
+        assert_eq!(read, t % 10 == 0, "read every 10 s, at {t} s");
         if !read {
             continue;
         }
@@ -62,15 +62,15 @@ fn todays_energy_per_program_goes_to_the_ledger_and_comes_back_after_a_restart()
     let mut meter = ProgramMeter::new(dir.path(), BTreeMap::new(), None);
     write_tree(dir.path(), 0);
     meter.read_if_due(Duration::ZERO, noon);
-    for _ in 1..=5_u64 {
+    for _ in 1..=10_u64 {
         meter.add(60.0, Some(60.0), 1.0, Some(Quality::Measured));
     }
-    write_tree(dir.path(), 5);
-    assert!(meter.read_if_due(Duration::from_secs(5), noon + 5.0));
+    write_tree(dir.path(), 10);
+    assert!(meter.read_if_due(Duration::from_secs(10), noon + 10.0));
     let pending = meter.take_pending();
-    // 5 s at 24 W; the idle part is kept too.
-    assert_eq!(pending.get("p10"), Some(&120.0));
-    assert_eq!(pending.get(IDLE), Some(&60.0));
+    // 10 s at 24 W; the idle part is kept too.
+    assert_eq!(pending.get("p10"), Some(&240.0));
+    assert_eq!(pending.get(IDLE), Some(&120.0));
     let db = dir.path().join("wattbar.db");
     let (mut store, _) = crate::store::Store::open(&db, noon).unwrap_or_else(|e| panic!("{e}"));
     let session = store
@@ -91,16 +91,16 @@ fn todays_energy_per_program_goes_to_the_ledger_and_comes_back_after_a_restart()
         .write_batch_with(session, &[], 0.0, 0.0, &also)
         .unwrap_or_else(|e| panic!("{e}"));
     let today = store.program_day(noon).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(today.get("p10"), Some(&120.0));
+    assert_eq!(today.get("p10"), Some(&240.0));
     let day = Some(crate::store::local_day_month(noon).0);
     let again = ProgramMeter::new(dir.path(), today, day);
     let v = again.view();
     assert_eq!(v.programs[0].program, "p10");
     assert_eq!(
         (v.programs[0].today_joules, v.programs[0].joules),
-        (120.0, 0.0)
+        (240.0, 0.0)
     );
-    assert_eq!(v.idle_joules_today, 60.0);
+    assert_eq!(v.idle_joules_today, 120.0);
 }
 
 #[test]

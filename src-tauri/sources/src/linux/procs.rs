@@ -39,22 +39,28 @@ pub fn parse_pid_stat(text: &str) -> Result<ProcTimes, Error> {
         .parse::<u32>()
         .map_err(|e| parse_err(format!("pid: {e}")))?;
     let name = text[open + 1..close].to_string();
-    // Fields after the name, from field 3 (`state`) on.
-    let rest: Vec<&str> = text[close + 1..].split_whitespace().collect();
-    let field = |n: usize| -> Result<u64, Error> {
-        let s = rest
-            .get(n - 3)
-            .ok_or_else(|| parse_err(format!("{} fields, need {n}", rest.len() + 2)))?;
-        s.parse::<u64>()
-            .map_err(|e| parse_err(format!("field {n} ({s:?}): {e}")))
-    };
+    // Fields after the name, from field 3 (`state`) on; only up to field 22 is needed, read
+    // without collecting (hundreds of processes are parsed at each read).
+    let mut fields = [0_u64; 23];
+    let mut seen = 2;
+    for (n, s) in (3..=22).zip(text[close + 1..].split_ascii_whitespace()) {
+        seen = n;
+        if matches!(n, 4 | 14..=17 | 22) {
+            fields[n] = s
+                .parse::<u64>()
+                .map_err(|e| parse_err(format!("field {n} ({s:?}): {e}")))?;
+        }
+    }
+    if seen < 22 {
+        return Err(parse_err(format!("{seen} fields, need 22")));
+    }
     Ok(ProcTimes {
         pid,
-        ppid: u32::try_from(field(4)?).map_err(|e| parse_err(format!("ppid: {e}")))?,
+        ppid: u32::try_from(fields[4]).map_err(|e| parse_err(format!("ppid: {e}")))?,
         name,
-        ticks: field(14)? + field(15)?,
-        child_ticks: field(16)? + field(17)?,
-        start_ticks: field(22)?,
+        ticks: fields[14] + fields[15],
+        child_ticks: fields[16] + fields[17],
+        start_ticks: fields[22],
     })
 }
 
@@ -86,7 +92,8 @@ impl ProcReader {
             .filter_map(Result::ok)
             .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
             .collect();
-        self.open.retain(|pid, _| pids.contains(pid));
+        let listed: std::collections::HashSet<u32> = pids.iter().copied().collect();
+        self.open.retain(|pid, _| listed.contains(pid));
         let mut out = Vec::with_capacity(pids.len());
         for pid in pids {
             match self.read_one(pid) {
