@@ -7,7 +7,9 @@
 //! - A process's CPU time over an interval is the growth of its own time plus the growth of its
 //!   waited-for children's time, less what those children had when last seen. So the part of a
 //!   child's life no read saw (it ended between two reads) lands on its parent, and nothing is
-//!   counted twice. A process that started after the previous read counts all of its time: one
+//!   counted twice, whichever living ancestor it was waited into (a child and its parent may both
+//!   end between two reads). A process that started after the previous read counts all of its
+//!   time: one
 //!   alive for a single interval counts. Times are cumulative, so a process read late still gets
 //!   its exact share of the window.
 //! - Energy ([`split`]): the CPU domain's energy less its idle part (the domain's idle draw ×
@@ -84,17 +86,30 @@ impl CpuTimes {
     }
 
     fn used(&self, now: &BTreeMap<Key, ProcTimes>, since: u64) -> Vec<Used> {
-        // What each parent's ended children had when last seen.
+        // What the ended processes had when last seen, charged to their nearest living
+        // ancestor: its children's time grows by their whole lives when it (or an ended
+        // process between them) waits for them, and the part already seen must not count twice.
+        let living: BTreeMap<u32, &ProcTimes> = now.values().map(|p| (p.pid, p)).collect();
+        let ended: BTreeMap<u32, &ProcTimes> = self
+            .last
+            .iter()
+            .filter(|(k, _)| !now.contains_key(k))
+            .map(|(_, p)| (p.pid, p))
+            .collect();
         let mut ended_children: BTreeMap<Key, u64> = BTreeMap::new();
-        for (k, gone) in &self.last {
-            if now.contains_key(k) {
-                continue;
-            }
-            let parent = now
-                .values()
-                .find(|p| p.pid == gone.ppid && p.start_ticks <= gone.start_ticks);
-            if let Some(parent) = parent {
-                *ended_children.entry(key(parent)).or_default() += gone.ticks + gone.child_ticks;
+        for gone in ended.values() {
+            let (mut ppid, mut born) = (gone.ppid, gone.start_ticks);
+            // A chain longer than this is not a process tree worth following.
+            for _ in 0..64 {
+                if let Some(parent) = living.get(&ppid).filter(|p| p.start_ticks <= born) {
+                    *ended_children.entry(key(parent)).or_default() +=
+                        gone.ticks + gone.child_ticks;
+                    break;
+                }
+                match ended.get(&ppid).filter(|p| p.start_ticks <= born) {
+                    Some(up) => (ppid, born) = (up.ppid, up.start_ticks),
+                    None => break,
+                }
             }
         }
         now.iter()

@@ -322,10 +322,6 @@ fn inference(registry: &mut Registry, p: &Published) {
     programs(registry, p);
 }
 
-/// Series of `wattbar_program_energy_joules_total` at most: the programs with the most energy,
-/// then `other` for the rest, so that cardinality stays bounded.
-pub const MAX_PROGRAM_SERIES: usize = 20;
-
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ProgramLabels {
     program: String,
@@ -341,22 +337,12 @@ fn programs(registry: &mut Registry, p: &Published) {
     let energy = Family::<ProgramLabels, CounterF>::default();
     registry.register_with_unit(
         "wattbar_program_energy",
-        "Energy per program since the engine started (the top programs, then other, idle and \
-         unattributed)",
+        "Energy per program since the engine started: the 20 that drew the most (each from when \
+         it became one of them), then (other), (idle) and (unattributed)",
         Unit::Joules,
         energy.clone(),
     );
-    let mut by_energy: Vec<_> = view.programs.iter().collect();
-    by_energy.sort_by(|a, b| b.joules.total_cmp(&a.joules));
-    let rest = by_energy.split_off(MAX_PROGRAM_SERIES.min(by_energy.len()));
-    let series = by_energy
-        .iter()
-        .map(|f| (f.program.clone(), f.joules))
-        .chain([
-            ("other".to_string(), rest.iter().map(|f| f.joules).sum()),
-            ("idle".to_string(), view.idle_joules),
-            ("unattributed".to_string(), view.unattributed_joules),
-        ]);
+    let series = view.metric_series();
     for (program, joules) in series {
         if joules.is_finite() && joules >= 0.0 {
             energy

@@ -24,6 +24,10 @@ use wattbar_sources::linux::proc_stat::{parse_proc_stat, CpuTicks};
 use wattbar_sources::linux::procs::ProcReader;
 
 pub use crate::store::programs::{IDLE, UNATTRIBUTED};
+/// The label of the programs without a series of their own in `/metrics`.
+pub const OTHER: &str = "(other)";
+/// Programs with a `/metrics` series of their own at most, so that cardinality stays bounded.
+pub const MAX_PROGRAM_SERIES: usize = 20;
 
 /// How often the processes are read.
 /// Reading a process's `stat` costs the kernel about 5 µs: with 500 processes, reading every
@@ -97,6 +101,11 @@ pub struct ProgramsView {
     pub method: String,
     /// Why nothing is attributed, where processes cannot be read.
     pub unavailable: Option<String>,
+    /// The programs with a `/metrics` series of their own (the [`MAX_PROGRAM_SERIES`] with the
+    /// most energy), each with its energy when it got one: its series counts from there, and
+    /// `(other)` keeps what it had, so no counter goes down when programs change places.
+    #[serde(skip)]
+    pub series: BTreeMap<String, f64>,
 }
 
 /// How [`Top`] orders the programs.
@@ -130,6 +139,29 @@ pub struct Top {
 }
 
 impl ProgramsView {
+    /// The `/metrics` series: each program with a series of its own, counted from when it got
+    /// one, then `(other)`, which keeps what each had then and takes back all of a program that
+    /// loses its series (so neither goes down), `(idle)` and `(unattributed)`.
+    pub fn metric_series(&self) -> Vec<(String, f64)> {
+        let mut other = 0.0;
+        let mut out = Vec::new();
+        for f in &self.programs {
+            match self.series.get(&f.program) {
+                Some(from) => {
+                    out.push((f.program.clone(), f.joules - from));
+                    other += from;
+                }
+                None => other += f.joules,
+            }
+        }
+        out.extend([
+            (OTHER.to_string(), other),
+            (IDLE.to_string(), self.idle_joules),
+            (UNATTRIBUTED.to_string(), self.unattributed_joules),
+        ]);
+        out
+    }
+
     /// The first `limit` programs by `sort`.
     pub fn top(&self, limit: usize, sort: Sort) -> Top {
         let mut programs = self.programs.clone();
@@ -180,6 +212,7 @@ pub struct ProgramMeter {
     day: Option<String>,
     /// Joules per program (and the parts no program owns) not yet handed to the ledger.
     pending: BTreeMap<String, f64>,
+    series: BTreeMap<String, f64>,
     view: ProgramsView,
 }
 
@@ -227,6 +260,7 @@ impl ProgramMeter {
             today,
             day,
             pending: BTreeMap::new(),
+            series: BTreeMap::new(),
             view,
         }
     }
@@ -273,18 +307,20 @@ impl ProgramMeter {
     }
 
     fn read(&mut self, unix: f64) -> Result<bool, String> {
-        let procs = self.reader.read().map_err(|e| e.to_string())?;
-        let stat = std::fs::read_to_string(&self.stat)
-            .map_err(|e| format!("{}: {e}", self.stat.display()))?;
-        let ticks = parse_proc_stat(&stat).map_err(|e| e.to_string())?;
+        // The moment of the read is taken before the listing: a process that starts while
+        // the listing runs then counts as new at the next read, not as already seen.
         let uptime = std::fs::read_to_string(&self.uptime)
-            .map_err(|e| format!("{}: {e}", self.uptime.display()))?;
+            .map_err(|e| format!("processes cannot be listed: {}: {e}", self.uptime.display()))?;
         let now_ticks = uptime
             .split_whitespace()
             .next()
             .and_then(|s| s.parse::<f64>().ok())
             .map(|s| (s * USER_HZ) as u64)
             .ok_or_else(|| format!("{}: no uptime", self.uptime.display()))?;
+        let procs = self.reader.read().map_err(|e| e.to_string())?;
+        let stat = std::fs::read_to_string(&self.stat)
+            .map_err(|e| format!("{}: {e}", self.stat.display()))?;
+        let ticks = parse_proc_stat(&stat).map_err(|e| e.to_string())?;
         let used = self.cpu.step(procs, now_ticks);
         let before = self.ticks.replace(ticks);
         let window = std::mem::take(&mut self.window);
@@ -375,6 +411,15 @@ impl ProgramMeter {
                 .total_cmp(&a.watts)
                 .then(b.joules.total_cmp(&a.joules))
         });
+        let mut by_energy: Vec<&ProgramFigure> =
+            programs.iter().filter(|p| p.joules > 0.0).collect();
+        by_energy.sort_by(|a, b| b.joules.total_cmp(&a.joules));
+        by_energy.truncate(MAX_PROGRAM_SERIES);
+        self.series
+            .retain(|name, _| by_energy.iter().any(|p| &p.program == name));
+        for p in by_energy {
+            self.series.entry(p.program.clone()).or_insert(p.joules);
+        }
         self.view = ProgramsView {
             at: Some(unix),
             window_seconds: seconds,
@@ -388,6 +433,7 @@ impl ProgramMeter {
             self_joules: self.self_joules,
             method: METHOD.to_string(),
             unavailable: None,
+            series: self.series.clone(),
         };
         Ok(true)
     }

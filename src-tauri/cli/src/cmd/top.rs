@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result};
 use std::io::{IsTerminal, Write};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use wattbar_engine::paths;
 use wattbar_engine::programs::{Sort, Top};
 use wattbar_engine::runner::EngineConfig;
@@ -50,7 +50,12 @@ fn follow(api: &str, o: &Options) -> Result<()> {
             .with_context(|| format!("cannot ask {url}"))?
             .into_json()
             .with_context(|| format!("{url}: not a list of programs"))?;
-        if top.at.is_some() && top.at != last_at {
+        if top.at.is_none() {
+            if let Some(why) = &top.unavailable {
+                anyhow::bail!("programs cannot be measured there: {why}");
+            }
+        }
+        if due(top.at, last_at, o.interval) {
             last_at = top.at;
             print(&top, o.json)?;
             printed += 1;
@@ -67,7 +72,7 @@ async fn top_here(o: &Options) -> Result<()> {
     let engine = wattbar_engine::spawn(chain, config)?;
     let mut rx = engine.subscribe();
     let mut printed = 0u64;
-    let mut last: Option<(f64, Instant)> = None;
+    let mut last_at: Option<f64> = None;
     let stop = crate::engine::terminated();
     tokio::pin!(stop);
     while o.count.is_none_or(|c| printed < c) {
@@ -82,15 +87,25 @@ async fn top_here(o: &Options) -> Result<()> {
             }
             continue;
         };
-        let due = last.is_none_or(|(t, when)| t != at && when.elapsed() >= o.interval);
-        if due {
-            last = Some((at, Instant::now()));
+        if due(Some(at), last_at, o.interval) {
+            last_at = Some(at);
             print(&programs.top(o.limit, o.sort), o.json)?;
             printed += 1;
         }
     }
     engine.shutdown().await;
     Ok(())
+}
+
+/// A window ending at `at` is printed when none was, or when it ended at least `interval` after
+/// the one printed last (by the windows' own times: half a second early still counts, since
+/// windows end on the engine's samples, not on this process's clock).
+fn due(at: Option<f64>, last: Option<f64>, interval: Duration) -> bool {
+    match (at, last) {
+        (None, _) => false,
+        (Some(_), None) => true,
+        (Some(at), Some(last)) => at - last >= interval.as_secs_f64() - 0.5,
+    }
 }
 
 fn print(top: &Top, json: bool) -> Result<()> {
@@ -141,4 +156,22 @@ fn print(top: &Top, json: bool) -> Result<()> {
     writeln!(out)?;
     out.flush()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_is_printed_by_its_own_time_not_this_processs_clock() {
+        let ten = Duration::from_secs(10);
+        assert!(!due(None, None, ten), "no window yet");
+        assert!(due(Some(100.0), None, ten), "the first window");
+        assert!(!due(Some(100.0), Some(100.0), ten), "the same window again");
+        assert!(
+            due(Some(109.9), Some(100.0), ten),
+            "a window ending a little early"
+        );
+        assert!(!due(Some(105.0), Some(100.0), Duration::from_secs(30)));
+    }
 }

@@ -96,6 +96,36 @@ fn a_child_seen_alive_and_then_reaped_is_not_counted_twice() {
 }
 
 #[test]
+fn a_child_and_its_parent_that_both_end_between_two_reads_are_not_counted_twice() {
+    let mut cpu = CpuTimes::default();
+    cpu.step(vec![proc(10, 1, "make", 100, 0, 5)], 1_000);
+    // make → sh → cc1: cc1 seen with 50 ticks, sh with 1.
+    let used = cpu
+        .step(
+            vec![
+                proc(10, 1, "make", 100, 0, 5),
+                proc(11, 10, "sh", 1, 0, 1_010),
+                proc(12, 11, "cc1", 50, 0, 1_020),
+            ],
+            1_100,
+        )
+        .unwrap_or_default();
+    assert_eq!(
+        (ticks_of(&used, 11), ticks_of(&used, 12)),
+        (Some(1.0), Some(50.0))
+    );
+    // cc1 runs 30 more, sh 2 more; sh reaps cc1 (80), make reaps sh (3 + 80).
+    let used = cpu
+        .step(vec![proc(10, 1, "make", 100, 83, 5)], 1_200)
+        .unwrap_or_default();
+    assert_eq!(
+        ticks_of(&used, 10),
+        Some(32.0),
+        "only the 30 + 2 no read saw"
+    );
+}
+
+#[test]
 fn a_reused_pid_is_a_new_process_not_the_old_one() {
     let mut cpu = CpuTimes::default();
     cpu.step(vec![proc(50, 1, "old", 5_000, 0, 100)], 1_000);
@@ -193,6 +223,19 @@ fn odd_figures_still_add_up_to_the_headline() {
             "{} vs {headline}",
             s.total()
         );
+        // Each program has exactly its share of the active part; what no process accounts for
+        // and what the CPU domain does not cover are left.
+        let active = headline * 0.71 - headline * 0.07;
+        let used: f64 = programs.values().sum();
+        for (name, ticks) in &programs {
+            let expected = active * ticks / used.max(2_000.0);
+            let got = s.programs.get(name).copied().unwrap_or(-1.0);
+            assert!(
+                (got - expected).abs() <= 1e-12 * headline,
+                "{name}: {got} vs {expected}"
+            );
+        }
+        assert!(s.unattributed >= headline * 0.29 * (1.0 - 1e-12));
     }
 }
 

@@ -151,3 +151,40 @@ fn model_servers_are_named_with_the_models_they_hold_else_those_they_answered() 
     name_servers(&mut view, None, &answered);
     assert_eq!(view.programs[0].shown_name(), "ollama (qwen3:1b)");
 }
+
+#[test]
+fn metric_series_never_go_down_when_programs_change_places() {
+    let figure = |name: &str, joules: f64| ProgramFigure {
+        program: name.into(),
+        watts: 0.0,
+        joules,
+        today_joules: joules,
+        quality: None,
+        serving: Vec::new(),
+    };
+    let series =
+        |v: &ProgramsView| -> BTreeMap<String, f64> { v.metric_series().into_iter().collect() };
+    // "a" has a series since it had 10 J; "b" has none.
+    let mut v = ProgramsView {
+        programs: vec![figure("a", 30.0), figure("b", 5.0)],
+        series: [("a".to_string(), 10.0)].into(),
+        ..ProgramsView::default()
+    };
+    let before = series(&v);
+    assert_eq!(before.get("a"), Some(&20.0));
+    assert_eq!(before.get(OTHER), Some(&15.0));
+    // "b" takes "a"'s place: a's whole 30 J return to (other), b counts from its 50 J.
+    v.programs = vec![figure("a", 30.0), figure("b", 50.0)];
+    v.series = [("b".to_string(), 50.0)].into();
+    let after = series(&v);
+    assert_eq!(after.get("b"), Some(&0.0));
+    assert_eq!(after.get(OTHER), Some(&80.0));
+    assert!(after.get(OTHER) >= before.get(OTHER));
+    // Every joule is in exactly one series.
+    let total: f64 = after
+        .iter()
+        .filter(|(k, _)| *k != IDLE && *k != UNATTRIBUTED)
+        .map(|(_, j)| j)
+        .sum();
+    assert_eq!(total, 80.0);
+}

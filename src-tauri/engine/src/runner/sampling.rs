@@ -43,11 +43,17 @@ impl Engine {
                     .iter()
                     .find(|(d, _)| **d == wattbar_core::Domain::Cpu)
                     .map(|(_, j)| j.0);
+                // Programs share the CPU domain's energy: theirs is its quality.
+                let quality = snapshot
+                    .breakdown
+                    .iter()
+                    .find(|r| r.domain == wattbar_core::Domain::Cpu)
+                    .map_or(h.quality, |r| r.quality);
                 self.programs.add(
                     step.headline.joules.0,
                     cpu,
                     interval.end - interval.start,
-                    Some(h.quality),
+                    Some(quality),
                 );
             }
             let open = self.tracker.open();

@@ -1,9 +1,10 @@
 //! Per-process CPU time from `root/proc/[pid]/stat`, for splitting CPU energy among programs.
 //!
-//! Each read lists `root/proc` and reads each process's `stat` once. The files stay open between
-//! reads (one `pread` at offset 0 each, as [`super::proc_stat`] does): a process that ended
-//! answers its old file with an error and is dropped; a new one is opened. A process that ends
-//! between the listing and its read is simply not in that read.
+//! Each read lists `root/proc` and reads each process's `stat` once. Up to [`MAX_KEPT_OPEN`]
+//! files stay open between reads (one `pread` at offset 0 each, as [`super::proc_stat`] does);
+//! the rest are opened at each read. A process that ended answers its old file with an error
+//! and is dropped; a pid reused meanwhile is opened afresh. A process that ends between the
+//! listing and its read is simply not in that read.
 //!
 //! Times are in clock ticks (`USER_HZ`, 100 on every Linux this runs on). The parser takes the
 //! command name up to the *last* `)`: names may hold spaces and parentheses.
@@ -107,18 +108,37 @@ impl ProcReader {
     }
 
     fn read_one(&mut self, pid: u32) -> Option<ProcTimes> {
-        if !self.open.contains_key(&pid) {
-            let file = File::open(self.proc_dir.join(pid.to_string()).join("stat")).ok()?;
+        let kept = self
+            .open
+            .get(&pid)
+            .and_then(|file| read_at(file, &mut self.buf, pid));
+        if kept.is_some() {
+            return kept;
+        }
+        // Not kept, or its file belonged to a process that ended (a reused pid): open afresh.
+        self.open.remove(&pid);
+        let file = File::open(self.proc_dir.join(pid.to_string()).join("stat")).ok()?;
+        let p = read_at(&file, &mut self.buf, pid)?;
+        // Kept open only up to a bound: one descriptor per process must not use up the
+        // engine's (the API and the proxy need theirs).
+        if self.open.len() < MAX_KEPT_OPEN {
             self.open.insert(pid, file);
         }
-        let file = self.open.get(&pid)?;
-        let n = file.read_at(&mut self.buf, 0).ok()?;
-        let text = std::str::from_utf8(self.buf.get(..n)?).ok()?;
-        let p = parse_pid_stat(text).ok()?;
-        // A file kept open for a pid since reused would be the old process's: it errors instead,
-        // but a fake tree's plain files do not, so the pid is checked too.
-        (p.pid == pid).then_some(p)
+        Some(p)
     }
+}
+
+/// Files kept open between reads at most; the others are opened at each read.
+pub const MAX_KEPT_OPEN: usize = 256;
+
+fn read_at(file: &File, buf: &mut [u8], pid: u32) -> Option<ProcTimes> {
+    let n = file.read_at(buf, 0).ok()?;
+    // A name that is not UTF-8 is still a process.
+    let text = String::from_utf8_lossy(buf.get(..n)?);
+    let p = parse_pid_stat(&text).ok()?;
+    // A file kept open for a pid since reused would be the old process's: it errors instead,
+    // but a fake tree's plain files do not, so the pid is checked too.
+    (p.pid == pid).then_some(p)
 }
 
 #[cfg(test)]
