@@ -122,11 +122,7 @@ fn the_official_clients_get_their_answers_and_each_request_its_energy() {
         assert!(Instant::now() < deadline, "{}", serve.get("/v1/models"));
         std::thread::sleep(Duration::from_millis(20));
     }
-    let metrics = ureq::get(&format!("{}/metrics", serve.url))
-        .call()
-        .unwrap_or_else(|e| panic!("{e}"))
-        .into_string()
-        .unwrap_or_default();
+    let metrics = serve.text("/metrics");
     assert!(
         metrics.contains("wattbar_inference_tokens_total{model=\"llama3\",kind=\"completion\"} 71")
     );
@@ -685,11 +681,7 @@ fn a_loaded_model_is_listed_with_its_idle_cost_unknown_until_measured() {
         snapshot["resident"][0]["model"], "gemma3:latest",
         "the dashboard's state"
     );
-    let metrics = ureq::get(&format!("{}/metrics", serve.url))
-        .call()
-        .unwrap_or_else(|e| panic!("{e}"))
-        .into_string()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let metrics = serve.text("/metrics");
     assert!(
         metrics.contains("wattbar_model_resident_idle_joules_total{model=\"gemma3:latest\"}"),
         "{metrics}"

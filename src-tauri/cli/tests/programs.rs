@@ -92,11 +92,7 @@ fn a_python_busy_loop_draws_far_more_than_wattbar_and_the_parts_add_up_to_the_he
         .map(|a| a.iter().filter_map(|p| p["program"].as_str()).collect())
         .unwrap_or_default();
     assert!(names.contains(&"wattbar-cli"), "{names:?}");
-    let metrics = ureq::get(&format!("{}/metrics", serve.url))
-        .call()
-        .unwrap_or_else(|e| panic!("{e}"))
-        .into_string()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let metrics = serve.text("/metrics");
     assert!(
         metrics.contains("wattbar_program_energy_joules_total{program=\"python3\"}"),
         "{metrics}"

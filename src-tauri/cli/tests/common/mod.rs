@@ -195,6 +195,15 @@ impl Serve {
         }
     }
 
+    /// The body of `GET path` as text (`/metrics`).
+    pub fn text(&self, path: &str) -> String {
+        ureq::get(&format!("{}{path}", self.url))
+            .call()
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+            .into_string()
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
     pub fn get(&self, path: &str) -> serde_json::Value {
         ureq::get(&format!("{}{path}", self.url))
             .call()
