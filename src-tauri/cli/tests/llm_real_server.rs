@@ -398,3 +398,40 @@ fn low_power_routing_sends_a_real_request_to_the_small_model_and_says_so() {
         "{routed}"
     );
 }
+
+#[test]
+fn the_model_server_is_found_among_the_programs_and_named_with_its_model() {
+    let server = ModelServer::start();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let proxy = format!("127.0.0.1:{}", free_port());
+    // A replayed CPU domain, shared among this machine's real processes.
+    let serve = Serve::start(
+        dir.path(),
+        "t,watts,domain\n0,60,cpu\n",
+        &["--llm-proxy", &proxy, "--llm-upstream", &server.url],
+    );
+    // The server runs as `python -c …` (scripts/llm-server), so only the process listening on
+    // the upstream's port tells it from any other Python program: its command name.
+    let comm = std::fs::read_to_string(format!("/proc/{}/comm", server.child.id()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let name = comm.trim();
+    let base = format!("http://{proxy}");
+    // Answers make the server work, so that it draws a share of the CPU domain; reads come
+    // every 10 s.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let found = loop {
+        let _ = real("chat", &base);
+        let v = serve.get("/v1/processes?limit=1000");
+        let found = v["programs"].as_array().and_then(|a| {
+            a.iter()
+                .find(|p| p["program"] == name && f(&p["joules"]) > 0.0)
+                .cloned()
+        });
+        if let Some(p) = found.filter(|p| !p["serving"].is_null()) {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "{v}");
+    };
+    assert_eq!(found["serving"], serde_json::json!(["smollm2"]), "{found}");
+    assert_eq!(found["quality"], "measured", "{found}");
+}

@@ -38,7 +38,14 @@ pub struct ProcTimes {
     pub child_ticks: u64,
     /// When it started, ticks since boot.
     pub start_ticks: u64,
+    /// The first arguments of its command line, `argv[0]` first ([`MAX_ARGS`] at most); empty
+    /// where not readable (the kernel's threads, a process that ended).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cmd: Vec<String>,
 }
+
+/// Command-line arguments kept per process: enough for `python3 -u -m module`.
+pub const MAX_ARGS: usize = 4;
 
 type Key = (u32, u64);
 
@@ -58,20 +65,69 @@ pub struct CpuTimes {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Used {
     pub pid: u32,
+    pub start_ticks: u64,
     pub name: String,
-    /// The program it belongs to ([`program_of`]).
+    /// The program it belongs to ([`programs_of`]).
     pub program: String,
     pub ticks: f64,
 }
 
-/// The program a process belongs to: `kernel` for the kernel's own threads (pid 2, `kthreadd`,
-/// and its children), whose names change with their work; else its command name.
+/// The program a process is on its own: `kernel` for the kernel's own threads (pid 2,
+/// `kthreadd`, and its children), whose names change with their work; the module a Python
+/// interpreter runs (`python3 -m llama_cpp.server` is `llama_cpp.server`); else its command name.
 pub fn program_of(p: &ProcTimes) -> String {
     if p.pid == 2 || p.ppid == 2 {
-        "kernel".to_string()
-    } else {
-        p.name.clone()
+        return "kernel".to_string();
     }
+    python_module(&p.cmd).unwrap_or_else(|| p.name.clone())
+}
+
+/// `X` of `python… [-flags] -m X …`.
+fn python_module(cmd: &[String]) -> Option<String> {
+    let interpreter = cmd.first()?.rsplit('/').next()?;
+    if !interpreter.starts_with("python") {
+        return None;
+    }
+    let mut args = cmd.iter().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "-m" => return args.next().filter(|m| !m.is_empty()).cloned(),
+            flag if flag.starts_with('-') && flag != "-c" => continue,
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// The program of each process: a process started from the same executable as its parent
+/// (`argv[0]` alike) is part of its parent's program, so a browser's content processes and a
+/// server's workers are the program the person started ([`program_of`] of the topmost).
+/// Grouping goes by executable, not by systemd scope: a terminal's or an editor's scope also
+/// holds whatever is run from it, and that is a program of its own.
+pub fn programs_of<'a>(
+    procs: impl IntoIterator<Item = &'a ProcTimes>,
+) -> BTreeMap<(u32, u64), String> {
+    let by_pid: BTreeMap<u32, &ProcTimes> = procs.into_iter().map(|p| (p.pid, p)).collect();
+    by_pid
+        .values()
+        .map(|p| {
+            let mut top = *p;
+            // A chain longer than this is not a process tree worth following.
+            for _ in 0..64 {
+                match by_pid.get(&top.ppid).filter(|up| {
+                    up.start_ticks <= top.start_ticks
+                        && !top.cmd.is_empty()
+                        && up.cmd.first() == top.cmd.first()
+                        && up.pid != 2
+                        && up.ppid != 2
+                }) {
+                    Some(up) => top = up,
+                    None => break,
+                }
+            }
+            (key(p), program_of(top))
+        })
+        .collect()
 }
 
 impl CpuTimes {
@@ -112,6 +168,7 @@ impl CpuTimes {
                 }
             }
         }
+        let programs = programs_of(now.values());
         now.iter()
             .filter_map(|(k, p)| {
                 let ticks = match self.last.get(k) {
@@ -128,8 +185,9 @@ impl CpuTimes {
                 };
                 Some(Used {
                     pid: p.pid,
+                    start_ticks: p.start_ticks,
                     name: p.name.clone(),
-                    program: program_of(p),
+                    program: programs.get(k).cloned().unwrap_or_else(|| program_of(p)),
                     ticks: ticks as f64,
                 })
             })

@@ -8,8 +8,12 @@
 //!   not done every sample; CPU times are cumulative, so each window's shares are exact.
 //! - The CPU domain's idle part is its share of idle ticks (time share: the idle draw is not
 //!   measured apart yet); it belongs to no program.
-//! - A program is a process's command name, the kernel's threads one program `kernel`
-//!   ([`wattbar_core::programs::program_of`]); Wattbar itself is one of them.
+//! - A program is a process's command name, the kernel's threads one program `kernel`, a
+//!   process started from its parent's executable part of its parent's program
+//!   ([`wattbar_core::programs::programs_of`]); Wattbar itself is one of them.
+//! - The model server is the program listening on the proxy's upstream port, where that is on
+//!   this machine and its process can be read; else any program named like a model server
+//!   ([`MODEL_SERVERS`]). It is shown with the models it serves ([`name_servers`]).
 //! - Σ programs + idle + unattributed = the headline's energy, window by window.
 //! - Where processes cannot be read (no `/proc`: macOS for now), nothing is attributed and the
 //!   view says why.
@@ -64,18 +68,24 @@ impl ProgramFigure {
     }
 }
 
-/// Command names of model servers: these programs are shown with the models they serve.
-pub const MODEL_SERVERS: [&str; 3] = ["ollama", "llama-server", "vllm"];
+/// Names of model servers' programs, for when the upstream's process cannot be told.
+pub const MODEL_SERVERS: [&str; 4] = ["ollama", "llama-server", "vllm", "llama_cpp.server"];
 
-/// Names the models each model server serves: those the proxy's upstream holds (`/api/ps`),
-/// else those its recent answers came from.
+/// Names the models the model server serves: those the proxy's upstream holds (`/api/ps`),
+/// else those its recent answers came from. The server is the program listening on the
+/// upstream's port where known, else each program named in [`MODEL_SERVERS`].
 pub fn name_servers(view: &mut ProgramsView, loaded: Option<&[String]>, answered: &[String]) {
     let models = match loaded {
         Some(l) if !l.is_empty() => l,
         _ => answered,
     };
+    let upstream = view.upstream_program.clone();
     for p in &mut view.programs {
-        if MODEL_SERVERS.contains(&p.program.as_str()) {
+        let serves = match &upstream {
+            Some(name) => &p.program == name,
+            None => MODEL_SERVERS.contains(&p.program.as_str()),
+        };
+        if serves {
             p.serving = models.to_vec();
         }
     }
@@ -101,6 +111,9 @@ pub struct ProgramsView {
     pub method: String,
     /// Why nothing is attributed, where processes cannot be read.
     pub unavailable: Option<String>,
+    /// The program listening on the proxy's upstream port: the model server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_program: Option<String>,
     /// The programs with a `/metrics` series of their own (the [`MAX_PROGRAM_SERIES`] with the
     /// most energy), each with its energy when it got one: its series counts from there, and
     /// `(other)` keeps what it had, so no counter goes down when programs change places.
@@ -195,7 +208,22 @@ struct Window {
     quality: Option<Quality>,
 }
 
+/// The process listening on the proxy's upstream port, as last found.
+#[derive(Debug, Default)]
+struct Upstream {
+    port: Option<u16>,
+    process: Option<(u32, u64)>,
+    /// Reads to skip before looking the port up again: scanning every process's descriptors is
+    /// not done at every read.
+    wait: u32,
+}
+
+/// Reads between two lookups of a port nobody was found on: a minute.
+const LOOKUP_EVERY: u32 = 6;
+
 pub struct ProgramMeter {
+    root: PathBuf,
+    upstream: Upstream,
     reader: ProcReader,
     stat: PathBuf,
     uptime: PathBuf,
@@ -246,6 +274,8 @@ impl ProgramMeter {
             ..ProgramsView::default()
         };
         ProgramMeter {
+            root: root.to_path_buf(),
+            upstream: Upstream::default(),
             reader: ProcReader::new(root),
             stat: root.join("proc/stat"),
             uptime: root.join("proc/uptime"),
@@ -272,6 +302,43 @@ impl ProgramMeter {
     /// The joules per program (and per part) since the last call, for the ledger.
     pub fn take_pending(&mut self) -> BTreeMap<String, f64> {
         std::mem::take(&mut self.pending)
+    }
+
+    /// The port of the proxy's upstream when it is on this machine: the process listening there
+    /// is the model server.
+    pub fn set_upstream_port(&mut self, port: Option<u16>) {
+        if self.upstream.port != port {
+            self.upstream = Upstream {
+                port,
+                ..Upstream::default()
+            };
+        }
+    }
+
+    /// The program of the process listening on the upstream's port, among `used`.
+    fn upstream_program(&mut self, used: &[wattbar_core::programs::Used]) -> Option<String> {
+        let port = self.upstream.port?;
+        let find = |key: (u32, u64)| {
+            used.iter()
+                .find(|u| (u.pid, u.start_ticks) == key)
+                .map(|u| u.program.clone())
+        };
+        if let Some(program) = self.upstream.process.and_then(find) {
+            return Some(program);
+        }
+        // Not found yet, or it ended (the server restarted): look again, now and then.
+        self.upstream.process = None;
+        if self.upstream.wait > 0 {
+            self.upstream.wait -= 1;
+            return None;
+        }
+        self.upstream.wait = LOOKUP_EVERY - 1;
+        let pid = wattbar_sources::linux::listener::find_listener(&self.root, port)
+            .ok()
+            .flatten()?;
+        let found = used.iter().find(|u| u.pid == pid)?;
+        self.upstream.process = Some((found.pid, found.start_ticks));
+        Some(found.program.clone())
     }
 
     /// Adds one interval's energy to the window.
@@ -329,6 +396,7 @@ impl ProgramMeter {
         };
         let busy = ticks.busy.saturating_sub(before.busy) as f64;
         let total = ticks.total.saturating_sub(before.total) as f64;
+        let upstream_program = self.upstream_program(&used);
         let me = std::process::id();
         let mine = used
             .iter()
@@ -433,6 +501,7 @@ impl ProgramMeter {
             self_joules: self.self_joules,
             method: METHOD.to_string(),
             unavailable: None,
+            upstream_program,
             series: self.series.clone(),
         };
         Ok(true)

@@ -8,7 +8,13 @@ fn proc(pid: u32, ppid: u32, name: &str, ticks: u64, child_ticks: u64, start: u6
         ticks,
         child_ticks,
         start_ticks: start,
+        cmd: Vec::new(),
     }
+}
+
+fn with_cmd(mut p: ProcTimes, cmd: &[&str]) -> ProcTimes {
+    p.cmd = cmd.iter().map(|a| a.to_string()).collect();
+    p
 }
 
 fn by_program(used: &[Used]) -> BTreeMap<String, f64> {
@@ -256,4 +262,82 @@ fn the_kernels_threads_are_one_program_whatever_their_names() {
     assert_eq!(programs.get("kernel"), Some(&5.0));
     assert_eq!(programs.get("python3"), Some(&50.0));
     assert_eq!(programs.len(), 2);
+}
+
+#[test]
+fn a_browsers_content_processes_are_the_browser() {
+    // Firefox's content processes run its own executable under other command names.
+    let ff = "/usr/lib/firefox/firefox";
+    let read = |k: u64| {
+        vec![
+            with_cmd(proc(1, 0, "systemd", 0, 0, 1), &["/sbin/init"]),
+            with_cmd(proc(800, 1, "bash", 0, 0, 300), &["bash"]),
+            with_cmd(proc(900, 800, "firefox", 10 * k, 0, 500), &[ff]),
+            with_cmd(
+                proc(901, 900, "Isolated Web Co", 30 * k, 0, 510),
+                &[ff, "-contentproc", "-childID"],
+            ),
+            with_cmd(
+                proc(902, 900, "Web Content", 5 * k, 0, 520),
+                &[ff, "-contentproc"],
+            ),
+            // Started from Firefox, but another executable: a program of its own.
+            with_cmd(
+                proc(903, 900, "crashhelper", 2 * k, 0, 530),
+                &["/usr/lib/firefox/crashhelper"],
+            ),
+        ]
+    };
+    let mut cpu = CpuTimes::default();
+    cpu.step(read(0), 1_000);
+    let programs = by_program(&cpu.step(read(1), 1_100).unwrap_or_default());
+    assert_eq!(programs.get("firefox"), Some(&45.0));
+    assert_eq!(programs.get("crashhelper"), Some(&2.0));
+    assert_eq!(programs.get("Isolated Web Co"), None);
+}
+
+#[test]
+fn a_python_module_is_named_for_the_module_and_a_script_for_python() {
+    let server = with_cmd(
+        proc(700, 1, "python", 0, 0, 5),
+        &[
+            "/home/u/venv/bin/python",
+            "-m",
+            "llama_cpp.server",
+            "--config_file",
+        ],
+    );
+    assert_eq!(program_of(&server), "llama_cpp.server");
+    let unbuffered = with_cmd(
+        proc(701, 1, "python3", 0, 0, 5),
+        &["python3", "-u", "-m", "vllm.entrypoints.openai.api_server"],
+    );
+    assert_eq!(
+        program_of(&unbuffered),
+        "vllm.entrypoints.openai.api_server"
+    );
+    // `-c CODE` and a script: no module; `-m` after the script is the script's own argument.
+    let code = with_cmd(proc(702, 1, "python3", 0, 0, 5), &["python3", "-c", "-m"]);
+    assert_eq!(program_of(&code), "python3");
+    let script = with_cmd(
+        proc(703, 1, "python3", 0, 0, 5),
+        &["python3", "train.py", "-m", "x"],
+    );
+    assert_eq!(program_of(&script), "python3");
+    // Not an interpreter: `-m` means whatever that program says.
+    let other = with_cmd(proc(704, 1, "zip", 0, 0, 5), &["zip", "-m", "a.zip"]);
+    assert_eq!(program_of(&other), "zip");
+}
+
+#[test]
+fn a_pid_reused_under_the_same_executable_is_not_grouped_with_a_younger_parent() {
+    // Parent 50 started after 60: 60 cannot be its child (its real parent ended and the pid was
+    // reused), so it keeps its own name.
+    let procs = [
+        with_cmd(proc(50, 1, "worker", 0, 0, 900), &["/usr/bin/app"]),
+        with_cmd(proc(60, 50, "helper", 0, 0, 100), &["/usr/bin/app"]),
+    ];
+    let programs = programs_of(procs.iter());
+    assert_eq!(programs.get(&(60, 100)).map(String::as_str), Some("helper"));
+    assert_eq!(programs.get(&(50, 900)).map(String::as_str), Some("worker"));
 }

@@ -116,6 +116,8 @@ pub async fn serve(
     let client = Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(30))
         .build(connector);
+    let proxy_tracker = engine.tracker();
+    proxy_tracker.set_upstream_port(upstream.local_port());
     let unloading = tokio::spawn(unload::follow(
         engine.clone(),
         upstream.clone(),
@@ -142,6 +144,7 @@ pub async fn serve(
         crate::net::server::serve(listener, HEADER_TIMEOUT, service, shutdown, || {}).await;
     unloading.abort();
     following.abort();
+    proxy_tracker.set_upstream_port(None);
     served
 }
 

@@ -75,6 +75,8 @@ pub struct Tracker {
     loaded: Mutex<Option<(Duration, Vec<Loaded>)>>,
     /// Unloads low-power mode asked for, waiting for the engine.
     unloads: Mutex<Vec<Unload>>,
+    /// The port of the proxy's upstream, where that server runs on this machine.
+    upstream_port: Mutex<Option<u16>>,
 }
 
 /// How long the proxy's last reading of the loaded models is taken as true: three of its polls.
@@ -90,7 +92,18 @@ impl Tracker {
             engine: Mutex::new(None),
             loaded: Mutex::new(None),
             unloads: Mutex::new(Vec::new()),
+            upstream_port: Mutex::new(None),
         })
+    }
+
+    /// The port the proxy's upstream listens on, where it is on this machine: the engine names
+    /// the process listening there as the model server.
+    pub fn set_upstream_port(&self, port: Option<u16>) {
+        *self.upstream_port.lock().unwrap_or_else(|e| e.into_inner()) = port;
+    }
+
+    pub fn upstream_port(&self) -> Option<u16> {
+        *self.upstream_port.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The models the server holds, as the proxy just read them; `None`: it cannot say.

@@ -153,6 +153,53 @@ fn model_servers_are_named_with_the_models_they_hold_else_those_they_answered() 
 }
 
 #[test]
+fn where_the_upstreams_process_is_known_only_it_is_the_model_server() {
+    let figure = |name: &str| ProgramFigure {
+        program: name.into(),
+        watts: 1.0,
+        joules: 1.0,
+        today_joules: 1.0,
+        quality: None,
+        serving: Vec::new(),
+    };
+    // A local Ollama beside a server the proxy forwards to: the models are the server's.
+    let mut view = ProgramsView {
+        programs: vec![figure("ollama"), figure("my-server")],
+        upstream_program: Some("my-server".into()),
+        ..ProgramsView::default()
+    };
+    name_servers(&mut view, None, &["smollm2".to_string()]);
+    let shown: Vec<String> = view
+        .programs
+        .iter()
+        .map(ProgramFigure::shown_name)
+        .collect();
+    assert_eq!(shown, ["ollama", "my-server (smollm2)"]);
+}
+
+#[test]
+fn the_process_listening_on_the_upstream_port_is_found_on_this_machine() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let port = listener
+        .local_addr()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .port();
+    let mut meter = ProgramMeter::new(Path::new("/"), BTreeMap::new(), None);
+    meter.set_upstream_port(Some(port));
+    assert!(!meter.read_if_due(Duration::ZERO, 0.0));
+    meter.add(10.0, Some(10.0), 10.0, Some(Quality::Measured));
+    assert!(meter.read_if_due(Duration::from_secs(10), 10.0));
+    // This test's own process listens there; its program is its command name.
+    let comm = std::fs::read_to_string("/proc/self/comm").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(meter.view().upstream_program.as_deref(), Some(comm.trim()));
+    // Another port: nobody found, and no name kept from the old one.
+    meter.set_upstream_port(Some(1));
+    meter.add(10.0, Some(10.0), 10.0, Some(Quality::Measured));
+    assert!(meter.read_if_due(Duration::from_secs(20), 20.0));
+    assert_eq!(meter.view().upstream_program, None);
+}
+
+#[test]
 fn metric_series_never_go_down_when_programs_change_places() {
     let figure = |name: &str, joules: f64| ProgramFigure {
         program: name.into(),

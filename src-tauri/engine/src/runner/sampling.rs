@@ -105,6 +105,8 @@ impl Engine {
             *self.part_totals.entry(part).or_default() += joules.0;
         }
         self.snapshot = Some(snapshot);
+        self.programs
+            .set_upstream_port(self.tracker.upstream_port());
         if self.programs.read_if_due(at.monotonic, at.unix_seconds) {
             let mut view = self.programs.view().clone();
             let loaded: Option<Vec<String>> = self

@@ -6,6 +6,9 @@
 //! and is dropped; a pid reused meanwhile is opened afresh. A process that ends between the
 //! listing and its read is simply not in that read.
 //!
+//! A process's command line (`root/proc/[pid]/cmdline`, its first [`MAX_ARGS`] arguments) is
+//! read once, when the process is first seen: it names the program.
+//!
 //! Times are in clock ticks (`USER_HZ`, 100 on every Linux this runs on). The parser takes the
 //! command name up to the *last* `)`: names may hold spaces and parentheses.
 
@@ -14,7 +17,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use wattbar_core::programs::ProcTimes;
+use wattbar_core::programs::{ProcTimes, MAX_ARGS};
 
 fn parse_err(message: String) -> Error {
     Error::Parse {
@@ -62,13 +65,29 @@ pub fn parse_pid_stat(text: &str) -> Result<ProcTimes, Error> {
         ticks: fields[14] + fields[15],
         child_ticks: fields[16] + fields[17],
         start_ticks: fields[22],
+        cmd: Vec::new(),
     })
+}
+
+/// The first [`MAX_ARGS`] arguments of a `/proc/[pid]/cmdline` (NUL-separated; a name that
+/// is not UTF-8 is kept, lossily).
+pub fn parse_cmdline(bytes: &[u8]) -> Vec<String> {
+    let args = bytes.strip_suffix(&[0]).unwrap_or(bytes);
+    if args.is_empty() {
+        return Vec::new();
+    }
+    args.split(|b| *b == 0)
+        .take(MAX_ARGS)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
 }
 
 /// Reads every process under `root/proc`, keeping their `stat` files open.
 pub struct ProcReader {
     proc_dir: PathBuf,
     open: HashMap<u32, File>,
+    /// Each process's command line, with the start time of the process it was read for.
+    cmds: HashMap<u32, (u64, Vec<String>)>,
     buf: Vec<u8>,
 }
 
@@ -77,6 +96,7 @@ impl ProcReader {
         ProcReader {
             proc_dir: root.join("proc"),
             open: HashMap::new(),
+            cmds: HashMap::new(),
             buf: vec![0; 1024],
         }
     }
@@ -95,16 +115,35 @@ impl ProcReader {
             .collect();
         let listed: std::collections::HashSet<u32> = pids.iter().copied().collect();
         self.open.retain(|pid, _| listed.contains(pid));
+        self.cmds.retain(|pid, _| listed.contains(pid));
         let mut out = Vec::with_capacity(pids.len());
         for pid in pids {
             match self.read_one(pid) {
-                Some(p) => out.push(p),
+                Some(mut p) => {
+                    p.cmd = self.cmd_of(&p);
+                    out.push(p);
+                }
                 None => {
                     self.open.remove(&pid);
                 }
             }
         }
         Ok(out)
+    }
+
+    /// The process's command line: read when the process is new (its pid unseen or reused).
+    fn cmd_of(&mut self, p: &ProcTimes) -> Vec<String> {
+        if let Some((start, cmd)) = self.cmds.get(&p.pid) {
+            if *start == p.start_ticks {
+                return cmd.clone();
+            }
+        }
+        let path = self.proc_dir.join(p.pid.to_string()).join("cmdline");
+        let cmd = std::fs::read(path)
+            .map(|b| parse_cmdline(&b))
+            .unwrap_or_default();
+        self.cmds.insert(p.pid, (p.start_ticks, cmd.clone()));
+        cmd
     }
 
     fn read_one(&mut self, pid: u32) -> Option<ProcTimes> {
@@ -152,6 +191,30 @@ mod tests {
         assert_eq!(p.pid, std::process::id());
         assert_eq!(p.ppid, std::os::unix::process::parent_id());
         assert!(p.start_ticks > 0);
+    }
+
+    #[test]
+    fn this_processs_own_command_line_is_read_with_the_stat() {
+        let mut reader = ProcReader::new(Path::new("/"));
+        let procs = reader.read().unwrap_or_else(|e| panic!("{e}"));
+        let me = procs
+            .iter()
+            .find(|p| p.pid == std::process::id())
+            .unwrap_or_else(|| panic!("this process is not listed"));
+        let argv: Vec<String> = std::env::args().take(MAX_ARGS).collect();
+        assert_eq!(me.cmd, argv);
+    }
+
+    #[test]
+    fn a_command_line_keeps_its_first_arguments_and_drops_the_trailing_nul() {
+        let raw = b"/venv/bin/python\0-m\0llama_cpp.server\0--port\08080\0";
+        assert_eq!(
+            parse_cmdline(raw),
+            ["/venv/bin/python", "-m", "llama_cpp.server", "--port"]
+        );
+        assert_eq!(parse_cmdline(b"sleep\0"), ["sleep"]);
+        // A kernel thread's is empty.
+        assert!(parse_cmdline(b"").is_empty());
     }
 
     #[test]

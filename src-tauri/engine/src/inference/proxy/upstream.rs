@@ -61,6 +61,20 @@ impl Upstream {
         })
     }
 
+    /// The port it listens on, when it is on this machine (a loopback host).
+    pub fn local_port(&self) -> Option<u16> {
+        let host = self
+            .base
+            .host()?
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let local = host == "localhost"
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        local.then(|| self.base.port_u16().unwrap_or(80))
+    }
+
     pub(super) fn uri(&self, path_and_query: &str) -> Result<Uri, hyper::http::Error> {
         let prefix = self.base.path().trim_end_matches('/');
         Uri::builder()
@@ -80,6 +94,17 @@ impl std::fmt::Display for Upstream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_loopback_upstream_has_a_local_port() {
+        let port = |u: &str| Upstream::parse(u).map(|u| u.local_port()).ok().flatten();
+        assert_eq!(port("http://127.0.0.1:11434"), Some(11434));
+        assert_eq!(port("http://localhost:8080/v1"), Some(8080));
+        assert_eq!(port("http://[::1]:9000"), Some(9000));
+        assert_eq!(port("http://127.0.0.1"), Some(80));
+        assert_eq!(port("http://gpu-box.lan:11434"), None);
+        assert_eq!(port("http://10.0.0.5:11434"), None);
+    }
 
     #[test]
     fn the_upstream_follows_ollama_host_as_ollama_reads_it() {
