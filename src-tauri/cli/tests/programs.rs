@@ -115,8 +115,33 @@ fn a_python_busy_loop_draws_far_more_than_wattbar_and_the_parts_add_up_to_the_he
     assert_eq!(top["programs"].as_array().map(Vec::len), Some(3), "{top}");
     assert!(top["programs"][0]["watts"].as_f64() >= top["programs"][2]["watts"].as_f64());
     assert!(String::from_utf8_lossy(&out.stderr).contains("following it"));
+    // Energy since a time comes from the ledger, from the start of that UTC hour.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let since_view = loop {
+        let v = serve.get(&format!("/v1/processes?limit=1000&since={:.0}", now - 1.0));
+        let stored = v["programs"]
+            .as_array()
+            .and_then(|a| a.iter().find(|p| p["program"] == "python3"))
+            .is_some_and(|p| f(&p["joules"]) > 0.0);
+        if stored {
+            break v;
+        }
+        assert!(Instant::now() < deadline + Duration::from_secs(15), "{v}");
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    let from = f(&since_view["since"]);
+    assert_eq!(
+        from,
+        ((now - 1.0) / 3600.0).floor() * 3600.0,
+        "{since_view}"
+    );
     // Bad requests are refused with a reason.
-    for bad in ["limit=0", "sort=cpu", "limit=x"] {
+    let future = format!("since={:.0}", now + 3600.0);
+    for bad in [
+        "limit=0", "sort=cpu", "limit=x", "since=x", "since=1", &future,
+    ] {
         let r = ureq::get(&format!("{}/v1/processes?{bad}", serve.url)).call();
         assert!(
             matches!(r, Err(ureq::Error::Status(400, _))),

@@ -136,6 +136,10 @@ pub enum Sort {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Top {
     pub at: Option<f64>,
+    /// Where the energies count from: `None`, the engine's start; else the start of the UTC
+    /// hour `since=` fell in (the ledger keeps energy per hour), before a restart included.
+    #[serde(default)]
+    pub since: Option<f64>,
     pub window_seconds: f64,
     pub sort: Sort,
     pub programs: Vec<ProgramFigure>,
@@ -175,6 +179,46 @@ impl ProgramsView {
         out
     }
 
+    /// The first `limit` programs by `sort`, with the energy of each since `from` (the start of
+    /// an hour) as the ledger kept it: `stored`, per program and part. Watts and quality are the
+    /// last window's.
+    pub fn top_since(
+        &self,
+        limit: usize,
+        sort: Sort,
+        from: f64,
+        stored: &BTreeMap<String, f64>,
+    ) -> Top {
+        let part = |name: &str| stored.get(name).copied().unwrap_or(0.0);
+        let mut view = self.clone();
+        for p in &mut view.programs {
+            p.joules = part(&p.program);
+        }
+        for (name, joules) in stored {
+            let known = view.programs.iter().any(|p| &p.program == name);
+            if !known && name != IDLE && name != UNATTRIBUTED {
+                view.programs.push(ProgramFigure {
+                    program: name.clone(),
+                    watts: 0.0,
+                    joules: *joules,
+                    today_joules: 0.0,
+                    quality: None,
+                    serving: Vec::new(),
+                });
+            }
+        }
+        view.programs.sort_by(|a, b| {
+            b.watts
+                .total_cmp(&a.watts)
+                .then(b.joules.total_cmp(&a.joules))
+        });
+        view.idle_joules = part(IDLE);
+        view.unattributed_joules = part(UNATTRIBUTED);
+        let mut top = view.top(limit, sort);
+        top.since = Some(from);
+        top
+    }
+
     /// The first `limit` programs by `sort`.
     pub fn top(&self, limit: usize, sort: Sort) -> Top {
         let mut programs = self.programs.clone();
@@ -184,6 +228,7 @@ impl ProgramsView {
         let rest = programs.split_off(limit.min(programs.len()));
         Top {
             at: self.at,
+            since: None,
             window_seconds: self.window_seconds,
             sort,
             programs,

@@ -1,8 +1,13 @@
-//! `GET /v1/processes?limit=&sort=watts|energy`: energy per program, as of the engine's last
-//! process read ([`crate::programs`]), with the idle and unattributed parts that close the sum.
+//! `GET /v1/processes?limit=&sort=watts|energy&since=`: energy per program, as of the engine's
+//! last process read ([`crate::programs`]), with the idle and unattributed parts that close the
+//! sum. Energies count from the engine's start; with `since` (Unix seconds, within the ledger's
+//! 30 days), from the start of the UTC hour it falls in, as the ledger kept them (written every
+//! few seconds), before a restart included.
 
-use super::shared::{error, Shared};
+use super::shared::{error, unavailable, Shared};
 use crate::programs::Sort;
+use crate::store::programs::{hour_of, PROGRAMS_KEEP_SECONDS};
+use crate::unix_now;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
@@ -21,6 +26,7 @@ pub(super) struct ProcessesQuery {
     limit: Option<usize>,
     #[serde(default)]
     sort: Sort,
+    since: Option<f64>,
 }
 
 pub(super) async fn get_processes(
@@ -38,5 +44,35 @@ pub(super) async fn get_processes(
             format!("limit must be between 1 and {MAX_LIMIT}"),
         );
     }
-    Json(shared.engine.current().programs.top(limit, q.sort)).into_response()
+    let view = shared.engine.current();
+    let Some(since) = q.since else {
+        return Json(view.programs.top(limit, q.sort)).into_response();
+    };
+    let now = unix_now();
+    let oldest = now - PROGRAMS_KEEP_SECONDS;
+    if !since.is_finite() || since > now || since < oldest {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "since must be a time in seconds since 1970 within the last 30 days the ledger \
+                 keeps (from {oldest:.0} to {now:.0})"
+            ),
+        );
+    }
+    let from = hour_of(since);
+    let stored = match &shared.ledger {
+        None => Ok(None),
+        Some(ledger) => {
+            ledger
+                .read(move |store| store.program_since(from).map_err(crate::Error::from))
+                .await
+        }
+    };
+    match stored {
+        Ok(stored) => {
+            let stored = stored.unwrap_or_default();
+            Json(view.programs.top_since(limit, q.sort, from as f64, &stored)).into_response()
+        }
+        Err(e) => unavailable(&e),
+    }
 }

@@ -92,6 +92,11 @@ fn todays_energy_per_program_goes_to_the_ledger_and_comes_back_after_a_restart()
         .unwrap_or_else(|e| panic!("{e}"));
     let today = store.program_day(noon).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(today.get("p10"), Some(&240.0));
+    // Since this hour, and since three days ago: the older row counts only in the second.
+    let since = |from: i64| store.program_since(from).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(since(hour).get("p10"), Some(&240.0));
+    assert_eq!(since(hour - 3 * 86_400).get("p10"), Some(&1_240.0));
+    assert_eq!(since(hour + 3_600).get("p10"), None);
     let day = Some(crate::store::local_day_month(noon).0);
     let again = ProgramMeter::new(dir.path(), today, day);
     let v = again.view();
@@ -234,4 +239,48 @@ fn metric_series_never_go_down_when_programs_change_places() {
         .map(|(_, j)| j)
         .sum();
     assert_eq!(total, 80.0);
+}
+
+#[test]
+fn energy_since_an_hour_comes_from_the_ledger_and_watts_from_the_last_window() {
+    let figure = |name: &str, watts: f64, joules: f64| ProgramFigure {
+        program: name.into(),
+        watts,
+        joules,
+        today_joules: joules,
+        quality: Some(Quality::Measured),
+        serving: Vec::new(),
+    };
+    let view = ProgramsView {
+        programs: vec![figure("firefox", 5.0, 10.0), figure("bash", 1.0, 2.0)],
+        idle_joules: 3.0,
+        ..ProgramsView::default()
+    };
+    // The ledger kept, since the hour: firefox before a restart, and a program that ended.
+    let stored: BTreeMap<String, f64> = [
+        ("firefox", 100.0),
+        ("make", 50.0),
+        (IDLE, 30.0),
+        (UNATTRIBUTED, 7.0),
+    ]
+    .into_iter()
+    .map(|(n, j)| (n.to_string(), j))
+    .collect();
+    let top = view.top_since(10, Sort::Energy, 1_800_000_000.0, &stored);
+    let got: Vec<(&str, f64, f64)> = top
+        .programs
+        .iter()
+        .map(|p| (p.program.as_str(), p.watts, p.joules))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("firefox", 5.0, 100.0),
+            ("make", 0.0, 50.0),
+            ("bash", 1.0, 0.0)
+        ]
+    );
+    assert_eq!((top.idle_joules, top.unattributed_joules), (30.0, 7.0));
+    assert_eq!(top.since, Some(1_800_000_000.0));
+    assert_eq!(view.top(10, Sort::Energy).since, None);
 }

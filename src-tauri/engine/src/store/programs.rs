@@ -41,6 +41,20 @@ pub(super) fn prune(conn: &Connection, now_unix: f64) -> rusqlite::Result<usize>
 }
 
 impl Store {
+    /// Joules per program in the hours from `from_hour` (the start of a UTC hour) on, the idle
+    /// and unattributed parts included under their stored names.
+    pub fn program_since(&self, from_hour: i64) -> Result<BTreeMap<String, f64>, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT program, SUM(joules) FROM program_hours WHERE t >= ?1 GROUP BY program",
+            )
+            .and_then(|mut s| {
+                s.query_map(params![from_hour], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect()
+            })
+            .map_err(|e| self.sql(e))
+    }
+
     /// Joules per program on the local day of `now_unix` (an hour counts for the day it starts
     /// in), the idle and unattributed parts included under their stored names.
     pub fn program_day(&self, now_unix: f64) -> Result<BTreeMap<String, f64>, StoreError> {
