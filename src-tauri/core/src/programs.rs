@@ -250,5 +250,7 @@ pub fn split(m: Measured, programs: &BTreeMap<String, f64>) -> Split {
     out
 }
 
+pub mod idle;
+
 #[cfg(test)]
 mod tests;

@@ -6,8 +6,9 @@
 //!   (`root/proc/stat`) are read and the window is split among programs
 //!   ([`wattbar_core::programs`]). Reading hundreds of processes costs milliseconds, so it is
 //!   not done every sample; CPU times are cumulative, so each window's shares are exact.
-//! - The CPU domain's idle part is its share of idle ticks (time share: the idle draw is not
-//!   measured apart yet); it belongs to no program.
+//! - The CPU domain's idle part is its idle draw × the window, learnt from the last hour's
+//!   windows ([`wattbar_core::programs::idle`]); until that is known, its share of idle ticks.
+//!   It belongs to no program.
 //! - A program is a process's command name, the kernel's threads one program `kernel`, a
 //!   process started from its parent's executable part of its parent's program
 //!   ([`wattbar_core::programs::programs_of`]); Wattbar itself is one of them.
@@ -18,20 +19,20 @@
 //! - Where processes cannot be read (no `/proc`: macOS for now), nothing is attributed and the
 //!   view says why.
 
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use wattbar_core::programs::idle::{IdleDraw, IdleLearner};
 use wattbar_core::programs::{split, CpuTimes, Measured};
 use wattbar_core::Quality;
 use wattbar_sources::linux::proc_stat::{parse_proc_stat, CpuTicks};
 use wattbar_sources::linux::procs::ProcReader;
 
 pub use crate::store::programs::{IDLE, UNATTRIBUTED};
-/// The label of the programs without a series of their own in `/metrics`.
-pub const OTHER: &str = "(other)";
-/// Programs with a `/metrics` series of their own at most, so that cardinality stays bounded.
-pub const MAX_PROGRAM_SERIES: usize = 20;
+mod view;
+pub use view::{
+    name_servers, ProgramFigure, ProgramsView, Sort, Top, MAX_PROGRAM_SERIES, MODEL_SERVERS, OTHER,
+};
 
 /// How often the processes are read.
 /// Reading a process's `stat` costs the kernel about 5 µs: with 500 processes, reading every
@@ -39,211 +40,6 @@ pub const MAX_PROGRAM_SERIES: usize = 20;
 pub const READ_EVERY: Duration = Duration::from_secs(10);
 /// Clock ticks per second (`USER_HZ`): 100 on every Linux architecture this runs on.
 const USER_HZ: f64 = 100.0;
-
-/// One program's figures.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ProgramFigure {
-    pub program: String,
-    /// Mean watts over the last window.
-    pub watts: f64,
-    /// Energy since the engine started.
-    pub joules: f64,
-    /// Energy today (local day), what the ledger kept from before a restart included.
-    pub today_joules: f64,
-    /// The worst quality of the energy it was given (a share of an estimate is an estimate).
-    pub quality: Option<Quality>,
-    /// For a model server, the models it serves ([`name_servers`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub serving: Vec<String>,
-}
-
-impl ProgramFigure {
-    /// `ollama (llama3.1:8b)`: the program, with the models it serves.
-    pub fn shown_name(&self) -> String {
-        if self.serving.is_empty() {
-            self.program.clone()
-        } else {
-            format!("{} ({})", self.program, self.serving.join(", "))
-        }
-    }
-}
-
-/// Names of model servers' programs, for when the upstream's process cannot be told.
-pub const MODEL_SERVERS: [&str; 4] = ["ollama", "llama-server", "vllm", "llama_cpp.server"];
-
-/// Names the models the model server serves: those the proxy's upstream holds (`/api/ps`),
-/// else those its recent answers came from. The server is the program listening on the
-/// upstream's port where known, else each program named in [`MODEL_SERVERS`].
-pub fn name_servers(view: &mut ProgramsView, loaded: Option<&[String]>, answered: &[String]) {
-    let models = match loaded {
-        Some(l) if !l.is_empty() => l,
-        _ => answered,
-    };
-    let upstream = view.upstream_program.clone();
-    for p in &mut view.programs {
-        let serves = match &upstream {
-            Some(name) => &p.program == name,
-            None => MODEL_SERVERS.contains(&p.program.as_str()),
-        };
-        if serves {
-            p.serving = models.to_vec();
-        }
-    }
-}
-
-/// What readers see.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ProgramsView {
-    /// Wall-clock end of the last window, and its length.
-    pub at: Option<f64>,
-    pub window_seconds: f64,
-    /// Every program with energy, most watts first.
-    pub programs: Vec<ProgramFigure>,
-    pub idle_watts: f64,
-    pub unattributed_watts: f64,
-    pub idle_joules: f64,
-    pub unattributed_joules: f64,
-    pub idle_joules_today: f64,
-    pub unattributed_joules_today: f64,
-    /// Wattbar's own process (this engine's) since it started.
-    pub self_joules: f64,
-    /// How the split is made.
-    pub method: String,
-    /// Why nothing is attributed, where processes cannot be read.
-    pub unavailable: Option<String>,
-    /// The program listening on the proxy's upstream port: the model server.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub upstream_program: Option<String>,
-    /// The programs with a `/metrics` series of their own (the [`MAX_PROGRAM_SERIES`] with the
-    /// most energy), each with its energy when it got one: its series counts from there, and
-    /// `(other)` keeps what it had, so no counter goes down when programs change places.
-    #[serde(skip)]
-    pub series: BTreeMap<String, f64>,
-}
-
-/// How [`Top`] orders the programs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Sort {
-    /// Watts over the last window.
-    #[default]
-    Watts,
-    /// Energy since the engine started.
-    Energy,
-}
-
-/// The top programs, as `GET /v1/processes` and `wattbar-cli top --json` give them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Top {
-    pub at: Option<f64>,
-    /// Where the energies count from: `None`, the engine's start; else the start of the UTC
-    /// hour `since=` fell in (the ledger keeps energy per hour), before a restart included.
-    #[serde(default)]
-    pub since: Option<f64>,
-    pub window_seconds: f64,
-    pub sort: Sort,
-    pub programs: Vec<ProgramFigure>,
-    /// Programs left out by the limit, and their energy.
-    pub others: usize,
-    pub others_joules: f64,
-    pub idle_watts: f64,
-    pub unattributed_watts: f64,
-    pub idle_joules: f64,
-    pub unattributed_joules: f64,
-    pub self_joules: f64,
-    pub method: String,
-    pub unavailable: Option<String>,
-}
-
-impl ProgramsView {
-    /// The `/metrics` series: each program with a series of its own, counted from when it got
-    /// one, then `(other)`, which keeps what each had then and takes back all of a program that
-    /// loses its series (so neither goes down), `(idle)` and `(unattributed)`.
-    pub fn metric_series(&self) -> Vec<(String, f64)> {
-        let mut other = 0.0;
-        let mut out = Vec::new();
-        for f in &self.programs {
-            match self.series.get(&f.program) {
-                Some(from) => {
-                    out.push((f.program.clone(), f.joules - from));
-                    other += from;
-                }
-                None => other += f.joules,
-            }
-        }
-        out.extend([
-            (OTHER.to_string(), other),
-            (IDLE.to_string(), self.idle_joules),
-            (UNATTRIBUTED.to_string(), self.unattributed_joules),
-        ]);
-        out
-    }
-
-    /// The first `limit` programs by `sort`, with the energy of each since `from` (the start of
-    /// an hour) as the ledger kept it: `stored`, per program and part. Watts and quality are the
-    /// last window's.
-    pub fn top_since(
-        &self,
-        limit: usize,
-        sort: Sort,
-        from: f64,
-        stored: &BTreeMap<String, f64>,
-    ) -> Top {
-        let part = |name: &str| stored.get(name).copied().unwrap_or(0.0);
-        let mut view = self.clone();
-        for p in &mut view.programs {
-            p.joules = part(&p.program);
-        }
-        for (name, joules) in stored {
-            let known = view.programs.iter().any(|p| &p.program == name);
-            if !known && name != IDLE && name != UNATTRIBUTED {
-                view.programs.push(ProgramFigure {
-                    program: name.clone(),
-                    watts: 0.0,
-                    joules: *joules,
-                    today_joules: 0.0,
-                    quality: None,
-                    serving: Vec::new(),
-                });
-            }
-        }
-        view.programs.sort_by(|a, b| {
-            b.watts
-                .total_cmp(&a.watts)
-                .then(b.joules.total_cmp(&a.joules))
-        });
-        view.idle_joules = part(IDLE);
-        view.unattributed_joules = part(UNATTRIBUTED);
-        let mut top = view.top(limit, sort);
-        top.since = Some(from);
-        top
-    }
-
-    /// The first `limit` programs by `sort`.
-    pub fn top(&self, limit: usize, sort: Sort) -> Top {
-        let mut programs = self.programs.clone();
-        if sort == Sort::Energy {
-            programs.sort_by(|a, b| b.joules.total_cmp(&a.joules));
-        }
-        let rest = programs.split_off(limit.min(programs.len()));
-        Top {
-            at: self.at,
-            since: None,
-            window_seconds: self.window_seconds,
-            sort,
-            programs,
-            others: rest.len(),
-            others_joules: rest.iter().map(|p| p.joules).sum(),
-            idle_watts: self.idle_watts,
-            unattributed_watts: self.unattributed_watts,
-            idle_joules: self.idle_joules,
-            unattributed_joules: self.unattributed_joules,
-            self_joules: self.self_joules,
-            method: self.method.clone(),
-            unavailable: self.unavailable.clone(),
-        }
-    }
-}
 
 #[derive(Debug, Default)]
 struct Window {
@@ -274,6 +70,7 @@ pub struct ProgramMeter {
     uptime: PathBuf,
     cpu: CpuTimes,
     ticks: Option<CpuTicks>,
+    idle_draw: IdleLearner,
     window: Window,
     last_read: Option<Duration>,
     totals: BTreeMap<String, (f64, Option<Quality>)>,
@@ -289,8 +86,20 @@ pub struct ProgramMeter {
     view: ProgramsView,
 }
 
-const METHOD: &str = "the CPU domain's energy split by each program's share of CPU time over \
-                      each 10 s window; its idle part is the share of idle time";
+/// How the split is made, with the CPU domain's idle draw where known.
+fn method(draw: Option<&IdleDraw>) -> String {
+    match draw {
+        Some(d) => format!(
+            "the CPU domain's energy less its idle draw ({}), split by each program's share of \
+             busy CPU time over each 10 s window",
+            d.describe()
+        ),
+        None => "the CPU domain's energy split by each program's share of CPU time over each 10 s \
+                 window; until its idle draw is known (windows at rest, or at loads spread over \
+                 at least 20 % of the CPUs), its idle part is the share of idle time"
+            .to_string(),
+    }
+}
 
 impl ProgramMeter {
     /// Reads processes under `root` (`/` on a real machine); `today`: the joules per program
@@ -315,7 +124,7 @@ impl ProgramMeter {
             programs: restored,
             idle_joules_today: kept(IDLE),
             unattributed_joules_today: kept(UNATTRIBUTED),
-            method: METHOD.to_string(),
+            method: method(None),
             ..ProgramsView::default()
         };
         ProgramMeter {
@@ -326,6 +135,7 @@ impl ProgramMeter {
             uptime: root.join("proc/uptime"),
             cpu: CpuTimes::default(),
             ticks: None,
+            idle_draw: IdleLearner::default(),
             window: Window::default(),
             last_read: None,
             totals: BTreeMap::new(),
@@ -451,10 +261,18 @@ impl ProgramMeter {
         for u in used {
             *by_program.entry(u.program).or_default() += u.ticks;
         }
-        let cpu_idle = window
-            .cpu
-            .filter(|_| total > 0.0)
-            .map(|c| c * (total - busy).max(0.0) / total);
+        if let Some(cpu) = window.cpu.filter(|_| total > 0.0 && window.seconds > 0.0) {
+            self.idle_draw.observe(cpu, window.seconds, busy / total);
+        }
+        let draw = self.idle_draw.draw();
+        // The idle draw where known; until then the share of idle time.
+        let cpu_idle = match draw {
+            Some(d) => window.cpu.map(|_| d.watts * window.seconds),
+            None => window
+                .cpu
+                .filter(|_| total > 0.0)
+                .map(|c| c * (total - busy).max(0.0) / total),
+        };
         let s = split(
             Measured {
                 headline: window.headline,
@@ -544,7 +362,8 @@ impl ProgramMeter {
             idle_joules_today: today(IDLE),
             unattributed_joules_today: today(UNATTRIBUTED),
             self_joules: self.self_joules,
-            method: METHOD.to_string(),
+            method: method(draw.as_ref()),
+            idle_draw_watts: draw.map(|d| d.watts),
             unavailable: None,
             upstream_program,
             series: self.series.clone(),

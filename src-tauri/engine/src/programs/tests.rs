@@ -284,3 +284,64 @@ fn energy_since_an_hour_comes_from_the_ledger_and_watts_from_the_last_window() {
     assert_eq!(top.since, Some(1_800_000_000.0));
     assert_eq!(view.top(10, Sort::Energy).since, None);
 }
+
+/// A fake `/proc` with the given cumulative ticks: per process, and all CPUs' busy and idle.
+fn write_counts(root: &Path, t: u64, procs: [u64; 3], busy: u64, idle: u64) {
+    let proc_dir = root.join("proc");
+    for (pid, ticks) in [10_u64, 11, 12].into_iter().zip(procs) {
+        let d = proc_dir.join(pid.to_string());
+        std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{e}"));
+        let stat = format!("{pid} (p{pid}) R 1 1 1 0 -1 0 0 0 0 0 {ticks} 0 0 0 20 0 1 0 50 1 1\n");
+        std::fs::write(d.join("stat"), stat).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let stat = format!("cpu  {busy} 0 0 {idle} 0 0 0 0 0 0\n");
+    std::fs::write(proc_dir.join("stat"), stat).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(proc_dir.join("uptime"), format!("{}.00 0.00\n", 1000 + t))
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn the_idle_draw_learnt_at_rest_is_what_belongs_to_no_program_under_load() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut meter = ProgramMeter::new(dir.path(), BTreeMap::new(), None);
+    let (mut procs, mut busy, mut idle) = ([0_u64; 3], 0, 0);
+    write_counts(dir.path(), 0, procs, busy, idle);
+    meter.read_if_due(Duration::ZERO, 0.0);
+    // 110 s at rest: 12 W, 1 % busy (one process ticking now and then).
+    for t in 1..=110_u64 {
+        meter.add(12.0, Some(12.0), 1.0, Some(Quality::Measured));
+        (procs[0], busy, idle) = (procs[0] + 1, busy + 1, idle + 99);
+        write_counts(dir.path(), t, procs, busy, idle);
+        meter.read_if_due(Duration::from_secs(t), t as f64);
+    }
+    assert_eq!(meter.view().idle_draw_watts, Some(12.0));
+    // Then 60 W with the CPUs 60 % busy at 3 : 2 : 1. The share of idle time would call 24 W
+    // idle; the idle draw is 12 W, so the programs share 48 W.
+    for t in 111..=130_u64 {
+        meter.add(60.0, Some(60.0), 1.0, Some(Quality::Measured));
+        procs = [procs[0] + 30, procs[1] + 20, procs[2] + 10];
+        (busy, idle) = (busy + 60, idle + 40);
+        write_counts(dir.path(), t, procs, busy, idle);
+        if !meter.read_if_due(Duration::from_secs(t), t as f64) {
+            continue;
+        }
+        let v = meter.view();
+        let watts: Vec<(&str, f64)> = v
+            .programs
+            .iter()
+            .filter(|p| p.watts > 0.0)
+            .map(|p| (p.program.as_str(), p.watts))
+            .collect();
+        assert_eq!(
+            watts,
+            [("p10", 24.0), ("p11", 16.0), ("p12", 8.0)],
+            "at {t} s"
+        );
+        assert_eq!((v.idle_watts, v.unattributed_watts), (12.0, 0.0));
+        assert!(
+            v.method.contains("12.0 W, the median of 11 windows"),
+            "{}",
+            v.method
+        );
+    }
+}
