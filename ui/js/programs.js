@@ -17,8 +17,10 @@ function row(p) {
   th.scope = "row";
   th.textContent = p.serving?.length ? `${p.program} (${p.serving.join(", ")})` : p.program;
   const mark = p.quality === "estimated" ? "≈" : p.quality === "heuristic" ? "~" : "";
+  // The GPU's part, where a GPU said this program used it.
+  const gpu = p.gpu_watts > 0 ? ` (GPU ${fmt.watts(p.gpu_watts)})` : "";
   tr.append(th,
-    cell(`${mark}${fmt.watts(p.watts)}`, p.watts),
+    cell(`${mark}${fmt.watts(p.watts)}${gpu}`, p.watts),
     cell(fmt.energy(p.joules / 3.6e6), p.joules),
     cell(fmt.energy(p.today_joules / 3.6e6), p.today_joules));
   return tr;
@@ -56,5 +58,5 @@ export function renderPrograms(top) {
   }
   setText(caption, `Not any program's: idle ${fmt.watts(top.idle_watts)} W, unattributed`
     + ` ${fmt.watts(top.unattributed_watts)} W. Over the last ${fmt.fixed(top.window_seconds, 0)} s;`
-    + ` ${top.method}.`, top.at);
+    + ` ${top.method}.${top.gpu_note ? ` ${top.gpu_note}.` : ""}`, top.at);
 }

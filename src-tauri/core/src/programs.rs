@@ -18,6 +18,10 @@
 //!   process that ended unseen with no parent waiting) leave their part unattributed; processes
 //!   that add up to more than the busy ticks (reads a few milliseconds apart) are scaled down to
 //!   them. What the CPU domain does not cover of the headline is unattributed too.
+//! - A GPU's energy over the interval goes to the programs that used it, by their share of its
+//!   use ([`GpuShare`]: NVML's per-process utilisation samples); a GPU no readable process used
+//!   stays unattributed. The GPUs together get at most what the CPU domain leaves of the
+//!   headline.
 //! - Invariant: Σ programs + idle + unattributed = the headline's energy.
 //!
 //! Times are clock ticks (`USER_HZ`); the caller says which program each process belongs to.
@@ -200,6 +204,9 @@ impl CpuTimes {
 pub struct Split {
     /// Joules per program.
     pub programs: BTreeMap<String, f64>,
+    /// The part of each program's joules that came from GPUs.
+    #[serde(default)]
+    pub gpu: BTreeMap<String, f64>,
     /// The CPU domain's idle draw over the interval: no program's.
     pub idle: f64,
     /// What no program accounts for.
@@ -225,8 +232,32 @@ pub struct Measured {
     pub busy_ticks: f64,
 }
 
+/// Which process is on a device: a device's id as its source names it, with each process's use
+/// of it over a window (NVML: the sum of its SM utilisation samples), for [`GpuShare`]; or why
+/// the source cannot say.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceUse {
+    pub source: String,
+    pub device: String,
+    pub by_pid: BTreeMap<u32, f64>,
+    /// Why no process has a share, where none has.
+    pub none_because: Option<String>,
+}
+
+/// One GPU over an interval: its energy and its programs' use of it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GpuShare {
+    pub joules: f64,
+    pub by_program: BTreeMap<String, f64>,
+}
+
 /// Splits an interval's energy among `programs` (their CPU ticks over it).
 pub fn split(m: Measured, programs: &BTreeMap<String, f64>) -> Split {
+    split_with_gpus(m, programs, &[])
+}
+
+/// [`split`], with each GPU's energy shared by the programs that used it.
+pub fn split_with_gpus(m: Measured, programs: &BTreeMap<String, f64>, gpus: &[GpuShare]) -> Split {
     let headline = m.headline.max(0.0);
     let cpu = m.cpu.unwrap_or(0.0).clamp(0.0, headline);
     let idle = m.cpu_idle.unwrap_or(0.0).clamp(0.0, cpu);
@@ -243,6 +274,26 @@ pub fn split(m: Measured, programs: &BTreeMap<String, f64>) -> Split {
             let joules = active * ticks / scale;
             given += joules;
             out.programs.insert(name.clone(), joules);
+        }
+    }
+    let used_gpus: Vec<(&GpuShare, f64)> = gpus
+        .iter()
+        .map(|g| (g, g.by_program.values().filter(|u| **u > 0.0).sum::<f64>()))
+        .filter(|(g, used)| *used > 0.0 && g.joules > 0.0)
+        .collect();
+    let gpu_joules: f64 = used_gpus.iter().map(|(g, _)| g.joules).sum();
+    let room = headline - cpu;
+    let scale = if gpu_joules > room && gpu_joules > 0.0 {
+        room / gpu_joules
+    } else {
+        1.0
+    };
+    for (g, used) in used_gpus {
+        for (name, u) in g.by_program.iter().filter(|(_, u)| **u > 0.0) {
+            let joules = g.joules * scale * u / used;
+            given += joules;
+            *out.programs.entry(name.clone()).or_default() += joules;
+            *out.gpu.entry(name.clone()).or_default() += joules;
         }
     }
     // The rest by subtraction, so the parts add up to the headline to the last bit.

@@ -217,6 +217,12 @@ pub trait Source: Send {
     fn details(&self) -> Option<serde_json::Value> {
         None
     }
+    /// Each process's use of the devices this source meters since the last call (a GPU's
+    /// per-process utilisation), for energy per program; empty where it cannot tell. Asked
+    /// every few seconds, not at every read.
+    fn process_use(&mut self) -> Vec<crate::programs::DeviceUse> {
+        Vec::new()
+    }
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wattbar_core::programs::idle::{IdleDraw, IdleLearner};
-use wattbar_core::programs::{split, CpuTimes, Measured};
+use wattbar_core::programs::{split_with_gpus, CpuTimes, DeviceUse, GpuShare, Measured};
 use wattbar_core::Quality;
 use wattbar_sources::linux::proc_stat::{parse_proc_stat, CpuTicks};
 use wattbar_sources::linux::procs::ProcReader;
@@ -47,6 +47,55 @@ struct Window {
     cpu: Option<f64>,
     seconds: f64,
     quality: Option<Quality>,
+    /// Each GPU's energy, by (source, device).
+    gpus: BTreeMap<(String, String), f64>,
+    gpu_quality: Option<Quality>,
+}
+
+/// Each GPU of the window with its programs' use of it (`uses`: what the sources said, by pid;
+/// `program_of`: each pid's program), and why any GPU's energy is nobody's.
+fn gpu_shares(
+    gpus: &BTreeMap<(String, String), f64>,
+    uses: &[DeviceUse],
+    program_of: &BTreeMap<u32, String>,
+) -> (Vec<GpuShare>, Option<String>) {
+    let mut why = Vec::new();
+    let shares = gpus
+        .iter()
+        .map(|((source, device), joules)| {
+            let mut by_program: BTreeMap<String, f64> = BTreeMap::new();
+            match uses
+                .iter()
+                .find(|u| &u.source == source && &u.device == device)
+            {
+                Some(u) => {
+                    for (pid, used) in &u.by_pid {
+                        // A process this engine cannot see (another PID namespace) is nobody's.
+                        if let Some(program) = program_of.get(pid) {
+                            *by_program.entry(program.clone()).or_default() += used;
+                        }
+                    }
+                    if let Some(reason) = &u.none_because {
+                        why.push(reason.clone());
+                    } else if by_program.is_empty() {
+                        why.push(format!(
+                            "the processes using {source} device {device} are not visible here"
+                        ));
+                    }
+                }
+                None => why.push(format!(
+                    "{source} cannot tell which process uses device {device}"
+                )),
+            }
+            GpuShare {
+                joules: *joules,
+                by_program,
+            }
+        })
+        .collect();
+    let why =
+        (!why.is_empty()).then(|| format!("GPU energy left unattributed: {}", why.join("; ")));
+    (shares, why)
 }
 
 /// The process listening on the proxy's upstream port, as last found.
@@ -113,6 +162,7 @@ impl ProgramMeter {
             .map(|(name, joules)| ProgramFigure {
                 program: name.clone(),
                 watts: 0.0,
+                gpu_watts: 0.0,
                 joules: 0.0,
                 today_joules: *joules,
                 quality: None,
@@ -207,9 +257,29 @@ impl ProgramMeter {
         w.quality = w.quality.max(quality);
     }
 
-    /// Reads the processes and splits the window when [`READ_EVERY`] has passed since the last
-    /// read (`elapsed`: the engine's clock). True when the view changed.
+    /// Adds one interval's energy of a GPU (`source`'s `device`) to the window.
+    pub fn add_gpu(&mut self, source: &str, device: &str, joules: f64, quality: Option<Quality>) {
+        let w = &mut self.window;
+        *w.gpus
+            .entry((source.to_string(), device.to_string()))
+            .or_default() += joules;
+        w.gpu_quality = w.gpu_quality.max(quality);
+    }
+
+    /// [`ProgramMeter::read_if_due_with`], with no GPU's use known.
     pub fn read_if_due(&mut self, elapsed: Duration, unix: f64) -> bool {
+        self.read_if_due_with(elapsed, unix, Vec::new)
+    }
+
+    /// Reads the processes and splits the window when [`READ_EVERY`] has passed since the last
+    /// read (`elapsed`: the engine's clock). `gpu_use` says which processes used the GPUs since
+    /// it was last asked: it is asked at each read. True when the view changed.
+    pub fn read_if_due_with(
+        &mut self,
+        elapsed: Duration,
+        unix: f64,
+        gpu_use: impl FnOnce() -> Vec<DeviceUse>,
+    ) -> bool {
         if self
             .last_read
             .is_some_and(|l| elapsed.saturating_sub(l) < READ_EVERY)
@@ -217,7 +287,7 @@ impl ProgramMeter {
             return false;
         }
         self.last_read = Some(elapsed);
-        match self.read(unix) {
+        match self.read(unix, gpu_use()) {
             Ok(changed) => changed,
             Err(reason) => {
                 let changed = self.view.unavailable.as_ref() != Some(&reason);
@@ -228,7 +298,7 @@ impl ProgramMeter {
         }
     }
 
-    fn read(&mut self, unix: f64) -> Result<bool, String> {
+    fn read(&mut self, unix: f64, gpu_use: Vec<DeviceUse>) -> Result<bool, String> {
         // The moment of the read is taken before the listing: a process that starts while
         // the listing runs then counts as new at the next read, not as already seen.
         let uptime = std::fs::read_to_string(&self.uptime)
@@ -258,9 +328,12 @@ impl ProgramMeter {
             .find(|u| u.pid == me)
             .map(|u| (u.program.clone(), u.ticks));
         let mut by_program: BTreeMap<String, f64> = BTreeMap::new();
+        let mut program_of: BTreeMap<u32, String> = BTreeMap::new();
         for u in used {
-            *by_program.entry(u.program).or_default() += u.ticks;
+            *by_program.entry(u.program.clone()).or_default() += u.ticks;
+            program_of.insert(u.pid, u.program);
         }
+        let (gpus, gpu_note) = gpu_shares(&window.gpus, &gpu_use, &program_of);
         if let Some(cpu) = window.cpu.filter(|_| total > 0.0 && window.seconds > 0.0) {
             self.idle_draw.observe(cpu, window.seconds, busy / total);
         }
@@ -273,7 +346,7 @@ impl ProgramMeter {
                 .filter(|_| total > 0.0)
                 .map(|c| c * (total - busy).max(0.0) / total),
         };
-        let s = split(
+        let s = split_with_gpus(
             Measured {
                 headline: window.headline,
                 cpu: window.cpu,
@@ -281,6 +354,7 @@ impl ProgramMeter {
                 busy_ticks: busy,
             },
             &by_program,
+            &gpus,
         );
         let seconds = window.seconds;
         let per_second = |j: f64| if seconds > 0.0 { j / seconds } else { 0.0 };
@@ -300,15 +374,23 @@ impl ProgramMeter {
             *self.today.entry(name.to_string()).or_default() += joules;
         }
         for (name, joules) in &s.programs {
+            let on_gpu = s.gpu.get(name).copied().unwrap_or(0.0);
             let t = self.totals.entry(name.clone()).or_insert((0.0, None));
             t.0 += joules;
-            t.1 = t.1.max(window.quality);
+            // A share of an estimate is an estimate: the worst of the domains it came from.
+            if *joules > on_gpu {
+                t.1 = t.1.max(window.quality);
+            }
+            if on_gpu > 0.0 {
+                t.1 = t.1.max(window.gpu_quality);
+            }
         }
         self.idle += s.idle;
         self.unattributed += s.unattributed;
         if let Some((name, ticks)) = mine {
             let program_ticks = by_program.get(&name).copied().unwrap_or(0.0);
-            let joules = s.programs.get(&name).copied().unwrap_or(0.0);
+            let joules = s.programs.get(&name).copied().unwrap_or(0.0)
+                - s.gpu.get(&name).copied().unwrap_or(0.0);
             if program_ticks > 0.0 {
                 self.self_joules += joules * ticks / program_ticks;
             }
@@ -330,6 +412,7 @@ impl ProgramMeter {
                 ProgramFigure {
                     program: name.clone(),
                     watts: per_second(s.programs.get(name).copied().unwrap_or(0.0)),
+                    gpu_watts: per_second(s.gpu.get(name).copied().unwrap_or(0.0)),
                     joules,
                     today_joules: today(name),
                     quality,
@@ -365,6 +448,7 @@ impl ProgramMeter {
             method: method(draw.as_ref()),
             idle_draw_watts: draw.map(|d| d.watts),
             unavailable: None,
+            gpu_note,
             upstream_program,
             series: self.series.clone(),
         };

@@ -60,6 +60,9 @@ use wattbar_core::{Domain, Joules, Quality, Reading, Source, Stamp, Watts};
 
 pub const SOURCE_ID: &str = "nvml";
 
+mod processes;
+pub use processes::ProcessSample;
+
 /// Above this an energy-counter interval is a glitch, not a GPU (a GB200 module peaks at 2.7 kW).
 pub const MAX_GPU_WATTS: f64 = 3_000.0;
 
@@ -121,6 +124,15 @@ pub trait Gpus: Send {
     /// The instant and average power fields; none by default (a GPU or driver without them).
     fn power_fields(&self, _index: u32) -> Result<PowerFields, Error> {
         Ok(PowerFields::default())
+    }
+    /// Each process's utilisation samples newer than `since_us` (0: all the driver holds);
+    /// `Ok(None)`: this GPU cannot tell (none by default).
+    fn process_samples(
+        &self,
+        _index: u32,
+        _since_us: u64,
+    ) -> Result<Option<Vec<ProcessSample>>, Error> {
+        Ok(None)
     }
 }
 
@@ -421,6 +433,8 @@ pub struct NvmlSource<G: Gpus> {
     counters: BTreeMap<u32, EnergyCounter>,
     update_period: Duration,
     state: Vec<GpuState>,
+    /// Per GPU, the newest per-process sample seen ([`Source::process_use`]).
+    process_seen: BTreeMap<u32, u64>,
 }
 
 impl<G: Gpus> NvmlSource<G> {
@@ -443,6 +457,7 @@ impl<G: Gpus> NvmlSource<G> {
             counters: BTreeMap::new(),
             update_period: DEFAULT_COUNTER_UPDATE_PERIOD,
             state: Vec::new(),
+            process_seen: BTreeMap::new(),
         }
     }
 
@@ -671,6 +686,25 @@ impl<G: Gpus> Source for NvmlSource<G> {
         }))
     }
 
+    /// Each GPU's use by processes since the last call; nothing before the GPUs are open.
+    fn process_use(&mut self) -> Vec<wattbar_core::programs::DeviceUse> {
+        let (Some(gpus), Some(fixed)) = (self.gpus.as_ref(), self.fixed.as_ref()) else {
+            return Vec::new();
+        };
+        (0u32..)
+            .zip(fixed.iter())
+            .map(|(i, _)| {
+                let since = self.process_seen.get(&i).copied();
+                let asked = gpus.process_samples(i, since.unwrap_or(0));
+                let (used, newest) = processes::device_use(SOURCE_ID, i, since, asked);
+                if let Some(t) = newest {
+                    self.process_seen.insert(i, t);
+                }
+                used
+            })
+            .collect()
+    }
+
     fn read(&mut self, at: Stamp) -> Result<Vec<Reading>, wattbar_core::Error> {
         let opened_now = self.gpus.is_none();
         match self.sample(at) {
@@ -756,6 +790,30 @@ fn nvml_error(message: String, e: NvmlError) -> Error {
 }
 
 impl Gpus for NvmlGpus {
+    fn process_samples(
+        &self,
+        index: u32,
+        since_us: u64,
+    ) -> Result<Option<Vec<ProcessSample>>, Error> {
+        let device = self.device(index)?;
+        match device.process_utilization_stats(since_us) {
+            Ok(samples) => Ok(Some(
+                samples
+                    .into_iter()
+                    .map(|s| ProcessSample {
+                        pid: s.pid,
+                        timestamp_us: s.timestamp,
+                        sm_percent: s.sm_util,
+                    })
+                    .collect(),
+            )),
+            // No sample newer than `since_us`.
+            Err(NvmlError::NotFound) => Ok(Some(Vec::new())),
+            Err(NvmlError::NotSupported | NvmlError::FailedToLoadSymbol(_)) => Ok(None),
+            Err(e) => Err(query_error(index, "per-process utilisation", e)),
+        }
+    }
+
     fn count(&self) -> Result<u32, Error> {
         self.nvml
             .device_count()

@@ -8,8 +8,8 @@ use std::time::Duration;
 use wattbar_core::{Domain, Joules, Quality, Source, Stamp, Watts};
 use wattbar_sources::nvidia::{
     check_runtime_pm, nvidia_runtime_pm, parse_query_gpu_csv, parse_query_gpu_csv_noheader,
-    GpuState, Gpus, Memory, NvidiaRuntimePm, NvmlSource, PowerFields, PowerFrom, SmiRow,
-    Utilisation, SUSPENDED_REASON,
+    GpuState, Gpus, Memory, NvidiaRuntimePm, NvmlSource, PowerFields, PowerFrom, ProcessSample,
+    SmiRow, Utilisation, SUSPENDED_REASON,
 };
 use wattbar_sources::{Error, Sample};
 
@@ -45,6 +45,8 @@ struct FakeGpu {
     memory: Option<Memory>,
     bus_id: Option<String>,
     fields: PowerFields,
+    /// NVML's per-process samples; `None`: not supported.
+    processes: Option<Vec<ProcessSample>>,
 }
 
 impl FakeGpu {
@@ -77,6 +79,7 @@ impl FakeGpu {
             utilisation,
             memory,
             bus_id: row.text("pci.bus_id").map(str::to_string),
+            processes: None,
             // nvidia-smi prints NVML's instant and average power fields in these columns.
             fields: PowerFields {
                 instant_mw: mw("power.draw.instant"),
@@ -165,6 +168,17 @@ impl Gpus for FakeGpus {
     }
     fn power_fields(&self, i: u32) -> Result<PowerFields, Error> {
         self.get("power_fields", i, |g| g.fields)
+    }
+    /// As NVML: only the samples newer than `since_us`.
+    fn process_samples(&self, i: u32, since_us: u64) -> Result<Option<Vec<ProcessSample>>, Error> {
+        self.get("process_samples", i, |g| {
+            g.processes.as_ref().map(|all| {
+                all.iter()
+                    .filter(|s| s.timestamp_us > since_us)
+                    .copied()
+                    .collect()
+            })
+        })
     }
 }
 
@@ -823,4 +837,68 @@ fn after_the_first_read_nvml_is_asked_only_for_what_changes() {
         );
         assert_eq!(source.state()[1].name, l40s.name);
     }
+}
+
+fn samples(pid: u32, sm: &[(u64, u32)]) -> Vec<ProcessSample> {
+    sm.iter()
+        .map(|&(t, sm_percent)| ProcessSample {
+            pid,
+            timestamp_us: t,
+            sm_percent,
+        })
+        .collect()
+}
+
+#[test]
+fn two_processes_share_a_gpu_by_their_use_and_each_sample_counts_once() {
+    // The H100 of the load capture, with two CUDA processes: 300 at 80 % SM, 400 at 20 %.
+    let row = &rows("nvidia-h100-80gb-hbm3__590.48.01.load.query-gpu.csv")[0];
+    let mut gpu = FakeGpu::from_row(row);
+    let mut all = samples(300, &[(1_000, 80), (2_000, 80)]);
+    all.extend(samples(400, &[(1_000, 20), (2_000, 20)]));
+    gpu.processes = Some(all.clone());
+    let fake = FakeGpus::new(vec![gpu.clone()]);
+    let mut source = NvmlSource::from_gpus(&no_sysfs(), fake.clone());
+    // Nothing is asked before the GPUs are open, and a read asks nothing per process.
+    assert!(source.process_use().is_empty());
+    sample(&mut source, 1.0);
+    assert!(!fake
+        .take_asked()
+        .iter()
+        .any(|(what, _)| *what == "process_samples"));
+    let used = source.process_use();
+    assert_eq!(used.len(), 1);
+    assert_eq!(
+        (used[0].source.as_str(), used[0].device.as_str()),
+        ("nvml", "0")
+    );
+    let by_pid: Vec<(u32, f64)> = used[0].by_pid.iter().map(|(p, u)| (*p, *u)).collect();
+    assert_eq!(by_pid, [(300, 160.0), (400, 40.0)]);
+    assert_eq!(used[0].none_because, None);
+    // Then only the new samples: 400 alone, at 50 %.
+    all.extend(samples(400, &[(3_000, 50)]));
+    gpu.processes = Some(all);
+    fake.set(0, gpu);
+    let used = source.process_use();
+    let by_pid: Vec<(u32, f64)> = used[0].by_pid.iter().map(|(p, u)| (*p, *u)).collect();
+    assert_eq!(by_pid, [(400, 50.0)]);
+    // Nothing new: no process used it, and it says so.
+    let used = source.process_use();
+    assert!(used[0].by_pid.is_empty());
+    assert_eq!(
+        used[0].none_because.as_deref(),
+        Some("no process used GPU 0")
+    );
+}
+
+#[test]
+fn a_gpu_that_cannot_tell_its_processes_says_so() {
+    let row = &rows("nvidia-h100-80gb-hbm3__590.48.01.load.query-gpu.csv")[0];
+    let fake = FakeGpus::new(vec![FakeGpu::from_row(row)]);
+    let mut source = NvmlSource::from_gpus(&no_sysfs(), fake);
+    sample(&mut source, 1.0);
+    let used = source.process_use();
+    assert!(used[0].by_pid.is_empty());
+    let why = used[0].none_because.clone().unwrap_or_default();
+    assert!(why.contains("does not report its use per process"), "{why}");
 }

@@ -256,6 +256,7 @@ mod tests {
                 .map(|(name, watts, quality, serving)| ProgramFigure {
                     program: name.into(),
                     watts,
+                    gpu_watts: 0.0,
                     joules: 0.0,
                     today_joules: 0.0,
                     quality: Some(quality),

@@ -125,10 +125,15 @@ fn print(top: &Top, json: bool) -> Result<()> {
         "program", "watts", "energy (J)"
     )?;
     for p in &top.programs {
+        let gpu = if p.gpu_watts > 0.0 {
+            format!("  (GPU {:.2} W)", p.gpu_watts)
+        } else {
+            String::new()
+        };
         writeln!(
             out,
-            "{:<32} {:>9.2} {:>12.1}  {}",
-            p.program,
+            "{:<32} {:>9.2} {:>12.1}  {}{gpu}",
+            p.shown_name(),
             p.watts,
             p.joules,
             p.quality.map_or("—", |q| q.as_str())
@@ -153,6 +158,9 @@ fn print(top: &Top, json: bool) -> Result<()> {
         "{:<32} {:>9.2} {:>12.1}",
         "unattributed", top.unattributed_watts, top.unattributed_joules
     )?;
+    if let Some(note) = &top.gpu_note {
+        writeln!(out, "{note}")?;
+    }
     writeln!(out)?;
     out.flush()?;
     Ok(())

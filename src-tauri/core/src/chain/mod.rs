@@ -183,6 +183,16 @@ impl Chain {
             .max()
     }
 
+    /// What each live source says of its devices' use by processes since the last call
+    /// ([`Source::process_use`]).
+    pub fn process_use(&mut self) -> Vec<crate::programs::DeviceUse> {
+        self.slots
+            .iter_mut()
+            .filter(|s| s.gone.is_none())
+            .flat_map(|s| s.source.process_use())
+            .collect()
+    }
+
     /// Every source's id, best first.
     pub fn ids(&self) -> Vec<String> {
         self.slots

@@ -129,6 +129,7 @@ fn model_servers_are_named_with_the_models_they_hold_else_those_they_answered() 
     let figure = |name: &str| ProgramFigure {
         program: name.into(),
         watts: 1.0,
+        gpu_watts: 0.0,
         joules: 1.0,
         today_joules: 1.0,
         quality: None,
@@ -162,6 +163,7 @@ fn where_the_upstreams_process_is_known_only_it_is_the_model_server() {
     let figure = |name: &str| ProgramFigure {
         program: name.into(),
         watts: 1.0,
+        gpu_watts: 0.0,
         joules: 1.0,
         today_joules: 1.0,
         quality: None,
@@ -209,6 +211,7 @@ fn metric_series_never_go_down_when_programs_change_places() {
     let figure = |name: &str, joules: f64| ProgramFigure {
         program: name.into(),
         watts: 0.0,
+        gpu_watts: 0.0,
         joules,
         today_joules: joules,
         quality: None,
@@ -246,6 +249,7 @@ fn energy_since_an_hour_comes_from_the_ledger_and_watts_from_the_last_window() {
     let figure = |name: &str, watts: f64, joules: f64| ProgramFigure {
         program: name.into(),
         watts,
+        gpu_watts: 0.0,
         joules,
         today_joules: joules,
         quality: Some(Quality::Measured),

@@ -2,7 +2,7 @@
 //! `/v1/processes` and `wattbar-cli top`, the bounded `/metrics` series, and the model server
 //! named with the models it serves.
 
-use super::{IDLE, UNATTRIBUTED};
+use crate::store::programs::{IDLE, UNATTRIBUTED};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use wattbar_core::Quality;
@@ -18,6 +18,9 @@ pub struct ProgramFigure {
     pub program: String,
     /// Mean watts over the last window.
     pub watts: f64,
+    /// The part of `watts` that came from GPUs.
+    #[serde(default)]
+    pub gpu_watts: f64,
     /// Energy since the engine started.
     pub joules: f64,
     /// Energy today (local day), what the ledger kept from before a restart included.
@@ -81,6 +84,9 @@ pub struct ProgramsView {
     pub self_joules: f64,
     /// How the split is made.
     pub method: String,
+    /// Why a GPU's energy was left unattributed in the last window, where it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_note: Option<String>,
     /// The CPU domain's idle draw, where known ([`wattbar_core::programs::idle`]).
     #[serde(default)]
     pub idle_draw_watts: Option<f64>,
@@ -127,6 +133,8 @@ pub struct Top {
     pub unattributed_joules: f64,
     pub self_joules: f64,
     pub method: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_note: Option<String>,
     pub idle_draw_watts: Option<f64>,
     pub unavailable: Option<String>,
 }
@@ -176,6 +184,7 @@ impl ProgramsView {
                 view.programs.push(ProgramFigure {
                     program: name.clone(),
                     watts: 0.0,
+                    gpu_watts: 0.0,
                     joules: *joules,
                     today_joules: 0.0,
                     quality: None,
@@ -216,6 +225,7 @@ impl ProgramsView {
             unattributed_joules: self.unattributed_joules,
             self_joules: self.self_joules,
             method: self.method.clone(),
+            gpu_note: self.gpu_note.clone(),
             idle_draw_watts: self.idle_draw_watts,
             unavailable: self.unavailable.clone(),
         }

@@ -55,6 +55,18 @@ impl Engine {
                     interval.end - interval.start,
                     Some(quality),
                 );
+                let gpu_quality = snapshot
+                    .breakdown
+                    .iter()
+                    .filter(|r| r.domain == wattbar_core::Domain::Gpu)
+                    .map(|r| r.quality)
+                    .max();
+                for (part, joules) in &step.by_part {
+                    if let (wattbar_core::Domain::Gpu, Some(device)) = (part.domain, &part.device) {
+                        self.programs
+                            .add_gpu(&part.source, device, joules.0, gpu_quality);
+                    }
+                }
             }
             let open = self.tracker.open();
             self.follow_residency(&interval, open.iter().any(|o| !o.remote), week_seconds);
@@ -107,7 +119,11 @@ impl Engine {
         self.snapshot = Some(snapshot);
         self.programs
             .set_upstream_port(self.tracker.upstream_port());
-        if self.programs.read_if_due(at.monotonic, at.unix_seconds) {
+        let chain = &mut self.chain;
+        if self
+            .programs
+            .read_if_due_with(at.monotonic, at.unix_seconds, || chain.process_use())
+        {
             let mut view = self.programs.view().clone();
             let loaded: Option<Vec<String>> = self
                 .tracker

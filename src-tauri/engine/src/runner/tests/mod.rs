@@ -2,6 +2,7 @@
 
 mod clocks;
 mod prefs;
+mod programs;
 mod records;
 mod resident;
 
