@@ -28,9 +28,10 @@ fmt:
 clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-# No two files of a crate may use each other, directly or round a loop.
+# No two files of a crate may use each other, directly or round a loop; unsafe code in one module.
 cycles:
 	scripts/import-cycles
+	scripts/unsafe-code
 
 # The Prometheus rules, and scrape.yml as a whole prometheus.yml (it loads the rules too).
 prometheus-check:

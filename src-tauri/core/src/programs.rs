@@ -46,10 +46,27 @@ pub struct ProcTimes {
     /// where not readable (the kernel's threads, a process that ended).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cmd: Vec<String>,
+    /// The energy the kernel counted for it, nJ, where it counts one (macOS on Apple Silicon:
+    /// `ri_energy_nj`); its own, not its children's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_nj: Option<u64>,
 }
 
 /// Command-line arguments kept per process: enough for `python3 -u -m module`.
 pub const MAX_ARGS: usize = 4;
+
+/// One read of every process, with the moment of the read and all CPUs' time so far, in clock
+/// ticks (100 a second per CPU).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TableRead {
+    pub procs: Vec<ProcTimes>,
+    /// Ticks since the processes' start times count from (boot on Linux), at this read.
+    pub now_ticks: u64,
+    pub busy_ticks: u64,
+    pub total_ticks: u64,
+    /// What the processes' `energy_nj` is, where they have one.
+    pub energy_from: Option<&'static str>,
+}
 
 type Key = (u32, u64);
 
@@ -74,6 +91,8 @@ pub struct Used {
     /// The program it belongs to ([`programs_of`]).
     pub program: String,
     pub ticks: f64,
+    /// The energy the kernel counted for it over the interval, nJ, where it counts one.
+    pub energy_nj: Option<f64>,
 }
 
 /// The program a process is on its own: `kernel` for the kernel's own threads (pid 2,
@@ -175,6 +194,13 @@ impl CpuTimes {
         let programs = programs_of(now.values());
         now.iter()
             .filter_map(|(k, p)| {
+                let energy_nj = match self.last.get(k) {
+                    Some(before) => p
+                        .energy_nj
+                        .zip(before.energy_nj)
+                        .map(|(now, then)| now.saturating_sub(then) as f64),
+                    None => p.energy_nj.map(|e| e as f64),
+                };
                 let ticks = match self.last.get(k) {
                     Some(before) => {
                         let own = p.ticks.saturating_sub(before.ticks);
@@ -193,6 +219,7 @@ impl CpuTimes {
                     name: p.name.clone(),
                     program: programs.get(k).cloned().unwrap_or_else(|| program_of(p)),
                     ticks: ticks as f64,
+                    energy_nj,
                 })
             })
             .collect()

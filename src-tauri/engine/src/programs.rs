@@ -16,8 +16,9 @@
 //!   this machine and its process can be read; else any program named like a model server
 //!   ([`MODEL_SERVERS`]). It is shown with the models it serves ([`name_servers`]).
 //! - Σ programs + idle + unattributed = the headline's energy, window by window.
-//! - Where processes cannot be read (no `/proc`: macOS for now), nothing is attributed and the
-//!   view says why.
+//! - Where the process table gives each process's energy as the kernel counts it (macOS, as
+//!   root), programs share the CPU domain by it instead of CPU time.
+//! - Where processes cannot be read, nothing is attributed and the view says why.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -25,8 +26,7 @@ use std::time::Duration;
 use wattbar_core::programs::idle::{IdleDraw, IdleLearner};
 use wattbar_core::programs::{split_with_gpus, CpuTimes, DeviceUse, GpuShare, Measured};
 use wattbar_core::Quality;
-use wattbar_sources::linux::proc_stat::{parse_proc_stat, CpuTicks};
-use wattbar_sources::linux::procs::ProcReader;
+use wattbar_sources::processes::ProcessTable;
 
 pub use crate::store::programs::{IDLE, UNATTRIBUTED};
 mod view;
@@ -38,8 +38,6 @@ pub use view::{
 /// Reading a process's `stat` costs the kernel about 5 µs: with 500 processes, reading every
 /// 10 s adds about 0.06 % of a core (`scripts/bench-programs`).
 pub const READ_EVERY: Duration = Duration::from_secs(10);
-/// Clock ticks per second (`USER_HZ`): 100 on every Linux architecture this runs on.
-const USER_HZ: f64 = 100.0;
 
 #[derive(Debug, Default)]
 struct Window {
@@ -114,11 +112,10 @@ const LOOKUP_EVERY: u32 = 6;
 pub struct ProgramMeter {
     root: PathBuf,
     upstream: Upstream,
-    reader: ProcReader,
-    stat: PathBuf,
-    uptime: PathBuf,
+    table: ProcessTable,
     cpu: CpuTimes,
-    ticks: Option<CpuTicks>,
+    /// All CPUs' busy and total ticks at the last read.
+    ticks: Option<(u64, u64)>,
     idle_draw: IdleLearner,
     window: Window,
     last_read: Option<Duration>,
@@ -135,18 +132,21 @@ pub struct ProgramMeter {
     view: ProgramsView,
 }
 
-/// How the split is made, with the CPU domain's idle draw where known.
-fn method(draw: Option<&IdleDraw>) -> String {
+/// How the split is made, with the CPU domain's idle draw where known; `energy_from`: what the
+/// programs' shares come from where it is not CPU time.
+fn method(draw: Option<&IdleDraw>, energy_from: Option<&str>) -> String {
+    let share = energy_from.unwrap_or("busy CPU time");
     match draw {
         Some(d) => format!(
             "the CPU domain's energy less its idle draw ({}), split by each program's share of \
-             busy CPU time over each 10 s window",
+             {share} over each 10 s window",
             d.describe()
         ),
-        None => "the CPU domain's energy split by each program's share of CPU time over each 10 s \
-                 window; until its idle draw is known (windows at rest, or at loads spread over \
-                 at least 20 % of the CPUs), its idle part is the share of idle time"
-            .to_string(),
+        None => format!(
+            "the CPU domain's energy split by each program's share of {share} over each 10 s \
+             window; until its idle draw is known (windows at rest, or at loads spread over at \
+             least 20 % of the CPUs), its idle part is the share of idle time"
+        ),
     }
 }
 
@@ -154,6 +154,16 @@ impl ProgramMeter {
     /// Reads processes under `root` (`/` on a real machine); `today`: the joules per program
     /// the ledger kept for the local `day` (with [`IDLE`] and [`UNATTRIBUTED`]).
     pub fn new(root: &Path, today: BTreeMap<String, f64>, day: Option<String>) -> Self {
+        Self::with_table(root, ProcessTable::new(root), today, day)
+    }
+
+    /// [`ProgramMeter::new`] reading processes from `table`.
+    pub fn with_table(
+        root: &Path,
+        table: ProcessTable,
+        today: BTreeMap<String, f64>,
+        day: Option<String>,
+    ) -> Self {
         // Until the first window, the view shows what the ledger kept for today.
         let kept = |name: &str| today.get(name).copied().unwrap_or(0.0);
         let mut restored: Vec<ProgramFigure> = today
@@ -174,15 +184,13 @@ impl ProgramMeter {
             programs: restored,
             idle_joules_today: kept(IDLE),
             unattributed_joules_today: kept(UNATTRIBUTED),
-            method: method(None),
+            method: method(None, None),
             ..ProgramsView::default()
         };
         ProgramMeter {
             root: root.to_path_buf(),
             upstream: Upstream::default(),
-            reader: ProcReader::new(root),
-            stat: root.join("proc/stat"),
-            uptime: root.join("proc/uptime"),
+            table,
             cpu: CpuTimes::default(),
             ticks: None,
             idle_draw: IdleLearner::default(),
@@ -299,40 +307,43 @@ impl ProgramMeter {
     }
 
     fn read(&mut self, unix: f64, gpu_use: Vec<DeviceUse>) -> Result<bool, String> {
-        // The moment of the read is taken before the listing: a process that starts while
-        // the listing runs then counts as new at the next read, not as already seen.
-        let uptime = std::fs::read_to_string(&self.uptime)
-            .map_err(|e| format!("processes cannot be listed: {}: {e}", self.uptime.display()))?;
-        let now_ticks = uptime
-            .split_whitespace()
-            .next()
-            .and_then(|s| s.parse::<f64>().ok())
-            .map(|s| (s * USER_HZ) as u64)
-            .ok_or_else(|| format!("{}: no uptime", self.uptime.display()))?;
-        let procs = self.reader.read().map_err(|e| e.to_string())?;
-        let stat = std::fs::read_to_string(&self.stat)
-            .map_err(|e| format!("{}: {e}", self.stat.display()))?;
-        let ticks = parse_proc_stat(&stat).map_err(|e| e.to_string())?;
-        let used = self.cpu.step(procs, now_ticks);
+        let read = self.table.read().map_err(|e| e.to_string())?;
+        let ticks = (read.busy_ticks, read.total_ticks);
+        let used = self.cpu.step(read.procs, read.now_ticks);
         let before = self.ticks.replace(ticks);
         let window = std::mem::take(&mut self.window);
         let (Some(used), Some(before)) = (used, before) else {
             return Ok(false);
         };
-        let busy = ticks.busy.saturating_sub(before.busy) as f64;
-        let total = ticks.total.saturating_sub(before.total) as f64;
+        let busy = ticks.0.saturating_sub(before.0) as f64;
+        let total = ticks.1.saturating_sub(before.1) as f64;
+        // Where the kernel counts each process's energy, programs share the CPU domain by it,
+        // else by CPU time.
+        let energy_from = read
+            .energy_from
+            .filter(|_| used.iter().all(|u| u.energy_nj.is_some()));
         let upstream_program = self.upstream_program(&used);
         let me = std::process::id();
+        let weight = |u: &wattbar_core::programs::Used| match energy_from {
+            Some(_) => u.energy_nj.unwrap_or(0.0),
+            None => u.ticks,
+        };
         let mine = used
             .iter()
             .find(|u| u.pid == me)
-            .map(|u| (u.program.clone(), u.ticks));
+            .map(|u| (u.program.clone(), weight(u)));
         let mut by_program: BTreeMap<String, f64> = BTreeMap::new();
         let mut program_of: BTreeMap<u32, String> = BTreeMap::new();
         for u in used {
-            *by_program.entry(u.program.clone()).or_default() += u.ticks;
+            *by_program.entry(u.program.clone()).or_default() += weight(&u);
             program_of.insert(u.pid, u.program);
         }
+        // Shares of the kernel's energy cover all the active part: none of it is left to busy
+        // time no process accounts for.
+        let share_of = match energy_from {
+            Some(_) => by_program.values().sum(),
+            None => busy,
+        };
         let (gpus, gpu_note) = gpu_shares(&window.gpus, &gpu_use, &program_of);
         if let Some(cpu) = window.cpu.filter(|_| total > 0.0 && window.seconds > 0.0) {
             self.idle_draw.observe(cpu, window.seconds, busy / total);
@@ -351,7 +362,7 @@ impl ProgramMeter {
                 headline: window.headline,
                 cpu: window.cpu,
                 cpu_idle,
-                busy_ticks: busy,
+                busy_ticks: share_of,
             },
             &by_program,
             &gpus,
@@ -445,7 +456,7 @@ impl ProgramMeter {
             idle_joules_today: today(IDLE),
             unattributed_joules_today: today(UNATTRIBUTED),
             self_joules: self.self_joules,
-            method: method(draw.as_ref()),
+            method: method(draw.as_ref(), energy_from),
             idle_draw_watts: draw.map(|d| d.watts),
             unavailable: None,
             gpu_note,

@@ -9,6 +9,7 @@ fn proc(pid: u32, ppid: u32, name: &str, ticks: u64, child_ticks: u64, start: u6
         child_ticks,
         start_ticks: start,
         cmd: Vec::new(),
+        energy_nj: None,
     }
 }
 

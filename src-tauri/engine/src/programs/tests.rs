@@ -349,3 +349,46 @@ fn the_idle_draw_learnt_at_rest_is_what_belongs_to_no_program_under_load() {
         );
     }
 }
+
+#[test]
+fn where_the_kernel_counts_each_processs_energy_programs_share_by_it_not_by_cpu_time() {
+    use wattbar_core::programs::{ProcTimes, TableRead};
+    // a used 10 ticks and 3 J, b 30 ticks and 1 J a window: by CPU time b would get three
+    // quarters of the 40 J; by the kernel's energy a does.
+    let proc = |pid: u32, name: &str, k: u64, ticks: u64, joules: u64| ProcTimes {
+        pid,
+        ppid: 1,
+        name: name.into(),
+        ticks: ticks * k,
+        child_ticks: 0,
+        start_ticks: 5,
+        cmd: Vec::new(),
+        energy_nj: Some(joules * 1_000_000_000 * k),
+    };
+    let reads = (0..3_u64)
+        .map(|k| TableRead {
+            procs: vec![proc(10, "a", k, 10, 3), proc(11, "b", k, 30, 1)],
+            now_ticks: 100 + 1_000 * k,
+            busy_ticks: 40 * k,
+            total_ticks: 40 * k,
+            energy_from: Some("the kernel's per-process energy (ri_energy_nj)"),
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let table = wattbar_sources::processes::ProcessTable::Replay(reads);
+    let mut meter = ProgramMeter::with_table(dir.path(), table, BTreeMap::new(), None);
+    meter.read_if_due(Duration::ZERO, 0.0);
+    for t in 1..=2_u64 {
+        meter.add(40.0, Some(40.0), 10.0, Some(Quality::Estimated));
+        assert!(meter.read_if_due(Duration::from_secs(10 * t), 10.0 * t as f64));
+        let v = meter.view();
+        let watts: Vec<(&str, f64)> = v
+            .programs
+            .iter()
+            .map(|p| (p.program.as_str(), p.watts))
+            .collect();
+        assert_eq!(watts, [("a", 3.0), ("b", 1.0)]);
+        assert_eq!((v.idle_watts, v.unattributed_watts), (0.0, 0.0));
+        assert!(v.method.contains("ri_energy_nj"), "{}", v.method);
+    }
+}

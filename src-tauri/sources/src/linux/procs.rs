@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use wattbar_core::programs::{ProcTimes, MAX_ARGS};
+use wattbar_core::programs::{ProcTimes, TableRead, MAX_ARGS};
 
 fn parse_err(message: String) -> Error {
     Error::Parse {
@@ -66,6 +66,7 @@ pub fn parse_pid_stat(text: &str) -> Result<ProcTimes, Error> {
         child_ticks: fields[16] + fields[17],
         start_ticks: fields[22],
         cmd: Vec::new(),
+        energy_nj: None,
     })
 }
 
@@ -164,6 +165,54 @@ impl ProcReader {
             self.open.insert(pid, file);
         }
         Some(p)
+    }
+}
+
+/// Every process under `root/proc` with `root/proc/uptime` and `root/proc/stat`'s CPU ticks.
+pub struct LinuxTable {
+    reader: ProcReader,
+    stat: PathBuf,
+    uptime: PathBuf,
+}
+
+/// Clock ticks per second (`USER_HZ`): 100 on every Linux architecture this runs on.
+const USER_HZ: f64 = 100.0;
+
+impl LinuxTable {
+    pub fn new(root: &Path) -> Self {
+        LinuxTable {
+            reader: ProcReader::new(root),
+            stat: root.join("proc/stat"),
+            uptime: root.join("proc/uptime"),
+        }
+    }
+
+    pub fn read(&mut self) -> Result<TableRead, Error> {
+        // The moment of the read is taken before the listing: a process that starts while
+        // the listing runs then counts as new at the next read, not as already seen.
+        let uptime = std::fs::read_to_string(&self.uptime).map_err(|e| {
+            Error::Unavailable(format!(
+                "processes cannot be listed: {}: {e}",
+                self.uptime.display()
+            ))
+        })?;
+        let now_ticks = uptime
+            .split_whitespace()
+            .next()
+            .and_then(|s| s.parse::<f64>().ok())
+            .map(|s| (s * USER_HZ) as u64)
+            .ok_or_else(|| parse_err(format!("{}: no uptime", self.uptime.display())))?;
+        let procs = self.reader.read()?;
+        let stat = std::fs::read_to_string(&self.stat)
+            .map_err(|e| Error::Unavailable(format!("{}: {e}", self.stat.display())))?;
+        let ticks = super::proc_stat::parse_proc_stat(&stat)?;
+        Ok(TableRead {
+            procs,
+            now_ticks,
+            busy_ticks: ticks.busy,
+            total_ticks: ticks.total,
+            energy_from: None,
+        })
     }
 }
 

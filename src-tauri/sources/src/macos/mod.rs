@@ -22,6 +22,9 @@ pub mod macmon;
 mod plist_xml;
 pub mod pmset;
 pub mod powermetrics;
+#[cfg(target_os = "macos")]
+pub mod procs;
+pub mod rusage;
 pub mod top;
 
 /// The macOS sources, best first: macmon (SMC + IOReport), AppleSmartBattery, powermetrics
