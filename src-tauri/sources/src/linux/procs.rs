@@ -6,8 +6,10 @@
 //! and is dropped; a pid reused meanwhile is opened afresh. A process that ends between the
 //! listing and its read is simply not in that read.
 //!
-//! A process's command line (`root/proc/[pid]/cmdline`, its first [`MAX_ARGS`] arguments) is
-//! read once, when the process is first seen: it names the program.
+//! A process's command line (`root/proc/[pid]/cmdline`, its first [`MAX_ARGS`] arguments) names
+//! the program. It is read when the process is first seen and again when its command name
+//! changes: a process seen between `fork` and `exec` (a shell starting a command) would keep its
+//! parent's command line otherwise, as `exec` keeps the pid and the start time.
 //!
 //! Times are in clock ticks (`USER_HZ`, 100 on every Linux this runs on). The parser takes the
 //! command name up to the *last* `)`: names may hold spaces and parentheses.
@@ -87,8 +89,8 @@ pub fn parse_cmdline(bytes: &[u8]) -> Vec<String> {
 pub struct ProcReader {
     proc_dir: PathBuf,
     open: HashMap<u32, File>,
-    /// Each process's command line, with the start time of the process it was read for.
-    cmds: HashMap<u32, (u64, Vec<String>)>,
+    /// Each process's command line, with the start time and command name it was read with.
+    cmds: HashMap<u32, (u64, String, Vec<String>)>,
     keep_open: usize,
     buf: Vec<u8>,
 }
@@ -134,10 +136,11 @@ impl ProcReader {
         Ok(out)
     }
 
-    /// The process's command line: read when the process is new (its pid unseen or reused).
+    /// The process's command line: read when the process is new (its pid unseen or reused) or
+    /// has a new command name (it called `exec`).
     fn cmd_of(&mut self, p: &ProcTimes) -> Vec<String> {
-        if let Some((start, cmd)) = self.cmds.get(&p.pid) {
-            if *start == p.start_ticks {
+        if let Some((start, name, cmd)) = self.cmds.get(&p.pid) {
+            if *start == p.start_ticks && *name == p.name {
                 return cmd.clone();
             }
         }
@@ -145,7 +148,8 @@ impl ProcReader {
         let cmd = std::fs::read(path)
             .map(|b| parse_cmdline(&b))
             .unwrap_or_default();
-        self.cmds.insert(p.pid, (p.start_ticks, cmd.clone()));
+        self.cmds
+            .insert(p.pid, (p.start_ticks, p.name.clone(), cmd.clone()));
         cmd
     }
 
@@ -269,6 +273,29 @@ mod tests {
         assert_eq!(p.pid, std::process::id());
         assert_eq!(p.ppid, std::os::unix::process::parent_id());
         assert!(p.start_ticks > 0);
+    }
+
+    #[test]
+    fn a_process_that_calls_exec_is_read_again_under_its_new_name() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let d = dir.path().join("proc/50");
+        std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{e}"));
+        let seen_as = |name: &str, cmdline: &[u8]| {
+            let stat = format!("50 ({name}) S 1 1 1 0 -1 0 0 0 0 0 1 0 0 0 20 0 1 0 777 1 1\n");
+            std::fs::write(d.join("stat"), stat).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(d.join("cmdline"), cmdline).unwrap_or_else(|e| panic!("{e}"));
+        };
+        let mut reader = ProcReader::new(dir.path());
+        let cmd = |reader: &mut ProcReader| {
+            let procs = reader.read().unwrap_or_else(|e| panic!("{e}"));
+            procs.first().map(|p| p.cmd.clone()).unwrap_or_default()
+        };
+        // Forked by a shell, not yet exec'd: the shell's command line.
+        seen_as("bash", b"bash\0");
+        assert_eq!(cmd(&mut reader), ["bash"]);
+        // The same pid and start time after exec.
+        seen_as("python3", b"python3\0-m\0http.server\0");
+        assert_eq!(cmd(&mut reader), ["python3", "-m", "http.server"]);
     }
 
     #[test]
