@@ -6,13 +6,19 @@
 //!   utilisation is itself an average over its last sample period).
 //! - A runtime-suspended NVIDIA GPU is not woken to be asked (see `wattbar_sources::nvidia`).
 //! - No NVML, no GPU, or a GPU that does not report a value: `null`, with the reason, never 0.
+//! - Each read also takes NVML's per-process samples since the last, and notes whether each
+//!   process on a GPU descends from this one (the command's tree: `root/proc/[pid]/stat`'s
+//!   parents, followed up once per pid), for the tree's share of the GPUs' use
+//!   ([`GpuWatch::tree_share`]).
 
 use serde::Serialize;
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wattbar_engine::unix_now;
+use wattbar_sources::linux::procs::parse_pid_stat;
 use wattbar_sources::nvidia::{self, Gpus, Memory, Utilisation};
 
 const MIN_PERIOD: Duration = Duration::from_millis(200);
@@ -25,6 +31,45 @@ pub struct GpuSample {
     pub name: Option<String>,
     pub utilisation: Option<Utilisation>,
     pub memory: Option<Memory>,
+}
+
+/// One process's use of one GPU in one of NVML's per-process samples, read at `t`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProcessUse {
+    pub t: f64,
+    pub pid: u32,
+    /// SM utilisation, percent.
+    pub sm_percent: u32,
+    /// Whether the process descends from this one.
+    pub in_tree: bool,
+}
+
+/// The tree's and all processes' summed use of the GPUs from `from` to `to`.
+pub fn tree_share(uses: &[ProcessUse], from: f64, to: f64) -> (f64, f64) {
+    uses.iter()
+        .filter(|u| u.t >= from && u.t <= to)
+        .fold((0.0, 0.0), |(tree, all), u| {
+            let sm = f64::from(u.sm_percent);
+            (if u.in_tree { tree + sm } else { tree }, all + sm)
+        })
+}
+
+/// Whether `pid` descends from `ancestor`, by the parents in `root/proc/[pid]/stat`; false for a
+/// process that cannot be read (it ended, or another PID namespace's).
+pub fn descends_from(root: &Path, pid: u32, ancestor: u32) -> bool {
+    let mut at = pid;
+    // A chain longer than this is not a process tree worth following.
+    for _ in 0..64 {
+        let Ok(text) = std::fs::read_to_string(root.join(format!("proc/{at}/stat"))) else {
+            return false;
+        };
+        match parse_pid_stat(&text) {
+            Ok(p) if p.ppid == ancestor => return true,
+            Ok(p) if p.ppid > 1 => at = p.ppid,
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// One GPU over one window.
@@ -105,6 +150,7 @@ pub fn read_all<G: Gpus + ?Sized>(gpus: &G, t: f64) -> Result<Vec<GpuSample>, St
 /// The watcher: samples kept for the whole run, or why there are none.
 pub struct GpuWatch {
     samples: Arc<Mutex<Vec<GpuSample>>>,
+    uses: Arc<Mutex<Vec<ProcessUse>>>,
     why_not: Arc<Mutex<Option<String>>>,
     stop: Arc<AtomicBool>,
 }
@@ -113,11 +159,13 @@ impl GpuWatch {
     pub fn start(interval: Duration, root: &Path) -> GpuWatch {
         let watch = GpuWatch {
             samples: Arc::default(),
+            uses: Arc::default(),
             why_not: Arc::new(Mutex::new(Some("not read yet".into()))),
             stop: Arc::default(),
         };
-        let (samples, why_not, stop) = (
+        let (samples, uses, why_not, stop) = (
             Arc::clone(&watch.samples),
+            Arc::clone(&watch.uses),
             Arc::clone(&watch.why_not),
             Arc::clone(&watch.stop),
         );
@@ -130,6 +178,9 @@ impl GpuWatch {
                     *why_not.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
                 };
                 let mut gpus = None;
+                let mut seen: HashMap<u32, u64> = HashMap::new();
+                let mut in_tree: HashMap<u32, bool> = HashMap::new();
+                let me = std::process::id();
                 while !stop.load(Ordering::Relaxed) {
                     if let Err(e) = nvidia::check_runtime_pm(&root) {
                         set_why(e.to_string());
@@ -144,7 +195,32 @@ impl GpuWatch {
                             }
                         }
                         if let Some(g) = &gpus {
-                            match read_all(g, unix_now()) {
+                            let t = unix_now();
+                            let count = g.count().unwrap_or(0);
+                            let mut read_uses = Vec::new();
+                            for index in 0..count {
+                                let since = seen.get(&index).copied().unwrap_or(0);
+                                let Ok(Some(got)) = g.process_samples(index, since) else {
+                                    continue;
+                                };
+                                for s in got.iter().filter(|s| s.timestamp_us > since) {
+                                    let newest = seen.entry(index).or_insert(0);
+                                    *newest = (*newest).max(s.timestamp_us);
+                                    let ours = *in_tree
+                                        .entry(s.pid)
+                                        .or_insert_with(|| descends_from(&root, s.pid, me));
+                                    read_uses.push(ProcessUse {
+                                        t,
+                                        pid: s.pid,
+                                        sm_percent: s.sm_percent,
+                                        in_tree: ours,
+                                    });
+                                }
+                            }
+                            uses.lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .extend(read_uses);
+                            match read_all(g, t) {
                                 Ok(read) => {
                                     samples
                                         .lock()
@@ -163,6 +239,13 @@ impl GpuWatch {
             *watch.why_not.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.to_string());
         }
         watch
+    }
+
+    /// The command tree's and all processes' summed use of the GPUs over the window; `None`
+    /// where NVML gave no per-process use in it.
+    pub fn tree_share(&self, from: f64, to: f64) -> Option<(f64, f64)> {
+        let uses = self.uses.lock().unwrap_or_else(|e| e.into_inner());
+        Some(tree_share(&uses, from, to)).filter(|(_, all)| *all > 0.0)
     }
 
     /// Per GPU over the window, or why nothing is known.
@@ -206,6 +289,65 @@ mod tests {
                 total_bytes: 80 << 30,
             }),
         }
+    }
+
+    #[test]
+    fn the_trees_share_counts_only_its_own_processes_inside_the_run() {
+        let u = |t: f64, pid: u32, sm: u32, in_tree: bool| ProcessUse {
+            t,
+            pid,
+            sm_percent: sm,
+            in_tree,
+        };
+        let uses = [
+            u(9.0, 100, 99, true), // before the run
+            u(10.0, 100, 60, true),
+            u(10.0, 200, 20, false),
+            u(11.0, 101, 30, true),
+            u(11.0, 200, 10, false),
+        ];
+        assert_eq!(tree_share(&uses, 10.0, 11.0), (90.0, 120.0));
+    }
+
+    #[test]
+    fn a_grandchild_descends_from_this_process_and_a_stranger_does_not() {
+        let child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & wait"])
+            .spawn()
+            .unwrap_or_else(|e| panic!("sh: {e}"));
+        let root = Path::new("/");
+        let me = std::process::id();
+        // The grandchild: `sleep`, the shell's child, once the shell has started it.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let grandchild = loop {
+            let children = std::fs::read_to_string(format!(
+                "/proc/{}/task/{}/children",
+                child.id(),
+                child.id()
+            ))
+            .unwrap_or_default();
+            if let Some(pid) = children
+                .split_whitespace()
+                .next()
+                .and_then(|p| p.parse().ok())
+            {
+                break pid;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "sh never started sleep"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(descends_from(root, grandchild, me));
+        assert!(descends_from(root, child.id(), me));
+        assert!(!descends_from(root, 1, me));
+        assert!(!descends_from(root, me, child.id()));
+        let _ = std::process::Command::new("kill")
+            .arg(grandchild.to_string())
+            .status();
+        let mut child = child;
+        let _ = child.wait();
     }
 
     #[test]

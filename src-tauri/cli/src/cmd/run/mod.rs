@@ -118,6 +118,10 @@ impl Gpus {
             None => (Vec::new(), Some("not read while replaying a trace".into())),
         }
     }
+
+    fn tree_share(&self, from: f64, to: f64) -> Option<(f64, f64)> {
+        self.0.as_ref().and_then(|w| w.tree_share(from, to))
+    }
 }
 
 async fn measure_with(
@@ -315,7 +319,11 @@ async fn run_all(
                 baseline,
                 pricing,
                 cpu_busy_percent: life.cpu_busy_percent,
-                attributed: tree::attributed(life.tree.clone(), &window),
+                attributed: tree::attributed(
+                    life.tree.clone(),
+                    gpus.tree_share(life.start, life.end),
+                    &window,
+                ),
                 gpus: gpus.figures(life.start, life.end),
                 unavailable: meter
                     .unavailable()

@@ -4,8 +4,9 @@
 //! of `/proc/self/stat`, read before and after the run: the command and every descendant it
 //! waited for); its share of the busy time of all CPUs over the same span (`/proc/stat`) takes
 //! that share of the CPU domain's energy less its idle part, the way energy per program is split
-//! ([`wattbar_core::programs::split`]). Other domains have no per-process figure yet: they are
-//! not attributed. Linux only; elsewhere the run says why.
+//! ([`wattbar_core::programs::split`]). The GPU domain's energy goes to the tree by its share of
+//! the GPUs' use in NVML's per-process samples over the run ([`super::gpu`]). Other domains have
+//! no per-process figure: they are not attributed. Linux only; elsewhere the run says why.
 
 use std::collections::BTreeMap;
 use wattbar_core::inference::WindowEnergy;
@@ -55,8 +56,41 @@ pub fn between(before: &TreeClock, after: &TreeClock) -> TreeTicks {
     }
 }
 
-/// The tree's share of `window`'s CPU-domain energy.
-pub fn attributed(ticks: Result<TreeTicks, String>, window: &WindowEnergy) -> Attributed {
+/// The tree's share of `window`'s CPU-domain energy and, with `gpu_use` (the tree's and all
+/// processes' use of the GPUs over the run), of its GPU-domain energy.
+pub fn attributed(
+    ticks: Result<TreeTicks, String>,
+    gpu_use: Option<(f64, f64)>,
+    window: &WindowEnergy,
+) -> Attributed {
+    let mut out = cpu_attributed(ticks, window);
+    let Some(gpu) = window
+        .by_domain
+        .iter()
+        .find(|(d, _)| d == "gpu")
+        .map(|(_, j)| *j)
+    else {
+        return out;
+    };
+    let why_not = match gpu_use {
+        Some((tree, all)) if all > 0.0 => {
+            out.joules
+                .insert("gpu".into(), gpu * (tree / all).clamp(0.0, 1.0));
+            None
+        }
+        _ => Some("the GPUs gave no per-process use over the run: their energy is not attributed"),
+    };
+    let notes: Vec<String> = out
+        .note
+        .take()
+        .into_iter()
+        .chain(why_not.map(String::from))
+        .collect();
+    out.note = (!notes.is_empty()).then(|| notes.join("; "));
+    out
+}
+
+fn cpu_attributed(ticks: Result<TreeTicks, String>, window: &WindowEnergy) -> Attributed {
     let t = match ticks {
         Ok(t) => t,
         Err(why) => {
@@ -94,7 +128,7 @@ pub fn attributed(ticks: Result<TreeTicks, String>, window: &WindowEnergy) -> At
             s.programs.get("command").copied().unwrap_or(0.0),
         )]
         .into(),
-        note: Some("only the CPU domain is attributed per process".into()),
+        note: None,
     }
 }
 
@@ -125,8 +159,29 @@ mod tests {
             busy: 250,
             total: 400,
         };
-        let a = attributed(Ok(t), &window(120.0));
+        let a = attributed(Ok(t), None, &window(120.0));
         assert_eq!(a.joules.get("cpu"), Some(&60.0));
+    }
+
+    #[test]
+    fn the_gpus_energy_goes_to_the_tree_by_its_share_of_their_use() {
+        // 2 s, 300 J on the GPU; the tree's processes used 90 of the 120 SM-percent samples
+        // NVML gave: three quarters, 225 J.
+        let mut w = window(120.0);
+        w.by_domain.push(("gpu".into(), 300.0));
+        let t = TreeTicks {
+            tree: 200,
+            busy: 250,
+            total: 400,
+        };
+        let a = attributed(Ok(t), Some((90.0, 120.0)), &w);
+        assert_eq!(a.joules.get("gpu"), Some(&225.0));
+        assert_eq!(a.joules.get("cpu"), Some(&60.0));
+        assert_eq!(a.note, None);
+        // No per-process use: the GPU is not attributed, and the run says why.
+        let a = attributed(Ok(t), None, &w);
+        assert_eq!(a.joules.get("gpu"), None);
+        assert!(a.note.is_some_and(|n| n.contains("no per-process use")));
     }
 
     #[test]
@@ -138,7 +193,7 @@ mod tests {
             busy: 10,
             total: 20,
         };
-        let a = attributed(Ok(t), &w);
+        let a = attributed(Ok(t), None, &w);
         assert!(a.joules.is_empty());
         assert!(a.note.is_some_and(|n| n.contains("no CPU energy")));
     }
