@@ -343,33 +343,35 @@ fn a_pid_reused_under_the_same_executable_is_not_grouped_with_a_younger_parent()
     assert_eq!(programs.get(&(50, 900)).map(String::as_str), Some("worker"));
 }
 
-#[test]
-fn a_gpu_is_shared_by_its_processes_use_and_the_sum_still_closes() {
-    // 100 J headline: CPU 40 J (10 J idle, all of it a's active part), one GPU 50 J used
-    // 3 : 1 by b and a, the rest of the machine 10 J.
+/// A window of `headline` J with a 40 J CPU domain (10 J of it idle, the rest all a's: 60 of 60
+/// busy ticks) and one 50 J GPU used as `gpu_use` says, split.
+fn split_beside_a_gpu(headline: f64, gpu_use: &[(&str, f64)]) -> Split {
     let cpu: BTreeMap<String, f64> = [("a".to_string(), 60.0)].into();
     let gpu = GpuShare {
         joules: 50.0,
-        by_program: [("b".to_string(), 270.0), ("a".to_string(), 90.0)].into(),
+        by_program: gpu_use.iter().map(|(p, u)| (p.to_string(), *u)).collect(),
     };
     let m = Measured {
-        headline: 100.0,
+        headline,
         cpu: Some(40.0),
         cpu_idle: Some(10.0),
         busy_ticks: 60.0,
     };
-    let s = split_with_gpus(m, &cpu, std::slice::from_ref(&gpu));
+    split_with_gpus(m, &cpu, &[gpu])
+}
+
+#[test]
+fn a_gpu_is_shared_by_its_processes_use_and_the_sum_still_closes() {
+    // 100 J headline: CPU 40 J, the GPU's 50 J used 3 : 1 by b and a, the rest of the machine
+    // 10 J.
+    let s = split_beside_a_gpu(100.0, &[("b", 270.0), ("a", 90.0)]);
     assert_eq!(s.programs.get("a"), Some(&(30.0 + 12.5)));
     assert_eq!(s.programs.get("b"), Some(&37.5));
     assert_eq!(s.gpu.get("a"), Some(&12.5));
     assert_eq!((s.idle, s.unattributed), (10.0, 10.0));
     assert!((s.total() - 100.0).abs() <= 1e-12);
     // A GPU nobody used is nobody's.
-    let idle_gpu = GpuShare {
-        joules: 50.0,
-        by_program: BTreeMap::new(),
-    };
-    let s = split_with_gpus(m, &cpu, &[idle_gpu]);
+    let s = split_beside_a_gpu(100.0, &[]);
     assert_eq!(s.programs.get("b"), None);
     assert_eq!(s.unattributed, 60.0);
 }
@@ -378,18 +380,7 @@ fn a_gpu_is_shared_by_its_processes_use_and_the_sum_still_closes() {
 fn gpus_never_get_more_than_the_cpu_domain_leaves_of_the_headline() {
     // A headline (a battery's 70 J) smaller than CPU + GPU (40 + 50 J): the GPU's programs
     // share the 30 J left, in proportion, and nothing is unattributed or negative.
-    let cpu: BTreeMap<String, f64> = [("a".to_string(), 60.0)].into();
-    let gpu = GpuShare {
-        joules: 50.0,
-        by_program: [("b".to_string(), 1.0), ("c".to_string(), 1.0)].into(),
-    };
-    let m = Measured {
-        headline: 70.0,
-        cpu: Some(40.0),
-        cpu_idle: Some(10.0),
-        busy_ticks: 60.0,
-    };
-    let s = split_with_gpus(m, &cpu, &[gpu]);
+    let s = split_beside_a_gpu(70.0, &[("b", 1.0), ("c", 1.0)]);
     assert_eq!(s.programs.get("b"), Some(&15.0));
     assert_eq!(s.programs.get("c"), Some(&15.0));
     assert_eq!(s.unattributed, 0.0);

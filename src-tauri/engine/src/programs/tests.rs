@@ -1,19 +1,57 @@
 use super::*;
 
+/// Each program drawing power in the last window, and its watts.
+fn watts_now(v: &ProgramsView) -> Vec<(&str, f64)> {
+    v.programs
+        .iter()
+        .filter(|p| p.watts > 0.0)
+        .map(|p| (p.program.as_str(), p.watts))
+        .collect()
+}
+
+/// The split of the 60 W CPU domain with a 12 W idle draw and processes at 3 : 2 : 1.
+fn assert_the_issues_split(v: &ProgramsView, t: u64) {
+    assert_eq!(
+        watts_now(v),
+        [("p10", 24.0), ("p11", 16.0), ("p12", 8.0)],
+        "at {t} s"
+    );
+    assert_eq!(
+        (v.idle_watts, v.unattributed_watts),
+        (12.0, 0.0),
+        "at {t} s"
+    );
+}
+
+/// A program's figures as a view holds them: `joules` this session and today.
+fn figure(name: &str, watts: f64, joules: f64, quality: Option<Quality>) -> ProgramFigure {
+    ProgramFigure {
+        program: name.into(),
+        watts,
+        gpu_watts: 0.0,
+        joules,
+        today_joules: joules,
+        quality,
+        serving: Vec::new(),
+    }
+}
+
 /// A fake `/proc` at second `t`: three busy processes at 3 : 2 : 1 ticks a second, 60 busy
 /// and 15 idle ticks a second in all.
 fn write_tree(root: &Path, t: u64) {
+    write_counts(root, t, [30 * t, 20 * t, 10 * t], 60 * t, 15 * t);
+}
+
+/// A fake `/proc` with the given cumulative ticks: per process, and all CPUs' busy and idle.
+fn write_counts(root: &Path, t: u64, procs: [u64; 3], busy: u64, idle: u64) {
     let proc_dir = root.join("proc");
-    for (pid, rate) in [(10_u64, 30), (11, 20), (12, 10)] {
+    for (pid, ticks) in [10_u64, 11, 12].into_iter().zip(procs) {
         let d = proc_dir.join(pid.to_string());
         std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{e}"));
-        let stat = format!(
-            "{pid} (p{pid}) R 1 1 1 0 -1 0 0 0 0 0 {} 0 0 0 20 0 1 0 50 1 1\n",
-            rate * t
-        );
+        let stat = format!("{pid} (p{pid}) R 1 1 1 0 -1 0 0 0 0 0 {ticks} 0 0 0 20 0 1 0 50 1 1\n");
         std::fs::write(d.join("stat"), stat).unwrap_or_else(|e| panic!("{e}"));
     }
-    let stat = format!("cpu  {} 0 0 {} 0 0 0 0 0 0\n", 60 * t, 15 * t);
+    let stat = format!("cpu  {busy} 0 0 {idle} 0 0 0 0 0 0\n");
     std::fs::write(proc_dir.join("stat"), stat).unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(proc_dir.join("uptime"), format!("{}.00 0.00\n", 1000 + t))
         .unwrap_or_else(|e| panic!("{e}"));
@@ -38,18 +76,8 @@ fn a_60_w_cpu_domain_splits_24_16_8_w_with_12_w_idle_window_after_window() {
             continue;
         }
         let v = meter.view();
-        let watts: Vec<(&str, f64)> = v
-            .programs
-            .iter()
-            .map(|p| (p.program.as_str(), p.watts))
-            .collect();
-        assert_eq!(
-            watts,
-            [("p10", 24.0), ("p11", 16.0), ("p12", 8.0)],
-            "at {t} s"
-        );
-        assert_eq!((v.idle_watts, v.unattributed_watts), (12.0, 0.0));
-        let sum: f64 = watts.iter().map(|(_, w)| w).sum::<f64>() + v.idle_watts;
+        assert_the_issues_split(v, t);
+        let sum: f64 = watts_now(v).iter().map(|(_, w)| w).sum::<f64>() + v.idle_watts;
         assert!((sum - 60.0).abs() <= 1e-9 * 60.0);
         assert_eq!(v.programs[0].joules, 24.0 * t as f64);
     }
@@ -126,15 +154,7 @@ fn without_proc_nothing_is_attributed_and_the_view_says_why() {
 
 #[test]
 fn model_servers_are_named_with_the_models_they_hold_else_those_they_answered() {
-    let figure = |name: &str| ProgramFigure {
-        program: name.into(),
-        watts: 1.0,
-        gpu_watts: 0.0,
-        joules: 1.0,
-        today_joules: 1.0,
-        quality: None,
-        serving: Vec::new(),
-    };
+    let figure = |name: &str| figure(name, 1.0, 1.0, None);
     let mut view = ProgramsView {
         programs: vec![figure("ollama"), figure("firefox"), figure("llama-server")],
         ..ProgramsView::default()
@@ -160,15 +180,7 @@ fn model_servers_are_named_with_the_models_they_hold_else_those_they_answered() 
 
 #[test]
 fn where_the_upstreams_process_is_known_only_it_is_the_model_server() {
-    let figure = |name: &str| ProgramFigure {
-        program: name.into(),
-        watts: 1.0,
-        gpu_watts: 0.0,
-        joules: 1.0,
-        today_joules: 1.0,
-        quality: None,
-        serving: Vec::new(),
-    };
+    let figure = |name: &str| figure(name, 1.0, 1.0, None);
     // A local Ollama beside a server the proxy forwards to: the models are the server's.
     let mut view = ProgramsView {
         programs: vec![figure("ollama"), figure("my-server")],
@@ -208,15 +220,7 @@ fn the_process_listening_on_the_upstream_port_is_found_on_this_machine() {
 
 #[test]
 fn metric_series_never_go_down_when_programs_change_places() {
-    let figure = |name: &str, joules: f64| ProgramFigure {
-        program: name.into(),
-        watts: 0.0,
-        gpu_watts: 0.0,
-        joules,
-        today_joules: joules,
-        quality: None,
-        serving: Vec::new(),
-    };
+    let figure = |name: &str, joules: f64| figure(name, 0.0, joules, None);
     let series =
         |v: &ProgramsView| -> BTreeMap<String, f64> { v.metric_series().into_iter().collect() };
     // "a" has a series since it had 10 J; "b" has none.
@@ -246,15 +250,8 @@ fn metric_series_never_go_down_when_programs_change_places() {
 
 #[test]
 fn energy_since_an_hour_comes_from_the_ledger_and_watts_from_the_last_window() {
-    let figure = |name: &str, watts: f64, joules: f64| ProgramFigure {
-        program: name.into(),
-        watts,
-        gpu_watts: 0.0,
-        joules,
-        today_joules: joules,
-        quality: Some(Quality::Measured),
-        serving: Vec::new(),
-    };
+    let figure =
+        |name: &str, watts: f64, joules: f64| figure(name, watts, joules, Some(Quality::Measured));
     let view = ProgramsView {
         programs: vec![figure("firefox", 5.0, 10.0), figure("bash", 1.0, 2.0)],
         idle_joules: 3.0,
@@ -289,21 +286,6 @@ fn energy_since_an_hour_comes_from_the_ledger_and_watts_from_the_last_window() {
     assert_eq!(view.top(10, Sort::Energy).since, None);
 }
 
-/// A fake `/proc` with the given cumulative ticks: per process, and all CPUs' busy and idle.
-fn write_counts(root: &Path, t: u64, procs: [u64; 3], busy: u64, idle: u64) {
-    let proc_dir = root.join("proc");
-    for (pid, ticks) in [10_u64, 11, 12].into_iter().zip(procs) {
-        let d = proc_dir.join(pid.to_string());
-        std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{e}"));
-        let stat = format!("{pid} (p{pid}) R 1 1 1 0 -1 0 0 0 0 0 {ticks} 0 0 0 20 0 1 0 50 1 1\n");
-        std::fs::write(d.join("stat"), stat).unwrap_or_else(|e| panic!("{e}"));
-    }
-    let stat = format!("cpu  {busy} 0 0 {idle} 0 0 0 0 0 0\n");
-    std::fs::write(proc_dir.join("stat"), stat).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(proc_dir.join("uptime"), format!("{}.00 0.00\n", 1000 + t))
-        .unwrap_or_else(|e| panic!("{e}"));
-}
-
 #[test]
 fn the_idle_draw_learnt_at_rest_is_what_belongs_to_no_program_under_load() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -330,18 +312,7 @@ fn the_idle_draw_learnt_at_rest_is_what_belongs_to_no_program_under_load() {
             continue;
         }
         let v = meter.view();
-        let watts: Vec<(&str, f64)> = v
-            .programs
-            .iter()
-            .filter(|p| p.watts > 0.0)
-            .map(|p| (p.program.as_str(), p.watts))
-            .collect();
-        assert_eq!(
-            watts,
-            [("p10", 24.0), ("p11", 16.0), ("p12", 8.0)],
-            "at {t} s"
-        );
-        assert_eq!((v.idle_watts, v.unattributed_watts), (12.0, 0.0));
+        assert_the_issues_split(v, t);
         assert!(
             v.method.contains("12.0 W, the median of 11 windows"),
             "{}",
@@ -382,11 +353,7 @@ fn where_the_kernel_counts_each_processs_energy_programs_share_by_it_not_by_cpu_
         meter.add(40.0, Some(40.0), 10.0, Some(Quality::Estimated));
         assert!(meter.read_if_due(Duration::from_secs(10 * t), 10.0 * t as f64));
         let v = meter.view();
-        let watts: Vec<(&str, f64)> = v
-            .programs
-            .iter()
-            .map(|p| (p.program.as_str(), p.watts))
-            .collect();
+        let watts = watts_now(v);
         assert_eq!(watts, [("a", 3.0), ("b", 1.0)]);
         assert_eq!((v.idle_watts, v.unattributed_watts), (0.0, 0.0));
         assert!(v.method.contains("ri_energy_nj"), "{}", v.method);
