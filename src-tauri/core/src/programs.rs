@@ -55,8 +55,11 @@ pub struct ProcTimes {
 /// Command-line arguments kept per process: enough for `python3 -u -m module`.
 pub const MAX_ARGS: usize = 4;
 
+/// Clock ticks a second per CPU, in which [`TableRead`] counts (Linux's `USER_HZ`).
+pub const TICKS_PER_SECOND: f64 = 100.0;
+
 /// One read of every process, with the moment of the read and all CPUs' time so far, in clock
-/// ticks (100 a second per CPU).
+/// ticks ([`TICKS_PER_SECOND`] per CPU).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TableRead {
     pub procs: Vec<ProcTimes>,
@@ -115,7 +118,13 @@ fn python_module(cmd: &[String]) -> Option<String> {
     while let Some(a) = args.next() {
         match a.as_str() {
             "-m" => return args.next().filter(|m| !m.is_empty()).cloned(),
-            flag if flag.starts_with('-') && flag != "-c" => continue,
+            "-c" => return None,
+            // Options that take the next argument as their value.
+            "-X" | "-W" | "-Q" => {
+                args.next();
+            }
+            attached if attached.starts_with("-m") => return Some(attached[2..].to_string()),
+            flag if flag.starts_with('-') => {}
             _ => return None,
         }
     }

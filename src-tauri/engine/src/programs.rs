@@ -24,7 +24,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wattbar_core::programs::idle::{IdleDraw, IdleLearner};
-use wattbar_core::programs::{split_with_gpus, CpuTimes, DeviceUse, GpuShare, Measured};
+use wattbar_core::programs::{
+    split_with_gpus, CpuTimes, DeviceUse, GpuShare, Measured, TICKS_PER_SECOND,
+};
 use wattbar_core::Quality;
 use wattbar_sources::processes::ProcessTable;
 
@@ -105,6 +107,10 @@ struct Upstream {
     /// not done at every read.
     wait: u32,
 }
+
+/// The share of a window's CPU time that processes whose energy cannot be read may have while
+/// programs still share the CPU domain by energy.
+const MAX_UNREAD_SHARE: f64 = 0.05;
 
 /// Reads between two lookups of a port nobody was found on: a minute.
 const LOOKUP_EVERY: u32 = 6;
@@ -250,6 +256,8 @@ impl ProgramMeter {
             .ok()
             .flatten()?;
         let found = used.iter().find(|u| u.pid == pid)?;
+        // Found: when this process ends (the server restarts), look again at once.
+        self.upstream.wait = 0;
         self.upstream.process = Some((found.pid, found.start_ticks));
         Some(found.program.clone())
     }
@@ -318,10 +326,17 @@ impl ProgramMeter {
         let busy = ticks.0.saturating_sub(before.0) as f64;
         let total = ticks.1.saturating_sub(before.1) as f64;
         // Where the kernel counts each process's energy, programs share the CPU domain by it,
-        // else by CPU time.
+        // else by CPU time: by energy only while the processes whose count cannot be read used
+        // little of the window's CPU time (their part stays unattributed either way).
+        let seen_ticks: f64 = used.iter().map(|u| u.ticks).sum();
+        let unread_ticks: f64 = used
+            .iter()
+            .filter(|u| u.energy_nj.is_none())
+            .map(|u| u.ticks)
+            .sum();
         let energy_from = read
             .energy_from
-            .filter(|_| used.iter().all(|u| u.energy_nj.is_some()));
+            .filter(|_| seen_ticks > 0.0 && unread_ticks <= MAX_UNREAD_SHARE * seen_ticks);
         let upstream_program = self.upstream_program(&used);
         let me = std::process::id();
         let weight = |u: &wattbar_core::programs::Used| match energy_from {
@@ -338,15 +353,26 @@ impl ProgramMeter {
             *by_program.entry(u.program.clone()).or_default() += weight(&u);
             program_of.insert(u.pid, u.program);
         }
-        // Shares of the kernel's energy cover all the active part: none of it is left to busy
-        // time no process accounts for.
+        // By energy, programs get the part of the active energy that the processes read account
+        // for in busy time; the rest (processes that ended unseen, those not read) stays
+        // unattributed, as by CPU time.
         let share_of = match energy_from {
-            Some(_) => by_program.values().sum(),
+            Some(_) => {
+                let energy: f64 = by_program.values().sum();
+                let covered = ((seen_ticks - unread_ticks) / busy.max(seen_ticks)).clamp(0.0, 1.0);
+                if covered > 0.0 {
+                    energy / covered
+                } else {
+                    busy
+                }
+            }
             None => busy,
         };
         let (gpus, gpu_note) = gpu_shares(&window.gpus, &gpu_use, &program_of);
         if let Some(cpu) = window.cpu.filter(|_| total > 0.0 && window.seconds > 0.0) {
-            self.idle_draw.observe(cpu, window.seconds, busy / total);
+            let cpus = total / (TICKS_PER_SECOND * window.seconds);
+            self.idle_draw
+                .observe(cpu, window.seconds, busy / total, cpus);
         }
         let draw = self.idle_draw.draw();
         // The idle draw where known; until then the share of idle time.

@@ -686,8 +686,12 @@ impl<G: Gpus> Source for NvmlSource<G> {
         }))
     }
 
-    /// Each GPU's use by processes since the last call; nothing before the GPUs are open.
+    /// Each GPU's use by processes since the last call; nothing before the GPUs are open or
+    /// while they are all runtime-suspended (asking would wake them, as a read would).
     fn process_use(&mut self) -> Vec<wattbar_core::programs::DeviceUse> {
+        if self.pci.check().is_err() {
+            return Vec::new();
+        }
         let (Some(gpus), Some(fixed)) = (self.gpus.as_ref(), self.fixed.as_ref()) else {
             return Vec::new();
         };

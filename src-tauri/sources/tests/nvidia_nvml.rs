@@ -644,6 +644,11 @@ fn a_suspended_dgpu_is_not_woken() {
     let readings = source.read(at(2.0)).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(readings[0].watts, Some(Watts(26.2)));
     assert!(fake.calls.load(Ordering::SeqCst) > 0);
+    // Suspended again: energy per program does not wake it to ask which process used it.
+    set_status(sys.path(), "0000:01:00.0", "suspended");
+    let asked = fake.calls.load(Ordering::SeqCst);
+    assert!(source.process_use().is_empty());
+    assert_eq!(fake.calls.load(Ordering::SeqCst), asked, "NVML was asked");
 }
 
 #[test]

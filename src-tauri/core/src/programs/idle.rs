@@ -3,8 +3,9 @@
 //! Rules:
 //! - Learnt from the windows of the last hour ([`KEEP`]): each gives the domain's mean watts and
 //!   the share of CPU time that was busy.
-//! - With at least [`MIN_WINDOWS`] windows almost idle (busy ≤ [`NEAR_IDLE`]), the idle draw is
-//!   the median of their watts: a measured baseline.
+//! - With at least [`MIN_WINDOWS`] windows almost idle (busy ≤ [`NEAR_IDLE`] of the CPUs and
+//!   ≤ [`NEAR_IDLE_CPUS`] of one: on a many-core machine one busy thread is a small share, but
+//!   its draw is not idle), the idle draw is the median of their watts: a measured baseline.
 //! - Else, on a machine that never rests, with that many windows whose busy shares spread over
 //!   at least [`MIN_SPREAD`], it is where a least-squares line of watts on the busy share meets
 //!   0 % busy, kept between 0 and the lowest window's draw.
@@ -19,6 +20,8 @@ pub const KEEP: usize = 360;
 pub const MIN_WINDOWS: usize = 10;
 /// The busy share at or below which a window counts as idle.
 pub const NEAR_IDLE: f64 = 0.05;
+/// The busy CPUs (busy time over wall time) at or below which a window counts as idle.
+pub const NEAR_IDLE_CPUS: f64 = 0.25;
 /// The spread of busy shares a line is fitted over at least.
 pub const MIN_SPREAD: f64 = 0.2;
 
@@ -57,14 +60,15 @@ impl IdleDraw {
 /// Learns the idle draw from windows.
 #[derive(Debug, Default)]
 pub struct IdleLearner {
-    /// (watts, busy share) per window, oldest first.
-    windows: VecDeque<(f64, f64)>,
+    /// (watts, busy share, at rest) per window, oldest first.
+    windows: VecDeque<(f64, f64, bool)>,
     known: Option<IdleDraw>,
 }
 
 impl IdleLearner {
-    /// Adds one window: the domain's energy over `seconds`, and its busy share (0–1).
-    pub fn observe(&mut self, joules: f64, seconds: f64, busy_share: f64) {
+    /// Adds one window: the domain's energy over `seconds`, its busy share (0–1) and the
+    /// number of CPUs.
+    pub fn observe(&mut self, joules: f64, seconds: f64, busy_share: f64, cpus: f64) {
         let watts = joules / seconds;
         if !(watts.is_finite() && watts >= 0.0 && (0.0..=1.0).contains(&busy_share)) {
             return;
@@ -72,7 +76,8 @@ impl IdleLearner {
         if self.windows.len() == KEEP {
             self.windows.pop_front();
         }
-        self.windows.push_back((watts, busy_share));
+        let rest = busy_share <= NEAR_IDLE && busy_share * cpus <= NEAR_IDLE_CPUS;
+        self.windows.push_back((watts, busy_share, rest));
         if let Some(d) = self.rested().or_else(|| self.fitted()) {
             self.known = Some(d);
         }
@@ -87,8 +92,8 @@ impl IdleLearner {
         let mut watts: Vec<f64> = self
             .windows
             .iter()
-            .filter(|(_, b)| *b <= NEAR_IDLE)
-            .map(|(w, _)| *w)
+            .filter(|(_, _, rest)| *rest)
+            .map(|(w, _, _)| *w)
             .collect();
         if watts.len() < MIN_WINDOWS {
             return None;
@@ -114,17 +119,17 @@ impl IdleLearner {
         let (lo, hi) = self
             .windows
             .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (_, b)| {
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (_, b, _)| {
                 (lo.min(*b), hi.max(*b))
             });
         if hi - lo < MIN_SPREAD {
             return None;
         }
         let count = n as f64;
-        let mean_b = self.windows.iter().map(|(_, b)| b).sum::<f64>() / count;
-        let mean_w = self.windows.iter().map(|(w, _)| w).sum::<f64>() / count;
+        let mean_b = self.windows.iter().map(|(_, b, _)| b).sum::<f64>() / count;
+        let mean_w = self.windows.iter().map(|(w, _, _)| w).sum::<f64>() / count;
         let (mut sxy, mut sxx) = (0.0, 0.0);
-        for (w, b) in &self.windows {
+        for (w, b, _) in &self.windows {
             sxy += (b - mean_b) * (w - mean_w);
             sxx += (b - mean_b) * (b - mean_b);
         }
@@ -132,7 +137,7 @@ impl IdleLearner {
         let lowest = self
             .windows
             .iter()
-            .map(|(w, _)| *w)
+            .map(|(w, _, _)| *w)
             .fold(f64::INFINITY, f64::min);
         let at_zero = (mean_w - slope * mean_b).clamp(0.0, lowest);
         at_zero.is_finite().then_some(IdleDraw {
@@ -151,10 +156,10 @@ mod tests {
         let mut l = IdleLearner::default();
         // Nine quiet windows are not enough.
         for w in [11.0, 12.0, 13.0, 12.0, 12.5, 11.5, 12.0, 30.0, 12.0] {
-            l.observe(w * 10.0, 10.0, 0.01);
+            l.observe(w * 10.0, 10.0, 0.01, 2.0);
         }
         assert_eq!(l.draw(), None);
-        l.observe(120.0, 10.0, 0.04);
+        l.observe(120.0, 10.0, 0.04, 2.0);
         // 11 11.5 12 12 12 12 12.5 13 30 → the 10 quiet windows' median: (12 + 12) / 2.
         let rested = IdleDraw {
             watts: 12.0,
@@ -163,9 +168,24 @@ mod tests {
         assert_eq!(l.draw(), Some(rested));
         // Busy windows do not count towards it, and a line is not preferred to a measurement.
         for _ in 0..5 {
-            l.observe(600.0, 10.0, 0.8);
+            l.observe(600.0, 10.0, 0.8, 2.0);
         }
         assert_eq!(l.draw(), Some(rested));
+    }
+
+    #[test]
+    fn one_busy_thread_on_many_cores_is_not_at_rest() {
+        let mut l = IdleLearner::default();
+        // 64 CPUs, one of them busy: a 1.6 % share, but a whole CPU's draw above idle.
+        for _ in 0..20 {
+            l.observe(400.0, 10.0, 1.0 / 64.0, 64.0);
+        }
+        assert_eq!(l.draw(), None);
+        // The same machine really at rest: 0.1 of a CPU busy.
+        for _ in 0..10 {
+            l.observe(250.0, 10.0, 0.1 / 64.0, 64.0);
+        }
+        assert_eq!(l.draw().map(|d| d.watts), Some(25.0));
     }
 
     #[test]
@@ -174,7 +194,7 @@ mod tests {
         // 12 W idle + 60 W at full load: 30 % busy draws 30 W, 90 % draws 66 W.
         for k in 0..12 {
             let busy = if k % 2 == 0 { 0.3 } else { 0.9 };
-            l.observe((12.0 + 60.0 * busy) * 10.0, 10.0, busy);
+            l.observe((12.0 + 60.0 * busy) * 10.0, 10.0, busy, 2.0);
         }
         let d = l.draw().unwrap_or_else(|| panic!("known"));
         assert!((d.watts - 12.0).abs() < 1e-9, "{d:?}");
@@ -185,13 +205,13 @@ mod tests {
     fn a_steady_load_cannot_tell_the_idle_draw() {
         let mut l = IdleLearner::default();
         for _ in 0..50 {
-            l.observe(600.0, 10.0, 0.8);
+            l.observe(600.0, 10.0, 0.8, 2.0);
         }
         assert_eq!(l.draw(), None);
         // Nor can garbage.
-        l.observe(f64::NAN, 10.0, 0.0);
-        l.observe(100.0, 0.0, 0.0);
-        l.observe(100.0, 10.0, 1.5);
+        l.observe(f64::NAN, 10.0, 0.0, 2.0);
+        l.observe(100.0, 0.0, 0.0, 2.0);
+        l.observe(100.0, 10.0, 1.5, 2.0);
         assert_eq!(l.draw(), None);
     }
 
@@ -201,7 +221,7 @@ mod tests {
         // Draw falling with load (a sensor lag): the line meets 0 % busy above every window.
         for k in 0..12 {
             let busy = if k % 2 == 0 { 0.3 } else { 0.9 };
-            l.observe((50.0 - 20.0 * busy) * 10.0, 10.0, busy);
+            l.observe((50.0 - 20.0 * busy) * 10.0, 10.0, busy, 2.0);
         }
         let d = l.draw().unwrap_or_else(|| panic!("known"));
         assert!(

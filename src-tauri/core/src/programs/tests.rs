@@ -317,6 +317,17 @@ fn a_python_module_is_named_for_the_module_and_a_script_for_python() {
         program_of(&unbuffered),
         "vllm.entrypoints.openai.api_server"
     );
+    // Options with a value, and `-m` written together with its module.
+    let with_x = with_cmd(
+        proc(705, 1, "python3", 0, 0, 5),
+        &["python3", "-X", "utf8", "-m", "vllm"],
+    );
+    assert_eq!(program_of(&with_x), "vllm");
+    let attached = with_cmd(
+        proc(706, 1, "python3", 0, 0, 5),
+        &["python3", "-mhttp.server"],
+    );
+    assert_eq!(program_of(&attached), "http.server");
     // `-c CODE` and a script: no module; `-m` after the script is the script's own argument.
     let code = with_cmd(proc(702, 1, "python3", 0, 0, 5), &["python3", "-c", "-m"]);
     assert_eq!(program_of(&code), "python3");

@@ -60,14 +60,19 @@ pub(super) async fn get_processes(
         );
     }
     let from = hour_of(since);
-    let stored = match &shared.ledger {
-        None => Ok(None),
-        Some(ledger) => {
-            ledger
-                .read(move |store| store.program_since(from).map_err(crate::Error::from))
-                .await
-        }
-    };
+    let stored =
+        match &shared.ledger {
+            None => return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "this engine keeps no ledger: energy per program since a time is not known here"
+                    .to_string(),
+            ),
+            Some(ledger) => {
+                ledger
+                    .read(move |store| store.program_since(from).map_err(crate::Error::from))
+                    .await
+            }
+        };
     match stored {
         Ok(stored) => {
             let stored = stored.unwrap_or_default();

@@ -321,11 +321,10 @@ fn the_idle_draw_learnt_at_rest_is_what_belongs_to_no_program_under_load() {
     }
 }
 
-#[test]
-fn where_the_kernel_counts_each_processs_energy_programs_share_by_it_not_by_cpu_time() {
+/// Process reads where the kernel counts energy: a uses 10 ticks and 3 J a window, b 30 ticks
+/// and 1 J; the CPUs are busy `busy` ticks a window.
+fn counted_reads(busy: u64, windows: u64) -> wattbar_sources::processes::ProcessTable {
     use wattbar_core::programs::{ProcTimes, TableRead};
-    // a used 10 ticks and 3 J, b 30 ticks and 1 J a window: by CPU time b would get three
-    // quarters of the 40 J; by the kernel's energy a does.
     let proc = |pid: u32, name: &str, k: u64, ticks: u64, joules: u64| ProcTimes {
         pid,
         ppid: 1,
@@ -336,26 +335,46 @@ fn where_the_kernel_counts_each_processs_energy_programs_share_by_it_not_by_cpu_
         cmd: Vec::new(),
         energy_nj: Some(joules * 1_000_000_000 * k),
     };
-    let reads = (0..3_u64)
+    let reads = (0..=windows)
         .map(|k| TableRead {
             procs: vec![proc(10, "a", k, 10, 3), proc(11, "b", k, 30, 1)],
             now_ticks: 100 + 1_000 * k,
-            busy_ticks: 40 * k,
-            total_ticks: 40 * k,
+            busy_ticks: busy * k,
+            total_ticks: busy * k,
             energy_from: Some("the kernel's per-process energy (ri_energy_nj)"),
         })
         .collect();
+    wattbar_sources::processes::ProcessTable::Replay(reads)
+}
+
+#[test]
+fn where_the_kernel_counts_each_processs_energy_programs_share_by_it_not_by_cpu_time() {
+    // By CPU time b would get three quarters of the 40 J; by the kernel's energy a does.
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let table = wattbar_sources::processes::ProcessTable::Replay(reads);
-    let mut meter = ProgramMeter::with_table(dir.path(), table, BTreeMap::new(), None);
+    let mut meter =
+        ProgramMeter::with_table(dir.path(), counted_reads(40, 2), BTreeMap::new(), None);
     meter.read_if_due(Duration::ZERO, 0.0);
     for t in 1..=2_u64 {
         meter.add(40.0, Some(40.0), 10.0, Some(Quality::Estimated));
         assert!(meter.read_if_due(Duration::from_secs(10 * t), 10.0 * t as f64));
         let v = meter.view();
-        let watts = watts_now(v);
-        assert_eq!(watts, [("a", 3.0), ("b", 1.0)]);
+        assert_eq!(watts_now(v), [("a", 3.0), ("b", 1.0)]);
         assert_eq!((v.idle_watts, v.unattributed_watts), (0.0, 0.0));
         assert!(v.method.contains("ri_energy_nj"), "{}", v.method);
     }
+}
+
+#[test]
+fn by_energy_the_busy_time_no_process_read_accounts_for_stays_unattributed() {
+    // The CPUs were busy 80 ticks a window and the processes read account for 40: half of the
+    // 40 J active part is theirs, shared 3 : 1 by energy; half is nobody's.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut meter =
+        ProgramMeter::with_table(dir.path(), counted_reads(80, 1), BTreeMap::new(), None);
+    meter.read_if_due(Duration::ZERO, 0.0);
+    meter.add(40.0, Some(40.0), 10.0, Some(Quality::Estimated));
+    assert!(meter.read_if_due(Duration::from_secs(10), 10.0));
+    let v = meter.view();
+    assert_eq!(watts_now(v), [("a", 1.5), ("b", 0.5)]);
+    assert_eq!((v.idle_watts, v.unattributed_watts), (0.0, 2.0));
 }

@@ -1,8 +1,8 @@
 //! Per-process CPU time from `root/proc/[pid]/stat`, for splitting CPU energy among programs.
 //!
 //! Each read lists `root/proc` and reads each process's `stat` once. Up to half the soft limit
-//! on open files ([`kept_open_bound`]) stay open between reads (one `pread` at offset 0 each, as [`super::proc_stat`] does);
-//! the rest are opened at each read. A process that ended answers its old file with an error
+//! on open files ([`kept_open_bound`]) stay open between reads (one `pread` at offset 0 each,
+//! as [`super::proc_stat`] does); the rest are opened at each read. A process that ended answers its old file with an error
 //! and is dropped; a pid reused meanwhile is opened afresh. A process that ends between the
 //! listing and its read is simply not in that read.
 //!

@@ -7,9 +7,10 @@
 //! `sysinfo`'s utilisation between reads × the wall time × the CPU count (macOS keeps its
 //! per-CPU tick counters behind Mach calls that libc only has deprecated).
 //!
-//! Energy is given for every process only when it could be read for every process with CPU
-//! time (this runs as root, on Apple Silicon); otherwise none has any, and programs share the
-//! CPU domain by CPU time.
+//! Energy is given for each process whose count can be read (all of them as root, on Apple
+//! Silicon); one that cannot be read has none (unknown, not 0 J), and the engine shares by
+//! energy only while those used little of the CPU time. Command lines are read at every read:
+//! one seen between `fork` and `exec` would keep its shell's otherwise.
 
 use super::rusage::read_rusage_v6;
 use crate::error::Error;
@@ -45,7 +46,7 @@ impl MacTable {
             true,
             ProcessRefreshKind::nothing()
                 .with_cpu()
-                .with_cmd(UpdateKind::OnlyIfNotSet),
+                .with_cmd(UpdateKind::Always),
         );
         let cpus = self.system.cpus().len().max(1) as f64;
         if let Some(last) = self.last {
@@ -75,23 +76,11 @@ impl MacTable {
                 energy_nj: None,
             })
             .collect();
-        let energy: Option<Vec<Option<u64>>> = procs
-            .iter()
-            .map(|p| match read_rusage_v6(p.pid) {
-                Ok(r) => Some(r.energy_nj),
-                // One with no CPU time may be unreadable: it has no share either way.
-                Err(_) if p.ticks == 0 => Some(None),
-                Err(_) => None,
-            })
-            .collect();
-        let counted = energy
-            .as_ref()
-            .is_some_and(|e| e.iter().any(Option::is_some));
-        if let (true, Some(energy)) = (counted, energy) {
-            for (p, e) in procs.iter_mut().zip(energy) {
-                p.energy_nj = Some(e.unwrap_or(0));
-            }
+        for p in &mut procs {
+            // Another user's process without root, or one that just ended: unknown.
+            p.energy_nj = read_rusage_v6(p.pid).ok().and_then(|r| r.energy_nj);
         }
+        let counted = procs.iter().any(|p| p.energy_nj.is_some());
         Ok(TableRead {
             procs,
             now_ticks: unix.as_secs() * 100,

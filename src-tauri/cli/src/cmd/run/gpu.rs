@@ -8,8 +8,9 @@
 //! - No NVML, no GPU, or a GPU that does not report a value: `null`, with the reason, never 0.
 //! - Each read also takes NVML's per-process samples since the last, and notes whether each
 //!   process on a GPU descends from this one (the command's tree: `root/proc/[pid]/stat`'s
-//!   parents, followed up once per pid), for the tree's share of the GPUs' use
-//!   ([`GpuWatch::tree_share`]).
+//!   parents, followed up once per process: pid and start time), for the tree's share of the
+//!   GPUs' use ([`GpuWatch::tree_share`]). A sample counts at the time it was read: the first
+//!   read inside a run may carry a little use from just before it.
 
 use serde::Serialize;
 use std::collections::HashMap;
@@ -52,6 +53,12 @@ pub fn tree_share(uses: &[ProcessUse], from: f64, to: f64) -> (f64, f64) {
             let sm = f64::from(u.sm_percent);
             (if u.in_tree { tree + sm } else { tree }, all + sm)
         })
+}
+
+/// When `pid` started (clock ticks since boot), where it can be read.
+fn started_at(root: &Path, pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(root.join(format!("proc/{pid}/stat"))).ok()?;
+    parse_pid_stat(&text).ok().map(|p| p.start_ticks)
 }
 
 /// Whether `pid` descends from `ancestor`, by the parents in `root/proc/[pid]/stat`; false for a
@@ -179,7 +186,7 @@ impl GpuWatch {
                 };
                 let mut gpus = None;
                 let mut seen: HashMap<u32, u64> = HashMap::new();
-                let mut in_tree: HashMap<u32, bool> = HashMap::new();
+                let mut in_tree: HashMap<(u32, u64), bool> = HashMap::new();
                 let me = std::process::id();
                 while !stop.load(Ordering::Relaxed) {
                     if let Err(e) = nvidia::check_runtime_pm(&root) {
@@ -206,9 +213,13 @@ impl GpuWatch {
                                 for s in got.iter().filter(|s| s.timestamp_us > since) {
                                     let newest = seen.entry(index).or_insert(0);
                                     *newest = (*newest).max(s.timestamp_us);
-                                    let ours = *in_tree
-                                        .entry(s.pid)
-                                        .or_insert_with(|| descends_from(&root, s.pid, me));
+                                    // Keyed by start time too: a pid reused between
+                                    // runs is another process.
+                                    let ours = started_at(&root, s.pid).is_some_and(|start| {
+                                        *in_tree
+                                            .entry((s.pid, start))
+                                            .or_insert_with(|| descends_from(&root, s.pid, me))
+                                    });
                                     read_uses.push(ProcessUse {
                                         t,
                                         pid: s.pid,
