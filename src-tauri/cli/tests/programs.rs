@@ -105,11 +105,7 @@ fn a_python_busy_loop_draws_far_more_than_wattbar_and_the_parts_add_up_to_the_he
         .args(["top", "--json", "--count", "1", "--limit", "3"])
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     let top: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
     assert_eq!(top["programs"].as_array().map(Vec::len), Some(3), "{top}");
@@ -161,11 +157,7 @@ fn top_with_an_engine_of_its_own_lists_a_busy_loop_among_the_top() {
         .args(["top", "--count", "1", "--limit", "5"])
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[0].starts_with("program"), "{text}");
