@@ -2,10 +2,11 @@
 //!
 //! Rules:
 //! - Every sampling interval's headline and CPU-domain energy is added to the current window;
-//!   every [`READ_EVERY`] the processes (`root/proc/[pid]/stat`) and the CPU's ticks
-//!   (`root/proc/stat`) are read and the window is split among programs
-//!   ([`wattbar_core::programs`]). Reading hundreds of processes costs milliseconds, so it is
-//!   not done every sample; CPU times are cumulative, so each window's shares are exact.
+//!   every [`READ_EVERY`] (every [`READ_EVERY_AT_REST`] while the machine rests: [`cadence`])
+//!   the processes (`root/proc/[pid]/stat`) and the CPU's ticks (`root/proc/stat`) are read and
+//!   the window is split among programs ([`wattbar_core::programs`]). Reading hundreds of
+//!   processes costs milliseconds, so it is not done every sample; CPU times are cumulative,
+//!   so each window's shares are exact.
 //! - The CPU domain's idle part is its idle draw × the window, learnt from the last hour's
 //!   windows ([`wattbar_core::programs::idle`]); until that is known, its share of idle ticks.
 //!   It belongs to no program.
@@ -23,7 +24,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use wattbar_core::programs::idle::{IdleDraw, IdleLearner};
+use wattbar_core::programs::idle::{at_rest, IdleDraw, IdleLearner};
 use wattbar_core::programs::{
     split_with_gpus, CpuTimes, DeviceUse, GpuShare, Measured, TICKS_PER_SECOND,
 };
@@ -31,15 +32,12 @@ use wattbar_core::Quality;
 use wattbar_sources::processes::ProcessTable;
 
 pub use crate::store::programs::{IDLE, UNATTRIBUTED};
+pub mod cadence;
 mod view;
+pub use cadence::{READ_EVERY, READ_EVERY_AT_REST};
 pub use view::{
     name_servers, ProgramFigure, ProgramsView, Sort, Top, MAX_PROGRAM_SERIES, MODEL_SERVERS, OTHER,
 };
-
-/// How often the processes are read.
-/// Reading a process's `stat` costs the kernel about 5 µs: with 500 processes, reading every
-/// 10 s adds about 0.06 % of a core (`scripts/bench-programs`).
-pub const READ_EVERY: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Default)]
 struct Window {
@@ -124,7 +122,7 @@ pub struct ProgramMeter {
     ticks: Option<(u64, u64)>,
     idle_draw: IdleLearner,
     window: Window,
-    last_read: Option<Duration>,
+    cadence: cadence::Cadence,
     totals: BTreeMap<String, (f64, Option<Quality>)>,
     idle: f64,
     unattributed: f64,
@@ -201,7 +199,7 @@ impl ProgramMeter {
             ticks: None,
             idle_draw: IdleLearner::default(),
             window: Window::default(),
-            last_read: None,
+            cadence: cadence::Cadence::default(),
             totals: BTreeMap::new(),
             idle: 0.0,
             unattributed: 0.0,
@@ -287,8 +285,8 @@ impl ProgramMeter {
         self.read_if_due_with(elapsed, unix, Vec::new)
     }
 
-    /// Reads the processes and splits the window when [`READ_EVERY`] has passed since the last
-    /// read (`elapsed`: the engine's clock). `gpu_use` says which processes used the GPUs since
+    /// Reads the processes and splits the window when due ([`cadence`]; `elapsed`: the engine's
+    /// clock). `gpu_use` says which processes used the GPUs since
     /// it was last asked: it is asked at each read. True when the view changed.
     pub fn read_if_due_with(
         &mut self,
@@ -296,13 +294,13 @@ impl ProgramMeter {
         unix: f64,
         gpu_use: impl FnOnce() -> Vec<DeviceUse>,
     ) -> bool {
-        if self
-            .last_read
-            .is_some_and(|l| elapsed.saturating_sub(l) < READ_EVERY)
+        if !self
+            .cadence
+            .due(elapsed, self.window.headline, self.window.seconds)
         {
             return false;
         }
-        self.last_read = Some(elapsed);
+        self.cadence.read(elapsed);
         match self.read(unix, gpu_use()) {
             Ok(changed) => changed,
             Err(reason) => {
@@ -369,10 +367,15 @@ impl ProgramMeter {
             None => busy,
         };
         let (gpus, gpu_note) = gpu_shares(&window.gpus, &gpu_use, &program_of);
-        if let Some(cpu) = window.cpu.filter(|_| total > 0.0 && window.seconds > 0.0) {
+        if total > 0.0 && window.seconds > 0.0 {
             let cpus = total / (TICKS_PER_SECOND * window.seconds);
-            self.idle_draw
-                .observe(cpu, window.seconds, busy / total, cpus);
+            if let Some(cpu) = window.cpu {
+                self.idle_draw
+                    .observe(cpu, window.seconds, busy / total, cpus);
+            }
+            if at_rest(busy / total, cpus) && self.idle_draw.draw().is_some() {
+                self.cadence.rested(window.headline / window.seconds);
+            }
         }
         let draw = self.idle_draw.draw();
         // The idle draw where known; until then the share of idle time.

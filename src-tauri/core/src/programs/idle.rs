@@ -1,8 +1,8 @@
 //! The CPU domain's idle draw: what it draws with its CPUs idle, which belongs to no program.
 //!
 //! Rules:
-//! - Learnt from the windows of the last hour ([`KEEP`]): each gives the domain's mean watts and
-//!   the share of CPU time that was busy.
+//! - Learnt from the windows of the last hour ([`KEEP_SECONDS`], whatever their lengths): each
+//!   gives the domain's mean watts and the share of CPU time that was busy.
 //! - With at least [`MIN_WINDOWS`] windows almost idle (busy ≤ [`NEAR_IDLE`] of the CPUs and
 //!   ≤ [`NEAR_IDLE_CPUS`] of one: on a many-core machine one busy thread is a small share, but
 //!   its draw is not idle), the idle draw is the median of their watts: a measured baseline.
@@ -14,8 +14,8 @@
 
 use std::collections::VecDeque;
 
-/// Windows kept: an hour of 10 s windows.
-pub const KEEP: usize = 360;
+/// How much of the past the windows kept cover: an hour.
+pub const KEEP_SECONDS: f64 = 3600.0;
 /// Fewest windows an idle draw is taken from.
 pub const MIN_WINDOWS: usize = 10;
 /// The busy share at or below which a window counts as idle.
@@ -57,12 +57,27 @@ impl IdleDraw {
     }
 }
 
+/// Whether a window with this busy share (0–1) of `cpus` CPUs counts as at rest: busy at most
+/// [`NEAR_IDLE`] of the time and at most [`NEAR_IDLE_CPUS`] of one CPU.
+pub fn at_rest(busy_share: f64, cpus: f64) -> bool {
+    busy_share <= NEAR_IDLE && busy_share * cpus <= NEAR_IDLE_CPUS
+}
+
 /// Learns the idle draw from windows.
 #[derive(Debug, Default)]
 pub struct IdleLearner {
-    /// (watts, busy share, at rest) per window, oldest first.
-    windows: VecDeque<(f64, f64, bool)>,
+    /// Oldest first.
+    windows: VecDeque<Seen>,
     known: Option<IdleDraw>,
+}
+
+/// One window as the learner keeps it.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    watts: f64,
+    busy: f64,
+    rest: bool,
+    seconds: f64,
 }
 
 impl IdleLearner {
@@ -73,11 +88,17 @@ impl IdleLearner {
         if !(watts.is_finite() && watts >= 0.0 && (0.0..=1.0).contains(&busy_share)) {
             return;
         }
-        if self.windows.len() == KEEP {
+        self.windows.push_back(Seen {
+            watts,
+            busy: busy_share,
+            rest: at_rest(busy_share, cpus),
+            seconds,
+        });
+        while self.windows.len() > 1
+            && self.windows.iter().map(|w| w.seconds).sum::<f64>() > KEEP_SECONDS
+        {
             self.windows.pop_front();
         }
-        let rest = busy_share <= NEAR_IDLE && busy_share * cpus <= NEAR_IDLE_CPUS;
-        self.windows.push_back((watts, busy_share, rest));
         if let Some(d) = self.rested().or_else(|| self.fitted()) {
             self.known = Some(d);
         }
@@ -92,8 +113,8 @@ impl IdleLearner {
         let mut watts: Vec<f64> = self
             .windows
             .iter()
-            .filter(|(_, _, rest)| *rest)
-            .map(|(w, _, _)| *w)
+            .filter(|w| w.rest)
+            .map(|w| w.watts)
             .collect();
         if watts.len() < MIN_WINDOWS {
             return None;
@@ -119,25 +140,25 @@ impl IdleLearner {
         let (lo, hi) = self
             .windows
             .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (_, b, _)| {
-                (lo.min(*b), hi.max(*b))
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), w| {
+                (lo.min(w.busy), hi.max(w.busy))
             });
         if hi - lo < MIN_SPREAD {
             return None;
         }
         let count = n as f64;
-        let mean_b = self.windows.iter().map(|(_, b, _)| b).sum::<f64>() / count;
-        let mean_w = self.windows.iter().map(|(w, _, _)| w).sum::<f64>() / count;
+        let mean_b = self.windows.iter().map(|w| w.busy).sum::<f64>() / count;
+        let mean_w = self.windows.iter().map(|w| w.watts).sum::<f64>() / count;
         let (mut sxy, mut sxx) = (0.0, 0.0);
-        for (w, b, _) in &self.windows {
-            sxy += (b - mean_b) * (w - mean_w);
-            sxx += (b - mean_b) * (b - mean_b);
+        for w in &self.windows {
+            sxy += (w.busy - mean_b) * (w.watts - mean_w);
+            sxx += (w.busy - mean_b) * (w.busy - mean_b);
         }
         let slope = sxy / sxx;
         let lowest = self
             .windows
             .iter()
-            .map(|(w, _, _)| *w)
+            .map(|w| w.watts)
             .fold(f64::INFINITY, f64::min);
         let at_zero = (mean_w - slope * mean_b).clamp(0.0, lowest);
         at_zero.is_finite().then_some(IdleDraw {
@@ -213,6 +234,24 @@ mod tests {
         l.observe(100.0, 0.0, 0.0, 2.0);
         l.observe(100.0, 10.0, 1.5, 2.0);
         assert_eq!(l.draw(), None);
+    }
+
+    #[test]
+    fn windows_older_than_an_hour_are_forgotten_whatever_their_lengths() {
+        let mut l = IdleLearner::default();
+        // Ten minutes at rest at 12 W in 60 s windows, then an hour under load.
+        for _ in 0..10 {
+            l.observe(12.0 * 60.0, 60.0, 0.01, 2.0);
+        }
+        for _ in 0..60 {
+            l.observe(60.0 * 60.0, 60.0, 0.8, 2.0);
+        }
+        // Ten minutes at rest at 20 W: the 12 W windows are more than an hour old (70 windows
+        // of the 360 an hour of 10 s windows holds), so the median is 20 W, not 16.
+        for _ in 0..10 {
+            l.observe(20.0 * 60.0, 60.0, 0.01, 2.0);
+        }
+        assert_eq!(l.draw().map(|d| d.watts), Some(20.0));
     }
 
     #[test]

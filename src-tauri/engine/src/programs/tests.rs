@@ -293,17 +293,24 @@ fn the_idle_draw_learnt_at_rest_is_what_belongs_to_no_program_under_load() {
     let (mut procs, mut busy, mut idle) = ([0_u64; 3], 0, 0);
     write_counts(dir.path(), 0, procs, busy, idle);
     meter.read_if_due(Duration::ZERO, 0.0);
-    // 110 s at rest: 12 W, 1 % busy (one process ticking now and then).
-    for t in 1..=110_u64 {
+    // 160 s at rest: 12 W, 1 % busy (one process ticking now and then). Read every 10 s until
+    // the tenth window gives the idle draw at 100 s, then once a minute.
+    let mut read_at = Vec::new();
+    for t in 1..=160_u64 {
         meter.add(12.0, Some(12.0), 1.0, Some(Quality::Measured));
         (procs[0], busy, idle) = (procs[0] + 1, busy + 1, idle + 99);
         write_counts(dir.path(), t, procs, busy, idle);
-        meter.read_if_due(Duration::from_secs(t), t as f64);
+        if meter.read_if_due(Duration::from_secs(t), t as f64) {
+            read_at.push(t);
+        }
     }
+    assert_eq!(read_at, [10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 160]);
     assert_eq!(meter.view().idle_draw_watts, Some(12.0));
-    // Then 60 W with the CPUs 60 % busy at 3 : 2 : 1. The share of idle time would call 24 W
-    // idle; the idle draw is 12 W, so the programs share 48 W.
-    for t in 111..=130_u64 {
+    assert_eq!(meter.view().window_seconds, 60.0);
+    // Then 60 W with the CPUs 60 % busy at 3 : 2 : 1, read every 10 s again. The share of idle
+    // time would call 24 W idle; the idle draw is 12 W, so the programs share 48 W.
+    read_at.clear();
+    for t in 161..=180_u64 {
         meter.add(60.0, Some(60.0), 1.0, Some(Quality::Measured));
         procs = [procs[0] + 30, procs[1] + 20, procs[2] + 10];
         (busy, idle) = (busy + 60, idle + 40);
@@ -311,6 +318,7 @@ fn the_idle_draw_learnt_at_rest_is_what_belongs_to_no_program_under_load() {
         if !meter.read_if_due(Duration::from_secs(t), t as f64) {
             continue;
         }
+        read_at.push(t);
         let v = meter.view();
         assert_the_issues_split(v, t);
         assert!(
@@ -319,6 +327,7 @@ fn the_idle_draw_learnt_at_rest_is_what_belongs_to_no_program_under_load() {
             v.method
         );
     }
+    assert_eq!(read_at, [170, 180]);
 }
 
 /// Process reads where the kernel counts energy: a uses 10 ticks and 3 J a window, b 30 ticks
