@@ -2,7 +2,11 @@
 //! generated tree: each process's `stat` and `cmdline` in the kernel's format, 50 programs of
 //! 10 processes, the first of each the others' parent): the listing, every `stat` (256 kept
 //! open, the rest opened each time), command lines read once, the CPU time step and the
-//! grouping into programs. The engine reads once every 10 s.
+//! grouping into programs. The engine reads once every 10 s (once a minute at rest).
+//!
+//! Also: looking up who listens on a port nobody listens on (what the engine does at most once a
+//! minute while the proxy's upstream is down), on this machine's real kernel: the socket
+//! diagnostics against `/proc/net/tcp` and `tcp6`.
 //!
 //! `cargo bench -p wattbar-sources --bench processes`
 
@@ -68,5 +72,29 @@ fn processes(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, processes);
+fn listener(c: &mut Criterion) {
+    // Bound and closed at once: a port nobody listens on now.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .port();
+    c.bench_function("listener_lookup_sock_diag", |b| {
+        b.iter(|| {
+            black_box(wattbar_sources::linux::listener::find_listener(
+                Path::new("/"),
+                port,
+            ))
+        })
+    });
+    c.bench_function("listener_lookup_proc_net_tcp", |b| {
+        b.iter(|| {
+            for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
+                let text = std::fs::read_to_string(file).unwrap_or_default();
+                black_box(wattbar_sources::linux::listener::parse_listening(&text, port).ok());
+            }
+        })
+    });
+}
+
+criterion_group!(benches, processes, listener);
 criterion_main!(benches);

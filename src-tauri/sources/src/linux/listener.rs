@@ -1,12 +1,15 @@
-//! Which process listens on a TCP port: `root/proc/net/tcp` and `tcp6` give the listening
-//! sockets' inodes, and the process holding one has a `root/proc/[pid]/fd` link
+//! Which process listens on a TCP port: the kernel's socket diagnostics
+//! ([`super::sock_diag`]; where it has none, `root/proc/net/tcp` and `tcp6`) give the listening
+//! sockets' inodes and owners, and the process holding one has a `root/proc/[pid]/fd` link
 //! `socket:[inode]`. It names the model server behind the proxy's upstream.
 //!
 //! Scanning every process's descriptors costs a readlink each: callers look a port up again only
 //! when the process they found has ended. Another user's descriptors cannot be read without
-//! privileges: such a listener is not found (`None`), which is not an error.
+//! privileges: such a listener is not found (`None`), which is not an error, and a socket
+//! another user owns is not looked for (unless this process runs as root).
 
 use crate::error::Error;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 /// `socket:[inode]` of a `/proc/[pid]/fd` link.
@@ -51,8 +54,16 @@ pub fn parse_listening(text: &str, port: u16) -> Result<Vec<u64>, Error> {
     Ok(out)
 }
 
-/// The pid of a process listening on `port` on this machine, where one is readable.
-pub fn find_listener(root: &Path, port: u16) -> Result<Option<u32>, Error> {
+/// The inodes of the sockets listening on `port`, each with its owner where known.
+fn listening_on(root: &Path, port: u16) -> Result<Vec<(u64, Option<u32>)>, Error> {
+    #[cfg(target_os = "linux")]
+    if let Ok(all) = super::sock_diag::listening() {
+        return Ok(all
+            .into_iter()
+            .filter(|l| l.port == port)
+            .map(|l| (l.inode, Some(l.uid)))
+            .collect());
+    }
     let net = root.join("proc/net");
     let mut inodes = Vec::new();
     for file in ["tcp", "tcp6"] {
@@ -68,6 +79,21 @@ pub fn find_listener(root: &Path, port: u16) -> Result<Option<u32>, Error> {
             }
         }
     }
+    Ok(inodes.into_iter().map(|i| (i, None)).collect())
+}
+
+/// The pid of a process listening on `port` on this machine, where one is readable.
+pub fn find_listener(root: &Path, port: u16) -> Result<Option<u32>, Error> {
+    let listening = listening_on(root, port)?;
+    let me = std::fs::metadata(root.join("proc/self"))
+        .map(|m| m.uid())
+        .ok();
+    let readable = |owner: Option<u32>| me == Some(0) || owner.is_none() || owner == me;
+    let inodes: Vec<u64> = listening
+        .into_iter()
+        .filter(|(_, owner)| readable(*owner))
+        .map(|(inode, _)| inode)
+        .collect();
     if inodes.is_empty() {
         return Ok(None);
     }

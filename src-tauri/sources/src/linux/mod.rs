@@ -6,6 +6,8 @@ pub mod power_supply;
 pub mod proc_stat;
 pub mod procs;
 pub mod rapl;
+#[cfg(target_os = "linux")]
+pub mod sock_diag;
 pub mod sysfs;
 
 use crate::cpu_proxy::CpuPowerModel;
