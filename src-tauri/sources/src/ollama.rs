@@ -100,11 +100,22 @@ pub struct OllamaHeuristic {
     agent: ureq::Agent,
     /// While Ollama is not running, ask again only after this monotonic time, and meanwhile
     /// repeat the reason: an idle machine without Ollama should not pay a connection a second.
-    quiet: Option<(std::time::Duration, Error)>,
+    /// The last wait, which the next miss doubles.
+    quiet: Option<Quiet>,
 }
 
-/// How long to wait before asking an Ollama that did not answer again.
+#[derive(Debug, Clone)]
+struct Quiet {
+    until: std::time::Duration,
+    why: Error,
+    waited: std::time::Duration,
+}
+
+/// How long to wait before asking an Ollama that did not answer again after its first miss;
+/// each further miss doubles the wait, up to [`MAX_RETRY_AFTER`].
 pub const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
+/// The longest wait before asking again: an Ollama started later is found within it.
+pub const MAX_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Default for OllamaHeuristic {
     fn default() -> Self {
@@ -177,9 +188,9 @@ impl OllamaHeuristic {
     /// One read: a `gpu` reading from the loaded models, and the models in
     /// `state["ollama_models"]` (`name`, `size_bytes`, `size_vram_bytes`).
     pub fn sample(&mut self, at: Stamp) -> Result<Sample, Error> {
-        if let Some((until, why)) = &self.quiet {
-            if at.monotonic < *until {
-                return Err(why.clone());
+        if let Some(q) = &self.quiet {
+            if at.monotonic < q.until {
+                return Err(q.why.clone());
             }
         }
         let body = match self.fetch() {
@@ -189,7 +200,17 @@ impl OllamaHeuristic {
             }
             Err((e, unreachable)) => {
                 if unreachable {
-                    self.quiet = Some((at.monotonic + RETRY_AFTER, e.clone()));
+                    let wait = self
+                        .quiet
+                        .as_ref()
+                        .map_or(RETRY_AFTER, |q| (q.waited * 2).min(MAX_RETRY_AFTER));
+                    self.quiet = Some(Quiet {
+                        until: at.monotonic + wait,
+                        why: e.clone(),
+                        waited: wait,
+                    });
+                } else {
+                    self.quiet = None;
                 }
                 return Err(e);
             }

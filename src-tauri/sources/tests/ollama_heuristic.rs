@@ -118,34 +118,34 @@ fn ollama_not_running_is_a_reason_not_zero_watts() {
 }
 
 #[test]
-fn an_ollama_that_is_not_running_is_asked_again_only_every_10_s() {
+fn an_ollama_that_is_not_running_is_asked_again_after_10_20_40_then_every_60_s() {
     // Bind a port and close it again: nothing listens, every connection is refused.
     let port = {
         let l = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
         l.local_addr().unwrap_or_else(|e| panic!("{e}")).port()
     };
     let mut source = OllamaHeuristic::new(format!("http://127.0.0.1:{port}"), 2.0);
-    let first = source.sample(at(100)).err();
+    let first = source.sample(at(0)).err();
     assert!(first.is_some());
-    // Ollama starts on that port: within 10 s the source still repeats the old reason...
-    let (base_port_server, server) = {
-        let listener = TcpListener::bind(("127.0.0.1", port));
-        (listener.is_ok(), listener)
-    };
-    assert!(base_port_server, "could not take the port back");
-    let listener = server.unwrap_or_else(|e| panic!("{e}"));
+    // Asked again at 10, 30, 70 and 130 s, refused each time.
+    for t in [10, 30, 70, 130] {
+        assert_eq!(source.sample(at(t)).err(), first, "at {t} s");
+    }
+    // Ollama starts on that port: until 190 s the source repeats the old reason...
+    let listener = TcpListener::bind(("127.0.0.1", port)).unwrap_or_else(|e| panic!("{e}"));
     listener
         .set_nonblocking(true)
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(source.sample(at(105)).err(), first);
+    for t in [131, 160, 189] {
+        assert_eq!(source.sample(at(t)).err(), first, "at {t} s");
+    }
     assert!(
         listener.accept().is_err(),
         "it connected during the quiet time"
     );
-    // ...and after 10 s it asks again.
-    let _ = source.sample(at(111));
-    std::thread::sleep(Duration::from_millis(50));
-    assert!(listener.accept().is_ok(), "it did not ask again after 10 s");
+    // ...and at 190 s it asks again: the connection is queued before `sample` returns.
+    let _ = source.sample(at(190));
+    assert!(listener.accept().is_ok(), "it did not ask again at 190 s");
 }
 
 #[test]
