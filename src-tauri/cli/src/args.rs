@@ -38,7 +38,7 @@ pub enum Cmd {
         #[arg(long)]
         csv: bool,
         /// How often samples are written to the store, e.g. 5s.
-        #[arg(long, default_value = "5s", value_parser = parse_batch)]
+        #[arg(long, default_value = "10s", value_parser = parse_batch)]
         batch: Duration,
     },
     /// Each source on this machine, in priority order: available or not, why, and its quality (JSON).
@@ -83,7 +83,7 @@ pub enum Cmd {
         #[arg(long, value_parser = parse_interval)]
         interval: Option<Duration>,
         /// How often samples are written to the store, e.g. 5s.
-        #[arg(long, default_value = "5s", value_parser = parse_batch)]
+        #[arg(long, default_value = "10s", value_parser = parse_batch)]
         batch: Duration,
         /// The dashboard's files (default: found beside the binary or in the source tree).
         #[arg(long)]

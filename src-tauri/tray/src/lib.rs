@@ -29,7 +29,7 @@ use tao::event::{Event, StartCause};
 use tao::event_loop::{ControlFlow, EventLoopBuilder, EventLoopProxy};
 use wattbar_engine::{build_chain, ChainOptions, Command, EngineConfig, EngineHandle};
 
-/// How often the ledger is written (`WATTBAR_BATCH_INTERVAL`, e.g. `1s`; default 5 s).
+/// How often the ledger is written (`WATTBAR_BATCH_INTERVAL`, e.g. `1s`; default 10 s).
 const BATCH_ENV: &str = "WATTBAR_BATCH_INTERVAL";
 /// Command-line flag: open the dashboard once started (a second launch opens it anyway).
 pub const OPEN_DASHBOARD_FLAG: &str = "--open-dashboard";

@@ -45,7 +45,7 @@ use wattbar_core::{Chain, Part, Preferences, Snapshot, Stamp, Tariffs};
 pub const INFERENCE_INTERVAL: Duration = Duration::from_millis(100);
 
 /// How often pending samples are written to the store.
-pub const DEFAULT_BATCH_INTERVAL: Duration = Duration::from_secs(5);
+pub const DEFAULT_BATCH_INTERVAL: Duration = Duration::from_secs(10);
 
 /// A wall clock that moved this much more or less than elapsed time was stepped.
 const WALL_STEP_SECONDS: f64 = 2.0;
