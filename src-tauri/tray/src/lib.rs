@@ -200,8 +200,9 @@ impl App {
                         return;
                     }
                     Some(id) => {
-                        if id == MenuId::LowPower {
-                            if let Some(t) = shown.as_mut() {
+                        if let Some(t) = shown.as_mut() {
+                            t.clicked();
+                            if id == MenuId::LowPower {
                                 t.low_power_clicked();
                             }
                         }

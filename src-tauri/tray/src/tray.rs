@@ -42,6 +42,14 @@ pub struct Tray {
     /// The watts written in the menu's "now" line and when, with the same deadband as the icon:
     /// each new text is a D-Bus signal and a menu update for the tray host.
     now_written: Option<(Option<f64>, std::time::Instant)>,
+    /// When the session, today, top and last-answer lines were last written for new digits
+    /// only: as for the "now" line, each new text is a D-Bus signal and a menu update, so new
+    /// digits wait up to [`ICON_MAX_AGE`], while a new shape (a new program on top, a reading
+    /// gone) is written at once.
+    lines_written: Option<std::time::Instant>,
+    /// Set when a menu item was clicked: what it changed (a reset session's 0.00 Wh) is written
+    /// at the next refresh, whatever was written just before.
+    clicked: bool,
     /// Set when the low-power item was clicked: the toolkit ticks the box itself, so the next
     /// refresh makes it agree with the engine again, whether or not the engine's state changed.
     low_power_clicked: bool,
@@ -149,6 +157,8 @@ impl Tray {
             shown: Shown::default(),
             icon_drawn: None,
             now_written: None,
+            lines_written: None,
+            clicked: false,
             low_power_clicked: false,
         })
     }
@@ -156,6 +166,11 @@ impl Tray {
     /// The low-power item was clicked: the next [`Tray::show`] sets its tick from the engine.
     pub fn low_power_clicked(&mut self) {
         self.low_power_clicked = true;
+    }
+
+    /// A menu item was clicked: the next [`Tray::show`] writes every line that changed.
+    pub fn clicked(&mut self) {
+        self.clicked = true;
     }
 
     /// Shows the published state, changing only what changed.
@@ -166,7 +181,7 @@ impl Tray {
             .as_ref()
             .and_then(|s| s.headline_watts())
             .map(|w| w.0);
-        let next = Shown {
+        let mut next = Shown {
             title: if NUMBER_IN_ICON {
                 String::new()
             } else {
@@ -205,6 +220,19 @@ impl Tray {
             top: format::top_line(p),
             low_power,
         };
+        let lines = |s: &Shown| [&s.session, &s.today, &s.last_answer, &s.top].map(String::clone);
+        let now = std::time::Instant::now();
+        let clicked = std::mem::take(&mut self.clicked);
+        match lines_to_write(
+            &lines(&next),
+            &lines(&self.shown),
+            self.lines_written,
+            now,
+            clicked,
+        ) {
+            Some(_) => self.lines_written = Some(now),
+            None => [next.session, next.today, next.last_answer, next.top] = lines(&self.shown),
+        }
         let result = (|| -> Result<(), TrayError> {
             if next.title != self.shown.title && !NUMBER_IN_ICON {
                 self.icon.set_title(Some(&next.title));
@@ -260,6 +288,24 @@ impl Tray {
     }
 }
 
+/// Whether the menu's lines `next` are written over `shown` (last written at `written`): at once
+/// for a new shape or after a click, for new digits only once [`ICON_MAX_AGE`] has passed.
+/// `Some` with the lines to write (the same as shown where nothing changed), `None` to keep them.
+fn lines_to_write<'a>(
+    next: &'a [String; 4],
+    shown: &[String; 4],
+    written: Option<std::time::Instant>,
+    now: std::time::Instant,
+    clicked: bool,
+) -> Option<&'a [String; 4]> {
+    if next == shown {
+        return None;
+    }
+    let digits_only = next.iter().zip(shown).all(|(n, o)| same_but_digits(n, o));
+    let recent = written.is_some_and(|at| now.duration_since(at) < ICON_MAX_AGE);
+    (!(digits_only && recent) || clicked).then_some(next)
+}
+
 /// Whether two lines differ only in their digits (a new reading, not a new source or state).
 fn same_but_digits(a: &str, b: &str) -> bool {
     let shape = |s: &str| {
@@ -283,6 +329,42 @@ mod tests {
             "Now 7.4 W · proc-stat"
         ));
         assert!(!same_but_digits("Now 7.4 W · rapl", "Now: no reading"));
+    }
+
+    #[test]
+    fn new_digits_in_the_menu_wait_10_s_a_new_shape_or_a_click_does_not() {
+        let at = Instant::now();
+        let lines = |session: &str, top: &str| {
+            [session, "Today 0.050 kWh · €0.01", "Last answer —", top].map(String::from)
+        };
+        let shown = lines("Session 1.20 Wh · €0.00", "Top: python3 5.0 W");
+        let digits = lines("Session 1.21 Wh · €0.00", "Top: python3 5.1 W");
+        let shape = lines("Session 1.21 Wh · €0.00", "Top: ollama (smollm2) 9.0 W");
+        let just = Some(at);
+        let later = at + Duration::from_secs(10);
+        assert_eq!(
+            lines_to_write(&digits, &shown, just, at + Duration::from_secs(9), false),
+            None
+        );
+        assert_eq!(
+            lines_to_write(&digits, &shown, just, later, false),
+            Some(&digits)
+        );
+        assert_eq!(
+            lines_to_write(&shape, &shown, just, at, false),
+            Some(&shape)
+        );
+        assert_eq!(
+            lines_to_write(&digits, &shown, just, at, true),
+            Some(&digits),
+            "a reset"
+        );
+        assert_eq!(
+            lines_to_write(&digits, &shown, None, at, false),
+            Some(&digits),
+            "first"
+        );
+        assert_eq!(lines_to_write(&shown, &shown, None, later, true), None);
     }
 
     #[test]
