@@ -7,13 +7,15 @@
 //! engine through its local API, which the tray always serves on loopback: where the preferences
 //! switch the API off, on a port of the system's choosing that only the lock file names.
 //!
-//! Threads: the toolkit's event loop on the main thread takes the tray's clicks and, once a
-//! second on its own timer, shows the engine's latest published state (and posts its
-//! notifications and follows its launch-at-login preference); a small tokio runtime serves the
-//! API and the proxy and sleeps otherwise. Nothing wakes per sample but the engine itself: at
-//! 10 Hz the tray still redraws once a second, showing the latest state, so nothing is lost.
+//! Threads: a small tokio runtime serves the API and the proxy and follows the engine's
+//! published state at most once a second (posting its notifications, following its
+//! launch-at-login preference, deciding what the tray shows: [`display`]); the toolkit's event
+//! loop on the main thread takes the tray's clicks and is woken only to show what changed, which
+//! at rest is once every few seconds, not every sample. At 10 Hz the tray still shows the latest
+//! state once a second, so nothing is lost.
 
 mod autostart;
+mod display;
 mod format;
 pub mod icon_render;
 mod menu;
@@ -23,7 +25,7 @@ mod tray;
 mod windows;
 
 use menu::MenuId;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tao::event::{Event, StartCause};
 use tao::event_loop::{ControlFlow, EventLoopBuilder, EventLoopProxy};
@@ -38,9 +40,11 @@ pub const OPEN_PREFERENCES_FLAG: &str = "--open-preferences";
 /// The tray refreshes at most this often.
 const REFRESH_PERIOD: Duration = Duration::from_secs(1);
 
-/// What wakes the event loop besides its refresh timer.
+/// What wakes the event loop.
 #[derive(Debug)]
 enum Wake {
+    /// What the tray shows changed.
+    Show(Box<display::Shown>),
     /// A menu item was clicked.
     Menu(String),
     /// The engine has published what a click asked for: show it now.
@@ -168,13 +172,12 @@ impl App {
 
         let App { runtime, engine } = self;
         let mut shown: Option<tray::Tray> = None;
-        let mut follower = Follower::new(&engine.current());
-        let mut next_refresh = Instant::now() + REFRESH_PERIOD;
-        // tao's GTK loop sleeps until some event comes, whatever `WaitUntil` asks: a GLib timer
-        // on this thread wakes it for each refresh (macOS honours `WaitUntil` by itself).
-        #[cfg(target_os = "linux")]
-        let _ticks =
-            gtk::glib::timeout_add_local(REFRESH_PERIOD, || gtk::glib::ControlFlow::Continue);
+        let display = Arc::new(Mutex::new(display::Display::default()));
+        runtime.spawn(follow(
+            engine.subscribe(),
+            Arc::clone(&display),
+            proxy.clone(),
+        ));
         event_loop.run(move |event, _, control_flow| {
             if matches!(*control_flow, ControlFlow::ExitWithCode(_)) {
                 return;
@@ -183,7 +186,8 @@ impl App {
                 // macOS wants the icon made once the loop runs; the same place suits Linux.
                 Event::NewEvents(StartCause::Init) => match tray::Tray::build() {
                     Ok(mut t) => {
-                        t.show(&engine.current());
+                        let next = lock(&display).next(&engine.current(), Instant::now(), true);
+                        show(&mut t, &display, next);
                         shown = Some(t);
                     }
                     Err(e) => {
@@ -200,14 +204,13 @@ impl App {
                         return;
                     }
                     Some(id) => {
-                        if let Some(t) = shown.as_mut() {
-                            t.clicked();
-                            if id == MenuId::LowPower {
+                        if id == MenuId::LowPower {
+                            if let Some(t) = shown.as_mut() {
                                 t.low_power_clicked();
                             }
                         }
                         // What the click changed shows as soon as the engine has published it,
-                        // not at the next tick: a reset session reads 0.00 Wh only so long.
+                        // whatever the display's deadbands: a reset session reads 0.00 Wh at once.
                         if let Some(taken) = clicked(&engine, id) {
                             runtime.spawn(wake_when_taken(
                                 engine.subscribe(),
@@ -218,30 +221,62 @@ impl App {
                     }
                     None => {}
                 },
-                Event::UserEvent(Wake::Taken) => next_refresh = Instant::now(),
+                Event::UserEvent(Wake::Taken) => {
+                    if let Some(t) = shown.as_mut() {
+                        let next = lock(&display).next(&engine.current(), Instant::now(), true);
+                        show(t, &display, next);
+                    }
+                }
+                Event::UserEvent(Wake::Show(next)) => {
+                    if let Some(t) = shown.as_mut() {
+                        show(t, &display, Some(*next));
+                    }
+                }
                 Event::UserEvent(Wake::Exit) => {
                     *control_flow = ControlFlow::ExitWithCode(0);
                     return;
                 }
                 _ => {}
             }
-            let now = Instant::now();
-            if now + REFRESH_SLACK >= next_refresh {
-                let published = engine.current();
-                if let Some(t) = shown.as_mut() {
-                    t.show(&published);
-                }
-                follower.follow(&published);
-                next_refresh = now + REFRESH_PERIOD;
-            }
-            *control_flow = ControlFlow::WaitUntil(next_refresh);
+            *control_flow = ControlFlow::Wait;
         })
     }
 }
 
-/// A wake this close to the refresh time counts as it: the timer that wakes the loop is not in
-/// phase with the refresh to the microsecond.
-const REFRESH_SLACK: Duration = Duration::from_millis(100);
+/// Shows what the display decided; where the tray could not, the next state is shown whole.
+fn show(tray: &mut tray::Tray, display: &Mutex<display::Display>, next: Option<display::Shown>) {
+    if let Some(next) = next {
+        if let Err(e) = tray.apply(&next) {
+            tracing::warn!("could not update the tray: {e}");
+            lock(display).forget();
+        }
+    }
+}
+
+fn lock(display: &Mutex<display::Display>) -> std::sync::MutexGuard<'_, display::Display> {
+    display.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Follows the engine's published state, at most once per [`REFRESH_PERIOD`] (the latest state
+/// each time): posts its notifications, follows launch at login, and wakes the event loop only
+/// when what the tray shows changed.
+async fn follow(
+    mut published: tokio::sync::watch::Receiver<Arc<wattbar_engine::Published>>,
+    display: Arc<Mutex<display::Display>>,
+    proxy: EventLoopProxy<Wake>,
+) {
+    let mut follower = Follower::new(&published.borrow_and_update());
+    while published.changed().await.is_ok() {
+        let p = Arc::clone(&published.borrow_and_update());
+        follower.follow(&p);
+        if let Some(next) = lock(&display).next(&p, Instant::now(), false) {
+            if proxy.send_event(Wake::Show(Box::new(next))).is_err() {
+                return;
+            }
+        }
+        tokio::time::sleep(REFRESH_PERIOD).await;
+    }
+}
 
 /// How long the tray waits for the engine to publish what a click asked for.
 const CLICK_TAKEN_WITHIN: Duration = Duration::from_secs(2);
