@@ -266,15 +266,24 @@ async fn follow(
     proxy: EventLoopProxy<Wake>,
 ) {
     let mut follower = Follower::new(&published.borrow_and_update());
-    while published.changed().await.is_ok() {
+    // One timer, one wake a second: the engine publishes at least that often.
+    let mut ticks = tokio::time::interval(REFRESH_PERIOD);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        match published.has_changed() {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(_) => return,
+        }
         let p = Arc::clone(&published.borrow_and_update());
         follower.follow(&p);
-        if let Some(next) = lock(&display).next(&p, Instant::now(), false) {
+        let next = lock(&display).next(&p, Instant::now(), false);
+        if let Some(next) = next {
             if proxy.send_event(Wake::Show(Box::new(next))).is_err() {
                 return;
             }
         }
-        tokio::time::sleep(REFRESH_PERIOD).await;
     }
 }
 
