@@ -175,6 +175,28 @@ fn same_but_digits(a: &str, b: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::tests::with_quality;
+    use wattbar_core::Quality;
+
+    #[test]
+    fn at_rest_nothing_shown_changes_so_the_event_loop_is_not_woken() {
+        let mut d = Display::default();
+        let at = Instant::now();
+        let p = |w: f64| with_quality(Some(w), Quality::Measured);
+        assert!(d.next(&p(14.2), at, false).is_some(), "the first state");
+        let second = |s: u64| at + Duration::from_secs(s);
+        assert_eq!(d.next(&p(14.2), second(1), false), None);
+        // 0.6 W is a wobble: neither the icon nor the "now" line changes.
+        assert_eq!(d.next(&p(14.8), second(2), false), None);
+        // 3 W is news: the icon's number and the line change at once.
+        let shown = d.next(&p(17.2), second(3), false);
+        let shown = shown.unwrap_or_else(|| panic!("17.2 W is shown"));
+        assert!(shown.now.contains("17.2 W"), "{shown:?}");
+        // The wobble is written once the figure is 10 s old.
+        assert_eq!(d.next(&p(17.5), second(12), false), None);
+        let shown = d.next(&p(17.5), second(13), false);
+        assert!(shown.is_some_and(|s| s.now.contains("17.5 W")));
+    }
 
     #[test]
     fn a_new_reading_differs_in_digits_only_a_new_source_does_not() {

@@ -142,7 +142,7 @@ pub fn money(amount: f64, currency: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::time::Duration;
     use wattbar_core::{Currency, Domain, Quality, Reading, Session, Snapshot, Stamp, Watts};
@@ -151,7 +151,8 @@ mod tests {
         with_quality(watts, Quality::Measured)
     }
 
-    fn with_quality(watts: Option<f64>, quality: Quality) -> Published {
+    /// A published state with this headline, for tests.
+    pub(crate) fn with_quality(watts: Option<f64>, quality: Quality) -> Published {
         let at = Stamp::new(Duration::from_secs(1), 1.0);
         let headline = watts.map(|w| Reading::power(Domain::System, Watts(w), "smc", quality, at));
         Published {
