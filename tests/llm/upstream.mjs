@@ -27,6 +27,8 @@
 //     `length`       the same pieces, paced alike, under a Content-Length (no chunks)
 //     `close-early`  a Content-Length for the whole body, then the connection is ended
 //                    after half the pieces: an answer the server broke off
+//     `hold-end`     chunked, the last piece (the answer's end) sent, then the body's end
+//                    held back 1 s, as a busy server can: a client may close first
 //   GET  /big?mb=N              N MiB (fractions allowed) of deterministic bytes, chunked, 64 KiB
 //                               writes honouring backpressure; logs byte count + SHA-256 to stderr
 //   GET  /big-sha?mb=N          {"sha256": "...", "bytes": N} of what /big?mb=N sends
@@ -54,6 +56,7 @@ import { parseArgs } from 'node:util';
 
 const FIXTURES = fileURLToPath(new URL('../fixtures/llm/', import.meta.url));
 const SLOW_PACE_MS = 500;
+const HOLD_END_MS = 1000;
 const BIG_CHUNK = 64 * 1024;
 const MiB = 1024 * 1024;
 
@@ -185,7 +188,7 @@ function drained(res) {
 async function streamPieces(res, path, contentType, pieces, paceMs, framing = 'chunked') {
   const state = watchClose(res, path);
   const headers = { 'Content-Type': contentType };
-  if (framing !== 'chunked') headers['Content-Length'] = pieces.reduce((n, p) => n + p.length, 0);
+  if (framing !== 'chunked' && framing !== 'hold-end') headers['Content-Length'] = pieces.reduce((n, p) => n + p.length, 0);
   res.writeHead(200, headers);
   for (let i = 0; i < pieces.length; i++) {
     if (framing === 'close-early' && i === Math.floor(pieces.length / 2)) {
@@ -200,6 +203,7 @@ async function streamPieces(res, path, contentType, pieces, paceMs, framing = 'c
     if (state.closed) return;
     if (!res.write(pieces[i])) await drained(res);
   }
+  if (framing === 'hold-end') await sleep(HOLD_END_MS);
   if (!state.closed) res.end();
 }
 

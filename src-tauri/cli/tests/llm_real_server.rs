@@ -435,3 +435,53 @@ fn the_model_server_is_found_among_the_programs_and_named_with_its_model() {
     assert_eq!(found["serving"], serde_json::json!(["smollm2"]), "{found}");
     assert_eq!(found["quality"], "measured", "{found}");
 }
+
+/// Runs `tests/llm/real.py` (the official Python `openai` client, from the model server's
+/// virtual environment) for `count` streams against `base`; its one line of JSON.
+fn python_streams(base: &str, count: usize) -> serde_json::Value {
+    let python = Command::new(repo_root().join("scripts/llm-server"))
+        .arg("python")
+        .output()
+        .unwrap_or_else(|e| panic!("scripts/llm-server python: {e}"));
+    let python = String::from_utf8_lossy(&python.stdout).trim().to_string();
+    let out = Command::new(&python)
+        .arg(repo_root().join("tests/llm/real.py"))
+        .args([base, &count.to_string()])
+        .output()
+        .unwrap_or_else(|e| panic!("{python}: {e}"));
+    assert!(
+        out.status.success(),
+        "real.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("real.py: {e}"))
+}
+
+#[test]
+fn every_complete_stream_of_the_official_clients_is_recorded_ok() {
+    let server = ModelServer::start();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (serve, proxy) = serve_with_proxy(dir.path(), &server.url, WATTS, &[]);
+    // Python's client leaves its `with` block as soon as it has read `data: [DONE]`, often
+    // before the chunked body's terminator has come: each answer is whole all the same.
+    const PYTHON: usize = 50;
+    const NODE: usize = 10;
+    let got = python_streams(&proxy, PYTHON);
+    assert_eq!(got["streams"], PYTHON);
+    for _ in 0..NODE {
+        real("chat-stream", &proxy);
+    }
+    let records = new_records(&serve, 0, PYTHON + NODE);
+    let chunks = got["content_chunks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{got}"));
+    for (i, r) in records.iter().enumerate() {
+        assert_eq!(r["status"], "ok", "stream {i}: {r}");
+        let counted = r["completion_tokens"].as_u64().unwrap_or_default();
+        assert!(counted > 0, "stream {i}: {r}");
+        if let Some(sent) = chunks.get(i).and_then(serde_json::Value::as_u64) {
+            // Each of the client's content chunks is one the proxy counted.
+            assert_eq!(counted, sent, "stream {i}: {r}");
+        }
+    }
+}

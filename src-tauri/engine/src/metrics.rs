@@ -9,14 +9,17 @@
 //! first scrape on, survive restarts and session resets, and never go back. Cost is one series per
 //! currency: money in two currencies is never added.
 //! A registry is built per scrape from one `Published`, so a scrape is one consistent moment.
+//! Every label value is escaped as both formats require ([`Text`]): a model or program name is
+//! whatever its owner chose, and one bad name must not break the whole scrape.
 
 use crate::Published;
 use prometheus_client::encoding::text::encode;
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
+use std::fmt::Write;
 use std::sync::atomic::AtomicU64;
 
 /// The media type of what [`render`] returns.
@@ -64,51 +67,89 @@ pub struct SelfUsage {
     pub resident_bytes: u64,
 }
 
+/// A label value as the exposition formats require it: `\\`, `"` and a line feed escaped
+/// (`prometheus-client` writes values as they are). Other control characters have no escape and
+/// some parsers end a value at NUL, so they become U+FFFD; two names that then read the same are
+/// one series, their counters added.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct Text(String);
+
+impl Text {
+    fn new(s: impl AsRef<str>) -> Text {
+        Text(
+            s.as_ref()
+                .chars()
+                .map(|c| {
+                    if c.is_control() && c != '\n' {
+                        char::REPLACEMENT_CHARACTER
+                    } else {
+                        c
+                    }
+                })
+                .collect(),
+        )
+    }
+}
+
+impl EncodeLabelValue for Text {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        for c in self.0.chars() {
+            match c {
+                '\\' => encoder.write_str("\\\\")?,
+                '"' => encoder.write_str("\\\"")?,
+                '\n' => encoder.write_str("\\n")?,
+                c => encoder.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PowerLabels {
-    domain: String,
-    device: String,
-    source: String,
-    quality: String,
+    domain: Text,
+    device: Text,
+    source: Text,
+    quality: Text,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DomainLabels {
-    domain: String,
+    domain: Text,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CurrencyLabels {
-    currency: String,
+    currency: Text,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SourceLabels {
-    source: String,
+    source: Text,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ModelLabels {
-    model: String,
+    model: Text,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TokenLabels {
-    model: String,
-    kind: String,
+    model: Text,
+    kind: Text,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabels {
-    model: String,
-    status: String,
+    model: Text,
+    status: Text,
 }
 
 type GaugeF = Gauge<f64, AtomicU64>;
 type CounterF = Counter<f64, AtomicU64>;
 
-fn label(s: impl AsRef<str>) -> String {
-    s.as_ref().to_string()
+fn label(s: impl AsRef<str>) -> Text {
+    Text::new(s)
 }
 
 /// The exposition for one published state at `now_unix`.
@@ -135,8 +176,8 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
                 power
                     .get_or_create(&PowerLabels {
                         domain: label(r.domain.as_str()),
-                        device: r.device.clone().unwrap_or_default(),
-                        source: r.source.clone(),
+                        device: label(r.device.as_deref().unwrap_or_default()),
+                        source: label(&r.source),
                         quality: label(r.quality.as_str()),
                     })
                     .set(w.0);
@@ -155,7 +196,7 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
         if joules.is_finite() && *joules >= 0.0 {
             energy
                 .get_or_create(&DomainLabels {
-                    domain: domain.clone(),
+                    domain: label(domain),
                 })
                 .inc_by(*joules);
         }
@@ -214,7 +255,7 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
             .snapshot
             .as_ref()
             .is_none_or(|s| s.unavailable.iter().any(|u| &u.source == id));
-        up.get_or_create(&SourceLabels { source: id.clone() })
+        up.get_or_create(&SourceLabels { source: label(id) })
             .set(i64::from(!down));
     }
 
@@ -234,7 +275,7 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
     );
     for c in p.reads.iter() {
         let labels = SourceLabels {
-            source: c.id.clone(),
+            source: label(&c.id),
         };
         reads.get_or_create(&labels).inc_by(c.reads());
         read_time.get_or_create(&labels).inc_by(c.seconds());
@@ -294,7 +335,7 @@ fn inference(registry: &mut Registry, p: &Published) {
         if m.energy_joules.is_finite() && m.energy_joules >= 0.0 {
             energy
                 .get_or_create(&ModelLabels {
-                    model: m.model.clone(),
+                    model: label(&m.model),
                 })
                 .inc_by(m.energy_joules);
         }
@@ -304,7 +345,7 @@ fn inference(registry: &mut Registry, p: &Published) {
         ] {
             tokens
                 .get_or_create(&TokenLabels {
-                    model: m.model.clone(),
+                    model: label(&m.model),
                     kind: label(kind),
                 })
                 .inc_by(n);
@@ -312,8 +353,8 @@ fn inference(registry: &mut Registry, p: &Published) {
         for (status, n) in &m.requests_by_status {
             requests
                 .get_or_create(&StatusLabels {
-                    model: m.model.clone(),
-                    status: status.clone(),
+                    model: label(&m.model),
+                    status: label(status),
                 })
                 .inc_by(*n);
         }
@@ -324,7 +365,7 @@ fn inference(registry: &mut Registry, p: &Published) {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ProgramLabels {
-    program: String,
+    program: Text,
 }
 
 /// Energy per program since the engine started, with `idle` and `unattributed`, which close the
@@ -346,7 +387,9 @@ fn programs(registry: &mut Registry, p: &Published) {
     for (program, joules) in series {
         if joules.is_finite() && joules >= 0.0 {
             energy
-                .get_or_create(&ProgramLabels { program })
+                .get_or_create(&ProgramLabels {
+                    program: label(program),
+                })
                 .inc_by(joules);
         }
     }
@@ -383,7 +426,7 @@ fn resident(registry: &mut Registry, p: &Published) {
     );
     for r in p.resident.iter() {
         let labels = ModelLabels {
-            model: r.model.clone(),
+            model: label(&r.model),
         };
         if r.idle_joules_total.is_finite() && r.idle_joules_total >= 0.0 {
             energy.get_or_create(&labels).inc_by(r.idle_joules_total);

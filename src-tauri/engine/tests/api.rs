@@ -388,8 +388,21 @@ async fn writes_need_the_bearer_token() {
         !server.engine.current().low_power.enabled,
         "nothing changed"
     );
+    // An array of the fields in order is not the documented object.
+    let array = server.write("PUT", "/v1/low-power", "[true]").await;
+    assert_eq!(array.status, 400, "{array:?}");
+    assert!(!server.engine.current().low_power.enabled);
+    // The scheme's case is free (RFC 9110 §11.1).
     let ok = server
-        .write("PUT", "/v1/low-power", r#"{"enabled": true}"#)
+        .send(
+            "PUT",
+            "/v1/low-power",
+            &[
+                ("Host", server.host()),
+                ("Authorization", format!("bearer {TOKEN}")),
+            ],
+            br#"{"enabled": true}"#,
+        )
         .await;
     assert_eq!(ok.status, 200, "{ok:?}");
     let j = ok.json();

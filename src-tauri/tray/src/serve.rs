@@ -102,6 +102,7 @@ pub async fn llm_proxy(engine: EngineReader, prefs: wattbar_core::Preferences) {
         upstream,
         engine,
         &[],
+        proxy::Origins::from_ollama_origins(std::env::var("OLLAMA_ORIGINS").ok().as_deref()),
         std::future::pending::<()>(),
     )
     .await;

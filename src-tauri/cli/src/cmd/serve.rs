@@ -50,7 +50,7 @@ pub async fn serve(command: Cmd) -> Result<()> {
         );
     }
     let token = wattbar_engine::token::load_or_create(&paths::data_dir()?)?;
-    let prefs = crate::engine::load_prefs(|m| tracing::warn!("{m}"))?;
+    let (prefs, notice) = crate::engine::load_prefs(|m| tracing::warn!("{m}"))?;
     let db = paths::database_path()?;
     let chain = crate::engine::open_sources().await?;
     let listener = tokio::net::TcpListener::bind(listen)
@@ -62,8 +62,14 @@ pub async fn serve(command: Cmd) -> Result<()> {
     config.api = Some(addr.to_string());
     config.advice_file = paths::advice_path().ok();
     config.preferences_file = Some(paths::preferences_path()?);
+    config.notice = notice.clone();
     let engine = wattbar_engine::spawn(chain, config)?;
-    if let Some(notice) = &engine.current().notice {
+    if let Some(notice) = engine
+        .current()
+        .notice
+        .as_ref()
+        .filter(|n| Some(*n) != notice.as_ref())
+    {
         tracing::warn!("{notice}");
     }
     if let Some(interval) = interval {
@@ -97,6 +103,13 @@ pub async fn serve(command: Cmd) -> Result<()> {
             let proxy_listener = tokio::net::TcpListener::bind(at)
                 .await
                 .with_context(|| format!("the inference proxy cannot listen on {at}"))?;
+            upstream
+                .refuse_itself(proxy_listener.local_addr()?)
+                .await
+                .map_err(anyhow::Error::msg)?;
+            let origins = proxy::Origins::from_ollama_origins(
+                std::env::var("OLLAMA_ORIGINS").ok().as_deref(),
+            );
             tracing::info!(
                 "inference proxy on http://{} → {upstream}: point clients at it \
                  (OLLAMA_HOST={})",
@@ -107,7 +120,15 @@ pub async fn serve(command: Cmd) -> Result<()> {
             let reader = engine.reader();
             let stop = stopped();
             Some(tokio::spawn(async move {
-                proxy::serve(proxy_listener, upstream, reader, &proxy_hosts, stop).await
+                proxy::serve(
+                    proxy_listener,
+                    upstream,
+                    reader,
+                    &proxy_hosts,
+                    origins,
+                    stop,
+                )
+                .await
             }))
         }
         _ => None,

@@ -301,13 +301,19 @@ impl ModelStats {
     }
 
     pub fn add(&mut self, r: &Record, ceiling: f64) {
-        self.requests += 1;
-        *self
+        // Counters saturate: a server's absurd count must not wrap a total back below itself.
+        self.requests = self.requests.saturating_add(1);
+        let by_status = self
             .requests_by_status
             .entry(r.status.as_str().to_string())
-            .or_insert(0) += 1;
-        self.prompt_tokens += r.prompt_tokens.unwrap_or(0);
-        self.completion_tokens += r.completion_tokens.unwrap_or(0);
+            .or_insert(0);
+        *by_status = by_status.saturating_add(1);
+        self.prompt_tokens = self
+            .prompt_tokens
+            .saturating_add(r.prompt_tokens.unwrap_or(0));
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(r.completion_tokens.unwrap_or(0));
         self.energy_joules += r.energy_joules.unwrap_or(0.0);
         self.last = self.last.max(r.end);
         if r.partial {
@@ -464,6 +470,19 @@ mod tests {
         // 100 tokens / (300 + 100) J of decode.
         assert_eq!(m.tokens_per_second_per_watt, Some(0.25));
         assert_eq!(m.requests_by_status.get("ok"), Some(&2));
+    }
+
+    #[test]
+    fn token_totals_saturate_instead_of_wrapping() {
+        let mut m = ModelStats::new("llama3");
+        let mut o = observed(Some(share()));
+        o.figures.completion_tokens = Some(u64::MAX - 10);
+        o.figures.prompt_tokens = Some(u64::MAX);
+        m.add(&Record::build(1, o.clone()), 5.0);
+        m.add(&Record::build(2, o), 5.0);
+        assert_eq!(m.completion_tokens, u64::MAX);
+        assert_eq!(m.prompt_tokens, u64::MAX);
+        assert_eq!(m.requests, 2);
     }
 
     #[test]

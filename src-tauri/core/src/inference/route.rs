@@ -54,9 +54,49 @@ pub fn is_remote_model(model: &str) -> bool {
     m.ends_with(":cloud") || m.ends_with("-cloud")
 }
 
+/// The longest model name Wattbar keeps; Ollama's own names stay far below it.
+pub const MAX_MODEL_NAME_BYTES: usize = 256;
+
+/// Why a model name is refused where it enters (a request, an answer, a posted record): it ends
+/// up in records, labels and reports, so it is bounded and holds no control character.
+pub fn check_model_name(model: &str) -> Result<(), String> {
+    if model.len() > MAX_MODEL_NAME_BYTES {
+        return Err(format!(
+            "the model name is {} bytes long; at most {MAX_MODEL_NAME_BYTES} are accepted",
+            model.len()
+        ));
+    }
+    if let Some(c) = model.chars().find(|c| c.is_control()) {
+        return Err(format!(
+            "the model name holds the control character {:?}",
+            c
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_model_name_is_bounded_and_free_of_control_characters() {
+        assert!(check_model_name("llama3.2:3b").is_ok());
+        assert!(check_model_name("hf.co/bartowski/Qwen \"quoted\" \\ name").is_ok());
+        assert!(check_model_name(&"m".repeat(MAX_MODEL_NAME_BYTES)).is_ok());
+        assert!(check_model_name(&"m".repeat(MAX_MODEL_NAME_BYTES + 1)).is_err());
+        for bad in [
+            "a\nb",
+            "a\0b",
+            "a\rb",
+            "tab\tname",
+            "esc\u{1b}[31m",
+            "del\u{7f}",
+            "c1\u{85}",
+        ] {
+            assert!(check_model_name(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn only_the_four_generation_endpoints_are_measured() {

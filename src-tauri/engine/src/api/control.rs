@@ -1,7 +1,7 @@
 //! The routes that ask the engine for a change: `GET|PUT /v1/low-power` and
 //! `POST /v1/session/reset`.
 
-use super::shared::{error, json_body, Shared, APPLY_TIMEOUT};
+use super::shared::{error, json_object, Shared, APPLY_TIMEOUT};
 use crate::view::LowPowerView;
 use crate::Command;
 use axum::body::Bytes;
@@ -27,7 +27,7 @@ pub(super) async fn put_low_power(
     State(shared): State<Arc<Shared>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let want: LowPowerBody = match json_body(body) {
+    let want: LowPowerBody = match json_object(body) {
         Ok(b) => b,
         Err((status, message)) => return error(status, message),
     };

@@ -76,8 +76,10 @@ fn authorised(shared: &Shared, headers: &HeaderMap) -> bool {
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+        .and_then(|v| v.trim().split_once(' '))
+        // The scheme is case-insensitive (RFC 9110 §11.1).
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
     match given {
         Some(t) => {
             !shared.config.token.is_empty() && crate::token::matches(&shared.config.token, t)

@@ -3,7 +3,7 @@
 //! `POST /v1/inference` (a record for work a client measured itself), `GET /v1/models` (figures
 //! per model) and `GET /v1/energy?from=&to=` (the energy of any window).
 
-use super::shared::{error, json_body, unavailable, Shared, MAX_HISTORY_SECONDS};
+use super::shared::{error, json_object, unavailable, Shared, MAX_HISTORY_SECONDS};
 use crate::command::External;
 use crate::handle::Found;
 use crate::unix_now;
@@ -110,6 +110,7 @@ impl InferenceBody {
         if self.model.trim().is_empty() {
             return Err("model must name the model".into());
         }
+        wattbar_core::inference::check_model_name(self.model.trim())?;
         if let Some(t) = self.tokens_per_second {
             if !t.is_finite() || t <= 0.0 {
                 return Err("tokens_per_second must be a positive number".into());
@@ -144,7 +145,7 @@ pub(super) async fn post_inference(
     State(shared): State<Arc<Shared>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let body: InferenceBody = match json_body(body) {
+    let body: InferenceBody = match json_object(body) {
         Ok(b) => b,
         Err((status, message)) => return error(status, message),
     };

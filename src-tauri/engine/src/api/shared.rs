@@ -193,6 +193,22 @@ pub(super) fn json_body<T: serde::de::DeserializeOwned>(
         .map_err(|e| (StatusCode::BAD_REQUEST, format!("malformed JSON body: {e}")))
 }
 
+/// [`json_body`] for a body documented as a JSON object: serde would also fill a struct from
+/// an array of its fields in order (`[true]`), which no client means.
+pub(super) fn json_object<T: serde::de::DeserializeOwned>(
+    body: Result<Bytes, BytesRejection>,
+) -> Result<T, (StatusCode, String)> {
+    let value: serde_json::Value = json_body(body)?;
+    if !value.is_object() {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            "the body must be a JSON object".into(),
+        ));
+    }
+    serde_json::from_value(value)
+        .map_err(|e| (StatusCode::BAD_REQUEST, format!("malformed JSON body: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,13 @@
 //! Rules:
 //! - As safe as the API: a `Host` that does not name the proxy gets 421 (the same allow-list,
 //!   [`HostGuard`]), so a web page cannot reach the model server through it by DNS rebinding;
-//!   the caller listens beyond loopback only when told to (`--allow-remote`).
+//!   the caller listens beyond loopback only when told to (`--allow-remote`). A web page's
+//!   request (its `Origin`) is answered 403 unless Ollama would allow that origin ([`Origins`]).
+//! - Bounded: an upstream that is the proxy itself is refused at start, and at most
+//!   [`MAX_FORWARDED`] requests are forwarded at once (503 past it), so a loop through another
+//!   hop or a flood cannot take every file descriptor.
+//! - A model name is checked where it enters ([`check_model_name`]): one too long or holding a
+//!   control character is answered 400 and goes nowhere.
 //! - Transparent: every method, path, query, header and body goes upstream and back, except the
 //!   hop-by-hop headers, and `Host`, which names the upstream (Ollama answers 403 to a Host that
 //!   is not its own or loopback). `Origin` is passed on, so the upstream's own origin checks
@@ -20,9 +26,10 @@
 //! - A record ends when the answer's last byte has passed, however it is framed (a
 //!   `Content-Length`, chunks, the connection kept for the next request): `ok` for a complete
 //!   answer; `error`, with the reason, for an upstream error, a broken or incomplete answer; and
-//!   `cancelled` only when the client went away first (its dropped body closes the upstream
-//!   request, the only way to cancel on Ollama).
-//! - An upstream that cannot be reached gives a 502 JSON error naming it.
+//!   `cancelled`, with the tokens counted so far, only when the client went away before the
+//!   answer's end passed to it (its dropped body closes the upstream request, the only way to
+//!   cancel on Ollama). An answer whose end has passed is `ok` whoever closes first.
+//! - An upstream that cannot be reached gives a 502 JSON error naming it, and no record.
 //! - Low-power routing: with `low_power_action = route` and the mode on, a generation request
 //!   read whole goes to the low-power model and its token limit is capped
 //!   ([`routing`](wattbar_core::inference::routing)); the answer says so in `X-Wattbar-Routed`,
@@ -41,11 +48,13 @@
 
 mod body;
 mod metered;
+mod origins;
 mod resident;
 mod server_api;
 mod unload;
 mod upstream;
 
+pub use origins::Origins;
 pub use upstream::{default_upstream, Upstream, DEFAULT_UPSTREAM};
 
 use super::tracker::Tracker;
@@ -65,13 +74,19 @@ use metered::Metered;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
+use tokio::sync::Semaphore;
 use wattbar_core::inference::routing::{self, Rewritten};
 use wattbar_core::inference::usage::{ask_for_usage, UsageChunkFilter};
-use wattbar_core::inference::{Framing, ResponseMeter, Route, ServerFigures, Status};
+use wattbar_core::inference::{
+    check_model_name, Framing, ResponseMeter, Route, ServerFigures, Status,
+};
 use wattbar_core::{LowPowerAction, PolicyConfig};
 
 /// Largest generation request body read to learn its model; a larger one streams unread.
 pub const MAX_PEEK_BYTES: usize = 32 * 1024 * 1024;
+/// Most requests the proxy forwards at once; past it, 503. A local model server runs a few at
+/// once, so this only bounds a loop or a flood: each one holds a connection both ways.
+pub const MAX_FORWARDED: usize = 512;
 /// Where clients reach Wattbar's proxy by default.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:11435";
 
@@ -93,6 +108,9 @@ struct Proxy {
     /// The engine, for the records that receipts copy.
     engine: crate::EngineReader,
     hosts: HostGuard,
+    origins: Origins,
+    /// One permit per request being forwarded, held until its answer has passed.
+    forwarding: Arc<Semaphore>,
 }
 
 /// How long a client may take to send a request's headers.
@@ -101,15 +119,22 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 /// Serves the proxy on `listener` until `shutdown` completes, then lets requests in flight end.
 /// It reports requests to `engine`'s tracker and routes by its published low-power state.
 /// `extra_hosts`: the names besides loopback that `Host` may carry
-/// ([`remote_hosts`](crate::api::remote_hosts) for the listen address).
+/// ([`remote_hosts`](crate::api::remote_hosts) for the listen address); `origins`: the web pages
+/// that may use it. An upstream that is the proxy itself is refused before anything is served.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     upstream: Upstream,
     engine: crate::EngineReader,
     extra_hosts: &[String],
+    origins: Origins,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let hosts = HostGuard::new(extra_hosts, listener.local_addr()?.port());
+    let listen = listener.local_addr()?;
+    upstream
+        .refuse_itself(listen)
+        .await
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let hosts = HostGuard::new(extra_hosts, listen.port());
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
     connector.set_connect_timeout(Some(Duration::from_secs(10)));
@@ -135,6 +160,8 @@ pub async fn serve(
         state: engine.subscribe(),
         engine,
         hosts,
+        origins,
+        forwarding: Arc::new(Semaphore::new(MAX_FORWARDED)),
     });
     let service = hyper::service::service_fn(move |req| {
         let proxy = Arc::clone(&proxy);
@@ -189,28 +216,68 @@ fn json_error(status: StatusCode, message: String) -> Response<ProxyBody> {
 }
 
 impl Proxy {
+    /// Checks who asks, then forwards under a permit held until the answer has passed.
     async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
-        let (mut parts, body) = req.into_parts();
-        let host = parts
-            .headers
+        if let Some(refused) = self.refusal(req.headers(), req.uri()) {
+            return refused;
+        }
+        let Ok(permit) = Arc::clone(&self.forwarding).try_acquire_owned() else {
+            let mut busy = json_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("wattbar proxy: {MAX_FORWARDED} requests are already being forwarded"),
+            );
+            busy.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return busy;
+        };
+        self.forward(req).await.map(|body| {
+            body.map_frame(move |frame| {
+                let _held = &permit;
+                frame
+            })
+            .boxed_unsync()
+        })
+    }
+
+    /// Why a request is answered by the proxy itself: a `Host` that does not name it (DNS
+    /// rebinding), or a web page not among the allowed origins.
+    fn refusal(&self, headers: &HeaderMap, uri: &hyper::Uri) -> Option<Response<ProxyBody>> {
+        let host = headers
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
-            .or_else(|| parts.uri.authority().map(|a| a.as_str()));
+            .or_else(|| uri.authority().map(|a| a.as_str()));
         match host {
             Some(h) if self.hosts.allows(h) => {}
             Some(h) => {
-                return json_error(
+                return Some(json_error(
                     StatusCode::MISDIRECTED_REQUEST,
                     format!("wattbar proxy: this server does not answer to {h:?}"),
-                )
+                ))
             }
             None => {
-                return json_error(
+                return Some(json_error(
                     StatusCode::MISDIRECTED_REQUEST,
                     "wattbar proxy: a Host header is required".into(),
-                )
+                ))
             }
         }
+        let origin = headers.get(header::ORIGIN)?;
+        let allowed = origin
+            .to_str()
+            .is_ok_and(|o| self.origins.allows(o) || self.hosts.allows_origin(o));
+        (!allowed).then(|| {
+            json_error(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "wattbar proxy: requests from the page at {origin:?} are refused; \
+                     OLLAMA_ORIGINS names the pages that may use the model server"
+                ),
+            )
+        })
+    }
+
+    async fn forward(&self, req: Request<Incoming>) -> Response<ProxyBody> {
+        let (mut parts, body) = req.into_parts();
         let route = (parts.method == hyper::Method::POST)
             .then(|| Route::of_post(parts.uri.path()))
             .flatten();
@@ -230,6 +297,12 @@ impl Proxy {
         let (body, model, strip_usage, routed) = match route {
             Some(route) => match peek(body, route, routing.as_ref()).await {
                 Ok(peeked) => {
+                    let asked = peeked.routed.as_ref().map(|w| &w.requested);
+                    if let Some(Err(e)) =
+                        asked.or(peeked.model.as_ref()).map(|m| check_model_name(m))
+                    {
+                        return json_error(StatusCode::BAD_REQUEST, format!("wattbar proxy: {e}"));
+                    }
                     if let Some(length) = peeked.length {
                         parts
                             .headers
@@ -279,23 +352,19 @@ impl Proxy {
                     self.upstream,
                     error_chain(&e)
                 );
-                let id = inflight.as_ref().map(|i| i.record_id());
-                if let Some(inflight) = inflight {
-                    inflight.finish(
+                match inflight {
+                    // Never connected: the request never began, so it makes no record.
+                    Some(inflight) if e.is_connect() => inflight.abandon(),
+                    Some(inflight) => inflight.finish(
                         Status::Error,
                         ServerFigures {
                             error: Some(message.clone()),
                             ..Default::default()
                         },
-                    );
+                    ),
+                    None => {}
                 }
-                let mut response = json_error(StatusCode::BAD_GATEWAY, message);
-                if let Some(id) = id {
-                    response
-                        .headers_mut()
-                        .insert(REQUEST_ID_HEADER, HeaderValue::from(id));
-                }
-                return response;
+                return json_error(StatusCode::BAD_GATEWAY, message);
             }
         };
         let (mut parts, body) = upstream.into_parts();
@@ -368,7 +437,11 @@ impl Proxy {
                 let (status, figures) =
                     metered::verdict(meter, parts.status, Some(message.clone()));
                 inflight.finish(status, figures);
-                return json_error(StatusCode::BAD_GATEWAY, message);
+                let mut response = json_error(StatusCode::BAD_GATEWAY, message);
+                response
+                    .headers_mut()
+                    .insert(REQUEST_ID_HEADER, HeaderValue::from(id));
+                return response;
             }
         };
         meter.feed(&bytes);

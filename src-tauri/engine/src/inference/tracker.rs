@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 use wattbar_core::inference::resident::{Loaded, Unload};
-use wattbar_core::inference::{is_remote_model, Route, ServerFigures, Status};
+use wattbar_core::inference::{check_model_name, is_remote_model, Route, ServerFigures, Status};
 use wattbar_core::Stamp;
 
 /// A request that has ended, waiting for the engine.
@@ -271,6 +271,18 @@ impl Tracker {
         done
     }
 
+    /// Forgets a request that never reached the server: it is no longer in flight, and no record
+    /// is made.
+    fn forget(&self, id: u64, record_id: u64) {
+        let mut s = self.lock();
+        s.open.remove(&id);
+        s.open_records.remove(&record_id);
+        s.open_models.remove(&id);
+        self.announce(s.open.len());
+        drop(s);
+        self.wake();
+    }
+
     fn end(&self, id: u64, finished: Finished) {
         let mut s = self.lock();
         s.open.remove(&id);
@@ -330,6 +342,12 @@ impl InFlight {
         self.first_token.is_some()
     }
 
+    /// The server could not be reached: nothing ran, so nothing is recorded.
+    pub fn abandon(mut self) {
+        self.ended = true;
+        self.tracker.forget(self.id, self.record_id);
+    }
+
     /// The request ended now, with this status and what the server said.
     pub fn finish(mut self, status: Status, figures: ServerFigures) {
         self.close(status, figures);
@@ -348,7 +366,13 @@ impl InFlight {
             .get(&self.id)
             .map_or(end, |o| o.start);
         let error = figures.error.clone();
-        let model = self.model.clone().or_else(|| figures.model.clone());
+        // The answer's own name stands in only where it could have entered as a request's.
+        let model = self.model.clone().or_else(|| {
+            figures
+                .model
+                .clone()
+                .filter(|m| check_model_name(m).is_ok())
+        });
         self.tracker.end(
             self.id,
             Finished {
@@ -401,6 +425,36 @@ mod tests {
             done[0].end.monotonic - done[0].start.monotonic,
             Duration::from_secs(2)
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_the_server_never_saw_leaves_no_record_and_nothing_in_flight() {
+        let clock = Arc::new(ManualClock::new(1_800_000_000.0));
+        let tracker = Tracker::new(clock.clone());
+        let a = tracker.begin(Route::OllamaChat, Some("llama3".into()));
+        let id = a.record_id();
+        a.abandon();
+        assert_eq!(tracker.inflight(), 0);
+        assert!(!tracker.is_unsettled(id));
+        assert!(tracker.models_in_flight().is_empty());
+        assert!(tracker.take_finished(clock.elapsed()).is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_naming_a_malformed_model_leaves_the_model_unknown() {
+        let clock = Arc::new(ManualClock::new(1_800_000_000.0));
+        let tracker = Tracker::new(clock.clone());
+        for (named, kept) in [("qwen3:1b", Some("qwen3:1b")), ("a\nb", None)] {
+            let figures = ServerFigures {
+                model: Some(named.into()),
+                ..Default::default()
+            };
+            tracker
+                .begin(Route::OpenAiChat, None)
+                .finish(Status::Ok, figures);
+            let done = tracker.take_finished(clock.elapsed());
+            assert_eq!(done[0].model.as_deref(), kept);
+        }
     }
 
     #[tokio::test(start_paused = true)]

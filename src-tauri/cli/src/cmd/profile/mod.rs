@@ -143,7 +143,7 @@ async fn profile_async(o: Options, prompts: Vec<Prompt>) -> Result<()> {
         None => proxy::default_upstream(std::env::var("OLLAMA_HOST").ok().as_deref()),
     };
     let upstream = proxy::Upstream::parse(&upstream_text).map_err(anyhow::Error::msg)?;
-    let prefs = crate::engine::load_prefs(|m| eprintln!("wattbar-cli: {m}"))?;
+    let prefs = crate::engine::read_prefs()?;
     let (meter, route, stop) = match crate::client::running()? {
         Some(holder) => {
             let api = crate::client::api_of(&holder)?;
@@ -165,6 +165,7 @@ async fn profile_async(o: Options, prompts: Vec<Prompt>) -> Result<()> {
                 upstream,
                 reader.clone(),
                 &[],
+                proxy::Origins::from_ollama_origins(None),
                 async move {
                     let _ = stop_rx.wait_for(|s| *s).await;
                 },

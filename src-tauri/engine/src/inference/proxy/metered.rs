@@ -30,7 +30,14 @@ pub(super) fn verdict(
     http_status: StatusCode,
     failure: Option<String>,
 ) -> (Status, ServerFigures) {
-    let mut figures = meter.finish();
+    verdict_of(meter.finish(), http_status, failure)
+}
+
+fn verdict_of(
+    mut figures: ServerFigures,
+    http_status: StatusCode,
+    failure: Option<String>,
+) -> (Status, ServerFigures) {
     let status = if let Some(reason) = failure {
         figures.error = Some(reason);
         Status::Error
@@ -126,10 +133,22 @@ impl Metered {
         }));
     }
 
+    /// The client went away before the body's last byte. An answer whose end (`done: true`,
+    /// `data: [DONE]`, a whole JSON body) has already passed to it is complete: clients close as
+    /// soon as they read the end, before a chunked body's terminator comes. Otherwise it is
+    /// cancelled, with the tokens counted so far.
     fn cancel(&mut self) {
-        if let (Some(_), Some(inflight)) = (self.meter.take(), self.inflight.take()) {
-            inflight.finish(Status::Cancelled, ServerFigures::default());
-        }
+        let (Some(meter), Some(inflight)) = (self.meter.take(), self.inflight.take()) else {
+            return;
+        };
+        let figures = meter.finish();
+        let (status, figures) =
+            if figures.finished || figures.error.is_some() || !self.http_status.is_success() {
+                verdict_of(figures, self.http_status, None)
+            } else {
+                (Status::Cancelled, figures)
+            };
+        inflight.finish(status, figures);
     }
 
     /// The bytes to send for a frame of the upstream body.

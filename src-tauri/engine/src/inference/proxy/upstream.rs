@@ -3,6 +3,7 @@
 
 use hyper::header::HeaderValue;
 use hyper::Uri;
+use std::net::SocketAddr;
 
 /// Where Ollama listens by default.
 pub const DEFAULT_UPSTREAM: &str = "http://127.0.0.1:11434";
@@ -75,6 +76,34 @@ impl Upstream {
         local.then(|| self.base.port_u16().unwrap_or(80))
     }
 
+    /// Refuses an upstream that is the proxy listening on `listen`: each request would come
+    /// back to the proxy, and the proxy forward it again, until connections or memory ran out.
+    pub async fn refuse_itself(&self, listen: SocketAddr) -> Result<(), String> {
+        let port = self.base.port_u16().unwrap_or(80);
+        if port != listen.port() {
+            return Ok(());
+        }
+        let host = self.base.host().unwrap_or_default();
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let Ok(resolved) = tokio::net::lookup_host((host, port)).await else {
+            return Ok(());
+        };
+        let mut resolved = resolved;
+        let itself = resolved.any(|a| {
+            a.ip() == listen.ip()
+                || (listen.ip().is_unspecified()
+                    && (a.ip().is_loopback() || a.ip().is_unspecified()))
+        });
+        if itself {
+            return Err(format!(
+                "the model server's address {self} is the proxy's own ({listen}): it would \
+                 forward every request to itself. OLLAMA_HOST names the proxy here; give the \
+                 model server's address with --llm-upstream (the preference llm_upstream)"
+            ));
+        }
+        Ok(())
+    }
+
     pub(super) fn uri(&self, path_and_query: &str) -> Result<Uri, hyper::http::Error> {
         let prefix = self.base.path().trim_end_matches('/');
         Uri::builder()
@@ -120,6 +149,21 @@ mod tests {
             "http://gpu-box.lan:11434"
         );
         assert_eq!(default_upstream(Some("10.0.0.5")), "http://10.0.0.5:11434");
+    }
+
+    #[tokio::test]
+    async fn an_upstream_that_is_the_proxy_itself_is_refused() {
+        let refused = |u: &str, listen: &str| {
+            let u = Upstream::parse(u).unwrap_or_else(|e| panic!("{e}"));
+            let listen: SocketAddr = listen.parse().unwrap_or_else(|e| panic!("{e}"));
+            async move { u.refuse_itself(listen).await.is_err() }
+        };
+        assert!(refused("http://127.0.0.1:11435", "127.0.0.1:11435").await);
+        assert!(refused("http://localhost:11435", "127.0.0.1:11435").await);
+        assert!(refused("http://127.0.0.1:11435", "0.0.0.0:11435").await);
+        assert!(refused("http://[::1]:11435", "[::]:11435").await);
+        assert!(!refused("http://127.0.0.1:11434", "127.0.0.1:11435").await);
+        assert!(!refused("http://127.0.0.2:11435", "127.0.0.1:11435").await);
     }
 
     #[test]
