@@ -10,16 +10,35 @@ pub async fn open_sources() -> Result<wattbar_core::Chain> {
     Ok(tokio::task::spawn_blocking(|| build_chain(&ChainOptions::from_env())).await??)
 }
 
-pub fn load_prefs(warn: impl Fn(String)) -> Result<wattbar_core::Preferences> {
+/// The preferences for an engine this process runs, and what it must tell the user: a file that
+/// cannot be read is set aside and the defaults used (`prefs_file::load_or_set_aside`).
+pub fn load_prefs(warn: impl Fn(String)) -> Result<(wattbar_core::Preferences, Option<String>)> {
     let prefs_path = paths::preferences_path()?;
-    let (prefs, problems) = prefs_file::load(&prefs_path)?;
+    let (prefs, problems, notice) =
+        prefs_file::load_or_set_aside(&prefs_path, wattbar_engine::unix_now() as u64)?;
     for problem in problems {
         warn(format!(
             "{}: {problem}; using the default",
             prefs_path.display()
         ));
     }
-    Ok(prefs)
+    if let Some(n) = &notice {
+        warn(n.clone());
+    }
+    Ok((prefs, notice))
+}
+
+/// The preferences for a command that only reads: an unreadable file gives the defaults with a
+/// warning, and is left where it is for the engine to set aside.
+pub fn read_prefs() -> Result<wattbar_core::Preferences> {
+    let path = paths::preferences_path()?;
+    Ok(match prefs_file::load(&path) {
+        Ok((prefs, _)) => prefs,
+        Err(e) => {
+            eprintln!("wattbar-cli: {e}; using the default preferences");
+            wattbar_core::Preferences::default()
+        }
+    })
 }
 
 /// Resolves on Ctrl+C or SIGTERM, so that the last batch is written before exit.

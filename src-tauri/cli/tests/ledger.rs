@@ -212,6 +212,31 @@ fn integrate_prints_energy_and_gaps_and_names_a_bad_line() {
 }
 
 #[test]
+fn models_and_inference_say_so_when_the_ledger_cannot_be_read() {
+    let empty = home();
+    let home = home();
+    let data = home.path().join("data");
+    std::fs::create_dir_all(&data).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(data.join("wattbar.db"), vec![0x42u8; 8192]).unwrap_or_else(|e| panic!("{e}"));
+    for command in ["models", "inference"] {
+        let out = cli(home.path())
+            .arg(command)
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{command}: {said}");
+        assert!(said.contains("wattbar.db"), "{command}: {said}");
+        assert!(out.stdout.is_empty(), "{command} printed a listing");
+    }
+    // No ledger at all is not an error: nothing was measured yet.
+    let out = cli(empty.path())
+        .arg("inference")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
 fn a_corrupt_database_is_moved_aside_and_recording_goes_on() {
     let home = home();
     let data = home.path().join("data");

@@ -83,6 +83,52 @@ fn watch_replays_a_trace_and_integrates_it() {
 }
 
 #[test]
+fn watch_piped_to_a_reader_that_leaves_keeps_what_it_printed() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let trace = dir.path().join("trace.csv");
+    std::fs::write(&trace, "t,watts\n0,3600\n").unwrap_or_else(|e| panic!("{e}"));
+    // An hour between batches: nothing is written unless the exit writes it (`watch | head -5`).
+    let mut child = cli(dir.path())
+        .env("WATTBAR_REPLAY", &trace)
+        .args(["watch", "--interval", "100ms", "--batch", "1h", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let rows: Vec<serde_json::Value> = std::io::BufReader::new(stdout)
+        .lines()
+        .take(5)
+        .map(|l| {
+            let l = l.unwrap_or_else(|e| panic!("{e}"));
+            serde_json::from_str(&l).unwrap_or_else(|e| panic!("{e}: {l}"))
+        })
+        .collect();
+    // The reader has gone: the next line written meets a broken pipe.
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = rows[4]["session_joules"].as_f64().unwrap_or_default();
+    assert!(printed > 0.0, "{:?}", rows[4]);
+    let totals = cli(dir.path())
+        .args(["totals", "--json"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let totals: serde_json::Value =
+        serde_json::from_slice(&totals.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let stored = totals["lifetime"]["kwh"].as_f64().unwrap_or_default() * 3.6e6;
+    assert!(
+        stored >= printed - 1e-6,
+        "stored {stored} J, printed {printed} J"
+    );
+}
+
+#[test]
 fn a_bad_interval_or_trace_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let out = cli(dir.path())

@@ -51,7 +51,7 @@ impl EngineLock {
             path: path.clone(),
             source,
         };
-        std::fs::create_dir_all(dir).map_err(io)?;
+        crate::paths::create_private_dir(dir).map_err(io)?;
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)

@@ -2,7 +2,7 @@
 //! (`~/.local/share/wattbar` on Linux, `~/Library/Application Support/dev.wattbar.Wattbar` on macOS).
 
 use crate::error::Error;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub const DATA_DIR_ENV: &str = "WATTBAR_DATA_DIR";
 pub const PREFERENCES_FILE: &str = "preferences.json";
@@ -14,6 +14,16 @@ pub fn data_dir() -> Result<PathBuf, Error> {
     directories::ProjectDirs::from("dev", "wattbar", "Wattbar")
         .map(|p| p.data_dir().to_path_buf())
         .ok_or(Error::NoDataDir)
+}
+
+/// Makes `dir` and its missing parents readable by this user only (0700): the folder holds the
+/// API token and the ledger.
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
 }
 
 pub fn preferences_path() -> Result<PathBuf, Error> {

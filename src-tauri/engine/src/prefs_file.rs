@@ -1,17 +1,28 @@
 //! The preferences file (`<data dir>/preferences.json`): one JSON object, one key per field of
 //! the one schema, read by the app and the CLI and written only by the engine.
 //!
-//! A missing file means defaults. A file that is not a JSON object is an error naming the file.
+//! A missing file means defaults. A file that is not a JSON object (or not a regular file, such
+//! as a FIFO that would block the read) is an error naming the file; an engine about to start
+//! moves such a file aside and starts on defaults ([`load_or_set_aside`]), saying so, so that
+//! one stray comma stops nothing. A UTF-8 byte order mark is accepted.
 //! A field with an invalid value keeps its default and comes back as a problem to show. Loading
 //! never rewrites the file; saving a field changes that key alone and keeps every other key as
 //! written (unknown ones and refused ones too), so nothing the user wrote is lost. A save goes to
-//! a temporary file first and is renamed over the old one: a crash leaves one or the other.
+//! a temporary file first and is renamed over the old one: a crash leaves one or the other. A
+//! symlinked file is written where the link points, and the link stays.
 
 use crate::error::Error;
 use std::path::Path;
 use wattbar_core::Preferences;
 
 pub fn load(path: &Path) -> Result<(Preferences, Vec<wattbar_core::Error>), Error> {
+    let parse_error = |message: String| Error::Parse {
+        path: path.to_path_buf(),
+        message,
+    };
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        return Err(parse_error("not a regular file".into()));
+    }
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -24,18 +35,43 @@ pub fn load(path: &Path) -> Result<(Preferences, Vec<wattbar_core::Error>), Erro
             })
         }
     };
-    let parse_error = |message: String| Error::Parse {
-        path: path.to_path_buf(),
-        message,
-    };
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     let value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| parse_error(e.to_string()))?;
+        serde_json::from_str(text).map_err(|e| parse_error(e.to_string()))?;
     let map = value
         .as_object()
         .ok_or_else(|| parse_error("not a JSON object".into()))?;
     Ok(Preferences::from_entries(
         map.iter().map(|(k, v)| (k.as_str(), v)),
     ))
+}
+
+/// [`load`] for an engine about to start: a file it cannot read as preferences is moved aside to
+/// `<name>.bad-<now_unix>` and the defaults are used; the third value says so, for the log and
+/// the dashboard. Only a file that cannot be moved is an error.
+pub fn load_or_set_aside(
+    path: &Path,
+    now_unix: u64,
+) -> Result<(Preferences, Vec<wattbar_core::Error>, Option<String>), Error> {
+    match load(path) {
+        Ok((prefs, problems)) => Ok((prefs, problems, None)),
+        Err(Error::Parse { message, .. }) => {
+            let mut aside = path.as_os_str().to_owned();
+            aside.push(format!(".bad-{now_unix}"));
+            let aside = std::path::PathBuf::from(aside);
+            std::fs::rename(path, &aside).map_err(|source| Error::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            let notice = format!(
+                "The preferences file could not be read ({message}): it was kept as {} and \
+                 the defaults are in use",
+                aside.display()
+            );
+            Ok((Preferences::default(), Vec::new(), Some(notice)))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Writes `key` as `prefs` has it (the schema's canonical form) into the file at `path`, keeping
@@ -73,8 +109,14 @@ pub fn save_field(path: &Path, prefs: &Preferences, key: &str) -> Result<(), Err
             message: e.to_string(),
         }
     })?;
+    let linked = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    let target = match linked {
+        true => std::fs::canonicalize(path).map_err(io)?,
+        false => path.to_path_buf(),
+    };
+    let path = target.as_path();
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    std::fs::create_dir_all(dir).map_err(io)?;
+    crate::paths::create_private_dir(dir).map_err(io)?;
     let mut file = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
     std::io::Write::write_all(&mut file, text.as_bytes()).map_err(io)?;
     file.as_file().sync_all().map_err(io)?;
@@ -119,6 +161,66 @@ mod tests {
         assert!(err.contains("preferences.json"), "{err}");
         std::fs::write(&path, "[1,2]").unwrap_or_else(|e| panic!("{e}"));
         assert!(load(&path).is_err());
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_accepted() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("preferences.json");
+        std::fs::write(&path, "\u{feff}{\"currency\": \"USD\"}").unwrap_or_else(|e| panic!("{e}"));
+        let (p, _) = load(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.currency.as_str(), "USD");
+    }
+
+    #[test]
+    fn an_unreadable_file_is_set_aside_and_the_engine_starts_on_defaults() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("preferences.json");
+        for (i, bad) in ["{\"currency\": \"USD\",}", "", "[1]", "\u{feff}"]
+            .iter()
+            .enumerate()
+        {
+            std::fs::write(&path, bad).unwrap_or_else(|e| panic!("{e}"));
+            let now = 1_800_000_000 + i as u64;
+            let (p, _, notice) = load_or_set_aside(&path, now).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(p, Preferences::default(), "{bad:?}");
+            let aside = dir.path().join(format!("preferences.json.bad-{now}"));
+            assert!(notice.is_some_and(|n| n.contains(&aside.display().to_string())));
+            assert_eq!(std::fs::read_to_string(&aside).ok().as_deref(), Some(*bad));
+            assert!(!path.exists());
+        }
+        std::fs::write(&path, r#"{"currency": "USD"}"#).unwrap_or_else(|e| panic!("{e}"));
+        let (p, _, notice) = load_or_set_aside(&path, 1).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((p.currency.as_str(), notice), ("USD", None));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("preferences.json");
+        let made = std::process::Command::new("mkfifo").arg(&path).status();
+        assert!(made.is_ok_and(|s| s.success()));
+        let err = load(&path).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("not a regular file"), "{err}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_save_through_a_symlink_keeps_the_link() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let real = dir.path().join("dotfiles-prefs.json");
+        let link = dir.path().join("preferences.json");
+        std::fs::write(&real, "{}").unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(&real, &link).unwrap_or_else(|e| panic!("{e}"));
+        let mut p = Preferences::default();
+        p.set_field("currency", &serde_json::json!("USD"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        save_field(&link, &p, "currency").unwrap_or_else(|e| panic!("{e}"));
+        let still_link = std::fs::symlink_metadata(&link).map(|m| m.file_type().is_symlink());
+        assert_eq!(still_link.ok(), Some(true));
+        let text = std::fs::read_to_string(&real).unwrap_or_default();
+        assert!(text.contains("USD"), "{text}");
     }
 
     #[test]

@@ -240,8 +240,14 @@ impl Store {
             path: path.to_path_buf(),
             source,
         };
+        if is_emptied(path) {
+            return Err(sql(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_NOTADB),
+                Some("the file is empty (0 bytes), and no write-ahead log holds its pages".into()),
+            )));
+        }
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+            crate::paths::create_private_dir(dir).map_err(|source| StoreError::Io {
                 path: dir.to_path_buf(),
                 source,
             })?;
@@ -277,18 +283,38 @@ impl Store {
 
     /// A read-only view of an existing ledger, for queries beside the engine that writes it. A
     /// ledger from a newer schema is refused ([`StoreError::Newer`]) rather than misread.
+    /// A ledger in a folder this user cannot write (a WAL ledger needs its `-shm` file made
+    /// there) is read as an immutable file: nobody can be writing it.
     pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
-        let conn = Connection::open_with_flags(
-            path,
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|source| sql_at(path, source))?;
-        let store = Store {
-            conn,
-            path: path.to_path_buf(),
+        use rusqlite::OpenFlags;
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let open = |conn: Connection| {
+            let store = Store {
+                conn,
+                path: path.to_path_buf(),
+            };
+            store.check_version().map(|_| store)
         };
-        store.check_version()?;
-        Ok(store)
+        let first = Connection::open_with_flags(path, flags)
+            .map_err(|source| sql_at(path, source))
+            .and_then(open);
+        let cannot_open = |e: &StoreError| {
+            matches!(e, StoreError::Sql { source, .. } if matches!(
+                source.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly)
+            ))
+        };
+        match first {
+            Err(e) if cannot_open(&e) => {
+                let mut uri = url_path(path);
+                uri.push_str("?immutable=1");
+                Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
+                    .map_err(|source| sql_at(path, source))
+                    .and_then(open)
+                    .map_err(|_| e)
+            }
+            other => other,
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -300,11 +326,32 @@ impl Store {
     }
 }
 
+/// `path` as a `file:` URI, its reserved characters percent-encoded.
+fn url_path(path: &Path) -> String {
+    let mut uri = String::from("file:");
+    for c in path.to_string_lossy().chars() {
+        match c {
+            '?' | '#' | '%' => uri.push_str(&format!("%{:02X}", u32::from(c))),
+            c => uri.push(c),
+        }
+    }
+    uri
+}
+
 fn sql_at(path: &Path, source: rusqlite::Error) -> StoreError {
     StoreError::Sql {
         path: path.to_path_buf(),
         source,
     }
+}
+
+/// A ledger file truncated to nothing: SQLite would take it for a new, empty ledger, and the
+/// lifetime would start again from 0. A new ledger's pages may all still be in its `-wal` file
+/// (none checkpointed yet), so an empty file beside a non-empty log is not damaged.
+fn is_emptied(path: &Path) -> bool {
+    let len = |p: &Path| std::fs::metadata(p).map(|m| m.len()).ok();
+    let wal = PathBuf::from(format!("{}-wal", path.display()));
+    len(path) == Some(0) && len(&wal).unwrap_or(0) == 0
 }
 
 fn is_damage(e: &rusqlite::Error) -> bool {

@@ -13,7 +13,9 @@ pub fn token_path(data_dir: &Path) -> PathBuf {
 }
 
 /// Reads the token, creating it when absent. A file that holds no token is an error rather than
-/// silently replaced: someone may have put it there.
+/// silently replaced: someone may have put it there. A token other users could read is replaced
+/// by a new one, with a warning, as they may have read it (ssh refuses such a key for the same
+/// reason).
 pub fn load_or_create(data_dir: &Path) -> Result<String, Error> {
     let path = token_path(data_dir);
     let io = |source| Error::Io {
@@ -29,21 +31,44 @@ pub fn load_or_create(data_dir: &Path) -> Result<String, Error> {
                     message: "not a Wattbar API token; delete it to have a new one made".into(),
                 });
             }
-            Ok(token.to_string())
+            let Some(mode) = open_to_others(&path).map_err(io)? else {
+                return Ok(token.to_string());
+            };
+            tracing::warn!(
+                "{}: other users could read the API token (mode {mode:o}): a new one was made, \
+                 readable by this user only; give clients the new one (`wattbar-cli token`)",
+                path.display()
+            );
+            std::fs::remove_file(&path).map_err(io)?;
+            create(data_dir, &path).map_err(io)
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(data_dir).map_err(io)?;
-            let mut bytes = [0u8; TOKEN_BYTES];
-            getrandom::fill(&mut bytes).map_err(|e| io(std::io::Error::other(e.to_string())))?;
-            let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-            let mut file = create_private(&path).map_err(io)?;
-            file.write_all(format!("{token}\n").as_bytes())
-                .and_then(|()| file.sync_all())
-                .map_err(io)?;
-            Ok(token)
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => create(data_dir, &path).map_err(io),
         Err(e) => Err(io(e)),
     }
+}
+
+fn create(data_dir: &Path, path: &Path) -> std::io::Result<String> {
+    crate::paths::create_private_dir(data_dir)?;
+    let mut bytes = [0u8; TOKEN_BYTES];
+    getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let mut file = create_private(path)?;
+    file.write_all(format!("{token}\n").as_bytes())?;
+    file.sync_all()?;
+    Ok(token)
+}
+
+/// The file's mode when its group or others may read or write it.
+#[cfg(unix)]
+fn open_to_others(path: &Path) -> std::io::Result<Option<u32>> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path)?.permissions().mode() & 0o777;
+    Ok((mode & 0o077 != 0).then_some(mode))
+}
+
+#[cfg(not(unix))]
+fn open_to_others(_: &Path) -> std::io::Result<Option<u32>> {
+    Ok(None)
 }
 
 #[cfg(unix)]
@@ -109,6 +134,35 @@ mod tests {
                 .as_deref(),
             Some("secret")
         );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_token_others_can_read_is_replaced_by_a_private_one() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let leaked = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+        let path = token_path(dir.path());
+        std::fs::write(&path, leaked).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let token = load_or_create(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        assert_ne!(token, leaked);
+        assert_eq!(token.len(), 64);
+        let mode = std::fs::metadata(&path).map(|m| m.permissions().mode() & 0o777);
+        assert_eq!(mode.ok(), Some(0o600));
+        assert_eq!(load_or_create(dir.path()).ok(), Some(token));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_new_data_folder_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let data = dir.path().join("a/wattbar");
+        load_or_create(&data).unwrap_or_else(|e| panic!("{e}"));
+        let mode = std::fs::metadata(&data).map(|m| m.permissions().mode() & 0o777);
+        assert_eq!(mode.ok(), Some(0o700));
     }
 
     #[test]

@@ -89,12 +89,6 @@ fn start() -> Result<Started, Box<dyn std::error::Error>> {
         .thread_name("wattbar-io")
         .enable_all()
         .build()?;
-    let prefs_path = wattbar_engine::paths::preferences_path()?;
-    // A value the schema refuses keeps its default and stays in the file as written.
-    let (prefs, problems) = wattbar_engine::prefs_file::load(&prefs_path)?;
-    for problem in problems {
-        tracing::warn!("stored preference refused, default used: {problem}");
-    }
     let data_dir = wattbar_engine::paths::data_dir()?;
     let args: Vec<String> = std::env::args().skip(1).collect();
     let asked = |flag: &str| args.iter().any(|a| a == flag);
@@ -121,9 +115,23 @@ fn start() -> Result<Started, Box<dyn std::error::Error>> {
         })?;
         return Ok(Started::HandedOver);
     }
+    let prefs_path = wattbar_engine::paths::preferences_path()?;
+    // A value the schema refuses keeps its default and stays in the file as written; a file
+    // that is not preferences at all is set aside, and the menu says so (the engine's notice).
+    let (prefs, problems, prefs_notice) = wattbar_engine::prefs_file::load_or_set_aside(
+        &prefs_path,
+        wattbar_engine::unix_now() as u64,
+    )?;
+    for problem in problems {
+        tracing::warn!("stored preference refused, default used: {problem}");
+    }
+    if let Some(n) = &prefs_notice {
+        tracing::warn!("{n}");
+    }
     let api = runtime.block_on(serve::bind_api(prefs.api_enabled))?;
     let db_path = wattbar_engine::paths::database_path()?;
     let mut config = EngineConfig::new(prefs.clone()).with_store(db_path.clone());
+    config.notice = prefs_notice;
     if let Some(batch) = std::env::var(BATCH_ENV)
         .ok()
         .and_then(|v| wattbar_core::prefs::parse_duration(&v).ok())

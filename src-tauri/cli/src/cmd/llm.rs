@@ -7,7 +7,7 @@ use wattbar_core::Preferences;
 use wattbar_engine::accounting::local_week_seconds;
 use wattbar_engine::inference::book::{BASELINE_EVERY, BASELINE_SPAN};
 use wattbar_engine::store::Store;
-use wattbar_engine::{paths, prefs_file, unix_now};
+use wattbar_engine::unix_now;
 
 fn fmt(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "—".to_string(), |x| format!("{x:.digits$}"))
@@ -38,9 +38,9 @@ fn resident(store: &Store, prefs: &Preferences) -> Result<Vec<ResidentCost>> {
 /// Per-model figures over every record ever stored, most recently used first, and what each
 /// model costs by staying loaded.
 pub fn models(format: crate::args::TableFormat) -> Result<()> {
-    let (prefs, _) = prefs_file::load(&paths::preferences_path()?)?;
-    let (mut models, resident) = match crate::ledger::open_read_only() {
-        Ok(store) => (
+    let prefs = crate::engine::read_prefs()?;
+    let (mut models, resident) = match crate::ledger::open_if_any()? {
+        Some(store) => (
             store.inference_models(prefs.score_ceiling)?,
             // A ledger an older Wattbar wrote has no such tables yet: the models still list.
             resident(&store, &prefs).unwrap_or_else(|e| {
@@ -48,7 +48,7 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
                 Vec::new()
             }),
         ),
-        Err(_) => (Vec::new(), Vec::new()),
+        None => (Vec::new(), Vec::new()),
     };
     models.sort_by(|a, b| b.last.total_cmp(&a.last));
     match format {
@@ -149,9 +149,9 @@ fn print_resident(resident: &[ResidentCost], currency: &str) {
 pub fn inference(since: &str, limit: usize, json: bool) -> Result<()> {
     let now = unix_now();
     let from = crate::args::parse_time(since, now)?;
-    let records: Vec<Record> = match crate::ledger::open_read_only() {
-        Ok(store) => store.inference(from, limit)?,
-        Err(_) => Vec::new(),
+    let records: Vec<Record> = match crate::ledger::open_if_any()? {
+        Some(store) => store.inference(from, limit)?,
+        None => Vec::new(),
     };
     if json {
         println!("{}", serde_json::json!({ "records": records }));

@@ -4,7 +4,7 @@
 use crate::args::parse_time;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
-use wattbar_engine::{paths, prefs_file, unix_now};
+use wattbar_engine::unix_now;
 
 /// The longest period one report covers.
 const MAX_SECONDS: f64 = 400.0 * 86_400.0;
@@ -37,7 +37,7 @@ pub fn report(from: &str, to: &str, out: &Path) -> Result<()> {
         bail!("a report covers at most 400 days");
     }
     let targets = targets(out)?;
-    let (prefs, _) = prefs_file::load(&paths::preferences_path()?)?;
+    let prefs = crate::engine::read_prefs()?;
     let store = crate::ledger::open_read_only()?;
     let report = wattbar_engine::report::local(&store, &prefs, from, to)?;
     let size = report.default_size();

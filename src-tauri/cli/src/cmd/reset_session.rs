@@ -4,7 +4,7 @@
 use anyhow::{bail, Result};
 use wattbar_engine::lock::EngineLock;
 use wattbar_engine::store::Store;
-use wattbar_engine::{paths, prefs_file, unix_now};
+use wattbar_engine::{paths, unix_now};
 
 pub fn reset_session() -> Result<()> {
     if let Some(holder) = crate::client::running()? {
@@ -21,7 +21,7 @@ pub fn reset_session() -> Result<()> {
         bail!("no energy recorded yet: {} does not exist", db.display());
     }
     let _lock = EngineLock::acquire(&paths::data_dir()?, None)?;
-    let (prefs, _) = prefs_file::load(&paths::preferences_path()?)?;
+    let prefs = crate::engine::read_prefs()?;
     let (mut store, _) = Store::open(&db, unix_now())?;
     let ended = store.reset_session(unix_now(), prefs.currency.as_str())?;
     println!("{}", serde_json::json!({ "ended_sessions": ended }));

@@ -66,9 +66,10 @@ fn follow(api: &str, o: &Options) -> Result<()> {
 }
 
 async fn top_here(o: &Options) -> Result<()> {
-    let prefs = crate::engine::load_prefs(|m| eprintln!("wattbar-cli: {m}"))?;
+    let (prefs, notice) = crate::engine::load_prefs(|m| eprintln!("wattbar-cli: {m}"))?;
     let chain = crate::engine::open_sources().await?;
-    let config = EngineConfig::new(prefs).with_store(paths::database_path()?);
+    let mut config = EngineConfig::new(prefs).with_store(paths::database_path()?);
+    config.notice = notice;
     let engine = wattbar_engine::spawn(chain, config)?;
     let mut rx = engine.subscribe();
     let mut printed = 0u64;

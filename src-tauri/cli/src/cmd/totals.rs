@@ -2,10 +2,10 @@
 //! running engine).
 
 use anyhow::Result;
-use wattbar_engine::{paths, prefs_file, unix_now};
+use wattbar_engine::unix_now;
 
 pub fn totals(json: bool) -> Result<()> {
-    let (prefs, _) = prefs_file::load(&paths::preferences_path()?)?;
+    let prefs = crate::engine::read_prefs()?;
     let store = crate::ledger::open_read_only()?;
     let now = unix_now();
     let session = store.latest_session()?;

@@ -143,15 +143,42 @@ async fn watch_here(
     format: Format,
     batch: Duration,
 ) -> Result<()> {
-    let prefs = crate::engine::load_prefs(|m| eprintln!("wattbar-cli: {m}"))?;
+    let (prefs, notice) = crate::engine::load_prefs(|m| eprintln!("wattbar-cli: {m}"))?;
     let chain = crate::engine::open_sources().await?;
     let mut config = EngineConfig::new(prefs).with_store(paths::database_path()?);
+    config.notice = notice;
     config.batch_interval = batch;
+    let prefs_notice = config.notice.clone();
     let engine = wattbar_engine::spawn(chain, config)?;
-    if let Some(notice) = &engine.current().notice {
+    let current = engine.current();
+    if let Some(notice) = current
+        .notice
+        .as_ref()
+        .filter(|n| Some(*n) != prefs_notice.as_ref())
+    {
         eprintln!("wattbar-cli: {notice}");
     }
     engine.send(Command::SetInterval(interval))?;
+    let printed = print_states(&engine, count, format).await;
+    // Whatever ended the printing (a count, a signal, a reader gone), what was measured is kept.
+    engine.shutdown().await;
+    match printed {
+        Err(e) if is_broken_pipe(&e) => Ok(()),
+        other => other,
+    }
+}
+
+/// Whether the reader of stdout went away (`watch | head`): the end of the output, not a failure.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<std::io::Error>()
+        .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+async fn print_states(
+    engine: &wattbar_engine::EngineHandle,
+    count: Option<u64>,
+    format: Format,
+) -> Result<()> {
     let mut rx = engine.subscribe();
     let mut printer = Printer::new(format);
     let mut printed = 0u64;
@@ -173,6 +200,5 @@ async fn watch_here(
             printed += 1;
         }
     }
-    engine.shutdown().await;
     Ok(())
 }

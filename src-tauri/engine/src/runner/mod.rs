@@ -69,6 +69,8 @@ pub struct EngineConfig {
     pub preferences_file: Option<PathBuf>,
     /// Where processes are read for energy per program (`/`; tests give a fake tree).
     pub proc_root: PathBuf,
+    /// What start-up has to tell the user (preferences set aside), shown until a later notice.
+    pub notice: Option<String>,
 }
 
 impl EngineConfig {
@@ -83,6 +85,7 @@ impl EngineConfig {
             advice_file: None,
             preferences_file: None,
             proc_root: PathBuf::from("/"),
+            notice: None,
         }
     }
 
@@ -120,6 +123,8 @@ pub(crate) struct Engine {
     /// The advice as last written to `advice_file`.
     advice_written: Option<crate::view::LowPowerView>,
     preferences_file: Option<PathBuf>,
+    /// Start-up's notice ([`EngineConfig::notice`]).
+    start_notice: Option<String>,
     /// Answers to send once the state they caused is published, so that whoever is answered
     /// reads that state, not the one before.
     answers: Vec<Box<dyn FnOnce() + Send>>,
@@ -200,7 +205,11 @@ impl Engine {
             lifetime_by_domain: self.recorder.lifetime_by_domain(),
             sources: self.sources.clone(),
             reads: self.chain.counters(),
-            notice: self.recorder.notice().cloned(),
+            notice: self
+                .recorder
+                .notice()
+                .or(self.start_notice.as_ref())
+                .cloned(),
             alerts: self.recorder.alerts().to_vec(),
             alert_seq: self.recorder.alert_seq(),
             inference: self.book.view(),
@@ -294,6 +303,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         advice_file: config.advice_file,
         advice_written: None,
         preferences_file: config.preferences_file,
+        start_notice: config.notice,
         answers: Vec::new(),
         engaged: watch::Sender::new(0),
         residency,

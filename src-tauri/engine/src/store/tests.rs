@@ -98,6 +98,29 @@ fn a_corrupt_file_is_moved_aside_and_a_fresh_one_used() {
     assert_eq!(store.lifetime("EUR").map(|l| l.joules).unwrap_or(-1.0), 0.0);
 }
 
+#[test]
+fn an_emptied_file_is_damage_not_a_new_ledger() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join(DB_FILE);
+    std::fs::write(&path, b"").unwrap_or_else(|e| panic!("{e}"));
+    let (_, moved) = Store::open(&path, 1234.0).unwrap_or_else(|e| panic!("{e}"));
+    let moved = moved.unwrap_or_else(|| panic!("a 0-byte ledger was taken as new"));
+    assert_eq!(moved.to, dir.path().join("wattbar.db.corrupt-1234"));
+    assert!(moved.reason.contains("empty"), "{}", moved.reason);
+}
+
+#[test]
+fn an_empty_file_beside_a_log_that_holds_its_pages_is_not_damage() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join(DB_FILE);
+    std::fs::write(&path, b"").unwrap_or_else(|e| panic!("{e}"));
+    assert!(super::is_emptied(&path));
+    // What a kill -9 can leave: every page still in `-wal`, none checkpointed to the file.
+    std::fs::write(dir.path().join("wattbar.db-wal"), [1u8; 4096])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!super::is_emptied(&path));
+}
+
 #[cfg(unix)]
 #[test]
 fn the_database_is_readable_by_its_user_only() {

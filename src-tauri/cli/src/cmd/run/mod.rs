@@ -60,7 +60,7 @@ struct Measured {
 }
 
 async fn measure(args: RunArgs, programs: Vec<Program>) -> Result<i32> {
-    let prefs = crate::engine::load_prefs(|m| eprintln!("wattbar-cli: {m}"))?;
+    let prefs = crate::engine::read_prefs()?;
     let pricing = Pricing {
         tariffs: prefs
             .tariff_schedule()
