@@ -141,12 +141,30 @@ impl Engine {
     }
 
     /// Follows `/v1/stream`: calls `on_state` with each published state, as the engine wrote
-    /// it, until the engine goes away (returns why).
+    /// it, until the engine goes away (returns why). The token claims a slot kept for the app's
+    /// windows; an engine whose slots are all taken is asked again when it says to.
     pub fn follow(&self, mut on_state: impl FnMut(Value)) -> String {
         use std::io::BufRead;
-        let reply = match self.agent.get(&format!("{}/v1/stream", self.base)).call() {
-            Ok(r) => r,
-            Err(e) => return e.to_string(),
+        let reply = loop {
+            let asked = self
+                .agent
+                .get(&format!("{}/v1/stream", self.base))
+                .set("Authorization", &format!("Bearer {}", self.token))
+                .call();
+            match asked {
+                Ok(r) => break r,
+                Err(ureq::Error::Status(503, r)) => {
+                    let wait = r
+                        .header("retry-after")
+                        .and_then(|s| s.trim().parse::<u64>().ok())
+                        .unwrap_or(5);
+                    tracing::warn!(
+                        "the engine's event streams are all taken: asking again in {wait} s"
+                    );
+                    std::thread::sleep(Duration::from_secs(wait.clamp(1, 60)));
+                }
+                Err(e) => return e.to_string(),
+            }
         };
         let mut data = String::new();
         for line in std::io::BufReader::new(reply.into_reader()).lines() {

@@ -302,3 +302,30 @@ fn an_upstream_that_is_the_proxy_itself_is_refused_at_start() {
     assert!(said.contains("forward every request to itself"), "{said}");
     assert!(said.contains("--llm-upstream"), "{said}");
 }
+
+#[test]
+fn a_record_id_given_before_a_kill_9_is_never_given_again() {
+    let upstream = Upstream::start(0);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let id_of = |proxy: &str| {
+        // A slow stream: its id is given when it starts; the engine is killed while it runs.
+        let answer = ureq::post(&format!("{proxy}/api/generate"))
+            .send_string(r#"{"model":"slow","prompt":"hi"}"#)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let id = answer
+            .header("x-wattbar-request-id")
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no request id"));
+        (id, answer)
+    };
+    let (mut serve, proxy) = serve_with_proxy(dir.path(), &upstream.url, WATTS, &[]);
+    // Still streaming when the engine is killed: its record is never made.
+    let (first, streaming) = id_of(&proxy);
+    serve.child.kill().unwrap_or_else(|e| panic!("{e}"));
+    let _ = serve.child.wait();
+    drop((serve, streaming));
+    let (serve, proxy) = serve_with_proxy(dir.path(), &upstream.url, WATTS, &[]);
+    let (second, _) = id_of(&proxy);
+    assert!(second > first, "id {second} after {first}");
+    drop(serve);
+}

@@ -19,8 +19,12 @@
 //!   route gets 404, all as `{"error": "..."}`. A panicking handler answers 500.
 //!
 //! Limits ([`Limits`], defaults in brackets), so that no client can hold the server:
-//! - At most [`MAX_STREAMS`] (32) `/v1/stream` clients at once; the next gets 503 with
-//!   `Retry-After` until one leaves (its slot is freed when its connection closes).
+//! - At most [`MAX_STREAMS`] (32) `/v1/stream` clients at once, and [`OWNER_STREAMS`] (4) more
+//!   that carry the token (the app's windows); the next gets 503 with `Retry-After` until one
+//!   leaves. A slot is freed when its connection closes, or when its client has left a state
+//!   unread for [`STREAM_WRITE_TIMEOUT`] (30 s) with every buffer before it full (each
+//!   connection's send buffer is 64 KiB): a client that connects and never reads holds nothing
+//!   for long.
 //! - A connection must send a request's headers within [`HEADER_TIMEOUT`] (10 s) of opening or
 //!   of its previous response, else it is closed: a silent, idle or trickling client goes away.
 //! - A request must be answered within [`REQUEST_TIMEOUT`] (10 s), body upload included, else
@@ -53,7 +57,7 @@ pub use hosts::{parse_host_name, remote_hosts, HostGuard};
 pub use inference::MAX_RECORDS;
 pub use shared::{
     ApiConfig, Limits, DEFAULT_LISTEN, DEFAULT_PORT, HEADER_TIMEOUT, MAX_BODY_BYTES,
-    MAX_HISTORY_SECONDS, MAX_STREAMS, REQUEST_TIMEOUT,
+    MAX_HISTORY_SECONDS, MAX_STREAMS, OWNER_STREAMS, REQUEST_TIMEOUT, STREAM_WRITE_TIMEOUT,
 };
 
 use shared::{error, Shared};
@@ -86,6 +90,7 @@ pub fn router(
         closing,
         usage: Mutex::new(shared::Usage::new()),
         streams: Arc::new(tokio::sync::Semaphore::new(max_streams)),
+        owner_streams: Arc::new(tokio::sync::Semaphore::new(OWNER_STREAMS)),
         state_json: Arc::default(),
     });
     let api = Router::new()
@@ -145,11 +150,22 @@ pub async fn serve(
     let (close_tx, close_rx) = watch::channel(false);
     let app = router(engine, config, port, close_rx);
     let service = hyper_util::service::TowerToHyperService::new(app);
-    crate::net::server::serve(listener, header_timeout, service, shutdown, move || {
-        let _ = close_tx.send(true);
-    })
+    crate::net::server::serve(
+        listener,
+        header_timeout,
+        Some(SEND_BUFFER_BYTES),
+        service,
+        shutdown,
+        move || {
+            let _ = close_tx.send(true);
+        },
+    )
     .await
 }
+
+/// Each API connection's send buffer: far more than any answer needs at once (states are a
+/// few KiB), and small enough that a client that reads nothing fills it in seconds.
+const SEND_BUFFER_BYTES: usize = 64 * 1024;
 
 /// Where the dashboard's files are: `explicit`, else `WATTBAR_UI_DIR`, else `share/wattbar/ui`
 /// or `ui` beside the executable (an install), else the source tree's `ui/` (a build from it).

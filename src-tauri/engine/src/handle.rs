@@ -96,7 +96,13 @@ impl EngineReader {
                 let older = ledger
                     .read(move |store| Ok(store.intervals(from, until)?))
                     .await?;
-                if let Some(mut older) = older {
+                if let Some(older) = older {
+                    // The store's rows reach past `until` (its gap allowance), into what this
+                    // engine keeps and stored too: only the part before is added.
+                    let mut older: Vec<Interval> = older
+                        .into_iter()
+                        .filter_map(|i| i.before(kept_from))
+                        .collect();
                     older.append(&mut intervals);
                     intervals = older;
                 }

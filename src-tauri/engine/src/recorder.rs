@@ -27,7 +27,13 @@ pub struct Recorder {
     notice: Option<String>,
     alerts: Vec<BudgetAlert>,
     alert_seq: u64,
+    /// Record ids below this are reserved in the ledger: a restart numbers from here, so an id
+    /// given to a request in flight when the engine died is never given again.
+    reserved_ids: Option<u64>,
 }
+
+/// How many record ids are reserved at once; more are reserved when half are given.
+pub const RESERVED_IDS: u64 = 1000;
 
 impl Recorder {
     /// Opens the ledger at `path` (none: in memory) and starts a session.
@@ -62,6 +68,7 @@ impl Recorder {
             notice,
             alerts: Vec::new(),
             alert_seq: 0,
+            reserved_ids: None,
         };
         recorder.refresh_stored();
         recorder
@@ -121,6 +128,25 @@ impl Recorder {
                 tracing::error!("an inference record was not saved: {e}");
                 self.notice = Some(format!("Inference records are not being saved: {e}"));
             }
+        }
+    }
+
+    /// Keeps the ids from `next` on reserved ([`RESERVED_IDS`] ahead) before they are given;
+    /// writes only when half the reserved ids are used.
+    pub fn reserve_record_ids(&mut self, next: u64) {
+        if self
+            .reserved_ids
+            .is_some_and(|r| next.saturating_add(RESERVED_IDS / 2) <= r)
+        {
+            return;
+        }
+        let Some(ledger) = self.ledger.as_mut() else {
+            return;
+        };
+        let through = next.saturating_add(RESERVED_IDS - 1);
+        match ledger.store_mut().reserve_inference_ids(through) {
+            Ok(()) => self.reserved_ids = Some(through.saturating_add(1)),
+            Err(e) => tracing::warn!("record ids could not be reserved: {e}"),
         }
     }
 

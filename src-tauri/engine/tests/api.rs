@@ -928,3 +928,108 @@ async fn preferences_are_read_and_changed_one_field_at_a_time_with_the_token() {
         .is_some_and(|e| e.contains("malformed JSON")));
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_reaching_before_the_engine_counts_each_second_once() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let before = wattbar_engine::unix_now();
+    let server = Server::start("t,watts\n0,50\n", Some(&dir.path().join("w.db"))).await;
+    wait_until_sampled(&server).await;
+    // Batches every 200 ms: by now the store holds most of what the engine also keeps.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let to = wattbar_engine::unix_now();
+    let alive = to - before;
+    for span in [30.0, 300.0] {
+        let e = server
+            .get(&format!("/v1/energy?from={}&to={to}", to - span))
+            .await
+            .json();
+        let joules = e["joules"].as_f64().unwrap_or_default();
+        // 50 W for at most the engine's life: each second once, never the stored copy too.
+        assert!(
+            joules > 0.0 && joules <= 50.0 * alive * 1.01,
+            "{span} s: {e}"
+        );
+        let covered = e["covered_fraction"].as_f64().unwrap_or(1.0);
+        assert!(covered <= alive / span + 1e-9, "{span} s: {e}");
+        let system = e["by_domain"]
+            .as_array()
+            .and_then(|d| d.iter().find(|p| p[0] == "system"))
+            .and_then(|p| p[1].as_f64());
+        if let Some(system) = system {
+            assert!((system - joules).abs() <= 1e-6 * joules, "{span} s: {e}");
+        }
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_client_that_reads_nothing_loses_its_slot_and_the_windows_keep_theirs() {
+    let server = Server::start_with("t,watts\n0,10\n", None, "127.0.0.1:0", |_, config| {
+        config.limits.max_streams = 1;
+        config.limits.stream_write_timeout = Duration::from_secs(1);
+    })
+    .await;
+    let (addr, host) = (server.addr, server.host());
+    // A client that connects and never reads, with a small receive buffer so that the buffers
+    // between it and the server fill within seconds.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap_or_else(|e| panic!("{e}"));
+    socket
+        .set_recv_buffer_size(2048)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let idle = socket.connect(addr).await.unwrap_or_else(|e| panic!("{e}"));
+    let request = format!("GET /v1/stream HTTP/1.1\r\nHost: {host}\r\n\r\n");
+    let mut sent = 0;
+    while sent < request.len() {
+        idle.writable().await.unwrap_or_else(|e| panic!("{e}"));
+        sent += idle.try_write(&request.as_bytes()[sent..]).unwrap_or(0);
+    }
+    // It reads its answer's head, then nothing more.
+    let mut head = Vec::new();
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        idle.readable().await.unwrap_or_else(|e| panic!("{e}"));
+        let mut byte = [0u8; 1];
+        if idle.try_read(&mut byte).unwrap_or(0) == 1 {
+            head.push(byte[0]);
+        }
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    tokio::task::spawn_blocking(move || {
+        // The idle client holds the one public slot.
+        let (status, text, _) = open_stream(addr, &host);
+        assert_eq!(status, 503, "{text}");
+        // The app's window carries the token: a slot is kept for it.
+        let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("{e}"));
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let req = format!(
+            "GET /v1/stream HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
+        );
+        s.write_all(req.as_bytes())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut buf = [0u8; 512];
+        let n = s.read(&mut buf).unwrap_or_else(|e| panic!("{e}"));
+        let head = String::from_utf8_lossy(&buf[..n]).into_owned();
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        // Once the buffers before the idle client are full, its slot is taken back within the
+        // write timeout.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (status, text, _) = open_stream(addr, &host);
+            if status == 200 {
+                break;
+            }
+            assert_eq!(status, 503, "{text}");
+            assert!(
+                Instant::now() < deadline,
+                "a client that reads nothing kept its slot for 60 s"
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    drop(idle);
+    server.stop().await;
+}

@@ -38,6 +38,25 @@ impl Interval {
         self.end - self.start
     }
 
+    /// The part of this interval before `unix` (its energy in proportion), so that stored
+    /// intervals never overlap the ones kept in memory from `unix` on; `None` when none is.
+    pub fn before(mut self, unix: f64) -> Option<Interval> {
+        if self.unix_start >= unix {
+            return None;
+        }
+        if self.unix_end > unix {
+            let span = self.unix_end - self.unix_start;
+            let kept = (unix - self.unix_start) / span;
+            self.joules = self.joules.map(|j| j * kept);
+            for (_, j) in &mut self.by_domain {
+                *j *= kept;
+            }
+            self.end = self.start + (self.end - self.start) * kept;
+            self.unix_end = unix;
+        }
+        Some(self)
+    }
+
     /// Mean headline watts, when measured.
     pub fn watts(&self) -> Option<f64> {
         let s = self.seconds();
@@ -338,6 +357,24 @@ mod tests {
                 }
             })
             .collect()
+    }
+
+    #[test]
+    fn the_part_of_an_interval_before_a_moment_keeps_its_share_of_the_energy() {
+        let i = trace(0.0, &[100.0]).remove(0);
+        // 100 J over 1 s; a quarter of it before the moment: 25 J, 12.5 J of it the GPU's.
+        let part = i
+            .clone()
+            .before(1.7e9 + 0.25)
+            .unwrap_or_else(|| panic!("none"));
+        assert_eq!((part.unix_end, part.end), (1.7e9 + 0.25, 0.25));
+        assert_eq!(part.joules, Some(25.0));
+        assert_eq!(part.by_domain, vec![("gpu".to_string(), 12.5)]);
+        assert!(i.clone().before(1.7e9).is_none());
+        assert_eq!(
+            i.clone().before(1.7e9 + 5.0).map(|p| p.joules),
+            Some(Some(100.0))
+        );
     }
 
     fn window(start: f64, end: f64) -> Window {

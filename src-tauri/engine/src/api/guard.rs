@@ -72,7 +72,8 @@ pub(super) async fn guard(
     }
 }
 
-fn authorised(shared: &Shared, headers: &HeaderMap) -> bool {
+/// Whether the request carries this server's bearer token.
+pub(super) fn authorised(shared: &Shared, headers: &HeaderMap) -> bool {
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())

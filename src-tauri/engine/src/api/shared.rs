@@ -31,6 +31,12 @@ pub(super) const APPLY_TIMEOUT: Duration = Duration::from_secs(2);
 /// `/v1/stream` clients at once, by default: a dashboard tab or router each. The state is
 /// serialized once for all of them, so each costs only its socket.
 pub const MAX_STREAMS: usize = 32;
+/// `/v1/stream` clients with the token (the app's own windows) that may follow once the others
+/// hold every slot: a page or program that opens [`MAX_STREAMS`] streams locks no window out.
+pub const OWNER_STREAMS: usize = 4;
+/// How long a stream client may leave a state unread once the buffers before it are full; then
+/// its slot goes to the next client. A client that reads, however slowly, never meets it.
+pub const STREAM_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Time to send a request's headers, by default; generous for any real client, even on a LAN.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Time to answer a request, by default; the slowest handler (a write) gives up after 2 s.
@@ -47,6 +53,8 @@ pub struct Limits {
     pub header_timeout: Duration,
     /// How long a request may take, from its headers to its response.
     pub request_timeout: Duration,
+    /// How long a stream client may leave a state unread before its slot is taken back.
+    pub stream_write_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -55,6 +63,7 @@ impl Default for Limits {
             max_streams: MAX_STREAMS,
             header_timeout: HEADER_TIMEOUT,
             request_timeout: REQUEST_TIMEOUT,
+            stream_write_timeout: STREAM_WRITE_TIMEOUT,
         }
     }
 }
@@ -85,6 +94,8 @@ pub(super) struct Shared {
     pub(super) usage: Mutex<Usage>,
     /// One permit per open event stream.
     pub(super) streams: Arc<tokio::sync::Semaphore>,
+    /// The slots kept for clients with the token ([`OWNER_STREAMS`]).
+    pub(super) owner_streams: Arc<tokio::sync::Semaphore>,
     pub(super) state_json: Arc<StateJson>,
 }
 

@@ -70,8 +70,14 @@ pub(super) async fn get_totals(State(shared): State<Arc<Shared>>) -> Json<Totals
     })
 }
 
-pub(super) async fn get_stream(State(shared): State<Arc<Shared>>) -> Response {
-    let Ok(slot) = Arc::clone(&shared.streams).try_acquire_owned() else {
+pub(super) async fn get_stream(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    let slot = Arc::clone(&shared.streams)
+        .try_acquire_owned()
+        .or_else(|e| match super::guard::authorised(&shared, &headers) {
+            true => Arc::clone(&shared.owner_streams).try_acquire_owned(),
+            false => Err(e),
+        });
+    let Ok(slot) = slot else {
         let mut r = error(
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
@@ -88,20 +94,32 @@ pub(super) async fn get_stream(State(shared): State<Arc<Shared>>) -> Response {
         let _ = closing.wait_for(|c| *c).await;
     };
     let events = state_json_stream(shared.engine.subscribe(), Arc::clone(&shared.state_json))
-        .map(move |(seq, json)| {
-            // The stream owns the slot: hyper drops the stream when the client goes away or the
-            // server closes it, and that frees the slot.
-            let _slot = &slot;
-            let event = match json {
-                Ok(json) => Event::default()
-                    .event("state")
-                    .id(seq.to_string())
-                    .data(&*json),
-                Err(e) => Event::default().comment(format!("unencodable state: {e}")),
-            };
-            Ok::<_, Infallible>(event)
+        .map(|(seq, json)| match json {
+            Ok(json) => Event::default()
+                .event("state")
+                .id(seq.to_string())
+                .data(&*json),
+            Err(e) => Event::default().comment(format!("unencodable state: {e}")),
         })
         .take_until(Box::pin(closed));
+    // A task of its own hands the states over and owns the slot: the body is polled only when
+    // the connection can take more, so a client that reads nothing would hold it forever.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Event>(1);
+    let write_timeout = shared.config.limits.stream_write_timeout;
+    tokio::spawn(async move {
+        let _slot = slot;
+        let mut events = std::pin::pin!(events);
+        while let Some(event) = events.next().await {
+            // Gone (the body dropped), or reading nothing: either way the slot is free.
+            if !matches!(
+                tokio::time::timeout(write_timeout, tx.send(event)).await,
+                Ok(Ok(()))
+            ) {
+                break;
+            }
+        }
+    });
+    let events = tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok::<_, Infallible>);
     Sse::new(events)
         .keep_alive(KeepAlive::default())
         .into_response()

@@ -293,7 +293,14 @@ impl Book {
                 status,
                 error: f.error.clone(),
                 start: f.start.unix_seconds,
-                end: f.end.unix_seconds,
+                // The window the energy was measured over is the elapsed clock's: the wall
+                // clock read beside it may be a moment off (or jump), and the record's seconds
+                // must be the ones its energy covers.
+                end: f.start.unix_seconds
+                    + f.end
+                        .monotonic
+                        .saturating_sub(f.start.monotonic)
+                        .as_secs_f64(),
                 ttft_seconds: f
                     .first_token
                     .map(|t| t.monotonic.saturating_sub(f.start.monotonic).as_secs_f64()),

@@ -168,7 +168,7 @@ pub async fn serve(
         async move { Ok::<_, std::convert::Infallible>(proxy.handle(req).await) }
     });
     let served =
-        crate::net::server::serve(listener, HEADER_TIMEOUT, service, shutdown, || {}).await;
+        crate::net::server::serve(listener, HEADER_TIMEOUT, None, service, shutdown, || {}).await;
     unloading.abort();
     following.abort();
     proxy_tracker.set_upstream_port(None);

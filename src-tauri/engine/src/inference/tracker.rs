@@ -143,6 +143,11 @@ impl Tracker {
         self.next_record.fetch_max(first, Ordering::SeqCst);
     }
 
+    /// The id the next record will get.
+    pub fn next_record_id(&self) -> u64 {
+        self.next_record.load(Ordering::SeqCst)
+    }
+
     /// A new record id, never given before.
     pub fn take_record_id(&self) -> u64 {
         self.next_record.fetch_add(1, Ordering::SeqCst)

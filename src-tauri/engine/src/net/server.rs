@@ -6,6 +6,8 @@
 //! - Shutdown is graceful: when `shutdown` completes, the listener is closed, `closing` runs (the
 //!   API ends its event streams there), requests in flight finish, and [`serve`] returns once
 //!   every connection has closed.
+//! - Where asked, each connection's send buffer has a fixed size: what a client leaves unread
+//!   then fills it soon, and a writer waiting on it notices (the API's event streams).
 //! - A failed accept never spins the loop: a connection that went away before it was accepted is
 //!   nothing; any other error (out of file descriptors) is logged and waited out.
 
@@ -24,9 +26,11 @@ type BoxError = Box<dyn StdError + Send + Sync>;
 const ACCEPT_RETRY: Duration = Duration::from_secs(1);
 
 /// Serves `service` on `listener` until `shutdown` completes; see the module rules.
+/// `send_buffer_bytes`: each connection's send buffer, where not the system's own.
 pub async fn serve<S, B>(
     listener: TcpListener,
     header_timeout: Duration,
+    send_buffer_bytes: Option<usize>,
     service: S,
     shutdown: impl Future<Output = ()> + Send,
     closing: impl FnOnce() + Send,
@@ -58,6 +62,9 @@ where
         // Small responses, events and streamed tokens go out at once rather than waiting for
         // more to send.
         let _ = stream.set_nodelay(true);
+        if let Some(bytes) = send_buffer_bytes {
+            let _ = socket2::SockRef::from(&stream).set_send_buffer_size(bytes);
+        }
         let connection =
             connections.watch(http.serve_connection(TokioIo::new(stream), service.clone()));
         tokio::spawn(async move {

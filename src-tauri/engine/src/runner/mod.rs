@@ -240,7 +240,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
     let clock = config.clock.clone();
     let started = clock.unix();
     let ledger_path = config.store.clone();
-    let recorder = Recorder::open(
+    let mut recorder = Recorder::open(
         config.store.as_deref(),
         config.batch_interval,
         started,
@@ -276,6 +276,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
     );
     let tracker = Tracker::new(clock.clone());
     tracker.number_records_from(book.first_free_id());
+    recorder.reserve_record_ids(tracker.next_record_id());
     let low_power = LowPower::new(
         config.prefs.low_power.clone(),
         recorder.restored_low_power(),

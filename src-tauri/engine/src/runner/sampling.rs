@@ -11,6 +11,9 @@ use wattbar_core::Stamp;
 
 impl Engine {
     pub(super) fn sample(&mut self) {
+        // Every request's start wakes a sample: ids stay reserved ahead of those given.
+        self.recorder
+            .reserve_record_ids(self.tracker.next_record_id());
         let at = self.stamp();
         let prev = self.last_stamp;
         self.notice_wall_step(at);

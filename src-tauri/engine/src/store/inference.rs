@@ -327,6 +327,27 @@ impl Store {
         Ok(u64::try_from(seq.unwrap_or(0)).unwrap_or(0) + 1)
     }
 
+    /// Reserves the ids up to `through` durably: [`Store::next_inference_id`] answers above it
+    /// from now on, even if no record with those ids is ever written.
+    pub fn reserve_inference_ids(&mut self, through: u64) -> Result<(), StoreError> {
+        let through = count(Some(through));
+        let result = (|| {
+            let tx = self.conn.transaction()?;
+            let updated = tx.execute(
+                "UPDATE sqlite_sequence SET seq = MAX(seq, ?1) WHERE name = 'inference'",
+                [through],
+            )?;
+            if updated == 0 {
+                tx.execute(
+                    "INSERT INTO sqlite_sequence (name, seq) VALUES ('inference', ?1)",
+                    [through],
+                )?;
+            }
+            tx.commit()
+        })();
+        result.map_err(|e| self.sql(e))
+    }
+
     /// Deletes the records that ended before `before` (Unix seconds); the figures per model
     /// keep them.
     pub fn prune_inference(&mut self, before: f64) -> Result<usize, StoreError> {

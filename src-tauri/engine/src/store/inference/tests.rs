@@ -268,3 +268,26 @@ fn a_version_6_ledger_is_migrated_to_typed_columns_losing_no_record() {
     s.insert_inference(&record(10, "smollm2", 1_700_000_200.0))
         .unwrap_or_else(|e| panic!("{e}"));
 }
+
+#[test]
+fn reserved_ids_are_never_given_again_even_unwritten() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("w.db");
+    let mut store = open(&path);
+    assert_eq!(store.next_inference_id().ok(), Some(1));
+    // Ids 1–1000 reserved; id 2 given to a request that never became a record (a kill -9).
+    store
+        .reserve_inference_ids(1000)
+        .unwrap_or_else(|e| panic!("{e}"));
+    store
+        .insert_inference(&record(1, "llama3", 100.0))
+        .unwrap_or_else(|e| panic!("{e}"));
+    drop(store);
+    let mut store = open(&path);
+    assert_eq!(store.next_inference_id().ok(), Some(1001));
+    // A reservation never lowers what was reserved.
+    store
+        .reserve_inference_ids(10)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(store.next_inference_id().ok(), Some(1001));
+}
