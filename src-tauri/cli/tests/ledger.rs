@@ -169,6 +169,38 @@ fn sigterm_writes_the_last_batch_and_exits_0() {
 }
 
 #[test]
+fn sigterm_with_a_last_batch_the_ledger_refuses_exits_1_and_says_so() {
+    let home = home();
+    let mut child = cli(home.path())
+        .args(["watch", "--interval", "100ms", "--batch", "300ms", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let mut lines = BufReader::new(stdout).lines();
+    for _ in 0..3 {
+        let _ = lines.next();
+    }
+    let db = home.path().join("data/wattbar.db");
+    wait_for("a first batch", || db.exists().then_some(()));
+    // Another writer holds the ledger: the last batch cannot be written.
+    let other = rusqlite::Connection::open(&db).unwrap_or_else(|e| panic!("{e}"));
+    other
+        .execute_batch("BEGIN IMMEDIATE")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    assert!(killed.is_ok_and(|s| s.success()));
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("last batch could not be written"), "{said}");
+    drop(lines);
+}
+
+#[test]
 fn integrate_prints_energy_and_gaps_and_names_a_bad_line() {
     let home = home();
     let csv = home.path().join("power.csv");

@@ -32,6 +32,9 @@ pub enum Error {
     /// The ledger could not be read or written.
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
+    /// The engine did not answer in time: what it was asked to do may not be done.
+    #[error("the engine did not answer within {} s", .0.as_secs())]
+    TimedOut(std::time::Duration),
     /// Too many ledger queries are waiting already: try again in a moment.
     #[error("the ledger is busy with other queries; try again in a moment")]
     Busy,

@@ -12,8 +12,9 @@ use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use wattbar_core::inference::{window_energy, Interval, Record, WindowEnergy};
 use wattbar_core::Preferences;
-/// How long [`EngineHandle::shutdown`] waits for the last batch to be written.
-const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+/// How long [`EngineHandle::shutdown`] waits for the last batch to be written: longer than a
+/// write waits for a busy ledger (SQLite's 5 s), so that its answer comes first.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
 
 /// Owns the engine thread: dropping it stops the engine (after the command in hand).
 pub struct EngineHandle {
@@ -268,14 +269,23 @@ impl EngineHandle {
         self.reader.commands.close();
     }
 
-    /// Flushes the store, ends the session and stops the engine; gives up waiting after 5 s of
-    /// real time (a stalled source).
-    pub async fn shutdown(&self) {
+    /// Flushes the store, ends the session and stops the engine; gives up waiting after 10 s
+    /// of real time (a stalled source). An error: the ledger refused the last batch, or the
+    /// engine did not say it was written, so what was measured since the batch before may be
+    /// lost. An engine that had already stopped wrote its batch then.
+    pub async fn shutdown(&self) -> Result<(), Error> {
         let (tx, rx) = std::sync::mpsc::channel();
+        let mut written = Ok(());
         if self.reader.send(Command::Shutdown(tx)).is_ok() {
-            let _ = tokio::task::spawn_blocking(move || rx.recv_timeout(SHUTDOWN_WAIT)).await;
+            let answer = tokio::task::spawn_blocking(move || rx.recv_timeout(SHUTDOWN_WAIT)).await;
+            written = match answer {
+                Ok(Ok(Ok(()))) => Ok(()),
+                Ok(Ok(Err(e))) => Err(Error::Store(e)),
+                _ => Err(Error::TimedOut(SHUTDOWN_WAIT)),
+            };
         }
         self.reader.commands.close();
+        written
     }
 }
 

@@ -25,6 +25,8 @@ pub struct Recorder {
     stored: BTreeMap<String, f64>,
     pending: BTreeMap<String, f64>,
     notice: Option<String>,
+    /// Why the ledger refused the last write, until a batch is written again.
+    failure: Option<String>,
     alerts: Vec<BudgetAlert>,
     alert_seq: u64,
     /// Record ids below this are reserved in the ledger: a restart numbers from here, so an id
@@ -66,6 +68,7 @@ impl Recorder {
             stored: BTreeMap::new(),
             pending: BTreeMap::new(),
             notice,
+            failure: None,
             alerts: Vec::new(),
             alert_seq: 0,
             reserved_ids: None,
@@ -126,7 +129,7 @@ impl Recorder {
         for r in records {
             if let Err(e) = ledger.store_mut().insert_inference(r) {
                 tracing::error!("an inference record was not saved: {e}");
-                self.notice = Some(format!("Inference records are not being saved: {e}"));
+                self.failure = Some(format!("Inference records are not being saved: {e}"));
             }
         }
     }
@@ -247,6 +250,9 @@ impl Recorder {
             .and_then(|()| ledger.totals(now_unix, prefs.currency.as_str()))
         {
             Ok(t) => {
+                if self.failure.take().is_some() {
+                    tracing::info!("energy store: written again");
+                }
                 self.totals = Some(t.clone());
                 self.refresh_stored();
                 self.check_budgets(&t, now_unix, prefs);
@@ -267,12 +273,14 @@ impl Recorder {
     }
 
     /// Writes what is pending and ends the session (shutdown).
-    pub fn end(&mut self, session: &SessionTotals, now_unix: f64) {
-        if let Some(ledger) = self.ledger.as_mut() {
-            if let Err(e) = ledger.end(session.joules.0, session.cost, now_unix) {
-                tracing::error!("could not write the last batch: {e}");
-            }
-        }
+    /// Writes the last batch and ends the session; an error when the ledger refused it.
+    pub fn end(&mut self, session: &SessionTotals, now_unix: f64) -> Result<(), StoreError> {
+        let Some(ledger) = self.ledger.as_mut() else {
+            return Ok(());
+        };
+        ledger
+            .end(session.joules.0, session.cost, now_unix)
+            .inspect_err(|e| tracing::error!("could not write the last batch: {e}"))
     }
 
     pub fn record_low_power(&mut self, state: &LowPowerState, message: &str) {
@@ -298,8 +306,9 @@ impl Recorder {
         self.totals.as_ref()
     }
 
+    /// What the user must know: a write the ledger refuses now, else what opening it found.
     pub fn notice(&self) -> Option<&String> {
-        self.notice.as_ref()
+        self.failure.as_ref().or(self.notice.as_ref())
     }
 
     pub fn alerts(&self) -> &[BudgetAlert] {
@@ -312,7 +321,7 @@ impl Recorder {
 
     fn failed(&mut self, e: StoreError) {
         tracing::error!("energy store: {e}");
-        self.notice = Some(format!("Energy history is not being saved: {e}"));
+        self.failure = Some(format!("Energy history is not being saved: {e}"));
     }
 
     /// Reads the stored lifetime; what was pending is in it now.

@@ -136,7 +136,10 @@ impl Server {
         }
         let finished = tokio::time::timeout(Duration::from_secs(5), &mut self.task).await;
         assert!(finished.is_ok(), "the server did not stop within 5 s");
-        self.engine.shutdown().await;
+        self.engine
+            .shutdown()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
     }
 }
 
@@ -767,7 +770,7 @@ async fn the_energy_counter_is_there_from_the_first_scrape_and_moves_before_any_
     );
     let stored = engine.current().totals.as_ref().map(|t| t.lifetime.joules);
     assert_eq!(stored, Some(0.0), "nothing was written yet");
-    engine.shutdown().await;
+    engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -402,7 +402,9 @@ async fn on_terminate(engine: Arc<EngineHandle>, proxy: EventLoopProxy<Wake>) {
     use tokio::signal::unix::{signal, SignalKind};
     if let Ok(mut term) = signal(SignalKind::terminate()) {
         term.recv().await;
-        engine.shutdown().await;
+        if let Err(e) = engine.shutdown().await {
+            tracing::error!("the last batch could not be written: {e}");
+        }
         let _ = proxy.send_event(Wake::Exit);
     }
 }

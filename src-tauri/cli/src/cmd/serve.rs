@@ -137,7 +137,9 @@ pub async fn serve(command: Cmd) -> Result<()> {
     if let Some(proxied) = proxied {
         let _ = proxied.await;
     }
-    engine.shutdown().await;
+    let written = engine.shutdown().await;
+    let served = served.context("the API server failed");
+    written.context("stopped, but the last batch could not be written")?;
     tracing::info!("stopped; the store is written");
-    served.context("the API server failed")
+    served
 }

@@ -94,7 +94,10 @@ async fn top_here(o: &Options) -> Result<()> {
             printed += 1;
         }
     }
-    engine.shutdown().await;
+    engine
+        .shutdown()
+        .await
+        .context("the last batch could not be written")?;
     Ok(())
 }
 

@@ -161,11 +161,13 @@ async fn watch_here(
     engine.send(Command::SetInterval(interval))?;
     let printed = print_states(&engine, count, format).await;
     // Whatever ended the printing (a count, a signal, a reader gone), what was measured is kept.
-    engine.shutdown().await;
-    match printed {
+    let written = engine.shutdown().await;
+    let printed = match printed {
         Err(e) if is_broken_pipe(&e) => Ok(()),
         other => other,
-    }
+    };
+    written.context("the last batch could not be written")?;
+    printed
 }
 
 /// Whether the reader of stdout went away (`watch | head`): the end of the output, not a failure.

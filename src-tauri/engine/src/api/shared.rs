@@ -262,7 +262,7 @@ mod tests {
         )
         .await
         .map(|r| r.map(|p| Arc::clone(&p)));
-        engine.shutdown().await;
+        engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
         match sampled {
             Ok(Ok(p)) => p,
             _ => panic!("the engine published no sample within 5 s"),

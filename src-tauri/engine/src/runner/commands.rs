@@ -46,9 +46,9 @@ impl Engine {
             }
             Command::Shutdown(done) => {
                 let session = self.accounting.totals(&self.prefs.currency);
-                self.recorder.end(&session, self.clock.unix());
+                let written = self.recorder.end(&session, self.clock.unix());
                 self.lock = None;
-                let _ = done.send(());
+                let _ = done.send(written);
             }
         }
     }

@@ -223,7 +223,9 @@ impl Meter {
 
     pub async fn stop(self) {
         if let Kind::Here { engine, .. } = self.kind {
-            engine.shutdown().await;
+            if let Err(e) = engine.shutdown().await {
+                eprintln!("wattbar-cli: the last batch could not be written: {e}");
+            }
         }
     }
 }

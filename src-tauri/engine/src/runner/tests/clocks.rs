@@ -67,7 +67,7 @@ async fn a_suspend_adds_nothing_not_even_from_a_counter_that_kept_counting() {
         gpu_lifetime(&after) <= after.session.joules.0 + 1e-6,
         "{after:?}"
     );
-    engine.shutdown().await;
+    engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[tokio::test(start_paused = true)]
@@ -88,7 +88,7 @@ async fn wall_clock_steps_either_way_move_no_energy() {
     // The sparkline follows the wall clock back instead of keeping points from the future.
     let recent: Vec<Point> = engine.recent();
     assert!(recent.windows(2).all(|w| w[0].t <= w[1].t));
-    engine.shutdown().await;
+    engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// A source that takes a long time to answer, like an Ollama that does not reply.

@@ -144,7 +144,7 @@ async fn the_ledger_keeps_what_was_integrated_after_a_shutdown() {
         .map(|t| t.lifetime.joules)
         .unwrap_or(-1.0);
     assert!(stored >= 180_000.0 - 1_500.0 - 1e-6, "{stored}");
-    engine.shutdown().await;
+    engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
     let (store, moved) = crate::store::Store::open(&db, 0.0).unwrap_or_else(|e| panic!("{e}"));
     assert!(moved.is_none());
     let lifetime = store.lifetime("EUR").unwrap_or_else(|e| panic!("{e}"));
@@ -191,7 +191,7 @@ async fn a_high_trace_engages_low_power_and_the_store_remembers_it() {
         .send(Command::SetLowPower(true))
         .unwrap_or_else(|e| panic!("{e}"));
     wait_for(&mut rx, |p| p.low_power_seq == 3).await;
-    engine.shutdown().await;
+    engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
     // A restart restores the manual choice, which the low trace does not undo.
     let engine = start(
         replay("t,watts\n0,5\n"),
@@ -202,9 +202,48 @@ async fn a_high_trace_engages_low_power_and_the_store_remembers_it() {
     assert!(later.low_power.enabled);
     assert_eq!(later.low_power.reason, Some(wattbar_core::Reason::Manual));
     assert_eq!(later.low_power_seq, 0, "nothing changed after the restart");
-    engine.shutdown().await;
+    engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
     let (store, _) = crate::store::Store::open(&db, 0.0).unwrap_or_else(|e| panic!("{e}"));
     assert!(store.low_power().map(|s| s.enabled).unwrap_or(false));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_ledger_that_refuses_writes_is_said_until_it_takes_them_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let db = dir.path().join("wattbar.db");
+    let mut c = config(Preferences::default()).with_store(db.clone());
+    c.batch_interval = Duration::from_secs(1);
+    // 3600 W: 3600 J a second.
+    let engine = start(replay("t,watts\n0,3600\n"), c);
+    let mut rx = engine.subscribe();
+    wait_for(&mut rx, |p| p.totals.is_some()).await;
+    // Another writer holds the ledger (as a full disk would refuse): every batch fails.
+    let other = rusqlite::Connection::open(&db).unwrap_or_else(|e| panic!("{e}"));
+    other
+        .execute_batch("BEGIN IMMEDIATE")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let failing = wait_for(&mut rx, |p| {
+        p.notice
+            .as_deref()
+            .is_some_and(|n| n.contains("not being saved"))
+    })
+    .await;
+    assert!(failing.session.joules.0 > 0.0);
+    other
+        .execute_batch("COMMIT")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let recovered = wait_for(&mut rx, |p| p.notice.is_none()).await;
+    // Nothing measured while it failed was lost: the ledger holds all the session had then.
+    let stored = recovered
+        .totals
+        .as_ref()
+        .map_or(0.0, |t| t.lifetime.kwh * 3.6e6);
+    assert!(stored >= failing.session.joules.0 - 1e-6, "{stored}");
+    // A last batch the ledger refuses is an error, not "written".
+    other
+        .execute_batch("BEGIN IMMEDIATE")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(engine.shutdown().await.is_err());
 }
 
 #[tokio::test(start_paused = true)]
@@ -226,7 +265,7 @@ async fn crossing_a_daily_budget_alerts_once() {
     assert!(first.alerts[0].used >= 0.01);
     let later = wait_for(&mut rx, |p| p.session.kwh > 0.05).await;
     assert_eq!(later.alert_seq, 1, "the alert came again");
-    engine.shutdown().await;
+    engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
 }
 
 struct Slow;
@@ -335,5 +374,5 @@ async fn a_second_engine_on_the_same_ledger_is_refused_and_the_first_goes_on() {
     let mut rx = first.subscribe();
     let later = wait_for(&mut rx, |p| p.session.joules.0 >= 2_000.0).await;
     assert_eq!(later.session.joules.0, 2_000.0);
-    first.shutdown().await;
+    first.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
 }

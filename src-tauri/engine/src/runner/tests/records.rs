@@ -141,7 +141,7 @@ async fn records_older_than_kept_are_pruned_yet_their_model_and_ids_stay() {
         (requests("old-model"), requests("llama3")),
         (Some(1), Some(2))
     );
-    engine.shutdown().await;
+    engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
     let store = crate::store::Store::open_read_only(&db).unwrap_or_else(|e| panic!("{e}"));
     let kept: Vec<u64> = store
         .inference(0.0, 10)

@@ -111,7 +111,7 @@ async fn a_model_loaded_at_30_w_over_10_w_with_none_costs_20_w_and_its_idle_seco
         (c.cost_per_day.unwrap_or_default() - 0.144).abs() <= 0.003,
         "{c:?}"
     );
-    engine.shutdown().await;
+    engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
     drop(engine);
 
     // A restart knows the draw at once and goes on from today's figures.
@@ -154,7 +154,7 @@ async fn an_unload_is_recorded_and_said_once() {
     // Said once: later samples do not say it again.
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert_eq!(engine.current().low_power_seq, seq + 1);
-    engine.shutdown().await;
+    engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
     drop(engine);
     let (store, _) = crate::store::Store::open(&db, 0.0).unwrap_or_else(|e| panic!("{e}"));
     let unloads = store.unloads(10).unwrap_or_else(|e| panic!("{e}"));
