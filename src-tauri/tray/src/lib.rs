@@ -200,15 +200,20 @@ impl App {
                     }
                     Err(e) => {
                         eprintln!("wattbar: cannot show the tray icon: {e}");
-                        runtime.block_on(engine.shutdown());
+                        if let Err(e) = runtime.block_on(engine.shutdown()) {
+                            eprintln!("wattbar: the last batch could not be written: {e}");
+                        }
                         *control_flow = ControlFlow::ExitWithCode(1);
                         return;
                     }
                 },
                 Event::UserEvent(Wake::Menu(id)) => match MenuId::parse(&id) {
                     Some(MenuId::Quit) => {
-                        runtime.block_on(engine.shutdown());
-                        *control_flow = ControlFlow::ExitWithCode(0);
+                        let written = runtime.block_on(engine.shutdown());
+                        if let Err(e) = &written {
+                            tracing::error!("the last batch could not be written: {e}");
+                        }
+                        *control_flow = ControlFlow::ExitWithCode(i32::from(written.is_err()));
                         return;
                     }
                     Some(id) => {
