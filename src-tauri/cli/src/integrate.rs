@@ -63,10 +63,10 @@ pub fn integrate(text: &str) -> Result<Report, String> {
                 cols.len()
             ));
         }
-        let t: f64 = cells[t_col]
-            .parse()
+        let at = cells[t_col]
+            .parse::<f64>()
             .ok()
-            .filter(|t: &f64| t.is_finite() && *t >= 0.0)
+            .and_then(|t| Duration::try_from_secs_f64(t).ok())
             .ok_or_else(|| format!("line {n}: t {:?} is not a number of seconds", cells[t_col]))?;
         let raw = cells[v_col];
         let value: Option<f64> = match raw {
@@ -77,7 +77,6 @@ pub fn integrate(text: &str) -> Result<Report, String> {
             ),
         };
         let domain = d_col.map(|c| cells[c]).unwrap_or("system").to_string();
-        let at = Duration::from_secs_f64(t);
         let acc = domains.entry(domain).or_insert_with(|| match kind {
             Kind::Watts => Acc::Power(Integrator::default()),
             Kind::Joules => Acc::Counter(CounterIntegrator::new()),
@@ -157,5 +156,16 @@ mod tests {
         );
         assert!(integrate("time,watts\n").is_err());
         assert!(integrate("t,watts,joules\n").is_err());
+    }
+
+    #[test]
+    fn a_time_beyond_any_clock_is_an_error_not_a_panic() {
+        for t in ["1e20", "-1", "NaN", "inf"] {
+            let err = integrate(&format!("t,watts\n0,10\n{t},10\n")).err();
+            assert_eq!(
+                err.as_deref(),
+                Some(format!("line 3: t {t:?} is not a number of seconds").as_str())
+            );
+        }
     }
 }

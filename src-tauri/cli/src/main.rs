@@ -3,6 +3,21 @@
 //! [`engine`] (an engine in this process), [`client`] (the running engine's API), [`ledger`]
 //! (the ledger read-only) and [`integrate`] (energy from a trace).
 
+/// `println!` that gives the write's error back: a reader gone (`| head`) ends the output
+/// cleanly ([`is_broken_pipe`]) instead of the panic `println!` makes of it.
+macro_rules! out {
+    () => {
+        std::io::Write::write_all(&mut std::io::stdout(), b"\n")
+    };
+    ($($arg:tt)*) => {
+        std::io::Write::write_fmt(
+            &mut std::io::stdout(),
+            format_args!("{}\n", format_args!($($arg)*)),
+        )
+    };
+}
+pub(crate) use out;
+
 mod args;
 mod client;
 mod cmd;
@@ -23,6 +38,8 @@ use cmd::{
 fn main() -> std::process::ExitCode {
     match run(Cli::parse()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        // The reader of the output went away (`wattbar-cli inference | head -1`): done.
+        Err(e) if is_broken_pipe(&e) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("Error: {e}");
             for cause in e.chain().skip(1) {
@@ -31,6 +48,14 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// Whether writing the output failed because its reader went away.
+pub(crate) fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -67,7 +92,7 @@ fn run(cli: Cli) -> Result<()> {
         serve @ Cmd::Serve { .. } => runtime.block_on(serve::serve(serve)),
         Cmd::Token => {
             let dir = wattbar_engine::paths::data_dir()?;
-            println!("{}", wattbar_engine::token::load_or_create(&dir)?);
+            out!("{}", wattbar_engine::token::load_or_create(&dir)?)?;
             Ok(())
         }
         Cmd::LowPower { state, api } => low_power::low_power(state, api),

@@ -269,6 +269,25 @@ fn models_and_inference_say_so_when_the_ledger_cannot_be_read() {
 }
 
 #[test]
+fn a_listing_piped_to_a_reader_that_has_gone_ends_quietly() {
+    let home = home();
+    for args in [&["models"][..], &["token"], &["totals", "--json"]] {
+        let mut child = cli(home.path())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"));
+        // `| head -0`: the reader is gone before the first line is written.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!said.contains("panicked"), "{args:?}: {said}");
+        assert_ne!(out.status.code(), Some(101), "{args:?}: {said}");
+    }
+}
+
+#[test]
 fn a_corrupt_database_is_moved_aside_and_recording_goes_on() {
     let home = home();
     let data = home.path().join("data");

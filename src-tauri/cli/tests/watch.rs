@@ -268,6 +268,21 @@ fn probe_turns_two_rapl_snapshots_into_package_watts() {
     let w = rapl[0]["watts"].as_f64().unwrap_or(0.0);
     assert!((w - 0.923955).abs() < 1e-6, "{w}");
     assert!(v["samples"][0]["state"]["unavailable"]["power-supply"].is_string());
+    // A span no clock holds is refused with the usage's words, not a panic (exit 101).
+    for after in ["1e308", "0", "NaN"] {
+        let out = cli(dir.path())
+            .arg("probe")
+            .arg("--sysfs-root")
+            .arg(base.join("t0"))
+            .arg("--then")
+            .arg(base.join("t1"))
+            .args(["--after", after])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{after}: {said}");
+        assert!(said.contains("--after must be"), "{said}");
+    }
 }
 
 #[test]

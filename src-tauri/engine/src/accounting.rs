@@ -163,9 +163,9 @@ impl Accounting {
     }
 
     /// Ends the session and starts a new one at `now_unix`; nothing is metered across it.
+    /// A new session from now; the meter goes on, so the next interval is the new session's.
     pub fn reset(&mut self, now_unix: f64) {
         self.session = Session::new(now_unix, self.gap);
-        self.meter.interrupt();
     }
 
     pub fn totals(&self, currency: &Currency) -> SessionTotals {

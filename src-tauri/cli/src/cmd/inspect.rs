@@ -18,7 +18,7 @@ pub fn sources() -> Result<()> {
         "sources": chain.status(&snapshot),
         "headline": snapshot.headline,
     });
-    println!("{}", serde_json::to_string_pretty(&report)?);
+    crate::out!("{}", serde_json::to_string_pretty(&report)?)?;
     Ok(())
 }
 
@@ -27,7 +27,7 @@ pub fn integrate_file(file: &std::path::Path) -> Result<()> {
         std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
     match crate::integrate::integrate(&text) {
         Ok(report) => {
-            println!("{}", serde_json::to_string(&report)?);
+            crate::out!("{}", serde_json::to_string(&report)?)?;
             Ok(())
         }
         Err(e) => bail!("{}: {e}", file.display()),
@@ -71,17 +71,17 @@ pub fn probe(
             if !dir.is_dir() {
                 bail!("{} is not a directory", dir.display());
             }
-            if !secs.is_finite() || secs <= 0.0 {
-                bail!("--after must be a positive number of seconds");
+            match Duration::try_from_secs_f64(secs) {
+                Ok(after) if secs > 0.0 => Some((dir, after)),
+                _ => bail!("--after must be a positive number of seconds, {secs} is not one"),
             }
-            Some((dir, Duration::from_secs_f64(secs)))
         }
         _ => None,
     };
     let options = ChainOptions::from_env();
     let model = wattbar_sources::CpuPowerModel::detect(root, options.cpu_tdp_watts);
     let sample = wattbar_sources::linux::probe(root, then, model);
-    println!("{}", serde_json::to_string(&samples_json(&[sample]))?);
+    crate::out!("{}", serde_json::to_string(&samples_json(&[sample]))?)?;
     Ok(())
 }
 
@@ -118,6 +118,6 @@ pub fn parse(kind: CaptureKind, file: &std::path::Path) -> Result<()> {
                 .collect()
         }
     };
-    println!("{}", serde_json::to_string(&samples_json(&samples))?);
+    crate::out!("{}", serde_json::to_string(&samples_json(&samples))?)?;
     Ok(())
 }

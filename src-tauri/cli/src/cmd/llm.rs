@@ -53,10 +53,10 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
     models.sort_by(|a, b| b.last.total_cmp(&a.last));
     match format {
         crate::args::TableFormat::Json => {
-            println!(
+            crate::out!(
                 "{}",
                 serde_json::json!({ "models": models, "resident": resident })
-            );
+            )?;
         }
         crate::args::TableFormat::Csv => {
             let mut w = csv::Writer::from_writer(std::io::stdout());
@@ -89,20 +89,27 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
             w.flush()?;
         }
         crate::args::TableFormat::Human => {
-            print_resident(&resident, prefs.currency.as_str());
+            print_resident(&resident, prefs.currency.as_str())?;
             if models.is_empty() {
-                println!(
+                crate::out!(
                     "No inference measured yet: run `wattbar-cli serve --llm-proxy 127.0.0.1:11435` \
                      and point your client at it."
-                );
+                )?;
                 return Ok(());
             }
-            println!(
+            crate::out!(
                 "{:<28} {:>8} {:>10} {:>9} {:>9} {:>8} {:>9} {:>6}",
-                "model", "requests", "tokens", "J/token", "net J/tok", "tok/s", "tok/s/W", "score"
-            );
+                "model",
+                "requests",
+                "tokens",
+                "J/token",
+                "net J/tok",
+                "tok/s",
+                "tok/s/W",
+                "score"
+            )?;
             for m in &models {
-                println!(
+                crate::out!(
                     "{:<28} {:>8} {:>10} {:>9} {:>9} {:>8} {:>9} {:>6}",
                     m.model,
                     m.requests,
@@ -112,7 +119,7 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
                     fmt(m.tokens_per_second, 1),
                     fmt(m.tokens_per_second_per_watt, 3),
                     fmt(m.score, 1),
-                );
+                )?;
             }
         }
     }
@@ -120,7 +127,7 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
 }
 
 /// "Keeping gemma3 loaded costs about 0.14 EUR/day", one line per model, before the table.
-fn print_resident(resident: &[ResidentCost], currency: &str) {
+fn print_resident(resident: &[ResidentCost], currency: &str) -> Result<()> {
     for r in resident {
         match (r.idle_watts, r.cost_per_day) {
             (Some(w), Some(cost)) => {
@@ -131,18 +138,20 @@ fn print_resident(resident: &[ResidentCost], currency: &str) {
                     || "not yet priced".to_string(),
                     |j| format!("{:.3} kWh", j / 3.6e6),
                 );
-                println!(
+                crate::out!(
                     "Keeping {} loaded costs about {cost:.2} {currency}/day ({w:.1}{within} W \
                      at idle; today {:.0} s resident and idle, {today}).",
-                    r.model, r.idle_seconds_today
-                );
+                    r.model,
+                    r.idle_seconds_today
+                )?;
             }
-            _ => println!("{}: what keeping it loaded costs is {}.", r.model, r.method),
+            _ => crate::out!("{}: what keeping it loaded costs is {}.", r.model, r.method)?,
         }
     }
     if !resident.is_empty() {
-        println!();
+        crate::out!()?;
     }
+    Ok(())
 }
 
 /// The records of the last `since`, newest first.
@@ -154,7 +163,7 @@ pub fn inference(since: &str, limit: usize, json: bool) -> Result<()> {
         None => Vec::new(),
     };
     if json {
-        println!("{}", serde_json::json!({ "records": records }));
+        crate::out!("{}", serde_json::json!({ "records": records }))?;
         return Ok(());
     }
     for r in &records {
@@ -165,7 +174,7 @@ pub fn inference(since: &str, limit: usize, json: bool) -> Result<()> {
                     .to_string()
             })
             .unwrap_or_default();
-        println!(
+        crate::out!(
             "{when}  {:<24} {:<9} {:>6} tok  {:>9} ± {:<6} J  {:>7} J/tok  {:>7} tok/s  {:>5}s  {}",
             r.model,
             r.status.as_str(),
@@ -177,7 +186,7 @@ pub fn inference(since: &str, limit: usize, json: bool) -> Result<()> {
             fmt(r.tokens_per_second, 1),
             format!("{:.2}", r.wall_seconds),
             r.route.as_str(),
-        );
+        )?;
     }
     Ok(())
 }

@@ -22,6 +22,6 @@ pub fn low_power(state: crate::args::LowPowerArg, api: Option<SocketAddr>) -> Re
             Some(serde_json::json!({ "enabled": on_off == LowPowerArg::On })),
         )?,
     };
-    println!("{body}");
+    crate::out!("{body}")?;
     Ok(())
 }

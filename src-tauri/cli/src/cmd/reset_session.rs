@@ -10,10 +10,10 @@ pub fn reset_session() -> Result<()> {
     if let Some(holder) = crate::client::running()? {
         let api = crate::client::api_of(&holder)?;
         let reply = crate::client::reset_session(&api)?;
-        println!(
+        crate::out!(
             "{}",
             serde_json::json!({"ended_sessions": 1, "by": format!("the engine at {api}"), "started": reply["started"]})
-        );
+        )?;
         return Ok(());
     }
     let db = paths::database_path()?;
@@ -24,6 +24,6 @@ pub fn reset_session() -> Result<()> {
     let prefs = crate::engine::read_prefs()?;
     let (mut store, _) = Store::open(&db, unix_now())?;
     let ended = store.reset_session(unix_now(), prefs.currency.as_str())?;
-    println!("{}", serde_json::json!({ "ended_sessions": ended }));
+    crate::out!("{}", serde_json::json!({ "ended_sessions": ended }))?;
     Ok(())
 }

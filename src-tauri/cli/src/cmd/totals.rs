@@ -32,7 +32,7 @@ pub fn totals(json: bool) -> Result<()> {
         "lifetime": row(&store.lifetime(&currency)?),
     });
     if json {
-        println!("{}", serde_json::to_string(&report)?);
+        crate::out!("{}", serde_json::to_string(&report)?)?;
     } else {
         for key in ["session", "today", "month", "lifetime"] {
             let v = &report[key];
@@ -50,13 +50,13 @@ pub fn totals(json: bool) -> Result<()> {
                         .collect()
                 })
                 .unwrap_or_default();
-            println!(
+            crate::out!(
                 "{key:<9} {:>12.6} kWh  {:>10.4} {}{}",
                 v["kwh"].as_f64().unwrap_or(0.0),
                 v["cost"].as_f64().unwrap_or(0.0),
                 currency,
                 others.concat()
-            );
+            )?;
         }
     }
     Ok(())

@@ -163,17 +163,11 @@ async fn watch_here(
     // Whatever ended the printing (a count, a signal, a reader gone), what was measured is kept.
     let written = engine.shutdown().await;
     let printed = match printed {
-        Err(e) if is_broken_pipe(&e) => Ok(()),
+        Err(e) if crate::is_broken_pipe(&e) => Ok(()),
         other => other,
     };
     written.context("the last batch could not be written")?;
     printed
-}
-
-/// Whether the reader of stdout went away (`watch | head`): the end of the output, not a failure.
-fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.downcast_ref::<std::io::Error>()
-        .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 async fn print_states(

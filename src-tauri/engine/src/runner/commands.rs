@@ -53,8 +53,11 @@ impl Engine {
         }
     }
 
-    /// Ends the session and starts another, priced in `currency`.
+    /// Ends the session and starts another, priced in `currency`. A sample first closes the
+    /// interval in progress, so that its energy is the old session's (and lifetime's, today's,
+    /// the month's) and the new one starts from this moment.
     fn reset_session(&mut self, currency: &wattbar_core::Currency) {
+        self.sample();
         let now = self.clock.unix();
         let ended = self.accounting.totals(&self.prefs.currency);
         self.recorder.new_session(&ended, now, currency.as_str());

@@ -128,6 +128,46 @@ async fn reset_starts_a_new_session_and_low_power_is_published() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn resets_between_samples_lose_no_energy_from_the_lifetime() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = start(
+        replay("t,watts\n0,3600\n"),
+        config(Preferences::default()).with_store(dir.path().join("wattbar.db")),
+    );
+    let mut rx = engine.subscribe();
+    let mono = |p: &Published| {
+        p.snapshot
+            .as_ref()
+            .map_or(0.0, |s| s.at.monotonic.as_secs_f64())
+    };
+    let system = |p: &Published| {
+        p.lifetime_by_domain
+            .iter()
+            .find(|(d, _)| d == "system")
+            .map_or(0.0, |(_, j)| *j)
+    };
+    let first = wait_for(&mut rx, |p| p.snapshot.is_some()).await;
+    // Five resets, each half-way between two samples (one a second).
+    for _ in 0..5 {
+        wait_for(&mut rx, |p| p.session.joules.0 > 0.0).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        engine
+            .send(Command::ResetSession)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let last = wait_for(&mut rx, |p| p.session.joules.0 >= 2.0 * 3600.0).await;
+    // 3600 W over every second between the first sample and the last: nothing dropped at the
+    // resets (each lost half a second, 1800 J, before).
+    let expected = 3600.0 * (mono(&last) - mono(&first));
+    let lifetime = system(&last) - system(&first);
+    assert!(
+        (lifetime - expected).abs() < 1e-6 * expected,
+        "{lifetime} J of {expected} J"
+    );
+    engine.stop();
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_ledger_keeps_what_was_integrated_after_a_shutdown() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let db = dir.path().join("wattbar.db");
