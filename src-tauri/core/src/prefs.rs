@@ -121,22 +121,67 @@ pub const DEFAULT_SCORE_CEILING: f64 = 5.0;
 /// Where the tray app's inference proxy listens by default.
 pub const DEFAULT_LLM_PROXY_LISTEN: &str = "127.0.0.1:11435";
 
+/// The tray's proxy listens on this machine only (a loopback address), on a port clients can
+/// be told: what it could not serve is refused here, not found out at start in a log.
 fn check_listen(text: &str) -> Result<(), Error> {
-    text.parse::<std::net::SocketAddr>()
-        .map(|_| ())
-        .map_err(|_| Error::Invalid {
-            field: "llm_proxy_listen",
-            message: format!("{text:?} is not an address such as 127.0.0.1:11435"),
-        })
+    let invalid = |message: String| Error::Invalid {
+        field: "llm_proxy_listen",
+        message,
+    };
+    let addr = text.parse::<std::net::SocketAddr>().map_err(|_| {
+        invalid(format!(
+            "{text:?} is not an address such as 127.0.0.1:11435"
+        ))
+    })?;
+    if !addr.ip().is_loopback() {
+        return Err(invalid(format!(
+            "{text:?} is not on this machine alone: the proxy listens on a loopback address \
+             (127.0.0.1 or [::1]); `wattbar-cli serve --allow-remote` serves beyond it"
+        )));
+    }
+    if addr.port() == 0 {
+        return Err(invalid(format!(
+            "{text:?} needs a port that clients can be told"
+        )));
+    }
+    Ok(())
 }
 
+/// An `http://host[:port][/path]` the proxy can reach: a host, no spaces or control characters,
+/// and a port from 1 to 65535.
 fn check_upstream(text: Option<&str>) -> Result<(), Error> {
-    match text {
-        Some(t) if !t.starts_with("http://") || t.len() <= "http://".len() => Err(Error::Invalid {
-            field: "llm_upstream",
-            message: format!("{t:?} is not an http:// address such as http://127.0.0.1:11434"),
-        }),
-        _ => Ok(()),
+    let Some(t) = text else {
+        return Ok(());
+    };
+    let invalid = || Error::Invalid {
+        field: "llm_upstream",
+        message: format!("{t:?} is not an http:// address such as http://127.0.0.1:11434"),
+    };
+    let rest = t.strip_prefix("http://").ok_or_else(invalid)?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if t.chars().any(|c| c.is_whitespace() || c.is_control()) || authority.contains('@') {
+        return Err(invalid());
+    }
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(':') && !p.contains(']') => (h, Some(p)),
+        _ => (authority, None),
+    };
+    let host_ok = match host.strip_prefix('[') {
+        Some(v6) => v6
+            .strip_suffix(']')
+            .is_some_and(|a| a.parse::<std::net::Ipv6Addr>().is_ok()),
+        None => {
+            !host.is_empty()
+                && host
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        }
+    };
+    let port_ok = port.is_none_or(|p| p.parse::<u16>().is_ok_and(|p| p > 0));
+    if host_ok && port_ok {
+        Ok(())
+    } else {
+        Err(invalid())
     }
 }
 
@@ -500,6 +545,67 @@ mod tests {
         }
         let msg = Price::parse_input("-1").err().map(|e| e.to_string());
         assert_eq!(msg.as_deref(), Some("price: cannot be negative"));
+    }
+
+    #[test]
+    fn only_addresses_the_tray_can_use_are_taken_for_the_proxy() {
+        let mut p = Preferences::default();
+        for ok in [
+            "http://127.0.0.1:11434",
+            "http://localhost:8080/v1",
+            "http://[::1]:9000",
+            "http://gpu-box.lan",
+        ] {
+            assert!(
+                p.set_field("llm_upstream", &serde_json::json!(ok)).is_ok(),
+                "{ok}"
+            );
+        }
+        for bad in [
+            "http://a b",
+            "http://127.0.0.1:99999",
+            "http://127.0.0.1:0",
+            "http://",
+            "http://:8080",
+            "https://127.0.0.1:11434",
+            "http://user@host:1",
+            "http://[::1:80",
+        ] {
+            let err = p.set_field("llm_upstream", &serde_json::json!(bad)).err();
+            assert!(
+                matches!(
+                    err,
+                    Some(Error::Invalid {
+                        field: "llm_upstream",
+                        ..
+                    })
+                ),
+                "{bad:?} gave {err:?}"
+            );
+        }
+        assert!(p
+            .set_field("llm_proxy_listen", &serde_json::json!("[::1]:11435"))
+            .is_ok());
+        for bad in [
+            "0.0.0.0:11435",
+            "192.168.1.2:11435",
+            "127.0.0.1:0",
+            "localhost",
+        ] {
+            let err = p
+                .set_field("llm_proxy_listen", &serde_json::json!(bad))
+                .err();
+            assert!(
+                matches!(
+                    err,
+                    Some(Error::Invalid {
+                        field: "llm_proxy_listen",
+                        ..
+                    })
+                ),
+                "{bad:?} gave {err:?}"
+            );
+        }
     }
 
     #[test]

@@ -38,7 +38,23 @@ pub fn svg(report: &Report, size: (u32, u32)) -> Result<String, Error> {
         let backend = plotters::prelude::SVGBackend::with_string(&mut out, size);
         draw::report(backend, report)?;
     }
-    Ok(out)
+    // plotters escapes markup but not the characters XML forbids outright (NUL and most other
+    // C0 controls): a name holding one would make the whole document unreadable.
+    Ok(out
+        .chars()
+        .map(|c| {
+            if xml_char(c) {
+                c
+            } else {
+                char::REPLACEMENT_CHARACTER
+            }
+        })
+        .collect())
+}
+
+/// Whether XML 1.0 allows `c` in a document (its `Char` production).
+fn xml_char(c: char) -> bool {
+    matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
 }
 
 /// The report as a PNG file at `path`.

@@ -161,3 +161,22 @@ fn a_thousand_marks_are_named_only_where_there_is_room() {
     // Each unnamed mark is one plain line, not a dashed one of dozens of pieces.
     assert!(svg.len() < 1_000_000, "{} bytes", svg.len());
 }
+
+#[test]
+fn names_with_markup_or_control_characters_leave_the_svg_well_formed() {
+    let mut r = report();
+    r.title = "Wattbar: echo <a & \"b\">".into();
+    r.models[0].model = "nul\0esc\u{1b}[31m</text><script>".into();
+    r.marks[0].name = "bell\u{7}".into();
+    let svg = svg(&r, r.default_size()).unwrap_or_else(|e| panic!("{e}"));
+    let mut reader = quick_xml::Reader::from_str(&svg);
+    loop {
+        match reader.read_event() {
+            Ok(quick_xml::events::Event::Eof) => break,
+            Ok(_) => {}
+            Err(e) => panic!("not well-formed at {}: {e}", reader.buffer_position()),
+        }
+    }
+    assert!(!svg.contains('\0') && !svg.contains('\u{1b}'));
+    assert!(!svg.contains("<script>"));
+}
