@@ -36,6 +36,16 @@ impl Server {
     ) -> Server {
         let trace = parse_trace(trace).unwrap_or_else(|e| panic!("{e}"));
         let sources: Vec<Box<dyn Source>> = vec![Box::new(ReplaySource::new(trace))];
+        Server::start_sources(sources, db, listen, configure).await
+    }
+
+    /// A server whose engine reads `sources`.
+    async fn start_sources(
+        sources: Vec<Box<dyn Source>>,
+        db: Option<&Path>,
+        listen: &str,
+        configure: impl FnOnce(&SocketAddr, &mut ApiConfig),
+    ) -> Server {
         let prefs = Preferences {
             interval_ms: 100,
             ..Preferences::default()
@@ -1034,5 +1044,58 @@ async fn a_stream_client_that_reads_nothing_loses_its_slot_and_the_windows_keep_
     .await
     .unwrap_or_else(|e| panic!("{e}"));
     drop(idle);
+    server.stop().await;
+}
+
+/// A source that stalls its next read for 3 s once asked: the engine is busy that long.
+struct Stalling(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Source for Stalling {
+    fn id(&self) -> &str {
+        "stalling"
+    }
+    fn quality(&self) -> wattbar_core::Quality {
+        wattbar_core::Quality::Measured
+    }
+    fn read(
+        &mut self,
+        _at: wattbar_core::Stamp,
+    ) -> Result<Vec<wattbar_core::Reading>, wattbar_core::Error> {
+        if self.0.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_secs(3));
+        }
+        Ok(Vec::new())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_the_engine_has_not_applied_yet_is_accepted_not_refused() {
+    let stall = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let trace = parse_trace("t,watts\n0,10\n").unwrap_or_else(|e| panic!("{e}"));
+    let sources: Vec<Box<dyn Source>> = vec![
+        Box::new(ReplaySource::new(trace)),
+        Box::new(Stalling(stall.clone())),
+    ];
+    let server = Server::start_sources(sources, None, "127.0.0.1:0", |_, _| {}).await;
+    wait_until_sampled(&server).await;
+    // The engine is busy for 3 s, past the 2 s the API waits: the change is queued, and said so.
+    stall.store(true, std::sync::atomic::Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = server
+        .write("PUT", "/v1/low-power", r#"{"enabled": true}"#)
+        .await;
+    assert_eq!(r.status, 202, "{r:?}");
+    assert!(
+        r.json()["error"].is_null() && r.json()["pending"] == true,
+        "{r:?}"
+    );
+    // And it is applied once the engine is free.
+    let mut rx = server.engine.subscribe();
+    let applied = tokio::time::timeout(
+        Duration::from_secs(10),
+        rx.wait_for(|p| p.low_power.enabled),
+    )
+    .await;
+    assert!(applied.is_ok(), "the accepted change was never applied");
     server.stop().await;
 }

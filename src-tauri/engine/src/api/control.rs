@@ -1,7 +1,7 @@
 //! The routes that ask the engine for a change: `GET|PUT /v1/low-power` and
 //! `POST /v1/session/reset`.
 
-use super::shared::{error, json_object, Shared, APPLY_TIMEOUT};
+use super::shared::{accepted, error, json_object, Shared, APPLY_TIMEOUT};
 use crate::view::LowPowerView;
 use crate::Command;
 use axum::body::Bytes;
@@ -50,10 +50,8 @@ pub(super) async fn put_low_power(
     .await;
     match applied {
         Ok(Ok(p)) => Json(LowPowerView::from(p.as_ref())).into_response(),
-        _ => error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the engine did not apply the change in time",
-        ),
+        Ok(Err(_)) => error(StatusCode::SERVICE_UNAVAILABLE, "the engine has stopped"),
+        Err(_) => accepted("the change"),
     }
 }
 
@@ -80,9 +78,7 @@ pub(super) async fn post_reset(State(shared): State<Arc<Shared>>) -> Response {
             started: p.session.started_unix,
         })
         .into_response(),
-        _ => error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the engine did not reset in time",
-        ),
+        Ok(Err(_)) => error(StatusCode::SERVICE_UNAVAILABLE, "the engine has stopped"),
+        Err(_) => accepted("the reset"),
     }
 }

@@ -67,9 +67,7 @@ pub(super) async fn put_preference(
             error(StatusCode::SERVICE_UNAVAILABLE, "the engine has stopped")
         }
         Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-        Err(_) => error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the engine did not apply the change in time",
-        ),
+        // Sent, not yet checked: it is applied, or refused in the log, once the engine is free.
+        Err(_) => super::shared::accepted("the change"),
     }
 }

@@ -104,6 +104,23 @@ struct ErrorBody {
     error: String,
 }
 
+/// What a write answers when the engine has the change but has not published its effect within
+/// [`APPLY_TIMEOUT`] (a slow source holds it): 202, since it will be applied; a retry would
+/// apply it twice.
+pub(super) fn accepted(what: &str) -> Response {
+    (
+        StatusCode::ACCEPTED,
+        Json(serde_json::json!({
+            "pending": true,
+            "message": format!(
+                "the engine has {what} and deals with it after the sample it is taking; \
+                 read the state to see the outcome"
+            ),
+        })),
+    )
+        .into_response()
+}
+
 /// What a route answers when the engine or its ledger could not: 503, with `Retry-After` when
 /// the ledger was only busy.
 pub(super) fn unavailable(e: &crate::Error) -> Response {
