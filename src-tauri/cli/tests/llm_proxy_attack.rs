@@ -329,3 +329,108 @@ fn a_record_id_given_before_a_kill_9_is_never_given_again() {
     assert!(second > first, "id {second} after {first}");
     drop(serve);
 }
+
+#[test]
+fn request_bodies_held_at_once_are_bounded_and_the_next_is_told_to_wait() {
+    const MIB: usize = 1024 * 1024;
+    let upstream = Upstream::start(0);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (serve, proxy) = serve_with_proxy(dir.path(), &upstream.url, WATTS, &[]);
+    let addr = proxy.trim_start_matches("http://").to_string();
+    // Four clients each send 31 MiB of a 32 MiB generation body, then stall: 124 of the 128 MiB
+    // the proxy holds at most.
+    let stalled: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut s = TcpStream::connect(&addr).unwrap_or_else(|e| panic!("{e}"));
+            let head = format!(
+                "POST /api/generate HTTP/1.1\r\nHost: {addr}\r\n\
+                 Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                32 * MIB - 1
+            );
+            s.write_all(head.as_bytes())
+                .unwrap_or_else(|e| panic!("{e}"));
+            s.write_all(&vec![b' '; 31 * MIB])
+                .unwrap_or_else(|e| panic!("{e}"));
+            s
+        })
+        .collect();
+    let eight = format!(
+        "{{\"model\":\"llama3\",\"prompt\":\"{}\"}}",
+        "x".repeat(8 * MIB)
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, said) = send_while_reading(&addr, &eight);
+        if status == 503 {
+            assert!(said.contains("held already"), "{said}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "8 MiB more was held: {status} {said}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The stalled clients go: what they held is free again.
+    drop(stalled);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, said) = send_while_reading(&addr, &eight);
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 503, "{said}");
+        assert!(Instant::now() < deadline, "the held bytes were never freed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(serve);
+}
+
+/// POSTs `body` to `/api/generate` at `addr` from a thread of its own while reading the answer,
+/// as a client sees an answer given before its body was all sent (the proxy then stops reading
+/// it); the status and the answer's text.
+fn send_while_reading(addr: &str, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("{e}"));
+    s.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let request = format!(
+        "POST /api/generate HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut writer = s.try_clone().unwrap_or_else(|e| panic!("{e}"));
+    let sending = std::thread::spawn(move || {
+        let _ = writer.write_all(request.as_bytes());
+    });
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+        }
+        let text = String::from_utf8_lossy(&answer);
+        if let Some((head, rest)) = text.split_once("\r\n\r\n") {
+            let length = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(str::to_string)
+                })
+                .and_then(|v| v.trim().parse::<usize>().ok());
+            if length.is_some_and(|n| rest.len() >= n) {
+                break;
+            }
+        }
+    }
+    let _ = s.shutdown(std::net::Shutdown::Both);
+    let _ = sending.join();
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no answer: {text:?}"));
+    (status, text)
+}

@@ -49,12 +49,14 @@
 mod body;
 mod metered;
 mod origins;
+mod peek;
 mod resident;
 mod server_api;
 mod unload;
 mod upstream;
 
 pub use origins::Origins;
+pub use peek::{MAX_HELD_BYTES, MAX_PEEK_BYTES};
 pub use upstream::{default_upstream, Upstream, DEFAULT_UPSTREAM};
 
 use super::tracker::Tracker;
@@ -63,27 +65,24 @@ use crate::published::Published;
 use body::{error_chain, full};
 pub use body::{BoxError, ProxyBody};
 use bytes::Bytes;
-use http_body::Frame;
-use http_body_util::{BodyExt, StreamBody};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
 use metered::Metered;
+use peek::PeekError;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::sync::Semaphore;
-use wattbar_core::inference::routing::{self, Rewritten};
-use wattbar_core::inference::usage::{ask_for_usage, UsageChunkFilter};
+use wattbar_core::inference::usage::UsageChunkFilter;
 use wattbar_core::inference::{
     check_model_name, Framing, ResponseMeter, Route, ServerFigures, Status,
 };
 use wattbar_core::{LowPowerAction, PolicyConfig};
 
-/// Largest generation request body read to learn its model; a larger one streams unread.
-pub const MAX_PEEK_BYTES: usize = 32 * 1024 * 1024;
 /// Most requests the proxy forwards at once; past it, 503. A local model server runs a few at
 /// once, so this only bounds a loop or a flood: each one holds a connection both ways.
 pub const MAX_FORWARDED: usize = 512;
@@ -111,6 +110,8 @@ struct Proxy {
     origins: Origins,
     /// One permit per request being forwarded, held until its answer has passed.
     forwarding: Arc<Semaphore>,
+    /// The bytes of request bodies held read ([`MAX_HELD_BYTES`]).
+    held: Arc<Semaphore>,
 }
 
 /// How long a client may take to send a request's headers.
@@ -162,6 +163,7 @@ pub async fn serve(
         hosts,
         origins,
         forwarding: Arc::new(Semaphore::new(MAX_FORWARDED)),
+        held: peek::budget(),
     });
     let service = hyper::service::service_fn(move |req| {
         let proxy = Arc::clone(&proxy);
@@ -295,7 +297,7 @@ impl Proxy {
             .is_some_and(|v| matches!(v.trim(), "1" | "true"));
         parts.headers.remove(RECEIPT_HEADER);
         let (body, model, strip_usage, routed) = match route {
-            Some(route) => match peek(body, route, routing.as_ref()).await {
+            Some(route) => match peek::peek(body, route, routing.as_ref(), &self.held).await {
                 Ok(peeked) => {
                     let asked = peeked.routed.as_ref().map(|w| &w.requested);
                     if let Some(Err(e)) =
@@ -310,11 +312,23 @@ impl Proxy {
                     }
                     (peeked.body, peeked.model, peeked.asked_usage, peeked.routed)
                 }
-                Err(e) => {
+                Err(PeekError::Body(e)) => {
                     return json_error(
                         StatusCode::BAD_REQUEST,
                         format!("wattbar proxy: reading the request body failed: {e}"),
                     )
+                }
+                Err(PeekError::Full) => {
+                    let mut busy = json_error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!(
+                            "wattbar proxy: {} MiB of request bodies are held already",
+                            MAX_HELD_BYTES / (1024 * 1024)
+                        ),
+                    );
+                    busy.headers_mut()
+                        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                    return busy;
                 }
             },
             None => (
@@ -466,79 +480,6 @@ impl Proxy {
         (!opted_out && published.low_power.enabled && config.action == LowPowerAction::Route)
             .then(|| config.clone())
     }
-}
-
-/// A generation request's body as it goes upstream.
-struct Peeked {
-    body: ProxyBody,
-    /// The model it asks for, when the body was read whole and names one.
-    model: Option<String>,
-    /// The proxy asked the stream for its usage: the client did not.
-    asked_usage: bool,
-    /// The body's new length, when it was changed.
-    length: Option<usize>,
-    /// What low-power routing changed.
-    routed: Option<Rewritten>,
-}
-
-/// Reads a generation request's body up to [`MAX_PEEK_BYTES`] for its `model`, routes it by
-/// `routing` when given, and asks an OpenAI-style stream for its usage; the body goes on
-/// otherwise unchanged, a larger one the part read followed by the rest.
-async fn peek(
-    mut body: Incoming,
-    route: Route,
-    routing: Option<&PolicyConfig>,
-) -> Result<Peeked, hyper::Error> {
-    let mut head = bytes::BytesMut::new();
-    let mut ended = true;
-    while let Some(frame) = body.frame().await {
-        if let Ok(data) = frame?.into_data() {
-            head.extend_from_slice(&data);
-        }
-        if head.len() > MAX_PEEK_BYTES {
-            ended = false;
-            break;
-        }
-    }
-    let mut head = head.freeze();
-    if ended {
-        let mut routed = routing.and_then(|c| routing::rewrite(&head, route, c));
-        let model = match &routed {
-            Some(w) => Some(w.served.clone()),
-            None => serde_json::from_slice::<serde_json::Value>(&head)
-                .ok()
-                .and_then(|v| v.get("model").and_then(|m| m.as_str()).map(str::to_string)),
-        };
-        let mut changed = routed.is_some();
-        if let Some(w) = routed.as_mut() {
-            head = Bytes::from(std::mem::take(&mut w.body));
-        }
-        let asked = matches!(route, Route::OpenAiChat | Route::OpenAiCompletions)
-            .then(|| ask_for_usage(&head))
-            .flatten();
-        let asked_usage = asked.is_some();
-        if let Some(with_usage) = asked {
-            head = Bytes::from(with_usage);
-            changed = true;
-        }
-        return Ok(Peeked {
-            length: changed.then_some(head.len()),
-            body: full(head),
-            model,
-            asked_usage,
-            routed,
-        });
-    }
-    let first = futures_util::stream::once(async move { Ok(Frame::data(head)) });
-    let rest = http_body_util::BodyStream::new(body.map_err(BoxError::from));
-    let chained = futures_util::StreamExt::chain(first, rest);
-    Ok(Peeked {
-        body: StreamBody::new(chained).boxed_unsync(),
-        model: None,
-        asked_usage: false,
-        length: None,
-        routed: None,
-    })
 }
 
 #[cfg(test)]
