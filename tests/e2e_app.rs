@@ -1444,3 +1444,26 @@ fn a_second_engine_without_an_api_keeps_the_tray_from_starting_with_its_pid() {
         "{err}"
     );
 }
+
+#[test]
+fn a_display_that_cannot_be_opened_is_said_not_a_panic() {
+    let _one = ONE_APP_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = Command::new(WINDOW)
+        .env("WATTBAR_DATA_DIR", dir.path())
+        .env("XDG_DATA_HOME", dir.path())
+        .env("XDG_CONFIG_HOME", dir.path())
+        .env("HOME", dir.path())
+        .env("TMPDIR", dir.path())
+        .env("DISPLAY", ":4242")
+        .env("XAUTHORITY", dir.path().join("no-such-authority"))
+        .env_remove("WAYLAND_DISPLAY")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("cannot open a window on the display (:4242)"), "{said}");
+    assert!(!said.contains("panicked"), "{said}");
+}

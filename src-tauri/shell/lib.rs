@@ -76,6 +76,18 @@ pub fn run() {
     if std::env::var_os("WEBKIT_DISABLE_COMPOSITING_MODE").is_none() {
         std::env::set_var("WEBKIT_DISABLE_COMPOSITING_MODE", "1");
     }
+    // tao panics when GTK cannot open the display (DISPLAY set, no X authority): say so.
+    #[cfg(target_os = "linux")]
+    if let Err(e) = gtk::init() {
+        let display = std::env::var("WAYLAND_DISPLAY")
+            .or_else(|_| std::env::var("DISPLAY"))
+            .unwrap_or_else(|_| "none set".into());
+        eprintln!(
+            "wattbar-window: cannot open a window on the display ({display}): {e}. \
+             Is the session's display reachable (DISPLAY, XAUTHORITY)?"
+        );
+        std::process::exit(1);
+    }
     let engine = match engine::Engine::find() {
         Ok(e) => e,
         Err(e) => {
