@@ -1447,9 +1447,7 @@ fn a_second_engine_without_an_api_keeps_the_tray_from_starting_with_its_pid() {
 
 #[test]
 fn a_display_that_cannot_be_opened_is_said_not_a_panic() {
-    let _one = ONE_APP_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
+    let _one = ONE_APP_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let out = Command::new(WINDOW)
         .env("WATTBAR_DATA_DIR", dir.path())
@@ -1464,6 +1462,9 @@ fn a_display_that_cannot_be_opened_is_said_not_a_panic() {
         .unwrap_or_else(|e| panic!("{e}"));
     let said = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{said}");
-    assert!(said.contains("cannot open a window on the display (:4242)"), "{said}");
+    assert!(
+        said.contains("cannot open a window on the display (:4242)"),
+        "{said}"
+    );
     assert!(!said.contains("panicked"), "{said}");
 }

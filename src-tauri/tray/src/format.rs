@@ -122,7 +122,15 @@ pub fn tooltip(p: &Published) -> String {
     } else {
         ""
     };
-    format!("Wattbar · {}\n{}{low}", now_line(p), session_line(p))
+    let notice = p
+        .notice
+        .as_deref()
+        .map_or(String::new(), |n| format!("\n⚠ {n}"));
+    format!(
+        "Wattbar · {}\n{}{low}{notice}",
+        now_line(p),
+        session_line(p)
+    )
 }
 
 pub fn kwh(kwh: f64) -> String {
@@ -194,6 +202,14 @@ pub(crate) mod tests {
             resident: Vec::new().into(),
             programs: Default::default(),
         }
+    }
+
+    #[test]
+    fn the_tooltip_says_what_the_user_must_know() {
+        let mut p = published(Some(14.2));
+        assert!(!tooltip(&p).contains('⚠'));
+        p.notice = Some("The preferences file could not be read".into());
+        assert!(tooltip(&p).ends_with("\n⚠ The preferences file could not be read"));
     }
 
     #[test]

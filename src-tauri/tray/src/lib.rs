@@ -321,6 +321,7 @@ async fn wake_when_taken(
 struct Follower {
     alerts_seen: u64,
     low_power_seen: u64,
+    notice_seen: Option<String>,
     entry: autostart::Entry,
 }
 
@@ -331,6 +332,7 @@ impl Follower {
         Follower {
             alerts_seen: 0,
             low_power_seen: at_start.low_power_seq,
+            notice_seen: None,
             entry: autostart::Entry::default(),
         }
     }
@@ -344,6 +346,12 @@ impl Follower {
             self.low_power_seen = published.low_power_seq;
             if let Some(message) = &published.low_power_event {
                 notify::low_power(message);
+            }
+        }
+        if published.notice != self.notice_seen {
+            self.notice_seen.clone_from(&published.notice);
+            if let Some(message) = &published.notice {
+                notify::notice(message);
             }
         }
         // Only a change touches the system's entry (a file).

@@ -10,6 +10,12 @@ pub fn budget(alerts: &[BudgetAlert]) {
     }
 }
 
+/// What the engine needs the user to know (preferences set aside, a ledger not being written),
+/// once per new notice.
+pub fn notice(message: &str) {
+    post("Wattbar", message);
+}
+
 /// One notification per change of low-power mode, with its reason.
 pub fn low_power(message: &str) {
     post("Wattbar", message);
