@@ -217,6 +217,15 @@ fn json_error(status: StatusCode, message: String) -> Response<ProxyBody> {
     response
 }
 
+/// 503 with `Retry-After: 1`: the proxy is at one of its bounds, and a moment will free it.
+fn busy(message: String) -> Response<ProxyBody> {
+    let mut response = json_error(StatusCode::SERVICE_UNAVAILABLE, message);
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
+}
+
 impl Proxy {
     /// Checks who asks, then forwards under a permit held until the answer has passed.
     async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
@@ -224,13 +233,9 @@ impl Proxy {
             return refused;
         }
         let Ok(permit) = Arc::clone(&self.forwarding).try_acquire_owned() else {
-            let mut busy = json_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("wattbar proxy: {MAX_FORWARDED} requests are already being forwarded"),
-            );
-            busy.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-            return busy;
+            return busy(format!(
+                "wattbar proxy: {MAX_FORWARDED} requests are already being forwarded"
+            ));
         };
         self.forward(req).await.map(|body| {
             body.map_frame(move |frame| {
@@ -319,16 +324,10 @@ impl Proxy {
                     )
                 }
                 Err(PeekError::Full) => {
-                    let mut busy = json_error(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        format!(
-                            "wattbar proxy: {} MiB of request bodies are held already",
-                            MAX_HELD_BYTES / (1024 * 1024)
-                        ),
-                    );
-                    busy.headers_mut()
-                        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-                    return busy;
+                    return busy(format!(
+                        "wattbar proxy: {} MiB of request bodies are held already",
+                        MAX_HELD_BYTES / (1024 * 1024)
+                    ))
                 }
             },
             None => (
