@@ -434,3 +434,32 @@ fn send_while_reading(addr: &str, body: &str) -> (u16, String) {
         .unwrap_or_else(|| panic!("no answer: {text:?}"));
     (status, text)
 }
+
+#[test]
+fn an_answer_broken_off_under_a_receipt_still_names_its_record() {
+    let upstream = Upstream::start(5);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (serve, proxy) = serve_with_proxy(dir.path(), &upstream.url, WATTS, &[]);
+    // A whole JSON answer is read first for its receipt; the server breaks it off halfway.
+    let answer = ureq::post(&format!("{proxy}/v1/chat/completions"))
+        .set("Content-Type", "application/json")
+        .set("X-Wattbar-Receipt", "1")
+        .set("x-replay-framing", "close-early")
+        .send_string(r#"{"model":"qwen","stream":false,"messages":[]}"#);
+    let response = match answer {
+        Err(ureq::Error::Status(502, r)) => r,
+        other => panic!("{other:?}"),
+    };
+    let id = response
+        .header("x-wattbar-request-id")
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("the 502 names no record"));
+    let record = serve.get(&format!("/v1/inference/{id}"));
+    assert_eq!(record["status"], "error", "{record}");
+    assert!(
+        record["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("broke off")),
+        "{record}"
+    );
+}

@@ -292,6 +292,9 @@ pub struct RatioSums {
     pub eff_joules: f64,
 }
 
+/// The largest count kept: the ledger's integers are signed 64-bit.
+pub const MAX_COUNT: u64 = i64::MAX as u64;
+
 impl ModelStats {
     pub fn new(model: &str) -> Self {
         ModelStats {
@@ -301,19 +304,17 @@ impl ModelStats {
     }
 
     pub fn add(&mut self, r: &Record, ceiling: f64) {
-        // Counters saturate: a server's absurd count must not wrap a total back below itself.
-        self.requests = self.requests.saturating_add(1);
+        // Counters saturate at what the ledger holds: a server's absurd count must not wrap a
+        // total back below itself, nor make memory and the ledger disagree.
+        let add = |total: u64, n: u64| total.saturating_add(n).min(MAX_COUNT);
+        self.requests = add(self.requests, 1);
         let by_status = self
             .requests_by_status
             .entry(r.status.as_str().to_string())
             .or_insert(0);
-        *by_status = by_status.saturating_add(1);
-        self.prompt_tokens = self
-            .prompt_tokens
-            .saturating_add(r.prompt_tokens.unwrap_or(0));
-        self.completion_tokens = self
-            .completion_tokens
-            .saturating_add(r.completion_tokens.unwrap_or(0));
+        *by_status = add(*by_status, 1);
+        self.prompt_tokens = add(self.prompt_tokens, r.prompt_tokens.unwrap_or(0));
+        self.completion_tokens = add(self.completion_tokens, r.completion_tokens.unwrap_or(0));
         self.energy_joules += r.energy_joules.unwrap_or(0.0);
         self.last = self.last.max(r.end);
         if r.partial {
@@ -480,8 +481,8 @@ mod tests {
         o.figures.prompt_tokens = Some(u64::MAX);
         m.add(&Record::build(1, o.clone()), 5.0);
         m.add(&Record::build(2, o), 5.0);
-        assert_eq!(m.completion_tokens, u64::MAX);
-        assert_eq!(m.prompt_tokens, u64::MAX);
+        assert_eq!(m.completion_tokens, MAX_COUNT);
+        assert_eq!(m.prompt_tokens, MAX_COUNT);
         assert_eq!(m.requests, 2);
     }
 

@@ -217,6 +217,25 @@ fn json_error(status: StatusCode, message: String) -> Response<ProxyBody> {
     response
 }
 
+/// Most of a refused request's body read and dropped before the answer, so that a client still
+/// sending it reads the refusal rather than a reset connection.
+const MAX_DRAINED_BYTES: usize = 1024 * 1024;
+/// How long a refused request's body is waited for.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+async fn drain(mut body: Incoming) {
+    let read = async {
+        let mut seen = 0;
+        while let Some(Ok(frame)) = body.frame().await {
+            seen += frame.data_ref().map_or(0, |d| d.len());
+            if seen > MAX_DRAINED_BYTES {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_TIMEOUT, read).await;
+}
+
 /// 503 with `Retry-After: 1`: the proxy is at one of its bounds, and a moment will free it.
 fn busy(message: String) -> Response<ProxyBody> {
     let mut response = json_error(StatusCode::SERVICE_UNAVAILABLE, message);
@@ -230,6 +249,7 @@ impl Proxy {
     /// Checks who asks, then forwards under a permit held until the answer has passed.
     async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
         if let Some(refused) = self.refusal(req.headers(), req.uri()) {
+            drain(req.into_body()).await;
             return refused;
         }
         let Ok(permit) = Arc::clone(&self.forwarding).try_acquire_owned() else {
