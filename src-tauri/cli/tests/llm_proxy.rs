@@ -743,11 +743,12 @@ fn switching_low_power_on_unloads_each_idle_model_once_and_leaves_a_busy_one() {
     );
     common::switch_low_power(dir.path(), &serve, "off");
 
-    // A request for it in flight: switched on again, it stays loaded.
+    // A request for it in flight, named as users type it (the server lists `gemma3:latest`):
+    // switched on again, it stays loaded.
     let through = proxy.clone();
     let running = std::thread::spawn(move || {
         let answer = ureq::post(&format!("{through}/api/generate"))
-            .send_json(serde_json::json!({"model": "gemma3:latest", "prompt": "x"}))
+            .send_json(serde_json::json!({"model": "gemma3", "prompt": "x"}))
             .map_err(|e| e.to_string())?;
         let body = answer.into_string().map_err(|e| e.to_string())?;
         Ok::<_, String>(body.lines().count())

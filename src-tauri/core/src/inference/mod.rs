@@ -27,7 +27,7 @@ pub use attribution::{
 };
 pub use record::{score, ModelStats, Observed, RatioSums, Record, Routed, Status};
 pub use response::{Framing, ResponseMeter, ServerFigures, TokensSource};
-pub use route::{check_model_name, is_remote_model, Route, MAX_MODEL_NAME_BYTES};
+pub use route::{check_model_name, is_remote_model, model_key, Route, MAX_MODEL_NAME_BYTES};
 
 /// A genuine capture from `tests/fixtures/llm/` (SOURCES.md there), for the tests.
 #[cfg(test)]

@@ -54,6 +54,22 @@ pub fn is_remote_model(model: &str) -> bool {
     m.ends_with(":cloud") || m.ends_with("-cloud")
 }
 
+/// A model's name as Ollama compares names: case aside, `registry.ollama.ai/library/` implied,
+/// and a missing tag meaning `:latest`. `gemma3`, `library/gemma3` and `gemma3:latest` are one
+/// model; the servers' `/api/ps` says the last.
+pub fn model_key(name: &str) -> String {
+    let name = name.trim().to_ascii_lowercase();
+    let short = name
+        .strip_prefix("registry.ollama.ai/")
+        .unwrap_or(&name)
+        .trim_start_matches("library/");
+    let last = short.rsplit('/').next().unwrap_or(short);
+    match last.contains(':') {
+        true => short.to_string(),
+        false => format!("{short}:latest"),
+    }
+}
+
 /// The longest model name Wattbar keeps; Ollama's own names stay far below it.
 pub const MAX_MODEL_NAME_BYTES: usize = 256;
 
@@ -78,6 +94,22 @@ pub fn check_model_name(model: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ollama_names_of_one_model_share_a_key() {
+        for same in [
+            "gemma3",
+            "gemma3:latest",
+            "Gemma3",
+            "library/gemma3",
+            "registry.ollama.ai/library/gemma3:latest",
+        ] {
+            assert_eq!(model_key(same), "gemma3:latest", "{same}");
+        }
+        assert_eq!(model_key("gemma3:1b"), "gemma3:1b");
+        assert_eq!(model_key("hf.co/bartowski/qwen"), "hf.co/bartowski/qwen:latest");
+        assert_ne!(model_key("gemma3:1b"), model_key("gemma3"));
+    }
 
     #[test]
     fn a_model_name_is_bounded_and_free_of_control_characters() {

@@ -15,6 +15,7 @@ use super::upstream::Upstream;
 use crate::inference::Tracker;
 use bytes::Bytes;
 use hyper::Method;
+use wattbar_core::inference::model_key;
 use wattbar_core::inference::resident::Unload;
 
 /// Unloads the idle models each time the mode switches on, until the engine stops; each
@@ -63,9 +64,14 @@ pub(super) async fn unload_idle(
             return out;
         }
     };
-    let in_flight = tracker.models_in_flight();
+    // Requests name models as users type them (`gemma3`); the server lists `gemma3:latest`.
+    let in_flight: std::collections::BTreeSet<String> = tracker
+        .models_in_flight()
+        .iter()
+        .map(|m| model_key(m))
+        .collect();
     for model in loaded {
-        if in_flight.contains(&model.name) {
+        if in_flight.contains(&model_key(&model.name)) {
             out.kept.push(model.name);
             continue;
         }
