@@ -11,11 +11,16 @@ use std::time::Duration;
 use wattbar_core::policy::{advice, Advice, Measured};
 use wattbar_core::{Battery, LowPowerState, Policy, PolicyConfig, Stamp, Transition, Watts};
 
+/// Events kept for readers that look now and then.
+pub const RECENT_EVENTS: usize = 8;
+
 pub struct LowPower {
     policy: Policy,
     advice: Advice,
     measured: Measured,
-    event: Option<String>,
+    /// The last [`RECENT_EVENTS`] events, oldest first, each with its number: a reader that
+    /// looks once a second misses none of a burst (a switch and the unload it causes).
+    recent: Arc<[(u64, String)]>,
     seq: u64,
     os_power: Arc<Mutex<OsPowerMode>>,
     os_low_power_mode: Arc<Mutex<Option<bool>>>,
@@ -29,7 +34,7 @@ impl LowPower {
             advice: advice(&config, policy.state(), &Measured::default()),
             measured: Measured::default(),
             policy,
-            event: None,
+            recent: Arc::from([]),
             seq: 0,
             os_power: Arc::new(Mutex::new(OsPowerMode::new(os_power))),
             os_low_power_mode: Arc::new(Mutex::new(None)),
@@ -80,15 +85,25 @@ impl LowPower {
                 }
             });
         }
-        self.event = Some(t.message.clone());
-        self.seq += 1;
+        self.push(t.message.clone());
     }
 
     /// Says something low-power mode did (an unload), once, as its next event.
     pub fn announce(&mut self, message: String) {
         tracing::info!("{message}");
-        self.event = Some(message);
+        self.push(message);
+    }
+
+    fn push(&mut self, message: String) {
         self.seq += 1;
+        let skip = (self.recent.len() + 1).saturating_sub(RECENT_EVENTS);
+        self.recent = self
+            .recent
+            .iter()
+            .skip(skip)
+            .cloned()
+            .chain(std::iter::once((self.seq, message)))
+            .collect();
     }
 
     pub fn state(&self) -> &LowPowerState {
@@ -99,8 +114,14 @@ impl LowPower {
         &self.advice
     }
 
+    /// The last event.
     pub fn event(&self) -> Option<&String> {
-        self.event.as_ref()
+        self.recent.last().map(|(_, m)| m)
+    }
+
+    /// The recent events with their numbers, oldest first.
+    pub fn recent(&self) -> Arc<[(u64, String)]> {
+        Arc::clone(&self.recent)
     }
 
     pub fn seq(&self) -> u64 {
@@ -135,4 +156,40 @@ fn watch_macos_low_power_mode(slot: &Arc<Mutex<Option<bool>>>) {
             std::thread::sleep(Duration::from_secs(60));
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_of_events_is_kept_for_a_reader_that_looks_later() {
+        let mut lp = LowPower::new(
+            PolicyConfig::default(),
+            LowPowerState::off(),
+            ProfilesCtl::default(),
+        );
+        lp.announce("Low-power mode on: manual".into());
+        lp.announce("Low-power mode unloaded gemma3:latest".into());
+        // One reading after both: both are there, in order, with their numbers.
+        let seen: Vec<(u64, String)> = lp.recent().to_vec();
+        assert_eq!(
+            seen,
+            vec![
+                (1, "Low-power mode on: manual".to_string()),
+                (2, "Low-power mode unloaded gemma3:latest".to_string())
+            ]
+        );
+        for i in 0..10 {
+            lp.announce(format!("event {i}"));
+        }
+        let recent = lp.recent();
+        assert_eq!(recent.len(), RECENT_EVENTS);
+        assert_eq!(
+            recent.first().map(|(s, _)| *s),
+            Some(12 - RECENT_EVENTS as u64 + 1)
+        );
+        assert_eq!(lp.event().map(String::as_str), Some("event 9"));
+        assert_eq!(lp.seq(), 12);
+    }
 }

@@ -37,6 +37,9 @@ pub struct Published {
     /// The last change of low-power mode, as a sentence; `low_power_seq` increases with each.
     pub low_power_event: Option<String>,
     pub low_power_seq: u64,
+    /// The last few events with their `low_power_seq`, oldest first, so that one reading shows
+    /// every event since the last.
+    pub low_power_events: Arc<[(u64, String)]>,
     /// macOS Low Power Mode as the system last said (read once a minute); `None` elsewhere.
     pub os_low_power_mode: Option<bool>,
     pub prefs: Preferences,

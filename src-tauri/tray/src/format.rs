@@ -185,6 +185,7 @@ pub(crate) mod tests {
             ),
             low_power_event: None,
             low_power_seq: 0,
+            low_power_events: Vec::new().into(),
             os_low_power_mode: None,
             prefs: Default::default(),
             price_per_kwh: 0.3,

@@ -342,12 +342,10 @@ impl Follower {
             self.alerts_seen = published.alert_seq;
             notify::budget(&published.alerts);
         }
-        if published.low_power_seq > self.low_power_seen {
-            self.low_power_seen = published.low_power_seq;
-            if let Some(message) = &published.low_power_event {
-                notify::low_power(message);
-            }
+        for message in unseen(&published.low_power_events, self.low_power_seen) {
+            notify::low_power(message);
         }
+        self.low_power_seen = self.low_power_seen.max(published.low_power_seq);
         if published.notice != self.notice_seen {
             self.notice_seen.clone_from(&published.notice);
             if let Some(message) = &published.notice {
@@ -359,6 +357,15 @@ impl Follower {
             tracing::warn!("{message}");
         }
     }
+}
+
+/// The events numbered after `seen`, oldest first: each change of low-power mode and what it
+/// did are posted, however many came between two readings.
+fn unseen(events: &[(u64, String)], seen: u64) -> impl Iterator<Item = &str> {
+    events
+        .iter()
+        .filter(move |(seq, _)| *seq > seen)
+        .map(|(_, m)| m.as_str())
 }
 
 /// Asks for what a click on an item asks for; for a change of the engine's state, returns how
@@ -419,5 +426,26 @@ async fn on_terminate(engine: Arc<EngineHandle>, proxy: EventLoopProxy<Wake>) {
             tracing::error!("the last batch could not be written: {e}");
         }
         let _ = proxy.send_event(Wake::Exit);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_event_since_the_last_reading_is_posted_in_order() {
+        let events = [
+            (4, "Low-power mode on: sustained draw".to_string()),
+            (5, "Low-power mode unloaded gemma3:latest".to_string()),
+        ];
+        assert_eq!(
+            unseen(&events, 3).collect::<Vec<_>>(),
+            vec![
+                "Low-power mode on: sustained draw",
+                "Low-power mode unloaded gemma3:latest"
+            ]
+        );
+        assert_eq!(unseen(&events, 5).count(), 0);
     }
 }

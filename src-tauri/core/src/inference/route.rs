@@ -107,7 +107,10 @@ mod tests {
             assert_eq!(model_key(same), "gemma3:latest", "{same}");
         }
         assert_eq!(model_key("gemma3:1b"), "gemma3:1b");
-        assert_eq!(model_key("hf.co/bartowski/qwen"), "hf.co/bartowski/qwen:latest");
+        assert_eq!(
+            model_key("hf.co/bartowski/qwen"),
+            "hf.co/bartowski/qwen:latest"
+        );
         assert_ne!(model_key("gemma3:1b"), model_key("gemma3"));
     }
 

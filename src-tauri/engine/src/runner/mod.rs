@@ -196,6 +196,7 @@ impl Engine {
             advice: self.low_power.advice().clone(),
             low_power_event: self.low_power.event().cloned(),
             low_power_seq: self.low_power.seq(),
+            low_power_events: self.low_power.recent(),
             os_low_power_mode: self.low_power.os_low_power_mode(),
             prefs: self.prefs.clone(),
             price_per_kwh: self.prefs.price_per_kwh.per_kwh(),
