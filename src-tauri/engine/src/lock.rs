@@ -6,6 +6,10 @@
 //! folder is refused at once with the holder's pid and API address, which the lock file names,
 //! so that a client can go to it instead. The lock is the operating system's (`flock` on Unix):
 //! it goes with the process, even after a kill -9, so a stale file never blocks anyone.
+//!
+//! Asking who holds a folder ([`EngineLock::holder`]) takes a shared lock for a moment (flock
+//! cannot be asked without taking it); an engine starting in that moment tries again for up to
+//! [`PROBE_GRACE`], so a window polling at start never turns the tray away.
 
 use crate::error::Error;
 use std::fs::{File, OpenOptions, TryLockError};
@@ -13,6 +17,9 @@ use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 pub const LOCK_FILE: &str = "engine.lock";
+/// How long [`EngineLock::acquire`] tries again while the lock is held, which a probe's moment
+/// never outlasts and a running engine always does.
+pub const PROBE_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Who holds a data folder, as its lock file says.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -59,7 +66,16 @@ impl EngineLock {
             .truncate(false)
             .open(&path)
             .map_err(io)?;
-        match file.try_lock() {
+        let started = std::time::Instant::now();
+        let locked = loop {
+            match file.try_lock() {
+                Err(TryLockError::WouldBlock) if started.elapsed() < PROBE_GRACE => {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                other => break other,
+            }
+        };
+        match locked {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
                 let mut text = String::new();
@@ -98,8 +114,8 @@ impl EngineLock {
     /// Who holds `dir` now; `None` when nobody does.
     pub fn holder(dir: &Path) -> Option<Holder> {
         let path = dir.join(LOCK_FILE);
-        let mut file = OpenOptions::new().read(true).write(true).open(path).ok()?;
-        match file.try_lock() {
+        let mut file = OpenOptions::new().read(true).open(path).ok()?;
+        match file.try_lock_shared() {
             Ok(()) => None,
             Err(_) => {
                 let mut text = String::new();

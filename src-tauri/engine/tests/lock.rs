@@ -27,3 +27,26 @@ fn a_second_engine_on_the_same_folder_is_told_who_holds_it() {
     assert_eq!(EngineLock::holder(dir.path()), None);
     assert!(EngineLock::acquire(dir.path(), None).is_ok());
 }
+
+#[test]
+fn an_engine_starting_while_a_window_asks_who_holds_the_folder_is_not_turned_away() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().to_path_buf();
+    // Made once, as a first start leaves it.
+    drop(EngineLock::acquire(&path, None));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let asking = {
+        let (path, stop) = (path.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = EngineLock::holder(&path);
+            }
+        })
+    };
+    for i in 0..200 {
+        let lock = EngineLock::acquire(&path, None);
+        assert!(lock.is_ok(), "start {i}: {lock:?}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = asking.join();
+}
