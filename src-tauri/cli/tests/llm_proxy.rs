@@ -4,6 +4,8 @@
 //! replayed constant 100 W, so a request's energy is 100 W × its own window: the hand-worked
 //! figure each record is checked against.
 
+#[path = "llm_proxy/attack.rs"]
+mod attack;
 mod common;
 use common::{free_port, node_json, node_json_with, serve_with_proxy, Serve, Upstream};
 

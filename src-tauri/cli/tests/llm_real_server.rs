@@ -465,7 +465,7 @@ fn every_complete_stream_of_the_official_clients_is_recorded_ok() {
     // Python's client leaves its `with` block as soon as it has read `data: [DONE]`, often
     // before the chunked body's terminator has come: each answer is whole all the same.
     const PYTHON: usize = 50;
-    const NODE: usize = 10;
+    const NODE: usize = 4;
     let got = python_streams(&proxy, PYTHON);
     assert_eq!(got["streams"], PYTHON);
     for _ in 0..NODE {

@@ -1,9 +1,9 @@
-//! The inference proxy under attack and careless use, as `wattbar-cli serve --llm-proxy` runs:
+//! The inference proxy under attack and careless use, as `wattbar-cli serve --llm-proxy` runs
+//! (in the `llm_proxy` test binary, to link one binary less):
 //! crafted model names, web pages of other origins, an upstream that is the proxy itself, and
 //! clients that close as soon as they have read an answer's end.
 
-mod common;
-use common::{cli, free_port, serve_with_proxy, Upstream};
+use crate::common::{cli, free_port, serve_with_proxy, Upstream};
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
