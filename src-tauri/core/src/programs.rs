@@ -12,9 +12,10 @@
 //!   time: one
 //!   alive for a single interval counts. Times are cumulative, so a process read late still gets
 //!   its exact share of the window.
-//! - Energy ([`split`]): the CPU domain's energy less its idle part (the domain's idle draw ×
-//!   the interval, at most the domain's energy) is the active part, shared by each program's
-//!   share of the busy ticks of all CPUs. Busy ticks no process accounts for (kernel threads, a
+//! - Energy ([`split`]): the CPU domain's energy less its idle part ([`IdleModel`]: the domain's
+//!   idle draw × the interval where known, at most the domain's energy) is the active part,
+//!   shared by each program's share of the busy ticks of all CPUs. The engine (per program) and
+//!   `wattbar-cli run` (per command) split with this one model, so they agree on one process. Busy ticks no process accounts for (kernel threads, a
 //!   process that ended unseen with no parent waiting) leave their part unattributed; processes
 //!   that add up to more than the busy ticks (reads a few milliseconds apart) are scaled down to
 //!   them. What the CPU domain does not cover of the headline is unattributed too.
@@ -262,10 +263,40 @@ pub struct Measured {
     pub headline: f64,
     /// The CPU domain's energy, where measured or estimated.
     pub cpu: Option<f64>,
-    /// The CPU domain's idle draw × the interval; `None` while not known (then none is idle).
-    pub cpu_idle: Option<f64>,
     /// Busy ticks of all CPUs over the interval (`/proc/stat`).
     pub busy_ticks: f64,
+}
+
+/// The part of the CPU domain's energy over an interval that is its idle draw: no program's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum IdleModel {
+    /// The domain's idle draw is known (learnt from windows at rest, or measured as a baseline
+    /// before a run): `watts` over the interval's `seconds`.
+    Draw { watts: f64, seconds: f64 },
+    /// Not known: the CPUs' idle share of their time (`1 − busy ÷ total` ticks). On many cores
+    /// this leaves a one-thread program little of what it adds, so it is the fallback only.
+    IdleTime { busy_ticks: f64, total_ticks: f64 },
+    /// Nothing is idle.
+    Nothing,
+}
+
+impl IdleModel {
+    /// The idle part of `cpu` joules: never negative, never more than `cpu`.
+    pub fn joules(self, cpu: f64) -> f64 {
+        let idle = match self {
+            IdleModel::Draw { watts, seconds } => watts * seconds,
+            IdleModel::IdleTime {
+                busy_ticks,
+                total_ticks,
+            } if total_ticks > 0.0 => cpu * (total_ticks - busy_ticks).max(0.0) / total_ticks,
+            IdleModel::IdleTime { .. } | IdleModel::Nothing => 0.0,
+        };
+        if idle.is_finite() {
+            idle.clamp(0.0, cpu.max(0.0))
+        } else {
+            0.0
+        }
+    }
 }
 
 /// Which process is on a device: a device's id as its source names it, with each process's use
@@ -287,16 +318,22 @@ pub struct GpuShare {
     pub by_program: BTreeMap<String, f64>,
 }
 
-/// Splits an interval's energy among `programs` (their CPU ticks over it).
-pub fn split(m: Measured, programs: &BTreeMap<String, f64>) -> Split {
-    split_with_gpus(m, programs, &[])
+/// Splits an interval's energy among `programs` (their CPU ticks over it), the CPU domain's
+/// idle part taken by `idle`.
+pub fn split(m: Measured, programs: &BTreeMap<String, f64>, idle: IdleModel) -> Split {
+    split_with_gpus(m, programs, idle, &[])
 }
 
 /// [`split`], with each GPU's energy shared by the programs that used it.
-pub fn split_with_gpus(m: Measured, programs: &BTreeMap<String, f64>, gpus: &[GpuShare]) -> Split {
+pub fn split_with_gpus(
+    m: Measured,
+    programs: &BTreeMap<String, f64>,
+    idle: IdleModel,
+    gpus: &[GpuShare],
+) -> Split {
     let headline = m.headline.max(0.0);
     let cpu = m.cpu.unwrap_or(0.0).clamp(0.0, headline);
-    let idle = m.cpu_idle.unwrap_or(0.0).clamp(0.0, cpu);
+    let idle = idle.joules(cpu);
     let active = cpu - idle;
     let used: f64 = programs.values().filter(|t| **t > 0.0).sum();
     let scale = used.max(m.busy_ticks);

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wattbar_core::programs::idle::{at_rest, IdleDraw, IdleLearner};
 use wattbar_core::programs::{
-    split_with_gpus, CpuTimes, DeviceUse, GpuShare, Measured, TICKS_PER_SECOND,
+    split_with_gpus, CpuTimes, DeviceUse, GpuShare, IdleModel, Measured, TICKS_PER_SECOND,
 };
 use wattbar_core::Quality;
 use wattbar_sources::processes::ProcessTable;
@@ -379,21 +379,24 @@ impl ProgramMeter {
         }
         let draw = self.idle_draw.draw();
         // The idle draw where known; until then the share of idle time.
-        let cpu_idle = match draw {
-            Some(d) => window.cpu.map(|_| d.watts * window.seconds),
-            None => window
-                .cpu
-                .filter(|_| total > 0.0)
-                .map(|c| c * (total - busy).max(0.0) / total),
+        let idle = match draw {
+            Some(d) => IdleModel::Draw {
+                watts: d.watts,
+                seconds: window.seconds,
+            },
+            None => IdleModel::IdleTime {
+                busy_ticks: busy,
+                total_ticks: total,
+            },
         };
         let s = split_with_gpus(
             Measured {
                 headline: window.headline,
                 cpu: window.cpu,
-                cpu_idle,
                 busy_ticks: share_of,
             },
             &by_program,
+            idle,
             &gpus,
         );
         let seconds = window.seconds;

@@ -1,5 +1,13 @@
 use super::*;
 
+/// An idle draw of `joules` over a 1 s interval.
+fn draw(joules: f64) -> IdleModel {
+    IdleModel::Draw {
+        watts: joules,
+        seconds: 1.0,
+    }
+}
+
 fn proc(pid: u32, ppid: u32, name: &str, ticks: u64, child_ticks: u64, start: u64) -> ProcTimes {
     ProcTimes {
         pid,
@@ -54,10 +62,9 @@ fn three_busy_processes_at_3_2_1_share_48_w_above_a_12_w_idle_draw_as_24_16_8() 
         let m = Measured {
             headline: 70.0,
             cpu: Some(60.0),
-            cpu_idle: Some(12.0),
             busy_ticks: 60.0,
         };
-        let s = split(m, &by_program(&used));
+        let s = split(m, &by_program(&used), draw(12.0));
         assert_eq!(s.programs.get("a"), Some(&24.0));
         assert_eq!(s.programs.get("b"), Some(&16.0));
         assert_eq!(s.programs.get("c"), Some(&8.0));
@@ -168,10 +175,10 @@ fn busy_time_no_process_accounts_for_stays_unattributed() {
         Measured {
             headline: 50.0,
             cpu: Some(50.0),
-            cpu_idle: Some(10.0),
             busy_ticks: 60.0,
         },
         &programs,
+        draw(10.0),
     );
     assert_eq!(s.programs.get("a"), Some(&20.0));
     assert_eq!((s.idle, s.unattributed), (10.0, 20.0));
@@ -184,10 +191,10 @@ fn processes_read_a_little_after_proc_stat_are_scaled_to_the_busy_time() {
         Measured {
             headline: 40.0,
             cpu: Some(40.0),
-            cpu_idle: None,
             busy_ticks: 80.0,
         },
         &programs,
+        IdleModel::Nothing,
     );
     assert_eq!(s.programs.get("a"), Some(&30.0));
     assert_eq!(s.programs.get("b"), Some(&10.0));
@@ -201,10 +208,10 @@ fn without_a_cpu_domain_everything_is_unattributed() {
         Measured {
             headline: 25.0,
             cpu: None,
-            cpu_idle: None,
             busy_ticks: 30.0,
         },
         &programs,
+        IdleModel::Nothing,
     );
     assert!(s.programs.is_empty());
     assert_eq!(s.unattributed, 25.0);
@@ -220,10 +227,10 @@ fn odd_figures_still_add_up_to_the_headline() {
             Measured {
                 headline,
                 cpu: Some(headline * 0.71),
-                cpu_idle: Some(headline * 0.07),
                 busy_ticks: 2_000.0,
             },
             &programs,
+            draw(headline * 0.07),
         );
         assert!(
             (s.total() - headline).abs() <= 1e-9 * headline,
@@ -365,10 +372,9 @@ fn split_beside_a_gpu(headline: f64, gpu_use: &[(&str, f64)]) -> Split {
     let m = Measured {
         headline,
         cpu: Some(40.0),
-        cpu_idle: Some(10.0),
         busy_ticks: 60.0,
     };
-    split_with_gpus(m, &cpu, &[gpu])
+    split_with_gpus(m, &cpu, draw(10.0), &[gpu])
 }
 
 #[test]
@@ -396,4 +402,50 @@ fn gpus_never_get_more_than_the_cpu_domain_leaves_of_the_headline() {
     assert_eq!(s.programs.get("c"), Some(&15.0));
     assert_eq!(s.unattributed, 0.0);
     assert!((s.total() - 70.0).abs() <= 1e-12);
+}
+
+#[test]
+fn one_busy_thread_on_sixteen_cores_gets_what_it_adds_over_the_idle_draw() {
+    // 8 s on 16 CPUs: 12,800 ticks, 850 busy, 800 of them one program's (a whole core). The CPU
+    // domain drew 30 W (240 J) and draws 12 W at rest (96 J): 144 J is active, and the program
+    // gets 800/850 of it, 135.5 J.
+    let programs: BTreeMap<String, f64> = [("loop".to_string(), 800.0)].into();
+    let m = Measured {
+        headline: 240.0,
+        cpu: Some(240.0),
+        busy_ticks: 850.0,
+    };
+    let known = IdleModel::Draw {
+        watts: 12.0,
+        seconds: 8.0,
+    };
+    let s = split(m, &programs, known);
+    let mine = s.programs.get("loop").copied().unwrap_or(0.0);
+    assert!((mine - 144.0 * 800.0 / 850.0).abs() < 1e-9, "{mine}");
+    assert_eq!(s.idle, 96.0);
+    // Until the idle draw is known, the idle part is the idle share of the CPUs' time:
+    // 11,950/12,800 of 240 J is idle, and the program gets 800/850 of the 15.9 J left, 15 J:
+    // a sixteenth of what it added.
+    let unknown = IdleModel::IdleTime {
+        busy_ticks: 850.0,
+        total_ticks: 12_800.0,
+    };
+    let s = split(m, &programs, unknown);
+    let mine = s.programs.get("loop").copied().unwrap_or(0.0);
+    assert!((mine - 240.0 * 800.0 / 12_800.0).abs() < 1e-9, "{mine}");
+}
+
+#[test]
+fn an_idle_draw_above_the_domains_energy_or_not_finite_leaves_the_sum_closed() {
+    let programs: BTreeMap<String, f64> = [("a".to_string(), 10.0)].into();
+    let m = Measured {
+        headline: 50.0,
+        cpu: Some(20.0),
+        busy_ticks: 10.0,
+    };
+    for idle in [draw(35.0), draw(f64::NAN), draw(-4.0), draw(f64::INFINITY)] {
+        let s = split(m, &programs, idle);
+        assert!(s.idle <= 20.0 && s.idle >= 0.0, "{idle:?}: {s:?}");
+        assert!((s.total() - 50.0).abs() < 1e-9, "{idle:?}: {s:?}");
+    }
 }

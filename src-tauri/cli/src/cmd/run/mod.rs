@@ -323,6 +323,7 @@ async fn run_all(
                     life.tree.clone(),
                     gpus.tree_share(life.start, life.end),
                     &window,
+                    baseline.and_then(|b| b.by_domain.get("cpu").copied()),
                 ),
                 gpus: gpus.figures(life.start, life.end),
                 unavailable: meter

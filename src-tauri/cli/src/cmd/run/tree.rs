@@ -3,14 +3,16 @@
 //! Rule: the tree's CPU time is what this process's waited-for children used (`cutime + cstime`
 //! of `/proc/self/stat`, read before and after the run: the command and every descendant it
 //! waited for); its share of the busy time of all CPUs over the same span (`/proc/stat`) takes
-//! that share of the CPU domain's energy less its idle part, the way energy per program is split
-//! ([`wattbar_core::programs::split`]). The GPU domain's energy goes to the tree by its share of
+//! that share of the CPU domain's energy less its idle part, with the model energy per program is
+//! split with ([`wattbar_core::programs::split`]), so `run` and `top` agree on one process. The
+//! idle part is the CPU domain's baseline draw (`--idle`) over the run; without a baseline, the
+//! CPUs' idle share of their time, as the engine does until it has learnt an idle draw. The GPU domain's energy goes to the tree by its share of
 //! the GPUs' use in NVML's per-process samples over the run ([`super::gpu`]). Other domains have
 //! no per-process figure: they are not attributed. Linux only; elsewhere the run says why.
 
 use std::collections::BTreeMap;
 use wattbar_core::inference::WindowEnergy;
-use wattbar_core::programs::{split, Measured};
+use wattbar_core::programs::{split, IdleModel, Measured};
 use wattbar_sources::linux::proc_stat::{parse_proc_stat, CpuTicks};
 use wattbar_sources::linux::procs::parse_pid_stat;
 
@@ -56,14 +58,16 @@ pub fn between(before: &TreeClock, after: &TreeClock) -> TreeTicks {
     }
 }
 
-/// The tree's share of `window`'s CPU-domain energy and, with `gpu_use` (the tree's and all
-/// processes' use of the GPUs over the run), of its GPU-domain energy.
+/// The tree's share of `window`'s CPU-domain energy less `cpu_idle_watts` (the CPU domain's
+/// baseline draw) over it and, with `gpu_use` (the tree's and all processes' use of the GPUs over
+/// the run), of its GPU-domain energy.
 pub fn attributed(
     ticks: Result<TreeTicks, String>,
     gpu_use: Option<(f64, f64)>,
     window: &WindowEnergy,
+    cpu_idle_watts: Option<f64>,
 ) -> Attributed {
-    let mut out = cpu_attributed(ticks, window);
+    let mut out = cpu_attributed(ticks, window, cpu_idle_watts);
     let Some(gpu) = window
         .by_domain
         .iter()
@@ -90,7 +94,11 @@ pub fn attributed(
     out
 }
 
-fn cpu_attributed(ticks: Result<TreeTicks, String>, window: &WindowEnergy) -> Attributed {
+fn cpu_attributed(
+    ticks: Result<TreeTicks, String>,
+    window: &WindowEnergy,
+    cpu_idle_watts: Option<f64>,
+) -> Attributed {
     let t = match ticks {
         Ok(t) => t,
         Err(why) => {
@@ -112,15 +120,35 @@ fn cpu_attributed(ticks: Result<TreeTicks, String>, window: &WindowEnergy) -> At
         };
     };
     let (busy, total) = (t.busy as f64, t.total as f64);
-    let cpu_idle = (total > 0.0).then(|| cpu * (total - busy).max(0.0) / total);
+    let (idle, note) = match cpu_idle_watts {
+        Some(watts) => (
+            IdleModel::Draw {
+                watts,
+                // The energy is of the measured part of the run.
+                seconds: (window.to - window.from) * window.covered_fraction,
+            },
+            None,
+        ),
+        None => (
+            IdleModel::IdleTime {
+                busy_ticks: busy,
+                total_ticks: total,
+            },
+            Some(
+                "no idle baseline of the CPU domain: its idle part is the CPUs' idle share of \
+                 their time, which leaves a command on few of many cores less than it added"
+                    .to_string(),
+            ),
+        ),
+    };
     let s = split(
         Measured {
             headline: window.joules.unwrap_or(cpu).max(cpu),
             cpu: Some(cpu),
-            cpu_idle,
             busy_ticks: busy,
         },
         &[("command".to_string(), t.tree as f64)].into(),
+        idle,
     );
     Attributed {
         joules: [(
@@ -128,7 +156,7 @@ fn cpu_attributed(ticks: Result<TreeTicks, String>, window: &WindowEnergy) -> At
             s.programs.get("command").copied().unwrap_or(0.0),
         )]
         .into(),
-        note: None,
+        note,
     }
 }
 
@@ -152,15 +180,52 @@ mod tests {
 
     #[test]
     fn a_tree_busy_on_one_core_of_two_gets_its_share_of_the_cpus_active_energy() {
-        // 2 s on 2 CPUs: 400 ticks, 250 busy, 200 of them the tree's. 120 J of CPU energy: the
-        // idle part is 150/400 of it (45 J), the tree gets 200/250 of the other 75 J = 60 J.
+        // 2 s on 2 CPUs: 400 ticks, 250 busy, 200 of them the tree's. 120 J of CPU energy and no
+        // baseline: the idle part is 150/400 of it (45 J), the tree gets 200/250 of the other
+        // 75 J = 60 J, and the run says how the idle part was taken.
         let t = TreeTicks {
             tree: 200,
             busy: 250,
             total: 400,
         };
-        let a = attributed(Ok(t), None, &window(120.0));
+        let a = attributed(Ok(t), None, &window(120.0), None);
         assert_eq!(a.joules.get("cpu"), Some(&60.0));
+        assert!(a.note.is_some_and(|n| n.contains("no idle baseline")));
+    }
+
+    #[test]
+    fn a_one_thread_command_on_sixteen_cores_gets_what_it_added_over_the_baseline() {
+        // 2 s on 16 CPUs: 3,200 ticks, 210 busy, 200 of them the tree's. The CPU domain drew
+        // 120 J and 20 W at rest before the run (40 J over 2 s): the tree gets 200/210 of the
+        // 80 J it added, 76.2 J. The idle share of time would have left it 200/210 × 120 ×
+        // 210/3,200 = 7.5 J, a sixteenth of a core's worth.
+        let t = TreeTicks {
+            tree: 200,
+            busy: 210,
+            total: 3_200,
+        };
+        let a = attributed(Ok(t), None, &window(120.0), Some(20.0));
+        let mine = a.joules.get("cpu").copied().unwrap_or(0.0);
+        assert!((mine - 80.0 * 200.0 / 210.0).abs() < 1e-9, "{mine}");
+        assert_eq!(a.note, None);
+        // The engine splits a window among programs with the same model: with its idle draw
+        // learnt at 20 W, a program with the tree's ticks gets the same joules.
+        let programs = [("loop".to_string(), 200.0)].into();
+        let m = Measured {
+            headline: 140.0,
+            cpu: Some(120.0),
+            busy_ticks: 210.0,
+        };
+        let engine = wattbar_core::programs::split_with_gpus(
+            m,
+            &programs,
+            IdleModel::Draw {
+                watts: 20.0,
+                seconds: 2.0,
+            },
+            &[],
+        );
+        assert_eq!(engine.programs.get("loop"), Some(&mine));
     }
 
     #[test]
@@ -174,12 +239,12 @@ mod tests {
             busy: 250,
             total: 400,
         };
-        let a = attributed(Ok(t), Some((90.0, 120.0)), &w);
+        let a = attributed(Ok(t), Some((90.0, 120.0)), &w, None);
         assert_eq!(a.joules.get("gpu"), Some(&225.0));
         assert_eq!(a.joules.get("cpu"), Some(&60.0));
-        assert_eq!(a.note, None);
+        assert!(a.note.is_some_and(|n| !n.contains("GPU")));
         // No per-process use: the GPU is not attributed, and the run says why.
-        let a = attributed(Ok(t), None, &w);
+        let a = attributed(Ok(t), None, &w, None);
         assert_eq!(a.joules.get("gpu"), None);
         assert!(a.note.is_some_and(|n| n.contains("no per-process use")));
     }
@@ -193,7 +258,7 @@ mod tests {
             busy: 10,
             total: 20,
         };
-        let a = attributed(Ok(t), None, &w);
+        let a = attributed(Ok(t), None, &w, None);
         assert!(a.joules.is_empty());
         assert!(a.note.is_some_and(|n| n.contains("no CPU energy")));
     }
