@@ -38,7 +38,7 @@ export function renderPrograms(top) {
   const caption = $("programs-caption");
   if (top.unavailable) {
     $("programs").hidden = true;
-    setText(caption, `Not measured here: ${top.unavailable}`);
+    setText(caption, `Not measured: ${top.unavailable}`);
     return;
   }
   const key = `${top.at}`;

@@ -248,6 +248,9 @@ pub struct Split {
     pub idle: f64,
     /// What no program accounts for.
     pub unattributed: f64,
+    /// The CPU domain's active joules one busy tick was given (0 where none was).
+    #[serde(default)]
+    pub per_tick: f64,
 }
 
 impl Split {
@@ -343,6 +346,7 @@ pub fn split_with_gpus(
     };
     let mut given = 0.0;
     if scale > 0.0 && active > 0.0 {
+        out.per_tick = active / scale;
         for (name, ticks) in programs.iter().filter(|(_, t)| **t > 0.0) {
             let joules = active * ticks / scale;
             given += joules;

@@ -19,7 +19,14 @@
 //! - Σ programs + idle + unattributed = the headline's energy, window by window.
 //! - Where the process table gives each process's energy as the kernel counts it (macOS, as
 //!   root), programs share the CPU domain by it instead of CPU time.
-//! - Where processes cannot be read, nothing is attributed and the view says why.
+//! - Where processes cannot be read, or a window had no measured power, nothing is attributed,
+//!   the watts are unknown (never 0 W) and the view says why.
+//! - Programs are kept by name up to [`MAX_PROGRAMS`] beside those of the last window; the rest
+//!   are added into [`OTHER`] ([`fold_into_other`]).
+//! - Wattbar's own energy (`self_joules`) is its CPU time in nanoseconds
+//!   (`CLOCK_PROCESS_CPUTIME_ID`: every thread's, those that ended too) at the CPU domain's active
+//!   joules per busy second: an engine that uses 0.02 % of a core has no 10 ms tick of its own in
+//!   a window, yet it draws.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -36,7 +43,8 @@ pub mod cadence;
 mod view;
 pub use cadence::{READ_EVERY, READ_EVERY_AT_REST};
 pub use view::{
-    name_servers, ProgramFigure, ProgramsView, Sort, Top, MAX_PROGRAM_SERIES, MODEL_SERVERS, OTHER,
+    fold_into_other, most_watts_first, name_servers, ProgramFigure, ProgramsView, Sort, Top,
+    MAX_PROGRAMS, MAX_PROGRAM_SERIES, MODEL_SERVERS, OTHER,
 };
 
 #[derive(Debug, Default)]
@@ -127,6 +135,9 @@ pub struct ProgramMeter {
     idle: f64,
     unattributed: f64,
     self_joules: f64,
+    /// This process's CPU time so far, and where it is read from.
+    own_cpu: Option<Duration>,
+    own_cpu_time: fn() -> Option<Duration>,
     /// Today's joules per program, and the local day they are for.
     today: BTreeMap<String, f64>,
     day: Option<String>,
@@ -168,6 +179,9 @@ impl ProgramMeter {
         today: BTreeMap<String, f64>,
         day: Option<String>,
     ) -> Self {
+        let mut today = today;
+        let parts = |name: &str| name == IDLE || name == UNATTRIBUTED;
+        fold_into_other(&mut today, |j| *j, parts, |o, j| *o += j);
         // Until the first window, the view shows what the ledger kept for today.
         let kept = |name: &str| today.get(name).copied().unwrap_or(0.0);
         let mut restored: Vec<ProgramFigure> = today
@@ -175,8 +189,8 @@ impl ProgramMeter {
             .filter(|(name, _)| *name != IDLE && *name != UNATTRIBUTED)
             .map(|(name, joules)| ProgramFigure {
                 program: name.clone(),
-                watts: 0.0,
-                gpu_watts: 0.0,
+                watts: None,
+                gpu_watts: None,
                 joules: 0.0,
                 today_joules: *joules,
                 quality: None,
@@ -204,6 +218,8 @@ impl ProgramMeter {
             idle: 0.0,
             unattributed: 0.0,
             self_joules: 0.0,
+            own_cpu: None,
+            own_cpu_time: crate::time::own_cpu_time,
             today,
             day,
             pending: BTreeMap::new(),
@@ -214,6 +230,37 @@ impl ProgramMeter {
 
     pub fn view(&self) -> &ProgramsView {
         &self.view
+    }
+
+    /// Reads this process's CPU time with `f` instead of the system's clock (tests).
+    pub fn with_own_cpu_time(mut self, f: fn() -> Option<Duration>) -> Self {
+        self.own_cpu_time = f;
+        self
+    }
+
+    /// This process's CPU time since the last call, in clock ticks (fractions kept); `None`
+    /// at the first call or where it cannot be read.
+    fn own_ticks(&mut self) -> Option<f64> {
+        let now = (self.own_cpu_time)();
+        let before = std::mem::replace(&mut self.own_cpu, now);
+        now.zip(before)
+            .map(|(n, b)| n.saturating_sub(b).as_secs_f64() * TICKS_PER_SECOND)
+    }
+
+    /// The view after a window with no measured power: the programs' watts are unknown, and the
+    /// view says why. True when the view changed.
+    fn unmeasured(&mut self, unix: f64) -> bool {
+        let why = "no power was measured over the last window: no program's watts are known";
+        let before = self.view.unavailable.clone();
+        for p in &mut self.view.programs {
+            p.watts = None;
+            p.gpu_watts = None;
+        }
+        self.view.at = Some(unix);
+        self.view.idle_watts = None;
+        self.view.unattributed_watts = None;
+        self.view.unavailable = Some(why.to_string());
+        before.as_deref() != Some(why)
     }
 
     /// The joules per program (and per part) since the last call, for the ledger.
@@ -318,9 +365,13 @@ impl ProgramMeter {
         let used = self.cpu.step(read.procs, read.now_ticks);
         let before = self.ticks.replace(ticks);
         let window = std::mem::take(&mut self.window);
+        let own_ticks = self.own_ticks();
         let (Some(used), Some(before)) = (used, before) else {
             return Ok(false);
         };
+        if window.seconds <= 0.0 {
+            return Ok(self.unmeasured(unix));
+        }
         let busy = ticks.0.saturating_sub(before.0) as f64;
         let total = ticks.1.saturating_sub(before.1) as f64;
         // Where the kernel counts each process's energy, programs share the CPU domain by it,
@@ -430,14 +481,29 @@ impl ProgramMeter {
         }
         self.idle += s.idle;
         self.unattributed += s.unattributed;
-        if let Some((name, ticks)) = mine {
-            let program_ticks = by_program.get(&name).copied().unwrap_or(0.0);
-            let joules = s.programs.get(&name).copied().unwrap_or(0.0)
-                - s.gpu.get(&name).copied().unwrap_or(0.0);
-            if program_ticks > 0.0 {
-                self.self_joules += joules * ticks / program_ticks;
+        match (energy_from, own_ticks, mine) {
+            // By the kernel's count of each process's energy, Wattbar's is its share of its
+            // program's.
+            (Some(_), _, Some((name, weight))) | (None, None, Some((name, weight))) => {
+                let program_weight = by_program.get(&name).copied().unwrap_or(0.0);
+                let joules = s.programs.get(&name).copied().unwrap_or(0.0)
+                    - s.gpu.get(&name).copied().unwrap_or(0.0);
+                if program_weight > 0.0 {
+                    self.self_joules += joules * weight / program_weight;
+                }
             }
+            (None, Some(ticks), _) => self.self_joules += s.per_tick * ticks,
+            _ => {}
         }
+        let active =
+            |name: &str| s.programs.contains_key(name) || name == IDLE || name == UNATTRIBUTED;
+        fold_into_other(
+            &mut self.totals,
+            |t| t.0,
+            active,
+            |o, (j, q)| *o = (o.0 + j, o.1.max(q)),
+        );
+        fold_into_other(&mut self.today, |j| *j, active, |o, j| *o += j);
         let today = |name: &str| self.today.get(name).copied().unwrap_or(0.0);
         let names: std::collections::BTreeSet<&String> = self
             .totals
@@ -454,8 +520,8 @@ impl ProgramMeter {
                 let (joules, quality) = self.totals.get(name).copied().unwrap_or((0.0, None));
                 ProgramFigure {
                     program: name.clone(),
-                    watts: per_second(s.programs.get(name).copied().unwrap_or(0.0)),
-                    gpu_watts: per_second(s.gpu.get(name).copied().unwrap_or(0.0)),
+                    watts: Some(per_second(s.programs.get(name).copied().unwrap_or(0.0))),
+                    gpu_watts: Some(per_second(s.gpu.get(name).copied().unwrap_or(0.0))),
                     joules,
                     today_joules: today(name),
                     quality,
@@ -463,13 +529,11 @@ impl ProgramMeter {
                 }
             })
             .collect();
-        programs.sort_by(|a, b| {
-            b.watts
-                .total_cmp(&a.watts)
-                .then(b.joules.total_cmp(&a.joules))
-        });
-        let mut by_energy: Vec<&ProgramFigure> =
-            programs.iter().filter(|p| p.joules > 0.0).collect();
+        programs.sort_by(most_watts_first);
+        let mut by_energy: Vec<&ProgramFigure> = programs
+            .iter()
+            .filter(|p| p.joules > 0.0 && p.program != OTHER)
+            .collect();
         by_energy.sort_by(|a, b| b.joules.total_cmp(&a.joules));
         by_energy.truncate(MAX_PROGRAM_SERIES);
         self.series
@@ -481,8 +545,8 @@ impl ProgramMeter {
             at: Some(unix),
             window_seconds: seconds,
             programs,
-            idle_watts: per_second(s.idle),
-            unattributed_watts: per_second(s.unattributed),
+            idle_watts: Some(per_second(s.idle)),
+            unattributed_watts: Some(per_second(s.unattributed)),
             idle_joules: self.idle,
             unattributed_joules: self.unattributed,
             idle_joules_today: today(IDLE),

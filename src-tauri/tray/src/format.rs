@@ -91,13 +91,12 @@ pub fn top_line(p: &Published) -> String {
                 Some(Quality::Heuristic) => "~",
                 _ => "",
             };
-            let w = top.watts;
-            let figure = if w < 10.0 {
-                format!("{w:.1}")
-            } else {
-                format!("{w:.0}")
+            let figure = match top.watts {
+                Some(w) if w < 10.0 => format!("{mark}{w:.1} W"),
+                Some(w) => format!("{mark}{w:.0} W"),
+                None => "not measured".to_string(),
             };
-            format!("Top: {} {mark}{figure} W", top.shown_name())
+            format!("Top: {} {figure}", top.shown_name())
         }
         None => "Top: —".to_string(),
     }
@@ -265,7 +264,7 @@ pub(crate) mod tests {
         assert_eq!(money(1.234, "USD"), "1.23 USD");
     }
 
-    fn with_top(figure: Option<(&str, f64, Quality, &[&str])>) -> Published {
+    fn with_top(figure: Option<(&str, Option<f64>, Quality, &[&str])>) -> Published {
         use wattbar_engine::programs::{ProgramFigure, ProgramsView};
         let mut p = published(Some(50.0));
         p.programs = std::sync::Arc::new(ProgramsView {
@@ -274,7 +273,7 @@ pub(crate) mod tests {
                 .map(|(name, watts, quality, serving)| ProgramFigure {
                     program: name.into(),
                     watts,
-                    gpu_watts: 0.0,
+                    gpu_watts: watts.map(|_| 0.0),
                     joules: 0.0,
                     today_joules: 0.0,
                     quality: Some(quality),
@@ -291,12 +290,17 @@ pub(crate) mod tests {
     fn the_top_line_names_the_program_its_models_and_its_watts_with_their_quality() {
         let line = |f| top_line(&with_top(f));
         assert_eq!(
-            line(Some(("ollama", 38.2, Quality::Measured, &["llama3"]))),
+            line(Some(("ollama", Some(38.2), Quality::Measured, &["llama3"]))),
             "Top: ollama (llama3) 38 W"
         );
         assert_eq!(
-            line(Some(("firefox", 4.04, Quality::Estimated, &[]))),
+            line(Some(("firefox", Some(4.04), Quality::Estimated, &[]))),
             "Top: firefox ≈4.0 W"
+        );
+        // A window with no measured power: its watts are unknown, never 0.0 W.
+        assert_eq!(
+            line(Some(("firefox", None, Quality::Estimated, &[]))),
+            "Top: firefox not measured"
         );
         assert_eq!(line(None), "Top: —");
         let mut none = with_top(None);

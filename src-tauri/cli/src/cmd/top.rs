@@ -128,17 +128,18 @@ fn print(top: &Top, json: bool) -> Result<()> {
         "{:<32} {:>9} {:>12}  quality",
         "program", "watts", "energy (J)"
     )?;
+    // Unknown watts (a window with no measured power) are a dash, never 0.00.
+    let watts = |w: Option<f64>| w.map_or("—".to_string(), |w| format!("{w:.2}"));
     for p in &top.programs {
-        let gpu = if p.gpu_watts > 0.0 {
-            format!("  (GPU {:.2} W)", p.gpu_watts)
-        } else {
-            String::new()
+        let gpu = match p.gpu_watts {
+            Some(g) if g > 0.0 => format!("  (GPU {g:.2} W)"),
+            _ => String::new(),
         };
         writeln!(
             out,
-            "{:<32} {:>9.2} {:>12.1}  {}{gpu}",
+            "{:<32} {:>9} {:>12.1}  {}{gpu}",
             p.shown_name(),
-            p.watts,
+            watts(p.watts),
             p.joules,
             p.quality.map_or("—", |q| q.as_str())
         )?;
@@ -154,16 +155,23 @@ fn print(top: &Top, json: bool) -> Result<()> {
     }
     writeln!(
         out,
-        "{:<32} {:>9.2} {:>12.1}",
-        "idle", top.idle_watts, top.idle_joules
+        "{:<32} {:>9} {:>12.1}",
+        "idle",
+        watts(top.idle_watts),
+        top.idle_joules
     )?;
     writeln!(
         out,
-        "{:<32} {:>9.2} {:>12.1}",
-        "unattributed", top.unattributed_watts, top.unattributed_joules
+        "{:<32} {:>9} {:>12.1}",
+        "unattributed",
+        watts(top.unattributed_watts),
+        top.unattributed_joules
     )?;
     if let Some(note) = &top.gpu_note {
         writeln!(out, "{note}")?;
+    }
+    if let Some(why) = &top.unavailable {
+        writeln!(out, "not measured: {why}")?;
     }
     writeln!(out)?;
     out.flush()?;

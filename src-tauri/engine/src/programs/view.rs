@@ -12,15 +12,21 @@ pub const OTHER: &str = "(other)";
 /// Programs with a `/metrics` series of their own at most, so that cardinality stays bounded.
 pub const MAX_PROGRAM_SERIES: usize = 20;
 
+/// Programs kept by name at most, beside those that drew power in the last window: the rest,
+/// those with the least energy first, are added into [`OTHER`], so that what is kept stays
+/// bounded however many programs come and go.
+pub const MAX_PROGRAMS: usize = 64;
+
 /// One program's figures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProgramFigure {
     pub program: String,
-    /// Mean watts over the last window.
-    pub watts: f64,
+    /// Mean watts over the last window; `None` where that window had no measured power (or
+    /// before the first).
+    pub watts: Option<f64>,
     /// The part of `watts` that came from GPUs.
     #[serde(default)]
-    pub gpu_watts: f64,
+    pub gpu_watts: Option<f64>,
     /// Energy since the engine started.
     pub joules: f64,
     /// Energy today (local day), what the ledger kept from before a restart included.
@@ -72,10 +78,12 @@ pub struct ProgramsView {
     /// Wall-clock end of the last window, and its length.
     pub at: Option<f64>,
     pub window_seconds: f64,
-    /// Every program with energy, most watts first.
+    /// Every program with energy, most watts first; at most [`MAX_PROGRAMS`] beside those of
+    /// the last window, the rest in [`OTHER`].
     pub programs: Vec<ProgramFigure>,
-    pub idle_watts: f64,
-    pub unattributed_watts: f64,
+    /// Over the last window; `None` where it had no measured power.
+    pub idle_watts: Option<f64>,
+    pub unattributed_watts: Option<f64>,
     pub idle_joules: f64,
     pub unattributed_joules: f64,
     pub idle_joules_today: f64,
@@ -127,8 +135,8 @@ pub struct Top {
     /// Programs left out by the limit, and their energy.
     pub others: usize,
     pub others_joules: f64,
-    pub idle_watts: f64,
-    pub unattributed_watts: f64,
+    pub idle_watts: Option<f64>,
+    pub unattributed_watts: Option<f64>,
     pub idle_joules: f64,
     pub unattributed_joules: f64,
     pub self_joules: f64,
@@ -137,6 +145,42 @@ pub struct Top {
     pub gpu_note: Option<String>,
     pub idle_draw_watts: Option<f64>,
     pub unavailable: Option<String>,
+}
+
+/// Most watts first, those without a figure last, then most energy.
+pub fn most_watts_first(a: &ProgramFigure, b: &ProgramFigure) -> std::cmp::Ordering {
+    let w = |f: &ProgramFigure| {
+        f.watts
+            .filter(|w| w.is_finite())
+            .unwrap_or(f64::NEG_INFINITY)
+    };
+    w(b).total_cmp(&w(a)).then(b.joules.total_cmp(&a.joules))
+}
+
+/// Adds into [`OTHER`] the programs of `kept` beyond [`MAX_PROGRAMS`] that are not `active`,
+/// those with the least `joules` first, with `merge`: what is kept stays bounded and never loses
+/// a joule.
+pub fn fold_into_other<V: Default>(
+    kept: &mut BTreeMap<String, V>,
+    joules: impl Fn(&V) -> f64,
+    active: impl Fn(&str) -> bool,
+    merge: impl Fn(&mut V, V),
+) {
+    let named = kept.keys().filter(|k| k.as_str() != OTHER).count();
+    if named <= MAX_PROGRAMS {
+        return;
+    }
+    let mut quiet: Vec<(String, f64)> = kept
+        .iter()
+        .filter(|(k, _)| k.as_str() != OTHER && !active(k))
+        .map(|(k, v)| (k.clone(), joules(v)))
+        .collect();
+    quiet.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    for (name, _) in quiet.into_iter().take(named - MAX_PROGRAMS) {
+        if let Some(v) = kept.remove(&name) {
+            merge(kept.entry(OTHER.to_string()).or_default(), v);
+        }
+    }
 }
 
 impl ProgramsView {
@@ -181,10 +225,13 @@ impl ProgramsView {
         for (name, joules) in stored {
             let known = view.programs.iter().any(|p| &p.program == name);
             if !known && name != IDLE && name != UNATTRIBUTED {
+                // Not among the last window's programs: it drew nothing then, where that
+                // window was measured.
+                let none = (view.at.is_some() && view.unavailable.is_none()).then_some(0.0);
                 view.programs.push(ProgramFigure {
                     program: name.clone(),
-                    watts: 0.0,
-                    gpu_watts: 0.0,
+                    watts: none,
+                    gpu_watts: none,
                     joules: *joules,
                     today_joules: 0.0,
                     quality: None,
@@ -192,11 +239,7 @@ impl ProgramsView {
                 });
             }
         }
-        view.programs.sort_by(|a, b| {
-            b.watts
-                .total_cmp(&a.watts)
-                .then(b.joules.total_cmp(&a.joules))
-        });
+        view.programs.sort_by(most_watts_first);
         view.idle_joules = part(IDLE);
         view.unattributed_joules = part(UNATTRIBUTED);
         let mut top = view.top(limit, sort);

@@ -80,6 +80,21 @@ fn timespec(t: rustix::time::Timespec) -> Duration {
     )
 }
 
+/// This process's CPU time so far, every thread's (those that ended included), in nanoseconds:
+/// `CLOCK_PROCESS_CPUTIME_ID`, the kernel's `sum_exec_runtime` that `/proc/[pid]/schedstat`
+/// shows per thread.
+#[cfg(any(target_os = "linux", target_os = "android", target_vendor = "apple"))]
+pub fn own_cpu_time() -> Option<Duration> {
+    Some(timespec(rustix::time::clock_gettime(
+        rustix::time::ClockId::ProcessCPUTime,
+    )))
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android", target_vendor = "apple")))]
+pub fn own_cpu_time() -> Option<Duration> {
+    None
+}
+
 #[cfg(not(any(target_os = "linux", target_os = "android", target_vendor = "apple")))]
 fn boot_time() -> Duration {
     use std::sync::OnceLock;

@@ -3,3 +3,5 @@
 
 pub mod clock;
 pub mod inbox;
+
+pub use clock::own_cpu_time;
