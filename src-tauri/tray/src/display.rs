@@ -7,6 +7,8 @@
 //!   of at least 5 % (or 1 W), the other lines for new digits only; any of them at the latest
 //!   after [`MAX_AGE`]. A new shape (a new source, a reading gone, a new program on top) and
 //!   what a click changed show at once.
+//! - The same holds wherever the number is shown: drawn into the icon (Linux) or written as the
+//!   title beside it (macOS), and the tooltip (macOS) is made of the lines as written.
 //! - [`Display::next`] answers `None` when nothing shown would change: the event loop is then
 //!   not woken at all.
 
@@ -23,6 +25,26 @@ pub const MAX_AGE: Duration = Duration::from_secs(10);
 
 /// Linux draws the number into the icon; macOS shows it as the title next to a template icon.
 pub const NUMBER_IN_ICON: bool = cfg!(not(target_os = "macos"));
+
+/// Where the number goes, and whether the tray has a tooltip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// Drawn into the icon; no tooltip (Linux trays show none, and setting one is a round trip
+    /// to the main thread for nothing).
+    NumberInIcon,
+    /// The title beside a template icon, and a tooltip (macOS).
+    Title,
+}
+
+impl Default for Layout {
+    fn default() -> Self {
+        if NUMBER_IN_ICON {
+            Layout::NumberInIcon
+        } else {
+            Layout::Title
+        }
+    }
+}
 
 /// Everything the tray shows.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -42,8 +64,9 @@ pub struct Shown {
 /// What was last shown, and when its figures were written.
 #[derive(Debug, Default)]
 pub struct Display {
+    layout: Layout,
     shown: Shown,
-    /// The watts drawn into the icon, and when.
+    /// The watts drawn into the icon or written as the title, and when.
     icon_drawn: Option<(Option<f64>, Instant)>,
     /// The watts written in the "now" line, and when.
     now_written: Option<(Option<f64>, Instant)>,
@@ -52,6 +75,14 @@ pub struct Display {
 }
 
 impl Display {
+    /// A display that shows the number as `layout` says.
+    pub fn with_layout(layout: Layout) -> Self {
+        Display {
+            layout,
+            ..Display::default()
+        }
+    }
+
     /// What to show for `p` at `now`, where anything shown changes; what it returns counts as
     /// shown. `clicked`: a menu item was clicked, so what it changed shows at once.
     pub fn next(&mut self, p: &Published, now: Instant, clicked: bool) -> Option<Shown> {
@@ -62,39 +93,41 @@ impl Display {
             .and_then(|s| s.headline_watts())
             .map(|w| w.0);
         let title = format::title(p);
-        let mut next = Shown {
-            title: if NUMBER_IN_ICON {
-                String::new()
-            } else {
-                title.clone()
-            },
-            // Linux trays have no tooltip: setting one would be a round trip to the main thread
-            // every second for nothing.
-            tooltip: if cfg!(target_os = "linux") {
-                String::new()
-            } else {
-                format::tooltip(p)
-            },
-            icon_text: if !NUMBER_IN_ICON || title.is_empty() {
-                String::new()
-            } else if self.shown.low_power == low_power
-                && !self.shown.icon_text.is_empty()
-                && !worth_redrawing(self.icon_drawn, headline, now)
+        // The number shown keeps its digits for a wobble, wherever it is shown.
+        let number_kept =
+            self.shown.low_power == low_power && !worth_redrawing(self.icon_drawn, headline, now);
+        let now_line = {
+            let line = format::now_line(p);
+            if same_but_digits(&line, &self.shown.now)
+                && !worth_redrawing(self.now_written, headline, now)
             {
-                self.shown.icon_text.clone()
+                self.shown.now.clone()
             } else {
-                icon_render::icon_text(headline)
-            },
-            now: {
-                let line = format::now_line(p);
-                if same_but_digits(&line, &self.shown.now)
-                    && !worth_redrawing(self.now_written, headline, now)
+                line
+            }
+        };
+        let mut next = Shown {
+            title: match self.layout {
+                Layout::NumberInIcon => String::new(),
+                Layout::Title
+                    if number_kept
+                        && !self.shown.title.is_empty()
+                        && same_but_digits(&title, &self.shown.title) =>
                 {
-                    self.shown.now.clone()
-                } else {
-                    line
+                    self.shown.title.clone()
                 }
+                Layout::Title => title.clone(),
             },
+            tooltip: String::new(),
+            icon_text: match self.layout {
+                Layout::Title => String::new(),
+                Layout::NumberInIcon if title.is_empty() => String::new(),
+                Layout::NumberInIcon if number_kept && !self.shown.icon_text.is_empty() => {
+                    self.shown.icon_text.clone()
+                }
+                Layout::NumberInIcon => icon_render::icon_text(headline),
+            },
+            now: now_line,
             session: format::session_line(p),
             today: format::today_line(p),
             last_answer: format::last_answer_line(p),
@@ -112,10 +145,16 @@ impl Display {
             Some(_) => self.lines_written = Some(now),
             None => [next.session, next.today, next.last_answer, next.top] = lines(&self.shown),
         }
+        if self.layout == Layout::Title {
+            next.tooltip = format::tooltip(p, &next.now, &next.session);
+        }
         if next == self.shown {
             return None;
         }
-        if next.icon_text != self.shown.icon_text || next.low_power != self.shown.low_power {
+        if next.icon_text != self.shown.icon_text
+            || next.title != self.shown.title
+            || next.low_power != self.shown.low_power
+        {
             self.icon_drawn = Some((headline, now));
         }
         if next.now != self.shown.now {
@@ -127,7 +166,7 @@ impl Display {
 
     /// What was shown did not reach the screen: the next state is shown whole.
     pub fn forget(&mut self) {
-        *self = Display::default();
+        *self = Display::with_layout(self.layout);
     }
 }
 
@@ -273,5 +312,35 @@ mod tests {
             worth_redrawing(Some((Some(7.4), old)), Some(8.1), now),
             "stale after 10 s"
         );
+    }
+}
+
+#[cfg(test)]
+mod title_tests {
+    use super::*;
+    use crate::format::tests::with_quality;
+    use wattbar_core::Quality;
+
+    #[test]
+    fn the_title_and_tooltip_keep_their_digits_for_a_wobble_as_the_icon_does() {
+        let mut d = Display::with_layout(Layout::Title);
+        let at = Instant::now();
+        let second = |s: u64| at + Duration::from_secs(s);
+        let p = |w: f64| with_quality(Some(w), Quality::Measured);
+        let first = d.next(&p(14.2), at, false);
+        let first = first.unwrap_or_else(|| panic!("the first state is shown"));
+        assert!(first.title.contains("14.2"), "{first:?}");
+        assert!(first.tooltip.contains("14.2 W"), "{first:?}");
+        assert_eq!(first.icon_text, "");
+        // 0.6 W each second is a wobble: nothing is redrawn for 9 s.
+        for s in 1..=9 {
+            let w = if s % 2 == 0 { 14.2 } else { 14.8 };
+            assert_eq!(d.next(&p(w), second(s), false), None, "at {s} s");
+        }
+        // 3 W is news: the title and the tooltip change at once.
+        let shown = d.next(&p(17.2), second(10), false);
+        let shown = shown.unwrap_or_else(|| panic!("17.2 W is shown"));
+        assert!(shown.title.contains("17.2"), "{shown:?}");
+        assert!(shown.tooltip.contains("17.2 W"), "{shown:?}");
     }
 }

@@ -115,7 +115,9 @@ pub fn today_line(p: &Published) -> String {
 }
 
 /// The tooltip: watts, source and quality, then the session.
-pub fn tooltip(p: &Published) -> String {
+/// The tooltip: the "now" and session lines as the menu writes them (`now`, `session`), with
+/// low-power mode and any notice.
+pub fn tooltip(p: &Published, now: &str, session: &str) -> String {
     let low = if p.low_power.enabled {
         "\nLow-power mode on"
     } else {
@@ -125,11 +127,7 @@ pub fn tooltip(p: &Published) -> String {
         .notice
         .as_deref()
         .map_or(String::new(), |n| format!("\n⚠ {n}"));
-    format!(
-        "Wattbar · {}\n{}{low}{notice}",
-        now_line(p),
-        session_line(p)
-    )
+    format!("Wattbar · {now}\n{session}{low}{notice}")
 }
 
 pub fn kwh(kwh: f64) -> String {
@@ -207,9 +205,10 @@ pub(crate) mod tests {
     #[test]
     fn the_tooltip_says_what_the_user_must_know() {
         let mut p = published(Some(14.2));
-        assert!(!tooltip(&p).contains('⚠'));
+        let tip = |p: &Published| tooltip(p, &now_line(p), &session_line(p));
+        assert!(!tip(&p).contains('⚠'));
         p.notice = Some("The preferences file could not be read".into());
-        assert!(tooltip(&p).ends_with("\n⚠ The preferences file could not be read"));
+        assert!(tip(&p).ends_with("\n⚠ The preferences file could not be read"));
     }
 
     #[test]
