@@ -82,6 +82,13 @@ function requestItem(r) {
     ? [el("span", { "data-field": "energy", class: "remote" }, "ran remotely")]
     : [energyField(r),
       field("joules-per-token", `${fmt.figure(r.joules_per_token)} J/token`, r.joules_per_token)];
+  // Its energy is a share: other requests ran in its window.
+  if (r.status !== "remote" && r.shared_by > 1) {
+    const shared = field("shared", `shared by ${r.shared_by}`, r.shared_by);
+    shared.title = `Up to ${r.shared_by} requests ran at once in its window, so its energy is a share;`
+      + ` ${fmt.figure(r.held_before_joules)} J of the window was already held by requests recorded before it.`;
+    fields.push(shared);
+  }
   fields.push(
     // Counted from the stream's chunks (the server gave no count): about one token a chunk.
     field("tokens", `${r.tokens_source === "counted" ? "≈" : ""}${fmt.count(r.completion_tokens)} tokens`,

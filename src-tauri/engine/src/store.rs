@@ -21,7 +21,9 @@
 //! - `resident_baselines`, `resident_idle(day, model, …)`, `unloads` (v9): what resident models
 //!   cost at idle and what low-power mode unloaded ([`resident`]);
 //! - `program_hours(t, program, joules)` (v10): energy per program per hour, kept 30 days
-//!   ([`programs`]).
+//!   ([`programs`]);
+//! - `inference.shared_by`, `inference.held_before_joules` (v11): how many records shared a
+//!   record's window, and what records settled before it held of it.
 //!
 //! Writes come in batches, each one transaction: a kill -9 loses at most the batch in memory and
 //! never leaves a half-written one. A file that is not a database, or fails its integrity

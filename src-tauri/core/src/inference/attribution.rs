@@ -5,11 +5,14 @@
 //! start, first token and end; each piece's energy goes in equal parts to the requests in flight
 //! during it, and to nobody when none is. So one request gets the energy of its own window, and
 //! overlapping requests add up to the energy of the union of their windows, never more (windows
-//! that each take the whole machine's energy count it once per request).
+//! that each take the whole machine's energy count it once per request). Requests settled at
+//! different times share through [`Claims`]: what earlier records hold of a piece is theirs, and
+//! only the rest is shared ([`attribute_held`]).
 //!
 //! Time is one timeline in seconds (the engine's elapsed clock), given by the caller.
 
 use super::bound::{self, Cut};
+use super::claims::Claims;
 use crate::meter::Method;
 use crate::reading::Quality;
 use serde::{Deserialize, Serialize};
@@ -98,11 +101,38 @@ pub struct Share {
     pub sources: Vec<String>,
     /// How far `joules` may be from the true energy of the window's share ([`bound`]).
     pub bound_joules: f64,
+    /// The most requests that shared any piece of the window, this one included (1: it had
+    /// the machine to itself; records settled before it count too).
+    pub shared_by: usize,
+    /// The energy of the window that records settled before this one already held.
+    pub held_before_joules: f64,
 }
 
-/// Splits each interval's energy among `windows`; one [`Share`] per window, in order.
+/// Splits each interval's energy among `windows`, settled together; one [`Share`] per window, in
+/// order.
 pub fn attribute(intervals: &[Interval], windows: &[Window]) -> Vec<Share> {
-    let mut shares: Vec<Share> = windows
+    attribute_held(intervals, windows, &[], &[], &mut Claims::default())
+}
+
+/// Shares for `settling` (one each, in order), which then hold them in `claims`: of each piece,
+/// what `claims` says records settled before hold (those of `settled`) is theirs; the rest goes
+/// in equal parts to the windows of `settling` and `open` (in flight, to settle later) active in
+/// it.
+pub fn attribute_held(
+    intervals: &[Interval],
+    settling: &[Window],
+    open: &[Window],
+    settled: &[Window],
+    claims: &mut Claims,
+) -> Vec<Share> {
+    let contenders = settling.len() + open.len();
+    let windows: Vec<Window> = settling
+        .iter()
+        .chain(open)
+        .chain(settled)
+        .copied()
+        .collect();
+    let mut shares: Vec<Share> = settling
         .iter()
         .map(|w| Share {
             window_seconds: w.end.map_or(0.0, |e| (e - w.start).max(0.0)),
@@ -110,8 +140,8 @@ pub fn attribute(intervals: &[Interval], windows: &[Window]) -> Vec<Share> {
         })
         .collect();
     let mut cuts = Vec::new();
-    // Per window, this interval's seconds it was in flight and the joules it took.
-    let mut taken = vec![(0.0_f64, 0.0_f64); windows.len()];
+    // Per window settling, this interval's seconds it was in flight and the joules it took.
+    let mut taken = vec![(0.0_f64, 0.0_f64); settling.len()];
     for (k, interval) in intervals.iter().enumerate() {
         let (Some(joules), true) = (interval.joules, interval.seconds() > 0.0) else {
             continue;
@@ -120,7 +150,7 @@ pub fn attribute(intervals: &[Interval], windows: &[Window]) -> Vec<Share> {
         cuts.clear();
         cuts.push(interval.start);
         cuts.push(interval.end);
-        for w in windows {
+        for w in &windows {
             for t in [Some(w.start), w.split, w.end].into_iter().flatten() {
                 if t > interval.start && t < interval.end {
                     cuts.push(t);
@@ -132,21 +162,27 @@ pub fn attribute(intervals: &[Interval], windows: &[Window]) -> Vec<Share> {
         taken.iter_mut().for_each(|t| *t = (0.0, 0.0));
         for piece in cuts.windows(2) {
             let (a, b) = (piece[0], piece[1]);
-            let active: Vec<usize> = (0..windows.len())
-                .filter(|&i| windows[i].active(a, b))
-                .collect();
-            if active.is_empty() {
+            let active = |i: &usize| windows[*i].active(a, b);
+            let n = (0..contenders).filter(active).count();
+            if n == 0 {
                 continue;
             }
-            let n = active.len() as f64;
-            let part = watts * (b - a) / n;
-            for i in active {
+            let sharing = n + (contenders..windows.len()).filter(active).count();
+            let free = (watts - claims.held_watts(a, b)).clamp(0.0, watts.max(0.0));
+            // The part of the piece's time whose energy is still free, for the idle share.
+            let free_fraction = if watts > 0.0 { free / watts } else { 1.0 };
+            let part = free * (b - a) / n as f64;
+            let mut held_now = 0.0;
+            for i in (0..settling.len()).filter(active) {
                 taken[i].0 += b - a;
                 taken[i].1 += part;
+                held_now += free / n as f64;
                 let s = &mut shares[i];
                 s.joules += part;
-                s.shared_seconds += (b - a) / n;
+                s.shared_seconds += (b - a) * free_fraction / n as f64;
                 s.covered_seconds += b - a;
+                s.held_before_joules += (watts - free) * (b - a);
+                s.shared_by = s.shared_by.max(sharing);
                 match windows[i].split {
                     Some(split) if b <= split => s.prefill_joules += part,
                     Some(_) => s.decode_joules += part,
@@ -159,6 +195,7 @@ pub fn attribute(intervals: &[Interval], windows: &[Window]) -> Vec<Share> {
                     }
                 }
             }
+            claims.hold(a, b, held_now);
         }
         let spread = bound::spread_watts(watts, neighbour_watts(intervals, k));
         for (share, &(seconds, joules)) in shares.iter_mut().zip(&taken) {

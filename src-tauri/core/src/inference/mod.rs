@@ -3,7 +3,8 @@
 //! - [`response`] reads what the server says about a request (tokens, durations, errors) from the
 //!   bytes of its response as they pass, in any of the framings local servers use.
 //! - [`attribution`] splits measured energy among the requests that were in flight, so that
-//!   overlapping requests add up to what was measured, never more.
+//!   overlapping requests add up to what was measured, never more; [`claims`] keeps what records
+//!   settled earlier hold, whatever order records arrive in.
 //! - [`route`] names the endpoints that are measured.
 //! - [`record`] is the per-request record and the per-model figures built from records.
 //! - [`usage`] asks a stream for its token usage and hides the answer from a client that did not
@@ -14,6 +15,7 @@
 
 pub mod attribution;
 pub mod bound;
+pub mod claims;
 pub mod receipt;
 pub mod record;
 pub mod resident;
@@ -23,8 +25,10 @@ pub mod routing;
 pub mod usage;
 
 pub use attribution::{
-    attribute, idle_baseline, window_energy, Baseline, Interval, Share, Window, WindowEnergy,
+    attribute, attribute_held, idle_baseline, window_energy, Baseline, Interval, Share, Window,
+    WindowEnergy,
 };
+pub use claims::Claims;
 pub use record::{score, ModelStats, Observed, RatioSums, Record, Routed, Status};
 pub use response::{Framing, ResponseMeter, ServerFigures, TokensSource};
 pub use route::{check_model_name, is_remote_model, model_key, Route, MAX_MODEL_NAME_BYTES};

@@ -99,6 +99,15 @@ pub struct Record {
     /// Less than [`MIN_COVERED`] of the window was measured.
     #[serde(default)]
     pub partial: bool,
+    /// The most requests that shared any moment of its window, itself included: 1 where it had
+    /// the machine to itself, more where its energy is a share. `None` where nothing was
+    /// measured.
+    #[serde(default)]
+    pub shared_by: Option<u64>,
+    /// The energy of its window that records settled before it already held, and so is not
+    /// its own ([`crate::inference::claims`]).
+    #[serde(default)]
+    pub held_before_joules: Option<f64>,
     pub quality: Option<Quality>,
     pub sources: Vec<String>,
     pub error: Option<String>,
@@ -218,6 +227,8 @@ impl Record {
             baseline_watts: o.baseline_watts.filter(|_| share.is_some()),
             covered,
             partial,
+            shared_by: share.map(|s| u64::try_from(s.shared_by).unwrap_or(u64::MAX)),
+            held_before_joules: share.map(|s| s.held_before_joules),
             quality: share.and_then(|s| s.quality),
             sources: share.map(|s| s.sources.clone()).unwrap_or_default(),
             error: o.error,
@@ -398,6 +409,8 @@ mod tests {
             quality: Some(Quality::Measured),
             sources: vec!["rapl".into()],
             bound_joules: 12.0,
+            shared_by: 1,
+            held_before_joules: 0.0,
         }
     }
 

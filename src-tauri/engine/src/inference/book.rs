@@ -6,7 +6,9 @@
 //!   resolution.
 //! - A request is turned into a record only once the engine has sampled past its end, and is
 //!   attributed together with every other request whose window touched it, open ones included,
-//!   so that overlapping requests share each interval.
+//!   so that overlapping requests share each interval. What records settled before hold of an
+//!   interval stays theirs ([`Claims`]): records never hold more than was drawn, whatever order
+//!   they arrive in, and a record once returned never changes.
 //! - Remote (cloud) requests draw nothing locally: they take no share and dilute nobody's.
 
 use super::tracker::{Finished, Open};
@@ -16,8 +18,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wattbar_core::inference::{
-    attribute, idle_baseline, is_remote_model, Baseline, Interval, ModelStats, Observed, Record,
-    Route, Routed, ServerFigures, Status, TokensSource, Window,
+    attribute_held, idle_baseline, is_remote_model, Baseline, Claims, Interval, ModelStats,
+    Observed, Record, Route, Routed, ServerFigures, Status, TokensSource, Window,
 };
 use wattbar_core::Stamp;
 
@@ -74,6 +76,8 @@ pub struct Book {
     intervals: Intervals,
     /// Windows of requests settled within [`WINDOW_KEEP`], for their neighbours' shares.
     closed: VecDeque<Window>,
+    /// What the records settled within [`WINDOW_KEEP`] hold.
+    claims: Claims,
     records: Records,
     models: BTreeMap<String, ModelStats>,
     routed: Routed,
@@ -100,6 +104,7 @@ impl Book {
         let mut book = Book {
             intervals: Arc::default(),
             closed: VecDeque::new(),
+            claims: Claims::default(),
             records: Arc::new(Mutex::new(restored.records.into())),
             models: restored
                 .models
@@ -190,6 +195,7 @@ impl Book {
         {
             self.closed.pop_front();
         }
+        self.claims.forget_before(oldest);
         if self
             .baseline_taken
             .is_none_or(|t| now - t >= BASELINE_EVERY.as_secs_f64())
@@ -217,11 +223,7 @@ impl Book {
         self.closed
             .iter()
             .copied()
-            .chain(open.iter().filter(|o| !o.remote).map(|o| Window {
-                start: secs(o.start),
-                split: o.first_token.map(secs),
-                end: o.end.map(secs),
-            }))
+            .chain(open_windows(open))
             .collect()
     }
 
@@ -242,16 +244,16 @@ impl Book {
         if finished.is_empty() {
             return Vec::new();
         }
-        // The others: settled neighbours and requests still open (before these join them).
-        let others = self.windows(open);
-        let mut mine = Vec::with_capacity(finished.len());
-        for (f, window) in finished.iter().zip(windows) {
-            let remote = f.remote || f.model.as_deref().is_some_and(is_remote_model);
-            if !remote {
-                self.closed.push_back(window);
-            }
-            mine.push((window, remote));
-        }
+        let mine: Vec<(Window, bool)> = finished
+            .iter()
+            .zip(windows)
+            .map(|(f, w)| {
+                (
+                    w,
+                    f.remote || f.model.as_deref().is_some_and(is_remote_model),
+                )
+            })
+            .collect();
         // Only the intervals these windows overlap, one more on each side (the spread of power
         // around a cut interval bounds its error), and the neighbours that share them.
         let lo = mine
@@ -268,19 +270,16 @@ impl Book {
             let last = (all.partition_point(|i| i.start < hi) + 1).min(all.len());
             all.range(first..last.max(first)).cloned().collect()
         };
-        let shares = attribute(
-            &intervals,
-            &mine
-                .iter()
-                .filter(|(_, remote)| !remote)
-                .map(|(w, _)| *w)
-                .chain(
-                    others
-                        .into_iter()
-                        .filter(|w| w.start < hi && w.end.is_none_or(|e| e > lo)),
-                )
-                .collect::<Vec<_>>(),
-        );
+        let touches = |w: &Window| w.start < hi && w.end.is_none_or(|e| e > lo);
+        let settling: Vec<Window> = mine
+            .iter()
+            .filter(|(_, remote)| !remote)
+            .map(|(w, _)| *w)
+            .collect();
+        let open: Vec<Window> = open_windows(open).filter(touches).collect();
+        let settled: Vec<Window> = self.closed.iter().copied().filter(touches).collect();
+        let shares = attribute_held(&intervals, &settling, &open, &settled, &mut self.claims);
+        self.closed.extend(settling);
         let mut shares = shares.into_iter();
         let mut made = Vec::with_capacity(finished.len());
         for (f, (window, remote)) in finished.into_iter().zip(mine) {
@@ -411,6 +410,15 @@ impl Book {
             routed: self.routed.clone(),
         });
     }
+}
+
+/// The windows of the local requests in flight.
+fn open_windows(open: &[Open]) -> impl Iterator<Item = Window> + '_ {
+    open.iter().filter(|o| !o.remote).map(|o| Window {
+        start: secs(o.start),
+        split: o.first_token.map(secs),
+        end: o.end.map(secs),
+    })
 }
 
 fn window_of(f: &Finished) -> Window {

@@ -32,6 +32,9 @@ const COLUMNS: &str = "id, model, route, status, start, end, ttft_seconds, promp
     net_energy_bound_joules, prefill_joules, decode_joules, joules_per_token, \
     tokens_per_second_per_watt, score, baseline_watts, covered, partial, quality, sources, error";
 
+/// The columns added after v7, each nullable: older rows read them as unknown.
+const LATER_COLUMNS: &str = "requested_model, shared_by, held_before_joules";
+
 const MODEL_COLUMNS: &str = "model, requests, ok, cancelled, error, remote, partial, \
     prompt_tokens, completion_tokens, energy_joules, last, jpt_joules, jpt_tokens, net_joules, \
     net_tokens, tps, tps_n, eff_tokens, eff_joules";
@@ -103,6 +106,8 @@ fn record_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<Record> {
         quality: from_text(row.get(26)?),
         sources: serde_json::from_str(&sources).unwrap_or_default(),
         error: row.get(28)?,
+        shared_by: unsigned(row, 30)?,
+        held_before_joules: row.get(31)?,
     })
 }
 
@@ -179,9 +184,9 @@ impl Store {
         let result = (|| {
             let tx = self.conn.transaction()?;
             tx.prepare_cached(&format!(
-                "INSERT INTO inference ({COLUMNS}, requested_model) VALUES (?1, ?2, ?3, ?4, ?5,
+                "INSERT INTO inference ({COLUMNS}, {LATER_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5,
                  ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22,
-                 ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)"
+                 ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)"
             ))?
             .execute(params![
                 count(Some(r.id)),
@@ -214,6 +219,8 @@ impl Store {
                 serde_json::to_string(&r.sources).unwrap_or_else(|_| "[]".into()),
                 r.error,
                 r.requested_model,
+                count(r.shared_by),
+                r.held_before_joules,
             ])?;
             let mut model = tx
                 .prepare_cached(&format!(
@@ -246,7 +253,7 @@ impl Store {
     pub fn inference(&self, since: f64, limit: usize) -> Result<Vec<Record>, StoreError> {
         self.records(
             &format!(
-                "SELECT {COLUMNS}, requested_model FROM inference WHERE end >= ?1 ORDER BY end DESC, id DESC
+                "SELECT {COLUMNS}, {LATER_COLUMNS} FROM inference WHERE end >= ?1 ORDER BY end DESC, id DESC
                  LIMIT ?2"
             ),
             params![since, i64::try_from(limit).unwrap_or(i64::MAX)],
@@ -257,7 +264,7 @@ impl Store {
     pub fn inference_record(&self, id: u64) -> Result<Option<Record>, StoreError> {
         self.conn
             .prepare_cached(&format!(
-                "SELECT {COLUMNS}, requested_model FROM inference WHERE id = ?1"
+                "SELECT {COLUMNS}, {LATER_COLUMNS} FROM inference WHERE id = ?1"
             ))
             .and_then(|mut stmt| stmt.query_row([count(Some(id))], record_of).optional())
             .map_err(|e| self.sql(e))
@@ -287,7 +294,7 @@ impl Store {
         let limit = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         self.records(
             &format!(
-                "SELECT {COLUMNS}, requested_model FROM inference WHERE id IN (
+                "SELECT {COLUMNS}, {LATER_COLUMNS} FROM inference WHERE id IN (
                      SELECT id FROM (SELECT id FROM inference ORDER BY id DESC LIMIT ?1)
                      UNION
                      SELECT id FROM (SELECT id FROM inference WHERE score IS NOT NULL
@@ -428,7 +435,7 @@ impl Store {
 }
 
 mod migrations;
-pub(super) use migrations::{fill_models, MIGRATION, ROUTED, TYPED};
+pub(super) use migrations::{fill_models, MIGRATION, ROUTED, SHARES, TYPED};
 
 #[cfg(test)]
 mod tests;

@@ -6,9 +6,9 @@ use rusqlite::Connection;
 use std::path::Path;
 
 /// The schema this build writes and reads (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 
-pub(super) const MIGRATIONS: [&str; 10] = [
+pub(super) const MIGRATIONS: [&str; 11] = [
     r#"
 CREATE TABLE lifetime (domain TEXT PRIMARY KEY, joules REAL NOT NULL);
 CREATE TABLE sessions (id INTEGER PRIMARY KEY, start REAL NOT NULL, end REAL,
@@ -52,6 +52,7 @@ ALTER TABLE monthly_v4 RENAME TO monthly;
     inference::ROUTED,
     resident::MIGRATION,
     programs::MIGRATION,
+    inference::SHARES,
 ];
 
 impl Store {

@@ -126,3 +126,84 @@ fn the_baseline_comes_from_idle_intervals_and_nets_the_records() {
     assert_eq!(r[0].energy_joules, Some(260.0));
     assert_eq!(r[0].net_energy_joules, Some(200.0));
 }
+
+/// Work a client measured itself: 100 tokens at 20 tok/s, the 5 s ending at `end` (elapsed).
+fn posted(book: &mut Book, end: f64, now: f64) -> Record {
+    let e = External {
+        model: "llama3".into(),
+        prompt_tokens: None,
+        completion_tokens: 100,
+        start: 1.7e9 + end - 5.0,
+        end: 1.7e9 + end,
+        tokens_per_second: Some(20.0),
+    };
+    book.external(e, 1, stamp(now), &[])
+        .unwrap_or_else(|| panic!("a record for the window ending at {end}"))
+}
+
+#[test]
+fn records_posted_apart_never_hold_more_than_was_drawn_and_say_what_they_share() {
+    // 50 W. Four clients post 5 s windows ending at 10, 10.5, 11 and 11.5 s, each as it ends:
+    // their union, 6.5 s, drew 325 J. The first, alone when it came, keeps its 250 J; each later
+    // one gets only the half second no record held before (25 J) and says that 225 J of its
+    // window was already held, shared by up to 2, 3 and 4 records.
+    let mut book = book_at(50.0, 20);
+    let made: Vec<Record> = [10.0, 10.5, 11.0, 11.5]
+        .iter()
+        .map(|&end| posted(&mut book, end, end))
+        .collect();
+    let energy: Vec<f64> = made.iter().filter_map(|r| r.energy_joules).collect();
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    assert!(
+        energy
+            .iter()
+            .zip([250.0, 25.0, 25.0, 25.0])
+            .all(|(a, b)| close(*a, b)),
+        "{energy:?}"
+    );
+    let held: Vec<f64> = made.iter().filter_map(|r| r.held_before_joules).collect();
+    assert!(
+        held.iter()
+            .zip([0.0, 225.0, 225.0, 225.0])
+            .all(|(a, b)| close(*a, b)),
+        "{held:?}"
+    );
+    let shared: Vec<Option<u64>> = made.iter().map(|r| r.shared_by).collect();
+    assert_eq!(shared, [Some(1), Some(2), Some(3), Some(4)]);
+    // The first record, returned already, is what it was.
+    assert_eq!(made[0].energy_joules, Some(250.0));
+}
+
+#[test]
+fn in_whatever_order_records_arrive_they_add_up_to_the_energy_of_their_union() {
+    // The same four windows posted in each of the 24 orders: always 325 J in all.
+    let ends = [10.0, 10.5, 11.0, 11.5];
+    let mut orders = vec![vec![]];
+    for _ in 0..ends.len() {
+        orders = orders
+            .into_iter()
+            .flat_map(|o: Vec<usize>| {
+                (0..ends.len())
+                    .filter(|i| !o.contains(i))
+                    .map(|i| [o.clone(), vec![i]].concat())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+    }
+    assert_eq!(orders.len(), 24);
+    for order in orders {
+        let mut book = book_at(50.0, 20);
+        let total: f64 = order
+            .iter()
+            .map(|&i| {
+                posted(&mut book, ends[i], 12.0)
+                    .energy_joules
+                    .unwrap_or(0.0)
+            })
+            .sum();
+        assert!(
+            (total - 325.0).abs() < 1e-9,
+            "{total} J posted in order {order:?}"
+        );
+    }
+}

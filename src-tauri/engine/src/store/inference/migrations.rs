@@ -19,6 +19,10 @@ CREATE TABLE inference_baseline (id INTEGER PRIMARY KEY CHECK (id = 1), watts RE
 /// v8: the model a client asked for, when low-power mode routed its request to another.
 pub(in crate::store) const ROUTED: &str = "ALTER TABLE inference ADD COLUMN requested_model TEXT;";
 
+/// v11: how many records shared a record's window, and what records settled before it held.
+pub(in crate::store) const SHARES: &str = "ALTER TABLE inference ADD COLUMN shared_by INTEGER;
+ALTER TABLE inference ADD COLUMN held_before_joules REAL;";
+
 /// v7: the whole-record JSON of v5 becomes typed columns; a row whose JSON cannot be read keeps
 /// what its columns held and says so. The figures per model are filled by [`fill_models`] in
 /// the same transaction.
@@ -74,9 +78,9 @@ CREATE TABLE inference_models (
 pub(in crate::store) fn fill_models(tx: &Transaction<'_>) -> rusqlite::Result<()> {
     let mut models: BTreeMap<String, ModelStats> = BTreeMap::new();
     {
-        // v8's column does not exist yet: it reads as unknown.
+        // The columns of v8 and later do not exist yet: they read as unknown.
         let mut stmt = tx.prepare(&format!(
-            "SELECT {COLUMNS}, NULL FROM inference ORDER BY id"
+            "SELECT {COLUMNS}, NULL, NULL, NULL FROM inference ORDER BY id"
         ))?;
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {
