@@ -5,8 +5,7 @@
 //! own inference record, and every query of the Grafana dashboard (`packaging/grafana/wattbar.json`)
 //! must answer with data.
 
-mod common;
-use common::{repo_root, Serve};
+use crate::common::{repo_root, Serve};
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

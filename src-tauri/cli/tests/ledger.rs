@@ -1,9 +1,7 @@
 //! The ledger as a user relies on it: energy survives kill -9 and SIGTERM, never goes backwards,
 //! and `totals` and `integrate` read it back.
 
-mod common;
-
-use common::FILL_LEDGER;
+use crate::common::FILL_LEDGER;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

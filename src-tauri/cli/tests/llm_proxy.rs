@@ -4,10 +4,8 @@
 //! replayed constant 100 W, so a request's energy is 100 W × its own window: the hand-worked
 //! figure each record is checked against.
 
-#[path = "llm_proxy/attack.rs"]
 mod attack;
-mod common;
-use common::{free_port, node_json, node_json_with, serve_with_proxy, Serve, Upstream};
+use crate::common::{free_port, node_json, node_json_with, serve_with_proxy, Serve, Upstream};
 
 use std::time::{Duration, Instant};
 
@@ -347,20 +345,20 @@ fn a_router_records_its_own_inference_and_asks_for_any_window_and_the_cli_lists_
 
     // The CLI reads the same ledger beside the running engine.
     let models: serde_json::Value =
-        serde_json::from_str(&common::run_cli(dir.path(), &["models", "--json"]))
+        serde_json::from_str(&crate::common::run_cli(dir.path(), &["models", "--json"]))
             .unwrap_or_else(|e| panic!("{e}"));
     let names: Vec<&str> = models["models"]
         .as_array()
         .map(|m| m.iter().filter_map(|x| x["model"].as_str()).collect())
         .unwrap_or_default();
     assert_eq!(names, vec!["router-model", "openai/gpt-oss-20b"]);
-    let listed: serde_json::Value = serde_json::from_str(&common::run_cli(
+    let listed: serde_json::Value = serde_json::from_str(&crate::common::run_cli(
         dir.path(),
         &["inference", "--since", "1h", "--json"],
     ))
     .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(listed["records"].as_array().map(Vec::len), Some(2));
-    let text = common::run_cli(dir.path(), &["models", "--csv"]);
+    let text = crate::common::run_cli(dir.path(), &["models", "--csv"]);
     assert!(text.starts_with("model,requests,"), "{text}");
     assert!(text.contains("\nopenai/gpt-oss-20b,1,84,57,"), "{text}");
 }
@@ -385,7 +383,7 @@ fn in_route_mode_ollamas_client_is_served_by_the_small_model_with_its_tokens_cap
         serde_json::json!({"path": "/api/generate", "model": "llama3", "num_predict": null,
                            "max_tokens": null, "keep_alive": null})
     );
-    common::switch_low_power(dir.path(), &serve, "on");
+    crate::common::switch_low_power(dir.path(), &serve, "on");
 
     // On: the official client reads the small model's whole answer (the gemma3:1b capture, 22
     // lines, not llama3's 71); the server was asked for it, at most 64 tokens.
@@ -427,7 +425,7 @@ fn in_route_mode_ollamas_client_is_served_by_the_small_model_with_its_tokens_cap
     let mut r: Vec<_> = r.into_iter().collect();
     r.sort_by_key(|x| x["id"].as_u64());
     assert_eq!(
-        common::served_and_asked(&r),
+        crate::common::served_and_asked(&r),
         vec![
             ("llama3", None),
             ("gemma3:1b", Some("llama3")),
@@ -450,7 +448,7 @@ fn a_request_routed_to_a_model_the_server_lacks_gets_its_error_unchanged_and_onc
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let (serve, proxy) = start_serve(dir.path(), &upstream.url);
-    common::switch_low_power(dir.path(), &serve, "on");
+    crate::common::switch_low_power(dir.path(), &serve, "on");
     let answer = ureq::post(&format!("{proxy}/api/chat"))
         .send_json(serde_json::json!({"model": "llama3", "messages": [], "stream": false}));
     let Err(ureq::Error::Status(404, answer)) = answer else {
@@ -727,7 +725,7 @@ fn switching_low_power_on_unloads_each_idle_model_once_and_leaves_a_busy_one() {
 
     // The genuine /api/ps lists gemma3:latest, idle: one keep_alive 0 for it, nothing else,
     // and the user is told once.
-    common::switch_low_power(dir.path(), &serve, "on");
+    crate::common::switch_low_power(dir.path(), &serve, "on");
     let said = last_event(&serve, "unloaded");
     assert_eq!(
         said,
@@ -743,7 +741,7 @@ fn switching_low_power_on_unloads_each_idle_model_once_and_leaves_a_busy_one() {
                                 "num_predict": null, "max_tokens": null, "keep_alive": 0})
         ]
     );
-    common::switch_low_power(dir.path(), &serve, "off");
+    crate::common::switch_low_power(dir.path(), &serve, "off");
 
     // A request for it in flight, named as users type it (the server lists `gemma3:latest`):
     // switched on again, it stays loaded.
@@ -760,7 +758,7 @@ fn switching_low_power_on_unloads_each_idle_model_once_and_leaves_a_busy_one() {
         assert!(Instant::now() < deadline, "the request never started");
         std::thread::sleep(Duration::from_millis(20));
     }
-    common::switch_low_power(dir.path(), &serve, "on");
+    crate::common::switch_low_power(dir.path(), &serve, "on");
     let said = last_event(&serve, "no idle model");
     assert!(
         said.ends_with("; kept gemma3:latest (a request is using it)."),
@@ -827,7 +825,7 @@ fn the_cli_says_what_keeping_a_model_loaded_costs_a_day() {
             .unwrap_or_else(|e| panic!("{e}"));
     }
     let json: serde_json::Value =
-        serde_json::from_str(&common::run_cli(dir.path(), &["models", "--json"]))
+        serde_json::from_str(&crate::common::run_cli(dir.path(), &["models", "--json"]))
             .unwrap_or_else(|e| panic!("{e}"));
     let gemma = &json["resident"][0];
     assert_eq!(gemma["model"], "gemma3:latest", "{json}");
@@ -842,7 +840,7 @@ fn the_cli_says_what_keeping_a_model_loaded_costs_a_day() {
     // Two medians of 100 intervals with a 1 W spread: ± 1.96 × √2 × 1.2533 × (1/1.645) / 10.
     let within = f(&gemma["uncertainty_watts"]);
     assert!((within - 0.2112).abs() < 1e-3, "{within}");
-    let text = common::run_cli(dir.path(), &["models"]);
+    let text = crate::common::run_cli(dir.path(), &["models"]);
     assert!(
         text.contains(
             "Keeping gemma3:latest loaded costs about 0.14 EUR/day (20.0 ± 0.2 W at idle"

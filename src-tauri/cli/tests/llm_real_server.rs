@@ -4,8 +4,7 @@
 //! (`tests/llm/real.mjs`). With a replayed constant 50 W each answer's energy is 50 W × its own
 //! window; once more on this machine's own sources.
 
-mod common;
-use common::{cli, free_port, node_json, repo_root, serve_with_proxy, Serve};
+use crate::common::{cli, free_port, node_json, repo_root, serve_with_proxy, Serve};
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -305,7 +304,7 @@ fn low_power_routing_sends_a_real_request_to_the_small_model_and_says_so() {
     assert_eq!(off["model"], "big");
     assert!(completion_tokens(&off) > 8, "{off}");
 
-    common::switch_low_power(dir.path(), &serve, "on");
+    crate::common::switch_low_power(dir.path(), &serve, "on");
     assert_eq!(serve.get("/v1/low-power")["enabled"], true);
     // llama.cpp's server cannot list or unload its models: said so, nothing sent.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -342,7 +341,7 @@ fn low_power_routing_sends_a_real_request_to_the_small_model_and_says_so() {
 
     let r = new_records(&serve, 0, 4);
     assert_eq!(
-        common::served_and_asked(&r),
+        crate::common::served_and_asked(&r),
         vec![
             ("big", None),
             ("small", Some("big")),
@@ -362,7 +361,7 @@ fn low_power_routing_sends_a_real_request_to_the_small_model_and_says_so() {
         assert_eq!(&serve.get(&format!("/v1/inference/{id}")), record);
     }
     // A client that asks gets the record's figures in the answer itself.
-    let with = common::node_json_with(
+    let with = crate::common::node_json_with(
         "real.mjs",
         &["routed", &proxy, "small"],
         &[("WATTBAR_RECEIPT", "1")],

@@ -4,8 +4,7 @@
 //! client connection; answers the server breaks off; and the proxy's own guard. The machine draws
 //! a replayed constant 100 W, so each request's energy is 100 W × its own window.
 
-mod common;
-use common::{cli, serve_with_proxy, Upstream};
+use crate::common::{cli, serve_with_proxy, Upstream};
 
 use std::io::Read;
 

@@ -2,8 +2,7 @@
 //! (`tests/llm/upstream.mjs` over `tests/fixtures/llm/`), on a replayed 100 W machine: each
 //! query's energy is 100 W × its own window, and its tokens are the capture's.
 
-mod common;
-use common::{assert_ok, cli, Serve, Upstream};
+use crate::common::{assert_ok, cli, Serve, Upstream};
 
 use std::path::Path;
 

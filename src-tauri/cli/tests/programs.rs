@@ -1,9 +1,7 @@
 //! Energy per program on this machine's real processes: `serve` on a replayed CPU domain, a
 //! Python busy loop beside it.
 
-mod common;
-
-use common::Serve;
+use crate::common::Serve;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -101,11 +99,11 @@ fn a_python_busy_loop_draws_far_more_than_wattbar_and_the_parts_add_up_to_the_he
     assert!(metrics.contains("wattbar_program_energy_joules_total{program=\"(other)\"}"));
     assert!(metrics.contains("wattbar_self_energy_joules_total"));
     // `top` beside the running engine follows it.
-    let out = common::cli(dir.path())
+    let out = crate::common::cli(dir.path())
         .args(["top", "--json", "--count", "1", "--limit", "3"])
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
-    common::assert_ok(&out);
+    crate::common::assert_ok(&out);
     let top: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
     assert_eq!(top["programs"].as_array().map(Vec::len), Some(3), "{top}");
@@ -152,12 +150,12 @@ fn top_with_an_engine_of_its_own_lists_a_busy_loop_among_the_top() {
     let trace = dir.path().join("trace.csv");
     std::fs::write(&trace, "t,watts,domain\n0,60,cpu\n").unwrap_or_else(|e| panic!("{e}"));
     let _busy = Busy::start(30);
-    let out = common::cli(dir.path())
+    let out = crate::common::cli(dir.path())
         .env("WATTBAR_REPLAY", &trace)
         .args(["top", "--count", "1", "--limit", "5"])
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
-    common::assert_ok(&out);
+    crate::common::assert_ok(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[0].starts_with("program"), "{text}");

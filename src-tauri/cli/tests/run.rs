@@ -2,9 +2,7 @@
 //! shell gives, signals passed on, the files of `--out`, and a running engine asked instead of
 //! sampling twice.
 
-mod common;
-
-use common::{assert_ok, cli, Serve, FILL_LEDGER};
+use crate::common::{assert_ok, cli, Serve, FILL_LEDGER};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;

@@ -6,8 +6,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
-use common::{cli, free_port, repo_root, Serve, Upstream};
+use crate::common::{cli, free_port, repo_root, Serve, Upstream};
 
 #[test]
 fn serving_beyond_loopback_needs_the_explicit_flag() {

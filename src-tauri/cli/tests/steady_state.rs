@@ -1,9 +1,7 @@
 //! What `serve` asks of the system once it runs: on this machine's own sources (no replay), no
 //! process is ever started and no file that is not there is looked for, sample after sample.
 
-mod common;
-
-use common::cli;
+use crate::common::cli;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -1,5 +1,4 @@
-//! The inference proxy under attack and careless use, as `wattbar-cli serve --llm-proxy` runs
-//! (in the `llm_proxy` test binary, to link one binary less):
+//! The inference proxy under attack and careless use, as `wattbar-cli serve --llm-proxy` runs:
 //! crafted model names, web pages of other origins, an upstream that is the proxy itself, and
 //! clients that close as soon as they have read an answer's end.
 

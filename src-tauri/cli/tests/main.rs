@@ -1,0 +1,14 @@
+//! `wattbar-cli` as a user runs it, one module per command or feature, linked as one test binary.
+
+mod common;
+mod fleet;
+mod ledger;
+mod llm_proxy;
+mod llm_real_server;
+mod llm_responses;
+mod profile;
+mod programs;
+mod run;
+mod serve;
+mod steady_state;
+mod watch;
