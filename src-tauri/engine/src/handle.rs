@@ -281,6 +281,7 @@ impl EngineHandle {
             written = match answer {
                 Ok(Ok(Ok(()))) => Ok(()),
                 Ok(Ok(Err(e))) => Err(Error::Store(e)),
+                Ok(Err(std::sync::mpsc::RecvTimeoutError::Disconnected)) => Err(Error::Stopped),
                 _ => Err(Error::TimedOut(SHUTDOWN_WAIT)),
             };
         }
