@@ -219,43 +219,23 @@ fn every_answer_of_a_real_server_is_recorded_right() {
 fn a_real_answer_on_this_machines_own_sources_is_measured() {
     let server = ModelServer::start();
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let proxy = format!("127.0.0.1:{}", free_port());
-    let mut child = cli(dir.path())
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--llm-proxy",
-            &proxy,
-            "--llm-upstream",
-            &server.url,
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
-    let mut lines = BufReader::new(stderr).lines().map_while(Result::ok);
-    let url = lines
-        .find_map(|l| {
-            l.split("serving on ")
-                .nth(1)
-                .and_then(|r| r.split_whitespace().next())
-                .map(|u| u.trim_end_matches('/').to_string())
-        })
-        .unwrap_or_else(|| panic!("serve printed no address"));
-    std::thread::spawn(move || lines.for_each(drop));
-    let serve = Serve {
-        child,
-        url,
-        log: std::sync::mpsc::channel().1,
-    };
+    let mut c = cli(dir.path());
+    c.args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--llm-proxy",
+        "127.0.0.1:0",
+        "--llm-upstream",
+        &server.url,
+    ]);
+    let serve = Serve::spawn(c);
     let deadline = Instant::now() + Duration::from_secs(10);
     while serve.get("/v1/snapshot")["watts"].is_null() {
         assert!(Instant::now() < deadline, "this machine gives no watts");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let chat = real("chat", &format!("http://{proxy}"));
+    let chat = real("chat", &serve.proxy());
     let r = serve.records(1);
     assert_eq!(r[0]["status"], "ok", "{}", r[0]);
     assert_eq!(
@@ -402,19 +382,18 @@ fn low_power_routing_sends_a_real_request_to_the_small_model_and_says_so() {
 fn the_model_server_is_found_among_the_programs_and_named_with_its_model() {
     let server = ModelServer::start();
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let proxy = format!("127.0.0.1:{}", free_port());
     // A replayed CPU domain, shared among this machine's real processes.
     let serve = Serve::start(
         dir.path(),
         "t,watts,domain\n0,60,cpu\n",
-        &["--llm-proxy", &proxy, "--llm-upstream", &server.url],
+        &["--llm-proxy", "127.0.0.1:0", "--llm-upstream", &server.url],
     );
     // The server runs as `python -c …` (scripts/llm-server), so only the process listening on
     // the upstream's port tells it from any other Python program: its command name.
     let comm = std::fs::read_to_string(format!("/proc/{}/comm", server.child.id()))
         .unwrap_or_else(|e| panic!("{e}"));
     let name = comm.trim();
-    let base = format!("http://{proxy}");
+    let base = serve.proxy();
     // Answers make the server work, so that it draws a share of the CPU domain; reads come
     // every 10 s.
     let deadline = Instant::now() + Duration::from_secs(90);

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{cli, free_port, repo_root, Serve, Upstream};
+use crate::common::{cli, repo_root, Serve, Upstream};
 
 #[test]
 fn serving_beyond_loopback_needs_the_explicit_flag() {
@@ -123,7 +123,6 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
     // 12.5 W, then 31 W from t = 10 s: the page must show the second value without a reload.
     // Ten seconds leave Chromium time to start on a loaded machine before the step.
     let upstream = Upstream::start(5);
-    let proxy = format!("127.0.0.1:{}", free_port());
     let serve = Serve::start(
         dir.path(),
         "t,watts\n0,12.5\n10,31\n",
@@ -131,7 +130,7 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
             "--interval",
             "250ms",
             "--llm-proxy",
-            &proxy,
+            "127.0.0.1:0",
             "--llm-upstream",
             &upstream.url,
         ],
@@ -152,7 +151,7 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
         .env("WATTBAR_URL", &serve.url)
         .env("WATTBAR_TOKEN", &token)
         .env("SCREENSHOT", shots.join("browser-dashboard.png"))
-        .env("WATTBAR_LLM_PROXY", format!("http://{proxy}"))
+        .env("WATTBAR_LLM_PROXY", serve.proxy())
         .env("TMPDIR", dir.path())
         .current_dir(repo_root())
         .output()

@@ -85,6 +85,9 @@ pub fn node_json_with(script: &str, args: &[&str], env: &[(&str, &str)]) -> serd
     })
 }
 
+/// A loopback port nobody listens on now: for an address that must be named before its server
+/// starts (a proxy told it is its own upstream), or one meant to refuse connections. A server the
+/// tests start binds port 0 and its address is read back ([`Serve`]).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -92,13 +95,12 @@ pub fn free_port() -> u16 {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// `serve` with the inference proxy on a free loopback port in front of `upstream`, on a
-/// replayed constant draw of `watts`; answers it and the proxy's URL once the first sample is in.
+/// `serve` with the inference proxy on port 0 of loopback in front of `upstream`, on a replayed
+/// constant draw of `watts`; answers it and the proxy's URL once the first sample is in.
 pub fn serve_with_proxy(dir: &Path, upstream: &str, watts: f64, extra: &[&str]) -> (Serve, String) {
-    let proxy = format!("127.0.0.1:{}", free_port());
     let trace =
         format!("t,watts,domain,quality\n0,{watts},system,measured\n1,{watts},system,measured\n");
-    let mut args = vec!["--llm-proxy", &proxy, "--llm-upstream", upstream];
+    let mut args = vec!["--llm-proxy", "127.0.0.1:0", "--llm-upstream", upstream];
     args.extend_from_slice(extra);
     let serve = Serve::start(dir, &trace, &args);
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -106,7 +108,8 @@ pub fn serve_with_proxy(dir: &Path, upstream: &str, watts: f64, extra: &[&str]) 
         assert!(Instant::now() < deadline, "no sample");
         std::thread::sleep(Duration::from_millis(50));
     }
-    (serve, format!("http://{proxy}"))
+    let proxy = serve.proxy();
+    (serve, proxy)
 }
 
 /// `wattbar-cli low-power on|off` against the running `serve`, as a user switches it.
@@ -139,18 +142,35 @@ pub fn served_and_asked(records: &[serde_json::Value]) -> Vec<(&str, Option<&str
 pub struct Serve {
     pub child: Child,
     pub url: String,
+    /// The inference proxy's URL, where it runs one.
+    pub proxy: Option<String>,
     pub log: std::sync::mpsc::Receiver<String>,
 }
 
+/// The URL a log line names after `marker` (`serving on http://…`).
+fn url_after(line: &str, marker: &str) -> Option<String> {
+    let rest = line.split(marker).nth(1)?;
+    let url = rest.split_whitespace().next()?.trim_end_matches('/');
+    Some(url.to_string())
+}
+
 impl Serve {
-    /// Starts `serve` on a free loopback port with a replay trace; waits for its address.
+    /// Starts `serve` on port 0 of loopback with a replay trace; waits for its address.
     pub fn start(data: &Path, trace: &str, extra: &[&str]) -> Serve {
         let trace_path = data.join("trace.csv");
         std::fs::write(&trace_path, trace).unwrap_or_else(|e| panic!("{e}"));
-        let mut child = cli(data)
-            .env("WATTBAR_REPLAY", &trace_path)
+        let mut c = cli(data);
+        c.env("WATTBAR_REPLAY", &trace_path)
             .args(["serve", "--listen", "127.0.0.1:0", "--batch", "500ms"])
-            .args(extra)
+            .args(extra);
+        Serve::spawn(c)
+    }
+
+    /// Runs `serve` as `c` says (it binds port 0) and reads the addresses it bound back from
+    /// its log: the API's and, with `--llm-proxy`, the proxy's.
+    pub fn spawn(mut c: Command) -> Serve {
+        let proxied = c.get_args().any(|a| a == "--llm-proxy");
+        let mut child = c
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()
@@ -163,20 +183,27 @@ impl Serve {
             }
         });
         let deadline = Instant::now() + Duration::from_secs(20);
-        let url = loop {
+        let (mut url, mut proxy) = (None, None);
+        while url.is_none() || (proxied && proxy.is_none()) {
             let line = log
                 .recv_timeout(deadline.saturating_duration_since(Instant::now()))
                 .unwrap_or_else(|e| panic!("serve printed no address: {e}"));
-            if let Some(rest) = line.split("serving on ").nth(1) {
-                break rest
-                    .split_whitespace()
-                    .next()
-                    .unwrap_or_default()
-                    .trim_end_matches('/')
-                    .to_string();
-            }
-        };
-        Serve { child, url, log }
+            url = url.or_else(|| url_after(&line, "serving on "));
+            proxy = proxy.or_else(|| url_after(&line, "inference proxy on "));
+        }
+        Serve {
+            child,
+            url: url.unwrap_or_default(),
+            proxy,
+            log,
+        }
+    }
+
+    /// The inference proxy's URL.
+    pub fn proxy(&self) -> String {
+        self.proxy
+            .clone()
+            .unwrap_or_else(|| panic!("this serve runs no inference proxy"))
     }
 
     /// Waits until the engine has made `n` inference records; answers them, newest first.
