@@ -1468,3 +1468,48 @@ fn a_display_that_cannot_be_opened_is_said_not_a_panic() {
     );
     assert!(!said.contains("panicked"), "{said}");
 }
+
+#[test]
+fn version_and_help_print_and_exit_with_no_engine_started_and_unknown_flags_are_refused() {
+    let version = env!("CARGO_PKG_VERSION");
+    for exe in [tray_exe(), PathBuf::from(WINDOW)] {
+        let name = exe.file_name().map(|n| n.to_string_lossy().into_owned());
+        let name = name.unwrap_or_default();
+        let home = Home::new();
+        let run = |args: &[&str]| {
+            let mut cmd = Command::new(&exe);
+            home.apply(&mut cmd);
+            cmd.args(args).output().unwrap_or_else(|e| panic!("{e}"))
+        };
+        let out = run(&["--version"]);
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{name} --version: {out:?}");
+        assert_eq!(said.trim(), format!("{name} {version}"), "{name} --version");
+        let out = run(&["--help"]);
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{name} --help: {out:?}");
+        assert!(
+            said.contains("Usage:") && said.contains("--open-preferences"),
+            "{name} --help: {said}"
+        );
+        let out = run(&["--bogus"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name} --bogus: {out:?}");
+        assert!(
+            err.contains("--bogus") && err.contains("Usage:"),
+            "{name} --bogus: {err}"
+        );
+        // No engine started: nothing was written where one keeps its lock, ledger and token.
+        for folder in ["data", "runtime"] {
+            let left: Vec<String> = std::fs::read_dir(home.path().join(folder))
+                .map(|d| {
+                    d.filter_map(|e| e.ok())
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let left: Vec<&String> = left.iter().filter(|f| *f != "preferences.json").collect();
+            assert!(left.is_empty(), "{name} wrote {left:?} into {folder}");
+        }
+    }
+}

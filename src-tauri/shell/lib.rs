@@ -20,15 +20,44 @@ pub const OPEN_DASHBOARD_FLAG: &str = "--open-dashboard";
 /// Command-line flag: open the preferences.
 pub const OPEN_PREFERENCES_FLAG: &str = "--open-preferences";
 
+/// The windows' command line. `--help` and `--version` print and exit, and a flag it does not
+/// know is refused with the usage, before a display or an engine is looked for. A second launch
+/// hands its arguments to the first ([`open_named`]).
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "wattbar-window",
+    version,
+    about = "Wattbar's dashboard and preferences, for the tray or `wattbar-cli serve` that runs"
+)]
+struct Launch {
+    /// Open the dashboard (what opens when nothing is named; it wins over --open-preferences)
+    #[arg(long)]
+    open_dashboard: bool,
+    /// Open the preferences instead of the dashboard
+    #[arg(long)]
+    open_preferences: bool,
+}
+
+impl Launch {
+    /// What a launch with `args` (the program's name first) asks for; a launch the first
+    /// instance cannot read opens the dashboard.
+    fn of(args: &[String]) -> Launch {
+        <Launch as clap::Parser>::try_parse_from(args).unwrap_or(Launch {
+            open_dashboard: true,
+            open_preferences: false,
+        })
+    }
+}
+
 /// What the commands reach.
 pub struct AppState {
     pub engine: engine::Engine,
 }
 
-/// Opens the window the arguments name: the preferences for [`OPEN_PREFERENCES_FLAG`], else
-/// the dashboard.
-fn open_named(app: &tauri::AppHandle, args: &[String]) {
-    let opened = if args.iter().any(|a| a == OPEN_PREFERENCES_FLAG) {
+/// Opens the window a launch names: the preferences for [`OPEN_PREFERENCES_FLAG`], else the
+/// dashboard.
+fn open_named(app: &tauri::AppHandle, launch: &Launch) {
+    let opened = if launch.open_preferences && !launch.open_dashboard {
         windows::open_preferences(app)
     } else {
         windows::open_dashboard(app)
@@ -38,7 +67,11 @@ fn open_named(app: &tauri::AppHandle, args: &[String]) {
     }
 }
 
-fn setup(app: &mut tauri::App, engine: engine::Engine) -> Result<(), Box<dyn std::error::Error>> {
+fn setup(
+    app: &mut tauri::App,
+    engine: engine::Engine,
+    launch: &Launch,
+) -> Result<(), Box<dyn std::error::Error>> {
     #[cfg(target_os = "macos")]
     app.set_activation_policy(tauri::ActivationPolicy::Accessory);
 
@@ -60,13 +93,13 @@ fn setup(app: &mut tauri::App, engine: engine::Engine) -> Result<(), Box<dyn std
             handle.exit(0);
         })?;
     app.manage(AppState { engine });
-    let args: Vec<String> = std::env::args().collect();
-    open_named(app.handle(), &args);
+    open_named(app.handle(), launch);
     Ok(())
 }
 
 /// Runs the windows until the last one closes or the engine goes away.
 pub fn run() {
+    let launch = <Launch as clap::Parser>::parse();
     wattbar_engine::logging::init("info");
     // WebKitGTK's accelerated compositing redraws the whole page through GL, in software where
     // there is no GPU driver: for this small page it doubled the open dashboard's CPU (2.7 % vs
@@ -97,7 +130,7 @@ pub fn run() {
     };
     let app = tauri::Builder::default()
         .plugin(tauri_plugin_single_instance::init(|app, argv, _cwd| {
-            open_named(app, &argv);
+            open_named(app, &Launch::of(&argv));
         }))
         .invoke_handler(tauri::generate_handler![
             commands::get_dashboard,
@@ -110,7 +143,7 @@ pub fn run() {
             commands::set_preference,
             commands::open_preferences
         ])
-        .setup(move |app| setup(app, engine))
+        .setup(move |app| setup(app, engine, &launch))
         .build(tauri::generate_context!());
     match app {
         // The last window closed: the process ends, and with it the web view.

@@ -11,4 +11,5 @@ mod programs;
 mod run;
 mod serve;
 mod steady_state;
+mod version;
 mod watch;

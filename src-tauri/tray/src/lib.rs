@@ -33,10 +33,22 @@ use wattbar_engine::{build_chain, ChainOptions, Command, EngineConfig, EngineHan
 
 /// How often the ledger is written (`WATTBAR_BATCH_INTERVAL`, e.g. `1s`; default 10 s).
 const BATCH_ENV: &str = "WATTBAR_BATCH_INTERVAL";
-/// Command-line flag: open the dashboard once started (a second launch opens it anyway).
-pub const OPEN_DASHBOARD_FLAG: &str = "--open-dashboard";
-/// Command-line flag: open the preferences once started, or in the running tray.
-pub const OPEN_PREFERENCES_FLAG: &str = "--open-preferences";
+/// The tray's command line. `--help` and `--version` print and exit, and a flag it does not know
+/// is refused with the usage, before any engine, lock or folder is touched.
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "wattbar",
+    version,
+    about = "Wattbar in the tray: the watts the machine draws now, its energy and cost"
+)]
+struct Launch {
+    /// Open the dashboard once started (a second launch opens it in the running tray)
+    #[arg(long)]
+    open_dashboard: bool,
+    /// Open the preferences once started, or in the running tray
+    #[arg(long)]
+    open_preferences: bool,
+}
 /// The tray refreshes at most this often.
 const REFRESH_PERIOD: Duration = Duration::from_secs(1);
 
@@ -55,6 +67,7 @@ enum Wake {
 
 /// Runs the tray until the user quits; returns the process's exit status.
 pub fn run() -> std::process::ExitCode {
+    let launch = <Launch as clap::Parser>::parse();
     wattbar_engine::logging::init("info");
     // The tray draws through GTK but never through GL; GTK 3 would still open GL on X11 to pick
     // visuals, loading Mesa (and LLVM, in software). A value set by the user wins.
@@ -62,7 +75,7 @@ pub fn run() -> std::process::ExitCode {
     if std::env::var_os("GDK_GL").is_none() {
         std::env::set_var("GDK_GL", "disable");
     }
-    match start() {
+    match start(&launch) {
         Ok(Started::Tray(app)) => app.run(),
         Ok(Started::HandedOver) => std::process::ExitCode::SUCCESS,
         Err(e) => {
@@ -83,15 +96,13 @@ struct App {
     engine: Arc<EngineHandle>,
 }
 
-fn start() -> Result<Started, Box<dyn std::error::Error>> {
+fn start(launch: &Launch) -> Result<Started, Box<dyn std::error::Error>> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("wattbar-io")
         .enable_all()
         .build()?;
     let data_dir = wattbar_engine::paths::data_dir()?;
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let asked = |flag: &str| args.iter().any(|a| a == flag);
     if let Some(holder) = wattbar_engine::lock::EngineLock::holder(&data_dir) {
         // A second launch (from a menu, say) shows the running engine's dashboard (a tray's, or
         // `wattbar-cli serve`'s), or the preferences it names. An engine without an API has no
@@ -108,7 +119,7 @@ fn start() -> Result<Started, Box<dyn std::error::Error>> {
             )
             .into());
         }
-        windows::open(if asked(OPEN_PREFERENCES_FLAG) {
+        windows::open(if launch.open_preferences {
             windows::Window::Preferences
         } else {
             windows::Window::Dashboard
@@ -149,11 +160,11 @@ fn start() -> Result<Started, Box<dyn std::error::Error>> {
     if prefs.llm_proxy_enabled {
         runtime.spawn(serve::llm_proxy(engine.reader(), prefs.clone()));
     }
-    for (flag, window) in [
-        (OPEN_DASHBOARD_FLAG, windows::Window::Dashboard),
-        (OPEN_PREFERENCES_FLAG, windows::Window::Preferences),
+    for (asked, window) in [
+        (launch.open_dashboard, windows::Window::Dashboard),
+        (launch.open_preferences, windows::Window::Preferences),
     ] {
-        if asked(flag) {
+        if asked {
             report(windows::open(window));
         }
     }
