@@ -1,6 +1,9 @@
 //! Recording: rows go to the ledger in batches, budgets are checked at each batch, and the
 //! lifetime per domain is what the store holds plus what was measured since its last batch, so
 //! that readers (Prometheus above all) see the energy grow with every sample, from the first.
+//! Today, this month and lifetime are likewise the stored totals plus what was measured since
+//! the last batch written (by its local day and currency), so session ≤ today ≤ month ≤
+//! lifetime holds at every published state, not only after each batch.
 //!
 //! A failed write is logged, kept for the next batch and shown to the user; it never stops
 //! sampling. Without a store everything stays in memory.
@@ -22,6 +25,10 @@ pub struct Recorder {
     batch_interval: Duration,
     last_flush: Option<Duration>,
     totals: Option<LedgerTotals>,
+    /// The local day and month `totals` were read for.
+    totals_for: Option<(String, String)>,
+    /// Joules and cost measured since the last batch written, by (local day, month, currency).
+    unwritten: BTreeMap<(String, String, String), (f64, f64)>,
     stored: BTreeMap<String, f64>,
     pending: BTreeMap<String, f64>,
     notice: Option<String>,
@@ -62,6 +69,8 @@ impl Recorder {
             totals: ledger
                 .as_ref()
                 .and_then(|l| l.totals(now_unix, currency).ok()),
+            totals_for: Some(crate::store::local_day_month(now_unix)),
+            unwritten: BTreeMap::new(),
             ledger,
             batch_interval,
             last_flush: None,
@@ -209,6 +218,15 @@ impl Recorder {
     pub fn record(&mut self, row: Row) {
         if row.joules > 0.0 {
             *self.pending.entry("system".into()).or_default() += row.joules;
+            if self.ledger.is_some() {
+                let (day, month) = crate::store::local_day_month(row.t);
+                let u = self
+                    .unwritten
+                    .entry((day, month, row.currency.clone()))
+                    .or_default();
+                u.0 += row.joules;
+                u.1 += row.cost;
+            }
         }
         for (domain, joules) in &row.by_domain {
             if *joules > 0.0 && domain != "system" {
@@ -254,6 +272,8 @@ impl Recorder {
                     tracing::info!("energy store: written again");
                 }
                 self.totals = Some(t.clone());
+                self.totals_for = Some(crate::store::local_day_month(now_unix));
+                self.unwritten.clear();
                 self.refresh_stored();
                 self.check_budgets(&t, now_unix, prefs);
             }
@@ -302,8 +322,30 @@ impl Recorder {
         all.into_iter().collect()
     }
 
-    pub fn totals(&self) -> Option<&LedgerTotals> {
-        self.totals.as_ref()
+    /// Today, this month and lifetime at `now_unix`: the stored totals of the last batch plus
+    /// what was measured since (in its own local day and currency).
+    pub fn totals(&self, now_unix: f64) -> Option<LedgerTotals> {
+        let mut t = self.totals.clone()?;
+        let (today, month) = crate::store::local_day_month(now_unix);
+        // Past midnight (or a month's end) since the batch: the stored day is another day's.
+        if let Some((day, mon)) = &self.totals_for {
+            if *day != today {
+                t.today = t.today.emptied();
+            }
+            if *mon != month {
+                t.month = t.month.emptied();
+            }
+        }
+        for ((day, mon, currency), (joules, cost)) in &self.unwritten {
+            t.lifetime.add(*joules, currency, *cost);
+            if *mon == month {
+                t.month.add(*joules, currency, *cost);
+            }
+            if *day == today {
+                t.today.add(*joules, currency, *cost);
+            }
+        }
+        Some(t)
     }
 
     /// What the user must know: a write the ledger refuses now, else what opening it found.

@@ -113,6 +113,28 @@ pub struct Total {
 }
 
 impl Total {
+    /// No energy, in the same currency.
+    pub fn emptied(&self) -> Total {
+        Total::new(0.0, Vec::new(), &self.currency)
+    }
+
+    /// Adds `joules` that cost `cost` in `currency` (kept apart when it is not this total's).
+    pub fn add(&mut self, joules: f64, currency: &str, cost: f64) {
+        self.joules += joules;
+        self.kwh = self.joules / wattbar_core::JOULES_PER_KWH;
+        if currency == self.currency {
+            self.cost += cost;
+        } else if cost != 0.0 {
+            match self.other_costs.iter_mut().find(|m| m.currency == currency) {
+                Some(m) => m.amount += cost,
+                None => self.other_costs.push(Money {
+                    currency: currency.to_string(),
+                    amount: cost,
+                }),
+            }
+        }
+    }
+
     /// From energy and `(currency, cost)` rows, with `cost` in `currency`.
     fn new(joules: f64, costs: Vec<(String, f64)>, currency: &str) -> Self {
         let mut total = Total {

@@ -202,7 +202,7 @@ impl Engine {
             price_per_kwh: self.prefs.price_per_kwh.per_kwh(),
             interval_ms: self.prefs.interval_ms,
             period_ms: u64::try_from(self.period().as_millis()).unwrap_or(u64::MAX),
-            totals: self.recorder.totals().cloned(),
+            totals: self.recorder.totals(self.clock.unix()),
             lifetime_by_domain: self.recorder.lifetime_by_domain(),
             sources: self.sources.clone(),
             reads: self.chain.counters(),

@@ -5,6 +5,7 @@ mod prefs;
 mod programs;
 mod records;
 mod resident;
+mod totals;
 
 use super::*;
 use crate::command::External;
