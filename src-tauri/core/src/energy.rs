@@ -110,6 +110,15 @@ impl Integrator {
     }
 
     /// Monotonic time of the last valid sample, the start of the next interval.
+    /// A fresh integrator that continues from this one's last sample: the next step after it
+    /// is integrated (a new session starts between two samples and loses nothing).
+    pub fn continued(&self) -> Integrator {
+        Integrator {
+            last: self.last,
+            ..Integrator::new(self.gap_threshold)
+        }
+    }
+
     pub fn last_time(&self) -> Option<Duration> {
         self.last.map(|(t, _)| t)
     }

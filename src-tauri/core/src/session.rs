@@ -59,6 +59,19 @@ impl Session {
     /// since Monday 00:00). `counted` is the energy hardware counters measured since the last
     /// sample for everything the headline is made of; without it the power is integrated. The
     /// energy since the last sample is priced at the tariffs in force over that interval.
+    /// The session that follows this one from `started_unix`: nothing counted yet, and the
+    /// interval from this one's last sample on is its own (a reset between two samples loses
+    /// nothing).
+    pub fn next(&self, started_unix: f64) -> Self {
+        Session {
+            started_unix,
+            integrator: self.integrator.continued(),
+            joules: Joules(0.0),
+            cost: 0.0,
+            carbon_g: None,
+        }
+    }
+
     pub fn push(
         &mut self,
         t: Duration,
@@ -134,6 +147,25 @@ mod tests {
 
     fn flat(p: f64) -> Tariffs {
         Tariffs::flat(Price::new(p).unwrap_or_default())
+    }
+
+    #[test]
+    fn the_session_after_a_reset_between_two_samples_counts_the_rest_of_the_interval() {
+        // 3600 W: samples at 0 and 1 s (3600 J), a reset at 1.5 s after a sample taken then
+        // (1800 J more, the old session's), the next sample at 2 s: its 1800 J are the new
+        // session's, not lost.
+        let at = |s: f64| Duration::from_secs_f64(s);
+        let w = Some(Watts(3600.0));
+        let mut old = Session::new(0.0, Duration::from_secs(10));
+        for t in [0.0, 1.0, 1.5] {
+            old.push(at(t), w, None, &flat(0.0), 0.0, None);
+        }
+        assert_eq!(old.totals(&Currency::default()).joules, Joules(5400.0));
+        let mut new = old.next(1.5);
+        let added = new.push(at(2.0), w, None, &flat(0.0), 0.0, None);
+        assert_eq!(added.joules, Joules(1800.0));
+        let totals = new.totals(&Currency::default());
+        assert_eq!((totals.joules, totals.started_unix), (Joules(1800.0), 1.5));
     }
 
     #[test]

@@ -164,8 +164,10 @@ impl Accounting {
 
     /// Ends the session and starts a new one at `now_unix`; nothing is metered across it.
     /// A new session from now; the meter goes on, so the next interval is the new session's.
+    /// A new session from `now_unix`, continuing from the last sample (the reset sampled just
+    /// before, so nothing between the two is lost).
     pub fn reset(&mut self, now_unix: f64) {
-        self.session = Session::new(now_unix, self.gap);
+        self.session = self.session.next(now_unix);
     }
 
     pub fn totals(&self, currency: &Currency) -> SessionTotals {
