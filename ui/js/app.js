@@ -106,7 +106,7 @@ async function loadHistory() {
     charts.history.setData(series(points, "watts"));
     charts.history.setScale("x", { min: end - RANGE_SECONDS[historyRange], max: end });
     setText($("history-kwh"), fmt.energy(h.kwh), h.kwh);
-    setText($("history-points"), String(h.points.length), h.points.length);
+    setText($("history-points"), fmt.plural(h.points.length, "point", "points"), h.points.length);
   } catch (reason) {
     setText($("history-kwh"), `history unavailable: ${reason}`);
   }

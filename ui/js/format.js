@@ -4,16 +4,63 @@ export function watts(w) {
   return w >= 100 ? w.toFixed(0) : w.toFixed(1);
 }
 
-export function energy(kwh) {
-  return kwh < 0.01 ? `${(kwh * 1000).toFixed(2)} Wh` : `${kwh.toFixed(3)} kWh`;
-}
-
-export function money(amount, currency) {
-  return amount < 0.01 ? `${amount.toFixed(4)} ${currency}` : `${amount.toFixed(2)} ${currency}`;
+// The locale figures are written in: the page's, unless a caller names one (the tests do).
+function localeOf(locale) {
+  if (locale) return locale;
+  return typeof navigator === "undefined" ? undefined : navigator.language;
 }
 
 function known(x) {
   return x !== null && x !== undefined && Number.isFinite(x);
+}
+
+// A quantity in the locale: whole from 100 up, one decimal from 10, two from 1, two
+// significant digits below ("12,346", "12.3", "1.23", "0.24").
+function quantity(x, locale) {
+  const a = Math.abs(x);
+  const options = a >= 100 ? { maximumFractionDigits: 0 }
+    : a >= 10 ? { maximumFractionDigits: 1 }
+      : a >= 1 ? { maximumFractionDigits: 2 }
+        : { maximumSignificantDigits: 2 };
+  return new Intl.NumberFormat(localeOf(locale), options).format(x);
+}
+
+// Energy by its size, in the locale: watt-hours below 1 kWh, kilowatt-hours from there
+// ("0.24 Wh", "12.3 Wh", "1.23 kWh", "12,346 kWh"); "—" when unknown.
+export function energy(kwh, locale) {
+  if (!known(kwh)) return "—";
+  if (Math.abs(kwh) < 1) return `${quantity(kwh * 1000, locale)} Wh`;
+  return `${quantity(kwh, locale)} kWh`;
+}
+
+// Money in `currency`, as the locale writes it ("€0.42", "0,42 €"): the currency's own decimals
+// from a cent up; below, two significant digits, so that a small session reads "€0.0012" and
+// not "€0.00"; "—" when unknown.
+export function money(amount, currency, locale) {
+  if (!known(amount)) return "—";
+  const small = amount !== 0 && Math.abs(amount) < 0.01;
+  const options = small
+    ? { style: "currency", currency, maximumSignificantDigits: 2 }
+    : { style: "currency", currency };
+  try {
+    return new Intl.NumberFormat(localeOf(locale), options).format(amount);
+  } catch (_) {
+    // Not an ISO 4217 code Intl knows: the number with the code after it.
+    return `${amount.toFixed(small ? 4 : 2)} ${currency}`;
+  }
+}
+
+// How far a figure may be from the truth, written beside it ("± 0.3"), or "" where it rounds to
+// nothing at the figure's precision.
+export function bound(b) {
+  if (!known(b) || b <= 0) return "";
+  const text = figure(b);
+  return Number(text) === 0 ? "" : `± ${text}`;
+}
+
+// "1 point", "12 points".
+export function plural(n, one, many) {
+  return `${count(n)} ${n === 1 ? one : many}`;
 }
 
 // A measured figure (joules, J/token, tokens/s, tokens/s per W) to about three significant

@@ -67,9 +67,9 @@ function field(name, text, value) {
 function energyField(r) {
   const f = field("energy", `${fmt.figure(r.energy_joules)} J`, r.energy_joules);
   const bound = r.energy_bound_joules;
-  if (r.energy_joules !== null && r.energy_joules !== undefined
-    && bound !== null && bound !== undefined) {
-    f.append(` ± ${fmt.figure(bound)}`);
+  const shown = fmt.bound(bound);
+  if (r.energy_joules !== null && r.energy_joules !== undefined && shown) {
+    f.append(` ${shown}`);
     f.setAttribute("data-bound", String(bound));
     f.title = "Within this many joules of the truth: power that changed inside a sampling interval the request only partly covered, and the allowance for an estimate.";
   }

@@ -3,4 +3,5 @@
 mod api;
 mod celeron;
 mod lock;
+mod ui_format;
 mod vendor;
