@@ -32,6 +32,9 @@ pub enum Command {
     ResetSession,
     /// Make and store a record for inference a client measured itself; answers the record.
     RecordInference(Box<External>, oneshot::Sender<Result<Record, Error>>),
+    /// Answers once record `id` is settled (published), or at once when nothing of it is
+    /// pending: its request never began, was abandoned, or was settled already.
+    AwaitSettled(u64, oneshot::Sender<()>),
 }
 
 /// A record a client measured itself (`POST /v1/inference`), in wall-clock seconds.

@@ -39,7 +39,7 @@ pub struct EngineReader {
     pub(crate) commands: Arc<crate::time::inbox::Inbox>,
     /// The ledger, read-only for readers.
     pub(crate) ledger: Option<LedgerReader>,
-    pub(crate) tracker: Arc<crate::inference::Tracker>,
+    pub(crate) reporter: crate::inference::Reporter,
     pub(crate) intervals: crate::inference::book::Intervals,
     pub(crate) records: crate::inference::book::Records,
     /// Changes each time low-power mode switches on, and only then.
@@ -79,8 +79,8 @@ impl EngineReader {
     }
 
     /// Where the inference proxy reports the requests it sees.
-    pub fn tracker(&self) -> Arc<crate::inference::Tracker> {
-        Arc::clone(&self.tracker)
+    pub fn reporter(&self) -> crate::inference::Reporter {
+        self.reporter.clone()
     }
 
     /// The energy of a wall-clock window: exact at the sampling resolution over the last
@@ -164,12 +164,12 @@ impl EngineReader {
     /// Record `id`: from the records the engine holds, else from the ledger. A request still in
     /// flight, or ended and not yet settled, is waited for up to `wait`; it is `Pending` after.
     pub async fn inference_record(&self, id: u64, wait: Duration) -> Result<Found, Error> {
-        let mut state = self.state.clone();
-        let tracker = Arc::clone(&self.tracker);
-        // Each settlement is published: look again at every state until it is in.
-        let settled = tokio::time::timeout(wait, state.wait_for(|_| !tracker.is_unsettled(id)));
-        if settled.await.is_err() {
-            return Ok(Found::Pending);
+        let (tx, rx) = oneshot::channel();
+        self.send(Command::AwaitSettled(id, tx))?;
+        match tokio::time::timeout(wait, rx).await {
+            Err(_) => return Ok(Found::Pending),
+            Ok(Err(_)) => return Err(Error::Stopped),
+            Ok(Ok(())) => {}
         }
         let kept = self
             .records

@@ -69,6 +69,9 @@ pub struct Published {
     pub inference: Arc<crate::inference::InferenceView>,
     /// Requests in flight through the proxy.
     pub inflight: usize,
+    /// The models they asked for, sorted, each once (what low-power mode must not unload).
+    #[serde(skip)]
+    pub models_in_flight: Arc<[String]>,
     /// What each model the server holds (or held today) costs by staying loaded; empty until
     /// the proxy has read the loaded models.
     pub resident: Arc<[ResidentCost]>,

@@ -197,6 +197,7 @@ pub(crate) mod tests {
             alert_seq: 0,
             inference: Default::default(),
             inflight: 0,
+            models_in_flight: Vec::new().into(),
             resident: Vec::new().into(),
             programs: Default::default(),
         }

@@ -11,7 +11,7 @@
 //!   they arrive in, and a record once returned never changes.
 //! - Remote (cloud) requests draw nothing locally: they take no share and dilute nobody's.
 
-use super::tracker::{Finished, Open};
+use super::events::{Finished, Open};
 use crate::command::External;
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
@@ -131,7 +131,7 @@ impl Book {
         Arc::clone(&self.records)
     }
 
-    /// The first record id the ledger had not given when the book was opened: the tracker gives
+    /// The first record id the ledger had not given when the book was opened: [`super::RecordIds`] gives
     /// ids from there.
     pub fn first_free_id(&self) -> u64 {
         self.first_free_id

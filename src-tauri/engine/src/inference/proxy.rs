@@ -59,7 +59,7 @@ pub use origins::Origins;
 pub use peek::{MAX_HELD_BYTES, MAX_PEEK_BYTES};
 pub use upstream::{default_upstream, Upstream, DEFAULT_UPSTREAM};
 
-use super::tracker::Tracker;
+use super::events::{InFlight, Reporter};
 use crate::api::HostGuard;
 use crate::published::Published;
 use body::{error_chain, full};
@@ -101,7 +101,7 @@ pub const RECEIPT_HEADER: &str = "x-wattbar-receipt";
 struct Proxy {
     upstream: Upstream,
     client: Client<HttpConnector, ProxyBody>,
-    tracker: Arc<Tracker>,
+    reporter: Reporter,
     /// The engine's published state: whether low-power mode is on, and its settings.
     state: watch::Receiver<Arc<Published>>,
     /// The engine, for the records that receipts copy.
@@ -118,7 +118,7 @@ struct Proxy {
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Serves the proxy on `listener` until `shutdown` completes, then lets requests in flight end.
-/// It reports requests to `engine`'s tracker and routes by its published low-power state.
+/// It reports requests to `engine` and routes by its published low-power state.
 /// `extra_hosts`: the names besides loopback that `Host` may carry
 /// ([`remote_hosts`](crate::api::remote_hosts) for the listen address); `origins`: the web pages
 /// that may use it. An upstream that is the proxy itself is refused before anything is served.
@@ -142,22 +142,22 @@ pub async fn serve(
     let client = Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(30))
         .build(connector);
-    let proxy_tracker = engine.tracker();
-    proxy_tracker.set_upstream_port(upstream.local_port());
+    let reporter = engine.reporter();
+    reporter.upstream(upstream.local_port());
     let unloading = tokio::spawn(unload::follow(
         engine.clone(),
         upstream.clone(),
         client.clone(),
     ));
     let following = tokio::spawn(resident::follow(
-        engine.tracker(),
+        reporter.clone(),
         upstream.clone(),
         client.clone(),
     ));
     let proxy = Arc::new(Proxy {
         upstream,
         client,
-        tracker: engine.tracker(),
+        reporter: reporter.clone(),
         state: engine.subscribe(),
         engine,
         hosts,
@@ -173,7 +173,7 @@ pub async fn serve(
         crate::net::server::serve(listener, HEADER_TIMEOUT, None, service, shutdown, || {}).await;
     unloading.abort();
     following.abort();
-    proxy_tracker.set_upstream_port(None);
+    reporter.upstream(None);
     served
 }
 
@@ -358,7 +358,7 @@ impl Proxy {
             ),
         };
         let inflight = route.map(|r| {
-            let inflight = self.tracker.begin(r, model);
+            let inflight = self.reporter.begin(r, model);
             match &routed {
                 Some(w) if w.rerouted() => inflight.routed_from(w.requested.clone()),
                 _ => inflight,
@@ -455,7 +455,7 @@ impl Proxy {
         mut parts: hyper::http::response::Parts,
         body: Incoming,
         route: Route,
-        mut inflight: super::tracker::InFlight,
+        mut inflight: InFlight,
     ) -> Response<ProxyBody> {
         let id = inflight.record_id();
         inflight.expedite();

@@ -40,6 +40,8 @@ impl Engine {
             Command::RecordInference(e, reply) => {
                 let _ = reply.send(self.record_external(*e));
             }
+            // Answered by `run` once nothing of it is pending, after the state is published.
+            Command::AwaitSettled(id, reply) => self.requests.await_settled(id, reply),
             Command::ResetSession => {
                 let currency = self.prefs.currency.clone();
                 self.reset_session(&currency);
@@ -141,7 +143,7 @@ impl Engine {
         let last = self.last_stamp.unwrap_or_else(|| self.stamp());
         let record = self
             .book
-            .external(e, self.tracker.take_record_id(), last, &self.tracker.open())
+            .external(e, self.ids.take(), last, &self.requests.open())
             .ok_or_else(|| Error::Refused("the record could not be made".into()))?;
         self.recorder
             .record_inference(std::slice::from_ref(&record));

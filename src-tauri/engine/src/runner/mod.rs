@@ -25,7 +25,7 @@ use crate::command::Command;
 use crate::error::Error;
 use crate::handle::{EngineHandle, EngineReader};
 use crate::inference::book::{BASELINE_EVERY, BASELINE_SPAN};
-use crate::inference::{Book, Tracker};
+use crate::inference::{Book, RecordIds, Reporter, RequestEvent, Requests};
 use crate::lock::EngineLock;
 use crate::low_power::LowPower;
 use crate::programs::{ProgramMeter, ProgramsView};
@@ -117,7 +117,9 @@ pub(crate) struct Engine {
     sources: Vec<String>,
     /// Held until the last batch is written; released before shutdown answers.
     lock: Option<EngineLock>,
-    tracker: Arc<Tracker>,
+    /// The requests the proxy reported, owned here alone.
+    requests: Requests,
+    ids: RecordIds,
     book: Book,
     advice_file: Option<PathBuf>,
     /// The advice as last written to `advice_file`.
@@ -141,9 +143,9 @@ pub(crate) struct Engine {
 
 enum Work {
     Sample,
-    /// A request started or ended: sample now unless the last sample is more recent than the
-    /// fast period.
-    Wake,
+    /// What the proxy saw. A request that started or ended makes a sample now, unless the last
+    /// sample is more recent than the fast period.
+    Events(Vec<RequestEvent>),
     Apply(Command),
 }
 
@@ -155,6 +157,11 @@ impl Engine {
     fn run(&mut self, work: Work) {
         self.work(work);
         self.write_advice();
+        for reply in self.requests.take_answerable() {
+            self.after_publish(move || {
+                let _ = reply.send(());
+            });
+        }
     }
 
     fn after_publish(&mut self, answer: impl FnOnce() + Send + 'static) {
@@ -164,7 +171,17 @@ impl Engine {
     fn work(&mut self, work: Work) {
         match work {
             Work::Sample => self.sample(),
-            Work::Wake => {
+            Work::Events(events) => {
+                let mut started_or_ended = false;
+                for event in events {
+                    match event {
+                        RequestEvent::Unloaded(u) => self.unloaded(&u),
+                        event => started_or_ended |= self.requests.apply(event),
+                    }
+                }
+                if !started_or_ended {
+                    return;
+                }
                 // At most one sample per fast period, however many requests start and end: a
                 // flood of short requests must not become a flood of samples. A request whose
                 // client waits for its receipt is settled at once: that client pays the sample.
@@ -172,7 +189,7 @@ impl Engine {
                     .last_stamp
                     .map(|l| self.clock.elapsed().saturating_sub(l.monotonic));
                 let fast = self.fast_period();
-                if since.is_none_or(|s| s >= fast) || self.tracker.urgent() {
+                if since.is_none_or(|s| s >= fast) || self.requests.urgent() {
                     self.sample();
                 }
             }
@@ -214,7 +231,8 @@ impl Engine {
             alerts: self.recorder.alerts().to_vec(),
             alert_seq: self.recorder.alert_seq(),
             inference: self.book.view(),
-            inflight: self.tracker.inflight(),
+            inflight: self.requests.inflight(),
+            models_in_flight: self.requests.models_in_flight(),
             resident: Arc::clone(&self.resident),
             programs: Arc::clone(&self.programs_view),
         })
@@ -275,9 +293,9 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         recorder.restored_program_day(started),
         Some(crate::store::local_day_month(started).0),
     );
-    let tracker = Tracker::new(clock.clone());
-    tracker.number_records_from(book.first_free_id());
-    recorder.reserve_record_ids(tracker.next_record_id());
+    let ids = RecordIds::default();
+    ids.number_from(book.first_free_id());
+    recorder.reserve_record_ids(ids.next());
     let low_power = LowPower::new(
         config.prefs.low_power.clone(),
         recorder.restored_low_power(),
@@ -300,7 +318,8 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         seq: 0,
         recent: Arc::new(Mutex::new(VecDeque::new())),
         lock,
-        tracker: Arc::clone(&tracker),
+        requests: Requests::default(),
+        ids: ids.clone(),
         book,
         advice_file: config.advice_file,
         advice_written: None,
@@ -321,7 +340,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
     let intervals = engine.book.intervals();
     let records = engine.book.records();
     let inbox = Arc::new(Inbox::default());
-    tracker.wake_on_change(Arc::clone(&inbox));
+    let reporter = Reporter::new(Arc::clone(&inbox), Arc::clone(&engine.clock), ids);
     let (state_tx, state_rx) = watch::channel(engine.published());
     let messages = Arc::clone(&inbox);
     let thread = std::thread::Builder::new()
@@ -337,7 +356,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
             recent,
             commands: Arc::clone(&inbox),
             ledger: ledger_path.map(crate::ledger_reader::LedgerReader::new),
-            tracker,
+            reporter,
             intervals,
             records,
             engaged,
@@ -363,7 +382,7 @@ fn run_engine(mut engine: Engine, inbox: &Inbox, state: &watch::Sender<Arc<Publi
                 }
                 Work::Sample
             }
-            Woken::Wake => Work::Wake,
+            Woken::Events(events) => Work::Events(events),
             Woken::Command(command) => Work::Apply(command),
             Woken::Closed => break,
         };

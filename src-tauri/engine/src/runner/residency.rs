@@ -14,7 +14,10 @@ impl Engine {
     /// Hands `interval` (ended at the latest sample) to residency; `busy`: a request was in
     /// flight during it.
     pub(super) fn follow_residency(&mut self, interval: &Interval, busy: bool, week_seconds: f64) {
-        let loaded = self.tracker.loaded();
+        let loaded = self
+            .requests
+            .loaded(self.clock.elapsed())
+            .map(<[_]>::to_vec);
         if loaded.is_none() && !self.residency_followed {
             return;
         }
@@ -35,12 +38,10 @@ impl Engine {
         self.resident = Arc::from(self.residency.costs(price));
     }
 
-    /// Records each unload the proxy reported and says it once.
-    pub(super) fn take_unloads(&mut self) {
-        for u in self.tracker.take_unloads() {
-            self.recorder.record_unload(&u);
-            self.low_power.announce(unload_message(&u));
-        }
+    /// Records an unload the proxy reported and says it once.
+    pub(super) fn unloaded(&mut self, u: &Unload) {
+        self.recorder.record_unload(u);
+        self.low_power.announce(unload_message(u));
     }
 }
 

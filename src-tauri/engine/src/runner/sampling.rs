@@ -12,8 +12,7 @@ use wattbar_core::Stamp;
 impl Engine {
     pub(super) fn sample(&mut self) {
         // Every request's start wakes a sample: ids stay reserved ahead of those given.
-        self.recorder
-            .reserve_record_ids(self.tracker.next_record_id());
+        self.recorder.reserve_record_ids(self.ids.next());
         let at = self.stamp();
         let prev = self.last_stamp;
         self.notice_wall_step(at);
@@ -71,7 +70,7 @@ impl Engine {
                     }
                 }
             }
-            let open = self.tracker.open();
+            let open = self.requests.open();
             self.follow_residency(&interval, open.iter().any(|o| !o.remote), week_seconds);
             self.book.push_interval(interval, &open);
         }
@@ -121,7 +120,7 @@ impl Engine {
         }
         self.snapshot = Some(snapshot);
         self.programs
-            .set_upstream_port(self.tracker.upstream_port());
+            .set_upstream_port(self.requests.upstream_port());
         let chain = &mut self.chain;
         if self
             .programs
@@ -129,9 +128,9 @@ impl Engine {
         {
             let mut view = self.programs.view().clone();
             let loaded: Option<Vec<String>> = self
-                .tracker
-                .loaded()
-                .map(|l| l.into_iter().map(|m| m.name).collect());
+                .requests
+                .loaded(at.monotonic)
+                .map(|l| l.iter().map(|m| m.name.clone()).collect());
             // Models answered through the proxy in the last ten minutes.
             let mut answered: Vec<String> = Vec::new();
             for r in &self.book.view().recent {
@@ -145,14 +144,13 @@ impl Engine {
             self.recorder.record_programs(at.unix_seconds, &joules);
         }
         self.settle_inference(at);
-        self.take_unloads();
     }
 
     /// Turns the requests that ended by `at` into records, and stores them.
     fn settle_inference(&mut self, at: Stamp) {
-        let finished = self.tracker.take_finished(at.monotonic);
+        let finished = self.requests.take_finished(at.monotonic);
         if !finished.is_empty() {
-            let records = self.book.settle(finished, &self.tracker.open());
+            let records = self.book.settle(finished, &self.requests.open());
             self.recorder.record_inference(&records);
             self.measured_changed();
         }
@@ -188,7 +186,7 @@ impl Engine {
     /// The configured pace while idle; the fast one while a request is in flight or waits for
     /// the sample that settles it.
     pub(super) fn period(&self) -> Duration {
-        if self.tracker.inflight() == 0 && !self.tracker.unsettled() {
+        if self.requests.inflight() == 0 && !self.requests.unsettled() {
             period(&self.prefs, &self.chain)
         } else {
             self.fast_period()

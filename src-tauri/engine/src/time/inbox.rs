@@ -1,14 +1,19 @@
-//! The engine thread's inbox: readers' commands and the proxy's wake-ups, and the one timed wait
-//! between samples.
+//! The engine thread's inbox: readers' commands and the proxy's events in one queue, and the one
+//! timed wait between samples.
 //!
-//! Rule: between two samples the engine thread sleeps in a single wait that ends at the next
-//! sample or at the first message. No runtime timer and no hand-off to a thread pool: measured on
-//! the development machine, tokio's 1 s interval alone cost 0.015 % of a core (its timer wheel
-//! wakes the thread early, then again), a plain timed wait 0.007 %. The wait is timed on the
-//! engine's clock: in real time for the machine's clock, on tokio's pausable time for a clock that
-//! follows a runtime ([`Clock::runtime`], tests).
+//! Rules:
+//! - Commands and events are taken in the order they were sent: a reader that learnt of a
+//!   request from the proxy asks about it after the engine has heard of it.
+//! - Events that arrive together are taken together: a flood of requests is one wake-up.
+//! - Between two samples the engine thread sleeps in a single wait that ends at the next sample
+//!   or at the first message. No runtime timer and no hand-off to a thread pool: measured on the
+//!   development machine, tokio's 1 s interval alone cost 0.015 % of a core (its timer wheel
+//!   wakes the thread early, then again), a plain timed wait 0.007 %.
+//! - The wait is timed on the engine's clock: in real time for the machine's clock, on tokio's
+//!   pausable time for a clock that follows a runtime ([`Clock::runtime`], tests).
 
 use crate::command::Command;
+use crate::inference::events::RequestEvent;
 use crate::time::clock::Clock;
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -17,19 +22,22 @@ use std::time::Duration;
 /// Why the engine thread woke.
 pub enum Woken {
     Command(Command),
-    /// A request started or ended.
-    Wake,
+    /// What the proxy saw since the engine last looked, oldest first.
+    Events(Vec<RequestEvent>),
     /// The next sample is due.
     Due,
     /// Nobody will send anything more: stop.
     Closed,
 }
 
+enum Message {
+    Command(Command),
+    Event(RequestEvent),
+}
+
 #[derive(Default)]
 struct Queue {
-    commands: VecDeque<Command>,
-    /// Wake-ups are a flag, not a queue: a flood of requests is one wake-up.
-    wake: bool,
+    messages: VecDeque<Message>,
     closed: bool,
 }
 
@@ -57,15 +65,26 @@ impl Inbox {
         if q.closed {
             return Err(command);
         }
-        q.commands.push_back(command);
+        q.messages.push_back(Message::Command(command));
         drop(q);
         self.signal();
         Ok(())
     }
 
-    pub fn wake(&self) {
-        self.lock().wake = true;
-        self.signal();
+    /// Queues what the proxy saw; gives it back when the engine has stopped.
+    pub fn report(&self, event: RequestEvent) -> Result<(), RequestEvent> {
+        let mut q = self.lock();
+        if q.closed {
+            return Err(event);
+        }
+        let first = !matches!(q.messages.back(), Some(Message::Event(_)));
+        q.messages.push_back(Message::Event(event));
+        drop(q);
+        // Events behind events are taken with them: the engine was told already.
+        if first {
+            self.signal();
+        }
+        Ok(())
     }
 
     /// No more messages: the engine stops once it has taken the commands already queued.
@@ -74,19 +93,25 @@ impl Inbox {
         self.signal();
     }
 
-    /// What is waiting, commands first; `None` when nothing is.
+    /// What is waiting, oldest first; `None` when nothing is.
     pub fn take(&self) -> Option<Woken> {
         Self::take_from(&mut self.lock())
     }
 
     fn take_from(q: &mut Queue) -> Option<Woken> {
-        if let Some(c) = q.commands.pop_front() {
-            return Some(Woken::Command(c));
+        match q.messages.pop_front() {
+            Some(Message::Command(c)) => Some(Woken::Command(c)),
+            Some(Message::Event(e)) => {
+                let mut events = vec![e];
+                while let Some(Message::Event(_)) = q.messages.front() {
+                    if let Some(Message::Event(e)) = q.messages.pop_front() {
+                        events.push(e);
+                    }
+                }
+                Some(Woken::Events(events))
+            }
+            None => q.closed.then_some(Woken::Closed),
         }
-        if std::mem::take(&mut q.wake) {
-            return Some(Woken::Wake);
-        }
-        q.closed.then_some(Woken::Closed)
     }
 
     /// Waits until a message arrives or `clock` reaches `deadline`.
@@ -151,21 +176,44 @@ mod tests {
         let sender = Arc::clone(&inbox);
         let t = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(20));
-            sender.wake();
+            let _ = sender.report(RequestEvent::Upstream(Some(11434)));
         });
         assert!(matches!(
             inbox.wait_until(Duration::from_secs(60), now),
-            Woken::Wake
+            Woken::Events(e) if e.len() == 1
         ));
         assert!(origin.elapsed() < Duration::from_secs(10));
         let _ = t.join();
-        // Two wake-ups while the engine is busy are one.
-        inbox.wake();
-        inbox.wake();
-        assert!(matches!(inbox.take(), Some(Woken::Wake)));
-        assert!(inbox.take().is_none());
         inbox.close();
         assert!(matches!(inbox.take(), Some(Woken::Closed)));
         assert!(inbox.send(Command::ResetSession).is_err());
+        assert!(inbox.report(RequestEvent::Upstream(None)).is_err());
+    }
+
+    #[test]
+    fn events_arriving_together_are_one_wake_up_and_keep_their_place_among_commands() {
+        let inbox = Inbox::default();
+        let event = |port| RequestEvent::Upstream(Some(port));
+        assert!(inbox.report(event(1)).is_ok());
+        assert!(inbox.report(event(2)).is_ok());
+        assert!(inbox.send(Command::ResetSession).is_ok());
+        assert!(inbox.report(event(3)).is_ok());
+        let ports = |w: Option<Woken>| match w {
+            Some(Woken::Events(e)) => e
+                .into_iter()
+                .map(|e| match e {
+                    RequestEvent::Upstream(p) => p,
+                    _ => None,
+                })
+                .collect::<Vec<_>>(),
+            _ => Vec::new(),
+        };
+        assert_eq!(ports(inbox.take()), [Some(1), Some(2)]);
+        assert!(matches!(
+            inbox.take(),
+            Some(Woken::Command(Command::ResetSession))
+        ));
+        assert_eq!(ports(inbox.take()), [Some(3)]);
+        assert!(inbox.take().is_none());
     }
 }

@@ -1,8 +1,8 @@
 //! Following which models the server holds (`GET /api/ps`), for what resident models cost.
 //!
 //! Rules:
-//! - Asked every [`POLL`]; each answer goes to the tracker, where the engine reads it at its next
-//!   sample. Where no answer comes, the tracker is told the set is unknown, never empty.
+//! - Asked every [`POLL`]; each answer goes to the engine, which uses it at its next sample.
+//!   Where no answer comes, the engine is told the set is unknown, never empty.
 //! - A server without `/api/ps` (llama.cpp's) is asked again only after [`NOT_OFFERED_RETRY`];
 //!   one that fails otherwise (not running, an error), after [`FAILED_RETRY`]: an idle machine
 //!   pays one request every few seconds at most.
@@ -10,8 +10,7 @@
 
 use super::server_api::{ps, HttpClient, PsError};
 use super::upstream::Upstream;
-use crate::inference::Tracker;
-use std::sync::Arc;
+use crate::inference::Reporter;
 use std::time::Duration;
 
 pub(super) const POLL: Duration = Duration::from_secs(5);
@@ -19,7 +18,7 @@ pub(super) const NOT_OFFERED_RETRY: Duration = Duration::from_secs(300);
 pub(super) const FAILED_RETRY: Duration = Duration::from_secs(30);
 
 /// Reads the loaded models until the task is dropped.
-pub(super) async fn follow(tracker: Arc<Tracker>, upstream: Upstream, client: HttpClient) {
+pub(super) async fn follow(reporter: Reporter, upstream: Upstream, client: HttpClient) {
     let mut said: Option<PsError> = None;
     loop {
         let wait = match ps(&client, &upstream).await {
@@ -27,11 +26,11 @@ pub(super) async fn follow(tracker: Arc<Tracker>, upstream: Upstream, client: Ht
                 if said.take().is_some() {
                     tracing::info!("{upstream} says which models it holds again");
                 }
-                tracker.set_loaded(Some(models));
+                reporter.loaded(Some(models));
                 POLL
             }
             Err(e) => {
-                tracker.set_loaded(None);
+                reporter.loaded(None);
                 let wait = match e {
                     PsError::NotOffered(_) => NOT_OFFERED_RETRY,
                     PsError::Failed(_) => FAILED_RETRY,

@@ -12,7 +12,6 @@
 
 use super::server_api::{ps, send, HttpClient};
 use super::upstream::Upstream;
-use crate::inference::Tracker;
 use bytes::Bytes;
 use hyper::Method;
 use wattbar_core::inference::model_key;
@@ -22,12 +21,12 @@ use wattbar_core::inference::resident::Unload;
 /// outcome goes to the engine, which records it and says it once.
 pub(super) async fn follow(engine: crate::EngineReader, upstream: Upstream, client: HttpClient) {
     let mut engaged = engine.engagements();
-    let tracker = engine.tracker();
+    let reporter = engine.reporter();
     while engaged.changed().await.is_ok() {
         if !engine.current().prefs.low_power.unload_idle {
             continue;
         }
-        let unload = unload_idle(&tracker, &upstream, &client).await;
+        let unload = unload_idle(&engine, &upstream, &client).await;
         match &unload.error {
             None => tracing::info!(
                 "low-power mode: unloaded {:?} from {upstream}; kept {:?} (requests in flight)",
@@ -39,14 +38,14 @@ pub(super) async fn follow(engine: crate::EngineReader, upstream: Upstream, clie
                 unload.unloaded
             ),
         }
-        tracker.report_unload(unload);
+        reporter.unloaded(unload);
     }
 }
 
 /// Unloads each model the server holds that no request in flight is using; stops at the first
-/// failure, saying what was done before it. `t` is left for the tracker to stamp.
+/// failure, saying what was done before it. `t` is left for the reporter to stamp.
 pub(super) async fn unload_idle(
-    tracker: &Tracker,
+    engine: &crate::EngineReader,
     upstream: &Upstream,
     client: &HttpClient,
 ) -> Unload {
@@ -65,8 +64,10 @@ pub(super) async fn unload_idle(
         }
     };
     // Requests name models as users type them (`gemma3`); the server lists `gemma3:latest`.
-    let in_flight: std::collections::BTreeSet<String> = tracker
-        .models_in_flight()
+    // As the engine last published them: every start and end is published at once.
+    let in_flight: std::collections::BTreeSet<String> = engine
+        .current()
+        .models_in_flight
         .iter()
         .map(|m| model_key(m))
         .collect();

@@ -36,10 +36,10 @@ fn trace_time(p: &Published, start: Duration) -> u64 {
         .map_or(0, |s| s.at.monotonic.saturating_sub(start).as_secs())
 }
 
-/// Tells the tracker, every 5 s of the engine's samples like the proxy's poll, what `set` says
+/// Tells the engine, every 5 s of the engine's samples like the proxy's poll, what `set` says
 /// for each second from `from` to `to` of the trace.
 async fn poll(
-    tracker: &crate::inference::Tracker,
+    reporter: &crate::inference::Reporter,
     rx: &mut watch::Receiver<Arc<Published>>,
     start: Duration,
     (from, to): (u64, u64),
@@ -47,7 +47,7 @@ async fn poll(
 ) {
     let mut t = from;
     while t < to {
-        tracker.set_loaded(set(t));
+        reporter.loaded(set(t));
         t += 5;
         wait_for(rx, |p| trace_time(p, start) >= t).await;
     }
@@ -64,7 +64,7 @@ async fn a_model_loaded_at_30_w_over_10_w_with_none_costs_20_w_and_its_idle_seco
     // 15 min at 10 W with no model loaded, then 30 min at 30 W with gemma3 loaded.
     let trace = "t,watts\n0,10\n900,30\n2700,30\n";
     let engine = start(replay(trace), config(prefs.clone()).with_store(db.clone()));
-    let tracker = engine.reader().tracker();
+    let reporter = engine.reader().reporter();
     let mut rx = engine.subscribe();
     let first = wait_for(&mut rx, |p| p.snapshot.is_some())
         .await
@@ -77,15 +77,15 @@ async fn a_model_loaded_at_30_w_over_10_w_with_none_costs_20_w_and_its_idle_seco
         890..915 => None,
         _ => Some(gemma()),
     };
-    poll(&tracker, &mut rx, first, (0, 600), set).await;
+    poll(&reporter, &mut rx, first, (0, 600), set).await;
     let p = engine.current();
     let c = gemma_cost(&p);
     assert!(c.is_none(), "never loaded yet: {c:?}");
-    poll(&tracker, &mut rx, first, (600, 1200), set).await;
+    poll(&reporter, &mut rx, first, (600, 1200), set).await;
     // Loaded for 5 min: its draw is known (10 idle intervals are enough for a baseline).
     let c = gemma_cost(&engine.current()).unwrap_or_else(|| panic!("gemma3 is listed"));
     assert!(c.loaded);
-    poll(&tracker, &mut rx, first, (1200, 2600), set).await;
+    poll(&reporter, &mut rx, first, (1200, 2600), set).await;
     let p = wait_for(&mut rx, |p| {
         p.resident.iter().any(|r| r.idle_watts.is_some())
     })
@@ -139,7 +139,7 @@ async fn an_unload_is_recorded_and_said_once() {
     );
     let mut rx = engine.subscribe();
     let seq = wait_for(&mut rx, |p| p.seq > 1).await.low_power_seq;
-    engine.reader().tracker().report_unload(Unload {
+    engine.reader().reporter().unloaded(Unload {
         t: 0.0,
         server: "http://127.0.0.1:11434".into(),
         unloaded: vec!["gemma3:latest".into()],
