@@ -24,6 +24,8 @@ pub struct LowPower {
     seq: u64,
     os_power: Arc<Mutex<OsPowerMode>>,
     os_low_power_mode: Arc<Mutex<Option<bool>>>,
+    /// Counts the times the mode switched on: what acts on it waits here, woken only then.
+    engaged: tokio::sync::watch::Sender<u64>,
 }
 
 impl LowPower {
@@ -38,6 +40,7 @@ impl LowPower {
             seq: 0,
             os_power: Arc::new(Mutex::new(OsPowerMode::new(os_power))),
             os_low_power_mode: Arc::new(Mutex::new(None)),
+            engaged: tokio::sync::watch::Sender::new(0),
         };
         watch_macos_low_power_mode(&low_power.os_low_power_mode);
         low_power
@@ -86,6 +89,14 @@ impl LowPower {
             });
         }
         self.push(t.message.clone());
+        if t.state.enabled {
+            self.engaged.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// Changes each time the mode switches on, and only then.
+    pub fn engagements(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.engaged.subscribe()
     }
 
     /// Says something low-power mode did (an unload), once, as its next event.

@@ -41,13 +41,13 @@ impl Engine {
                 let _ = reply.send(self.record_external(*e));
             }
             // Answered by `run` once nothing of it is pending, after the state is published.
-            Command::AwaitSettled(id, reply) => self.requests.await_settled(id, reply),
+            Command::AwaitSettled(id, reply) => self.inference.requests.await_settled(id, reply),
             Command::ResetSession => {
                 let currency = self.prefs.currency.clone();
                 self.reset_session(&currency);
             }
             Command::Shutdown(done) => {
-                let session = self.accounting.totals(&self.prefs.currency);
+                let session = self.meter.accounting.totals(&self.prefs.currency);
                 let written = self.recorder.end(&session, self.clock.unix());
                 self.lock = None;
                 let _ = done.send(written);
@@ -61,9 +61,9 @@ impl Engine {
     fn reset_session(&mut self, currency: &wattbar_core::Currency) {
         self.sample();
         let now = self.clock.unix();
-        let ended = self.accounting.totals(&self.prefs.currency);
+        let ended = self.meter.accounting.totals(&self.prefs.currency);
         self.recorder.new_session(&ended, now, currency.as_str());
-        self.accounting.reset(now);
+        self.meter.accounting.reset(now);
     }
 
     /// One field, from the engine's own preferences; saved before it is applied, so what is in
@@ -80,7 +80,7 @@ impl Engine {
         next.set_field(key, value).map_err(Error::Invalid)?;
         next.validate().map_err(Error::Invalid)?;
         next.tariff_schedule().map_err(Error::Invalid)?;
-        if let Some(path) = &self.preferences_file {
+        if let Some(path) = &self.files.preferences {
             crate::prefs_file::save_field(path, &next, key)?;
         }
         self.set_preferences(next)?;
@@ -98,14 +98,16 @@ impl Engine {
                     // A session's cost is in one currency: a new currency starts a new session.
                     self.reset_session(&next.currency);
                 }
-                self.accounting.set_prices(tariffs, next.carbon_g_per_kwh);
-                self.accounting.set_interval(next.interval());
+                self.meter
+                    .accounting
+                    .set_prices(tariffs, next.carbon_g_per_kwh);
+                self.meter.accounting.set_interval(next.interval());
                 self.low_power.set_config(next.low_power.clone());
-                self.book.set_ceiling(next.score_ceiling);
+                self.inference.book.set_ceiling(next.score_ceiling);
                 self.prefs = next;
                 self.measured_changed();
                 let period = self.period();
-                self.accounting.set_interval(period);
+                self.meter.accounting.set_interval(period);
                 Ok(())
             }
             Err(e) => {
@@ -120,9 +122,6 @@ impl Engine {
         self.low_power
             .changed(t, &self.prefs.low_power, self.prefs.low_power.os_power_mode);
         self.recorder.record_low_power(&t.state, &t.message);
-        if t.state.enabled {
-            self.engaged.send_modify(|n| *n += 1);
-        }
     }
 
     /// A record for work a client measured itself, over a window that has ended.
@@ -137,13 +136,19 @@ impl Engine {
                 e.end - now
             )));
         }
-        if self.last_stamp.is_none_or(|l| l.unix_seconds < e.end) {
+        if self.meter.last.is_none_or(|l| l.unix_seconds < e.end) {
             self.sample();
         }
-        let last = self.last_stamp.unwrap_or_else(|| self.stamp());
+        let last = self.meter.last.unwrap_or_else(|| self.stamp());
         let record = self
+            .inference
             .book
-            .external(e, self.ids.take(), last, &self.requests.open())
+            .external(
+                e,
+                self.inference.ids.take(),
+                last,
+                &self.inference.requests.open(),
+            )
             .ok_or_else(|| Error::Refused("the record could not be made".into()))?;
         self.recorder
             .record_inference(std::slice::from_ref(&record));
@@ -154,17 +159,17 @@ impl Engine {
     /// Writes the low-power view to the advice file when it changed: a whole new file renamed
     /// over the old one, so a reader never sees half of it.
     pub(super) fn write_advice(&mut self) {
-        let Some(path) = self.advice_file.as_ref() else {
+        let Some(path) = self.files.advice.as_ref() else {
             return;
         };
         let view = crate::view::LowPowerView::from_parts(
             self.low_power.state(),
             self.low_power.advice(),
             self.prefs.low_power.action,
-            &self.book.view().routed,
+            &self.inference.book.view().routed,
             self.low_power.event(),
         );
-        if self.advice_written.as_ref() == Some(&view) {
+        if self.files.advice_written.as_ref() == Some(&view) {
             return;
         }
         let Ok(json) = serde_json::to_string(&view) else {
@@ -177,10 +182,10 @@ impl Engine {
             .and_then(|()| std::fs::write(&tmp, format!("{json}\n")))
             .and_then(|()| std::fs::rename(&tmp, path));
         match written {
-            Ok(()) => self.advice_written = Some(view),
+            Ok(()) => self.files.advice_written = Some(view),
             Err(e) => {
                 tracing::warn!("{}: {e}", path.display());
-                self.advice_file = None;
+                self.files.advice = None;
             }
         }
     }

@@ -15,12 +15,14 @@
 //! applies what readers ask. Both act on the one [`Engine`] state below.
 
 mod commands;
+mod meter;
+mod programs;
 mod residency;
 mod sampling;
 #[cfg(test)]
 mod tests;
 
-use crate::accounting::{Accounting, LocalWeek};
+use crate::accounting::Accounting;
 use crate::command::Command;
 use crate::error::Error;
 use crate::handle::{EngineHandle, EngineReader};
@@ -28,18 +30,20 @@ use crate::inference::book::{BASELINE_EVERY, BASELINE_SPAN};
 use crate::inference::{Book, RecordIds, Reporter, RequestEvent, Requests};
 use crate::lock::EngineLock;
 use crate::low_power::LowPower;
-use crate::programs::{ProgramMeter, ProgramsView};
-use crate::published::{Published, Recent};
+use crate::programs::ProgramMeter;
+use crate::published::Published;
 use crate::recorder::Recorder;
 use crate::time::clock::{Clock, SystemClock};
 use crate::time::inbox::{Inbox, Woken};
-use std::collections::{BTreeMap, VecDeque};
+use meter::Meter;
+use programs::Programs;
+use residency::Resident;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
-use wattbar_core::inference::resident::{Residency, ResidentCost};
-use wattbar_core::{Chain, Part, Preferences, Snapshot, Stamp, Tariffs};
+use wattbar_core::inference::resident::Residency;
+use wattbar_core::{Chain, Preferences, Stamp, Tariffs};
 
 /// The sampling period while a request is in flight, unless the sources update slower.
 pub const INFERENCE_INTERVAL: Duration = Duration::from_millis(100);
@@ -100,45 +104,51 @@ impl EngineConfig {
     }
 }
 
+/// The engine's state: the chain and the clock it samples with, the preferences it owns, and one
+/// field per stage of a sample ([`sampling`]), each owning its own state.
 pub(crate) struct Engine {
     chain: Chain,
     clock: Arc<dyn Clock>,
     prefs: Preferences,
-    accounting: Accounting,
-    local_week: LocalWeek,
+    meter: Meter,
     recorder: Recorder,
     low_power: LowPower,
-    snapshot: Option<Snapshot>,
-    /// What each owned part has added since the engine started.
-    part_totals: BTreeMap<Part, f64>,
-    last_stamp: Option<Stamp>,
-    seq: u64,
-    recent: Recent,
-    sources: Vec<String>,
+    inference: Inference,
+    resident: Resident,
+    programs: Programs,
+    files: Files,
     /// Held until the last batch is written; released before shutdown answers.
     lock: Option<EngineLock>,
-    /// The requests the proxy reported, owned here alone.
+    publication: Publication,
+}
+
+/// The requests the proxy reported, owned here alone, and the book that makes their records.
+struct Inference {
     requests: Requests,
     ids: RecordIds,
     book: Book,
-    advice_file: Option<PathBuf>,
-    /// The advice as last written to `advice_file`.
+}
+
+/// The files the engine keeps current for others.
+struct Files {
+    /// Where the low-power advice is written ([`EngineConfig::advice_file`]).
+    advice: Option<PathBuf>,
+    /// The advice as last written there.
     advice_written: Option<crate::view::LowPowerView>,
-    preferences_file: Option<PathBuf>,
+    /// Where a preference set one field at a time is saved.
+    preferences: Option<PathBuf>,
+}
+
+/// What publishing needs beyond the stages' own state.
+struct Publication {
+    seq: u64,
+    /// The chain's source ids, in order.
+    sources: Vec<String>,
     /// Start-up's notice ([`EngineConfig::notice`]).
     start_notice: Option<String>,
     /// Answers to send once the state they caused is published, so that whoever is answered
     /// reads that state, not the one before.
     answers: Vec<Box<dyn FnOnce() + Send>>,
-    /// Counts the times low-power mode switched on: what acts on it waits here, woken only then.
-    engaged: watch::Sender<u64>,
-    residency: Residency,
-    /// The proxy read the loaded models at the last sample.
-    residency_followed: bool,
-    /// What each resident model costs, as of the last sample.
-    resident: Arc<[ResidentCost]>,
-    programs: ProgramMeter,
-    programs_view: Arc<ProgramsView>,
 }
 
 enum Work {
@@ -157,7 +167,7 @@ impl Engine {
     fn run(&mut self, work: Work) {
         self.work(work);
         self.write_advice();
-        for reply in self.requests.take_answerable() {
+        for reply in self.inference.requests.take_answerable() {
             self.after_publish(move || {
                 let _ = reply.send(());
             });
@@ -165,7 +175,7 @@ impl Engine {
     }
 
     fn after_publish(&mut self, answer: impl FnOnce() + Send + 'static) {
-        self.answers.push(Box::new(answer));
+        self.publication.answers.push(Box::new(answer));
     }
 
     fn work(&mut self, work: Work) {
@@ -176,7 +186,7 @@ impl Engine {
                 for event in events {
                     match event {
                         RequestEvent::Unloaded(u) => self.unloaded(&u),
-                        event => started_or_ended |= self.requests.apply(event),
+                        event => started_or_ended |= self.inference.requests.apply(event),
                     }
                 }
                 if !started_or_ended {
@@ -186,10 +196,11 @@ impl Engine {
                 // flood of short requests must not become a flood of samples. A request whose
                 // client waits for its receipt is settled at once: that client pays the sample.
                 let since = self
-                    .last_stamp
+                    .meter
+                    .last
                     .map(|l| self.clock.elapsed().saturating_sub(l.monotonic));
                 let fast = self.fast_period();
-                if since.is_none_or(|s| s >= fast) || self.requests.urgent() {
+                if since.is_none_or(|s| s >= fast) || self.inference.requests.urgent() {
                     self.sample();
                 }
             }
@@ -198,17 +209,18 @@ impl Engine {
     }
 
     fn published(&mut self) -> Arc<Published> {
-        self.seq += 1;
+        self.publication.seq += 1;
         Arc::new(Published {
-            seq: self.seq,
-            snapshot: self.snapshot.clone(),
+            seq: self.publication.seq,
+            snapshot: self.meter.snapshot.clone(),
             part_totals: self
+                .meter
                 .part_totals
                 .iter()
                 .map(|(part, joules)| (part.clone(), *joules))
                 .collect(),
-            session: self.accounting.totals(&self.prefs.currency),
-            energy_method: self.accounting.method(),
+            session: self.meter.accounting.totals(&self.prefs.currency),
+            energy_method: self.meter.accounting.method(),
             low_power: self.low_power.state().clone(),
             advice: self.low_power.advice().clone(),
             low_power_event: self.low_power.event().cloned(),
@@ -221,20 +233,20 @@ impl Engine {
             period_ms: u64::try_from(self.period().as_millis()).unwrap_or(u64::MAX),
             totals: self.recorder.totals(self.clock.unix()),
             lifetime_by_domain: self.recorder.lifetime_by_domain(),
-            sources: self.sources.clone(),
+            sources: self.publication.sources.clone(),
             reads: self.chain.counters(),
             notice: self
                 .recorder
                 .notice()
-                .or(self.start_notice.as_ref())
+                .or(self.publication.start_notice.as_ref())
                 .cloned(),
             alerts: self.recorder.alerts().to_vec(),
             alert_seq: self.recorder.alert_seq(),
-            inference: self.book.view(),
-            inflight: self.requests.inflight(),
-            models_in_flight: self.requests.models_in_flight(),
-            resident: Arc::clone(&self.resident),
-            programs: Arc::clone(&self.programs_view),
+            inference: self.inference.book.view(),
+            inflight: self.inference.requests.inflight(),
+            models_in_flight: self.inference.requests.models_in_flight(),
+            resident: Arc::clone(&self.resident.costs),
+            programs: Arc::clone(&self.programs.view),
         })
     }
 }
@@ -284,9 +296,9 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         BASELINE_EVERY.as_secs_f64(),
         recorder.restored_residency(started),
     );
-    // What the store kept is shown from the start, before the proxy reads the loaded models.
-    let resident = Arc::from(
-        residency.costs(accounting.price_per_kwh(crate::accounting::local_week_seconds(started))),
+    let resident = Resident::new(
+        residency,
+        accounting.price_per_kwh(crate::accounting::local_week_seconds(started)),
     );
     let programs = ProgramMeter::new(
         &config.proc_root,
@@ -303,42 +315,39 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
     );
     let timer_clock = Arc::clone(&clock);
     let chain = chain.with_timer(Box::new(move || timer_clock.elapsed()));
+    let engaged = low_power.engagements();
     let mut engine = Engine {
-        sources: chain.ids(),
+        publication: Publication {
+            seq: 0,
+            sources: chain.ids(),
+            start_notice: config.notice,
+            answers: Vec::new(),
+        },
         chain,
         clock,
         prefs: config.prefs,
-        accounting,
-        local_week: LocalWeek::default(),
+        meter: Meter::new(accounting),
         recorder,
         low_power,
-        snapshot: None,
-        part_totals: BTreeMap::new(),
-        last_stamp: None,
-        seq: 0,
-        recent: Arc::new(Mutex::new(VecDeque::new())),
-        lock,
-        requests: Requests::default(),
-        ids: ids.clone(),
-        book,
-        advice_file: config.advice_file,
-        advice_written: None,
-        preferences_file: config.preferences_file,
-        start_notice: config.notice,
-        answers: Vec::new(),
-        engaged: watch::Sender::new(0),
-        residency,
-        residency_followed: false,
+        inference: Inference {
+            requests: Requests::default(),
+            ids: ids.clone(),
+            book,
+        },
         resident,
-        programs,
-        programs_view: Arc::default(),
+        programs: Programs::new(programs),
+        files: Files {
+            advice: config.advice_file,
+            advice_written: None,
+            preferences: config.preferences_file,
+        },
+        lock,
     };
-    let engaged = engine.engaged.subscribe();
     engine.write_advice();
     engine.measured_changed();
-    let recent = engine.recent.clone();
-    let intervals = engine.book.intervals();
-    let records = engine.book.records();
+    let recent = engine.meter.recent.clone();
+    let intervals = engine.inference.book.intervals();
+    let records = engine.inference.book.records();
     let inbox = Arc::new(Inbox::default());
     let reporter = Reporter::new(Arc::clone(&inbox), Arc::clone(&engine.clock), ids);
     let (state_tx, state_rx) = watch::channel(engine.published());
@@ -400,7 +409,7 @@ fn run_engine(mut engine: Engine, inbox: &Inbox, state: &watch::Sender<Arc<Publi
         if state.send(engine.published()).is_err() {
             break;
         }
-        for answer in engine.answers.drain(..) {
+        for answer in engine.publication.answers.drain(..) {
             answer();
         }
     }

@@ -7,35 +7,54 @@
 
 use super::Engine;
 use std::sync::Arc;
-use wattbar_core::inference::resident::{Step, Unload};
+use wattbar_core::inference::resident::{Residency, ResidentCost, Step, Unload};
 use wattbar_core::inference::Interval;
+
+pub(super) struct Resident {
+    pub residency: Residency,
+    /// The proxy had read the loaded models at the last sample.
+    pub followed: bool,
+    /// What each resident model costs, as of the last sample.
+    pub costs: Arc<[ResidentCost]>,
+}
+
+impl Resident {
+    pub fn new(residency: Residency, price_per_kwh: f64) -> Self {
+        // What the store kept is shown from the start, before the proxy reads the loaded models.
+        let costs = Arc::from(residency.costs(price_per_kwh));
+        Resident {
+            residency,
+            followed: false,
+            costs,
+        }
+    }
+}
 
 impl Engine {
     /// Hands `interval` (ended at the latest sample) to residency; `busy`: a request was in
     /// flight during it.
     pub(super) fn follow_residency(&mut self, interval: &Interval, busy: bool, week_seconds: f64) {
-        let loaded = self
-            .requests
-            .loaded(self.clock.elapsed())
-            .map(<[_]>::to_vec);
-        if loaded.is_none() && !self.residency_followed {
+        let now = self.clock.elapsed();
+        let loaded = self.inference.requests.loaded(now);
+        let resident = &mut self.resident;
+        if loaded.is_none() && !resident.followed {
             return;
         }
-        self.residency_followed = loaded.is_some();
+        resident.followed = loaded.is_some();
         let (day, _) = crate::store::local_day_month(interval.unix_end);
-        let price = self.accounting.price_per_kwh(week_seconds);
-        self.residency.push(Step {
+        let price = self.meter.accounting.price_per_kwh(week_seconds);
+        resident.residency.push(Step {
             interval,
-            loaded: loaded.as_deref(),
+            loaded,
             busy,
             day: &day,
             price_per_kwh: price,
         });
-        let (sets, days) = self.residency.take_changes();
+        let (sets, days) = resident.residency.take_changes();
         if !sets.is_empty() || !days.is_empty() {
             self.recorder.record_residency(sets, days);
         }
-        self.resident = Arc::from(self.residency.costs(price));
+        resident.costs = Arc::from(resident.residency.costs(price));
     }
 
     /// Records an unload the proxy reported and says it once.

@@ -1,0 +1,151 @@
+//! The first stage of each sample: a snapshot is accounted (session, cost, per domain and part)
+//! and becomes the interval since the sample before, which every later stage observes.
+//!
+//! Rules:
+//! - An interval exists only between two samples no further apart than the gap threshold: a
+//!   suspend or a stall is a gap, never energy.
+//! - Its headline energy is `None` unless both ends measured one: absent is not zero.
+//! - The wall clock labels samples and never moves energy; a step of it is said once.
+
+use super::WALL_STEP_SECONDS;
+use crate::accounting::{Accounting, LocalWeek, Step};
+use crate::published::{remember, Point, Recent};
+use crate::store::Row;
+use std::collections::BTreeMap;
+use wattbar_core::inference::Interval;
+use wattbar_core::{Part, Snapshot, Stamp};
+
+/// Energy and cost as accounted, and the last sample.
+pub(super) struct Meter {
+    pub accounting: Accounting,
+    pub local_week: LocalWeek,
+    /// What each owned part has added since the engine started.
+    pub part_totals: BTreeMap<Part, f64>,
+    pub last: Option<Stamp>,
+    pub snapshot: Option<Snapshot>,
+    /// The last minutes of headline watts, for sparklines.
+    pub recent: Recent,
+}
+
+/// One sample, accounted: what every later stage of the sample observes.
+pub(super) struct Sampled {
+    pub at: Stamp,
+    pub snapshot: Snapshot,
+    pub step: Step,
+    /// Since the sample before; `None` for a first sample or after a gap.
+    pub interval: Option<Interval>,
+    /// Its length; 0 without one.
+    pub seconds: f64,
+    /// Local time since Monday 00:00, for tariffs.
+    pub week_seconds: f64,
+}
+
+impl Meter {
+    pub fn new(accounting: Accounting) -> Self {
+        Meter {
+            accounting,
+            local_week: LocalWeek::default(),
+            part_totals: BTreeMap::new(),
+            last: None,
+            snapshot: None,
+            recent: Recent::default(),
+        }
+    }
+
+    /// Accounts `snapshot`, taken at `at`.
+    pub fn take(&mut self, at: Stamp, snapshot: Snapshot) -> Sampled {
+        let prev = self.last;
+        self.notice_wall_step(at);
+        let week_seconds = self.local_week.at(at.unix_seconds);
+        let step = self.accounting.push(&snapshot, week_seconds);
+        if step.clamped {
+            tracing::warn!(
+                watts = snapshot.headline_watts().map(|w| w.0),
+                "absurd power clamped to 100 kW: a broken sensor or a bogus unit"
+            );
+        }
+        let measured_before = self.snapshot.as_ref().is_some_and(|s| s.headline.is_some());
+        let prev = prev.filter(|p| {
+            at.monotonic.saturating_sub(p.monotonic) <= self.accounting.gap_threshold()
+        });
+        let seconds = prev.map_or(0.0, |p| {
+            at.monotonic.saturating_sub(p.monotonic).as_secs_f64()
+        });
+        let interval = prev.map(|prev| {
+            let headline = snapshot.headline.as_ref().filter(|_| measured_before);
+            Interval {
+                start: prev.monotonic.as_secs_f64(),
+                end: at.monotonic.as_secs_f64(),
+                unix_start: prev.unix_seconds,
+                unix_end: at.unix_seconds,
+                joules: headline.map(|_| step.headline.joules.0),
+                by_domain: step
+                    .by_domain
+                    .iter()
+                    .map(|(d, j)| (d.as_str().to_string(), j.0))
+                    .collect(),
+                quality: headline.map(|h| h.quality),
+                source: headline.map(|h| h.source.clone()),
+                method: headline.map(|_| step.method),
+            }
+        });
+        Sampled {
+            at,
+            snapshot,
+            step,
+            interval,
+            seconds,
+            week_seconds,
+        }
+    }
+
+    /// Keeps `s` as the last sample, once every stage has seen it.
+    pub fn keep(&mut self, s: Sampled) {
+        remember(
+            &self.recent,
+            Point {
+                t: s.at.unix_seconds,
+                watts: s.snapshot.headline_watts().map(|w| w.0),
+            },
+        );
+        for (part, joules) in s.step.by_part {
+            *self.part_totals.entry(part).or_default() += joules.0;
+        }
+        self.snapshot = Some(s.snapshot);
+    }
+
+    /// Says when the wall clock was stepped (NTP, the user): labels move, energy does not.
+    fn notice_wall_step(&mut self, at: Stamp) {
+        if let Some(last) = self.last {
+            let elapsed = at.monotonic.saturating_sub(last.monotonic).as_secs_f64();
+            let wall = at.unix_seconds - last.unix_seconds;
+            if (wall - elapsed).abs() > WALL_STEP_SECONDS {
+                tracing::info!(
+                    seconds = wall - elapsed,
+                    "the wall clock was stepped; energy is unaffected"
+                );
+            }
+        }
+        self.last = Some(at);
+    }
+}
+
+impl Sampled {
+    /// The ledger's row for this sample, priced in `currency`.
+    pub fn row(&self, currency: &str) -> Row {
+        Row {
+            t: self.at.unix_seconds,
+            seconds: self.seconds,
+            watts: self.snapshot.headline_watts().map(|w| w.0),
+            joules: self.step.headline.joules.0,
+            cost: self.step.headline.cost,
+            by_domain: self
+                .step
+                .by_domain
+                .iter()
+                .map(|(d, j)| (d.as_str().to_string(), j.0))
+                .collect(),
+            currency: currency.to_string(),
+        }
+    }
+}
