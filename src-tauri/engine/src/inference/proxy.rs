@@ -59,7 +59,7 @@ pub use origins::Origins;
 pub use peek::{MAX_HELD_BYTES, MAX_PEEK_BYTES};
 pub use upstream::{default_upstream, Upstream, DEFAULT_UPSTREAM};
 
-use super::events::{InFlight, Reporter};
+use super::reporter::{InFlight, Reporter};
 use crate::api::HostGuard;
 use crate::published::Published;
 use body::{error_chain, full};

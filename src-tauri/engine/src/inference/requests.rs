@@ -183,7 +183,8 @@ impl Requests {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inference::events::{RecordIds, Reporter};
+    use crate::inference::events::RecordIds;
+    use crate::inference::reporter::Reporter;
     use crate::time::clock::{Clock, ManualClock};
     use crate::time::inbox::{Inbox, Woken};
     use wattbar_core::inference::{Route, ServerFigures, Status};

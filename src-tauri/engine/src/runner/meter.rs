@@ -7,13 +7,15 @@
 //! - Its headline energy is `None` unless both ends measured one: absent is not zero.
 //! - The wall clock labels samples and never moves energy; a step of it is said once.
 
-use super::WALL_STEP_SECONDS;
 use crate::accounting::{Accounting, LocalWeek, Step};
 use crate::published::{remember, Point, Recent};
 use crate::store::Row;
 use std::collections::BTreeMap;
 use wattbar_core::inference::Interval;
 use wattbar_core::{Part, Snapshot, Stamp};
+
+/// A wall clock that moved this much more or less than elapsed time was stepped.
+const WALL_STEP_SECONDS: f64 = 2.0;
 
 /// Energy and cost as accounted, and the last sample.
 pub(super) struct Meter {

@@ -18,6 +18,7 @@ mod commands;
 mod meter;
 mod programs;
 mod residency;
+mod resident;
 mod sampling;
 #[cfg(test)]
 mod tests;
@@ -37,7 +38,7 @@ use crate::time::clock::{Clock, SystemClock};
 use crate::time::inbox::{Inbox, Woken};
 use meter::Meter;
 use programs::Programs;
-use residency::Resident;
+use resident::Resident;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,9 +51,6 @@ pub const INFERENCE_INTERVAL: Duration = Duration::from_millis(100);
 
 /// How often pending samples are written to the store.
 pub const DEFAULT_BATCH_INTERVAL: Duration = Duration::from_secs(10);
-
-/// A wall clock that moved this much more or less than elapsed time was stepped.
-const WALL_STEP_SECONDS: f64 = 2.0;
 
 #[derive(Clone)]
 pub struct EngineConfig {

@@ -6,7 +6,7 @@
 //! `done: true` line, OpenAI's `data: [DONE]`): that frame is held while the engine samples and
 //! makes the record, then goes on with the receipt in it.
 
-use super::super::events::InFlight;
+use super::super::reporter::InFlight;
 use super::body::{error_chain, BoxError};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
