@@ -6,7 +6,7 @@
 use crate::command::Command;
 use crate::error::Error;
 use crate::ledger_reader::LedgerReader;
-use crate::published::{Point, Published, Recent};
+use crate::published::{Point, Published};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{oneshot, watch};
@@ -35,13 +35,10 @@ pub enum Found {
 #[derive(Clone)]
 pub struct EngineReader {
     pub(crate) state: watch::Receiver<Arc<Published>>,
-    pub(crate) recent: Recent,
     pub(crate) commands: Arc<crate::time::inbox::Inbox>,
     /// The ledger, read-only for readers.
     pub(crate) ledger: Option<LedgerReader>,
     pub(crate) reporter: crate::inference::Reporter,
-    pub(crate) intervals: crate::inference::book::Intervals,
-    pub(crate) records: crate::inference::book::Records,
     /// Changes each time low-power mode switches on, and only then.
     pub(crate) engaged: watch::Receiver<u64>,
 }
@@ -86,10 +83,7 @@ impl EngineReader {
     /// The energy of a wall-clock window: exact at the sampling resolution over the last
     /// [`WINDOW_KEEP`](crate::inference::book::WINDOW_KEEP), from the stored samples before.
     pub async fn energy(&self, from: f64, to: f64) -> Result<WindowEnergy, Error> {
-        let mut intervals: Vec<Interval> = {
-            let kept = self.intervals.lock().unwrap_or_else(|e| e.into_inner());
-            kept.iter().cloned().collect()
-        };
+        let mut intervals: Vec<Interval> = self.current().intervals.iter().cloned().collect();
         let kept_from = intervals.first().map_or(f64::INFINITY, |i| i.unix_start);
         if from < kept_from {
             if let Some(ledger) = &self.ledger {
@@ -133,8 +127,9 @@ impl EngineReader {
     /// last [`WINDOW_KEEP`](crate::inference::book::WINDOW_KEEP): for a reader that keeps its own
     /// record of a longer stretch.
     pub fn intervals_after(&self, after: f64) -> Vec<Interval> {
-        let kept = self.intervals.lock().unwrap_or_else(|e| e.into_inner());
-        kept.iter()
+        self.current()
+            .intervals
+            .iter()
             .filter(|i| i.unix_end > after)
             .cloned()
             .collect()
@@ -151,8 +146,9 @@ impl EngineReader {
                 return Ok(records);
             }
         }
-        let kept = self.records.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(kept
+        Ok(self
+            .current()
+            .records
             .iter()
             .rev()
             .filter(|r| r.end >= since)
@@ -172,9 +168,8 @@ impl EngineReader {
             Ok(Ok(())) => {}
         }
         let kept = self
+            .current()
             .records
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
             .iter()
             .rev()
             .find(|r| r.id == id)
@@ -210,8 +205,7 @@ impl EngineReader {
 
     /// Headline watts over the last [`RECENT_WINDOW`](crate::published::RECENT_WINDOW), oldest first.
     pub fn recent(&self) -> Vec<Point> {
-        let guard = self.recent.lock().unwrap_or_else(|e| e.into_inner());
-        guard.iter().copied().collect()
+        self.current().history.iter().copied().collect()
     }
 
     pub fn send(&self, command: Command) -> Result<(), Error> {

@@ -29,6 +29,7 @@ pub mod programs;
 pub mod published;
 pub mod recorder;
 pub mod report;
+pub mod ring;
 pub mod runner;
 pub mod setup;
 pub mod store;

@@ -1,14 +1,14 @@
-//! What readers see: the state the engine publishes after every sample or command, and the
-//! recent-watts history kept beside it for sparklines.
+//! What readers see: the state the engine publishes after every sample or command, with the
+//! histories readers need inside it (recent watts, intervals, records) as shared rings.
 //!
 //! Rule: this is the whole of the engine's output. Tray, UI, API and CLI read it and nothing
 //! else; it is built on the engine thread and handed out behind an `Arc`, never changed after.
 
 use crate::budget::BudgetAlert;
 use crate::ledger::LedgerTotals;
+use crate::ring::{Ring, Shared};
 use serde::Serialize;
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use wattbar_core::inference::resident::ResidentCost;
 use wattbar_core::meter::Method;
@@ -77,6 +77,17 @@ pub struct Published {
     pub resident: Arc<[ResidentCost]>,
     /// Energy per program, as of the last process read.
     pub programs: Arc<crate::programs::ProgramsView>,
+    /// Headline watts over the last [`RECENT_WINDOW`], oldest first.
+    #[serde(skip)]
+    pub history: Shared<Point>,
+    /// The measured intervals of the last
+    /// [`WINDOW_KEEP`](crate::inference::book::WINDOW_KEEP), oldest first.
+    #[serde(skip)]
+    pub intervals: Shared<wattbar_core::inference::Interval>,
+    /// The last [`RECENT_RECORDS`](crate::inference::book::RECENT_RECORDS) inference records,
+    /// oldest first.
+    #[serde(skip)]
+    pub records: Shared<wattbar_core::inference::Record>,
 }
 
 /// One point of the recent-watts history.
@@ -91,12 +102,9 @@ pub struct Point {
 /// How much recent history the engine keeps for sparklines.
 pub const RECENT_WINDOW: Duration = Duration::from_secs(5 * 60);
 
-pub(crate) type Recent = Arc<Mutex<VecDeque<Point>>>;
-
 /// Adds a point and forgets what is older than [`RECENT_WINDOW`] or, after the wall clock went
 /// back, newer than the point itself.
-pub(crate) fn remember(recent: &Recent, point: Point) {
-    let mut recent = recent.lock().unwrap_or_else(|e| e.into_inner());
+pub(crate) fn remember(recent: &mut Ring<Point>, point: Point) {
     while recent.back().is_some_and(|p| p.t > point.t) {
         recent.pop_back();
     }
@@ -113,22 +121,18 @@ mod tests {
 
     #[test]
     fn recent_points_older_than_the_window_or_after_a_backward_step_are_forgotten() {
-        let recent: Recent = Arc::new(Mutex::new(VecDeque::new()));
+        let mut recent = Ring::default();
         let at = |t: f64| Point {
             t,
             watts: Some(1.0),
         };
         for t in [0.0, 100.0, 200.0, 301.0] {
-            remember(&recent, at(t));
+            remember(&mut recent, at(t));
         }
-        let ts = |r: &Recent| {
-            r.lock()
-                .map(|g| g.iter().map(|p| p.t).collect::<Vec<_>>())
-                .unwrap_or_default()
-        };
+        let ts = |r: &Ring<Point>| r.iter().map(|p| p.t).collect::<Vec<_>>();
         assert_eq!(ts(&recent), vec![100.0, 200.0, 301.0]);
         // The wall clock went back by 150 s.
-        remember(&recent, at(151.0));
+        remember(&mut recent, at(151.0));
         assert_eq!(ts(&recent), vec![100.0, 151.0]);
     }
 }

@@ -198,6 +198,9 @@ pub(crate) mod tests {
             inference: Default::default(),
             inflight: 0,
             models_in_flight: Vec::new().into(),
+            history: Default::default(),
+            intervals: Default::default(),
+            records: Default::default(),
             resident: Vec::new().into(),
             programs: Default::default(),
         }

@@ -13,9 +13,10 @@
 
 use super::events::{Finished, Open};
 use crate::command::External;
+use crate::ring::{Ring, Shared};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use wattbar_core::inference::{
     attribute_held, idle_baseline, is_remote_model, Baseline, Claims, Interval, ModelStats,
@@ -34,9 +35,6 @@ pub const RECENT_RECORDS: usize = 1000;
 pub const SHOWN_RECORDS: usize = 10;
 /// Records the mean score (and so the advice) is taken over.
 pub const SCORED_RECORDS: usize = 10;
-
-pub type Intervals = Arc<Mutex<VecDeque<Interval>>>;
-pub type Records = Arc<Mutex<VecDeque<Record>>>;
 
 /// What readers see of inference, rebuilt when a record arrives or the baseline changes.
 #[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
@@ -73,12 +71,13 @@ pub struct Restored {
 }
 
 pub struct Book {
-    intervals: Intervals,
+    intervals: Ring<Interval>,
     /// Windows of requests settled within [`WINDOW_KEEP`], for their neighbours' shares.
     closed: VecDeque<Window>,
     /// What the records settled within [`WINDOW_KEEP`] hold.
     claims: Claims,
-    records: Records,
+    /// The last [`RECENT_RECORDS`], oldest first.
+    records: Ring<Record>,
     models: BTreeMap<String, ModelStats>,
     routed: Routed,
     baseline: Option<Baseline>,
@@ -102,10 +101,10 @@ impl Book {
             .map(|r| r.id + 1)
             .fold(restored.next_id.max(1), u64::max);
         let mut book = Book {
-            intervals: Arc::default(),
+            intervals: Ring::default(),
             closed: VecDeque::new(),
             claims: Claims::default(),
-            records: Arc::new(Mutex::new(restored.records.into())),
+            records: Ring::from_items(restored.records),
             models: restored
                 .models
                 .into_iter()
@@ -123,12 +122,14 @@ impl Book {
         book
     }
 
-    pub fn intervals(&self) -> Intervals {
-        Arc::clone(&self.intervals)
+    /// The intervals of the last [`WINDOW_KEEP`], as readers see them.
+    pub fn intervals(&mut self) -> Shared<Interval> {
+        self.intervals.shared()
     }
 
-    pub fn records(&self) -> Records {
-        Arc::clone(&self.records)
+    /// The last [`RECENT_RECORDS`] records, as readers see them.
+    pub fn records(&mut self) -> Shared<Record> {
+        self.records.shared()
     }
 
     /// The first record id the ledger had not given when the book was opened: [`super::RecordIds`] gives
@@ -164,30 +165,19 @@ impl Book {
         self.rebuild_view();
     }
 
-    fn lock_records(&self) -> std::sync::MutexGuard<'_, VecDeque<Record>> {
-        self.records.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn lock_intervals(&self) -> std::sync::MutexGuard<'_, VecDeque<Interval>> {
-        self.intervals.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Adds the interval that ended at the latest sample; forgets old ones; takes the baseline
     /// again when due. `open` are the requests in flight.
     pub fn push_interval(&mut self, interval: Interval, open: &[Open]) {
         let now = interval.end;
-        {
-            let mut all = self.lock_intervals();
-            while all.back().is_some_and(|i| i.end > interval.start) {
-                all.pop_back();
-            }
-            all.push_back(interval);
-            let oldest = now - WINDOW_KEEP.as_secs_f64();
-            while all.front().is_some_and(|i| i.end < oldest) {
-                all.pop_front();
-            }
-        }
         let oldest = now - WINDOW_KEEP.as_secs_f64();
+        let all = &mut self.intervals;
+        while all.back().is_some_and(|i| i.end > interval.start) {
+            all.pop_back();
+        }
+        all.push_back(interval);
+        while all.front().is_some_and(|i| i.end < oldest) {
+            all.pop_front();
+        }
         while self
             .closed
             .front()
@@ -203,7 +193,7 @@ impl Book {
             self.baseline_taken = Some(now);
             let from = now - BASELINE_SPAN.as_secs_f64();
             let recent: Vec<Interval> = self
-                .lock_intervals()
+                .intervals
                 .iter()
                 .filter(|i| i.start >= from)
                 .cloned()
@@ -265,10 +255,13 @@ impl Book {
             .filter_map(|(w, _)| w.end)
             .fold(f64::NEG_INFINITY, f64::max);
         let intervals: Vec<Interval> = {
-            let all = self.lock_intervals();
+            let all: Vec<&Interval> = self.intervals.iter().collect();
             let first = all.partition_point(|i| i.end <= lo).saturating_sub(1);
             let last = (all.partition_point(|i| i.start < hi) + 1).min(all.len());
-            all.range(first..last.max(first)).cloned().collect()
+            all[first..last.max(first)]
+                .iter()
+                .map(|i| (*i).clone())
+                .collect()
         };
         let touches = |w: &Window| w.start < hi && w.end.is_none_or(|e| e > lo);
         let settling: Vec<Window> = mine
@@ -357,10 +350,9 @@ impl Book {
     fn remember(&mut self, record: Record) {
         self.add_to_model(&record);
         self.routed.add(&record);
-        let mut recent = self.lock_records();
-        recent.push_back(record);
-        while recent.len() > RECENT_RECORDS {
-            recent.pop_front();
+        self.records.push_back(record);
+        while self.records.len() > RECENT_RECORDS {
+            self.records.pop_front();
         }
     }
 
@@ -373,7 +365,7 @@ impl Book {
     }
 
     fn rebuild_view(&mut self) {
-        let recent = self.lock_records();
+        let recent = &self.records;
         let last = recent.back().cloned();
         let shown: Vec<Record> = recent.iter().rev().take(SHOWN_RECORDS).cloned().collect();
         let scored: Vec<&Record> = recent
@@ -388,7 +380,6 @@ impl Book {
         };
         let score = mean(|r| r.score);
         let tpw = mean(|r| r.tokens_per_second_per_watt);
-        drop(recent);
         let most_efficient_model = self
             .models
             .values()

@@ -8,7 +8,8 @@
 //! - The wall clock labels samples and never moves energy; a step of it is said once.
 
 use crate::accounting::{Accounting, LocalWeek, Step};
-use crate::published::{remember, Point, Recent};
+use crate::published::{remember, Point};
+use crate::ring::Ring;
 use crate::store::Row;
 use std::collections::BTreeMap;
 use wattbar_core::inference::Interval;
@@ -26,7 +27,7 @@ pub(super) struct Meter {
     pub last: Option<Stamp>,
     pub snapshot: Option<Snapshot>,
     /// The last minutes of headline watts, for sparklines.
-    pub recent: Recent,
+    pub recent: Ring<Point>,
 }
 
 /// One sample, accounted: what every later stage of the sample observes.
@@ -50,7 +51,7 @@ impl Meter {
             part_totals: BTreeMap::new(),
             last: None,
             snapshot: None,
-            recent: Recent::default(),
+            recent: Ring::default(),
         }
     }
 
@@ -104,7 +105,7 @@ impl Meter {
     /// Keeps `s` as the last sample, once every stage has seen it.
     pub fn keep(&mut self, s: Sampled) {
         remember(
-            &self.recent,
+            &mut self.recent,
             Point {
                 t: s.at.unix_seconds,
                 watts: s.snapshot.headline_watts().map(|w| w.0),

@@ -245,6 +245,9 @@ impl Engine {
             models_in_flight: self.inference.requests.models_in_flight(),
             resident: Arc::clone(&self.resident.costs),
             programs: Arc::clone(&self.programs.view),
+            history: self.meter.recent.shared(),
+            intervals: self.inference.book.intervals(),
+            records: self.inference.book.records(),
         })
     }
 }
@@ -343,9 +346,6 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
     };
     engine.write_advice();
     engine.measured_changed();
-    let recent = engine.meter.recent.clone();
-    let intervals = engine.inference.book.intervals();
-    let records = engine.inference.book.records();
     let inbox = Arc::new(Inbox::default());
     let reporter = Reporter::new(Arc::clone(&inbox), Arc::clone(&engine.clock), ids);
     let (state_tx, state_rx) = watch::channel(engine.published());
@@ -360,12 +360,9 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
     Ok(EngineHandle {
         reader: EngineReader {
             state: state_rx,
-            recent,
             commands: Arc::clone(&inbox),
             ledger: ledger_path.map(crate::ledger_reader::LedgerReader::new),
             reporter,
-            intervals,
-            records,
             engaged,
         },
         thread: Some(thread),
