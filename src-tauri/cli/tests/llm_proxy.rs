@@ -818,7 +818,7 @@ fn the_cli_says_what_keeping_a_model_loaded_costs_a_day() {
             baseline: None,
             set_baselines: &[set("", 10.0), set("gemma3:latest", 30.0)],
             resident_days: &[day],
-            program_hours: None,
+            ..Default::default()
         };
         store
             .write_batch_with(session, &[], 0.0, 0.0, &also)

@@ -136,25 +136,30 @@ impl EngineReader {
     }
 
     /// Inference records that ended at or after `since`, newest first, at most `limit`: from
-    /// the ledger, or from memory without one.
+    /// the ledger, with those not yet written from memory.
     pub async fn inference(&self, since: f64, limit: usize) -> Result<Vec<Record>, Error> {
-        if let Some(ledger) = &self.ledger {
-            let stored = ledger
-                .read(move |store| Ok(store.inference(since, limit)?))
-                .await?;
-            if let Some(records) = stored {
-                return Ok(records);
-            }
-        }
-        Ok(self
-            .current()
+        let kept = self.current();
+        let mut records: Vec<Record> = kept
             .records
             .iter()
             .rev()
             .filter(|r| r.end >= since)
             .take(limit)
             .cloned()
-            .collect())
+            .collect();
+        if let Some(ledger) = &self.ledger {
+            let stored = ledger
+                .read(move |store| Ok(store.inference(since, limit)?))
+                .await?;
+            if let Some(stored) = stored {
+                let known: std::collections::BTreeSet<u64> = stored.iter().map(|r| r.id).collect();
+                records.retain(|r| !known.contains(&r.id));
+                records.extend(stored);
+                records.sort_by(|a, b| b.end.total_cmp(&a.end).then(b.id.cmp(&a.id)));
+                records.truncate(limit);
+            }
+        }
+        Ok(records)
     }
 
     /// Record `id`: from the records the engine holds, else from the ledger. A request still in

@@ -1,18 +1,40 @@
-//! The engine's side of the store: rows wait in memory and are written in batches.
+//! The engine's side of the store, and its one write path: everything the engine writes waits in
+//! one [`Batch`] and is written in one transaction, every batch interval or at once when a
+//! client waits for it (a receipt, a posted record), ids must be reserved, or the engine stops.
 //!
-//! A failed write is logged, kept for the next batch (up to [`MAX_PENDING`] rows) and shown to
-//! the user; it never stops sampling.
+//! A failed write is logged, kept for the next batch (up to [`MAX_PENDING`] rows and
+//! [`MAX_PENDING_RECORDS`] records) and shown to the user; it never stops sampling.
 
 use crate::store::resident::Also;
 use crate::store::{MovedAside, Row, Store, StoreError, Total};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
-use wattbar_core::inference::resident::{ResidentDay, SetBaseline};
-use wattbar_core::inference::Baseline;
+use wattbar_core::inference::resident::{ResidentDay, SetBaseline, Unload};
+use wattbar_core::inference::{Baseline, Record};
+use wattbar_core::LowPowerState;
 
 /// Rows kept while the store cannot be written (a day at 1 Hz).
 pub const MAX_PENDING: usize = 86_400;
+/// Inference records kept while the store cannot be written.
+pub const MAX_PENDING_RECORDS: usize = 10_000;
+
+/// What waits for the next write.
+#[derive(Default)]
+struct Batch {
+    rows: Vec<Row>,
+    /// A new idle baseline.
+    baseline: Option<Baseline>,
+    /// Residency rows changed since the last batch, by key (the newest of each wins).
+    sets: BTreeMap<String, SetBaseline>,
+    days: BTreeMap<(String, String), ResidentDay>,
+    /// Joules per (UTC hour, program).
+    programs: BTreeMap<(i64, String), f64>,
+    records: Vec<Record>,
+    unloads: Vec<Unload>,
+    low_power: Vec<(LowPowerState, String)>,
+    reserve_ids_through: Option<u64>,
+}
 
 /// What the UI and CLI show from the ledger.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, serde::Deserialize)]
@@ -25,14 +47,7 @@ pub struct LedgerTotals {
 pub struct Ledger {
     store: Store,
     session_id: i64,
-    pending: Vec<Row>,
-    /// A new idle baseline, written with the next batch.
-    pending_baseline: Option<Baseline>,
-    /// Residency rows changed since the last batch, by key (the newest of each wins).
-    pending_sets: BTreeMap<String, SetBaseline>,
-    pending_days: BTreeMap<(String, String), ResidentDay>,
-    /// Joules per (UTC hour, program) since the last batch.
-    pending_programs: BTreeMap<(i64, String), f64>,
+    batch: Batch,
     /// Wall-clock time of the last pruning of old rows.
     pruned_at: Option<f64>,
     /// How long inference records are kept, seconds.
@@ -62,11 +77,7 @@ impl Ledger {
             Ledger {
                 store,
                 session_id,
-                pending: Vec::new(),
-                pending_baseline: None,
-                pending_sets: BTreeMap::new(),
-                pending_days: BTreeMap::new(),
-                pending_programs: BTreeMap::new(),
+                batch: Batch::default(),
                 pruned_at: None,
                 inference_keep_seconds: f64::from(crate::store::inference::DEFAULT_KEEP_DAYS)
                     * 86_400.0,
@@ -86,22 +97,21 @@ impl Ledger {
 
     /// True while rows wait for the next batch.
     pub fn has_pending(&self) -> bool {
-        !self.pending.is_empty()
+        !self.batch.rows.is_empty()
     }
 
-    /// Keeps `baseline` for the next batch, which writes it in its own transaction.
+    /// Keeps `baseline` for the next batch.
     pub fn record_baseline(&mut self, baseline: Baseline) {
-        self.pending_baseline = Some(baseline);
+        self.batch.baseline = Some(baseline);
     }
 
     /// Keeps changed residency rows for the next batch.
     pub fn record_residency(&mut self, sets: Vec<SetBaseline>, days: Vec<ResidentDay>) {
         for s in sets {
-            self.pending_sets.insert(s.key.clone(), s);
+            self.batch.sets.insert(s.key.clone(), s);
         }
         for d in days {
-            self.pending_days
-                .insert((d.day.clone(), d.model.clone()), d);
+            self.batch.days.insert((d.day.clone(), d.model.clone()), d);
         }
     }
 
@@ -109,17 +119,43 @@ impl Ledger {
     pub fn record_programs(&mut self, hour: i64, joules: &BTreeMap<String, f64>) {
         for (program, j) in joules {
             *self
-                .pending_programs
+                .batch
+                .programs
                 .entry((hour, program.clone()))
                 .or_default() += j;
         }
     }
 
     pub fn record(&mut self, row: Row) {
-        if self.pending.len() >= MAX_PENDING {
-            self.pending.remove(0);
+        if self.batch.rows.len() >= MAX_PENDING {
+            self.batch.rows.remove(0);
         }
-        self.pending.push(row);
+        self.batch.rows.push(row);
+    }
+
+    /// Keeps inference records for the next batch.
+    pub fn record_inference(&mut self, records: &[Record]) {
+        let records_kept = &mut self.batch.records;
+        records_kept.extend_from_slice(records);
+        let over = records_kept.len().saturating_sub(MAX_PENDING_RECORDS);
+        if over > 0 {
+            tracing::error!("{over} inference records were dropped: the ledger cannot be written");
+            records_kept.drain(..over);
+        }
+    }
+
+    pub fn record_unload(&mut self, unload: Unload) {
+        self.batch.unloads.push(unload);
+    }
+
+    pub fn record_low_power(&mut self, state: LowPowerState, message: String) {
+        self.batch.low_power.push((state, message));
+    }
+
+    /// Keeps the record ids through `through` reserved from the next batch on.
+    pub fn reserve_ids(&mut self, through: u64) {
+        let r = &mut self.batch.reserve_ids_through;
+        *r = Some(r.map_or(through, |t| t.max(through)));
     }
 
     /// Writes what is pending in one transaction, with the session's running totals.
@@ -129,25 +165,26 @@ impl Ledger {
         session_cost: f64,
         now_unix: f64,
     ) -> Result<(), StoreError> {
-        let sets: Vec<SetBaseline> = self.pending_sets.values().cloned().collect();
-        let days: Vec<ResidentDay> = self.pending_days.values().cloned().collect();
+        let b = &self.batch;
+        let sets: Vec<SetBaseline> = b.sets.values().cloned().collect();
+        let days: Vec<ResidentDay> = b.days.values().cloned().collect();
         self.store.write_batch_with(
             self.session_id,
-            &self.pending,
+            &b.rows,
             session_joules,
             session_cost,
             &Also {
-                baseline: self.pending_baseline.as_ref(),
+                baseline: b.baseline.as_ref(),
                 set_baselines: &sets,
                 resident_days: &days,
-                program_hours: Some(&self.pending_programs),
+                program_hours: Some(&b.programs),
+                records: &b.records,
+                unloads: &b.unloads,
+                low_power: &b.low_power,
+                reserve_ids_through: b.reserve_ids_through,
             },
         )?;
-        self.pending_programs.clear();
-        self.pending.clear();
-        self.pending_baseline = None;
-        self.pending_sets.clear();
-        self.pending_days.clear();
+        self.batch = Batch::default();
         // Any step of the wall clock, either way, prunes at once.
         if self
             .pruned_at
@@ -208,14 +245,6 @@ impl Ledger {
     /// Records that an alert was given; false when it already had been (in this period).
     pub fn first_alert(&mut self, key: &str, now_unix: f64) -> Result<bool, StoreError> {
         self.store.mark_alert(key, now_unix)
-    }
-
-    pub fn record_low_power(
-        &mut self,
-        state: &wattbar_core::LowPowerState,
-        message: &str,
-    ) -> Result<(), StoreError> {
-        self.store.record_low_power(state, message)
     }
 
     pub fn store(&self) -> &Store {

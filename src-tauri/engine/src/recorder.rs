@@ -39,6 +39,8 @@ pub struct Recorder {
     /// Record ids below this are reserved in the ledger: a restart numbers from here, so an id
     /// given to a request in flight when the engine died is never given again.
     reserved_ids: Option<u64>,
+    /// Something in the batch cannot wait for the next interval: write at the next chance.
+    urgent: bool,
 }
 
 /// How many record ids are reserved at once; more are reserved when half are given.
@@ -81,6 +83,7 @@ impl Recorder {
             alerts: Vec::new(),
             alert_seq: 0,
             reserved_ids: None,
+            urgent: false,
         };
         recorder.refresh_stored();
         recorder
@@ -130,17 +133,14 @@ impl Recorder {
         }
     }
 
-    /// Writes each record at once.
-    pub fn record_inference(&mut self, records: &[Record]) {
+    /// Keeps records for the batch; `at_once`: a client waits for them (a receipt, a posted
+    /// record), so the batch is written at the next chance rather than at its interval.
+    pub fn record_inference(&mut self, records: &[Record], at_once: bool) {
         let Some(ledger) = self.ledger.as_mut() else {
             return;
         };
-        for r in records {
-            if let Err(e) = ledger.store_mut().insert_inference(r) {
-                tracing::error!("an inference record was not saved: {e}");
-                self.failure = Some(format!("Inference records are not being saved: {e}"));
-            }
-        }
+        ledger.record_inference(records);
+        self.urgent |= at_once;
     }
 
     /// Keeps the ids from `next` on reserved ([`RESERVED_IDS`] ahead) before they are given;
@@ -156,10 +156,11 @@ impl Recorder {
             return;
         };
         let through = next.saturating_add(RESERVED_IDS - 1);
-        match ledger.store_mut().reserve_inference_ids(through) {
-            Ok(()) => self.reserved_ids = Some(through.saturating_add(1)),
-            Err(e) => tracing::warn!("record ids could not be reserved: {e}"),
-        }
+        // Half the reserve is still ahead of the ids given: written at the next chance, it is
+        // durable long before they run out. A failed write keeps it for the next batch.
+        ledger.reserve_ids(through);
+        self.reserved_ids = Some(through.saturating_add(1));
+        self.urgent = true;
     }
 
     /// Keeps a new idle baseline; it is written with the next batch.
@@ -205,13 +206,10 @@ impl Recorder {
         }
     }
 
-    /// Writes an unload at once.
+    /// Keeps an unload for the batch.
     pub fn record_unload(&mut self, unload: &Unload) {
-        let Some(ledger) = self.ledger.as_mut() else {
-            return;
-        };
-        if let Err(e) = ledger.store_mut().record_unload(unload) {
-            tracing::error!("an unload was not saved: {e}");
+        if let Some(ledger) = self.ledger.as_mut() {
+            ledger.record_unload(unload.clone());
         }
     }
 
@@ -238,8 +236,12 @@ impl Recorder {
         }
     }
 
-    /// True when a batch is due at `elapsed` (the engine's clock).
+    /// True when a batch is due at `elapsed` (the engine's clock), or something in it cannot
+    /// wait.
     pub fn due(&mut self, elapsed: Duration) -> bool {
+        if self.urgent {
+            return true;
+        }
         match self.last_flush {
             None => {
                 self.last_flush = Some(elapsed);
@@ -259,6 +261,9 @@ impl Recorder {
         prefs: &Preferences,
     ) {
         self.last_flush = Some(elapsed);
+        // Written or failed, the next try waits for the interval: a ledger that refuses writes
+        // is not asked again at every fast sample.
+        self.urgent = false;
         let Some(ledger) = self.ledger.as_mut() else {
             return;
         };
@@ -303,12 +308,10 @@ impl Recorder {
             .inspect_err(|e| tracing::error!("could not write the last batch: {e}"))
     }
 
+    /// Keeps a change of low-power mode for the batch.
     pub fn record_low_power(&mut self, state: &LowPowerState, message: &str) {
-        let Some(ledger) = self.ledger.as_mut() else {
-            return;
-        };
-        if let Err(e) = ledger.record_low_power(state, message) {
-            self.failed(e);
+        if let Some(ledger) = self.ledger.as_mut() {
+            ledger.record_low_power(state.clone(), message.to_string());
         }
     }
 

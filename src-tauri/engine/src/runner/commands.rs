@@ -150,8 +150,10 @@ impl Engine {
                 &self.inference.requests.open(),
             )
             .ok_or_else(|| Error::Refused("the record could not be made".into()))?;
+        // Its client reads it back from the ledger: written before the answer.
         self.recorder
-            .record_inference(std::slice::from_ref(&record));
+            .record_inference(std::slice::from_ref(&record), true);
+        self.write_if_due(last);
         self.measured_changed();
         Ok(record)
     }

@@ -309,6 +309,13 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
     let ids = RecordIds::default();
     ids.number_from(book.first_free_id());
     recorder.reserve_record_ids(ids.next());
+    // The reserve is durable before the proxy can hand out any id, and batches count from here.
+    recorder.flush(
+        clock.elapsed(),
+        &accounting.totals(&config.prefs.currency),
+        started,
+        &config.prefs,
+    );
     let low_power = LowPower::new(
         config.prefs.low_power.clone(),
         recorder.restored_low_power(),

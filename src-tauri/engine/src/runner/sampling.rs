@@ -11,7 +11,8 @@ use wattbar_core::Stamp;
 impl Engine {
     /// One sample, as a pipeline: the meter accounts it; programs, residency and the inference
     /// book observe its interval; low-power mode its draw; the recorder keeps its row; then the
-    /// processes are read when due and the requests that ended are settled.
+    /// processes are read when due, the requests that ended are settled, and the batch is
+    /// written when due.
     pub(super) fn sample(&mut self) {
         // Every request's start wakes a sample: ids stay reserved ahead of those given.
         self.recorder.reserve_record_ids(self.inference.ids.next());
@@ -29,11 +30,6 @@ impl Engine {
             self.low_power_changed(&t);
         }
         self.recorder.record(s.row(self.prefs.currency.as_str()));
-        if self.recorder.due(at.monotonic) {
-            let session = self.meter.accounting.totals(&self.prefs.currency);
-            self.recorder
-                .flush(at.monotonic, &session, at.unix_seconds, &self.prefs);
-        }
         let requests = &self.inference.requests;
         let read = self.programs.read_if_due(
             &s,
@@ -47,17 +43,29 @@ impl Engine {
         }
         self.meter.keep(s);
         self.settle_inference(at);
+        self.write_if_due(at);
+    }
+
+    /// Writes the batch when its interval has passed, or at once when something in it cannot
+    /// wait ([`crate::recorder::Recorder::due`]).
+    pub(super) fn write_if_due(&mut self, at: Stamp) {
+        if self.recorder.due(at.monotonic) {
+            let session = self.meter.accounting.totals(&self.prefs.currency);
+            self.recorder
+                .flush(at.monotonic, &session, at.unix_seconds, &self.prefs);
+        }
     }
 
     /// Turns the requests that ended by `at` into records, and stores them.
     fn settle_inference(&mut self, at: Stamp) {
         let finished = self.inference.requests.take_finished(at.monotonic);
         if !finished.is_empty() {
+            let receipts = finished.iter().any(|f| f.urgent);
             let records = self
                 .inference
                 .book
                 .settle(finished, &self.inference.requests.open());
-            self.recorder.record_inference(&records);
+            self.recorder.record_inference(&records, receipts);
             self.measured_changed();
         }
         if let Some(b) = self.inference.book.take_baseline_change() {

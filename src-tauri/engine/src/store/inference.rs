@@ -14,7 +14,7 @@
 //!   whole table.
 
 use super::{Store, StoreError};
-use rusqlite::{params, OptionalExtension, Transaction};
+use rusqlite::{params, OptionalExtension};
 use std::collections::BTreeMap;
 use wattbar_core::inference::{
     Baseline, Interval, ModelStats, RatioSums, Record, Route, Routed, Status,
@@ -145,7 +145,7 @@ fn model_of(row: &rusqlite::Row<'_>, ceiling: f64) -> rusqlite::Result<ModelStat
     Ok(stats)
 }
 
-fn write_model(tx: &Transaction<'_>, m: &ModelStats) -> rusqlite::Result<()> {
+fn write_model(tx: &rusqlite::Connection, m: &ModelStats) -> rusqlite::Result<()> {
     let status = |s: &str| count(m.requests_by_status.get(s).copied()).unwrap_or(0);
     let s = &m.sums;
     tx.prepare_cached(&format!(
@@ -177,60 +177,84 @@ fn write_model(tx: &Transaction<'_>, m: &ModelStats) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// Writes one record and adds it to its model's figures; `tx` is a transaction (or a savepoint
+/// of the batch's), so that both land or neither. An id already stored is refused.
+pub(super) fn put_record(tx: &rusqlite::Connection, r: &Record) -> rusqlite::Result<()> {
+    tx.prepare_cached(&format!(
+        "INSERT INTO inference ({COLUMNS}, {LATER_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5,
+         ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22,
+         ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)"
+    ))?
+    .execute(params![
+        count(Some(r.id)),
+        r.model,
+        r.route.as_str(),
+        r.status.as_str(),
+        r.start,
+        r.end,
+        r.ttft_seconds,
+        count(r.prompt_tokens),
+        count(r.completion_tokens),
+        text_of(&r.tokens_source),
+        r.prefill_seconds,
+        r.decode_seconds,
+        r.load_seconds,
+        r.tokens_per_second,
+        r.energy_joules,
+        r.net_energy_joules,
+        r.energy_bound_joules,
+        r.net_energy_bound_joules,
+        r.prefill_joules,
+        r.decode_joules,
+        r.joules_per_token,
+        r.tokens_per_second_per_watt,
+        r.score,
+        r.baseline_watts,
+        r.covered,
+        r.partial,
+        text_of(&r.quality),
+        serde_json::to_string(&r.sources).unwrap_or_else(|_| "[]".into()),
+        r.error,
+        r.requested_model,
+        count(r.shared_by),
+        r.held_before_joules,
+    ])?;
+    let mut model = tx
+        .prepare_cached(&format!(
+            "SELECT {MODEL_COLUMNS} FROM inference_models WHERE model = ?1"
+        ))?
+        .query_row([&r.model], |row| model_of(row, 1.0))
+        .optional()?
+        .unwrap_or_else(|| ModelStats::new(&r.model));
+    model.add(r, 1.0);
+    write_model(tx, &model)?;
+    Ok(())
+}
+
+/// Keeps the ids through `through` reserved (`sqlite_sequence`), so that none handed out before
+/// a crash is handed out again after it.
+pub(super) fn put_reserved_ids(tx: &rusqlite::Connection, through: u64) -> rusqlite::Result<()> {
+    let through = count(Some(through));
+    let updated = tx.execute(
+        "UPDATE sqlite_sequence SET seq = MAX(seq, ?1) WHERE name = 'inference'",
+        [through],
+    )?;
+    if updated == 0 {
+        tx.execute(
+            "INSERT INTO sqlite_sequence (name, seq) VALUES ('inference', ?1)",
+            [through],
+        )?;
+    }
+    Ok(())
+}
+
 impl Store {
     /// Writes one record and adds it to its model's figures, both or neither. An id already
     /// stored is refused.
     pub fn insert_inference(&mut self, r: &Record) -> Result<(), StoreError> {
         let result = (|| {
             let tx = self.conn.transaction()?;
-            tx.prepare_cached(&format!(
-                "INSERT INTO inference ({COLUMNS}, {LATER_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5,
-                 ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22,
-                 ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)"
-            ))?
-            .execute(params![
-                count(Some(r.id)),
-                r.model,
-                r.route.as_str(),
-                r.status.as_str(),
-                r.start,
-                r.end,
-                r.ttft_seconds,
-                count(r.prompt_tokens),
-                count(r.completion_tokens),
-                text_of(&r.tokens_source),
-                r.prefill_seconds,
-                r.decode_seconds,
-                r.load_seconds,
-                r.tokens_per_second,
-                r.energy_joules,
-                r.net_energy_joules,
-                r.energy_bound_joules,
-                r.net_energy_bound_joules,
-                r.prefill_joules,
-                r.decode_joules,
-                r.joules_per_token,
-                r.tokens_per_second_per_watt,
-                r.score,
-                r.baseline_watts,
-                r.covered,
-                r.partial,
-                text_of(&r.quality),
-                serde_json::to_string(&r.sources).unwrap_or_else(|_| "[]".into()),
-                r.error,
-                r.requested_model,
-                count(r.shared_by),
-                r.held_before_joules,
-            ])?;
-            let mut model = tx
-                .prepare_cached(&format!(
-                    "SELECT {MODEL_COLUMNS} FROM inference_models WHERE model = ?1"
-                ))?
-                .query_row([&r.model], |row| model_of(row, 1.0))
-                .optional()?
-                .unwrap_or_else(|| ModelStats::new(&r.model));
-            model.add(r, 1.0);
-            write_model(&tx, &model)?;
+            put_record(&tx, r)?;
             tx.commit()
         })();
         result.map_err(|e| self.sql(e))
@@ -337,19 +361,9 @@ impl Store {
     /// Reserves the ids up to `through` durably: [`Store::next_inference_id`] answers above it
     /// from now on, even if no record with those ids is ever written.
     pub fn reserve_inference_ids(&mut self, through: u64) -> Result<(), StoreError> {
-        let through = count(Some(through));
         let result = (|| {
             let tx = self.conn.transaction()?;
-            let updated = tx.execute(
-                "UPDATE sqlite_sequence SET seq = MAX(seq, ?1) WHERE name = 'inference'",
-                [through],
-            )?;
-            if updated == 0 {
-                tx.execute(
-                    "INSERT INTO sqlite_sequence (name, seq) VALUES ('inference', ?1)",
-                    [through],
-                )?;
-            }
+            put_reserved_ids(&tx, through)?;
             tx.commit()
         })();
         result.map_err(|e| self.sql(e))

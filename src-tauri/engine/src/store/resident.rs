@@ -15,7 +15,8 @@ use super::{local_day_month, Store, StoreError};
 use rusqlite::{params, Connection};
 use std::collections::BTreeMap;
 use wattbar_core::inference::resident::{Kept, ResidentDay, SetBaseline, Unload};
-use wattbar_core::inference::Baseline;
+use wattbar_core::inference::{Baseline, Record};
+use wattbar_core::LowPowerState;
 
 pub(super) const MIGRATION: &str = r#"
 CREATE TABLE resident_baselines (set_key TEXT PRIMARY KEY, models TEXT NOT NULL,
@@ -38,6 +39,23 @@ pub struct Also<'a> {
     pub resident_days: &'a [ResidentDay],
     /// Joules to add per (UTC hour, program).
     pub program_hours: Option<&'a BTreeMap<(i64, String), f64>>,
+    /// Inference records, each with its model's figures; one the ledger refuses (an id stored
+    /// already) is dropped alone, with an error in the log, never the batch.
+    pub records: &'a [Record],
+    pub unloads: &'a [Unload],
+    /// Changes of low-power mode, each with what was said of it.
+    pub low_power: &'a [(LowPowerState, String)],
+    /// Record ids to keep reserved, through this one.
+    pub reserve_ids_through: Option<u64>,
+}
+
+/// Keeps one unload; `conn` may be the batch's transaction.
+pub(super) fn put_unload(conn: &Connection, u: &Unload) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO unloads (t, server, unloaded, kept, error) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![u.t, u.server, json(&u.unloaded), json(&u.kept), u.error])?;
+    Ok(())
 }
 
 /// Writes `also`'s residency rows; `conn` is the batch's transaction.
@@ -158,13 +176,7 @@ impl Store {
 
     /// Records an unload at once, in its own transaction.
     pub fn record_unload(&mut self, u: &Unload) -> Result<(), StoreError> {
-        self.conn
-            .execute(
-                "INSERT INTO unloads (t, server, unloaded, kept, error) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![u.t, u.server, json(&u.unloaded), json(&u.kept), u.error],
-            )
-            .map_err(|e| self.sql(e))?;
-        Ok(())
+        put_unload(&self.conn, u).map_err(|e| self.sql(e))
     }
 
     /// The newest unloads, newest first.

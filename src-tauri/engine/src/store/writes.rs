@@ -1,5 +1,7 @@
-//! What the engine writes: sessions, batches, pruning, alerts given and low-power changes; each
-//! write one transaction.
+//! What the engine writes: sessions, batches, pruning and alerts given; each write one
+//! transaction. A batch holds everything the engine measured and decided since the last one:
+//! samples and their rollups, the session's totals, the idle baseline, residency, energy per
+//! program, inference records, unloads, low-power changes and the record ids reserved.
 
 use super::batch::BatchSums;
 use super::resident::Also;
@@ -91,7 +93,7 @@ impl Store {
         also: &Also<'_>,
     ) -> Result<(), StoreError> {
         let path = self.path.clone();
-        let tx = self.conn.transaction().map_err(|e| sql_at(&path, e))?;
+        let mut tx = self.conn.transaction().map_err(|e| sql_at(&path, e))?;
         let result = (|| {
             let mut sample =
                 tx.prepare_cached("INSERT INTO samples (t, watts, joules) VALUES (?1, ?2, ?3)")?;
@@ -159,6 +161,22 @@ impl Store {
             if let Some(rows) = also.program_hours {
                 super::programs::put(&tx, rows)?;
             }
+            for r in also.records {
+                let record = tx.savepoint()?;
+                match super::inference::put_record(&record, r) {
+                    Ok(()) => record.commit()?,
+                    Err(e) => tracing::error!(id = r.id, "an inference record was refused: {e}"),
+                }
+            }
+            for u in also.unloads {
+                super::resident::put_unload(&tx, u)?;
+            }
+            for (state, message) in also.low_power {
+                put_low_power(&tx, state, message)?;
+            }
+            if let Some(through) = also.reserve_ids_through {
+                super::inference::put_reserved_ids(&tx, through)?;
+            }
             tx.commit()
         })();
         result.map_err(|e| sql_at(&path, e))
@@ -197,15 +215,22 @@ impl Store {
         state: &wattbar_core::LowPowerState,
         message: &str,
     ) -> Result<(), StoreError> {
-        let reason = state.reason.map(|r| r.as_str()).unwrap_or("manual");
-        self.conn
-            .execute(
-                "INSERT INTO low_power (t, enabled, reason, message) VALUES (?1, ?2, ?3, ?4)",
-                params![state.since.unwrap_or(0.0), state.enabled, reason, message],
-            )
-            .map_err(|e| self.sql(e))?;
-        Ok(())
+        put_low_power(&self.conn, state, message).map_err(|e| self.sql(e))
     }
+}
+
+/// Keeps one change of low-power mode; `conn` may be the batch's transaction.
+fn put_low_power(
+    conn: &rusqlite::Connection,
+    state: &wattbar_core::LowPowerState,
+    message: &str,
+) -> rusqlite::Result<()> {
+    let reason = state.reason.map(|r| r.as_str()).unwrap_or("manual");
+    conn.prepare_cached(
+        "INSERT INTO low_power (t, enabled, reason, message) VALUES (?1, ?2, ?3, ?4)",
+    )?
+    .execute(params![state.since.unwrap_or(0.0), state.enabled, reason, message])?;
+    Ok(())
 }
 
 /// Ends every session still open, one by one by id, at `at` or else at its last sample.

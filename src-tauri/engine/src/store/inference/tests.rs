@@ -291,3 +291,48 @@ fn reserved_ids_are_never_given_again_even_unwritten() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(store.next_inference_id().ok(), Some(1001));
 }
+
+#[test]
+fn a_refused_record_in_a_batch_is_dropped_alone_and_the_energy_beside_it_is_written() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut s = open(&dir.path().join("wattbar.db"));
+    let session = s
+        .start_session(1_800_000_000.0, "EUR")
+        .unwrap_or_else(|e| panic!("{e}"));
+    s.insert_inference(&record(1, "llama3", 100.0))
+        .unwrap_or_else(|e| panic!("{e}"));
+    // 10 s at 360 W = 3600 J, with a record whose id is taken and one that is new.
+    let rows = [crate::store::Row {
+        t: 1_800_000_010.0,
+        seconds: 10.0,
+        watts: Some(360.0),
+        joules: 3600.0,
+        cost: 0.0003,
+        by_domain: Vec::new(),
+        currency: "EUR".into(),
+    }];
+    let records = [record(1, "intruder", 500.0), record(2, "qwen3", 600.0)];
+    s.write_batch_with(
+        session,
+        &rows,
+        3600.0,
+        0.0003,
+        &crate::store::resident::Also {
+            records: &records,
+            reserve_ids_through: Some(1000),
+            ..Default::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let kept: Vec<(u64, String)> = s
+        .inference(0.0, 10)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| (r.id, r.model))
+        .collect();
+    assert_eq!(kept, vec![(2, "qwen3".into()), (1, "llama3".into())]);
+    let lifetime = s.lifetime("EUR").unwrap_or_else(|e| panic!("{e}"));
+    assert!((lifetime.kwh - 0.001).abs() < 1e-12, "3600 J is 1 Wh");
+    // The reserve went in with the batch.
+    assert_eq!(s.next_inference_id().ok(), Some(1001));
+}
