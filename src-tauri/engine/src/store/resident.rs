@@ -54,7 +54,13 @@ pub(super) fn put_unload(conn: &Connection, u: &Unload) -> rusqlite::Result<()> 
     conn.prepare_cached(
         "INSERT INTO unloads (t, server, unloaded, kept, error) VALUES (?1, ?2, ?3, ?4, ?5)",
     )?
-    .execute(params![u.t, u.server, json(&u.unloaded), json(&u.kept), u.error])?;
+    .execute(params![
+        u.t,
+        u.server,
+        json(&u.unloaded),
+        json(&u.kept),
+        u.error
+    ])?;
     Ok(())
 }
 

@@ -229,7 +229,12 @@ fn put_low_power(
     conn.prepare_cached(
         "INSERT INTO low_power (t, enabled, reason, message) VALUES (?1, ?2, ?3, ?4)",
     )?
-    .execute(params![state.since.unwrap_or(0.0), state.enabled, reason, message])?;
+    .execute(params![
+        state.since.unwrap_or(0.0),
+        state.enabled,
+        reason,
+        message
+    ])?;
     Ok(())
 }
 
