@@ -86,11 +86,8 @@ impl Home {
     }
 
     fn api(&self, path: &str) -> Value {
-        agent()
-            .get(&format!("http://127.0.0.1:{}{path}", self.api_port))
-            .call()
-            .ok()
-            .and_then(|r| r.into_json().ok())
+        wattbar_client::Client::at(&format!("127.0.0.1:{}", self.api_port))
+            .get(path)
             .unwrap_or(Value::Null)
     }
 
@@ -714,21 +711,23 @@ impl Driver {
     }
 }
 
+/// WebDriver's client: its errors come back as answers, with their bodies.
 fn agent() -> ureq::Agent {
-    ureq::AgentBuilder::new()
-        .timeout(Duration::from_secs(60))
+    ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(60)))
+        .http_status_as_error(false)
         .build()
+        .into()
 }
 
 fn post(url: &str, body: &Value) -> Value {
     match agent().post(url).send_json(body) {
-        Ok(r) => r.into_json().unwrap_or(Value::Null),
-        Err(ureq::Error::Status(code, r)) => {
-            panic!(
-                "POST {url} → {code}: {}",
-                r.into_string().unwrap_or_default()
-            )
-        }
+        Ok(mut r) if r.status().as_u16() < 400 => r.body_mut().read_json().unwrap_or(Value::Null),
+        Ok(mut r) => panic!(
+            "POST {url} → {}: {}",
+            r.status(),
+            r.body_mut().read_to_string().unwrap_or_default()
+        ),
         Err(e) => panic!("POST {url}: {e}"),
     }
 }
@@ -808,7 +807,13 @@ impl Session {
             .get(&format!("{}/screenshot", self.url))
             .call()
             .ok()
-            .and_then(|r| r.into_json::<Value>().ok())
+            .and_then(|mut r| {
+                r.body_mut()
+                    .with_config()
+                    .limit(64 << 20)
+                    .read_json::<Value>()
+                    .ok()
+            })
             .unwrap_or(Value::Null);
         let png = base64::engine::general_purpose::STANDARD
             .decode(v["value"].as_str().unwrap_or_default())
@@ -1352,15 +1357,11 @@ fn preferences_validate_inline_and_change_the_cost_live() {
     // engine's published copy and writes the entry all the same.
     let token = std::fs::read_to_string(home.path().join("data/api-token"))
         .unwrap_or_else(|e| panic!("the API token: {e}"));
-    let answer = agent()
-        .put(&format!(
-            "http://127.0.0.1:{}/v1/preferences/launch_at_login",
-            home.api_port
-        ))
-        .set("Authorization", &format!("Bearer {}", token.trim()))
-        .send_string("true")
+    let answer = wattbar_client::Client::at(&format!("127.0.0.1:{}", home.api_port))
+        .with_token(token.trim())
+        .put("/v1/preferences/launch_at_login", &json!(true))
         .unwrap_or_else(|e| panic!("PUT launch_at_login: {e}"));
-    assert_eq!(answer.status(), 200);
+    assert_eq!(answer["launch_at_login"], true, "{answer}");
     wait_for(
         "the autostart entry, asked through the API",
         Duration::from_secs(5),

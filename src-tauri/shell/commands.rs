@@ -20,11 +20,18 @@ async fn call<T: Send + 'static>(
     let engine = state.engine.clone();
     tauri::async_runtime::spawn_blocking(move || f(&engine))
         .await
-        .map_err(|e| ApiError::Unreachable(e.to_string()))?
+        .map_err(|e| ApiError::Unreachable {
+            url: engine_url(state),
+            why: e.to_string(),
+        })?
+}
+
+fn engine_url(state: &State<'_, AppState>) -> String {
+    state.engine.base().to_string()
 }
 
 fn text(e: ApiError) -> String {
-    e.to_string()
+    crate::engine::message(&e)
 }
 
 /// The dashboard's first payload: the state now and the last minutes of watts.
@@ -84,7 +91,7 @@ pub async fn set_preference(
                 } => field.clone(),
                 _ => key.clone(),
             },
-            message: e.to_string(),
+            message: crate::engine::message(&e),
         })
 }
 

@@ -81,7 +81,7 @@ fn setup(
     std::thread::Builder::new()
         .name("engine-stream".into())
         .spawn(move || {
-            let why = stream.follow(|state| {
+            let why = engine::follow(&stream, |state| {
                 if windows::dashboard_visible(&handle) {
                     if let Err(e) = handle.emit_to(windows::DASHBOARD, events::STATE_CHANGED, state)
                     {
@@ -121,7 +121,7 @@ pub fn run() {
         );
         std::process::exit(1);
     }
-    let engine = match engine::Engine::find() {
+    let engine = match engine::find() {
         Ok(e) => e,
         Err(e) => {
             eprintln!("wattbar-window: {e}");

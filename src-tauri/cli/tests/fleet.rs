@@ -5,6 +5,7 @@
 //! own inference record, and every query of the Grafana dashboard (`packaging/grafana/wattbar.json`)
 //! must answer with data.
 
+use crate::common::Answer;
 use crate::common::{repo_root, Serve};
 
 use std::path::{Path, PathBuf};
@@ -73,7 +74,10 @@ impl Prometheus {
             if let Ok(Some(status)) = p.child.try_wait() {
                 panic!("prometheus exited ({status}):\n{}", p.log_text());
             }
-            if ureq::get(&format!("{}/-/ready", p.url)).call().is_ok() {
+            let ready = crate::common::http()
+                .get(&format!("{}/-/ready", p.url))
+                .call();
+            if ready.is_ok_and(|r| r.status().is_success()) {
                 return p;
             }
             assert!(
@@ -91,16 +95,14 @@ impl Prometheus {
 
     /// `GET /api/v1/query`: the result's series (or samples, for a range selector).
     fn query(&self, expr: &str) -> Vec<serde_json::Value> {
-        let answer = ureq::get(&format!("{}/api/v1/query", self.url))
+        let answer = crate::common::http()
+            .get(&format!("{}/api/v1/query", self.url))
             .query("query", expr)
-            .call();
-        let body: serde_json::Value = match answer {
-            Ok(r) => r.into_json().unwrap_or_else(|e| panic!("{expr}: {e}")),
-            Err(ureq::Error::Status(code, r)) => {
-                panic!("{expr}: {code} {}", r.into_string().unwrap_or_default())
-            }
-            Err(e) => panic!("{expr}: {e}"),
-        };
+            .call()
+            .unwrap_or_else(|e| panic!("{expr}: {e}"));
+        let code = answer.code();
+        let body = answer.json();
+        assert_eq!(code, 200, "{expr}: {body}");
         assert_eq!(body["status"], "success", "{expr}: {body}");
         body["data"]["result"]
             .as_array()
@@ -161,11 +163,10 @@ fn record_inference(serve: &Serve, data: &Path, tokens: u64) -> serde_json::Valu
     let body = serde_json::json!({
         "model": MODEL, "completion_tokens": tokens, "tokens_per_second": 20.0, "end": now - 0.2
     });
-    ureq::post(&format!("{}/v1/inference", serve.url))
-        .set("Authorization", &format!("Bearer {token}"))
-        .send_json(body)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .into_json()
+    serve
+        .client()
+        .with_token(&token)
+        .post("/v1/inference", Some(&body))
         .unwrap_or_else(|e| panic!("{e}"))
 }
 

@@ -5,7 +5,9 @@
 //! figure each record is checked against.
 
 mod attack;
-use crate::common::{free_port, node_json, node_json_with, serve_with_proxy, Serve, Upstream};
+use crate::common::{
+    free_port, http, node_json, node_json_with, serve_with_proxy, Answer, Serve, Upstream,
+};
 
 use std::time::{Duration, Instant};
 
@@ -224,18 +226,16 @@ fn cancels_errors_cloud_models_and_a_missing_upstream_are_told_apart() {
     let dead = format!("http://127.0.0.1:{}", free_port());
     let dir2 = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (serve2, proxy2) = start_serve(dir2.path(), &dead);
-    let answer = ureq::post(&format!("{proxy2}/api/generate"))
-        .send_string(r#"{"model":"llama3","prompt":"hi"}"#);
-    match answer {
-        Err(ureq::Error::Status(502, response)) => {
-            let body: serde_json::Value = response.into_json().unwrap_or_default();
-            assert!(
-                body["error"].as_str().is_some_and(|m| m.contains(&dead)),
-                "{body}"
-            );
-        }
-        other => panic!("{other:?}"),
-    }
+    let answer = http()
+        .post(&format!("{proxy2}/api/generate"))
+        .send(r#"{"model":"llama3","prompt":"hi"}"#)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(answer.code(), 502);
+    let body = answer.json();
+    assert!(
+        body["error"].as_str().is_some_and(|m| m.contains(&dead)),
+        "{body}"
+    );
     // Nothing ran, so nothing is recorded: a sample taken after the answer settles every request
     // that had ended by then.
     let answered = f(&serve2.get("/v1/snapshot")["at"]);
@@ -266,15 +266,16 @@ fn two_hundred_megabytes_stream_through_both_ways_without_being_held() {
     let (serve, proxy) = start_serve(dir.path(), &upstream.url);
     let before = peak_rss_kib(serve.child.id());
 
-    let want: serde_json::Value = ureq::get(&format!("{}/big-sha?mb=200", upstream.url))
+    let want = http()
+        .get(&format!("{}/big-sha?mb=200", upstream.url))
         .call()
         .unwrap_or_else(|e| panic!("{e}"))
-        .into_json()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut body = ureq::get(&format!("{proxy}/big?mb=200"))
+        .json();
+    let mut body = http()
+        .get(&format!("{proxy}/big?mb=200"))
         .call()
         .unwrap_or_else(|e| panic!("{e}"))
-        .into_reader();
+        .reader();
     let mut buf = vec![0u8; 1 << 16];
     let mut n = 0u64;
     loop {
@@ -288,11 +289,12 @@ fn two_hundred_megabytes_stream_through_both_ways_without_being_held() {
 
     // 200 MB up, as a chunked stream.
     let zeros = std::io::repeat(0).take(200 << 20);
-    let echo: serde_json::Value = ureq::post(&format!("{proxy}/echo"))
-        .send(zeros)
+    let mut zeros = zeros;
+    let echo = http()
+        .post(&format!("{proxy}/echo"))
+        .send(ureq::SendBody::from_reader(&mut zeros))
         .unwrap_or_else(|e| panic!("{e}"))
-        .into_json()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .json();
     assert_eq!(echo["body_bytes"], 200u64 << 20);
 
     let grew_mib = peak_rss_kib(serve.child.id()).saturating_sub(before) / 1024;
@@ -320,22 +322,22 @@ fn a_router_records_its_own_inference_and_asks_for_any_window_and_the_cli_lists_
         "model": "router-model", "completion_tokens": 40, "tokens_per_second": 20.0,
         "end": now - 0.2
     });
-    let unauthorised = ureq::post(&format!("{}/v1/inference", serve.url)).send_json(&body);
-    assert!(matches!(unauthorised, Err(ureq::Error::Status(401, _))));
-    let r: serde_json::Value = ureq::post(&format!("{}/v1/inference", serve.url))
-        .set("Authorization", &format!("Bearer {token}"))
-        .send_json(&body)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .into_json()
+    let unauthorised = serve.client().post("/v1/inference", Some(&body));
+    assert_eq!(unauthorised.err().and_then(|e| e.status()), Some(401));
+    let r = serve
+        .client()
+        .with_token(&token)
+        .post("/v1/inference", Some(&body))
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(r["route"], "external");
     assert!((f(&r["energy_joules"]) - 200.0).abs() < 4.0, "{r}");
     // 200 J for 40 tokens.
     assert!((f(&r["joules_per_token"]) - 5.0).abs() < 0.1, "{r}");
-    let bad = ureq::post(&format!("{}/v1/inference", serve.url))
-        .set("Authorization", &format!("Bearer {token}"))
-        .send_json(serde_json::json!({"model": "m", "completion_tokens": 5}));
-    assert!(matches!(bad, Err(ureq::Error::Status(400, _))));
+    let bad = serve.client().with_token(&token).post(
+        "/v1/inference",
+        Some(&serde_json::json!({"model": "m", "completion_tokens": 5})),
+    );
+    assert_eq!(bad.err().and_then(|e| e.status()), Some(400));
 
     // Any window: 1.5 s of 100 W.
     let e = serve.get(&format!("/v1/energy?from={}&to={}", now - 1.5, now));
@@ -400,16 +402,16 @@ fn in_route_mode_ollamas_client_is_served_by_the_small_model_with_its_tokens_cap
     );
     // The answer says what was done; a request that opts out is left alone.
     let chat = |route: Option<&str>| {
-        let mut req = ureq::post(&format!("{proxy}/api/chat"));
+        let mut req = http().post(&format!("{proxy}/api/chat"));
         if let Some(r) = route {
-            req = req.set("X-Wattbar-Route", r);
+            req = req.header("X-Wattbar-Route", r);
         }
         req.send_json(
             serde_json::json!({"model": "llama3", "messages": [], "stream": false,
                                          "options": {"num_predict": 500}}),
         )
         .unwrap_or_else(|e| panic!("{e}"))
-        .header("x-wattbar-routed")
+        .header_str("x-wattbar-routed")
         .map(str::to_string)
     };
     assert_eq!(
@@ -449,17 +451,17 @@ fn a_request_routed_to_a_model_the_server_lacks_gets_its_error_unchanged_and_onc
     .unwrap_or_else(|e| panic!("{e}"));
     let (serve, proxy) = start_serve(dir.path(), &upstream.url);
     crate::common::switch_low_power(dir.path(), &serve, "on");
-    let answer = ureq::post(&format!("{proxy}/api/chat"))
-        .send_json(serde_json::json!({"model": "llama3", "messages": [], "stream": false}));
-    let Err(ureq::Error::Status(404, answer)) = answer else {
-        panic!("not the server's 404: {answer:?}");
-    };
+    let answer = http()
+        .post(&format!("{proxy}/api/chat"))
+        .send_json(serde_json::json!({"model": "llama3", "messages": [], "stream": false}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(answer.code(), 404, "not the server's 404");
     assert_eq!(
-        answer.header("x-wattbar-routed"),
+        answer.header_str("x-wattbar-routed"),
         Some("llama3 -> absent:1b"),
         "the client is told where it was sent"
     );
-    let body = answer.into_string().unwrap_or_else(|e| panic!("{e}"));
+    let body = answer.text();
     assert_eq!(
         body,
         r#"{"error":"model \"absent:1b\" not found, try pulling it first"}"#
@@ -485,15 +487,16 @@ fn each_measured_answer_names_its_record_and_the_api_gives_it_whole() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (serve, proxy) = start_serve(dir.path(), &upstream.url);
     let post = |path: &str, body: serde_json::Value| {
-        let answer = ureq::post(&format!("{proxy}{path}"))
+        let answer = http()
+            .post(&format!("{proxy}{path}"))
             .send_json(body)
             .unwrap_or_else(|e| panic!("{e}"));
         let id = answer
-            .header("x-wattbar-request-id")
+            .header_str("x-wattbar-request-id")
             .map(str::to_string)
             .unwrap_or_else(|| panic!("no X-Wattbar-Request-Id"));
         // The whole answer, as a client reads it, before asking for the record.
-        let _ = answer.into_string();
+        let _ = answer.text();
         id
     };
     let chat = post(
@@ -517,15 +520,18 @@ fn each_measured_answer_names_its_record_and_the_api_gives_it_whole() {
     assert_eq!(streamed["route"], "/api/chat");
     assert_energy_is_the_draw_over_the_window(&streamed);
     // Routes that generate nothing name no record.
-    let tags = ureq::get(&format!("{proxy}/api/tags"))
+    let tags = http()
+        .get(&format!("{proxy}/api/tags"))
         .call()
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(tags.header("x-wattbar-request-id"), None);
+    assert_eq!(tags.header_str("x-wattbar-request-id"), None);
     // An id that is no number, and one never given.
-    let status = |path: &str| match ureq::get(&format!("{}{path}", serve.url)).call() {
-        Ok(r) => r.status(),
-        Err(ureq::Error::Status(code, _)) => code,
-        Err(e) => panic!("{e}"),
+    let status = |path: &str| {
+        http()
+            .get(&format!("{}{path}", serve.url))
+            .call()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .code()
     };
     assert_eq!(status("/v1/inference/first"), 400);
     assert_eq!(status("/v1/inference/999999"), 404);
@@ -562,15 +568,18 @@ fn assert_receipt_is_the_record(serve: &Serve, receipt: &serde_json::Value) {
 
 /// A raw POST through `base`: the status, the headers asked for and the body's bytes.
 fn raw_post(base: &str, path: &str, body: &str, receipt: bool) -> (Option<String>, Vec<u8>) {
-    let mut req = ureq::post(&format!("{base}{path}")).set("Content-Type", "application/json");
+    let mut req = http()
+        .post(&format!("{base}{path}"))
+        .header("Content-Type", "application/json");
     if receipt {
-        req = req.set("X-Wattbar-Receipt", "1");
+        req = req.header("X-Wattbar-Receipt", "1");
     }
-    let answer = req.send_string(body).unwrap_or_else(|e| panic!("{e}"));
-    let id = answer.header("x-wattbar-request-id").map(str::to_string);
+    let answer = req.send(body).unwrap_or_else(|e| panic!("{e}"));
+    let id = answer
+        .header_str("x-wattbar-request-id")
+        .map(str::to_string);
     let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut answer.into_reader(), &mut bytes)
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::io::Read::read_to_end(&mut answer.reader(), &mut bytes).unwrap_or_else(|e| panic!("{e}"));
     (id, bytes)
 }
 
@@ -747,10 +756,11 @@ fn switching_low_power_on_unloads_each_idle_model_once_and_leaves_a_busy_one() {
     // switched on again, it stays loaded.
     let through = proxy.clone();
     let running = std::thread::spawn(move || {
-        let answer = ureq::post(&format!("{through}/api/generate"))
+        let answer = http()
+            .post(&format!("{through}/api/generate"))
             .send_json(serde_json::json!({"model": "gemma3", "prompt": "x"}))
             .map_err(|e| e.to_string())?;
-        let body = answer.into_string().map_err(|e| e.to_string())?;
+        let body = answer.text();
         Ok::<_, String>(body.lines().count())
     });
     let deadline = Instant::now() + Duration::from_secs(10);

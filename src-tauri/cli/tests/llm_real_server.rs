@@ -46,7 +46,10 @@ impl ModelServer {
         let url = format!("http://127.0.0.1:{port}");
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
-            if ureq::get(&format!("{url}/v1/models")).call().is_ok() {
+            let up = crate::common::http()
+                .get(&format!("{url}/v1/models"))
+                .call();
+            if up.is_ok_and(|r| r.status().is_success()) {
                 break;
             }
             if let Ok(Some(status)) = child.try_wait() {

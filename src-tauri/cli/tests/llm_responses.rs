@@ -4,7 +4,7 @@
 //! client connection; answers the server breaks off; and the proxy's own guard. The machine draws
 //! a replayed constant 100 W, so each request's energy is 100 W × its own window.
 
-use crate::common::{cli, serve_with_proxy, Upstream};
+use crate::common::{cli, http, serve_with_proxy, Answer, Upstream};
 
 use std::io::Read;
 
@@ -92,17 +92,11 @@ const CASES: [Case; 10] = [
 fn post(agent: &ureq::Agent, url: &str, framing: &str, body: &str) -> (u16, String) {
     let response = agent
         .post(url)
-        .set("Content-Type", "application/json")
-        .set("x-replay-framing", framing)
-        .send_string(body)
+        .header("Content-Type", "application/json")
+        .header("x-replay-framing", framing)
+        .send(body)
         .unwrap_or_else(|e| panic!("{url}: {e}"));
-    let status = response.status();
-    let mut text = String::new();
-    response
-        .into_reader()
-        .read_to_string(&mut text)
-        .unwrap_or_else(|e| panic!("{url}: {e}"));
-    (status, text)
+    (response.code(), response.text())
 }
 
 #[test]
@@ -111,7 +105,7 @@ fn every_capture_ends_ok_in_chunks_or_under_a_content_length_on_a_kept_connectio
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (serve, proxy) = serve_with_proxy(dir.path(), &upstream.url, WATTS, &[]);
     // One agent: every request after the first reuses the kept connection.
-    let agent = ureq::AgentBuilder::new().build();
+    let agent = http();
     let mut sent = 0;
     for framing in ["chunked", "length"] {
         for case in &CASES {
@@ -152,14 +146,15 @@ fn an_answer_the_server_breaks_off_is_an_error_that_says_so() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (serve, proxy) = serve_with_proxy(dir.path(), &upstream.url, WATTS, &[]);
     for case in [&CASES[0], &CASES[4], &CASES[5]] {
-        let answer = ureq::post(&format!("{proxy}{}", case.path))
-            .set("x-replay-framing", "close-early")
-            .send_string(case.body);
+        let answer = http()
+            .post(&format!("{proxy}{}", case.path))
+            .header("x-replay-framing", "close-early")
+            .send(case.body);
         // The client sees the answer end short: an error while reading it, at the latest.
         if let Ok(response) = answer {
             let mut text = String::new();
             assert!(
-                response.into_reader().read_to_string(&mut text).is_err(),
+                response.reader().read_to_string(&mut text).is_err(),
                 "{}: the client read a whole answer: {text}",
                 case.body
             );
@@ -185,30 +180,31 @@ fn the_proxy_answers_only_to_its_own_names_and_passes_the_origin_on() {
     let (serve, proxy) = serve_with_proxy(dir.path(), &upstream.url, WATTS, &[]);
     let before = upstream.stats()["requests"].as_u64();
     // A page that rebound its own name to 127.0.0.1 names itself in Host.
-    let rebound = ureq::post(&format!("{proxy}/api/generate"))
-        .set("Host", "attacker.example")
-        .send_string(CASES[0].body);
-    match rebound {
-        Err(ureq::Error::Status(421, _)) => {}
-        other => panic!("a foreign Host was answered: {other:?}"),
-    }
+    let rebound = http()
+        .post(&format!("{proxy}/api/generate"))
+        .header("Host", "attacker.example")
+        .send(CASES[0].body)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(rebound.code(), 421, "a foreign Host was answered");
     assert_eq!(upstream.stats()["requests"].as_u64(), before);
     assert!(serve.get("/v1/inference")["records"]
         .as_array()
         .is_some_and(Vec::is_empty));
     // Its own names pass, and the client's Origin reaches the model server for its own check.
-    let echoed: serde_json::Value = ureq::post(&format!("{proxy}/echo"))
-        .set("Origin", "http://localhost:3000")
-        .send_string("{}")
+    let echoed = http()
+        .post(&format!("{proxy}/echo"))
+        .header("Origin", "http://localhost:3000")
+        .send("{}")
         .unwrap_or_else(|e| panic!("{e}"))
-        .into_json()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .json();
     assert_eq!(echoed["headers"]["origin"], "http://localhost:3000");
     let port = proxy.rsplit(':').next().unwrap_or_default();
-    let named = ureq::get(&format!("{proxy}/api/tags"))
-        .set("Host", &format!("localhost:{port}"))
-        .call();
-    assert!(named.is_ok(), "{named:?}");
+    let named = http()
+        .get(&format!("{proxy}/api/tags"))
+        .header("Host", format!("localhost:{port}"))
+        .call()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(named.code(), 200);
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! `wattbar-cli serve` as a server admin runs it: a real process on a replayed trace, a real
 //! SQLite file, real HTTP, SIGTERM, and the dashboard in a real Chromium (Playwright).
 
+use crate::common::Answer;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -407,25 +408,31 @@ fn history_and_the_report_have_each_domain_and_history_filters_by_domain() {
         cpu["kwh"].is_null(),
         "no headline asked for, no headline kWh: {cpu}"
     );
-    let bad = ureq::get(&format!("{}/v1/history?domain=cpu;x", serve.url)).call();
-    assert!(matches!(bad, Err(ureq::Error::Status(400, _))));
-    match ureq::get(&format!("{}/v1/history?domain=cpus", serve.url)).call() {
-        Err(ureq::Error::Status(400, r)) => {
-            let body = r.into_string().unwrap_or_default();
+    let bad = serve.client().get("/v1/history?domain=cpu;x");
+    assert_eq!(bad.err().and_then(|e| e.status()), Some(400));
+    match serve.client().get("/v1/history?domain=cpus") {
+        Err(wattbar_client::Error::Refused {
+            status: 400,
+            message,
+            ..
+        }) => {
             assert!(
-                body.contains("cpus") && body.contains("is not a domain") && body.contains("gpu"),
-                "{body}"
+                message.contains("cpus")
+                    && message.contains("is not a domain")
+                    && message.contains("gpu"),
+                "{message}"
             );
         }
         other => panic!("a name that is no domain was answered: {other:?}"),
     }
     // A domain with nothing stored answers empty, not an error.
     assert_eq!(history("&domain=ane")["domains"], serde_json::Value::Null);
-    let svg = ureq::get(&format!("{}/v1/report.svg?from={from}", serve.url))
+    let svg = crate::common::http()
+        .get(&format!("{}/v1/report.svg?from={from}", serve.url))
         .call()
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(svg.header("Content-Type"), Some("image/svg+xml"));
-    let svg = svg.into_string().unwrap_or_default();
+    assert_eq!(svg.header_str("Content-Type"), Some("image/svg+xml"));
+    let svg = svg.text();
     let texts: Vec<&str> = svg
         .split("</text>")
         .filter_map(|t| t.rsplit('>').next().map(str::trim))

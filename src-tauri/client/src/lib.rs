@@ -77,6 +77,8 @@ pub struct Client {
     token: Option<String>,
     agent: ureq::Agent,
     timeout: Duration,
+    /// The engine's process, where its lock file names it.
+    pid: Option<u32>,
 }
 
 /// The published states of an event stream, each as the engine wrote it (JSON), in order.
@@ -90,7 +92,14 @@ impl Client {
     pub fn running(dir: &Path) -> Result<Option<Client>, Error> {
         match EngineLock::holder(dir) {
             None => Ok(None),
-            Some(Holder { api: Some(api), .. }) => Ok(Some(Client::at(&api).with_dir(dir))),
+            Some(Holder {
+                api: Some(api),
+                pid,
+            }) => {
+                let mut client = Client::at(&api).with_dir(dir);
+                client.pid = pid;
+                Ok(Some(client))
+            }
             Some(Holder { pid, .. }) => Err(Error::NoApi {
                 pid,
                 dir: dir.to_path_buf(),
@@ -121,8 +130,10 @@ impl Client {
         } else {
             format!("http://{api}")
         };
+        // The API is on this machine: an HTTP_PROXY in the environment must not reroute it.
         let agent = ureq::Agent::config_builder()
             .timeout_connect(Some(CONNECT_TIMEOUT))
+            .proxy(None)
             .http_status_as_error(false)
             .build()
             .into();
@@ -132,6 +143,7 @@ impl Client {
             token: None,
             agent,
             timeout: CALL_TIMEOUT,
+            pid: None,
         }
     }
 
@@ -156,6 +168,11 @@ impl Client {
     /// `http://host:port`, without a trailing slash.
     pub fn base(&self) -> &str {
         &self.base
+    }
+
+    /// ` (pid N)` where the engine's lock file names its process, else nothing: for messages.
+    pub fn pid_text(&self) -> String {
+        self.pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
     }
 
     fn token(&self) -> Result<Option<String>, Error> {

@@ -308,10 +308,12 @@ impl Recorder {
             .inspect_err(|e| tracing::error!("could not write the last batch: {e}"))
     }
 
-    /// Keeps a change of low-power mode for the batch.
+    /// Keeps a change of low-power mode for the batch, written at the next chance: a choice
+    /// the user made is not lost to a crash in the seconds after it.
     pub fn record_low_power(&mut self, state: &LowPowerState, message: &str) {
         if let Some(ledger) = self.ledger.as_mut() {
             ledger.record_low_power(state.clone(), message.to_string());
+            self.urgent = true;
         }
     }
 

@@ -137,10 +137,12 @@ impl OllamaHeuristic {
             base_url,
             watts_per_gb,
             // Ollama is local: an HTTP_PROXY in the environment must not reroute the request.
-            agent: ureq::AgentBuilder::new()
-                .timeout(DEFAULT_TIMEOUT)
-                .try_proxy_from_env(false)
-                .build(),
+            agent: ureq::Agent::config_builder()
+                .timeout_global(Some(DEFAULT_TIMEOUT))
+                .proxy(None)
+                .http_status_as_error(false)
+                .build()
+                .into(),
             quiet: None,
         }
     }
@@ -162,20 +164,21 @@ impl OllamaHeuristic {
     fn fetch(&self) -> Result<String, (Error, bool)> {
         let url = format!("{}/api/ps", self.base_url);
         match self.agent.get(&url).call() {
-            Ok(response) => response.into_string().map_err(|e| {
+            Ok(response) if response.status().as_u16() >= 400 => Err((
+                Error::Transient(format!(
+                    "Ollama at {} answered HTTP {} to /api/ps",
+                    self.base_url,
+                    response.status().as_u16()
+                )),
+                false,
+            )),
+            Ok(mut response) => response.body_mut().read_to_string().map_err(|e| {
                 (
                     Error::Transient(format!("Ollama at {}: reading /api/ps: {e}", self.base_url)),
                     false,
                 )
             }),
-            Err(ureq::Error::Status(code, _)) => Err((
-                Error::Transient(format!(
-                    "Ollama at {} answered HTTP {code} to /api/ps",
-                    self.base_url
-                )),
-                false,
-            )),
-            Err(ureq::Error::Transport(t)) => Err((
+            Err(t) => Err((
                 Error::Transient(format!(
                     "Ollama is not answering at {} ({t}); is it running?",
                     self.base_url

@@ -7,12 +7,11 @@ use wattbar_engine::store::Store;
 use wattbar_engine::{paths, unix_now};
 
 pub fn reset_session() -> Result<()> {
-    if let Some(holder) = crate::client::running()? {
-        let api = crate::client::api_of(&holder)?;
-        let reply = crate::client::reset_session(&api)?;
+    if let Some(client) = crate::client::running()? {
+        let reply = client.post("/v1/session/reset", None)?;
         crate::out!(
             "{}",
-            serde_json::json!({"ended_sessions": 1, "by": format!("the engine at {api}"), "started": reply["started"]})
+            serde_json::json!({"ended_sessions": 1, "by": format!("the engine at {}", client.base().trim_start_matches("http://")), "started": reply["started"]})
         )?;
         return Ok(());
     }

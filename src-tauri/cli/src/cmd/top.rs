@@ -17,13 +17,13 @@ pub struct Options {
 }
 
 pub fn top(runtime: &tokio::runtime::Runtime, o: Options) -> Result<()> {
-    if let Some(holder) = crate::client::running()? {
-        let api = crate::client::api_of(&holder).context("cannot follow it")?;
+    if let Some(client) = crate::client::running().context("cannot follow it")? {
         eprintln!(
-            "wattbar-cli: another Wattbar engine{} records into this data folder; following it at http://{api}/",
-            holder.pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+            "wattbar-cli: another Wattbar engine{} records into this data folder; following it at {}/",
+            client.pid_text(),
+            client.base()
         );
-        return follow(&api, &o);
+        return follow(&client, &o);
     }
     runtime.block_on(top_here(&o))
 }
@@ -35,21 +35,13 @@ fn sort_name(sort: Sort) -> &'static str {
     }
 }
 
-/// Asks the engine at `api` every interval; prints each new window once.
-fn follow(api: &str, o: &Options) -> Result<()> {
-    let url = format!(
-        "http://{api}/v1/processes?limit={}&sort={}",
-        o.limit,
-        sort_name(o.sort)
-    );
+/// Asks the engine every interval; prints each new window once.
+fn follow(client: &crate::client::Client, o: &Options) -> Result<()> {
+    let path = format!("/v1/processes?limit={}&sort={}", o.limit, sort_name(o.sort));
     let mut printed = 0u64;
     let mut last_at = None;
     while o.count.is_none_or(|c| printed < c) {
-        let top: Top = ureq::get(&url)
-            .call()
-            .with_context(|| format!("cannot ask {url}"))?
-            .into_json()
-            .with_context(|| format!("{url}: not a list of programs"))?;
+        let top: Top = client.get_as(&path)?;
         if top.at.is_none() {
             if let Some(why) = &top.unavailable {
                 anyhow::bail!("programs cannot be measured there: {why}");

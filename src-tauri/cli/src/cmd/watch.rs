@@ -2,7 +2,7 @@
 //! records, `watch` follows it through its API instead of starting a second.
 
 use anyhow::{Context, Result};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::time::Duration;
 use wattbar_engine::view::StatePayload;
 use wattbar_engine::{paths, Command, EngineConfig};
@@ -95,22 +95,22 @@ pub fn watch(
     format: Format,
     batch: Duration,
 ) -> Result<()> {
-    if let Some(holder) = crate::client::running()? {
-        let api = crate::client::api_of(&holder).context("cannot watch")?;
+    if let Some(client) = crate::client::running().context("cannot watch")? {
         eprintln!(
-            "wattbar-cli: another Wattbar engine{} records into this data folder; following it at http://{api}/",
-            holder.pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+            "wattbar-cli: another Wattbar engine{} records into this data folder; following it at {}/",
+            client.pid_text(),
+            client.base()
         );
-        return follow(&api, count, format);
+        return follow(&client, count, format);
     }
     runtime.block_on(watch_here(interval, count, format, batch))
 }
 
-/// Prints the states of the engine at `api` from its event stream.
-fn follow(api: &str, count: Option<u64>, format: Format) -> Result<()> {
-    let url = format!("http://{api}/v1/stream");
-    let reply = ureq::get(&url)
-        .call()
+/// Prints the states of the engine `client` reaches, from its event stream.
+fn follow(client: &crate::client::Client, count: Option<u64>, format: Format) -> Result<()> {
+    let url = format!("{}/v1/stream", client.base());
+    let stream = client
+        .stream()
         .with_context(|| format!("cannot follow {url}"))?;
     let mut printer = Printer::new(format);
     let mut out = std::io::stdout().lock();
@@ -118,16 +118,13 @@ fn follow(api: &str, count: Option<u64>, format: Format) -> Result<()> {
         writeln!(out, "{h}")?;
     }
     let mut printed = 0u64;
-    for line in BufReader::new(reply.into_reader()).lines() {
+    for data in stream {
         if count.is_some_and(|c| printed >= c) {
             break;
         }
-        let line = line.with_context(|| format!("{url}: the stream broke"))?;
-        let Some(data) = line.strip_prefix("data:") else {
-            continue;
-        };
-        let state: StatePayload = serde_json::from_str(data.trim())
-            .with_context(|| format!("{url}: not a Wattbar state"))?;
+        let data = data?;
+        let state: StatePayload =
+            serde_json::from_str(&data).with_context(|| format!("{url}: not a Wattbar state"))?;
         if let Some(text) = printer.line(&state)? {
             writeln!(out, "{text}")?;
             out.flush()?;

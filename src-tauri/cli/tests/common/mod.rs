@@ -2,6 +2,7 @@
 //! and `serve` as a real process on a replayed trace.
 #![allow(dead_code)]
 
+pub use http::{http, Answer};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -222,20 +223,23 @@ impl Serve {
         }
     }
 
+    /// The API as the CLI and the windows reach it (writes need [`Client::with_token`]).
+    ///
+    /// [`Client::with_token`]: wattbar_client::Client::with_token
+    pub fn client(&self) -> wattbar_client::Client {
+        wattbar_client::Client::at(&self.url)
+    }
+
     /// The body of `GET path` as text (`/metrics`).
     pub fn text(&self, path: &str) -> String {
-        ureq::get(&format!("{}{path}", self.url))
-            .call()
-            .unwrap_or_else(|e| panic!("{path}: {e}"))
-            .into_string()
+        self.client()
+            .get_text(path)
             .unwrap_or_else(|e| panic!("{path}: {e}"))
     }
 
     pub fn get(&self, path: &str) -> serde_json::Value {
-        ureq::get(&format!("{}{path}", self.url))
-            .call()
-            .unwrap_or_else(|e| panic!("{path}: {e}"))
-            .into_json()
+        self.client()
+            .get(path)
             .unwrap_or_else(|e| panic!("{path}: {e}"))
     }
 
@@ -295,12 +299,12 @@ impl Upstream {
     }
 
     pub fn stats(&self) -> serde_json::Value {
-        ureq::get(&format!("{}/__stats", self.url))
-            .set("Host", "127.0.0.1")
+        http()
+            .get(&format!("{}/__stats", self.url))
+            .header("Host", "127.0.0.1")
             .call()
             .unwrap_or_else(|e| panic!("{e}"))
-            .into_json()
-            .unwrap_or_else(|e| panic!("{e}"))
+            .json()
     }
 }
 
@@ -308,5 +312,55 @@ impl Drop for Upstream {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// HTTP for what the typed client does not cover: the proxy, the fake and real model servers,
+/// Prometheus.
+pub mod http {
+    /// ureq with every status an answer (never an error) and no proxy from the environment.
+    pub fn http() -> ureq::Agent {
+        ureq::Agent::config_builder()
+            .proxy(None)
+            .http_status_as_error(false)
+            .build()
+            .into()
+    }
+
+    /// What tests read of an answer.
+    pub trait Answer {
+        fn code(&self) -> u16;
+        fn header_str(&self, name: &str) -> Option<&str>;
+        /// The whole body as text; panics where it cannot be read.
+        fn text(self) -> String;
+        fn json(self) -> serde_json::Value;
+        fn reader(self) -> ureq::BodyReader<'static>;
+    }
+
+    impl Answer for ureq::http::Response<ureq::Body> {
+        fn code(&self) -> u16 {
+            self.status().as_u16()
+        }
+
+        fn header_str(&self, name: &str) -> Option<&str> {
+            self.headers().get(name).and_then(|v| v.to_str().ok())
+        }
+
+        fn text(mut self) -> String {
+            self.body_mut()
+                .with_config()
+                .limit(1 << 30)
+                .read_to_string()
+                .unwrap_or_else(|e| panic!("{e}"))
+        }
+
+        fn json(self) -> serde_json::Value {
+            let text = self.text();
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+        }
+
+        fn reader(self) -> ureq::BodyReader<'static> {
+            self.into_body().into_reader()
+        }
     }
 }

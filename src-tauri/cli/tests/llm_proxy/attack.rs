@@ -3,6 +3,7 @@
 //! clients that close as soon as they have read an answer's end.
 
 use crate::common::{cli, free_port, serve_with_proxy, Upstream};
+use crate::common::{http, Answer};
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -19,15 +20,12 @@ fn token(dir: &std::path::Path) -> String {
 
 /// `POST path` with `body` and these headers; the status and body, whatever the status.
 fn post(url: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
-    let mut req = ureq::post(url).set("Content-Type", "application/json");
+    let mut req = http().post(url).header("Content-Type", "application/json");
     for (k, v) in headers {
-        req = req.set(k, v);
+        req = req.header(*k, *v);
     }
-    match req.send_string(body) {
-        Ok(r) => (r.status(), r.into_string().unwrap_or_default()),
-        Err(ureq::Error::Status(code, r)) => (code, r.into_string().unwrap_or_default()),
-        Err(e) => panic!("{url}: {e}"),
-    }
+    let r = req.send(body).unwrap_or_else(|e| panic!("{url}: {e}"));
+    (r.code(), r.text())
 }
 
 /// `promtool check metrics` on `text`: its complaints, empty when it passes.
@@ -158,12 +156,12 @@ fn crafted_model_names_through_the_proxy_and_the_api_never_break_the_scrape() {
         "a name forged a series:\n{metrics}"
     );
     // The same names in the OpenMetrics exposition, as Prometheus asks for it.
-    let om = ureq::get(&format!("{}/metrics", serve.url))
-        .set("Accept", "application/openmetrics-text;version=1.0.0")
+    let om = http()
+        .get(&format!("{}/metrics", serve.url))
+        .header("Accept", "application/openmetrics-text;version=1.0.0")
         .call()
         .unwrap_or_else(|e| panic!("{e}"))
-        .into_string()
-        .unwrap_or_default();
+        .text();
     assert!(om.contains("model=\"a\\\\\\\"b\\\\\""), "{om}");
 }
 
@@ -308,11 +306,12 @@ fn a_record_id_given_before_a_kill_9_is_never_given_again() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let id_of = |proxy: &str| {
         // A slow stream: its id is given when it starts; the engine is killed while it runs.
-        let answer = ureq::post(&format!("{proxy}/api/generate"))
-            .send_string(r#"{"model":"slow","prompt":"hi"}"#)
+        let answer = http()
+            .post(&format!("{proxy}/api/generate"))
+            .send(r#"{"model":"slow","prompt":"hi"}"#)
             .unwrap_or_else(|e| panic!("{e}"));
         let id = answer
-            .header("x-wattbar-request-id")
+            .header_str("x-wattbar-request-id")
             .and_then(|v| v.parse::<u64>().ok())
             .unwrap_or_else(|| panic!("no request id"));
         (id, answer)
@@ -440,17 +439,16 @@ fn an_answer_broken_off_under_a_receipt_still_names_its_record() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (serve, proxy) = serve_with_proxy(dir.path(), &upstream.url, WATTS, &[]);
     // A whole JSON answer is read first for its receipt; the server breaks it off halfway.
-    let answer = ureq::post(&format!("{proxy}/v1/chat/completions"))
-        .set("Content-Type", "application/json")
-        .set("X-Wattbar-Receipt", "1")
-        .set("x-replay-framing", "close-early")
-        .send_string(r#"{"model":"qwen","stream":false,"messages":[]}"#);
-    let response = match answer {
-        Err(ureq::Error::Status(502, r)) => r,
-        other => panic!("{other:?}"),
-    };
+    let response = http()
+        .post(&format!("{proxy}/v1/chat/completions"))
+        .header("Content-Type", "application/json")
+        .header("X-Wattbar-Receipt", "1")
+        .header("x-replay-framing", "close-early")
+        .send(r#"{"model":"qwen","stream":false,"messages":[]}"#)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(response.code(), 502);
     let id = response
-        .header("x-wattbar-request-id")
+        .header_str("x-wattbar-request-id")
         .and_then(|v| v.parse::<u64>().ok())
         .unwrap_or_else(|| panic!("the 502 names no record"));
     let record = serve.get(&format!("/v1/inference/{id}"));

@@ -28,6 +28,7 @@ impl Engine {
                 let at = self.stamp();
                 if let Some(t) = self.low_power.set_manual(on, at) {
                     self.low_power_changed(&t);
+                    self.write_if_due(self.meter.last.unwrap_or(at));
                 }
             }
             Command::SetInterval(d) => {

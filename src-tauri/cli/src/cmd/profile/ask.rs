@@ -91,16 +91,31 @@ pub struct Answer {
 pub fn ask(base: &str, api: Api, model: &str, prompt: &str) -> Result<Answer> {
     let url = format!("{}{}", base.trim_end_matches('/'), api.path());
     let start = unix_now();
-    let reply = match ureq::post(&url).send_json(api.body(model, prompt)) {
-        Ok(r) => r,
-        Err(ureq::Error::Status(code, r)) => {
-            bail!("{url}: {code} {}", r.into_string().unwrap_or_default())
-        }
-        Err(e) => return Err(e).with_context(|| format!("is the model server at {base}?")),
-    };
-    let framing = Framing::of_content_type(reply.content_type());
+    // No overall limit: a long answer takes as long as it takes. Like the proxy, no HTTP_PROXY
+    // from the environment reroutes the model server.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_connect(Some(std::time::Duration::from_secs(10)))
+        .proxy(None)
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let reply = agent
+        .post(&url)
+        .send_json(api.body(model, prompt))
+        .with_context(|| format!("is the model server at {base}?"))?;
+    let status = reply.status().as_u16();
+    if status >= 400 {
+        let body = reply.into_body().read_to_string().unwrap_or_default();
+        bail!("{url}: {status} {body}");
+    }
+    let content_type = reply
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let framing = Framing::of_content_type(content_type);
     let mut meter = ResponseMeter::new(api.route(), framing);
-    let mut reader = reply.into_reader();
+    let mut reader = reply.into_body().into_reader();
     let mut buf = vec![0u8; 16 * 1024];
     let mut pending = String::new();
     let mut body = String::new();

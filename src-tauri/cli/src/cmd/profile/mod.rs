@@ -122,7 +122,7 @@ enum Route {
     /// Through the proxy of the profile's own engine.
     Proxy { url: String },
     /// Straight to the model server, records handed to the running engine's API.
-    Engine { api: String, token: String },
+    Engine { client: crate::client::Client },
 }
 
 pub fn profile(runtime: &tokio::runtime::Runtime, o: Options) -> Result<()> {
@@ -145,11 +145,11 @@ async fn profile_async(o: Options, prompts: Vec<Prompt>) -> Result<()> {
     let upstream = proxy::Upstream::parse(&upstream_text).map_err(anyhow::Error::msg)?;
     let prefs = crate::engine::read_prefs()?;
     let (meter, route, stop) = match crate::client::running()? {
-        Some(holder) => {
-            let api = crate::client::api_of(&holder)?;
-            let token = wattbar_engine::token::load_or_create(&wattbar_engine::paths::data_dir()?)?;
-            (Meter::engine(&api)?, Route::Engine { api, token }, None)
-        }
+        Some(client) => (
+            Meter::engine(client.clone())?,
+            Route::Engine { client },
+            None,
+        ),
         None => {
             let chain = crate::engine::open_sources().await?;
             let db = wattbar_engine::paths::database_path()?;
@@ -225,10 +225,9 @@ async fn measure(
         meter.wait_past(answer.end).await?;
         let record = match route {
             Route::Proxy { .. } => proxied_record(meter, &o.model, &answer, &seen).await?,
-            Route::Engine { api, token } => {
-                let (api, token, model, a) =
-                    (api.clone(), token.clone(), o.model.clone(), answer.clone());
-                tokio::task::spawn_blocking(move || post_record(&api, &token, &model, &a)).await??
+            Route::Engine { client } => {
+                let (client, model, a) = (client.clone(), o.model.clone(), answer.clone());
+                tokio::task::spawn_blocking(move || post_record(&client, &model, &a)).await??
             }
         };
         seen.push(record.id);
@@ -321,8 +320,7 @@ async fn proxied_record(
 }
 
 /// Hands a query measured here to the running engine, which records it with its energy.
-fn post_record(api: &str, token: &str, model: &str, a: &ask::Answer) -> Result<Record> {
-    let url = format!("http://{api}/v1/inference");
+fn post_record(client: &crate::client::Client, model: &str, a: &ask::Answer) -> Result<Record> {
     let body = json!({
         "model": model,
         "prompt_tokens": a.figures.prompt_tokens,
@@ -331,16 +329,9 @@ fn post_record(api: &str, token: &str, model: &str, a: &ask::Answer) -> Result<R
         "end": a.end,
         "tokens_per_second": a.figures.decode_rate,
     });
-    match ureq::post(&url)
-        .set("Authorization", &format!("Bearer {token}"))
-        .send_json(body)
-    {
-        Ok(r) => Ok(r.into_json()?),
-        Err(ureq::Error::Status(code, r)) => {
-            bail!("{url}: {code} {}", r.into_string().unwrap_or_default())
-        }
-        Err(e) => bail!("{url}: {e}"),
-    }
+    Ok(serde_json::from_value(
+        client.post("/v1/inference", Some(&body))?,
+    )?)
 }
 
 fn summary(o: &Options, q: &[QueryRecord], idle_watts: Option<f64>, measured: String) -> Value {

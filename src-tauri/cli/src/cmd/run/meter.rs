@@ -13,7 +13,6 @@
 
 use super::samples::{Samples, State};
 use anyhow::{bail, Context, Result};
-use std::io::{BufRead, BufReader};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wattbar_core::inference::{window_energy, WindowEnergy};
@@ -29,7 +28,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 enum Kind {
     Here { engine: EngineHandle },
-    Engine { api: String },
+    Engine { client: crate::client::Client },
 }
 
 pub struct Meter {
@@ -93,30 +92,25 @@ impl Meter {
         })
     }
 
-    /// Follows the engine serving `api`.
-    pub fn engine(api: &str) -> Result<Meter> {
-        let url = format!("http://{api}/v1/stream");
-        let reply = ureq::get(&url)
-            .call()
-            .with_context(|| format!("the running engine's stream at {url}"))?;
+    /// Follows the running engine `client` reaches.
+    pub fn engine(client: crate::client::Client) -> Result<Meter> {
+        let stream = client
+            .stream()
+            .with_context(|| format!("the running engine's stream at {}", client.base()))?;
         let samples: Shared = Arc::default();
         let s = Arc::clone(&samples);
         std::thread::Builder::new()
             .name("wattbar-run-stream".into())
             .spawn(move || {
-                for line in BufReader::new(reply.into_reader()).lines() {
-                    let Ok(line) = line else { break };
-                    if let Some(data) = line.strip_prefix("data:") {
-                        if let Ok(state) = serde_json::from_str::<StatePayload>(data.trim()) {
-                            lock(&s).push_state(State::from(&state));
-                        }
+                for data in stream {
+                    let Ok(data) = data else { break };
+                    if let Ok(state) = serde_json::from_str::<StatePayload>(&data) {
+                        lock(&s).push_state(State::from(&state));
                     }
                 }
             })?;
         Ok(Meter {
-            kind: Kind::Engine {
-                api: api.to_string(),
-            },
+            kind: Kind::Engine { client },
             samples,
         })
     }
@@ -147,8 +141,11 @@ impl Meter {
         let every = humantime_ms(self.interval());
         match &self.kind {
             Kind::Here { .. } => format!("sampled by this run every {every}"),
-            Kind::Engine { api } => {
-                format!("from the running engine at http://{api}/, which samples every {every}")
+            Kind::Engine { client } => {
+                format!(
+                    "from the running engine at {}/, which samples every {every}",
+                    client.base()
+                )
             }
         }
     }
@@ -190,17 +187,8 @@ impl Meter {
                 let intervals = lock(&self.samples).intervals(from, to);
                 Ok(window_energy(&intervals, from, to))
             }
-            Kind::Engine { api } => {
-                let url = format!("http://{api}/v1/energy?from={from}&to={to}");
-                match ureq::get(&url).call() {
-                    Ok(r) => Ok(r
-                        .into_json::<WindowEnergy>()
-                        .with_context(|| format!("{url}: not an energy window"))?),
-                    Err(ureq::Error::Status(code, r)) => {
-                        bail!("{url}: {code} {}", r.into_string().unwrap_or_default())
-                    }
-                    Err(e) => bail!("{url}: {e}"),
-                }
+            Kind::Engine { client } => {
+                Ok(client.get_as::<WindowEnergy>(&format!("/v1/energy?from={from}&to={to}"))?)
             }
         }
     }

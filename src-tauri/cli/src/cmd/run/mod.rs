@@ -69,11 +69,9 @@ async fn measure(args: RunArgs, programs: Vec<Program>) -> Result<i32> {
         carbon_g_per_kwh: prefs.carbon_g_per_kwh,
     };
     let mut interrupts = Interrupts::catch()?;
-    let meter = match crate::client::running()? {
-        Some(holder) if holder.api.is_some() => {
-            let api = crate::client::api_of(&holder)?;
-            Meter::engine(&api)?
-        }
+    // An engine without an API (`watch`) cannot be followed: this command samples for itself.
+    let meter = match crate::client::running() {
+        Ok(Some(client)) => Meter::engine(client)?,
         _ => {
             let chain = crate::engine::open_sources().await?;
             Meter::here(chain, prefs, args.interval).await?
