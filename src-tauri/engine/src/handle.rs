@@ -41,6 +41,7 @@ pub struct EngineReader {
     pub(crate) reporter: crate::inference::Reporter,
     /// Changes each time low-power mode switches on, and only then.
     pub(crate) engaged: watch::Receiver<u64>,
+    pub(crate) low_power_events: tokio::sync::broadcast::Sender<crate::low_power::LowPowerEvent>,
 }
 
 impl EngineReader {
@@ -73,6 +74,15 @@ impl EngineReader {
     /// Wakes each time low-power mode switches on (not at every sample).
     pub fn engagements(&self) -> watch::Receiver<u64> {
         self.engaged.clone()
+    }
+
+    /// Each low-power event from now on, as it happens, in order: a switch and what it did
+    /// (an unload) are two events, never one sampled state. A receiver that falls more than
+    /// [`EVENTS_BUFFERED`](crate::low_power::EVENTS_BUFFERED) behind is told how many it missed.
+    pub fn low_power_events(
+        &self,
+    ) -> tokio::sync::broadcast::Receiver<crate::low_power::LowPowerEvent> {
+        self.low_power_events.subscribe()
     }
 
     /// Where the inference proxy reports the requests it sees.

@@ -13,6 +13,11 @@ use wattbar_core::{Battery, LowPowerState, Policy, PolicyConfig, Stamp, Transiti
 
 /// Events kept for readers that look now and then.
 pub const RECENT_EVENTS: usize = 8;
+/// Events a subscriber may fall behind by before it is told it missed some.
+pub const EVENTS_BUFFERED: usize = 64;
+
+/// One thing low-power mode did, numbered from 1 in this run, as a sentence.
+pub type LowPowerEvent = (u64, String);
 
 pub struct LowPower {
     policy: Policy,
@@ -26,6 +31,8 @@ pub struct LowPower {
     os_low_power_mode: Arc<Mutex<Option<bool>>>,
     /// Counts the times the mode switched on: what acts on it waits here, woken only then.
     engaged: tokio::sync::watch::Sender<u64>,
+    /// Every event, as it happens, for those that say them (the tray's notifications).
+    events: tokio::sync::broadcast::Sender<LowPowerEvent>,
 }
 
 impl LowPower {
@@ -41,6 +48,7 @@ impl LowPower {
             os_power: Arc::new(Mutex::new(OsPowerMode::new(os_power))),
             os_low_power_mode: Arc::new(Mutex::new(None)),
             engaged: tokio::sync::watch::Sender::new(0),
+            events: tokio::sync::broadcast::Sender::new(EVENTS_BUFFERED),
         };
         watch_macos_low_power_mode(&low_power.os_low_power_mode);
         low_power
@@ -99,6 +107,11 @@ impl LowPower {
         self.engaged.subscribe()
     }
 
+    /// Where each event is sent as it happens.
+    pub fn events(&self) -> tokio::sync::broadcast::Sender<LowPowerEvent> {
+        self.events.clone()
+    }
+
     /// Says something low-power mode did (an unload), once, as its next event.
     pub fn announce(&mut self, message: String) {
         tracing::info!("{message}");
@@ -107,6 +120,8 @@ impl LowPower {
 
     fn push(&mut self, message: String) {
         self.seq += 1;
+        // Nobody listening is fine: the recent events are published all the same.
+        let _ = self.events.send((self.seq, message.clone()));
         let skip = (self.recent.len() + 1).saturating_sub(RECENT_EVENTS);
         self.recent = self
             .recent
@@ -202,5 +217,32 @@ mod tests {
         );
         assert_eq!(lp.event().map(String::as_str), Some("event 9"));
         assert_eq!(lp.seq(), 12);
+    }
+
+    #[test]
+    fn a_subscriber_hears_every_event_as_it_happens_in_order_however_close_together() {
+        let mut lp = LowPower::new(
+            PolicyConfig::default(),
+            LowPowerState::off(),
+            ProfilesCtl::default(),
+        );
+        let mut heard = lp.events().subscribe();
+        lp.announce("Low-power mode on: manual".into());
+        lp.announce("Low-power mode unloaded gemma3:latest".into());
+        // Past the recent events a state keeps: a stream misses none of them.
+        for i in 0..(RECENT_EVENTS + 2) {
+            lp.announce(format!("event {i}"));
+        }
+        let mut got = Vec::new();
+        while let Ok(event) = heard.try_recv() {
+            got.push(event);
+        }
+        assert_eq!(got.len(), RECENT_EVENTS + 4);
+        assert_eq!(got[0], (1, "Low-power mode on: manual".to_string()));
+        assert_eq!(
+            got[1],
+            (2, "Low-power mode unloaded gemma3:latest".to_string())
+        );
+        assert!(got.windows(2).all(|w| w[1].0 == w[0].0 + 1));
     }
 }

@@ -7,14 +7,16 @@
 //! engine through its local API, which the tray always serves on loopback: where the preferences
 //! switch the API off, on a port of the system's choosing that only the lock file names.
 //!
-//! Threads: a small tokio runtime serves the API and the proxy and follows the engine's
-//! published state at most once a second (posting its notifications, following its
-//! launch-at-login preference, deciding what the tray shows: [`display`]); the toolkit's event
-//! loop on the main thread takes the tray's clicks and is woken only to show what changed, which
-//! at rest is once every few seconds, not every sample. At 10 Hz the tray still shows the latest
+//! Threads: a small tokio runtime serves the API and the proxy and runs the tray's one deciding
+//! task ([`brain`]): it follows the engine's published state at most once a second and its
+//! low-power events as they happen, takes the clicks, posts the notifications, follows the
+//! launch-at-login preference and decides what the tray shows ([`display`]). The toolkit's event
+//! loop on the main thread passes the clicks on and is woken only to draw what changed, which at
+//! rest is once every few seconds, not every sample. At 10 Hz the tray still shows the latest
 //! state once a second, so nothing is lost.
 
 mod autostart;
+mod brain;
 mod display;
 mod format;
 pub mod icon_render;
@@ -25,11 +27,10 @@ mod tray;
 mod windows;
 
 use menu::MenuId;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 use tao::event::{Event, StartCause};
 use tao::event_loop::{ControlFlow, EventLoopBuilder, EventLoopProxy};
-use wattbar_engine::{build_chain, ChainOptions, Command, EngineConfig, EngineHandle};
+use wattbar_engine::{build_chain, ChainOptions, EngineConfig, EngineHandle};
 
 /// How often the ledger is written (`WATTBAR_BATCH_INTERVAL`, e.g. `1s`; default 10 s).
 const BATCH_ENV: &str = "WATTBAR_BATCH_INTERVAL";
@@ -49,9 +50,6 @@ struct Launch {
     #[arg(long)]
     open_preferences: bool,
 }
-/// The tray refreshes at most this often.
-const REFRESH_PERIOD: Duration = Duration::from_secs(1);
-
 /// What wakes the event loop.
 #[derive(Debug)]
 enum Wake {
@@ -59,8 +57,6 @@ enum Wake {
     Show(Box<display::Shown>),
     /// A menu item was clicked.
     Menu(String),
-    /// The engine has published what a click asked for: show it now.
-    Taken,
     /// The engine has stopped (Quit, SIGTERM): leave.
     Exit,
 }
@@ -94,6 +90,8 @@ enum Started {
 struct App {
     runtime: tokio::runtime::Runtime,
     engine: Arc<EngineHandle>,
+    /// Low-power events from the engine's start on: none is missed before the tray runs.
+    events: tokio::sync::broadcast::Receiver<wattbar_engine::low_power::LowPowerEvent>,
 }
 
 fn start(launch: &Launch) -> Result<Started, Box<dyn std::error::Error>> {
@@ -170,6 +168,7 @@ fn start(launch: &Launch) -> Result<Started, Box<dyn std::error::Error>> {
     }
     Ok(Started::Tray(App {
         runtime,
+        events: engine.reader().low_power_events(),
         engine: Arc::new(engine),
     }))
 }
@@ -189,14 +188,17 @@ impl App {
         self.runtime
             .spawn(on_terminate(Arc::clone(&self.engine), proxy.clone()));
 
-        let App { runtime, engine } = self;
+        let App {
+            runtime,
+            engine,
+            events,
+        } = self;
         let mut shown: Option<tray::Tray> = None;
-        let display = Arc::new(Mutex::new(display::Display::default()));
-        runtime.spawn(follow(
-            engine.subscribe(),
-            Arc::clone(&display),
-            proxy.clone(),
-        ));
+        let (tell, told) = tokio::sync::mpsc::unbounded_channel();
+        let drawer = proxy.clone();
+        runtime.spawn(brain::run(Arc::clone(&engine), events, told, move |next| {
+            drawer.send_event(Wake::Show(Box::new(next))).is_ok()
+        }));
         event_loop.run(move |event, _, control_flow| {
             if matches!(*control_flow, ControlFlow::ExitWithCode(_)) {
                 return;
@@ -204,10 +206,9 @@ impl App {
             match event {
                 // macOS wants the icon made once the loop runs; the same place suits Linux.
                 Event::NewEvents(StartCause::Init) => match tray::Tray::build() {
-                    Ok(mut t) => {
-                        let next = lock(&display).next(&engine.current(), Instant::now(), true);
-                        show(&mut t, &display, next);
+                    Ok(t) => {
                         shown = Some(t);
+                        let _ = tell.send(brain::Told::Built);
                     }
                     Err(e) => {
                         eprintln!("wattbar: cannot show the tray icon: {e}");
@@ -233,27 +234,16 @@ impl App {
                                 t.low_power_clicked();
                             }
                         }
-                        // What the click changed shows as soon as the engine has published it,
-                        // whatever the display's deadbands: a reset session reads 0.00 Wh at once.
-                        if let Some(taken) = clicked(&engine, id) {
-                            runtime.spawn(wake_when_taken(
-                                engine.subscribe(),
-                                taken,
-                                proxy.clone(),
-                            ));
-                        }
+                        let _ = tell.send(brain::Told::Clicked(id));
                     }
                     None => {}
                 },
-                Event::UserEvent(Wake::Taken) => {
-                    if let Some(t) = shown.as_mut() {
-                        let next = lock(&display).next(&engine.current(), Instant::now(), true);
-                        show(t, &display, next);
-                    }
-                }
                 Event::UserEvent(Wake::Show(next)) => {
                     if let Some(t) = shown.as_mut() {
-                        show(t, &display, Some(*next));
+                        if let Err(e) = t.apply(&next) {
+                            tracing::warn!("could not update the tray: {e}");
+                            let _ = tell.send(brain::Told::NotShown);
+                        }
                     }
                 }
                 Event::UserEvent(Wake::Exit) => {
@@ -264,160 +254,6 @@ impl App {
             }
             *control_flow = ControlFlow::Wait;
         })
-    }
-}
-
-/// Shows what the display decided; where the tray could not, the next state is shown whole.
-fn show(tray: &mut tray::Tray, display: &Mutex<display::Display>, next: Option<display::Shown>) {
-    if let Some(next) = next {
-        if let Err(e) = tray.apply(&next) {
-            tracing::warn!("could not update the tray: {e}");
-            lock(display).forget();
-        }
-    }
-}
-
-fn lock(display: &Mutex<display::Display>) -> std::sync::MutexGuard<'_, display::Display> {
-    display.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Follows the engine's published state, at most once per [`REFRESH_PERIOD`] (the latest state
-/// each time): posts its notifications, follows launch at login, and wakes the event loop only
-/// when what the tray shows changed.
-async fn follow(
-    mut published: tokio::sync::watch::Receiver<Arc<wattbar_engine::Published>>,
-    display: Arc<Mutex<display::Display>>,
-    proxy: EventLoopProxy<Wake>,
-) {
-    let mut follower = Follower::new(&published.borrow_and_update());
-    // One timer, one wake a second: the engine publishes at least that often.
-    let mut ticks = tokio::time::interval(REFRESH_PERIOD);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticks.tick().await;
-        match published.has_changed() {
-            Ok(true) => {}
-            Ok(false) => continue,
-            Err(_) => return,
-        }
-        let p = Arc::clone(&published.borrow_and_update());
-        follower.follow(&p);
-        let next = lock(&display).next(&p, Instant::now(), false);
-        if let Some(next) = next {
-            if proxy.send_event(Wake::Show(Box::new(next))).is_err() {
-                return;
-            }
-        }
-    }
-}
-
-/// How long the tray waits for the engine to publish what a click asked for.
-const CLICK_TAKEN_WITHIN: Duration = Duration::from_secs(2);
-
-/// Whether a published state shows what a click asked for.
-type Taken = Box<dyn Fn(&wattbar_engine::Published) -> bool + Send + Sync>;
-
-/// Wakes the event loop once the engine has published what a click asked for (or gave up).
-async fn wake_when_taken(
-    mut rx: tokio::sync::watch::Receiver<Arc<wattbar_engine::Published>>,
-    taken: Taken,
-    proxy: EventLoopProxy<Wake>,
-) {
-    let _ = tokio::time::timeout(CLICK_TAKEN_WITHIN, rx.wait_for(|p| taken(p))).await;
-    let _ = proxy.send_event(Wake::Taken);
-}
-
-/// What the tray does beside drawing, following the engine's published state: one notification
-/// per budget alert and per change of low-power mode, and the launch-at-login entry.
-struct Follower {
-    alerts_seen: u64,
-    low_power_seen: u64,
-    notice_seen: Option<String>,
-    entry: autostart::Entry,
-}
-
-impl Follower {
-    /// Every budget alert of this run is news; a low-power state the engine started in (restored
-    /// from the ledger) is not.
-    fn new(at_start: &wattbar_engine::Published) -> Follower {
-        Follower {
-            alerts_seen: 0,
-            low_power_seen: at_start.low_power_seq,
-            notice_seen: None,
-            entry: autostart::Entry::default(),
-        }
-    }
-
-    fn follow(&mut self, published: &wattbar_engine::Published) {
-        if published.alert_seq > self.alerts_seen {
-            self.alerts_seen = published.alert_seq;
-            notify::budget(&published.alerts);
-        }
-        for message in unseen(&published.low_power_events, self.low_power_seen) {
-            notify::low_power(message);
-        }
-        self.low_power_seen = self.low_power_seen.max(published.low_power_seq);
-        if published.notice != self.notice_seen {
-            self.notice_seen.clone_from(&published.notice);
-            if let Some(message) = &published.notice {
-                notify::notice(message);
-            }
-        }
-        // Only a change touches the system's entry (a file).
-        if let Err(message) = self.entry.follow(published.prefs.launch_at_login) {
-            tracing::warn!("{message}");
-        }
-    }
-}
-
-/// The events numbered after `seen`, oldest first: each change of low-power mode and what it
-/// did are posted, however many came between two readings.
-fn unseen(events: &[(u64, String)], seen: u64) -> impl Iterator<Item = &str> {
-    events
-        .iter()
-        .filter(move |(seq, _)| *seq > seen)
-        .map(|(_, m)| m.as_str())
-}
-
-/// Asks for what a click on an item asks for; for a change of the engine's state, returns how
-/// to recognise the state that shows it.
-fn clicked(engine: &EngineHandle, id: MenuId) -> Option<Taken> {
-    let (sent, taken): (_, Taken) = match id {
-        MenuId::LowPower => {
-            let on = !engine.current().low_power.enabled;
-            (
-                engine.send(Command::SetLowPower(on)),
-                Box::new(move |p| p.low_power.enabled == on),
-            )
-        }
-        MenuId::ResetSession => {
-            let before = engine.current().session.started_unix;
-            (
-                engine.send(Command::ResetSession),
-                Box::new(move |p| p.session.started_unix != before),
-            )
-        }
-        MenuId::OpenDashboard => {
-            report(windows::open(windows::Window::Dashboard));
-            return None;
-        }
-        MenuId::Preferences => {
-            report(windows::open(windows::Window::Preferences));
-            return None;
-        }
-        MenuId::Now
-        | MenuId::Session
-        | MenuId::Today
-        | MenuId::LastAnswer
-        | MenuId::Top
-        | MenuId::Quit => return None,
-    };
-    match sent {
-        Ok(()) => Some(taken),
-        Err(e) => {
-            tracing::warn!("the engine did not take the click: {e}");
-            None
-        }
     }
 }
 
@@ -437,26 +273,5 @@ async fn on_terminate(engine: Arc<EngineHandle>, proxy: EventLoopProxy<Wake>) {
             tracing::error!("the last batch could not be written: {e}");
         }
         let _ = proxy.send_event(Wake::Exit);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_event_since_the_last_reading_is_posted_in_order() {
-        let events = [
-            (4, "Low-power mode on: sustained draw".to_string()),
-            (5, "Low-power mode unloaded gemma3:latest".to_string()),
-        ];
-        assert_eq!(
-            unseen(&events, 3).collect::<Vec<_>>(),
-            vec![
-                "Low-power mode on: sustained draw",
-                "Low-power mode unloaded gemma3:latest"
-            ]
-        );
-        assert_eq!(unseen(&events, 5).count(), 0);
     }
 }

@@ -324,6 +324,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
     let timer_clock = Arc::clone(&clock);
     let chain = chain.with_timer(Box::new(move || timer_clock.elapsed()));
     let engaged = low_power.engagements();
+    let low_power_events = low_power.events();
     let mut engine = Engine {
         publication: Publication {
             seq: 0,
@@ -371,6 +372,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
             ledger: ledger_path.map(crate::ledger_reader::LedgerReader::new),
             reporter,
             engaged,
+            low_power_events,
         },
         thread: Some(thread),
     })
