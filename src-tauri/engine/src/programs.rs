@@ -33,13 +33,15 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wattbar_core::programs::idle::{at_rest, IdleDraw, IdleLearner};
 use wattbar_core::programs::{
-    split_with_gpus, CpuTimes, DeviceUse, GpuShare, IdleModel, Measured, TICKS_PER_SECOND,
+    split_with_gpus, CpuTimes, DeviceUse, IdleModel, Measured, TICKS_PER_SECOND,
 };
 use wattbar_core::Quality;
 use wattbar_sources::processes::ProcessTable;
 
 pub use crate::store::programs::{IDLE, UNATTRIBUTED};
 pub mod cadence;
+mod gpu;
+mod upstream;
 mod view;
 pub use cadence::{READ_EVERY, READ_EVERY_AT_REST};
 pub use view::{
@@ -58,72 +60,13 @@ struct Window {
     gpu_quality: Option<Quality>,
 }
 
-/// Each GPU of the window with its programs' use of it (`uses`: what the sources said, by pid;
-/// `program_of`: each pid's program), and why any GPU's energy is nobody's.
-fn gpu_shares(
-    gpus: &BTreeMap<(String, String), f64>,
-    uses: &[DeviceUse],
-    program_of: &BTreeMap<u32, String>,
-) -> (Vec<GpuShare>, Option<String>) {
-    let mut why = Vec::new();
-    let shares = gpus
-        .iter()
-        .map(|((source, device), joules)| {
-            let mut by_program: BTreeMap<String, f64> = BTreeMap::new();
-            match uses
-                .iter()
-                .find(|u| &u.source == source && &u.device == device)
-            {
-                Some(u) => {
-                    for (pid, used) in &u.by_pid {
-                        // A process this engine cannot see (another PID namespace) is nobody's.
-                        if let Some(program) = program_of.get(pid) {
-                            *by_program.entry(program.clone()).or_default() += used;
-                        }
-                    }
-                    if let Some(reason) = &u.none_because {
-                        why.push(reason.clone());
-                    } else if by_program.is_empty() {
-                        why.push(format!(
-                            "the processes using {source} device {device} are not visible here"
-                        ));
-                    }
-                }
-                None => why.push(format!(
-                    "{source} cannot tell which process uses device {device}"
-                )),
-            }
-            GpuShare {
-                joules: *joules,
-                by_program,
-            }
-        })
-        .collect();
-    let why =
-        (!why.is_empty()).then(|| format!("GPU energy left unattributed: {}", why.join("; ")));
-    (shares, why)
-}
-
-/// The process listening on the proxy's upstream port, as last found.
-#[derive(Debug, Default)]
-struct Upstream {
-    port: Option<u16>,
-    process: Option<(u32, u64)>,
-    /// Reads to skip before looking the port up again: scanning every process's descriptors is
-    /// not done at every read.
-    wait: u32,
-}
-
 /// The share of a window's CPU time that processes whose energy cannot be read may have while
 /// programs still share the CPU domain by energy.
 const MAX_UNREAD_SHARE: f64 = 0.05;
 
-/// Reads between two lookups of a port nobody was found on: a minute.
-const LOOKUP_EVERY: u32 = 6;
-
 pub struct ProgramMeter {
     root: PathBuf,
-    upstream: Upstream,
+    upstream: upstream::Upstream,
     table: ProcessTable,
     cpu: CpuTimes,
     /// All CPUs' busy and total ticks at the last read.
@@ -207,7 +150,7 @@ impl ProgramMeter {
         };
         ProgramMeter {
             root: root.to_path_buf(),
-            upstream: Upstream::default(),
+            upstream: upstream::Upstream::default(),
             table,
             cpu: CpuTimes::default(),
             ticks: None,
@@ -271,40 +214,7 @@ impl ProgramMeter {
     /// The port of the proxy's upstream when it is on this machine: the process listening there
     /// is the model server.
     pub fn set_upstream_port(&mut self, port: Option<u16>) {
-        if self.upstream.port != port {
-            self.upstream = Upstream {
-                port,
-                ..Upstream::default()
-            };
-        }
-    }
-
-    /// The program of the process listening on the upstream's port, among `used`.
-    fn upstream_program(&mut self, used: &[wattbar_core::programs::Used]) -> Option<String> {
-        let port = self.upstream.port?;
-        let find = |key: (u32, u64)| {
-            used.iter()
-                .find(|u| (u.pid, u.start_ticks) == key)
-                .map(|u| u.program.clone())
-        };
-        if let Some(program) = self.upstream.process.and_then(find) {
-            return Some(program);
-        }
-        // Not found yet, or it ended (the server restarted): look again, now and then.
-        self.upstream.process = None;
-        if self.upstream.wait > 0 {
-            self.upstream.wait -= 1;
-            return None;
-        }
-        self.upstream.wait = LOOKUP_EVERY - 1;
-        let pid = wattbar_sources::linux::listener::find_listener(&self.root, port)
-            .ok()
-            .flatten()?;
-        let found = used.iter().find(|u| u.pid == pid)?;
-        // Found: when this process ends (the server restarts), look again at once.
-        self.upstream.wait = 0;
-        self.upstream.process = Some((found.pid, found.start_ticks));
-        Some(found.program.clone())
+        self.upstream.set_port(port);
     }
 
     /// Adds one interval's energy to the window.
@@ -386,7 +296,7 @@ impl ProgramMeter {
         let energy_from = read
             .energy_from
             .filter(|_| seen_ticks > 0.0 && unread_ticks <= MAX_UNREAD_SHARE * seen_ticks);
-        let upstream_program = self.upstream_program(&used);
+        let upstream_program = self.upstream.program(&self.root, &used);
         let me = std::process::id();
         let weight = |u: &wattbar_core::programs::Used| match energy_from {
             Some(_) => u.energy_nj.unwrap_or(0.0),
@@ -417,7 +327,7 @@ impl ProgramMeter {
             }
             None => busy,
         };
-        let (gpus, gpu_note) = gpu_shares(&window.gpus, &gpu_use, &program_of);
+        let (gpus, gpu_note) = gpu::gpu_shares(&window.gpus, &gpu_use, &program_of);
         if total > 0.0 && window.seconds > 0.0 {
             let cpus = total / (TICKS_PER_SECOND * window.seconds);
             if let Some(cpu) = window.cpu {
