@@ -1,9 +1,9 @@
 //! Daily and monthly budgets, in kWh or money. Crossing one gives an alert once per period
 //! (the period's key is stored, so a restart does not repeat it).
 
-use crate::ledger::LedgerTotals;
 use serde::Serialize;
 use wattbar_core::Preferences;
+use wattbar_ledger::ledger::LedgerTotals;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BudgetAlert {
@@ -67,7 +67,7 @@ pub fn crossed(prefs: &Preferences, totals: &LedgerTotals) -> Vec<BudgetAlert> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Total;
+    use wattbar_ledger::store::Total;
 
     fn totals(today_kwh: f64, month_cost: f64) -> LedgerTotals {
         LedgerTotals {

@@ -15,7 +15,7 @@ pub type Reply = oneshot::Sender<Result<(), Error>>;
 pub enum Command {
     /// Write everything to the store, end the session and stop; answers when done.
     /// Writes the last batch and stops; answers whether the ledger took it.
-    Shutdown(std::sync::mpsc::Sender<Result<(), crate::store::StoreError>>),
+    Shutdown(std::sync::mpsc::Sender<Result<(), wattbar_ledger::store::StoreError>>),
     /// Replace every preference at once (validated first; a refused set changes nothing and its
     /// reason goes back on the reply). Not saved: for a session's overrides.
     SetPreferences(Box<Preferences>, Option<Reply>),

@@ -31,7 +31,7 @@ pub enum Error {
     },
     /// The ledger could not be read or written.
     #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] wattbar_ledger::store::StoreError),
     /// The engine did not answer in time: what it was asked to do may not be done.
     #[error("the engine did not answer within {} s", .0.as_secs())]
     TimedOut(std::time::Duration),

@@ -51,8 +51,8 @@ impl EngineReader {
         &self,
         from: f64,
         to: f64,
-        step: crate::store::Step,
-    ) -> Result<Vec<crate::store::HistoryPoint>, Error> {
+        step: wattbar_ledger::store::Step,
+    ) -> Result<Vec<wattbar_ledger::store::HistoryPoint>, Error> {
         let Some(ledger) = &self.ledger else {
             return Ok(Vec::new());
         };

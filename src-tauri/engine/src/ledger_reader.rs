@@ -1,5 +1,5 @@
 //! The ledger as readers see it: the API, the app's windows and `wattbar-cli`. The engine's
-//! [`Ledger`](crate::ledger::Ledger) is the only writer.
+//! [`Ledger`](wattbar_ledger::ledger::Ledger) is the only writer.
 //!
 //! Rules:
 //! - Read-only: the file is opened with SQLite's read-only flag, so no reader can write it.
@@ -12,13 +12,13 @@
 //! - A ledger from a newer Wattbar is refused by name ([`StoreError::Newer`]); a ledger not
 //!   written yet is no error: the query answers `None`.
 //!
-//! [`StoreError::Newer`]: crate::store::StoreError::Newer
+//! [`StoreError::Newer`]: wattbar_ledger::store::StoreError::Newer
 
 use crate::error::Error;
-use crate::store::Store;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use tokio::sync::Semaphore;
+use wattbar_ledger::store::Store;
 
 /// Queries waiting or running at once; the next is refused.
 pub const MAX_JOBS: usize = 4;
@@ -102,7 +102,7 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{Row, StoreError};
+    use wattbar_ledger::store::{Row, StoreError};
 
     fn row(t: f64) -> Row {
         Row {
@@ -119,7 +119,7 @@ mod tests {
     #[tokio::test]
     async fn a_ledger_not_written_yet_answers_nothing_then_what_the_writer_wrote() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let path = dir.path().join(crate::store::DB_FILE);
+        let path = dir.path().join(wattbar_ledger::store::DB_FILE);
         let reader = LedgerReader::new(path.clone());
         let before = reader.read(|s| Ok(s.lifetime("EUR")?.joules)).await;
         assert!(matches!(before, Ok(None)), "{:?}", before.err());
@@ -147,7 +147,7 @@ mod tests {
     #[tokio::test]
     async fn a_reader_cannot_write() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let path = dir.path().join(crate::store::DB_FILE);
+        let path = dir.path().join(wattbar_ledger::store::DB_FILE);
         drop(Store::open(&path, 1_700_000_000.0).unwrap_or_else(|e| panic!("{e}")));
         let mut reader = Store::open_read_only(&path).unwrap_or_else(|e| panic!("{e}"));
         let written = reader.start_session(1_700_000_000.0, "EUR");
@@ -160,7 +160,7 @@ mod tests {
     #[tokio::test]
     async fn past_its_bound_a_query_is_refused_at_once_and_the_next_one_runs() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let path = dir.path().join(crate::store::DB_FILE);
+        let path = dir.path().join(wattbar_ledger::store::DB_FILE);
         drop(Store::open(&path, 1_700_000_000.0).unwrap_or_else(|e| panic!("{e}")));
         let reader = LedgerReader::with_jobs(path, 1);
         // The one job holds the connection until told to let go.

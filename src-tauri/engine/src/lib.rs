@@ -15,7 +15,6 @@ pub mod command;
 pub mod error;
 pub mod handle;
 pub mod inference;
-pub mod ledger;
 pub mod ledger_reader;
 pub mod lock;
 pub mod logging;
@@ -32,10 +31,11 @@ pub mod report;
 pub mod ring;
 pub mod runner;
 pub mod setup;
-pub mod store;
 pub mod time;
 pub mod token;
 pub mod view;
+/// The ledger ([`wattbar_ledger`]): its schema and queries, and the engine's one writer.
+pub use wattbar_ledger::{ledger, store};
 
 pub use command::Command;
 pub use error::Error;

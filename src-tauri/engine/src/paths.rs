@@ -2,7 +2,7 @@
 //! (`~/.local/share/wattbar` on Linux, `~/Library/Application Support/dev.wattbar.Wattbar` on macOS).
 
 use crate::error::Error;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 pub const DATA_DIR_ENV: &str = "WATTBAR_DATA_DIR";
 pub const PREFERENCES_FILE: &str = "preferences.json";
@@ -16,22 +16,14 @@ pub fn data_dir() -> Result<PathBuf, Error> {
         .ok_or(Error::NoDataDir)
 }
 
-/// Makes `dir` and its missing parents readable by this user only (0700): the folder holds the
-/// API token and the ledger.
-pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir)
-}
+pub use wattbar_ledger::create_private_dir;
 
 pub fn preferences_path() -> Result<PathBuf, Error> {
     Ok(data_dir()?.join(PREFERENCES_FILE))
 }
 
 pub fn database_path() -> Result<PathBuf, Error> {
-    Ok(data_dir()?.join(crate::store::DB_FILE))
+    Ok(data_dir()?.join(wattbar_ledger::store::DB_FILE))
 }
 
 /// The file routers that do not speak HTTP read the low-power advice from (the JSON of

@@ -38,7 +38,7 @@ use wattbar_core::programs::{
 use wattbar_core::Quality;
 use wattbar_sources::processes::ProcessTable;
 
-pub use crate::store::programs::{IDLE, UNATTRIBUTED};
+pub use wattbar_ledger::store::programs::{IDLE, UNATTRIBUTED};
 pub mod cadence;
 mod gpu;
 mod upstream;
@@ -362,7 +362,7 @@ impl ProgramMeter {
         );
         let seconds = window.seconds;
         let per_second = |j: f64| if seconds > 0.0 { j / seconds } else { 0.0 };
-        let (day, _) = crate::store::local_day_month(unix);
+        let (day, _) = wattbar_ledger::store::local_day_month(unix);
         if self.day.as_deref() != Some(day.as_str()) {
             self.day = Some(day);
             self.today.clear();

@@ -5,7 +5,6 @@
 //! else; it is built on the engine thread and handed out behind an `Arc`, never changed after.
 
 use crate::budget::BudgetAlert;
-use crate::ledger::LedgerTotals;
 use crate::ring::{Ring, Shared};
 use serde::Serialize;
 use std::sync::Arc;
@@ -14,6 +13,7 @@ use wattbar_core::inference::resident::ResidentCost;
 use wattbar_core::meter::Method;
 use wattbar_core::policy::Advice;
 use wattbar_core::{LowPowerState, Part, Preferences, SessionTotals, Snapshot};
+use wattbar_ledger::ledger::LedgerTotals;
 
 /// The state every reader sees.
 #[derive(Debug, Clone, Serialize)]

@@ -10,8 +10,6 @@
 
 use crate::budget::{self, BudgetAlert};
 use crate::inference::book::{Restored, SCORED_RECORDS, SHOWN_RECORDS};
-use crate::ledger::{Ledger, LedgerTotals};
-use crate::store::{Row, StoreError};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
@@ -19,6 +17,8 @@ use wattbar_core::inference::resident::Unload;
 use wattbar_core::inference::resident::{Kept, ResidentDay, SetBaseline};
 use wattbar_core::inference::{Baseline, Record, Routed};
 use wattbar_core::{LowPowerState, Preferences, SessionTotals};
+use wattbar_ledger::ledger::{Ledger, LedgerTotals};
+use wattbar_ledger::store::{Row, StoreError};
 
 pub struct Recorder {
     ledger: Option<Ledger>,
@@ -71,7 +71,7 @@ impl Recorder {
             totals: ledger
                 .as_ref()
                 .and_then(|l| l.totals(now_unix, currency).ok()),
-            totals_for: Some(crate::store::local_day_month(now_unix)),
+            totals_for: Some(wattbar_ledger::store::local_day_month(now_unix)),
             unwritten: BTreeMap::new(),
             ledger,
             batch_interval,
@@ -202,7 +202,7 @@ impl Recorder {
     /// Keeps energy per program for the next batch, in the UTC hour of `unix`.
     pub fn record_programs(&mut self, unix: f64, joules: &BTreeMap<String, f64>) {
         if let Some(ledger) = self.ledger.as_mut() {
-            ledger.record_programs(crate::store::programs::hour_of(unix), joules);
+            ledger.record_programs(wattbar_ledger::store::programs::hour_of(unix), joules);
         }
     }
 
@@ -217,7 +217,7 @@ impl Recorder {
         if row.joules > 0.0 {
             *self.pending.entry("system".into()).or_default() += row.joules;
             if self.ledger.is_some() {
-                let (day, month) = crate::store::local_day_month(row.t);
+                let (day, month) = wattbar_ledger::store::local_day_month(row.t);
                 let u = self
                     .unwritten
                     .entry((day, month, row.currency.clone()))
@@ -277,7 +277,7 @@ impl Recorder {
                     tracing::info!("energy store: written again");
                 }
                 self.totals = Some(t.clone());
-                self.totals_for = Some(crate::store::local_day_month(now_unix));
+                self.totals_for = Some(wattbar_ledger::store::local_day_month(now_unix));
                 self.unwritten.clear();
                 self.refresh_stored();
                 self.check_budgets(&t, now_unix, prefs);
@@ -331,7 +331,7 @@ impl Recorder {
     /// what was measured since (in its own local day and currency).
     pub fn totals(&self, now_unix: f64) -> Option<LedgerTotals> {
         let mut t = self.totals.clone()?;
-        let (today, month) = crate::store::local_day_month(now_unix);
+        let (today, month) = wattbar_ledger::store::local_day_month(now_unix);
         // Past midnight (or a month's end) since the batch: the stored day is another day's.
         if let Some((day, mon)) = &self.totals_for {
             if *day != today {
@@ -393,7 +393,7 @@ impl Recorder {
         let Some(ledger) = self.ledger.as_mut() else {
             return;
         };
-        let (day, month) = crate::store::local_day_month(now);
+        let (day, month) = wattbar_ledger::store::local_day_month(now);
         let mut fresh = Vec::new();
         for alert in budget::crossed(prefs, totals) {
             let period = if alert.kind.starts_with("daily") {

@@ -11,9 +11,9 @@
 //!   the preferences' currency; a day with no row has no figure, never 0 kWh.
 //! - Models are those with records in the period.
 
-use crate::store::{Step, Store, StoreError};
 use std::collections::BTreeMap;
 use wattbar_core::inference::ModelStats;
+use wattbar_ledger::store::{Step, Store, StoreError};
 use wattbar_report::{Day, Line, ModelEnergy, Report};
 
 /// Periods up to this long are drawn by minute, longer ones by hour.
@@ -161,7 +161,7 @@ pub fn local_dates(from: f64, to: f64) -> Vec<chrono::NaiveDate> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Row;
+    use wattbar_ledger::store::Row;
 
     /// A day from midnight, one sample a minute: 50 W, and 150 W from 09:00 to 17:00.
     /// 16 h × 50 W + 8 h × 150 W = 0.8 + 1.2 = 2.0 kWh, 0.60 EUR at 0.30 EUR/kWh. Minutes

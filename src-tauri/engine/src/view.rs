@@ -2,13 +2,13 @@
 //! IPC in the app or over the HTTP API (`/v1/snapshot`, `/v1/stream`) in a browser. One shape for
 //! both, so the UI has one code path.
 
-use crate::ledger::LedgerTotals;
-use crate::store::{HistoryPoint, Step};
 use crate::{Point, Published};
 use serde::{Deserialize, Serialize};
 use wattbar_core::inference::Routed;
 use wattbar_core::policy::{Advice, LowPowerAction, Reason};
 use wattbar_core::{Domain, Part, Quality, Unavailable};
+use wattbar_ledger::ledger::LedgerTotals;
+use wattbar_ledger::store::{HistoryPoint, Step};
 
 /// Programs the dashboard's "Top programs" lists.
 pub const SHOWN_PROGRAMS: usize = 8;
@@ -128,7 +128,7 @@ pub struct HistoryPayload {
     pub kwh: Option<f64>,
     /// Per breakdown domain, when asked for (`?domain=cpu,gpu`, `*` for all).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub domains: Vec<crate::store::domains::DomainPoint>,
+    pub domains: Vec<wattbar_ledger::store::domains::DomainPoint>,
 }
 
 impl HistoryPayload {

@@ -2,7 +2,6 @@
 //! checked before the store is asked.
 
 use super::shared::{error, unavailable, Shared, MAX_HISTORY_SECONDS};
-use crate::store::{Step, Store};
 use crate::unix_now;
 use crate::view::HistoryPayload;
 use axum::extract::rejection::QueryRejection;
@@ -12,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use std::sync::Arc;
+use wattbar_ledger::store::{Step, Store};
 
 #[derive(Debug, Deserialize)]
 pub(super) struct HistoryQuery {

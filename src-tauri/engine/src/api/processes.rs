@@ -6,7 +6,6 @@
 
 use super::shared::{error, unavailable, Shared};
 use crate::programs::Sort;
-use crate::store::programs::{hour_of, PROGRAMS_KEEP_SECONDS};
 use crate::unix_now;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
@@ -15,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use std::sync::Arc;
+use wattbar_ledger::store::programs::{hour_of, PROGRAMS_KEEP_SECONDS};
 
 /// Programs one answer lists at most.
 pub const MAX_LIMIT: usize = 1000;

@@ -57,7 +57,7 @@ pub(super) async fn get_dashboard(State(shared): State<Arc<Shared>>) -> Json<Das
 pub(super) struct TotalsBody {
     session: wattbar_core::SessionTotals,
     /// Today, this month and lifetime from the store, as of the last batch.
-    stored: Option<crate::ledger::LedgerTotals>,
+    stored: Option<wattbar_ledger::ledger::LedgerTotals>,
     lifetime_joules_by_domain: std::collections::BTreeMap<String, f64>,
 }
 

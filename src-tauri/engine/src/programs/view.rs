@@ -2,10 +2,10 @@
 //! `/v1/processes` and `wattbar-cli top`, the bounded `/metrics` series, and the model server
 //! named with the models it serves.
 
-use crate::store::programs::{IDLE, UNATTRIBUTED};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use wattbar_core::Quality;
+use wattbar_ledger::store::programs::{IDLE, UNATTRIBUTED};
 
 /// The label of the programs without a series of their own in `/metrics`.
 pub const OTHER: &str = "(other)";

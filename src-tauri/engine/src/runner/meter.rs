@@ -10,10 +10,10 @@
 use crate::accounting::{Accounting, LocalWeek, Step};
 use crate::published::{remember, Point};
 use crate::ring::Ring;
-use crate::store::Row;
 use std::collections::BTreeMap;
 use wattbar_core::inference::Interval;
 use wattbar_core::{Part, Snapshot, Stamp};
+use wattbar_ledger::store::Row;
 
 /// A wall clock that moved this much more or less than elapsed time was stepped.
 const WALL_STEP_SECONDS: f64 = 2.0;

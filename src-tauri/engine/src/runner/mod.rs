@@ -304,7 +304,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
     let programs = ProgramMeter::new(
         &config.proc_root,
         recorder.restored_program_day(started),
-        Some(crate::store::local_day_month(started).0),
+        Some(wattbar_ledger::store::local_day_month(started).0),
     );
     let ids = RecordIds::default();
     ids.number_from(book.first_free_id());

@@ -21,7 +21,7 @@ impl Engine {
             return;
         }
         resident.followed = loaded.is_some();
-        let (day, _) = crate::store::local_day_month(interval.unix_end);
+        let (day, _) = wattbar_ledger::store::local_day_month(interval.unix_end);
         let price = self.meter.accounting.price_per_kwh(week_seconds);
         resident.residency.push(Step {
             interval,

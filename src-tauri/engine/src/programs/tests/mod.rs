@@ -100,18 +100,19 @@ fn todays_energy_per_program_goes_to_the_ledger_and_comes_back_after_a_restart()
     assert_eq!(pending.get("p10"), Some(&240.0));
     assert_eq!(pending.get(IDLE), Some(&120.0));
     let db = dir.path().join("wattbar.db");
-    let (mut store, _) = crate::store::Store::open(&db, noon).unwrap_or_else(|e| panic!("{e}"));
+    let (mut store, _) =
+        wattbar_ledger::store::Store::open(&db, noon).unwrap_or_else(|e| panic!("{e}"));
     let session = store
         .start_session(noon, "EUR")
         .unwrap_or_else(|e| panic!("{e}"));
-    let hour = crate::store::programs::hour_of(noon);
+    let hour = wattbar_ledger::store::programs::hour_of(noon);
     // The same program two days before: not today's.
     let rows: BTreeMap<(i64, String), f64> = pending
         .iter()
         .map(|(p, j)| ((hour, p.clone()), *j))
         .chain([((hour - 2 * 86_400, "p10".to_string()), 1_000.0)])
         .collect();
-    let also = crate::store::resident::Also {
+    let also = wattbar_ledger::store::resident::Also {
         program_hours: Some(&rows),
         ..Default::default()
     };
@@ -125,7 +126,7 @@ fn todays_energy_per_program_goes_to_the_ledger_and_comes_back_after_a_restart()
     assert_eq!(since(hour).get("p10"), Some(&240.0));
     assert_eq!(since(hour - 3 * 86_400).get("p10"), Some(&1_240.0));
     assert_eq!(since(hour + 3_600).get("p10"), None);
-    let day = Some(crate::store::local_day_month(noon).0);
+    let day = Some(wattbar_ledger::store::local_day_month(noon).0);
     let again = ProgramMeter::new(dir.path(), today, day);
     let v = again.view();
     assert_eq!(v.programs[0].program, "p10");

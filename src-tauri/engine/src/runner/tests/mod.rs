@@ -186,7 +186,8 @@ async fn the_ledger_keeps_what_was_integrated_after_a_shutdown() {
         .unwrap_or(-1.0);
     assert!(stored >= 180_000.0 - 1_500.0 - 1e-6, "{stored}");
     engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
-    let (store, moved) = crate::store::Store::open(&db, 0.0).unwrap_or_else(|e| panic!("{e}"));
+    let (store, moved) =
+        wattbar_ledger::store::Store::open(&db, 0.0).unwrap_or_else(|e| panic!("{e}"));
     assert!(moved.is_none());
     let lifetime = store.lifetime("EUR").unwrap_or_else(|e| panic!("{e}"));
     assert!((lifetime.joules - 180_000.0).abs() < 1e-6, "{lifetime:?}");
@@ -244,7 +245,7 @@ async fn a_high_trace_engages_low_power_and_the_store_remembers_it() {
     assert_eq!(later.low_power.reason, Some(wattbar_core::Reason::Manual));
     assert_eq!(later.low_power_seq, 0, "nothing changed after the restart");
     engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
-    let (store, _) = crate::store::Store::open(&db, 0.0).unwrap_or_else(|e| panic!("{e}"));
+    let (store, _) = wattbar_ledger::store::Store::open(&db, 0.0).unwrap_or_else(|e| panic!("{e}"));
     assert!(store.low_power().map(|s| s.enabled).unwrap_or(false));
 }
 

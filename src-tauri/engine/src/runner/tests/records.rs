@@ -82,7 +82,8 @@ async fn records_older_than_kept_are_pruned_yet_their_model_and_ids_stay() {
     let now = 1_800_000_000.0;
     let day = 86_400.0;
     {
-        let (mut store, _) = crate::store::Store::open(&db, 0.0).unwrap_or_else(|e| panic!("{e}"));
+        let (mut store, _) =
+            wattbar_ledger::store::Store::open(&db, 0.0).unwrap_or_else(|e| panic!("{e}"));
         let clock = ManualClock::new(now);
         let book_record = |id: u64, model: &str, ended: f64| {
             let mut r = Book::new(Default::default(), 5.0)
@@ -142,7 +143,7 @@ async fn records_older_than_kept_are_pruned_yet_their_model_and_ids_stay() {
         (Some(1), Some(2))
     );
     engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
-    let store = crate::store::Store::open_read_only(&db).unwrap_or_else(|e| panic!("{e}"));
+    let store = wattbar_ledger::store::Store::open_read_only(&db).unwrap_or_else(|e| panic!("{e}"));
     let kept: Vec<u64> = store
         .inference(0.0, 10)
         .unwrap_or_default()

@@ -156,7 +156,7 @@ async fn an_unload_is_recorded_and_said_once() {
     assert_eq!(engine.current().low_power_seq, seq + 1);
     engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
     drop(engine);
-    let (store, _) = crate::store::Store::open(&db, 0.0).unwrap_or_else(|e| panic!("{e}"));
+    let (store, _) = wattbar_ledger::store::Store::open(&db, 0.0).unwrap_or_else(|e| panic!("{e}"));
     let unloads = store.unloads(10).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(unloads.len(), 1, "{unloads:?}");
     assert_eq!(unloads[0].unloaded, ["gemma3:latest"]);

@@ -271,7 +271,7 @@ impl Store {
             )));
         }
         if let Some(dir) = path.parent() {
-            crate::paths::create_private_dir(dir).map_err(|source| StoreError::Io {
+            crate::create_private_dir(dir).map_err(|source| StoreError::Io {
                 path: dir.to_path_buf(),
                 source,
             })?;
