@@ -130,7 +130,7 @@ pub async fn save_report(
     app: AppHandle,
     state: State<'_, AppState>,
 ) -> Result<String, String> {
-    let (seconds, _) = wattbar_engine::view::range(&range)?;
+    let (seconds, _) = wattbar_engine::store::range(&range)?;
     // With no Downloads folder configured (no user-dirs.dirs, as on many minimal desktops), the
     // home folder, which is what `xdg-user-dir DOWNLOAD` answers there.
     let dir = app
@@ -160,7 +160,7 @@ pub async fn save_report(
 /// Stored history for `range`: `1h` and `24h` by minute, `30d` by hour.
 #[tauri::command]
 pub async fn get_history(range: String, state: State<'_, AppState>) -> Result<Value, String> {
-    wattbar_engine::view::range(&range)?;
+    wattbar_engine::store::range(&range)?;
     let path = format!("/v1/history?range={range}");
     call(&state, move |e| e.get(&path)).await.map_err(text)
 }

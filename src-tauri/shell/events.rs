@@ -1,7 +1,7 @@
 //! The contract with the UI: the event name and payloads here, the command names in `lib.rs`'s
 //! `generate_handler!`. `ui/js/contract.js` mirrors both; tests keep them in step.
 
-/// Emitted to the dashboard with each state the engine publishes (`wattbar_engine::view::
+/// Emitted to the dashboard with each state the engine publishes (`wattbar_serve::view::
 /// StatePayload`, as `/v1/stream` carries it), only while the window is shown.
 pub const STATE_CHANGED: &str = "wattbar:state";
 

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use wattbar_core::prefs::parse_duration;
 use wattbar_core::Preferences;
-use wattbar_engine::api;
+use wattbar_serve::api;
 
 #[derive(Parser)]
 #[command(

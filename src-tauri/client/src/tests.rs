@@ -4,8 +4,8 @@
 use super::*;
 use std::net::TcpListener;
 use wattbar_core::{Chain, Preferences, Source};
-use wattbar_engine::api::{self, ApiConfig};
 use wattbar_engine::{spawn, EngineConfig};
+use wattbar_serve::api::{self, ApiConfig};
 use wattbar_sources::replay::parse_trace;
 use wattbar_sources::ReplaySource;
 

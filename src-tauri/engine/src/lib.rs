@@ -9,7 +9,7 @@
 //! policy and its advice.
 
 pub mod accounting;
-pub mod api;
+pub mod advice;
 pub mod budget;
 pub mod command;
 pub mod error;
@@ -19,8 +19,6 @@ pub mod ledger_reader;
 pub mod lock;
 pub mod logging;
 pub mod low_power;
-pub mod metrics;
-pub mod net;
 pub mod os_power;
 pub mod paths;
 pub mod prefs_file;
@@ -33,7 +31,6 @@ pub mod runner;
 pub mod setup;
 pub mod time;
 pub mod token;
-pub mod view;
 /// The ledger ([`wattbar_ledger`]): its schema and queries, and the engine's one writer.
 pub use wattbar_ledger::{ledger, store};
 

@@ -1,6 +1,5 @@
-//! The engine's crate from outside: the API over real TCP, real captures through the chain, the lock, the vendored UI files. `dst.rs` stays a binary of its own: it sets the process's time zone.
+//! The engine's crate from outside: real captures through the chain, the lock, the vendored UI files. `dst.rs` stays a binary of its own: it sets the process's time zone.
 
-mod api;
 mod celeron;
 mod lock;
 mod ui_format;

@@ -396,5 +396,15 @@ fn restrict_to_user(_path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The named history ranges the dashboard offers: `1h` and `24h` by minute, `30d` by hour.
+pub fn range(name: &str) -> Result<(f64, Step), String> {
+    match name {
+        "1h" => Ok((3600.0, Step::Minute)),
+        "24h" => Ok((86_400.0, Step::Minute)),
+        "30d" => Ok((30.0 * 86_400.0, Step::Hour)),
+        other => Err(format!("unknown range {other:?}: use 1h, 24h or 30d")),
+    }
+}
+
 #[cfg(test)]
 mod tests;

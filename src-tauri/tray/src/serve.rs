@@ -7,7 +7,8 @@
 
 use std::net::SocketAddr;
 use tokio::net::TcpListener;
-use wattbar_engine::{api, EngineReader};
+use wattbar_engine::EngineReader;
+use wattbar_serve::api;
 
 /// Where the tray serves the local API (`WATTBAR_API_LISTEN`; default 127.0.0.1:9471).
 const API_LISTEN_ENV: &str = "WATTBAR_API_LISTEN";
@@ -66,7 +67,7 @@ pub async fn api(listener: TcpListener, engine: EngineReader, db_path: std::path
 /// The inference proxy, from the preferences: listen address, and the upstream (else
 /// `OLLAMA_HOST`, else 127.0.0.1:11434). A proxy that cannot start is logged; the tray goes on.
 pub async fn llm_proxy(engine: EngineReader, prefs: wattbar_core::Preferences) {
-    use wattbar_engine::inference::proxy;
+    use wattbar_serve::proxy;
     let listen = prefs.llm_proxy_listen.clone();
     let text = prefs
         .llm_upstream

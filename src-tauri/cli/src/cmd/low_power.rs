@@ -9,7 +9,7 @@ pub fn low_power(state: crate::args::LowPowerArg, api: Option<SocketAddr>) -> Re
     let client = match (api, crate::client::running()?) {
         (Some(api), _) => crate::client::at(&api.to_string())?,
         (None, Some(client)) => client,
-        (None, None) => crate::client::at(wattbar_engine::api::DEFAULT_LISTEN)?,
+        (None, None) => crate::client::at(wattbar_serve::api::DEFAULT_LISTEN)?,
     };
     let body = match state {
         LowPowerArg::Status => client.get("/v1/low-power")?,

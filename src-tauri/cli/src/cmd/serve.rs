@@ -4,8 +4,9 @@
 
 use crate::args::Cmd;
 use anyhow::{bail, Context, Result};
-use wattbar_engine::inference::proxy;
-use wattbar_engine::{api, paths, Command, EngineConfig};
+use wattbar_engine::{paths, Command, EngineConfig};
+use wattbar_serve::api;
+use wattbar_serve::proxy;
 
 pub async fn serve(command: Cmd) -> Result<()> {
     let Cmd::Serve {

@@ -4,8 +4,8 @@
 use anyhow::{Context, Result};
 use std::io::Write;
 use std::time::Duration;
-use wattbar_engine::view::StatePayload;
 use wattbar_engine::{paths, Command, EngineConfig};
+use wattbar_serve::view::StatePayload;
 
 #[derive(Clone, Copy, PartialEq)]
 pub enum Format {

@@ -1,10 +1,9 @@
-//! Inference energy in the engine: what the proxy reports ([`events`], sent by [`reporter`]), the
-//! requests the engine knows of ([`requests`]), the book that turns them into records
-//! ([`book`]), and the proxy that sees them pass ([`proxy`]).
+//! Inference energy in the engine: what the proxy (in `wattbar-serve`) reports ([`events`], sent
+//! by [`reporter`]), the requests the engine knows of ([`requests`]) and the book that turns them
+//! into records ([`book`]).
 
 pub mod book;
 pub mod events;
-pub mod proxy;
 pub mod reporter;
 pub mod requests;
 

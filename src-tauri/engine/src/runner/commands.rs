@@ -165,7 +165,7 @@ impl Engine {
         let Some(path) = self.files.advice.as_ref() else {
             return;
         };
-        let view = crate::view::LowPowerView::from_parts(
+        let view = crate::advice::LowPowerView::from_parts(
             self.low_power.state(),
             self.low_power.advice(),
             self.prefs.low_power.action,

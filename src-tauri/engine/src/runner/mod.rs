@@ -132,7 +132,7 @@ struct Files {
     /// Where the low-power advice is written ([`EngineConfig::advice_file`]).
     advice: Option<PathBuf>,
     /// The advice as last written there.
-    advice_written: Option<crate::view::LowPowerView>,
+    advice_written: Option<crate::advice::LowPowerView>,
     /// Where a preference set one field at a time is saved.
     preferences: Option<PathBuf>,
 }

@@ -27,8 +27,8 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wattbar_core::inference::Record;
-use wattbar_engine::inference::proxy;
 use wattbar_engine::unix_now;
+use wattbar_serve::proxy;
 
 /// What `profile` is asked to do.
 pub struct Options {

@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wattbar_core::inference::{window_energy, WindowEnergy};
 use wattbar_core::Unavailable;
-use wattbar_engine::view::StatePayload;
 use wattbar_engine::{Command, EngineConfig, EngineHandle};
+use wattbar_serve::view::StatePayload;
 
 type Shared = Arc<Mutex<Samples>>;
 

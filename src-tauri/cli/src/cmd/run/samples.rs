@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use wattbar_core::inference::Interval;
 use wattbar_core::meter::Method;
 use wattbar_core::{Quality, Unavailable};
-use wattbar_engine::view::StatePayload;
+use wattbar_serve::view::StatePayload;
 
 /// One reading of one sample, as the engine publishes it.
 #[derive(Debug, Clone)]

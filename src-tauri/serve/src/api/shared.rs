@@ -3,10 +3,8 @@
 //! error and body reader they answer with.
 
 use super::hosts::HostGuard;
-use crate::ledger_reader::LedgerReader;
 use crate::metrics::SelfUsage;
 use crate::view::StatePayload;
-use crate::{EngineReader, Published};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;
@@ -20,6 +18,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_stream::wrappers::WatchStream;
 use tokio_stream::Stream;
+use wattbar_engine::ledger_reader::LedgerReader;
+use wattbar_engine::{EngineReader, Published};
 
 pub const DEFAULT_PORT: u16 = 9471;
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9471";
@@ -123,9 +123,9 @@ pub(super) fn accepted(what: &str) -> Response {
 
 /// What a route answers when the engine or its ledger could not: 503, with `Retry-After` when
 /// the ledger was only busy.
-pub(super) fn unavailable(e: &crate::Error) -> Response {
+pub(super) fn unavailable(e: &wattbar_engine::Error) -> Response {
     let mut response = error(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
-    if matches!(e, crate::Error::Busy) {
+    if matches!(e, wattbar_engine::Error::Busy) {
         response.headers_mut().insert(
             axum::http::header::RETRY_AFTER,
             axum::http::HeaderValue::from_static(LEDGER_RETRY_AFTER_S),
@@ -243,7 +243,7 @@ mod tests {
 
     #[test]
     fn a_busy_ledger_is_503_with_when_to_come_back_and_a_broken_one_503_without() {
-        let busy = unavailable(&crate::Error::Busy);
+        let busy = unavailable(&wattbar_engine::Error::Busy);
         assert_eq!(busy.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(
             busy.headers()
@@ -251,7 +251,7 @@ mod tests {
                 .and_then(|v| v.to_str().ok()),
             Some("1")
         );
-        let broken = unavailable(&crate::Error::Stopped);
+        let broken = unavailable(&wattbar_engine::Error::Stopped);
         assert_eq!(broken.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert!(broken
             .headers()
@@ -270,8 +270,11 @@ mod tests {
             interval_ms: 100,
             ..Preferences::default()
         };
-        let engine = crate::spawn(Chain::new(sources), crate::EngineConfig::new(prefs))
-            .unwrap_or_else(|e| panic!("{e}"));
+        let engine = wattbar_engine::spawn(
+            Chain::new(sources),
+            wattbar_engine::EngineConfig::new(prefs),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         let mut rx = engine.subscribe();
         let sampled = tokio::time::timeout(
             Duration::from_secs(5),

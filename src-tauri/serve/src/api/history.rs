@@ -2,7 +2,6 @@
 //! checked before the store is asked.
 
 use super::shared::{error, unavailable, Shared, MAX_HISTORY_SECONDS};
-use crate::unix_now;
 use crate::view::HistoryPayload;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
@@ -11,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use std::sync::Arc;
+use wattbar_engine::unix_now;
 use wattbar_ledger::store::{Step, Store};
 
 #[derive(Debug, Deserialize)]
@@ -94,7 +94,7 @@ fn history_payload(
     to: f64,
     step: Step,
     domains: Option<Vec<String>>,
-) -> Result<Result<HistoryPayload, String>, crate::Error> {
+) -> Result<Result<HistoryPayload, String>, wattbar_engine::Error> {
     let Some(names) = domains else {
         return Ok(Ok(HistoryPayload::new(
             label,

@@ -48,7 +48,7 @@ pub(super) async fn put_preference(
         tokio::time::timeout(APPLY_TIMEOUT, shared.engine.set_preference(&key, value)).await;
     match applied {
         Ok(Ok(prefs)) => Json(prefs).into_response(),
-        Ok(Err(crate::Error::Invalid(e))) => {
+        Ok(Err(wattbar_engine::Error::Invalid(e))) => {
             // The message without the field's name, which the form shows by the field itself.
             let message = match e {
                 wattbar_core::Error::Invalid { message, .. } => message,
@@ -63,7 +63,7 @@ pub(super) async fn put_preference(
             )
                 .into_response()
         }
-        Ok(Err(crate::Error::Stopped)) => {
+        Ok(Err(wattbar_engine::Error::Stopped)) => {
             error(StatusCode::SERVICE_UNAVAILABLE, "the engine has stopped")
         }
         Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),

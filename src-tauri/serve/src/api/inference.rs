@@ -4,9 +4,6 @@
 //! per model) and `GET /v1/energy?from=&to=` (the energy of any window).
 
 use super::shared::{error, json_object, unavailable, Shared, MAX_HISTORY_SECONDS};
-use crate::command::External;
-use crate::handle::Found;
-use crate::unix_now;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
@@ -18,6 +15,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use wattbar_core::inference::resident::ResidentCost;
 use wattbar_core::inference::{ModelStats, Record};
+use wattbar_engine::command::External;
+use wattbar_engine::handle::Found;
+use wattbar_engine::unix_now;
 
 /// Most records one request returns.
 pub const MAX_RECORDS: usize = 1000;
@@ -155,7 +155,7 @@ pub(super) async fn post_inference(
     };
     match shared.engine.record_inference(external).await {
         Ok(record) => (StatusCode::CREATED, Json(record)).into_response(),
-        Err(crate::Error::Refused(message)) => error(StatusCode::BAD_REQUEST, message),
+        Err(wattbar_engine::Error::Refused(message)) => error(StatusCode::BAD_REQUEST, message),
         Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
     }
 }

@@ -17,8 +17,8 @@
 //! (`[FD00:0::2]` is `[fd00::2]`). The port is checked by the caller. Interfaces are read when the
 //! server starts: an address gained later is accepted after a restart, or with `--allow-host`.
 
-use crate::Error;
 use std::net::{IpAddr, SocketAddr};
+use wattbar_engine::Error;
 
 /// The names besides the loopback ones that a server listening on `listen` answers to:
 /// `allow_hosts` (checked with [`parse_host_name`]; a bad one is logged and skipped), and for a

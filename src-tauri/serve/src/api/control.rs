@@ -3,7 +3,6 @@
 
 use super::shared::{accepted, error, json_object, Shared, APPLY_TIMEOUT};
 use crate::view::LowPowerView;
-use crate::Command;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
@@ -12,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
+use wattbar_engine::Command;
 
 pub(super) async fn get_low_power(State(shared): State<Arc<Shared>>) -> Json<LowPowerView> {
     Json(LowPowerView::from(shared.engine.current().as_ref()))

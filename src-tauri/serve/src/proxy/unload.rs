@@ -19,7 +19,11 @@ use wattbar_core::inference::resident::Unload;
 
 /// Unloads the idle models each time the mode switches on, until the engine stops; each
 /// outcome goes to the engine, which records it and says it once.
-pub(super) async fn follow(engine: crate::EngineReader, upstream: Upstream, client: HttpClient) {
+pub(super) async fn follow(
+    engine: wattbar_engine::EngineReader,
+    upstream: Upstream,
+    client: HttpClient,
+) {
     let mut engaged = engine.engagements();
     let reporter = engine.reporter();
     while engaged.changed().await.is_ok() {
@@ -45,7 +49,7 @@ pub(super) async fn follow(engine: crate::EngineReader, upstream: Upstream, clie
 /// Unloads each model the server holds that no request in flight is using; stops at the first
 /// failure, saying what was done before it. `t` is left for the reporter to stamp.
 pub(super) async fn unload_idle(
-    engine: &crate::EngineReader,
+    engine: &wattbar_engine::EngineReader,
     upstream: &Upstream,
     client: &HttpClient,
 ) -> Unload {

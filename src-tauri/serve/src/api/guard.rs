@@ -83,7 +83,8 @@ pub(super) fn authorised(shared: &Shared, headers: &HeaderMap) -> bool {
         .map(|(_, token)| token.trim());
     match given {
         Some(t) => {
-            !shared.config.token.is_empty() && crate::token::matches(&shared.config.token, t)
+            !shared.config.token.is_empty()
+                && wattbar_engine::token::matches(&shared.config.token, t)
         }
         None => false,
     }

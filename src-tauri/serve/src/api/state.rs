@@ -4,7 +4,6 @@
 
 use super::shared::{error, state_json_stream, Shared, STREAM_RETRY_AFTER_S};
 use crate::metrics;
-use crate::unix_now;
 use crate::view::{DashboardPayload, StatePayload};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -15,6 +14,7 @@ use futures_util::StreamExt;
 use serde::Serialize;
 use std::convert::Infallible;
 use std::sync::Arc;
+use wattbar_engine::unix_now;
 
 pub(super) async fn get_metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     let usage = shared

@@ -12,7 +12,6 @@
 //! Every label value is escaped as both formats require ([`Text`]): a model or program name is
 //! whatever its owner chose, and one bad name must not break the whole scrape.
 
-use crate::Published;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
@@ -21,6 +20,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 use std::fmt::Write;
 use std::sync::atomic::AtomicU64;
+use wattbar_engine::Published;
 
 /// The media type of what [`render`] returns.
 pub const OPENMETRICS_CONTENT_TYPE: &str =

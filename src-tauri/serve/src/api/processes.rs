@@ -1,12 +1,10 @@
 //! `GET /v1/processes?limit=&sort=watts|energy&since=`: energy per program, as of the engine's
-//! last process read ([`crate::programs`]), with the idle and unattributed parts that close the
+//! last process read ([`wattbar_engine::programs`]), with the idle and unattributed parts that close the
 //! sum. Energies count from the engine's start; with `since` (Unix seconds, within the ledger's
 //! 30 days), from the start of the UTC hour it falls in, as the ledger kept them (written every
 //! few seconds), before a restart included.
 
 use super::shared::{error, unavailable, Shared};
-use crate::programs::Sort;
-use crate::unix_now;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
@@ -14,6 +12,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use std::sync::Arc;
+use wattbar_engine::programs::Sort;
+use wattbar_engine::unix_now;
 use wattbar_ledger::store::programs::{hour_of, PROGRAMS_KEEP_SECONDS};
 
 /// Programs one answer lists at most.
@@ -69,7 +69,11 @@ pub(super) async fn get_processes(
             ),
             Some(ledger) => {
                 ledger
-                    .read(move |store| store.program_since(from).map_err(crate::Error::from))
+                    .read(move |store| {
+                        store
+                            .program_since(from)
+                            .map_err(wattbar_engine::Error::from)
+                    })
                     .await
             }
         };

@@ -60,9 +60,7 @@ pub use origins::Origins;
 pub use peek::{MAX_HELD_BYTES, MAX_PEEK_BYTES};
 pub use upstream::{default_upstream, Upstream, DEFAULT_UPSTREAM};
 
-use super::reporter::{InFlight, Reporter};
 use crate::api::HostGuard;
-use crate::published::Published;
 use answers::{busy, drain, json_error, strip_hop_by_hop};
 use body::{error_chain, full};
 pub use body::{BoxError, ProxyBody};
@@ -84,6 +82,8 @@ use wattbar_core::inference::{
     check_model_name, Framing, ResponseMeter, Route, ServerFigures, Status,
 };
 use wattbar_core::{LowPowerAction, PolicyConfig};
+use wattbar_engine::inference::reporter::{InFlight, Reporter};
+use wattbar_engine::published::Published;
 
 /// Most requests the proxy forwards at once; past it, 503. A local model server runs a few at
 /// once, so this only bounds a loop or a flood: each one holds a connection both ways.
@@ -107,7 +107,7 @@ struct Proxy {
     /// The engine's published state: whether low-power mode is on, and its settings.
     state: watch::Receiver<Arc<Published>>,
     /// The engine, for the records that receipts copy.
-    engine: crate::EngineReader,
+    engine: wattbar_engine::EngineReader,
     hosts: HostGuard,
     origins: Origins,
     /// One permit per request being forwarded, held until its answer has passed.
@@ -127,7 +127,7 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 pub async fn serve(
     listener: tokio::net::TcpListener,
     upstream: Upstream,
-    engine: crate::EngineReader,
+    engine: wattbar_engine::EngineReader,
     extra_hosts: &[String],
     origins: Origins,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,

@@ -6,7 +6,6 @@
 //! `done: true` line, OpenAI's `data: [DONE]`): that frame is held while the engine samples and
 //! makes the record, then goes on with the receipt in it.
 
-use super::super::reporter::InFlight;
 use super::body::{error_chain, BoxError};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
@@ -19,6 +18,7 @@ use std::time::Duration;
 use wattbar_core::inference::receipt::Receipt;
 use wattbar_core::inference::usage::UsageChunkFilter;
 use wattbar_core::inference::{Framing, ResponseMeter, ServerFigures, Status};
+use wattbar_engine::inference::reporter::InFlight;
 
 /// How long the end of an answer waits for its record before the receipt says it is missing.
 pub(super) const RECEIPT_WAIT: Duration = Duration::from_secs(2);
@@ -58,11 +58,13 @@ fn verdict_of(
 }
 
 /// The receipt for record `id`, once the engine has made the record.
-pub(super) async fn receipt(engine: crate::EngineReader, id: u64) -> Receipt {
+pub(super) async fn receipt(engine: wattbar_engine::EngineReader, id: u64) -> Receipt {
     match engine.inference_record(id, RECEIPT_WAIT).await {
-        Ok(crate::Found::Record(r)) => Receipt::of(&r),
-        Ok(crate::Found::Pending) => Receipt::missing(id, "the record was not made in time".into()),
-        Ok(crate::Found::None) => Receipt::missing(id, "the record is not kept".into()),
+        Ok(wattbar_engine::Found::Record(r)) => Receipt::of(&r),
+        Ok(wattbar_engine::Found::Pending) => {
+            Receipt::missing(id, "the record was not made in time".into())
+        }
+        Ok(wattbar_engine::Found::None) => Receipt::missing(id, "the record is not kept".into()),
         Err(e) => Receipt::missing(id, e.to_string()),
     }
 }
@@ -83,7 +85,7 @@ pub(super) struct Metered {
     pub(super) tail: Option<Bytes>,
     pub(super) done: bool,
     /// The engine, when the client asked for a receipt in its stream.
-    pub(super) receipt: Option<crate::EngineReader>,
+    pub(super) receipt: Option<wattbar_engine::EngineReader>,
     pub(super) framing: Framing,
     pub(super) held: Option<Held>,
 }

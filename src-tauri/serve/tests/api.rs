@@ -7,8 +7,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use wattbar_core::{Chain, Preferences, Source};
-use wattbar_engine::api::{self, ApiConfig};
 use wattbar_engine::{spawn, EngineConfig, EngineHandle};
+use wattbar_serve::api::{self, ApiConfig};
 use wattbar_sources::replay::parse_trace;
 use wattbar_sources::ReplaySource;
 
@@ -766,8 +766,8 @@ async fn the_energy_counter_is_there_from_the_first_scrape_and_moves_before_any_
     let engine = spawn(Chain::new(sources), config).unwrap_or_else(|e| panic!("{e}"));
     let scrape = || {
         let text =
-            wattbar_engine::metrics::render(&engine.current(), wattbar_engine::unix_now(), None);
-        energy_counter(&wattbar_engine::metrics::to_prometheus_text(&text))
+            wattbar_serve::metrics::render(&engine.current(), wattbar_engine::unix_now(), None);
+        energy_counter(&wattbar_serve::metrics::to_prometheus_text(&text))
     };
     let first = scrape();
     assert!(first >= 0.0);
@@ -781,8 +781,8 @@ async fn the_energy_counter_is_there_from_the_first_scrape_and_moves_before_any_
     // Nothing was written yet (a batch a minute), yet the published lifetime is the counter's:
     // stored plus measured since, like today and the month.
     let p = engine.current();
-    let text = wattbar_engine::metrics::render(&p, wattbar_engine::unix_now(), None);
-    let counter = energy_counter(&wattbar_engine::metrics::to_prometheus_text(&text));
+    let text = wattbar_serve::metrics::render(&p, wattbar_engine::unix_now(), None);
+    let counter = energy_counter(&wattbar_serve::metrics::to_prometheus_text(&text));
     let lifetime = p.totals.as_ref().map_or(f64::NAN, |t| t.lifetime.joules);
     assert!(
         counter > 0.0 && (lifetime - counter).abs() <= 1e-9 * counter,

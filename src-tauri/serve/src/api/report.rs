@@ -3,13 +3,13 @@
 //! defaults to now and `from` to seven days before it.
 
 use super::shared::{error, unavailable, Shared, MAX_HISTORY_SECONDS};
-use crate::unix_now;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use std::sync::Arc;
+use wattbar_engine::unix_now;
 
 const DEFAULT_SPAN_SECONDS: f64 = 7.0 * 86_400.0;
 
@@ -58,7 +58,7 @@ pub(super) async fn get_report(
             }
             r
         }
-        Err(e @ crate::Error::Refused(_)) => error(StatusCode::NOT_FOUND, e.to_string()),
+        Err(e @ wattbar_engine::Error::Refused(_)) => error(StatusCode::NOT_FOUND, e.to_string()),
         Err(e) => unavailable(&e),
     }
 }

@@ -10,8 +10,8 @@
 
 use super::server_api::{ps, HttpClient, PsError};
 use super::upstream::Upstream;
-use crate::inference::Reporter;
 use std::time::Duration;
+use wattbar_engine::inference::Reporter;
 
 pub(super) const POLL: Duration = Duration::from_secs(5);
 pub(super) const NOT_OFFERED_RETRY: Duration = Duration::from_secs(300);

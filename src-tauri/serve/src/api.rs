@@ -32,8 +32,6 @@
 //!   as its client, so neither timeout cuts it.
 //! - Each published state is serialized once, whatever the number of stream clients.
 
-use crate::ledger_reader::LedgerReader;
-use crate::EngineReader;
 use axum::http::StatusCode;
 use axum::middleware;
 use axum::routing::{any, get, post, put};
@@ -42,6 +40,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
+use wattbar_engine::ledger_reader::LedgerReader;
+use wattbar_engine::EngineReader;
 
 mod control;
 mod guard;

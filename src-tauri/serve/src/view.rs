@@ -2,76 +2,15 @@
 //! IPC in the app or over the HTTP API (`/v1/snapshot`, `/v1/stream`) in a browser. One shape for
 //! both, so the UI has one code path.
 
-use crate::{Point, Published};
 use serde::{Deserialize, Serialize};
-use wattbar_core::inference::Routed;
-use wattbar_core::policy::{Advice, LowPowerAction, Reason};
 use wattbar_core::{Domain, Part, Quality, Unavailable};
+pub use wattbar_engine::advice::LowPowerView;
+use wattbar_engine::{Point, Published};
 use wattbar_ledger::ledger::LedgerTotals;
 use wattbar_ledger::store::{HistoryPoint, Step};
 
 /// Programs the dashboard's "Top programs" lists.
 pub const SHOWN_PROGRAMS: usize = 8;
-
-/// Low-power mode as routers and the UI read it (`GET /v1/low-power`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LowPowerView {
-    pub enabled: bool,
-    /// Seconds since the Unix epoch of the last change; `None` if it never changed.
-    pub since: Option<f64>,
-    pub reason: Option<Reason>,
-    pub recommended_model: String,
-    pub recommendation: String,
-    /// Mean efficiency score 0–10 of the last inference records; `None` until there are some.
-    pub score: Option<f64>,
-    /// The raw figure behind the score.
-    pub tokens_per_second_per_watt: Option<f64>,
-    /// The model with the most tokens/s per W measured on this machine.
-    pub most_efficient_model: Option<String>,
-    /// What the inference proxy does while the mode is on: `advise` or `route`.
-    pub action: LowPowerAction,
-    /// The requests routed to another model, over the inference records kept.
-    pub routed: Routed,
-    /// The last thing the mode did, as a sentence: switching, or unloading models.
-    #[serde(default)]
-    pub last_event: Option<String>,
-}
-
-impl LowPowerView {
-    pub fn from_parts(
-        state: &wattbar_core::LowPowerState,
-        advice: &Advice,
-        action: LowPowerAction,
-        routed: &Routed,
-        last_event: Option<&String>,
-    ) -> Self {
-        LowPowerView {
-            action,
-            last_event: last_event.cloned(),
-            routed: routed.clone(),
-            enabled: state.enabled,
-            since: state.since,
-            reason: state.reason,
-            recommended_model: advice.recommended_model.clone(),
-            recommendation: advice.recommendation.clone(),
-            score: advice.score,
-            tokens_per_second_per_watt: advice.tokens_per_second_per_watt,
-            most_efficient_model: advice.most_efficient_model.clone(),
-        }
-    }
-}
-
-impl From<&Published> for LowPowerView {
-    fn from(p: &Published) -> Self {
-        LowPowerView::from_parts(
-            &p.low_power,
-            &p.advice,
-            p.prefs.low_power.action,
-            &p.inference.routed,
-            p.low_power_event.as_ref(),
-        )
-    }
-}
 
 /// The state after one sample: the dashboard's event payload and `/v1/snapshot`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -108,11 +47,11 @@ pub struct StatePayload {
     /// Today, this month and lifetime from the store, as of the last batch.
     pub totals: Option<LedgerTotals>,
     /// Inference: the last records, the figures per model, the idle baseline and the score.
-    pub inference: std::sync::Arc<crate::inference::InferenceView>,
+    pub inference: std::sync::Arc<wattbar_engine::inference::InferenceView>,
     /// What each model the server holds (or held today) costs by staying loaded.
     pub resident: std::sync::Arc<[wattbar_core::inference::resident::ResidentCost]>,
     /// The programs drawing the most watts over the last process window.
-    pub programs: crate::programs::Top,
+    pub programs: wattbar_engine::programs::Top,
     /// Requests in flight through the inference proxy.
     pub inflight: usize,
 }
@@ -215,7 +154,9 @@ impl From<&Published> for StatePayload {
             totals: p.totals.clone(),
             inference: std::sync::Arc::clone(&p.inference),
             resident: std::sync::Arc::clone(&p.resident),
-            programs: p.programs.top(SHOWN_PROGRAMS, crate::programs::Sort::Watts),
+            programs: p
+                .programs
+                .top(SHOWN_PROGRAMS, wattbar_engine::programs::Sort::Watts),
             inflight: p.inflight,
         }
     }
@@ -228,12 +169,7 @@ pub struct DashboardPayload {
     pub history: Vec<Point>,
 }
 
-/// The named history ranges the dashboard offers: `1h` and `24h` by minute, `30d` by hour.
-pub fn range(name: &str) -> Result<(f64, Step), String> {
-    match name {
-        "1h" => Ok((3600.0, Step::Minute)),
-        "24h" => Ok((86_400.0, Step::Minute)),
-        "30d" => Ok((30.0 * 86_400.0, Step::Hour)),
-        other => Err(format!("unknown range {other:?}: use 1h, 24h or 30d")),
-    }
-}
+pub use wattbar_ledger::store::range;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,68 @@
+//! Low-power mode as routers and the UI read it: `GET /v1/low-power` and the advice file the
+//! engine keeps current ([`crate::paths::advice_path`]) are this one view.
+
+use crate::Published;
+use serde::{Deserialize, Serialize};
+use wattbar_core::inference::Routed;
+use wattbar_core::policy::Advice;
+use wattbar_core::{LowPowerAction, Reason};
+
+/// Low-power mode as routers and the UI read it (`GET /v1/low-power`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LowPowerView {
+    pub enabled: bool,
+    /// Seconds since the Unix epoch of the last change; `None` if it never changed.
+    pub since: Option<f64>,
+    pub reason: Option<Reason>,
+    pub recommended_model: String,
+    pub recommendation: String,
+    /// Mean efficiency score 0–10 of the last inference records; `None` until there are some.
+    pub score: Option<f64>,
+    /// The raw figure behind the score.
+    pub tokens_per_second_per_watt: Option<f64>,
+    /// The model with the most tokens/s per W measured on this machine.
+    pub most_efficient_model: Option<String>,
+    /// What the inference proxy does while the mode is on: `advise` or `route`.
+    pub action: LowPowerAction,
+    /// The requests routed to another model, over the inference records kept.
+    pub routed: Routed,
+    /// The last thing the mode did, as a sentence: switching, or unloading models.
+    #[serde(default)]
+    pub last_event: Option<String>,
+}
+
+impl LowPowerView {
+    pub fn from_parts(
+        state: &wattbar_core::LowPowerState,
+        advice: &Advice,
+        action: LowPowerAction,
+        routed: &Routed,
+        last_event: Option<&String>,
+    ) -> Self {
+        LowPowerView {
+            action,
+            last_event: last_event.cloned(),
+            routed: routed.clone(),
+            enabled: state.enabled,
+            since: state.since,
+            reason: state.reason,
+            recommended_model: advice.recommended_model.clone(),
+            recommendation: advice.recommendation.clone(),
+            score: advice.score,
+            tokens_per_second_per_watt: advice.tokens_per_second_per_watt,
+            most_efficient_model: advice.most_efficient_model.clone(),
+        }
+    }
+}
+
+impl From<&Published> for LowPowerView {
+    fn from(p: &Published) -> Self {
+        LowPowerView::from_parts(
+            &p.low_power,
+            &p.advice,
+            p.prefs.low_power.action,
+            &p.inference.routed,
+            p.low_power_event.as_ref(),
+        )
+    }
+}
