@@ -194,21 +194,8 @@ impl Client {
 
     /// `GET path`, read as `T`.
     pub fn get_as<T: DeserializeOwned>(&self, path: &str) -> Result<T, Error> {
-        let url = self.url(path);
-        let reply = self
-            .agent
-            .get(&url)
-            .config()
-            .timeout_global(Some(self.timeout))
-            .build()
-            .call();
-        let mut reply = self.checked(&url, reply)?;
-        reply
-            .body_mut()
-            .with_config()
-            .limit(MAX_BODY_BYTES)
-            .read_json()
-            .map_err(|e| bad(&url, e))
+        let text = self.get_text(path)?;
+        serde_json::from_str(&text).map_err(|e| bad(&self.url(path), e))
     }
 
     /// `GET path` as text (a report's SVG, `/metrics`).
