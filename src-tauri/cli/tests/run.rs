@@ -413,12 +413,11 @@ fn ctrl_c_during_the_idle_baseline_runs_nothing_and_leaves_with_130() {
 
 #[test]
 fn a_busy_command_is_given_its_share_of_the_cpu_energy_and_a_sleeping_one_almost_none() {
-    let attributed = |idle: &str, script: &str| {
+    let attributed = |idle: &str, command: &[&str]| {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let mut c = replayed(dir.path(), "t,watts,domain\n0,60,cpu\n");
-        c.args([
-            "run", "--json", "--idle", idle, "--", "python3", "-c", script,
-        ]);
+        c.args(["run", "--json", "--idle", idle, "--"])
+            .args(command);
         let out = output(c);
         assert_ok(&out);
         let v = json(&out);
@@ -432,10 +431,15 @@ fn a_busy_command_is_given_its_share_of_the_cpu_energy_and_a_sleeping_one_almost
     };
     // Without a baseline the idle part is the CPUs' idle share of their time, so a command gets
     // the CPU energy × its ticks ÷ all CPUs' ticks (on N cores a busy loop holds about 1/N):
-    // the busy loop gets some, never more than all, and several times what a command that
-    // sleeps gets (its interpreter's start, under 5 %); the run says how idle was taken.
-    let busy = "import time\nend = time.monotonic() + 2\nwhile time.monotonic() < end: pass\n";
-    let (mine, cpu, run) = attributed("0", busy);
+    // the busy loop gets some, never more than all, and several times what `sleep 2` gets (it
+    // starts in a millisecond or so, however loaded the machine, and then uses no CPU at all);
+    // the run says how idle was taken.
+    let busy = [
+        "python3",
+        "-c",
+        "import time\nend = time.monotonic() + 2\nwhile time.monotonic() < end: pass\n",
+    ];
+    let (mine, cpu, run) = attributed("0", &busy);
     assert!(mine > 0.0 && mine <= cpu, "{mine} J of {cpu} J: {run}");
     assert!(
         run["attributed_note"]
@@ -443,13 +447,13 @@ fn a_busy_command_is_given_its_share_of_the_cpu_energy_and_a_sleeping_one_almost
             .is_some_and(|n| n.contains("no idle baseline")),
         "{run}"
     );
-    let (sleeping, cpu, run) = attributed("0", "import time\ntime.sleep(2)\n");
+    let (sleeping, cpu, run) = attributed("0", &["sleep", "2"]);
     assert!(
         sleeping < 0.05 * cpu && sleeping < mine / 4.0,
         "{sleeping} J of {cpu} J: {run}"
     );
     // With a baseline, the idle part is its draw: the replayed CPU draws 60 W at rest and 60 W
     // under the loop, so the loop added nothing and is given nothing.
-    let (mine, cpu, run) = attributed("1s", busy);
+    let (mine, cpu, run) = attributed("1s", &busy);
     assert!(mine.abs() < 1e-4 * cpu, "{mine} J of {cpu} J: {run}");
 }
