@@ -413,7 +413,7 @@ fn the_tray_shows_live_watts_and_the_dashboard_opens_only_on_demand() {
     let mut seen = Vec::new();
     wait_for(
         "two different numbers in the icon",
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         || {
             let w = tray.icon_watts(&TRACE_WATTS, false)?;
             if !seen.contains(&w) {
@@ -462,7 +462,7 @@ fn the_tray_shows_live_watts_and_the_dashboard_opens_only_on_demand() {
     tray.click("Reset session");
     wait_for(
         "the session line to restart",
-        Duration::from_secs(5),
+        Duration::from_secs(30),
         || session_line().starts_with("Session 0.00 Wh").then_some(()),
     );
 
@@ -486,7 +486,7 @@ fn the_tray_shows_live_watts_and_the_dashboard_opens_only_on_demand() {
     // The window is a process of its own: its web view is there, the tray's memory holds none.
     wait_for(
         "the dashboard's web process",
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         || (web_processes_of_the_app() > 0).then_some(()),
     );
     assert!(!web_view_loaded(app.0.id()), "the tray loaded a web view");
@@ -510,11 +510,11 @@ fn the_tray_shows_live_watts_and_the_dashboard_opens_only_on_demand() {
 
     // Quit ends the app cleanly, its windows with it.
     tray.click_quit();
-    let status = wait_for("the app to quit", Duration::from_secs(10), || {
+    let status = wait_for("the app to quit", Duration::from_secs(30), || {
         app.0.try_wait().ok().flatten()
     });
     assert!(status.success(), "{status:?}");
-    wait_for("the windows to close", Duration::from_secs(10), || {
+    wait_for("the windows to close", Duration::from_secs(30), || {
         apps_running().is_empty().then_some(())
     });
 
@@ -548,7 +548,7 @@ fn the_tray_shows_live_watts_and_the_dashboard_opens_only_on_demand() {
     assert!(term.success());
     let status = wait_for(
         "the app to exit on SIGTERM",
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         || app.0.try_wait().ok().flatten(),
     );
     assert!(status.success(), "{status:?}");
@@ -682,7 +682,7 @@ impl Driver {
                 .unwrap_or_else(|e| panic!("cannot start tauri-driver ({e}): run scripts/setup")),
         );
         let base = format!("http://127.0.0.1:{port}");
-        wait_for("tauri-driver to listen", Duration::from_secs(10), || {
+        wait_for("tauri-driver to listen", Duration::from_secs(30), || {
             std::net::TcpStream::connect(("127.0.0.1", port)).ok()
         });
         // tauri-driver listens at once but forwards each request to WebKitWebDriver, which it
@@ -836,7 +836,7 @@ impl Session {
     /// launch's place (the app is single-instance).
     fn end(self) {
         let _ = agent().delete(&self.url).call();
-        wait_for("the app to exit", Duration::from_secs(10), || {
+        wait_for("the app to exit", Duration::from_secs(30), || {
             let running = apps_running();
             for pid in &running {
                 let _ = Command::new("kill").args(["-TERM", pid]).status();
@@ -857,11 +857,11 @@ fn the_dashboard_shows_live_watts_prices_cost_and_follows_the_tray() {
     ui.wait_ready();
 
     // Live watts with quality and source, changing between samples.
-    let first = wait_for("watts", Duration::from_secs(5), || {
+    let first = wait_for("watts", Duration::from_secs(30), || {
         let w = ui.text("watts");
         (w != "—").then_some(w)
     });
-    let second = wait_for("the watts to change", Duration::from_secs(5), || {
+    let second = wait_for("the watts to change", Duration::from_secs(30), || {
         let w = ui.text("watts");
         (w != first).then_some(w)
     });
@@ -893,7 +893,7 @@ fn the_dashboard_shows_live_watts_prices_cost_and_follows_the_tray() {
         ui.type_into("#price-input", bad);
         ui.js("document.getElementById('price-message').textContent = ''; return 0");
         ui.click("#price-save");
-        let msg = wait_for("a refusal", Duration::from_secs(5), || {
+        let msg = wait_for("a refusal", Duration::from_secs(30), || {
             let m = ui.text("price-message");
             (!m.is_empty()).then_some(m)
         });
@@ -909,7 +909,7 @@ fn the_dashboard_shows_live_watts_prices_cost_and_follows_the_tray() {
     // A good price is saved and the cost uses it from then on.
     ui.type_into("#price-input", "2");
     ui.click("#price-save");
-    wait_for("the new price", Duration::from_secs(5), || {
+    wait_for("the new price", Duration::from_secs(30), || {
         (ui.number("price-value") == 2.0).then_some(())
     });
     assert_eq!(home.stored()["price_per_kwh"], 2.0);
@@ -924,7 +924,7 @@ fn the_dashboard_shows_live_watts_prices_cost_and_follows_the_tray() {
         )
     };
     let (kwh0, cost0) = read();
-    let (kwh1, cost1) = wait_for("energy to accrue", Duration::from_secs(10), || {
+    let (kwh1, cost1) = wait_for("energy to accrue", Duration::from_secs(30), || {
         let (k, c) = read();
         (k > kwh0 + 1e-6).then_some((k, c))
     });
@@ -943,11 +943,11 @@ fn the_dashboard_shows_live_watts_prices_cost_and_follows_the_tray() {
     // The ledger feeds today's totals and the history tabs.
     wait_for(
         "a stored batch in today's total",
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         || (ui.number("today-kwh") > 0.0).then_some(()),
     );
     for tab in ["#tab-24h", "#tab-30d", "#tab-1h"] {
-        wait_for("history points", Duration::from_secs(10), || {
+        wait_for("history points", Duration::from_secs(30), || {
             ui.click(tab);
             std::thread::sleep(Duration::from_millis(200));
             (ui.number("history-points") >= 1.0 && ui.number("history-kwh") > 0.0).then_some(())
@@ -1001,10 +1001,10 @@ fn the_dashboard_shows_live_watts_prices_cost_and_follows_the_tray() {
     ui.click("#reset-session");
     assert_eq!(ui.text("reset-session"), "Click again to reset");
     ui.click("#reset-session");
-    wait_for("the session to restart", Duration::from_secs(5), || {
+    wait_for("the session to restart", Duration::from_secs(30), || {
         (ui.number("session-kwh") < session_before / 2.0).then_some(())
     });
-    wait_for("lifetime to keep counting", Duration::from_secs(10), || {
+    wait_for("lifetime to keep counting", Duration::from_secs(30), || {
         (ui.number("lifetime-kwh") >= lifetime_before).then_some(())
     });
 
@@ -1013,11 +1013,11 @@ fn the_dashboard_shows_live_watts_prices_cost_and_follows_the_tray() {
     tray.click("Low-power mode");
     wait_for(
         "the dashboard to follow the tray",
-        Duration::from_secs(5),
+        Duration::from_secs(30),
         || (ui.js("return document.getElementById('low-power').checked") == true).then_some(()),
     );
     assert_eq!(stored_low_power(&home), Some((true, "manual".to_string())));
-    wait_for("the tray's own tick", Duration::from_secs(5), || {
+    wait_for("the tray's own tick", Duration::from_secs(30), || {
         (tray.item("Low-power mode").toggle == Some(1)).then_some(())
     });
     assert!(
@@ -1029,7 +1029,7 @@ fn the_dashboard_shows_live_watts_prices_cost_and_follows_the_tray() {
     assert!(ui.text("recommendation").contains("qwen3:1b"));
     wait_for(
         "the icon's low-power colours",
-        Duration::from_secs(5),
+        Duration::from_secs(30),
         || tray.icon_watts(&TRACE_WATTS, true),
     );
     ui.js("window.scrollTo(0, 0); return 0");
@@ -1037,23 +1037,23 @@ fn the_dashboard_shows_live_watts_prices_cost_and_follows_the_tray() {
     ui.click("#low-power");
     wait_for(
         "the tray to follow the dashboard",
-        Duration::from_secs(5),
+        Duration::from_secs(30),
         || (tray.item("Low-power mode").toggle == Some(0)).then_some(()),
     );
     assert_eq!(stored_low_power(&home), Some((false, "manual".to_string())));
     tray.click("Low-power mode");
-    wait_for("low power on again", Duration::from_secs(5), || {
+    wait_for("low power on again", Duration::from_secs(30), || {
         (stored_low_power(&home) == Some((true, "manual".to_string()))).then_some(())
     });
 
     // Closing the dashboard destroys its web process and leaves the tray running.
     assert!(web_processes_of_the_app() > 0);
     ui.press_ctrl_w();
-    wait_for("the window to go", Duration::from_secs(10), || {
+    wait_for("the window to go", Duration::from_secs(30), || {
         (!visible_dashboard() && web_processes_of_the_app() == 0).then_some(())
     });
     let before = tray.menu();
-    wait_for("the menu to keep updating", Duration::from_secs(5), || {
+    wait_for("the menu to keep updating", Duration::from_secs(30), || {
         (tray.menu() != before).then_some(())
     });
 
@@ -1063,7 +1063,7 @@ fn the_dashboard_shows_live_watts_prices_cost_and_follows_the_tray() {
         (visible_dashboard() && web_processes_of_the_app() > 0).then_some(())
     });
     tray.click_quit();
-    wait_for("the app to quit", Duration::from_secs(10), || {
+    wait_for("the app to quit", Duration::from_secs(30), || {
         tray.label().is_none().then_some(())
     });
     ui.end();
@@ -1105,7 +1105,7 @@ impl Notifications {
                 .spawn()
                 .unwrap_or_else(|e| panic!("dunst is needed (scripts/setup installs it): {e}")),
         );
-        wait_for("a notification server", Duration::from_secs(10), || {
+        wait_for("a notification server", Duration::from_secs(30), || {
             gdbus(
                 "org.freedesktop.Notifications",
                 "/org/freedesktop/Notifications",
@@ -1181,7 +1181,7 @@ fn sustained_draw_engages_low_power_everywhere_once_and_a_manual_choice_stays() 
     });
     wait_for(
         "auto-engage in the dashboard",
-        Duration::from_secs(5),
+        Duration::from_secs(30),
         || {
             let status = ui.js("const s = document.getElementById('low-power-status'); return [document.getElementById('low-power').checked, s.dataset.reason, s.textContent]");
             (status[0] == true && status[1] == "auto-threshold").then_some(())
@@ -1201,14 +1201,14 @@ fn sustained_draw_engages_low_power_everywhere_once_and_a_manual_choice_stays() 
     assert_eq!(lp["enabled"], true, "{lp}");
     assert_eq!(lp["reason"], "auto-threshold");
     assert_eq!(lp["recommended_model"], "qwen3:1b");
-    wait_for("one notification", Duration::from_secs(5), || {
+    wait_for("one notification", Duration::from_secs(30), || {
         notifications.low_power_bodies(&mut posted);
         (!posted.is_empty()).then_some(())
     });
     assert_eq!(posted, ["Low-power mode on: above 15 W for 3 s"]);
     wait_for(
         "the icon in low-power colours",
-        Duration::from_secs(5),
+        Duration::from_secs(30),
         || tray.icon_watts(&[40.0], true),
     );
 
@@ -1218,14 +1218,14 @@ fn sustained_draw_engages_low_power_everywhere_once_and_a_manual_choice_stays() 
     });
     wait_for(
         "auto-release in the dashboard",
-        Duration::from_secs(5),
+        Duration::from_secs(30),
         || (ui.js("return document.getElementById('low-power').checked") == false).then_some(()),
     );
     assert_eq!(
         stored_low_power(&home),
         Some((false, "auto-threshold".to_string()))
     );
-    wait_for("the release notification", Duration::from_secs(5), || {
+    wait_for("the release notification", Duration::from_secs(30), || {
         notifications.low_power_bodies(&mut posted);
         (posted.len() == 2).then_some(())
     });
@@ -1233,7 +1233,7 @@ fn sustained_draw_engages_low_power_everywhere_once_and_a_manual_choice_stays() 
 
     // A manual engage survives the low trace.
     tray.click("Low-power mode");
-    wait_for("manual engage", Duration::from_secs(5), || {
+    wait_for("manual engage", Duration::from_secs(30), || {
         (stored_low_power(&home) == Some((true, "manual".to_string()))).then_some(())
     });
     std::thread::sleep(Duration::from_secs(5));
@@ -1247,7 +1247,7 @@ fn sustained_draw_engages_low_power_everywhere_once_and_a_manual_choice_stays() 
     );
     write_menu_picture(&tray, "tray-menu-low-power.png");
     tray.click_quit();
-    wait_for("the app to quit", Duration::from_secs(10), || {
+    wait_for("the app to quit", Duration::from_secs(30), || {
         apps_running().is_empty().then_some(())
     });
 }
@@ -1277,7 +1277,7 @@ fn preferences_validate_inline_and_change_the_cost_live() {
         ));
     };
     let message = |id: &str| {
-        wait_for("a message", Duration::from_secs(5), || {
+        wait_for("a message", Duration::from_secs(30), || {
             let m = ui.text(&format!("msg-{id}"));
             (!m.is_empty()).then_some(m)
         })
@@ -1322,13 +1322,13 @@ fn preferences_validate_inline_and_change_the_cost_live() {
 
     // A tariff over the whole week at 5 per kWh overrides it.
     ui.click("#add-tariff");
-    wait_for("the tariff row", Duration::from_secs(5), || {
+    wait_for("the tariff row", Duration::from_secs(30), || {
         (ui.js("return document.querySelectorAll('#tariff-rows tr').length") == 1).then_some(())
     });
     ui.js(
         "const row = document.querySelector('#tariff-rows tr');         row.querySelectorAll('.days input').forEach(b => { if (!b.checked) b.click(); });         const [from, to, price] = row.querySelectorAll('td:not(.days) input');         from.value = '00:00'; from.dispatchEvent(new Event('change'));         to.value = '24:00'; to.dispatchEvent(new Event('change'));         price.value = '5'; price.dispatchEvent(new Event('change')); return 0",
     );
-    wait_for("the tariff to be stored", Duration::from_secs(5), || {
+    wait_for("the tariff to be stored", Duration::from_secs(30), || {
         let t = home.stored()["tariffs"].clone();
         (t[0]["price"] == 5.0 && t[0]["weekdays"].as_array().map(Vec::len) == Some(7)).then_some(())
     });
@@ -1339,18 +1339,18 @@ fn preferences_validate_inline_and_change_the_cost_live() {
     // writes to ~/.config/autostart whatever XDG_CONFIG_HOME says; HOME is the test's own.)
     let entry = home.path().join("home/.config/autostart/Wattbar.desktop");
     ui.click("#launch_at_login");
-    wait_for("the autostart entry", Duration::from_secs(5), || {
+    wait_for("the autostart entry", Duration::from_secs(30), || {
         entry.exists().then_some(())
     });
     // The entry is made first; the preference is stored once the engine has taken it.
     wait_for(
         "launch at login to be stored",
-        Duration::from_secs(5),
+        Duration::from_secs(30),
         || (home.stored()["launch_at_login"] == true).then_some(()),
     );
     ui.screenshot("preferences.png");
     ui.click("#launch_at_login");
-    wait_for("the autostart entry to go", Duration::from_secs(5), || {
+    wait_for("the autostart entry to go", Duration::from_secs(30), || {
         (!entry.exists()).then_some(())
     });
     // The same preference changed through the local API, not the window: the app follows the
@@ -1364,7 +1364,7 @@ fn preferences_validate_inline_and_change_the_cost_live() {
     assert_eq!(answer["launch_at_login"], true, "{answer}");
     wait_for(
         "the autostart entry, asked through the API",
-        Duration::from_secs(5),
+        Duration::from_secs(30),
         || entry.exists().then_some(()),
     );
     assert_eq!(home.stored()["launch_at_login"], true);
@@ -1386,7 +1386,7 @@ fn the_dashboard_follows_a_dark_desktop() {
     );
     let bg = ui.js("return getComputedStyle(document.body).backgroundColor");
     assert_eq!(bg, "rgb(23, 23, 26)", "the dark palette's background");
-    wait_for("watts", Duration::from_secs(5), || {
+    wait_for("watts", Duration::from_secs(30), || {
         (ui.text("watts") != "—").then_some(())
     });
     std::thread::sleep(Duration::from_secs(2));

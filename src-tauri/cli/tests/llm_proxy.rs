@@ -119,7 +119,7 @@ fn the_official_clients_get_their_answers_and_each_request_its_energy() {
 
     // Per model, and in /metrics, once the engine has published the state it stored the
     // records with.
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while serve.get("/v1/models")["models"].as_array().map(Vec::len) != Some(3) {
         assert!(Instant::now() < deadline, "{}", serve.get("/v1/models"));
         std::thread::sleep(Duration::from_millis(20));
@@ -153,14 +153,23 @@ fn the_official_clients_get_their_answers_and_each_request_its_energy() {
 
 #[test]
 fn overlapping_requests_add_up_to_the_energy_of_their_union() {
-    let upstream = Upstream::start(PACE_MS);
+    // Paced slowly enough (50 chunks × 60 ms = 3 s) that b, started once the model server has
+    // a's request, overlaps it by seconds however slowly b's client starts.
+    let upstream = Upstream::start(3 * PACE_MS);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (serve, proxy) = start_serve(dir.path(), &upstream.url);
     let a = {
         let proxy = proxy.clone();
         std::thread::spawn(move || client("ollama-generate-stream", &proxy))
     };
-    std::thread::sleep(Duration::from_millis(500));
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while upstream.stats()["requests"].as_u64().unwrap_or(0) < 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a never reached the model server"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let b = client("ollama-chat-stream", &proxy);
     let _ = a.join();
     assert_eq!(b["eval_count"], 50);
@@ -216,7 +225,7 @@ fn cancels_errors_cloud_models_and_a_missing_upstream_are_told_apart() {
     assert_eq!(cloud["energy_joules"], serde_json::Value::Null);
     assert_eq!(cloud["completion_tokens"], 71);
     // The upstream saw the cancelled client go away.
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while upstream.stats()["cancelled"] != 1 {
         assert!(Instant::now() < deadline, "{}", upstream.stats());
         std::thread::sleep(Duration::from_millis(50));
@@ -239,7 +248,7 @@ fn cancels_errors_cloud_models_and_a_missing_upstream_are_told_apart() {
     // Nothing ran, so nothing is recorded: a sample taken after the answer settles every request
     // that had ended by then.
     let answered = f(&serve2.get("/v1/snapshot")["at"]);
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while f(&serve2.get("/v1/snapshot")["at"]) <= answered + 0.5 {
         assert!(Instant::now() < deadline, "no sample after the 502");
         std::thread::sleep(Duration::from_millis(50));
@@ -307,10 +316,15 @@ fn a_router_records_its_own_inference_and_asks_for_any_window_and_the_cli_lists_
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (serve, proxy) = start_serve(dir.path(), &upstream.url);
     client("openai-chat-stream", &proxy);
-    // Four seconds of 100 W with no request in flight (the last sample may be a second old): the
-    // window below is the router's alone; one that overlapped the proxied request would share
-    // its energy with it.
-    std::thread::sleep(Duration::from_secs(4));
+    // A sample 2.5 s after the proxied request ended: the router's window below (2 s ending
+    // 0.2 s before that sample) is its alone; one that overlapped the proxied request would
+    // share its energy with it.
+    let proxied_end = f(&records(&serve, 1)[0]["end"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while f(&serve.get("/v1/snapshot")["at"]) <= proxied_end + 2.5 {
+        assert!(Instant::now() < deadline, "no sample after the request");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let token = std::fs::read_to_string(dir.path().join("api-token"))
         .unwrap_or_else(|e| panic!("{e}"))
         .trim()
@@ -654,7 +668,7 @@ fn a_client_that_asks_gets_the_energy_receipt_in_its_answer_equal_to_the_record(
 /// Waits for a line of `serve`'s log that contains `text`; answers it.
 /// Low-power mode's last sentence, once it says `text`.
 fn last_event(serve: &Serve, text: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let view = serve.get("/v1/low-power");
         if let Some(said) = view["last_event"].as_str().filter(|s| s.contains(text)) {
@@ -672,7 +686,7 @@ fn a_loaded_model_is_listed_with_its_idle_cost_unknown_until_measured() {
     let (serve, _proxy) = start_serve(dir.path(), &upstream.url);
     // The proxy reads the genuine /api/ps (gemma3:latest, 5.96 GB in VRAM) and the engine lists
     // it at its next sample.
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     let listed = loop {
         let models = serve.get("/v1/models");
         if let Some(m) = models["resident"].as_array().and_then(|r| r.first()) {
@@ -763,7 +777,7 @@ fn switching_low_power_on_unloads_each_idle_model_once_and_leaves_a_busy_one() {
         let body = answer.text();
         Ok::<_, String>(body.lines().count())
     });
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while serve.get("/v1/snapshot")["inflight"] != 1 {
         assert!(Instant::now() < deadline, "the request never started");
         std::thread::sleep(Duration::from_millis(20));

@@ -67,10 +67,12 @@ fn sleep_2_on_a_100_w_machine_is_200_joules() {
     assert_ok(&out);
     let v = json(&out);
     let run = &v["results"][0]["runs"][0];
-    // 100 W × 2 s = 200 J, within 3 %; and exactly 100 W over the child's own lifetime.
+    // 100 W × 2 s = 200 J, plus what starting `sleep` took (a loaded machine takes longer),
+    // never the idle second before it (300 J); and exactly 100 W over the child's own lifetime.
     let joules = num(&run["gross_joules"]);
-    assert!((joules - 200.0).abs() <= 6.0, "{joules} J");
+    assert!((199.0..290.0).contains(&joules), "{joules} J");
     let seconds = num(&run["seconds"]);
+    assert!(seconds >= 2.0, "{seconds} s");
     assert!(
         (joules / seconds - 100.0).abs() < 0.5,
         "{joules} J in {seconds} s"
@@ -232,17 +234,6 @@ fn out_holds_four_files_and_the_phases_add_up_to_the_run() {
         (sum - gross).abs() < 1e-6 * gross,
         "phases {sum} J, run {gross} J"
     );
-    // load lasted about 0.6 s at 100 W, infer about 0.9 s.
-    assert!(
-        (num(&phases[1]["joules"]) - 60.0).abs() < 15.0,
-        "{}",
-        phases[1]
-    );
-    assert!(
-        (num(&phases[2]["joules"]) - 90.0).abs() < 15.0,
-        "{}",
-        phases[2]
-    );
     // The cpu domain is its own figure: 40 W of the 100.
     let cpu = run["by_domain"]
         .as_array()
@@ -260,6 +251,18 @@ fn out_holds_four_files_and_the_phases_add_up_to_the_run() {
     assert!(events
         .windows(2)
         .all(|w| num(&w[0]["ts"]) <= num(&w[1]["ts"])));
+    // Each phase is 100 W over its own span, from its event to the next phase or the end: load
+    // held a sleep of 0.6 s, infer one of 0.9 s (spans stamped as the events are read).
+    let span = |from: usize, to: usize| num(&events[to]["ts"]) - num(&events[from]["ts"]);
+    for (phase, (from, to), slept) in [(&phases[1], (1, 3), 0.6), (&phases[2], (3, 4), 0.9)] {
+        let seconds = span(from, to);
+        assert!(seconds > slept / 2.0, "{seconds} s: {phase}");
+        let joules = num(&phase["joules"]);
+        assert!(
+            (joules - 100.0 * seconds).abs() < 0.02 * joules,
+            "{joules} J in {seconds} s: {phase}"
+        );
+    }
 
     let samples = read("samples.csv");
     let mut lines = samples.lines();
@@ -283,7 +286,7 @@ fn out_holds_four_files_and_the_phases_add_up_to_the_run() {
         *sums.entry(cells[1].to_string()).or_default() += joules;
     }
     let (system, cpu) = (sums["system"], sums["cpu"]);
-    assert!(rows_with_energy > 20, "{samples}");
+    assert!(rows_with_energy >= 5, "{samples}");
     assert!(system > 100.0, "{system} J");
     assert!(
         (cpu / system - 0.4).abs() < 1e-9,
@@ -310,8 +313,9 @@ fn with_a_running_engine_the_run_asks_it_instead_of_sampling_again() {
         "{}",
         v["measured"]
     );
+    // 100 W × 2 s = 200 J, plus the start of `sleep`, never the idle second before it.
     let joules = num(&v["results"][0]["runs"][0]["gross_joules"]);
-    assert!((joules - 200.0).abs() <= 6.0, "{joules} J");
+    assert!((199.0..290.0).contains(&joules), "{joules} J");
     assert!((num(&v["interval_seconds"]) - 0.2).abs() < 1e-9);
 }
 
@@ -369,13 +373,11 @@ fn commands_are_compared_side_by_side_over_several_runs_after_warm_ups() {
     assert_eq!(results.len(), 2);
     assert_eq!(results[0]["command"], "sleep 0.4");
     assert_eq!(results[1]["exit_codes"], serde_json::json!([0, 0]));
-    // 100 W × 0.4 s = 40 J and 100 W × 0.8 s = 80 J: twice the energy, within 10 %.
+    // 100 W × 0.4 s = 40 J and 100 W × 0.8 s = 80 J, each plus its start: the second is
+    // about 40 J more than the first, and neither is the other's (swapped, 80 J and 40 J).
     let a = num(&results[0]["gross_joules"]["mean"]);
     let b = num(&results[1]["gross_joules"]["mean"]);
-    assert!(
-        (a - 40.0).abs() < 4.0 && (b - 80.0).abs() < 8.0,
-        "{a} J, {b} J"
-    );
+    assert!(a >= 39.5 && b >= 79.5 && b > a + 20.0, "{a} J, {b} J");
     for r in results {
         let g = &r["gross_joules"];
         assert!(num(&g["min"]) <= num(&g["median"]) && num(&g["median"]) <= num(&g["max"]));

@@ -22,19 +22,44 @@ fn serve_starts_no_process_and_probes_no_missing_file_in_the_steady_state() {
     let stderr = serve.stderr.take().unwrap_or_else(|| panic!("no stderr"));
     let mut lines = BufReader::new(stderr).lines();
     let started = Instant::now();
-    while !lines
-        .next()
-        .and_then(Result::ok)
-        .is_some_and(|l| l.contains("serving on"))
-    {
+    let url = loop {
+        let line = lines.next().and_then(Result::ok).unwrap_or_default();
+        if let Some(at) = line.find("serving on http://") {
+            let rest = &line[at + "serving on ".len()..];
+            break rest
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_string();
+        }
         assert!(
-            started.elapsed() < Duration::from_secs(20),
+            started.elapsed() < Duration::from_secs(60),
             "serve never started"
         );
-    }
+    };
     std::thread::spawn(move || lines.for_each(drop));
-    // Past the first samples, the first batch and the first probe of every source.
-    std::thread::sleep(Duration::from_secs(3));
+    // Past the first samples, the first batch and the first probe of every source: two samples
+    // published, however slowly this machine starts, then a little more.
+    let client = wattbar_client::Client::at(url.trim_end_matches('/'));
+    let sampled_at = || {
+        client
+            .get("/v1/snapshot")
+            .ok()
+            .and_then(|s| s["at"].as_f64())
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let first = loop {
+        if let Some(at) = sampled_at() {
+            break at;
+        }
+        assert!(Instant::now() < deadline, "serve never sampled");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    while sampled_at().is_none_or(|at| at <= first) {
+        assert!(Instant::now() < deadline, "serve sampled only once");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(2));
 
     let trace = data.path().join("strace.txt");
     let strace = Command::new("strace")

@@ -77,9 +77,21 @@ fn watch_replays_a_trace_and_integrates_it() {
     assert!(rows
         .iter()
         .all(|r| r["watts"] == 50.0 && r["quality"] == "measured"));
-    // Three intervals of about 100 ms at 50 W: about 15 J.
-    let joules = rows[3]["session_joules"].as_f64().unwrap_or_default();
-    assert!((10.0..=25.0).contains(&joules), "{joules}");
+    // From the first line to the fourth, 50 W × the seconds between them (about 0.3 s: 15 J).
+    let at = |i: usize, key: &str| {
+        rows[i][key]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{key}: {}", rows[i]))
+    };
+    let (joules, seconds) = (
+        at(3, "session_joules") - at(0, "session_joules"),
+        at(3, "t") - at(0, "t"),
+    );
+    assert!(seconds > 0.0, "{seconds} s");
+    assert!(
+        (joules - 50.0 * seconds).abs() < 0.01 * joules,
+        "{joules} J in {seconds} s"
+    );
 }
 
 #[test]

@@ -104,7 +104,7 @@ pub fn serve_with_proxy(dir: &Path, upstream: &str, watts: f64, extra: &[&str]) 
     let mut args = vec!["--llm-proxy", "127.0.0.1:0", "--llm-upstream", upstream];
     args.extend_from_slice(extra);
     let serve = Serve::start(dir, &trace, &args);
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while serve.get("/v1/snapshot")["watts"].is_null() {
         assert!(Instant::now() < deadline, "no sample");
         std::thread::sleep(Duration::from_millis(50));
@@ -209,7 +209,7 @@ impl Serve {
 
     /// Waits until the engine has made `n` inference records; answers them, newest first.
     pub fn records(&self, n: usize) -> Vec<serde_json::Value> {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let r = self.get("/v1/inference?limit=100")["records"]
                 .as_array()
@@ -248,7 +248,7 @@ impl Serve {
         let pid = self.child.id().to_string();
         let killed = Command::new("kill").args(["-TERM", &pid]).status();
         assert!(killed.is_ok_and(|s| s.success()));
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(30);
         let status = loop {
             if let Ok(Some(status)) = self.child.try_wait() {
                 break status;
