@@ -1,11 +1,12 @@
 //! Wattbar's ledger: the SQLite file that keeps what the engine measured ([`store`]: the schema,
 //! its migrations, the writes and the queries) and the engine's one writer ([`ledger`]: batches
-//! in transactions).
+//! in transactions), and readers' bounded read-only handle ([`reader`]).
 //!
 //! Rule: no sampling, no HTTP, no async runtime: the engine writes through [`ledger::Ledger`],
-//! readers query a [`store::Store`] opened read-only.
+//! readers query a [`store::Store`] opened read-only through a [`reader::Reader`].
 
 pub mod ledger;
+pub mod reader;
 pub mod store;
 
 use std::path::Path;
