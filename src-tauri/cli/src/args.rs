@@ -60,7 +60,8 @@ pub enum Cmd {
         #[arg(long, requires = "then")]
         after: Option<f64>,
     },
-    /// Parse a macOS capture (JSON).
+    /// Print what Wattbar reads from a saved capture (JSON): a macOS tool's output, a smart
+    /// plug's answer.
     Parse { kind: CaptureKind, file: PathBuf },
     /// End the session and start another: through the running engine's API, or in the store
     /// when no engine runs. Lifetime is untouched.
@@ -275,7 +276,7 @@ pub enum ExportFormat {
     Json,
 }
 
-/// The macOS captures `parse` reads.
+/// The captures `parse` reads: macOS tools' output, a smart plug's answer.
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CaptureKind {
     /// `ioreg -r -c AppleSmartBattery`, text or `-a` plist.
@@ -290,6 +291,9 @@ pub enum CaptureKind {
     Top,
     /// `macmon pipe` JSON lines.
     Macmon,
+    /// A smart plug's or meter's answer: Shelly (Gen1 `/status`, Gen2+ RPC), Tasmota
+    /// `Status 8`, a Kasa emeter, a Home Assistant state.
+    Plug,
 }
 
 fn parse_batch(text: &str) -> Result<Duration, String> {

@@ -412,3 +412,42 @@ fn parse_powermetrics_gives_one_sample_per_record_and_bad_input_exits_1() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("ioreg, powermetrics, pmset-batt"));
 }
+
+fn plug_capture(rel: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/fixtures/plugs")
+        .join(rel)
+}
+
+#[test]
+fn parse_plug_prints_the_draw_the_counter_and_each_channel_or_exits_1_with_the_reason() {
+    // Shelly Plus Plug S: 2.7 W; 7258.589 Wh × 3600 = 26 130 920.4 J.
+    let v = parse_json(
+        "plug",
+        &plug_capture("shelly-gen2/plus-plug-s-gen2-fw1.1.0-switch-getstatus.json"),
+    );
+    assert_eq!(v["vendor"], "shelly-gen2");
+    assert_eq!(v["watts"], 2.7);
+    assert!((v["energy_joules"].as_f64().unwrap_or(0.0) - 26_130_920.4).abs() < 1e-6);
+    assert_eq!(v["channels"][0]["id"], "switch:0");
+    // Exporting: no draw, and the channels keep their sign.
+    let export = parse_json(
+        "plug",
+        &plug_capture("shelly-gen1/em-gen1-fw1.12.1-status-negative-power.json"),
+    );
+    assert!(export["watts"].is_null(), "{export}");
+    assert_eq!(export["channels"][0]["watts"], -620.34);
+    // A Tasmota without an energy sensor: exit 1 and why, nothing on stdout.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = cli(dir.path())
+        .args(["parse", "plug"])
+        .arg(plug_capture(
+            "tasmota/pow-r2-fw6.1.1-status8-no-energy-object.json",
+        ))
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no ENERGY"), "{stderr}");
+}

@@ -10,6 +10,7 @@ pub mod linux;
 pub mod macos;
 pub mod nvidia;
 pub mod ollama;
+pub mod plugs;
 pub mod processes;
 pub mod replay;
 pub mod sample;

@@ -5,3 +5,4 @@ mod linux_captures;
 mod macos_captures;
 mod nvidia_nvml;
 mod ollama_heuristic;
+mod plug_captures;

@@ -109,6 +109,12 @@ pub fn parse(kind: CaptureKind, file: &std::path::Path) -> Result<()> {
                 .map_err(fail)?
                 .to_sample_with_model(&model, at)]
         }
+        CaptureKind::Plug => {
+            // What a plug says is not a sample of this machine: printed as read.
+            let reading = wattbar_sources::plugs::parse_plug(&text).map_err(fail)?;
+            crate::out!("{}", serde_json::to_string(&reading)?)?;
+            return Ok(());
+        }
         CaptureKind::Macmon => {
             let mut channels = macmon::MacmonChannels::default();
             macmon::parse_macmon_json(&text)
