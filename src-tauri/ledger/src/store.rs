@@ -213,7 +213,28 @@ pub struct MovedAside {
 }
 
 /// Local calendar day (`YYYY-MM-DD`) and month (`YYYY-MM`) of Unix time `t`.
+///
+/// The answer is kept for the rest of `t`'s minute: a local day starts on a whole minute in
+/// every time zone, and the engine asks several times a second at rest, where each lookup of
+/// the zone and formatting cost more than the sample's other bookkeeping. A change of time
+/// zone shows within the minute.
 pub fn local_day_month(t: f64) -> (String, String) {
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<(i64, (String, String))>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    let minute = (t / 60.0).floor() as i64;
+    LAST.with_borrow_mut(|last| match last {
+        Some((m, answer)) if *m == minute => answer.clone(),
+        _ => {
+            let answer = look_up_day_month(t);
+            *last = Some((minute, answer.clone()));
+            answer
+        }
+    })
+}
+
+fn look_up_day_month(t: f64) -> (String, String) {
     let secs = t.floor() as i64;
     match Local.timestamp_opt(secs, 0).single() {
         Some(dt) => (

@@ -332,3 +332,18 @@ fn a_ledger_from_a_newer_schema_is_refused_by_name_and_left_as_it_is() {
         .any(|e| e.file_name().to_string_lossy().contains("corrupt"));
     assert!(!moved);
 }
+
+#[test]
+fn the_kept_day_turns_with_the_local_day_second_by_second() {
+    // Every 7 s over three days around a month's end (and in the other order too): the kept
+    // answer is always the one looked up afresh.
+    let start = 1_706_600_000.0; // 2024-01-30
+    let mut ts: Vec<f64> = (0..3 * 86_400 / 7)
+        .map(|i| start + f64::from(i) * 7.0)
+        .collect();
+    let forward = ts.clone();
+    ts.reverse();
+    for t in forward.into_iter().chain(ts) {
+        assert_eq!(local_day_month(t), super::look_up_day_month(t), "at {t}");
+    }
+}
