@@ -6,3 +6,4 @@ mod macos_captures;
 mod nvidia_nvml;
 mod ollama_heuristic;
 mod plug_captures;
+mod plug_device;

@@ -13,10 +13,13 @@
 //! - An error answer (Shelly's 404 "No handler", a 401 digest challenge) is
 //!   [`Error::Unavailable`] with the device's own words.
 
+mod fetch;
 mod homeassistant;
 mod kasa;
 mod shelly;
 mod tasmota;
+
+pub use fetch::{PlugClient, WallMeter, TIMEOUT};
 
 use crate::error::Error;
 use serde::Serialize;

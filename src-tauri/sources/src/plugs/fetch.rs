@@ -1,0 +1,347 @@
+//! Asking a plug over the local network: one HTTP GET (two where the device wants its digest
+//! password), at most [`TIMEOUT`], and its answer to the vendor's parser.
+//!
+//! Rules:
+//! - The device is found from its own answers when its kind is not given: a Shelly answers
+//!   `/shelly` (with `gen` from Gen2 on), a Tasmota `/cm?cmnd=Status`. A URL with a path is
+//!   asked as it is (a Home Assistant entity, a Shelly component's RPC).
+//! - A password may come in the URL (`http://admin:PASSWORD@host`); it is taken out of the URL
+//!   at once, and neither it nor a token is ever part of a message.
+//! - Shelly's digest authentication is answered with SHA-256 (or what the device names), once
+//!   per challenge; a refused password is said so.
+//! - Not reaching the device is [`Error::Transient`] (it may come back); a device that answers
+//!   but gives no reading is [`Error::Unavailable`] with its reason.
+
+use super::{parse_plug_as, PlugReading, Vendor};
+use crate::error::Error;
+use serde_json::Value;
+use std::time::Duration;
+
+/// The longest a plug may take to answer: sampling never waits for it, and a slower answer is
+/// too old to be the draw now.
+pub const TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Where the wall meter is and how to ask it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WallMeter {
+    /// `http://host[:port][/path]`, with `user:password@` before the host where the device
+    /// has a password.
+    pub url: String,
+    /// Found from the device's answers where not given.
+    pub kind: Option<Vendor>,
+    pub password: Option<String>,
+    /// Home Assistant's long-lived access token.
+    pub token: Option<String>,
+}
+
+/// A plug found and asked again at each [`PlugClient::read`].
+pub struct PlugClient {
+    agent: ureq::Agent,
+    /// `http://host:port`, with no credentials.
+    origin: String,
+    /// The path asked as given, or none (find the device).
+    path: Option<String>,
+    kind: Option<Vendor>,
+    user: String,
+    password: Option<String>,
+    token: Option<String>,
+    /// What the device was found to be, and where its reading is.
+    found: Option<(Vendor, String)>,
+}
+
+impl std::fmt::Debug for PlugClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlugClient")
+            .field("origin", &self.origin)
+            .field("found", &self.found)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PlugClient {
+    pub fn new(meter: &WallMeter) -> Result<PlugClient, Error> {
+        let url = meter.url.trim();
+        let Some(rest) = url.strip_prefix("http://") else {
+            return Err(Error::Unavailable(format!(
+                "the wall meter's address must start with http:// (plugs answer plain HTTP on \
+                 the local network): {}",
+                without_credentials(url)
+            )));
+        };
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], Some(&rest[i..])),
+            None => (rest, None),
+        };
+        let (user, password, host) = match authority.rsplit_once('@') {
+            Some((userinfo, host)) => {
+                let (user, password) = match userinfo.split_once(':') {
+                    Some((u, p)) => (percent_decode(u), Some(percent_decode(p))),
+                    None => (percent_decode(userinfo), None),
+                };
+                (user, password, host)
+            }
+            None => ("admin".to_string(), None, authority),
+        };
+        if host.is_empty() {
+            return Err(Error::Unavailable(
+                "the wall meter's address names no host".to_string(),
+            ));
+        }
+        let config = ureq::Agent::config_builder()
+            .timeout_global(Some(TIMEOUT))
+            .http_status_as_error(false)
+            .proxy(None)
+            .build();
+        Ok(PlugClient {
+            agent: config.into(),
+            origin: format!("http://{host}"),
+            path: path.filter(|p| *p != "/").map(String::from),
+            kind: meter.kind,
+            user,
+            password: meter.password.clone().or(password),
+            token: meter.token.clone(),
+            found: None,
+        })
+    }
+
+    /// The address, with no credentials: what messages name.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// Asks the device now (finding it first, once).
+    pub fn read(&mut self) -> Result<PlugReading, Error> {
+        let (vendor, path) = match &self.found {
+            Some(found) => found.clone(),
+            None => {
+                let found = self.find()?;
+                self.found = Some(found.clone());
+                found
+            }
+        };
+        let (status, body) = self.get(&path)?;
+        match parse_plug_as(vendor, &body) {
+            Ok(reading) => Ok(reading),
+            Err(Error::Parse { message, .. }) if status != 200 => Err(Error::Unavailable(format!(
+                "{}{path} answered HTTP {status}: {message}",
+                self.origin
+            ))),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// What the device is and where its reading is.
+    fn find(&self) -> Result<(Vendor, String), Error> {
+        if let Some(path) = &self.path {
+            let vendor = match self.kind {
+                Some(kind) => kind,
+                None => {
+                    let (_, body) = self.get(path)?;
+                    serde_json::from_str::<Value>(&body)
+                        .ok()
+                        .and_then(|v| super::detect(&v))
+                        .ok_or_else(|| {
+                            Error::Unavailable(format!(
+                                "{}{path} does not answer as a plug Wattbar knows",
+                                self.origin
+                            ))
+                        })?
+                }
+            };
+            return Ok((vendor, path.clone()));
+        }
+        match self.kind {
+            Some(Vendor::ShellyGen1) => return Ok((Vendor::ShellyGen1, "/status".into())),
+            Some(Vendor::ShellyGen2) => {
+                return Ok((Vendor::ShellyGen2, "/rpc/Shelly.GetStatus".into()))
+            }
+            Some(Vendor::Tasmota) => return Ok((Vendor::Tasmota, TASMOTA_STATUS.into())),
+            Some(Vendor::HomeAssistant) => {
+                return Err(Error::Unavailable(
+                    "give Home Assistant's entity as the URL: \
+                     http://HOST:8123/api/states/sensor.NAME"
+                        .to_string(),
+                ))
+            }
+            Some(vendor @ (Vendor::Kasa | Vendor::Tapo)) => {
+                return Err(Error::Unavailable(format!(
+                    "{} plugs do not answer HTTP: read them through Home Assistant",
+                    vendor.as_str()
+                )))
+            }
+            None => {}
+        }
+        let (status, body) = self.get("/shelly")?;
+        if status == 200 {
+            if let Ok(info) = serde_json::from_str::<Value>(&body) {
+                let generation = info.get("gen").and_then(Value::as_u64);
+                return Ok(match generation {
+                    Some(g) if g >= 2 => (Vendor::ShellyGen2, "/rpc/Shelly.GetStatus".into()),
+                    _ => (Vendor::ShellyGen1, "/status".into()),
+                });
+            }
+        }
+        let (status, body) = self.get("/cm?cmnd=Status")?;
+        let tasmota = serde_json::from_str::<Value>(&body)
+            .ok()
+            .is_some_and(|v| v.get("Status").is_some());
+        if status == 200 && tasmota {
+            return Ok((Vendor::Tasmota, TASMOTA_STATUS.into()));
+        }
+        Err(Error::Unavailable(format!(
+            "neither a Shelly (/shelly) nor a Tasmota (/cm?cmnd=Status) answers at {}",
+            self.origin
+        )))
+    }
+
+    /// `GET path`: the status and the body, answering one digest challenge.
+    fn get(&self, path: &str) -> Result<(u16, String), Error> {
+        let url = format!("{}{path}", self.origin);
+        let mut response = self.send(&url, None)?;
+        if response.status().as_u16() == 401 {
+            let challenge = response
+                .headers()
+                .get("www-authenticate")
+                .and_then(|h| h.to_str().ok())
+                .map(String::from);
+            let Some(challenge) = challenge.filter(|c| c.trim_start().starts_with("Digest")) else {
+                return Err(Error::Unavailable(self.refused(path)));
+            };
+            let Some(password) = &self.password else {
+                return Err(Error::Unavailable(format!(
+                    "{} asks for its password (digest authentication): give it in the wall \
+                     meter's settings",
+                    self.origin
+                )));
+            };
+            let authorization = digest(&challenge, &self.user, password, path)?;
+            response = self.send(&url, Some(&authorization))?;
+            if response.status().as_u16() == 401 {
+                return Err(Error::Unavailable(format!(
+                    "{} refused the password",
+                    self.origin
+                )));
+            }
+        }
+        let status = response.status().as_u16();
+        let body = response
+            .body_mut()
+            .with_config()
+            .limit(MAX_ANSWER_BYTES)
+            .read_to_string()
+            .map_err(|e| Error::Transient(format!("{}{path}: {e}", self.origin)))?;
+        Ok((status, body))
+    }
+
+    fn send(
+        &self,
+        url: &str,
+        authorization: Option<&str>,
+    ) -> Result<ureq::http::Response<ureq::Body>, Error> {
+        let mut request = self.agent.get(url);
+        if let Some(a) = authorization {
+            request = request.header("Authorization", a);
+        } else if let Some(token) = &self.token {
+            request = request.header("Authorization", &format!("Bearer {token}"));
+        }
+        request.call().map_err(|e| {
+            Error::Transient(format!(
+                "the wall meter at {} did not answer: {}",
+                self.origin,
+                without_credentials(&e.to_string())
+            ))
+        })
+    }
+
+    fn refused(&self, path: &str) -> String {
+        if self.token.is_some() {
+            format!("{}{path} refused the token", self.origin)
+        } else {
+            format!("{}{path} asks for a token or a password", self.origin)
+        }
+    }
+}
+
+const TASMOTA_STATUS: &str = "/cm?cmnd=Status%208";
+
+/// A plug's answer is a few kilobytes; more is not a plug.
+const MAX_ANSWER_BYTES: u64 = 1 << 20;
+
+/// The `Authorization` header that answers a digest `challenge` for `GET uri`.
+fn digest(challenge: &str, user: &str, password: &str, uri: &str) -> Result<String, Error> {
+    let mut prompt = digest_auth::parse(challenge)
+        .map_err(|e| Error::Unavailable(format!("the device's digest challenge: {e}")))?;
+    let context = digest_auth::AuthContext::new(user, password, uri);
+    prompt
+        .respond(&context)
+        .map(|answer| answer.to_header_string())
+        .map_err(|e| Error::Unavailable(format!("the device's digest challenge: {e}")))
+}
+
+/// `url` with any `user:password@` taken out.
+fn without_credentials(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}{}", &url[..scheme + 3], &url[at + 1..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (bytes[i], bytes.get(i + 1), bytes.get(i + 2)) {
+            (b'%', Some(&h), Some(&l)) if hex(h).is_some() && hex(l).is_some() => {
+                let value = hex(h).unwrap_or(0) * 16 + hex(l).unwrap_or(0);
+                out.push(value as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_password_in_the_url_is_taken_out_of_it_and_decoded() {
+        let client = PlugClient::new(&WallMeter {
+            url: "http://admin:p%40ss:word@192.0.2.7:8080/".into(),
+            ..WallMeter::default()
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(client.origin(), "http://192.0.2.7:8080");
+        assert_eq!(client.password.as_deref(), Some("p@ss:word"));
+        assert_eq!(client.user, "admin");
+        assert!(!format!("{client:?}").contains("p@ss"));
+        assert_eq!(
+            without_credentials("http://admin:secret@host/x"),
+            "http://host/x"
+        );
+    }
+
+    #[test]
+    fn only_plain_http_addresses_are_taken_and_the_refusal_hides_the_password() {
+        let refused = PlugClient::new(&WallMeter {
+            url: "https://admin:secret@host".into(),
+            ..WallMeter::default()
+        });
+        let message = refused.map(|_| ()).err().map(|e| e.to_string());
+        assert!(
+            message
+                .as_deref()
+                .is_some_and(|m| m.contains("http://") && !m.contains("secret")),
+            "{message:?}"
+        );
+    }
+}
