@@ -12,7 +12,8 @@
 //! - Not reaching the device is [`Error::Transient`] (it may come back); a device that answers
 //!   but gives no reading is [`Error::Unavailable`] with its reason.
 
-use super::{parse_plug_as, PlugReading, Vendor};
+use super::parse::{detect, parse_plug_as};
+use super::reading::{PlugReading, Vendor};
 use crate::error::Error;
 use serde_json::Value;
 use std::time::Duration;
@@ -139,7 +140,7 @@ impl PlugClient {
                     let (_, body) = self.get(path)?;
                     serde_json::from_str::<Value>(&body)
                         .ok()
-                        .and_then(|v| super::detect(&v))
+                        .and_then(|v| detect(&v))
                         .ok_or_else(|| {
                             Error::Unavailable(format!(
                                 "{}{path} does not answer as a plug Wattbar knows",

@@ -5,7 +5,7 @@
 //! attribute: a power sensor in W or kW, an energy sensor (`total_increasing`) in Wh, kWh or
 //! MWh.
 
-use super::{Channel, PlugReading, Vendor, JOULES_PER_KWH, JOULES_PER_WH};
+use super::reading::{malformed, Channel, PlugReading, Vendor, JOULES_PER_KWH, JOULES_PER_WH};
 use crate::error::Error;
 use serde_json::Value;
 
@@ -17,14 +17,14 @@ pub(super) fn parse(v: &Value) -> Result<PlugReading, Error> {
     let state = v
         .get("state")
         .and_then(Value::as_str)
-        .ok_or_else(|| super::malformed("no state"))?;
+        .ok_or_else(|| malformed("no state"))?;
     let Ok(value) = state.trim().parse::<f64>() else {
         return Err(Error::Unavailable(format!(
             "Home Assistant says {entity} is {state:?}"
         )));
     };
     if !value.is_finite() {
-        return Err(super::malformed(format!("{entity} reads {state}")));
+        return Err(malformed(format!("{entity} reads {state}")));
     }
     let unit = v
         .pointer("/attributes/unit_of_measurement")

@@ -6,7 +6,9 @@
 //! other than 0 is the device saying why (a plug with no meter: "module not support"). Tapo has
 //! no lifetime counter, only the day's and the month's, so it gives power alone.
 
-use super::{number, Channel, PlugReading, Vendor, JOULES_PER_KWH, JOULES_PER_WH};
+use super::reading::{
+    malformed, number, Channel, PlugReading, Vendor, JOULES_PER_KWH, JOULES_PER_WH,
+};
 use crate::error::Error;
 use serde_json::Value;
 
@@ -26,7 +28,7 @@ pub(super) fn parse(v: &Value) -> Result<PlugReading, Error> {
         .get("emeter")
         .unwrap_or(v)
         .get("get_realtime")
-        .ok_or_else(|| super::malformed("no emeter.get_realtime"))?;
+        .ok_or_else(|| malformed("no emeter.get_realtime"))?;
     if let Some(code) = realtime.get("err_code").and_then(Value::as_i64) {
         if code != 0 {
             let message = realtime

@@ -6,7 +6,7 @@
 //! `aenergy` counts both directions, so import is the difference. `EM`/`EM1` give power only:
 //! their counters are the sibling `emdata`/`em1data`, with import and export apart.
 
-use super::{number, Channel, PlugReading, Vendor, JOULES_PER_WH};
+use super::reading::{malformed, number, Channel, PlugReading, Vendor, JOULES_PER_WH};
 use crate::error::Error;
 use serde_json::{Map, Value};
 
@@ -36,11 +36,11 @@ pub(super) fn parse_gen1(v: &Value) -> Result<PlugReading, Error> {
     let (list, emeter) = match (v.get("emeters"), v.get("meters")) {
         (Some(list), _) => (list, true),
         (None, Some(list)) => (list, false),
-        (None, None) => return Err(super::malformed("no meters[] or emeters[]")),
+        (None, None) => return Err(malformed("no meters[] or emeters[]")),
     };
     let list = list
         .as_array()
-        .ok_or_else(|| super::malformed("meters is not a list"))?;
+        .ok_or_else(|| malformed("meters is not a list"))?;
     let name = if emeter { "emeters" } else { "meters" };
     let mut channels = Vec::with_capacity(list.len());
     let mut declared = None;
@@ -86,7 +86,7 @@ pub(super) fn parse_gen2(v: &Value) -> Result<PlugReading, Error> {
     rpc_error(v)?;
     let o = v
         .as_object()
-        .ok_or_else(|| super::malformed("not a JSON object"))?;
+        .ok_or_else(|| malformed("not a JSON object"))?;
     let components: Vec<(&str, &str, &Value)> = o
         .iter()
         .filter_map(|(k, c)| k.split_once(':').map(|(kind, id)| (kind, id, c)))

@@ -5,7 +5,7 @@
 //! cut or an `EnergyReset`: `TotalStartTime` says when the count began. With several relays
 //! `Power` is a list, and `Total` stays one number unless per-channel energy is on.
 
-use super::{Channel, PlugReading, Vendor, JOULES_PER_KWH};
+use super::reading::{Channel, PlugReading, Vendor, JOULES_PER_KWH};
 use crate::error::Error;
 use serde_json::Value;
 

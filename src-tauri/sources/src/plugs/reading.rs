@@ -1,0 +1,119 @@
+//! What a plug's answer says, whoever made the device: a [`PlugReading`] of its channels.
+
+use crate::error::Error;
+use serde::Serialize;
+use serde_json::Value;
+
+/// Who made the answer: the parser that reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Vendor {
+    /// Shelly Gen1 REST: `GET /status`.
+    ShellyGen1,
+    /// Shelly Gen2 and later, HTTP RPC: `Shelly.GetStatus`, `Switch.GetStatus`, `EM.GetStatus`…
+    ShellyGen2,
+    /// Tasmota: `Status 8` (or 10), `StatusSNS.ENERGY`.
+    Tasmota,
+    /// TP-Link Kasa legacy emeter: `{"emeter":{"get_realtime":{}}}`.
+    Kasa,
+    /// TP-Link Tapo (SMART protocol): `get_energy_usage`; no lifetime counter.
+    Tapo,
+    /// Home Assistant REST: `GET /api/states/<entity>`.
+    HomeAssistant,
+}
+
+impl Vendor {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Vendor::ShellyGen1 => "shelly-gen1",
+            Vendor::ShellyGen2 => "shelly-gen2",
+            Vendor::Tasmota => "tasmota",
+            Vendor::Kasa => "kasa",
+            Vendor::Tapo => "tapo",
+            Vendor::HomeAssistant => "home-assistant",
+        }
+    }
+}
+
+/// One metered channel of a device (an outlet, a relay, a phase, a clamp).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Channel {
+    /// The device's own name for it: `switch:0`, `em1:1`, `emeters[2]`, `slot:0`.
+    pub id: String,
+    /// Active power now, signed: negative is export. `None` where the device gives none.
+    pub watts: Option<f64>,
+    /// Imported energy counter.
+    pub energy_joules: Option<f64>,
+    /// Exported (returned) energy counter, where the device keeps one.
+    pub returned_joules: Option<f64>,
+}
+
+/// What a device's answer says.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlugReading {
+    pub vendor: Vendor,
+    /// Draw now: the channels' sum where it is draw; `None` when it is export or not given.
+    pub watts: Option<f64>,
+    /// What the channels send back now, where they sum to export.
+    pub export_watts: Option<f64>,
+    /// Imported-energy counter over the channels; `None` where any metered channel lacks one.
+    pub energy_joules: Option<f64>,
+    /// Exported-energy counter over the channels that keep one.
+    pub returned_joules: Option<f64>,
+    /// The counter's step (Tasmota counts kWh to a few decimals), for the bound.
+    pub energy_resolution_joules: Option<f64>,
+    /// When the counter began (Tasmota's `TotalStartTime`): another value means a reset.
+    pub counter_since: Option<String>,
+    pub channels: Vec<Channel>,
+}
+
+impl PlugReading {
+    /// Sums `channels` into a reading; a device with no channel that measures anything has no
+    /// meter (`why` says what it answered instead).
+    pub(super) fn from_channels(
+        vendor: Vendor,
+        channels: Vec<Channel>,
+        why_unmetered: impl FnOnce() -> String,
+    ) -> Result<PlugReading, Error> {
+        let metered: Vec<&Channel> = channels
+            .iter()
+            .filter(|c| c.watts.is_some() || c.energy_joules.is_some())
+            .collect();
+        if metered.is_empty() {
+            return Err(Error::Unavailable(why_unmetered()));
+        }
+        let powered: Vec<f64> = metered.iter().filter_map(|c| c.watts).collect();
+        let net = (!powered.is_empty()).then(|| powered.iter().sum::<f64>());
+        let energy = metered.iter().map(|c| c.energy_joules).sum::<Option<f64>>();
+        let returned: Vec<f64> = metered.iter().filter_map(|c| c.returned_joules).collect();
+        Ok(PlugReading {
+            vendor,
+            watts: net.filter(|w| *w >= 0.0),
+            export_watts: net.filter(|w| *w < 0.0).map(|w| -w),
+            energy_joules: energy,
+            returned_joules: (!returned.is_empty()).then(|| returned.iter().sum()),
+            energy_resolution_joules: None,
+            counter_since: None,
+            channels,
+        })
+    }
+}
+
+pub(super) fn malformed(message: impl Into<String>) -> Error {
+    Error::Parse {
+        what: "plug answer",
+        line: None,
+        message: message.into(),
+    }
+}
+
+/// A finite number at `key`.
+pub(super) fn number(value: &Value, key: &str) -> Option<f64> {
+    value
+        .get(key)
+        .and_then(Value::as_f64)
+        .filter(|x| x.is_finite())
+}
+
+pub(super) const JOULES_PER_WH: f64 = 3600.0;
+pub(super) const JOULES_PER_KWH: f64 = 3_600_000.0;
