@@ -24,7 +24,7 @@
 //! `Transient` failure is listed, and the source is asked again, sooner or later ([`pace`]).
 
 mod pace;
-mod part;
+pub mod part;
 mod select;
 #[cfg(test)]
 mod tests;
@@ -111,6 +111,12 @@ impl Snapshot {
 
     pub fn headline_watts(&self) -> Option<Watts> {
         self.headline.as_ref().and_then(|r| r.watts)
+    }
+
+    /// What the headline covers; `None` without a headline.
+    pub fn coverage(&self) -> Option<crate::scope::Coverage> {
+        self.headline.as_ref()?;
+        crate::scope::Coverage::of_parts(&self.headline_parts)
     }
 
     /// The reading of `part` in this snapshot.
