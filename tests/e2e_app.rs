@@ -429,7 +429,9 @@ fn the_tray_shows_live_watts_and_the_dashboard_opens_only_on_demand() {
     let menu = tray.menu();
     let labels: Vec<&str> = menu.iter().map(|i| i.label.as_str()).collect();
     assert!(
-        labels.iter().any(|l| l.ends_with(" W · measured · replay")),
+        labels
+            .iter()
+            .any(|l| l.ends_with(" W · measured · replay · whole machine")),
         "{labels:?}"
     );
     assert!(

@@ -35,6 +35,7 @@ try {
   report.same_page = await page.evaluate(() => window.__loadedOnce === true);
   report.quality = await page.textContent("#quality");
   report.source = await page.textContent("#source");
+  report.scope = await page.textContent("#scope");
   await page.click("#low-power");
   await page.waitForFunction(
     () => document.getElementById("low-power").checked

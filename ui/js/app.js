@@ -26,6 +26,17 @@ function renderUnavailable(list) {
   }));
 }
 
+// What the headline covers, said plainly: a sum of parts is not the machine.
+function renderScope(state) {
+  const el = $("scope");
+  el.hidden = !state.scope;
+  el.dataset.scope = state.scope ?? "";
+  if (!state.scope) return;
+  const what = state.scope_text ?? state.scope;
+  const said = `${what.charAt(0).toUpperCase()}${what.slice(1)}, ${state.quality ?? "no reading"}`;
+  setText(el, state.scope === "components" ? `${said}: not the whole machine` : said);
+}
+
 function renderBreakdown(items) {
   const body = $("breakdown-rows");
   const key = JSON.stringify(items.map((i) => [i.domain, i.device, i.source, i.quality]));
@@ -160,6 +171,7 @@ function render(state) {
   setText(q, state.quality ?? "no reading");
   q.dataset.quality = state.quality ?? "";
   setText($("source"), state.source ?? "no source");
+  renderScope(state);
   renderUnavailable(state.unavailable);
   renderBreakdown(state.breakdown);
   setText($("session-kwh"), fmt.energy(state.session_kwh), state.session_kwh);

@@ -167,6 +167,8 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
     assert_eq!(report["first_watts"], "12.5");
     assert_eq!(report["later_watts"], "31.0");
+    // A trace of the whole machine is said to be the whole machine.
+    assert_eq!(report["scope"], "The whole machine, measured", "{report}");
     assert_eq!(report["low_power_after_toggle"], true);
     assert_eq!(report["report_is_svg"], true, "{report}");
     assert!(

@@ -46,6 +46,9 @@ fn watch_count_3_json_prints_three_json_lines_from_this_machine() {
         assert_eq!(v["quality"], "estimated", "{line}");
         assert_eq!(v["source"], CPU_ESTIMATE, "{line}");
         assert_eq!(v["domain"], "system", "{line}");
+        // ... and said to cover the CPU package alone, not the machine.
+        assert_eq!(v["scope"], "components", "{line}");
+        assert_eq!(v["covers"], serde_json::json!(["cpu-package"]), "{line}");
         assert!(
             v["session_joules"].as_f64().is_some_and(|j| j >= 0.0),
             "{line}"
@@ -235,6 +238,15 @@ fn sources_lists_each_source_with_its_quality_and_availability() {
     }
     assert_eq!(proxy["quality"], "estimated");
     assert_eq!(proxy["available"], true);
+    // The estimate, and the headline made of it, cover the CPU package only.
+    assert_eq!(
+        proxy["covers"],
+        serde_json::json!([{"scope": "components", "covers": ["cpu-package"]}]),
+        "{proxy}"
+    );
+    assert_eq!(v["scope"], "components", "{v}");
+    assert_eq!(v["covers"], serde_json::json!(["cpu-package"]), "{v}");
+    assert_eq!(v["scope_text"], "the CPU package only", "{v}");
     for s in &sources {
         // Every unavailable source says why.
         if s["available"] == false {

@@ -111,6 +111,8 @@ struct PowerLabels {
     device: Text,
     source: Text,
     quality: Text,
+    /// What the figure covers: `wall`, `system` or `components` (see wattbar_core::Scope).
+    scope: Text,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -164,14 +166,24 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
         power.clone(),
     );
     if let Some(snapshot) = &p.snapshot {
-        let readings = snapshot.breakdown.iter().chain(
-            // A headline summed from components is not among the readings: export it too.
-            snapshot
-                .headline
-                .iter()
-                .filter(|h| !snapshot.breakdown.contains(h)),
-        );
-        for r in readings {
+        let headline_scope = snapshot.coverage().map(|c| c.scope);
+        let readings = snapshot
+            .breakdown
+            .iter()
+            .map(|r| {
+                let scope = wattbar_core::Coverage::of_domain(r.domain, r.device.as_deref()).scope;
+                (r, Some(scope))
+            })
+            .chain(
+                // A headline summed from components is not among the readings: export it too,
+                // with the scope of what it sums.
+                snapshot
+                    .headline
+                    .iter()
+                    .filter(|h| !snapshot.breakdown.contains(h))
+                    .map(|h| (h, headline_scope)),
+            );
+        for (r, scope) in readings {
             if let Some(w) = r.watts.filter(|w| w.0.is_finite()) {
                 power
                     .get_or_create(&PowerLabels {
@@ -179,6 +191,7 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
                         device: label(r.device.as_deref().unwrap_or_default()),
                         source: label(&r.source),
                         quality: label(r.quality.as_str()),
+                        scope: label(scope.map_or("", |s| s.as_str())),
                     })
                     .set(w.0);
             }

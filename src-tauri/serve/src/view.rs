@@ -3,7 +3,7 @@
 //! both, so the UI has one code path.
 
 use serde::{Deserialize, Serialize};
-use wattbar_core::{Domain, Part, Quality, Unavailable};
+use wattbar_core::{Coverage, Domain, Part, Quality, Scope, Unavailable};
 pub use wattbar_engine::advice::LowPowerView;
 use wattbar_engine::{Point, Published};
 use wattbar_ledger::ledger::LedgerTotals;
@@ -23,6 +23,13 @@ pub struct StatePayload {
     pub quality: Option<Quality>,
     pub source: Option<String>,
     pub domain: Option<Domain>,
+    /// What the headline covers: `wall`, `system` (the whole machine) or `components` (only
+    /// the parts in `covers`); `None` without a headline.
+    pub scope: Option<Scope>,
+    #[serde(default)]
+    pub covers: Vec<String>,
+    /// The same for people: "the whole machine", "the CPU package only".
+    pub scope_text: Option<String>,
     pub unavailable: Vec<Unavailable>,
     /// Every reading of the sample, best source first.
     pub breakdown: Vec<BreakdownItem>,
@@ -91,6 +98,9 @@ pub struct BreakdownItem {
     pub watts: Option<f64>,
     pub source: String,
     pub quality: Quality,
+    pub scope: Scope,
+    #[serde(default)]
+    pub covers: Vec<String>,
     /// The energy this reading's part has added since the engine started, as the ledger counts
     /// it: a counter (take differences between states). `None` where it adds nothing that counts
     /// (another source owns the domain), never 0 J for "not known".
@@ -100,6 +110,7 @@ pub struct BreakdownItem {
 impl From<&Published> for StatePayload {
     fn from(p: &Published) -> Self {
         let head = p.snapshot.as_ref().and_then(|s| s.headline.as_ref());
+        let coverage = p.snapshot.as_ref().and_then(|s| s.coverage());
         StatePayload {
             seq: p.seq,
             at: p.snapshot.as_ref().map(|s| s.at.unix_seconds),
@@ -107,6 +118,9 @@ impl From<&Published> for StatePayload {
             quality: head.map(|h| h.quality),
             source: head.map(|h| h.source.clone()),
             domain: head.map(|h| h.domain),
+            scope: coverage.as_ref().map(|c| c.scope),
+            scope_text: coverage.as_ref().map(Coverage::describe),
+            covers: coverage.map(|c| c.covers).unwrap_or_default(),
             unavailable: p
                 .snapshot
                 .as_ref()
@@ -123,12 +137,15 @@ impl From<&Published> for StatePayload {
                             let is_its_part = |q: &Part| {
                                 q.domain == r.domain && q.source == r.source && q.device == r.device
                             };
+                            let coverage = Coverage::of_domain(r.domain, r.device.as_deref());
                             BreakdownItem {
                                 domain: r.domain,
                                 device: r.device.clone(),
                                 watts: r.watts.map(|w| w.0),
                                 source: r.source.clone(),
                                 quality: r.quality,
+                                scope: coverage.scope,
+                                covers: coverage.covers,
                                 total_joules: p
                                     .part_totals
                                     .iter()

@@ -232,6 +232,10 @@ async fn the_snapshot_carries_the_replayed_watts_with_source_and_quality() {
     assert_eq!(j["watts"], 42.5);
     assert_eq!(j["source"], "replay");
     assert_eq!(j["quality"], "measured");
+    // A trace of the whole machine covers the whole machine.
+    assert_eq!(j["scope"], "system");
+    assert_eq!(j["covers"], serde_json::json!([]));
+    assert_eq!(j["scope_text"], "the whole machine");
     assert_eq!(j["low_power"]["enabled"], false);
     assert_eq!(j["low_power"]["recommended_model"], "qwen3:1b");
     server.stop().await;
@@ -868,6 +872,34 @@ async fn the_energy_counter_never_decreases_across_a_reset_and_a_restart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_headline_summed_from_the_cpu_says_it_covers_the_cpu_package_only() {
+    let server = Server::start("t,watts,domain\n0,60,cpu\n", None).await;
+    wait_until_sampled(&server).await;
+    let j = server.get("/v1/snapshot").await.json();
+    // Filed under "system" as the headline, yet it is the CPU package's 60 W and no more.
+    assert_eq!(j["watts"], 60.0, "{j}");
+    assert_eq!(j["scope"], "components", "{j}");
+    assert_eq!(j["covers"], serde_json::json!(["cpu-package"]), "{j}");
+    assert_eq!(j["scope_text"], "the CPU package only", "{j}");
+    let cpu = j["breakdown"]
+        .as_array()
+        .and_then(|b| b.iter().find(|r| r["domain"] == "cpu"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(cpu["scope"], "components", "{j}");
+    assert_eq!(cpu["covers"], serde_json::json!(["cpu-package"]), "{j}");
+    let metrics = server.get("/metrics").await.body;
+    server.stop().await;
+    for domain in ["system", "cpu"] {
+        let line = format!(
+            "wattbar_power_watts{{domain=\"{domain}\",device=\"\",source=\"replay\",\
+             quality=\"measured\",scope=\"components\"}} 60"
+        );
+        assert!(metrics.contains(&line), "{line} missing from\n{metrics}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_scrape_passes_promtool_check_metrics() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let server = Server::start("t,watts\n0,25\n", Some(&dir.path().join("w.db"))).await;
@@ -895,7 +927,7 @@ async fn a_live_scrape_passes_promtool_check_metrics() {
         .and_then(|v| v.parse::<u64>().ok());
     assert!(reads.is_some_and(|n| n >= 3), "{reads:?}\n{metrics}");
     assert!(metrics.contains(
-        "wattbar_power_watts{domain=\"system\",device=\"\",source=\"replay\",quality=\"measured\"} 25"
+        "wattbar_power_watts{domain=\"system\",device=\"\",source=\"replay\",quality=\"measured\",scope=\"system\"} 25"
     ));
     let mut child = std::process::Command::new("promtool")
         .args(["check", "metrics"])

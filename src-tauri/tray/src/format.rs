@@ -44,11 +44,25 @@ pub fn title(p: &Published) -> String {
     }
 }
 
-/// The first menu line: watts with quality and source.
+/// The first menu line: watts with quality, source and what they cover ("whole machine",
+/// "CPU package only").
 pub fn now_line(p: &Published) -> String {
-    match p.snapshot.as_ref().and_then(|s| s.headline.as_ref()) {
+    let Some(snapshot) = p.snapshot.as_ref() else {
+        return "No power reading".to_string();
+    };
+    match &snapshot.headline {
         Some(h) if headline(p).is_some() => {
-            format!("{} · {} · {}", watts_text(p), h.quality, h.source)
+            let line = format!("{} · {} · {}", watts_text(p), h.quality, h.source);
+            match snapshot.coverage() {
+                Some(c) => {
+                    let covers = c.describe();
+                    format!(
+                        "{line} · {}",
+                        covers.strip_prefix("the ").unwrap_or(&covers)
+                    )
+                }
+                None => line,
+            }
         }
         _ => "No power reading".to_string(),
     }
@@ -160,6 +174,7 @@ pub(crate) mod tests {
     pub(crate) fn with_quality(watts: Option<f64>, quality: Quality) -> Published {
         let at = Stamp::new(Duration::from_secs(1), 1.0);
         let headline = watts.map(|w| Reading::power(Domain::System, Watts(w), "smc", quality, at));
+        let headline_parts = headline.iter().map(wattbar_core::Part::of).collect();
         Published {
             seq: 1,
             snapshot: Some(Snapshot {
@@ -169,7 +184,7 @@ pub(crate) mod tests {
                 unavailable: Vec::new(),
                 battery: None,
                 owners: Vec::new(),
-                headline_parts: Vec::new(),
+                headline_parts,
             }),
             part_totals: Vec::new(),
             energy_method: None,
@@ -256,8 +271,25 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_headline_summed_from_the_cpu_says_it_is_the_cpu_package_only() {
+        let mut p = with_quality(Some(4.4), Quality::Estimated);
+        if let Some(s) = p.snapshot.as_mut() {
+            let at = s.at;
+            let cpu = Reading::power(Domain::Cpu, Watts(4.4), "cpu-proxy", Quality::Estimated, at);
+            s.headline_parts = vec![wattbar_core::Part::of(&cpu)];
+            s.breakdown = vec![cpu];
+        }
+        let line = now_line(&p);
+        assert!(line.ends_with(" · CPU package only"), "{line}");
+        assert!(tooltip(&p, &line, &session_line(&p)).contains("CPU package only"));
+    }
+
+    #[test]
     fn menu_lines_name_quality_and_source() {
-        assert_eq!(now_line(&published(Some(14.2))), "14.2 W · measured · smc");
+        assert_eq!(
+            now_line(&published(Some(14.2))),
+            "14.2 W · measured · smc · whole machine"
+        );
         assert_eq!(
             session_line(&published(Some(1.0))),
             "Session 0.00 Wh · 0.0000 EUR"

@@ -4,6 +4,7 @@
 use crate::args::CaptureKind;
 use anyhow::{bail, Context, Result};
 use std::time::Duration;
+use wattbar_core::Coverage;
 use wattbar_engine::{build_chain, unix_now, ChainOptions};
 
 /// Samples twice (counters and utilisation need two reads) and prints every source's status.
@@ -14,9 +15,30 @@ pub fn sources() -> Result<()> {
     chain.sample_every_source(stamp());
     std::thread::sleep(Duration::from_millis(250));
     let snapshot = chain.sample_every_source(stamp());
+    // Each source with what its readings cover, and the headline with what it covers.
+    let sources: Vec<serde_json::Value> = chain
+        .status(&snapshot)
+        .into_iter()
+        .map(|status| {
+            let mut covers: Vec<Coverage> = snapshot
+                .breakdown
+                .iter()
+                .filter(|r| r.source == status.id)
+                .map(|r| Coverage::of_domain(r.domain, r.device.as_deref()))
+                .collect();
+            covers.dedup();
+            let mut v = serde_json::to_value(&status).unwrap_or_default();
+            v["covers"] = serde_json::to_value(&covers).unwrap_or_default();
+            v
+        })
+        .collect();
+    let coverage = snapshot.coverage();
     let report = serde_json::json!({
-        "sources": chain.status(&snapshot),
+        "sources": sources,
         "headline": snapshot.headline,
+        "scope": coverage.as_ref().map(|c| c.scope),
+        "covers": coverage.as_ref().map(|c| c.covers.clone()).unwrap_or_default(),
+        "scope_text": coverage.as_ref().map(Coverage::describe),
     });
     crate::out!("{}", serde_json::to_string_pretty(&report)?)?;
     Ok(())
@@ -43,12 +65,15 @@ fn samples_json(samples: &[wattbar_sources::Sample]) -> serde_json::Value {
                 .readings
                 .iter()
                 .map(|r| {
+                    let coverage = Coverage::of_domain(r.domain, r.device.as_deref());
                     serde_json::json!({
                         "domain": r.domain,
                         "device": r.device,
                         "watts": r.watts.map(|w| w.0),
                         "source": r.source,
                         "quality": r.quality,
+                        "scope": coverage.scope,
+                        "covers": coverage.covers,
                     })
                 })
                 .collect();

@@ -50,13 +50,16 @@ impl Printer {
                 "quality": s.quality,
                 "source": s.source,
                 "domain": s.domain,
+                "scope": s.scope,
+                "covers": s.covers,
                 "session_joules": s.session_joules,
                 "energy_method": s.energy_method,
             }))?,
             Format::Human => {
                 let watts = match (s.watts, s.quality, &s.source) {
                     (Some(w), Some(q), Some(src)) => {
-                        format!("{w:>8.1} W  {:<9}  {src}", q.as_str())
+                        let covers = s.scope_text.as_deref().unwrap_or("unknown");
+                        format!("{w:>8.1} W  {:<9}  {src} ({covers})", q.as_str())
                     }
                     _ => {
                         let why: Vec<String> = s
