@@ -37,6 +37,16 @@ function renderScope(state) {
   setText(el, state.scope === "components" ? `${said}: not the whole machine` : said);
 }
 
+// With a wall meter live beside the sensors: how much of the socket's draw they see.
+function renderGap(state) {
+  const gap = $("scope-gap");
+  const seen = state.wall_watts > 0 && state.watts !== null ? state.watts / state.wall_watts : null;
+  gap.hidden = seen === null;
+  if (seen !== null) {
+    setText(gap, `The sensors see ${Math.round(seen * 100)} % of the wall here (${fmt.watts(state.wall_watts)} W at the socket)`);
+  }
+}
+
 function renderBreakdown(items) {
   const body = $("breakdown-rows");
   const key = JSON.stringify(items.map((i) => [i.domain, i.device, i.source, i.quality]));
@@ -172,6 +182,7 @@ function render(state) {
   q.dataset.quality = state.quality ?? "";
   setText($("source"), state.source ?? "no source");
   renderScope(state);
+  renderGap(state);
   renderUnavailable(state.unavailable);
   renderBreakdown(state.breakdown);
   setText($("session-kwh"), fmt.energy(state.session_kwh), state.session_kwh);

@@ -40,6 +40,11 @@ pub enum Cmd {
         /// How often samples are written to the store, e.g. 5s.
         #[arg(long, default_value = "10s", value_parser = parse_batch)]
         batch: Duration,
+        /// A smart plug the machine is plugged into (Shelly, Tasmota, or a Home Assistant power
+        /// sensor's URL), read beside the sensors as the `wall`; a Shelly's password may come as
+        /// http://admin:PASSWORD@host. Default: WATTBAR_WALL_METER.
+        #[arg(long, value_name = "URL")]
+        wall_meter: Option<String>,
     },
     /// Each source on this machine, in priority order: available or not, why, and its quality (JSON).
     Sources,
@@ -97,6 +102,11 @@ pub enum Cmd {
         /// http://127.0.0.1:11434.
         #[arg(long, value_name = "URL", requires = "llm_proxy")]
         llm_upstream: Option<String>,
+        /// A smart plug the machine is plugged into (Shelly, Tasmota, or a Home Assistant power
+        /// sensor's URL), read beside the sensors as the `wall`; a Shelly's password may come as
+        /// http://admin:PASSWORD@host. Default: WATTBAR_WALL_METER.
+        #[arg(long, value_name = "URL")]
+        wall_meter: Option<String>,
     },
     /// Energy per model from the inference ledger: requests, tokens, J/token gross and net,
     /// tokens/s, tokens/s per W and score.

@@ -5,9 +5,17 @@ use anyhow::Result;
 use wattbar_engine::{build_chain, paths, prefs_file, ChainOptions};
 
 /// Opens the sources off the async worker: NVML measures its counter's update period at start
-/// (up to a second).
-pub async fn open_sources() -> Result<wattbar_core::Chain> {
-    Ok(tokio::task::spawn_blocking(|| build_chain(&ChainOptions::from_env())).await??)
+/// (up to a second). `wall_meter` is a plug's address given on the command line, over the
+/// environment's.
+pub async fn open_sources(wall_meter: Option<String>) -> Result<wattbar_core::Chain> {
+    let mut options = ChainOptions::from_env();
+    if let Some(url) = wall_meter {
+        options.wall_meter = Some(wattbar_sources::plugs::WallMeter {
+            url,
+            ..Default::default()
+        });
+    }
+    Ok(tokio::task::spawn_blocking(move || build_chain(&options)).await??)
 }
 
 /// The preferences for an engine this process runs, and what it must tell the user: a file that

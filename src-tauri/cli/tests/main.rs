@@ -12,4 +12,5 @@ mod run;
 mod serve;
 mod steady_state;
 mod version;
+mod wall;
 mod watch;

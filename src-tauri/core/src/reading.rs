@@ -27,11 +27,14 @@ pub enum Domain {
     Adapter,
     /// A platform-wide figure such as RAPL `psys`.
     Platform,
+    /// AC input at the socket, from a smart plug: beside the machine's own sensors, never
+    /// summed with them.
+    Wall,
 }
 
 impl Domain {
     /// Every domain, in the order above.
-    pub const ALL: [Domain; 9] = [
+    pub const ALL: [Domain; 10] = [
         Domain::System,
         Domain::Cpu,
         Domain::Gpu,
@@ -41,6 +44,7 @@ impl Domain {
         Domain::Battery,
         Domain::Adapter,
         Domain::Platform,
+        Domain::Wall,
     ];
 
     /// The domain named `name` (as [`Domain::as_str`] writes it).
@@ -59,6 +63,7 @@ impl Domain {
             Domain::Battery => "battery",
             Domain::Adapter => "adapter",
             Domain::Platform => "platform",
+            Domain::Wall => "wall",
         }
     }
 

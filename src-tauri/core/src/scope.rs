@@ -58,6 +58,10 @@ impl Coverage {
             covers: vec![name.to_string()],
         };
         match domain {
+            Domain::Wall => Coverage {
+                scope: Scope::Wall,
+                covers: Vec::new(),
+            },
             Domain::System | Domain::Platform | Domain::Adapter => Coverage {
                 scope: Scope::System,
                 covers: Vec::new(),

@@ -3,11 +3,14 @@
 use crate::error::Error;
 use std::path::{Path, PathBuf};
 use wattbar_core::{Chain, Source};
+use wattbar_sources::plugs::{WallMeter, WallMeterSource};
 use wattbar_sources::{replay, ReplaySource};
 
 pub const REPLAY_ENV: &str = "WATTBAR_REPLAY";
 pub const SYSFS_ROOT_ENV: &str = "WATTBAR_SYSFS_ROOT";
 pub const CPU_TDP_ENV: &str = "WATTBAR_CPU_TDP_W";
+/// The wall meter's address, as `--wall-meter` gives it.
+pub const WALL_METER_ENV: &str = "WATTBAR_WALL_METER";
 
 #[derive(Debug, Clone, Default)]
 pub struct ChainOptions {
@@ -16,10 +19,14 @@ pub struct ChainOptions {
     /// Root under which Linux readers look for `sys/` and `proc/`.
     pub root: PathBuf,
     pub cpu_tdp_watts: Option<f64>,
+    /// A smart plug the machine is plugged into: its reading is the `wall` domain, beside
+    /// whatever else reads (a replayed trace too).
+    pub wall_meter: Option<WallMeter>,
 }
 
 impl ChainOptions {
-    /// `WATTBAR_REPLAY`, `WATTBAR_SYSFS_ROOT` (default `/`) and `WATTBAR_CPU_TDP_W`.
+    /// `WATTBAR_REPLAY`, `WATTBAR_SYSFS_ROOT` (default `/`), `WATTBAR_CPU_TDP_W` and
+    /// `WATTBAR_WALL_METER`.
     pub fn from_env() -> Self {
         ChainOptions {
             replay: std::env::var_os(REPLAY_ENV)
@@ -32,6 +39,13 @@ impl ChainOptions {
             cpu_tdp_watts: std::env::var(CPU_TDP_ENV)
                 .ok()
                 .and_then(|v| v.trim().parse().ok()),
+            wall_meter: std::env::var(WALL_METER_ENV)
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+                .map(|url| WallMeter {
+                    url,
+                    ..WallMeter::default()
+                }),
         }
     }
 }
@@ -48,9 +62,19 @@ pub fn load_trace(path: &Path) -> Result<replay::Trace, Error> {
 }
 
 pub fn build_chain(options: &ChainOptions) -> Result<Chain, Error> {
-    let sources: Vec<Box<dyn Source>> = match &options.replay {
+    let mut sources: Vec<Box<dyn Source>> = match &options.replay {
         Some(path) => vec![Box::new(ReplaySource::new(load_trace(path)?))],
         None => wattbar_sources::default_sources(&options.root, options.cpu_tdp_watts),
     };
+    if let Some(meter) = &options.wall_meter {
+        sources.push(match WallMeterSource::new(meter) {
+            Ok(source) => Box::new(source),
+            Err(e) => Box::new(wattbar_sources::Absent::new(
+                wattbar_sources::plugs::SOURCE_ID,
+                wattbar_core::Quality::Measured,
+                e,
+            )),
+        });
+    }
     Ok(Chain::new(sources))
 }

@@ -116,6 +116,12 @@ struct PowerLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ScopeLabels {
+    /// What the headline the gap is taken from covers.
+    scope: Text,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DomainLabels {
     domain: Text,
 }
@@ -194,6 +200,26 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
                         scope: label(scope.map_or("", |s| s.as_str())),
                     })
                     .set(w.0);
+            }
+        }
+    }
+
+    let gap = Family::<ScopeLabels, GaugeF>::default();
+    registry.register_with_unit(
+        "wattbar_scope_gap",
+        "The wall meter's watts less the headline's, while both are live: what the sensors miss",
+        Unit::Other("watts".into()),
+        gap.clone(),
+    );
+    if let Some(snapshot) = &p.snapshot {
+        let scope = snapshot.coverage().map(|c| c.scope);
+        if let (Some((wall, headline)), Some(scope)) = (snapshot.wall_and_headline(), scope) {
+            let difference = wall.0 - headline.0;
+            if difference.is_finite() {
+                gap.get_or_create(&ScopeLabels {
+                    scope: label(scope.as_str()),
+                })
+                .set(difference);
             }
         }
     }

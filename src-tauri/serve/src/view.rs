@@ -30,6 +30,9 @@ pub struct StatePayload {
     pub covers: Vec<String>,
     /// The same for people: "the whole machine", "the CPU package only".
     pub scope_text: Option<String>,
+    /// The wall meter's watts while it and the headline are both live, to set the headline
+    /// beside ("the sensors see 62 % of the wall here").
+    pub wall_watts: Option<f64>,
     pub unavailable: Vec<Unavailable>,
     /// Every reading of the sample, best source first.
     pub breakdown: Vec<BreakdownItem>,
@@ -120,6 +123,11 @@ impl From<&Published> for StatePayload {
             domain: head.map(|h| h.domain),
             scope: coverage.as_ref().map(|c| c.scope),
             scope_text: coverage.as_ref().map(Coverage::describe),
+            wall_watts: p
+                .snapshot
+                .as_ref()
+                .and_then(|s| s.wall_and_headline())
+                .map(|(wall, _)| wall.0),
             covers: coverage.map(|c| c.covers).unwrap_or_default(),
             unavailable: p
                 .snapshot

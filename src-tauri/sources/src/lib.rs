@@ -4,6 +4,7 @@
 //! `parse_*` function that tests exercise on real captures. Readers take `root: &Path` so tests
 //! point them at fake sysfs trees.
 
+pub mod background;
 pub mod cpu_proxy;
 pub mod error;
 pub mod linux;

@@ -18,6 +18,7 @@ pub async fn serve(command: Cmd) -> Result<()> {
         ui,
         llm_proxy,
         llm_upstream,
+        wall_meter,
     } = command
     else {
         bail!("not a serve command");
@@ -53,7 +54,7 @@ pub async fn serve(command: Cmd) -> Result<()> {
     let token = wattbar_engine::token::load_or_create(&paths::data_dir()?)?;
     let (prefs, notice) = crate::engine::load_prefs(|m| tracing::warn!("{m}"))?;
     let db = paths::database_path()?;
-    let chain = crate::engine::open_sources().await?;
+    let chain = crate::engine::open_sources(wall_meter).await?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;

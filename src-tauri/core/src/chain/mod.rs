@@ -113,6 +113,21 @@ impl Snapshot {
         self.headline.as_ref().and_then(|r| r.watts)
     }
 
+    /// The wall meter's watts and the headline's, while both are live and the headline is not
+    /// the wall itself: the sensors' figure against the socket's.
+    pub fn wall_and_headline(&self) -> Option<(Watts, Watts)> {
+        let wall = self
+            .breakdown
+            .iter()
+            .find(|r| r.domain == crate::reading::Domain::Wall)
+            .and_then(|r| r.watts)?;
+        let headline = self
+            .headline
+            .as_ref()
+            .filter(|h| h.domain != crate::reading::Domain::Wall)?;
+        Some((wall, headline.watts?))
+    }
+
     /// What the headline covers; `None` without a headline.
     pub fn coverage(&self) -> Option<crate::scope::Coverage> {
         self.headline.as_ref()?;

@@ -15,7 +15,7 @@
 //! channel); after that a 0 is a real idle reading. A single record read alone leaves its zeros
 //! out.
 //!
-//! The reader (macOS) runs `macmon::Sampler` in a [`Background`](super::background::Background) thread,
+//! The reader (macOS) runs `macmon::Sampler` in a [`Background`](crate::background::Background) thread,
 //! as its handles are not `Send`; [`parse_macmon_json`] reads the lines `macmon pipe` prints
 //! (the same fields), so the logic is tested on a real capture anywhere.
 
@@ -202,7 +202,7 @@ pub fn window_ms(interval: Duration) -> u32 {
 /// window as long as the engine's interval, and only while the chain reads it.
 #[cfg(target_os = "macos")]
 pub struct MacmonSource {
-    worker: super::background::Background<MacmonSample>,
+    worker: crate::background::Background<MacmonSample>,
     channels: MacmonChannels,
     window_ms: std::sync::Arc<std::sync::atomic::AtomicU32>,
 }
@@ -212,9 +212,9 @@ impl MacmonSource {
     pub fn new(interval: Duration) -> Self {
         let window = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(window_ms(interval)));
         let window_ms = std::sync::Arc::clone(&window);
-        let worker = super::background::Background::spawn(
+        let worker = crate::background::Background::spawn(
             SOURCE_ID,
-            super::background::STALE_AFTER,
+            crate::background::STALE_AFTER,
             move || {
                 let mut sampler = ::macmon::Sampler::new().map_err(|e| {
                     Error::Unavailable(format!(

@@ -12,10 +12,9 @@
 //! Mode), never watts, so it is not a [`Source`](wattbar_core::Source): parse it with `pmset`.
 //!
 //! Readers that block for a sampling interval (`macmon`, `powermetrics`) run in a
-//! [`Background`](background::Background) worker thread, so that one tick of the chain never waits for them; the chain
+//! [`Background`](crate::background::Background) worker thread, so that one tick of the chain never waits for them; the chain
 //! gets the latest finished sample. A worker produces only as fast as it is read.
 
-pub mod background;
 pub mod command;
 pub mod ioreg;
 pub mod macmon;

@@ -256,7 +256,7 @@ pub fn read_powermetrics(interval: Duration) -> Result<PowerRecord, Error> {
 #[cfg(target_os = "macos")]
 pub struct PowermetricsSource {
     interval: Duration,
-    worker: Option<super::background::Background<PowerRecord>>,
+    worker: Option<crate::background::Background<PowerRecord>>,
 }
 
 #[cfg(target_os = "macos")]
@@ -300,9 +300,9 @@ impl wattbar_core::Source for PowermetricsSource {
                 .into());
             }
             let interval = self.interval;
-            self.worker = Some(super::background::Background::spawn(
+            self.worker = Some(crate::background::Background::spawn(
                 SOURCE_ID,
-                super::background::STALE_AFTER,
+                crate::background::STALE_AFTER,
                 move || Ok(move || read_powermetrics(interval)),
             ));
         }

@@ -23,7 +23,7 @@ use std::time::Duration;
 pub const TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Where the wall meter is and how to ask it.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Clone, Default, PartialEq)]
 pub struct WallMeter {
     /// `http://host[:port][/path]`, with `user:password@` before the host where the device
     /// has a password.
@@ -33,6 +33,18 @@ pub struct WallMeter {
     pub password: Option<String>,
     /// Home Assistant's long-lived access token.
     pub token: Option<String>,
+}
+
+/// Shows where the meter is, never its secrets.
+impl std::fmt::Debug for WallMeter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WallMeter")
+            .field("url", &without_credentials(&self.url))
+            .field("kind", &self.kind)
+            .field("password", &self.password.as_ref().map(|_| "…"))
+            .field("token", &self.token.as_ref().map(|_| "…"))
+            .finish()
+    }
 }
 
 /// A plug found and asked again at each [`PlugClient::read`].
@@ -325,6 +337,17 @@ mod tests {
         assert_eq!(client.password.as_deref(), Some("p@ss:word"));
         assert_eq!(client.user, "admin");
         assert!(!format!("{client:?}").contains("p@ss"));
+        let meter = WallMeter {
+            url: "http://admin:hunter2@plug".into(),
+            password: Some("hunter2".into()),
+            token: Some("tok-secret".into()),
+            kind: None,
+        };
+        let shown = format!("{meter:?}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("tok-secret"),
+            "{shown}"
+        );
         assert_eq!(
             without_credentials("http://admin:secret@host/x"),
             "http://host/x"

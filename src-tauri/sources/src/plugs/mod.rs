@@ -19,8 +19,10 @@ mod kasa;
 mod parse;
 mod reading;
 mod shelly;
+mod source;
 mod tasmota;
 
 pub use fetch::{PlugClient, WallMeter, TIMEOUT};
 pub use parse::{detect, parse_plug, parse_plug_as};
 pub use reading::{Channel, PlugReading, Vendor};
+pub use source::{WallMeterSource, MIN_POLL, SOURCE_ID};

@@ -1,0 +1,148 @@
+//! A smart plug as the wall meter (`--wall-meter`), read beside the machine's own sensors:
+//! `tests/plugs/device.mjs` plays a Shelly in its captured shape, its counter advancing.
+
+use crate::common::{repo_root, Serve};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A plug on loopback drawing `watts`, its counter starting again from zero `reset_after`
+/// seconds in.
+struct Plug {
+    child: Child,
+    url: String,
+}
+
+impl Plug {
+    fn start(watts: f64, reset_after: f64) -> Plug {
+        let mut child = Command::new("node")
+            .arg(repo_root().join("tests/plugs/device.mjs"))
+            .args(["--watts", &watts.to_string()])
+            .args(["--reset-after", &reset_after.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("node: {e}"));
+        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let v: serde_json::Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
+        let port = v["port"].as_u64().unwrap_or_else(|| panic!("{line}"));
+        Plug {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    /// Every counter value the plug has answered, in Wh.
+    fn served(&self) -> Vec<f64> {
+        let v: serde_json::Value = wattbar_client::Client::at(&self.url)
+            .get("/__served")
+            .unwrap_or_else(|e| panic!("{e}"));
+        v.as_array()
+            .map(|a| a.iter().filter_map(serde_json::Value::as_f64).collect())
+            .unwrap_or_default()
+    }
+
+    fn unplug(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Plug {
+    fn drop(&mut self) {
+        self.unplug();
+    }
+}
+
+/// The energy the first `n` answers count, in joules: each rise, and after a fall (a counter
+/// started again from zero) what it counted since.
+fn counted(served: &[f64], n: usize) -> f64 {
+    served[..n]
+        .windows(2)
+        .map(|w| if w[1] >= w[0] { w[1] - w[0] } else { w[1] })
+        .sum::<f64>()
+        * 3600.0
+}
+
+fn wall_item(snapshot: &serde_json::Value) -> Option<serde_json::Value> {
+    snapshot["breakdown"]
+        .as_array()
+        .and_then(|b| b.iter().find(|r| r["domain"] == "wall"))
+        .cloned()
+}
+
+#[test]
+fn a_plug_reads_the_wall_beside_the_sensors_and_a_counter_reset_loses_nothing() {
+    // 100 W at the wall, 60 W of CPU package in the replayed trace; the plug's counter starts
+    // again from zero 3 s in.
+    let mut plug = Plug::start(100.0, 3.0);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let serve = Serve::start(
+        dir.path(),
+        "t,watts,domain\n0,60,cpu\n",
+        &["--interval", "200ms", "--wall-meter", &plug.url],
+    );
+    // Asked at most once a second: six answers span the reset.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let snapshot = loop {
+        let s = serve.get("/v1/snapshot");
+        if wall_item(&s).is_some() && plug.served().len() >= 6 {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "{s}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let served = plug.served();
+    let wall = wall_item(&snapshot).unwrap_or_default();
+    assert_eq!(wall["watts"], 100.0, "{wall}");
+    assert_eq!(wall["scope"], "wall", "{wall}");
+    assert_eq!(wall["quality"], "measured", "{wall}");
+    assert_eq!(wall["source"], "wall-meter", "{wall}");
+    // The headline is still the sensors' 60 W, said to be the CPU package, the wall beside it.
+    assert_eq!(snapshot["watts"], 60.0, "{snapshot}");
+    assert_eq!(snapshot["scope"], "components", "{snapshot}");
+    assert_eq!(snapshot["wall_watts"], 100.0, "{snapshot}");
+    let metrics = serve.text("/metrics");
+    assert!(
+        metrics.contains("wattbar_scope_gap_watts{scope=\"components\"} 40"),
+        "{metrics}"
+    );
+    // The wall's energy is the plug's own count, the reset included: what the answers the
+    // engine had taken count, to the joule (the newest answer may not be taken yet).
+    let total = wall["total_joules"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no wall energy: {wall}"));
+    let fall = served.windows(2).position(|w| w[1] < w[0]);
+    assert!(fall.is_some(), "no reset in {served:?}");
+    let taken = (2..=served.len()).find(|&n| (counted(&served, n) - total).abs() < 1e-6);
+    assert!(
+        taken.is_some_and(|n| n > fall.unwrap_or(0) + 1),
+        "{total} J is not what the plug counted across its reset: {served:?}"
+    );
+
+    // Unplugged: the wall says why and is gone, never 0 W; the sensors carry on.
+    plug.unplug();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let after = loop {
+        let s = serve.get("/v1/snapshot");
+        let why = s["unavailable"].as_array().and_then(|u| {
+            u.iter()
+                .find(|u| u["source"] == "wall-meter")
+                .and_then(|u| u["reason"].as_str().map(String::from))
+        });
+        if wall_item(&s).is_none() && why.is_some() {
+            assert!(why.is_some_and(|w| w.contains("did not answer")), "{s}");
+            break s;
+        }
+        assert!(Instant::now() < deadline, "{s}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(after["watts"], 60.0, "{after}");
+    assert!(after["wall_watts"].is_null(), "{after}");
+    assert!(!serve.text("/metrics").contains("wattbar_scope_gap_watts{"));
+}
