@@ -1,9 +1,8 @@
 //! A smart plug as the wall meter (`--wall-meter`), read beside the machine's own sensors:
 //! `tests/plugs/device.mjs` plays a Shelly in its captured shape, its counter advancing.
 
-use crate::common::{repo_root, Serve};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use crate::common::{node_server, Serve};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// A plug on loopback drawing `watts`, its counter starting again from zero `reset_after`
@@ -15,26 +14,16 @@ struct Plug {
 
 impl Plug {
     fn start(watts: f64, reset_after: f64) -> Plug {
-        let mut child = Command::new("node")
-            .arg(repo_root().join("tests/plugs/device.mjs"))
-            .args(["--watts", &watts.to_string()])
-            .args(["--reset-after", &reset_after.to_string()])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("node: {e}"));
-        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .unwrap_or_else(|e| panic!("{e}"));
-        let v: serde_json::Value =
-            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
-        let port = v["port"].as_u64().unwrap_or_else(|| panic!("{line}"));
-        Plug {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-        }
+        let (child, url) = node_server(
+            "tests/plugs/device.mjs",
+            &[
+                "--watts",
+                &watts.to_string(),
+                "--reset-after",
+                &reset_after.to_string(),
+            ],
+        );
+        Plug { child, url }
     }
 
     /// Every counter value the plug has answered, in Wh.

@@ -268,6 +268,27 @@ impl Drop for Serve {
     }
 }
 
+/// Starts a test server of `tests/` under node, which prints `{"port": N}` once it listens on
+/// loopback; the process and its URL.
+pub fn node_server(script: &str, args: &[&str]) -> (Child, String) {
+    let mut child = Command::new("node")
+        .arg(repo_root().join(script))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("node: {e}"));
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let v: serde_json::Value =
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
+    let port = v["port"].as_u64().unwrap_or_else(|| panic!("{line}"));
+    (child, format!("http://127.0.0.1:{port}"))
+}
+
 /// `tests/llm/upstream.mjs`: a model server that serves the genuine captures, paced.
 pub struct Upstream {
     child: Child,
@@ -277,25 +298,11 @@ pub struct Upstream {
 impl Upstream {
     /// Starts it on a free port, `pace_ms` between chunks.
     pub fn start(pace_ms: u64) -> Upstream {
-        let mut child = Command::new("node")
-            .arg(repo_root().join("tests/llm/upstream.mjs"))
-            .args(["--port", "0", "--pace-ms", &pace_ms.to_string()])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("node: {e}"));
-        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .unwrap_or_else(|e| panic!("{e}"));
-        let v: serde_json::Value =
-            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
-        let port = v["port"].as_u64().unwrap_or_else(|| panic!("{line}"));
-        Upstream {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-        }
+        let (child, url) = node_server(
+            "tests/llm/upstream.mjs",
+            &["--port", "0", "--pace-ms", &pace_ms.to_string()],
+        );
+        Upstream { child, url }
     }
 
     pub fn stats(&self) -> serde_json::Value {
