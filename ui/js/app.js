@@ -40,11 +40,40 @@ function renderScope(state) {
 // With a wall meter live beside the sensors: how much of the socket's draw they see.
 function renderGap(state) {
   const gap = $("scope-gap");
-  const seen = state.wall_watts > 0 && state.watts !== null ? state.watts / state.wall_watts : null;
+  const sensors = state.sensors_watts ?? null;
+  const seen = state.wall_watts > 0 && sensors !== null ? sensors / state.wall_watts : null;
   gap.hidden = seen === null;
   if (seen !== null) {
-    setText(gap, `The sensors see ${Math.round(seen * 100)} % of the wall here (${fmt.watts(state.wall_watts)} W at the socket)`);
+    const what = state.sensors_scope_text ? ` (${state.sensors_scope_text}, ${fmt.watts(sensors)} W)` : "";
+    setText(gap, `The sensors see ${Math.round(seen * 100)} % of the wall here${what}`);
   }
+}
+
+const SCOPE_NAMES = { wall: "at the wall", system: "of the whole machine", components: "of the sensors' parts" };
+const scopeName = (scope) => SCOPE_NAMES[scope] ?? "of no recorded scope";
+
+// Energy of two scopes is never added: the session says what its figures cover, since when,
+// and what it measured in other scopes.
+function renderSessionScope(state) {
+  const el = $("session-scope");
+  const others = state.session_other_scopes ?? [];
+  const changes = state.session_scope_changes ?? [];
+  el.hidden = !state.session_scope || (others.length === 0 && changes.length === 0);
+  if (el.hidden) return;
+  const last = changes[changes.length - 1];
+  const since = last ? ` since ${new Date(last.unix * 1000).toLocaleTimeString()}` : "";
+  const apart = others.map((o) => `${fmt.energy(o.kwh)} ${scopeName(o.scope)}`).join(", ");
+  setText(el, `Measured ${scopeName(state.session_scope)}${since}.${apart ? ` Also this session, not added: ${apart}.` : ""}`);
+}
+
+// Totals in the headline's scope; what was measured in other scopes is listed, not added.
+function renderTotalsScope(totals) {
+  const el = $("totals-scope");
+  const others = totals?.lifetime?.other_scopes ?? [];
+  el.hidden = others.length === 0;
+  if (el.hidden) return;
+  const apart = others.map((o) => `${fmt.energy(o.kwh)} ${scopeName(o.scope)}`).join(", ");
+  setText(el, `Totals ${scopeName(totals.lifetime.scope)}; over its lifetime also ${apart}, not added.`);
 }
 
 function renderBreakdown(items) {
@@ -197,6 +226,8 @@ function render(state) {
       setText($(`${key}-cost`), fmt.money(t.cost, state.currency), t.cost);
     }
   }
+  renderSessionScope(state);
+  renderTotalsScope(state.totals);
   setText($("price-value"), `${state.price_per_kwh} ${state.currency}/kWh`, state.price_per_kwh);
   renderLowPower(state.low_power);
   renderInference(state.inference, state.inflight);

@@ -1,4 +1,5 @@
-//! A smart plug as the wall meter (`--wall-meter`), read beside the machine's own sensors:
+//! A smart plug as the wall meter (`--wall-meter`): the headline while it reads, the machine's
+//! own sensors beside it and in its place when it stops.
 //! `tests/plugs/device.mjs` plays a Shelly in its captured shape, its counter advancing.
 
 use crate::common::{node_server, Serve};
@@ -92,10 +93,16 @@ fn a_plug_reads_the_wall_beside_the_sensors_and_a_counter_reset_loses_nothing() 
     assert_eq!(wall["scope"], "wall", "{wall}");
     assert_eq!(wall["quality"], "measured", "{wall}");
     assert_eq!(wall["source"], "wall-meter", "{wall}");
-    // The headline is still the sensors' 60 W, said to be the CPU package, the wall beside it.
-    assert_eq!(snapshot["watts"], 60.0, "{snapshot}");
-    assert_eq!(snapshot["scope"], "components", "{snapshot}");
+    // The wall is the headline; the sensors' 60 W (the CPU package) is set beside it.
+    assert_eq!(snapshot["watts"], 100.0, "{snapshot}");
+    assert_eq!(snapshot["scope"], "wall", "{snapshot}");
+    assert_eq!(snapshot["source"], "wall-meter", "{snapshot}");
     assert_eq!(snapshot["wall_watts"], 100.0, "{snapshot}");
+    assert_eq!(snapshot["sensors_watts"], 60.0, "{snapshot}");
+    assert_eq!(
+        snapshot["sensors_scope_text"], "the CPU package only",
+        "{snapshot}"
+    );
     let metrics = serve.text("/metrics");
     assert!(
         metrics.contains("wattbar_scope_gap_watts{scope=\"components\"} 40"),
@@ -114,7 +121,8 @@ fn a_plug_reads_the_wall_beside_the_sensors_and_a_counter_reset_loses_nothing() 
         "{total} J is not what the plug counted across its reset: {served:?}"
     );
 
-    // Unplugged: the wall says why and is gone, never 0 W; the sensors carry on.
+    // Unplugged: the wall says why and is gone, never 0 W; the headline falls back to the
+    // sensors in the same sample, and says it covers the CPU package only.
     plug.unplug();
     let deadline = Instant::now() + Duration::from_secs(60);
     let after = loop {
@@ -132,6 +140,50 @@ fn a_plug_reads_the_wall_beside_the_sensors_and_a_counter_reset_loses_nothing() 
         std::thread::sleep(Duration::from_millis(100));
     };
     assert_eq!(after["watts"], 60.0, "{after}");
+    assert_eq!(after["scope"], "components", "{after}");
     assert!(after["wall_watts"].is_null(), "{after}");
+    assert!(after["sensors_watts"].is_null(), "{after}");
     assert!(!serve.text("/metrics").contains("wattbar_scope_gap_watts{"));
+
+    // The session and the ledger keep the two scopes apart and say when each began: the wall
+    // until it went, then the sensors (and the sensors before, where the first sample came
+    // before the plug's first answer).
+    let totals = serve.get("/v1/totals");
+    let session = &totals["session"];
+    assert_eq!(session["scope"], "components", "{session}");
+    let changes: Vec<(&str, &str)> = session["scope_changes"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|c| {
+                    (
+                        c["from"].as_str().unwrap_or(""),
+                        c["to"].as_str().unwrap_or(""),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(changes.last(), Some(&("wall", "components")), "{session}");
+    assert!(
+        changes.len() == 1 || changes == [("components", "wall"), ("wall", "components")],
+        "{session}"
+    );
+    let at_wall = |others: &serde_json::Value| {
+        others
+            .as_array()
+            .and_then(|o| o.iter().find(|t| t["scope"] == "wall"))
+            .and_then(|t| t["joules"].as_f64())
+    };
+    // The wall's share of the session, apart: about 100 W over the seconds it was the headline.
+    let wall_joules = at_wall(&session["other_scopes"]).unwrap_or_default();
+    assert!(wall_joules > 100.0, "{session}");
+    let lifetime = &totals["stored"]["lifetime"];
+    assert_eq!(lifetime["scope"], "components", "{lifetime}");
+    assert!(
+        (at_wall(&lifetime["other_scopes"]).unwrap_or_default() - wall_joules).abs() < 1e-6,
+        "{lifetime} against the session's {wall_joules} J at the wall"
+    );
+    let by_scope = &totals["lifetime_joules_by_scope"];
+    assert!(by_scope["wall"].as_f64() >= Some(wall_joules), "{totals}");
 }

@@ -26,6 +26,13 @@ pub enum Scope {
 }
 
 impl Scope {
+    pub const ALL: [Scope; 3] = [Scope::Wall, Scope::System, Scope::Components];
+
+    /// The scope named `name` (as [`Scope::as_str`] writes it).
+    pub fn named(name: &str) -> Option<Scope> {
+        Scope::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Scope::Wall => "wall",

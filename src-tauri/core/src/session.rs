@@ -5,19 +5,32 @@
 //! integrator follows every sample either way, so a switch between the two never bridges a
 //! stretch twice or not at all. Each step's energy is priced at the price in force when it was
 //! drawn, so changing the price changes cost from then on and never re-prices the past.
+//!
+//! Scopes are kept apart: energy measured at the wall and energy the sensors summed are
+//! different quantities, so each [`Scope`] has its own tally, the headline's scope is the one
+//! shown, and the others are listed beside it ([`SessionTotals::other_scopes`]). The interval
+//! across a change of scope is counted in neither: its two ends measure different things. Each
+//! change is kept with its time, so the session can say when the figure began to mean another
+//! thing.
 
 use crate::energy::{Gap, Integrator};
 use crate::prefs::Currency;
+use crate::reading::Stamp;
+use crate::scope::Scope;
 use crate::tariff::Tariffs;
 use crate::units::{Joules, Watts};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
+
+/// The changes of scope a session keeps, newest last; older ones are dropped first.
+pub const SCOPE_CHANGES_KEPT: usize = 32;
 
 /// What the UI, tray and CLI show for the running session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionTotals {
     /// Wall-clock start, seconds since the Unix epoch.
     pub started_unix: f64,
+    /// Energy, cost and carbon in `scope`, the headline's.
     pub joules: Joules,
     pub kwh: f64,
     pub cost: f64,
@@ -25,15 +38,45 @@ pub struct SessionTotals {
     /// Grams of CO₂ at the configured carbon intensity; `None` when none is set.
     pub carbon_g: Option<f64>,
     pub gaps: usize,
+    /// What the figures above cover; `None` before the first headline.
+    #[serde(default)]
+    pub scope: Option<Scope>,
+    /// What this session measured in other scopes (before a plug was added, while it was
+    /// unplugged): never added to the figures above.
+    #[serde(default)]
+    pub other_scopes: Vec<ScopeTally>,
+    /// Each change of scope in this session, oldest first (at most [`SCOPE_CHANGES_KEPT`]).
+    #[serde(default)]
+    pub scope_changes: Vec<ScopeChange>,
+}
+
+/// Energy and cost measured in one scope.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ScopeTally {
+    pub scope: Scope,
+    pub joules: Joules,
+    pub kwh: f64,
+    pub cost: f64,
+    pub carbon_g: Option<f64>,
+}
+
+/// The headline's scope changed from `from` to `to` at `unix` (wall-clock seconds).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ScopeChange {
+    pub unix: f64,
+    pub from: Scope,
+    pub to: Scope,
 }
 
 #[derive(Debug, Clone)]
 pub struct Session {
     started_unix: f64,
     integrator: Integrator,
-    joules: Joules,
-    cost: f64,
-    carbon_g: Option<f64>,
+    /// The headline's scope at the last sample that had one.
+    scope: Option<Scope>,
+    /// One tally per scope seen, in the order first seen.
+    tallies: Vec<ScopeTally>,
+    changes: Vec<ScopeChange>,
 }
 
 /// What one sample added.
@@ -42,6 +85,8 @@ pub struct Added {
     pub joules: Joules,
     pub cost: f64,
     pub carbon_g: f64,
+    /// The headline's scope changed at this sample: the interval before it counted nowhere.
+    pub scope_changed: bool,
 }
 
 impl Session {
@@ -49,16 +94,12 @@ impl Session {
         Session {
             started_unix,
             integrator: Integrator::new(gap_threshold),
-            joules: Joules(0.0),
-            cost: 0.0,
-            carbon_g: None,
+            scope: None,
+            tallies: Vec::new(),
+            changes: Vec::new(),
         }
     }
 
-    /// Adds one sample taken at monotonic `t`, when the local time was `week_seconds` (seconds
-    /// since Monday 00:00). `counted` is the energy hardware counters measured since the last
-    /// sample for everything the headline is made of; without it the power is integrated. The
-    /// energy since the last sample is priced at the tariffs in force over that interval.
     /// The session that follows this one from `started_unix`: nothing counted yet, and the
     /// interval from this one's last sample on is its own (a reset between two samples loses
     /// nothing).
@@ -66,45 +107,93 @@ impl Session {
         Session {
             started_unix,
             integrator: self.integrator.continued(),
-            joules: Joules(0.0),
-            cost: 0.0,
-            carbon_g: None,
+            scope: self.scope,
+            tallies: Vec::new(),
+            changes: Vec::new(),
         }
     }
 
+    /// Adds one sample taken `at`, when the local time was `week_seconds` (seconds since Monday
+    /// 00:00), of a headline of `watts` covering `scope`. `counted` is the energy hardware
+    /// counters measured since the last sample for everything the headline is made of; without
+    /// it the power is integrated. The energy since the last sample is priced at the tariffs in
+    /// force over that interval.
+    #[allow(clippy::too_many_arguments)]
     pub fn push(
         &mut self,
-        t: Duration,
+        at: Stamp,
         watts: Option<Watts>,
+        scope: Option<Scope>,
         counted: Option<Joules>,
         tariffs: &Tariffs,
         week_seconds: f64,
         carbon_g_per_kwh: Option<f64>,
     ) -> Added {
+        let t = at.monotonic;
         let since = self.integrator.last_time();
         let integrated = self.integrator.push(t, watts);
+        let changed = match (self.scope, scope) {
+            (Some(from), Some(to)) if from != to => {
+                self.changes.push(ScopeChange {
+                    unix: at.unix_seconds,
+                    from,
+                    to,
+                });
+                if self.changes.len() > SCOPE_CHANGES_KEPT {
+                    self.changes.remove(0);
+                }
+                true
+            }
+            _ => false,
+        };
+        if scope.is_some() {
+            self.scope = scope;
+        }
         let joules = match counted {
             Some(j) if j.0.is_finite() && j.0 >= 0.0 => j,
             _ => integrated,
         };
-        self.joules += joules;
-        if joules.0 <= 0.0 {
-            return Added::default();
-        }
+        let Some(scope) = self.scope.filter(|_| !changed && joules.0 > 0.0) else {
+            return Added {
+                scope_changed: changed,
+                ..Added::default()
+            };
+        };
         let seconds = since
             .map(|s| t.saturating_sub(s).as_secs_f64())
             .unwrap_or(0.0);
         let cost = tariffs.cost(week_seconds - seconds, seconds, joules);
-        self.cost += cost;
         let carbon_g = carbon_g_per_kwh.map(|g| g * joules.kwh()).unwrap_or(0.0);
+        let tally = self.tally(scope);
+        tally.joules += joules;
+        tally.kwh = tally.joules.kwh();
+        tally.cost += cost;
         if carbon_g_per_kwh.is_some() {
-            *self.carbon_g.get_or_insert(0.0) += carbon_g;
+            *tally.carbon_g.get_or_insert(0.0) += carbon_g;
         }
         Added {
             joules,
             cost,
             carbon_g,
+            scope_changed: false,
         }
+    }
+
+    fn tally(&mut self, scope: Scope) -> &mut ScopeTally {
+        let i = match self.tallies.iter().position(|t| t.scope == scope) {
+            Some(i) => i,
+            None => {
+                self.tallies.push(ScopeTally {
+                    scope,
+                    joules: Joules(0.0),
+                    kwh: 0.0,
+                    cost: 0.0,
+                    carbon_g: None,
+                });
+                self.tallies.len() - 1
+            }
+        };
+        &mut self.tallies[i]
     }
 
     pub fn interrupt(&mut self, t: Duration, seconds: f64) {
@@ -126,15 +215,27 @@ impl Session {
     }
 
     pub fn totals(&self, currency: &Currency) -> SessionTotals {
-        let joules = self.joules;
+        let shown = self
+            .tallies
+            .iter()
+            .find(|t| Some(t.scope) == self.scope)
+            .copied();
         SessionTotals {
             started_unix: self.started_unix,
-            joules,
-            kwh: joules.kwh(),
-            cost: self.cost,
+            joules: shown.map_or(Joules(0.0), |t| t.joules),
+            kwh: shown.map_or(0.0, |t| t.kwh),
+            cost: shown.map_or(0.0, |t| t.cost),
             currency: currency.clone(),
-            carbon_g: self.carbon_g,
+            carbon_g: shown.and_then(|t| t.carbon_g),
             gaps: self.integrator.gaps().len(),
+            scope: self.scope,
+            other_scopes: self
+                .tallies
+                .iter()
+                .filter(|t| Some(t.scope) != self.scope)
+                .copied()
+                .collect(),
+            scope_changes: self.changes.clone(),
         }
     }
 }
@@ -145,6 +246,12 @@ mod tests {
     use crate::tariff::Price;
     use crate::tariff::{TariffRule, TimeOfDay, Weekday};
 
+    const WHOLE: Option<Scope> = Some(Scope::System);
+
+    fn at(s: f64) -> Stamp {
+        Stamp::new(Duration::from_secs_f64(s), 1_700_000_000.0 + s)
+    }
+
     fn flat(p: f64) -> Tariffs {
         Tariffs::flat(Price::new(p).unwrap_or_default())
     }
@@ -154,15 +261,14 @@ mod tests {
         // 3600 W: samples at 0 and 1 s (3600 J), a reset at 1.5 s after a sample taken then
         // (1800 J more, the old session's), the next sample at 2 s: its 1800 J are the new
         // session's, not lost.
-        let at = |s: f64| Duration::from_secs_f64(s);
         let w = Some(Watts(3600.0));
         let mut old = Session::new(0.0, Duration::from_secs(10));
         for t in [0.0, 1.0, 1.5] {
-            old.push(at(t), w, None, &flat(0.0), 0.0, None);
+            old.push(at(t), w, WHOLE, None, &flat(0.0), 0.0, None);
         }
         assert_eq!(old.totals(&Currency::default()).joules, Joules(5400.0));
         let mut new = old.next(1.5);
-        let added = new.push(at(2.0), w, None, &flat(0.0), 0.0, None);
+        let added = new.push(at(2.0), w, WHOLE, None, &flat(0.0), 0.0, None);
         assert_eq!(added.joules, Joules(1800.0));
         let totals = new.totals(&Currency::default());
         assert_eq!((totals.joules, totals.started_unix), (Joules(1800.0), 1.5));
@@ -175,8 +281,9 @@ mod tests {
         let (cheap, dear) = (flat(0.20), flat(0.50));
         for t in 0..=1000 {
             s.push(
-                Duration::from_secs(t),
+                at(t as f64),
                 Some(Watts(3600.0)),
+                WHOLE,
                 None,
                 &cheap,
                 t as f64,
@@ -185,8 +292,9 @@ mod tests {
         }
         for t in 1001..=2000 {
             s.push(
-                Duration::from_secs(t),
+                at(t as f64),
                 Some(Watts(3600.0)),
+                WHOLE,
                 None,
                 &dear,
                 t as f64,
@@ -203,22 +311,8 @@ mod tests {
     fn a_free_price_costs_nothing_but_energy_still_counts() {
         let mut s = Session::new(0.0, Duration::from_secs(10));
         let free = flat(0.0);
-        s.push(
-            Duration::from_secs(0),
-            Some(Watts(100.0)),
-            None,
-            &free,
-            0.0,
-            None,
-        );
-        s.push(
-            Duration::from_secs(1),
-            Some(Watts(100.0)),
-            None,
-            &free,
-            1.0,
-            None,
-        );
+        s.push(at(0.0), Some(Watts(100.0)), WHOLE, None, &free, 0.0, None);
+        s.push(at(1.0), Some(Watts(100.0)), WHOLE, None, &free, 1.0, None);
         let t = s.totals(&Currency::default());
         assert_eq!(t.joules, Joules(100.0));
         assert_eq!(t.cost, 0.0);
@@ -239,16 +333,18 @@ mod tests {
         let five_pm = 17.0 * 3600.0;
         let mut s = Session::new(0.0, Duration::from_secs(30));
         s.push(
-            Duration::from_secs(100),
+            at(100.0),
             Some(Watts(3600.0)),
+            WHOLE,
             None,
             &tariffs,
             five_pm - 10.0,
             None,
         );
         s.push(
-            Duration::from_secs(120),
+            at(120.0),
             Some(Watts(3600.0)),
+            WHOLE,
             None,
             &tariffs,
             five_pm + 10.0,
@@ -270,8 +366,9 @@ mod tests {
         let t0 = flat(0.3);
         for t in 0..=1000 {
             s.push(
-                Duration::from_secs(t),
+                at(t as f64),
                 Some(Watts(3600.0)),
+                WHOLE,
                 None,
                 &t0,
                 t as f64,
@@ -280,5 +377,58 @@ mod tests {
         }
         let totals = s.totals(&Currency::default());
         assert!((totals.carbon_g.unwrap_or(0.0) - 400.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn energy_at_the_wall_and_of_the_sensors_is_never_added_and_each_change_is_kept() {
+        // 60 W of CPU package for 10 s (600 J), a plug reads 100 W from 10 s to 20 s (the
+        // interval across the change counts nowhere, then 9 s × 100 W = 900 J), unplugged at
+        // 20 s: the sensors again for 5 s (the first interval lost, 4 × 60 = 240 J more).
+        let cpu = Some(Scope::Components);
+        let wall = Some(Scope::Wall);
+        let mut s = Session::new(0.0, Duration::from_secs(10));
+        let tariff = flat(0.5);
+        let mut push =
+            |t: f64, w: f64, scope| s.push(at(t), Some(Watts(w)), scope, None, &tariff, t, None);
+        for t in 0..=10 {
+            push(f64::from(t), 60.0, cpu);
+        }
+        let change = push(11.0, 100.0, wall);
+        assert!(change.scope_changed);
+        assert_eq!(change.joules, Joules(0.0));
+        for t in 12..=20 {
+            push(f64::from(t), 100.0, wall);
+        }
+        // A sample without a headline changes nothing.
+        s.push(at(20.5), None, None, None, &tariff, 20.5, None);
+        let at_wall = s.totals(&Currency::default());
+        assert_eq!(at_wall.scope, Some(Scope::Wall));
+        assert_eq!(at_wall.joules, Joules(900.0));
+        assert_eq!(at_wall.other_scopes.len(), 1);
+        assert_eq!(at_wall.other_scopes[0].scope, Scope::Components);
+        assert_eq!(at_wall.other_scopes[0].joules, Joules(600.0));
+        let mut push =
+            |t: f64, w: f64, scope| s.push(at(t), Some(Watts(w)), scope, None, &tariff, t, None);
+        for t in 21..=25 {
+            push(f64::from(t), 60.0, cpu);
+        }
+        let back = s.totals(&Currency::default());
+        assert_eq!(back.scope, Some(Scope::Components));
+        assert_eq!(back.joules, Joules(840.0));
+        // 840 J at 0.5 a kWh, to the cent's ten-thousandth.
+        assert!((back.cost - 840.0 / 3.6e6 * 0.5).abs() < 1e-12);
+        assert_eq!(back.other_scopes[0].joules, Joules(900.0));
+        let changes: Vec<(f64, Scope, Scope)> = back
+            .scope_changes
+            .iter()
+            .map(|c| (c.unix - 1_700_000_000.0, c.from, c.to))
+            .collect();
+        assert_eq!(
+            changes,
+            [
+                (11.0, Scope::Components, Scope::Wall),
+                (21.0, Scope::Wall, Scope::Components)
+            ]
+        );
     }
 }

@@ -30,6 +30,7 @@ fn year_of_data(dir: &std::path::Path) -> Store {
                     by_domain: vec![("cpu".into(), watts * 40.0)],
                     seconds: 60.0,
                     currency: "EUR".into(),
+                    scope: Some(wattbar_core::Scope::Components),
                 }
             })
             .collect();
@@ -66,9 +67,15 @@ fn history(c: &mut Criterion) {
     c.bench_function("totals (today, month, lifetime) over a year", |b| {
         b.iter(|| {
             (
-                store.day(black_box(NOW), "EUR").unwrap_or_default(),
-                store.month(NOW, "EUR").unwrap_or_default(),
-                store.lifetime("EUR").unwrap_or_default(),
+                store
+                    .day(black_box(NOW), "EUR", Some(wattbar_core::Scope::Components))
+                    .unwrap_or_default(),
+                store
+                    .month(NOW, "EUR", Some(wattbar_core::Scope::Components))
+                    .unwrap_or_default(),
+                store
+                    .lifetime("EUR", Some(wattbar_core::Scope::Components))
+                    .unwrap_or_default(),
             )
         })
     });

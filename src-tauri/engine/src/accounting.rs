@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use wattbar_core::meter::{Meter, Metered, Method};
 use wattbar_core::{
-    Added, Currency, Domain, Joules, Part, Session, SessionTotals, Snapshot, Tariffs,
+    Added, Currency, Domain, Joules, Part, Scope, Session, SessionTotals, Snapshot, Tariffs,
     DEFAULT_GAP_THRESHOLD,
 };
 
@@ -65,8 +65,10 @@ impl LocalWeek {
 /// What one sample added.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
-    /// To the headline (session, ledger, cost, carbon).
+    /// To the headline (session, ledger, cost, carbon); nothing across a change of scope.
     pub headline: Added,
+    /// What the headline covers; `None` without one.
+    pub scope: Option<Scope>,
     /// To each domain, from its owner.
     pub by_domain: BTreeMap<Domain, Joules>,
     /// To each owned part (domain, device, source) that measured this interval.
@@ -110,9 +112,11 @@ impl Accounting {
         let metered = self.meter.push(t, snapshot);
         let counted = headline_counted(snapshot, &metered);
         let clamped_before = self.session.clamped();
+        let scope = snapshot.coverage().map(|c| c.scope);
         let headline = self.session.push(
-            t,
+            snapshot.at,
             snapshot.headline_watts(),
+            scope,
             counted,
             &self.tariffs,
             week_seconds,
@@ -127,6 +131,7 @@ impl Accounting {
         }
         Step {
             headline,
+            scope,
             by_domain: metered.by_domain,
             by_part: metered
                 .by_part

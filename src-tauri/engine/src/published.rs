@@ -52,9 +52,12 @@ pub struct Published {
     pub period_ms: u64,
     /// Today, this month and lifetime from the store, as of the last batch.
     pub totals: Option<LedgerTotals>,
-    /// Lifetime joules per domain (`system` is the headline): what the store holds plus what was
-    /// measured since its last batch. Only grows; `system` is there from the start.
+    /// Lifetime joules per breakdown domain: what the store holds plus what was measured since
+    /// its last batch. Only grows.
     pub lifetime_by_domain: Vec<(String, f64)>,
+    /// The headline's lifetime joules per scope (`None`: recorded before scopes were kept),
+    /// likewise; each only grows, and the headline's scope now is there from its first sample.
+    pub lifetime_by_scope: Vec<(Option<wattbar_core::Scope>, f64)>,
     /// The id of every source in the chain, best first.
     pub sources: Vec<String>,
     /// How often each source was read and how long its reads took, counted live.

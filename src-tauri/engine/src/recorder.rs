@@ -16,7 +16,7 @@ use std::time::Duration;
 use wattbar_core::inference::resident::Unload;
 use wattbar_core::inference::resident::{Kept, ResidentDay, SetBaseline};
 use wattbar_core::inference::{Baseline, Record, Routed};
-use wattbar_core::{LowPowerState, Preferences, SessionTotals};
+use wattbar_core::{LowPowerState, Preferences, Scope, SessionTotals};
 use wattbar_ledger::ledger::{Ledger, LedgerTotals};
 use wattbar_ledger::store::{Row, StoreError};
 
@@ -27,10 +27,17 @@ pub struct Recorder {
     totals: Option<LedgerTotals>,
     /// The local day and month `totals` were read for.
     totals_for: Option<(String, String)>,
-    /// Joules and cost measured since the last batch written, by (local day, month, currency).
-    unwritten: BTreeMap<(String, String, String), (f64, f64)>,
+    /// Joules and cost measured since the last batch written, by (local day, month, scope,
+    /// currency).
+    unwritten: BTreeMap<Unwritten, (f64, f64)>,
+    /// Lifetime joules per breakdown domain, stored and since.
     stored: BTreeMap<String, f64>,
     pending: BTreeMap<String, f64>,
+    /// The headline's lifetime joules per scope, stored and since.
+    stored_scopes: BTreeMap<Option<Scope>, f64>,
+    pending_scopes: BTreeMap<Option<Scope>, f64>,
+    /// What the headline covered at the last row.
+    scope: Option<Scope>,
     notice: Option<String>,
     /// Why the ledger refused the last write, until a batch is written again.
     failure: Option<String>,
@@ -42,6 +49,9 @@ pub struct Recorder {
     /// Something in the batch cannot wait for the next interval: write at the next chance.
     urgent: bool,
 }
+
+/// Where energy not yet written belongs: (local day, local month, scope, currency).
+type Unwritten = (String, String, Option<Scope>, String);
 
 /// How many record ids are reserved at once; more are reserved when half are given.
 pub const RESERVED_IDS: u64 = 1000;
@@ -78,6 +88,9 @@ impl Recorder {
             last_flush: None,
             stored: BTreeMap::new(),
             pending: BTreeMap::new(),
+            stored_scopes: BTreeMap::new(),
+            pending_scopes: BTreeMap::new(),
+            scope: None,
             notice,
             failure: None,
             alerts: Vec::new(),
@@ -85,6 +98,7 @@ impl Recorder {
             reserved_ids: None,
             urgent: false,
         };
+        recorder.scope = recorder.ledger.as_ref().and_then(Ledger::scope);
         recorder.refresh_stored();
         recorder
     }
@@ -214,13 +228,16 @@ impl Recorder {
     }
 
     pub fn record(&mut self, row: Row) {
+        if row.scope.is_some() {
+            self.scope = row.scope;
+        }
         if row.joules > 0.0 {
-            *self.pending.entry("system".into()).or_default() += row.joules;
+            *self.pending_scopes.entry(row.scope).or_default() += row.joules;
             if self.ledger.is_some() {
                 let (day, month) = wattbar_ledger::store::local_day_month(row.t);
                 let u = self
                     .unwritten
-                    .entry((day, month, row.currency.clone()))
+                    .entry((day, month, row.scope, row.currency.clone()))
                     .or_default();
                 u.0 += row.joules;
                 u.1 += row.cost;
@@ -317,20 +334,38 @@ impl Recorder {
         }
     }
 
-    /// Lifetime joules per domain, stored plus not yet written; `system` always listed.
+    /// Lifetime joules per breakdown domain, stored plus not yet written.
     pub fn lifetime_by_domain(&self) -> Vec<(String, f64)> {
         let mut all = self.stored.clone();
-        all.entry("system".into()).or_default();
         for (domain, joules) in &self.pending {
             *all.entry(domain.clone()).or_default() += joules;
         }
         all.into_iter().collect()
     }
 
-    /// Today, this month and lifetime at `now_unix`: the stored totals of the last batch plus
-    /// what was measured since (in its own local day and currency).
+    /// The headline's lifetime joules per scope, stored plus not yet written; the scope of the
+    /// headline now always listed.
+    pub fn lifetime_by_scope(&self) -> Vec<(Option<Scope>, f64)> {
+        let mut all = self.stored_scopes.clone();
+        if self.scope.is_some() {
+            all.entry(self.scope).or_default();
+        }
+        for (scope, joules) in &self.pending_scopes {
+            *all.entry(*scope).or_default() += joules;
+        }
+        all.into_iter().collect()
+    }
+
+    /// Today, this month and lifetime at `now_unix` in the headline's scope: the stored totals
+    /// of the last batch plus what was measured since (in its own local day, scope and
+    /// currency).
     pub fn totals(&self, now_unix: f64) -> Option<LedgerTotals> {
-        let mut t = self.totals.clone()?;
+        let stored = self.totals.clone()?;
+        let mut t = LedgerTotals {
+            today: stored.today.in_scope(self.scope),
+            month: stored.month.in_scope(self.scope),
+            lifetime: stored.lifetime.in_scope(self.scope),
+        };
         let (today, month) = wattbar_ledger::store::local_day_month(now_unix);
         // Past midnight (or a month's end) since the batch: the stored day is another day's.
         if let Some((day, mon)) = &self.totals_for {
@@ -341,13 +376,13 @@ impl Recorder {
                 t.month = t.month.emptied();
             }
         }
-        for ((day, mon, currency), (joules, cost)) in &self.unwritten {
-            t.lifetime.add(*joules, currency, *cost);
+        for ((day, mon, scope, currency), (joules, cost)) in &self.unwritten {
+            t.lifetime.add(*joules, *scope, currency, *cost);
             if *mon == month {
-                t.month.add(*joules, currency, *cost);
+                t.month.add(*joules, *scope, currency, *cost);
             }
             if *day == today {
-                t.today.add(*joules, currency, *cost);
+                t.today.add(*joules, *scope, currency, *cost);
             }
         }
         Some(t)
@@ -379,12 +414,18 @@ impl Recorder {
         if ledger.has_pending() {
             return;
         }
-        match ledger.store().lifetime_by_domain() {
-            Ok(v) => {
-                self.stored = v.into_iter().collect();
+        let store = ledger.store();
+        match store
+            .lifetime_by_domain()
+            .and_then(|d| Ok((d, store.lifetime_by_scope()?)))
+        {
+            Ok((domains, scopes)) => {
+                self.stored = domains.into_iter().collect();
+                self.stored_scopes = scopes.into_iter().collect();
                 self.pending.clear();
+                self.pending_scopes.clear();
             }
-            Err(e) => tracing::warn!("could not read lifetime energy by domain: {e}"),
+            Err(e) => tracing::warn!("could not read lifetime energy: {e}"),
         }
     }
 
@@ -430,6 +471,7 @@ mod tests {
             by_domain: vec![("cpu".into(), cpu)],
             seconds: 1.0,
             currency: "EUR".into(),
+            scope: Some(Scope::Components),
         }
     }
 
@@ -438,7 +480,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let db = dir.path().join("wattbar.db");
         let mut r = Recorder::open(Some(&db), Duration::from_secs(5), 1_000.0, "EUR");
-        assert_eq!(r.lifetime_by_domain(), vec![("system".to_string(), 0.0)]);
+        assert_eq!(r.lifetime_by_domain(), vec![]);
+        assert_eq!(r.lifetime_by_scope(), vec![]);
         r.record(row(1_001.0, 100.0, 40.0));
         r.record(row(1_002.0, 100.0, 40.0));
         let life = |r: &Recorder| {
@@ -446,7 +489,8 @@ mod tests {
                 .into_iter()
                 .collect::<BTreeMap<_, _>>()
         };
-        assert_eq!(life(&r).get("system"), Some(&200.0));
+        let headline = |r: &Recorder| r.lifetime_by_scope();
+        assert_eq!(headline(&r), [(Some(Scope::Components), 200.0)]);
         assert_eq!(life(&r).get("cpu"), Some(&80.0));
         let session = SessionTotals {
             started_unix: 1_000.0,
@@ -456,6 +500,9 @@ mod tests {
             currency: wattbar_core::Currency::default(),
             carbon_g: None,
             gaps: 0,
+            scope: Some(Scope::Components),
+            other_scopes: Vec::new(),
+            scope_changes: Vec::new(),
         };
         r.flush(
             Duration::from_secs(5),
@@ -464,9 +511,24 @@ mod tests {
             &Preferences::default(),
         );
         // Written: the same figures, now from the store, not counted twice.
-        assert_eq!(life(&r).get("system"), Some(&200.0));
+        assert_eq!(headline(&r), [(Some(Scope::Components), 200.0)]);
         r.record(row(1_003.0, 100.0, 40.0));
-        assert_eq!(life(&r).get("system"), Some(&300.0));
+        assert_eq!(headline(&r), [(Some(Scope::Components), 300.0)]);
         assert_eq!(life(&r).get("cpu"), Some(&120.0));
+        // A plug: the wall's energy starts apart, the sensors' stays what it was.
+        r.record(Row {
+            scope: Some(Scope::Wall),
+            ..row(1_004.0, 150.0, 40.0)
+        });
+        assert_eq!(
+            headline(&r),
+            [(Some(Scope::Wall), 150.0), (Some(Scope::Components), 300.0)]
+        );
+        let totals = r.totals(1_004.0).unwrap_or_else(|| panic!("no totals"));
+        assert_eq!(
+            (totals.today.scope, totals.today.joules),
+            (Some(Scope::Wall), 150.0)
+        );
+        assert_eq!(totals.today.joules_in(Some(Scope::Components)), 300.0);
     }
 }

@@ -13,6 +13,7 @@
 
 use std::collections::BTreeMap;
 use wattbar_core::inference::ModelStats;
+use wattbar_core::Scope;
 use wattbar_ledger::store::{Step, Store, StoreError};
 use wattbar_report::{Day, Line, ModelEnergy, Report};
 
@@ -52,20 +53,36 @@ pub fn from_store(
         Step::Hour
     };
     let width = step.seconds() as f64;
-    let mut total = Line {
-        name: "total (whole machine)".into(),
-        points: Vec::new(),
-    };
-    let mut last: Option<f64> = None;
+    // One line per scope: the wall and the sensors' sum are different quantities.
+    let mut totals: BTreeMap<Option<Scope>, (Line, Option<f64>)> = BTreeMap::new();
     for p in store.history(from, to, step)? {
+        let (total, last) = totals.entry(p.scope).or_insert_with(|| {
+            let name = match p.scope {
+                Some(Scope::Wall) => "total (at the wall)",
+                Some(Scope::System) => "total (whole machine)",
+                Some(Scope::Components) => "total (sensors' parts only)",
+                None => "total (scope not recorded)",
+            };
+            let line = Line {
+                name: name.into(),
+                points: Vec::new(),
+            };
+            (line, None)
+        });
         if last.is_some_and(|l| p.t - l > 1.5 * width) {
             total.points.push((p.t - width, None));
         }
         // The bucket's mean, drawn at its middle.
         total.points.push((p.t + width / 2.0, p.mean_watts));
-        last = Some(p.t);
+        *last = Some(p.t);
     }
-    let mut power = vec![total];
+    let mut power: Vec<Line> = totals.into_values().map(|(line, _)| line).collect();
+    if power.is_empty() {
+        power.push(Line {
+            name: "total".into(),
+            points: Vec::new(),
+        });
+    }
     let mut by_domain: BTreeMap<String, Line> = BTreeMap::new();
     let mut last_seen: BTreeMap<String, f64> = BTreeMap::new();
     for p in store.domain_history(from, to, step, &[])? {
@@ -83,10 +100,16 @@ pub fn from_store(
         last_seen.insert(p.domain, p.t);
     }
     power.extend(by_domain.into_values());
+    // Days in the headline's last scope; energy of other scopes is said apart, never added.
+    let scope = store.last_scope()?;
+    let mut elsewhere = 0.0;
     let mut days: Vec<Day> = Vec::new();
     for day in local_dates(from, to) {
         let label = day.format("%Y-%m-%d").to_string();
-        let total = store.recorded_day(&label, currency)?;
+        let total = store.recorded_day(&label, currency, scope)?;
+        elsewhere += total
+            .as_ref()
+            .map_or(0.0, |t| t.other_scopes.iter().map(|o| o.kwh).sum::<f64>());
         days.push(Day {
             label,
             kwh: total.as_ref().map(|t| t.kwh),
@@ -117,7 +140,13 @@ pub fn from_store(
     let kwh: f64 = days.iter().filter_map(|d| d.kwh).sum();
     let cost: f64 = days.iter().filter_map(|d| d.cost).sum();
     let energy = if days.iter().any(|d| d.kwh.is_some()) {
-        format!("{kwh:.3} kWh · {cost:.2} {currency} over the days shown")
+        let within = scope.map_or(String::new(), |s| format!(" ({s})"));
+        let apart = if elsewhere > 0.0 {
+            format!("; {elsewhere:.3} kWh more measured in another scope, not added")
+        } else {
+            String::new()
+        };
+        format!("{kwh:.3} kWh{within} · {cost:.2} {currency} over the days shown{apart}")
     } else {
         "no energy recorded on the days shown".to_string()
     };
@@ -186,6 +215,7 @@ mod tests {
                 by_domain: vec![("system".into(), watts * 60.0)],
                 seconds: 60.0,
                 currency: "EUR".into(),
+                scope: Some(Scope::System),
             });
         }
         store
@@ -287,7 +317,7 @@ mod tests {
         assert_eq!(days[2].0, "2025-11-24");
         assert!((days[2].1.unwrap_or_default() - 2.0).abs() < 1e-9);
         assert!(
-            r.subtitle.contains("2.000 kWh · 0.60 EUR"),
+            r.subtitle.contains("2.000 kWh (system) · 0.60 EUR"),
             "{}",
             r.subtitle
         );

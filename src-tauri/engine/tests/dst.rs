@@ -61,6 +61,7 @@ fn a_spring_forward_day_is_reported_once_with_its_23_hours() {
             by_domain: vec![("system".into(), 6000.0)],
             seconds: 60.0,
             currency: "EUR".into(),
+            scope: Some(wattbar_core::Scope::System),
         });
         t += 60.0;
     }

@@ -6,13 +6,14 @@
 //! [`MAX_PENDING_RECORDS`] records) and shown to the user; it never stops sampling.
 
 use crate::store::resident::Also;
+use crate::store::scopes::ScopeChange;
 use crate::store::{MovedAside, Row, Store, StoreError, Total};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
 use wattbar_core::inference::resident::{ResidentDay, SetBaseline, Unload};
 use wattbar_core::inference::{Baseline, Record};
-use wattbar_core::LowPowerState;
+use wattbar_core::{LowPowerState, Scope};
 
 /// Rows kept while the store cannot be written (a day at 1 Hz).
 pub const MAX_PENDING: usize = 86_400;
@@ -34,6 +35,7 @@ struct Batch {
     unloads: Vec<Unload>,
     low_power: Vec<(LowPowerState, String)>,
     reserve_ids_through: Option<u64>,
+    scope_changes: Vec<ScopeChange>,
 }
 
 /// What the UI and CLI show from the ledger.
@@ -52,6 +54,8 @@ pub struct Ledger {
     pruned_at: Option<f64>,
     /// How long inference records are kept, seconds.
     inference_keep_seconds: f64,
+    /// What the headline covered at the last row recorded (or, at start, the last stored).
+    scope: Option<Scope>,
 }
 
 /// Old rows are deleted this often, not at every batch: two deletes per batch were two more
@@ -73,10 +77,12 @@ impl Ledger {
             )
         });
         let session_id = store.start_session(now_unix, currency)?;
+        let scope = store.last_scope()?;
         Ok((
             Ledger {
                 store,
                 session_id,
+                scope,
                 batch: Batch::default(),
                 pruned_at: None,
                 inference_keep_seconds: f64::from(crate::store::inference::DEFAULT_KEEP_DAYS)
@@ -126,7 +132,17 @@ impl Ledger {
         }
     }
 
+    /// Keeps a sample's row for the next batch, and a change of the headline's scope (since the
+    /// last row, or the last run) with it.
     pub fn record(&mut self, row: Row) {
+        if let Some(to) = row.scope {
+            if let Some(from) = self.scope.filter(|from| *from != to) {
+                self.batch
+                    .scope_changes
+                    .push(ScopeChange { t: row.t, from, to });
+            }
+            self.scope = Some(to);
+        }
         if self.batch.rows.len() >= MAX_PENDING {
             self.batch.rows.remove(0);
         }
@@ -182,6 +198,7 @@ impl Ledger {
                 unloads: &b.unloads,
                 low_power: &b.low_power,
                 reserve_ids_through: b.reserve_ids_through,
+                scope_changes: &b.scope_changes,
             },
         )?;
         self.batch = Batch::default();
@@ -233,13 +250,20 @@ impl Ledger {
         self.store.end_session(self.session_id, now_unix)
     }
 
-    /// Today, this month and lifetime, with costs in `currency` (others listed apart).
+    /// Today, this month and lifetime in the headline's scope, with costs in `currency` (other
+    /// currencies and scopes listed apart).
     pub fn totals(&self, now_unix: f64, currency: &str) -> Result<LedgerTotals, StoreError> {
+        let scope = self.scope;
         Ok(LedgerTotals {
-            today: self.store.day(now_unix, currency)?,
-            month: self.store.month(now_unix, currency)?,
-            lifetime: self.store.lifetime(currency)?,
+            today: self.store.day(now_unix, currency, scope)?,
+            month: self.store.month(now_unix, currency, scope)?,
+            lifetime: self.store.lifetime(currency, scope)?,
         })
+    }
+
+    /// What the headline covered at the last row recorded.
+    pub fn scope(&self) -> Option<Scope> {
+        self.scope
     }
 
     /// Records that an alert was given; false when it already had been (in this period).

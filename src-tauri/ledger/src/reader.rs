@@ -121,12 +121,16 @@ mod tests {
             cost: 0.0,
             by_domain: Vec::new(),
             currency: "EUR".into(),
+            scope: Some(wattbar_core::Scope::Components),
         }
     }
 
     fn lifetime(reader: &Reader) -> Result<Option<f64>, StoreError> {
         let permit = reader.permit().unwrap_or_else(|| panic!("no place"));
-        permit.run(|s| Ok(s.lifetime("EUR")?.joules))
+        permit.run(|s| {
+            Ok(s.lifetime("EUR", Some(wattbar_core::Scope::Components))?
+                .joules)
+        })
     }
 
     #[test]

@@ -35,6 +35,7 @@ use rusqlite::Connection;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
+use wattbar_core::Scope;
 
 mod batch;
 pub mod domains;
@@ -43,6 +44,7 @@ pub mod programs;
 mod reads;
 pub mod resident;
 pub mod schema;
+pub mod scopes;
 mod writes;
 
 pub const DB_FILE: &str = "wattbar.db";
@@ -91,6 +93,8 @@ pub struct Row {
     pub seconds: f64,
     /// The currency `cost` is in.
     pub currency: String,
+    /// What the headline covered; `None` without one.
+    pub scope: Option<Scope>,
 }
 
 /// An amount of money in one currency.
@@ -100,9 +104,11 @@ pub struct Money {
     pub amount: f64,
 }
 
-/// Totals for `wattbar-cli totals` and the UI. Energy adds up across currencies; money never
-/// does: `cost` is in `currency` (the one asked for), and what was paid in other currencies is
-/// listed apart in `other_costs`.
+/// Totals for `wattbar-cli totals` and the UI. Neither money in two currencies nor energy of two
+/// scopes is ever added: `joules` and `cost` are what was measured in `scope` (the headline's
+/// now), `cost` in `currency` (the one asked for); what was paid in other currencies is listed
+/// apart in `other_costs`, and what was measured in other scopes in `other_scopes` (each with
+/// its own costs; `scope: None` there is energy recorded before scopes were kept).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, serde::Deserialize)]
 pub struct Total {
     pub joules: f64,
@@ -110,16 +116,40 @@ pub struct Total {
     pub cost: f64,
     pub currency: String,
     pub other_costs: Vec<Money>,
+    #[serde(default)]
+    pub scope: Option<Scope>,
+    #[serde(default)]
+    pub other_scopes: Vec<Total>,
 }
 
+/// One stored calendar or lifetime row: its scope (`None`: recorded before scopes were kept),
+/// currency, energy and cost.
+pub type CostRow = (Option<Scope>, String, f64, f64);
+
 impl Total {
-    /// No energy, in the same currency.
+    /// No energy, in the same scope and currency.
     pub fn emptied(&self) -> Total {
-        Total::new(0.0, Vec::new(), &self.currency)
+        Total::new(Vec::new(), self.scope, &self.currency)
     }
 
-    /// Adds `joules` that cost `cost` in `currency` (kept apart when it is not this total's).
-    pub fn add(&mut self, joules: f64, currency: &str, cost: f64) {
+    /// Adds `joules` measured in `scope` that cost `cost` in `currency`: to this total when
+    /// both are its own, else kept apart.
+    pub fn add(&mut self, joules: f64, scope: Option<Scope>, currency: &str, cost: f64) {
+        if scope != self.scope {
+            if joules == 0.0 && cost == 0.0 {
+                return;
+            }
+            let i = match self.other_scopes.iter().position(|t| t.scope == scope) {
+                Some(i) => i,
+                None => {
+                    self.other_scopes
+                        .push(Total::new(Vec::new(), scope, &self.currency));
+                    self.other_scopes.len() - 1
+                }
+            };
+            self.other_scopes[i].add(joules, scope, currency, cost);
+            return;
+        }
         self.joules += joules;
         self.kwh = self.joules / wattbar_core::JOULES_PER_KWH;
         if currency == self.currency {
@@ -135,26 +165,50 @@ impl Total {
         }
     }
 
-    /// From energy and `(currency, cost)` rows, with `cost` in `currency`.
-    fn new(joules: f64, costs: Vec<(String, f64)>, currency: &str) -> Self {
+    /// From stored rows, in `scope` with `cost` in `currency`.
+    pub(crate) fn new(rows: Vec<CostRow>, scope: Option<Scope>, currency: &str) -> Self {
         let mut total = Total {
-            joules,
-            kwh: joules / wattbar_core::JOULES_PER_KWH,
-            cost: 0.0,
             currency: currency.to_string(),
-            other_costs: Vec::new(),
+            scope,
+            ..Total::default()
         };
-        for (c, amount) in costs {
-            if c == currency {
-                total.cost += amount;
-            } else if amount != 0.0 {
-                total.other_costs.push(Money {
-                    currency: c,
-                    amount,
-                });
-            }
+        for (s, c, joules, cost) in rows {
+            total.add(joules, s, &c, cost);
         }
         total
+    }
+
+    /// The same figures seen from `scope`: its own as the total, every other scope apart.
+    pub fn in_scope(&self, scope: Option<Scope>) -> Total {
+        if scope == self.scope {
+            return self.clone();
+        }
+        Total::new(self.rows(), scope, &self.currency)
+    }
+
+    /// Every (scope, currency, joules, cost) figure this total holds, in no particular order;
+    /// a currency's money comes with no joules where the energy is counted in another row.
+    pub fn rows(&self) -> Vec<CostRow> {
+        let mut rows = vec![(self.scope, self.currency.clone(), self.joules, self.cost)];
+        for m in &self.other_costs {
+            rows.push((self.scope, m.currency.clone(), 0.0, m.amount));
+        }
+        for other in &self.other_scopes {
+            rows.extend(other.rows());
+        }
+        rows
+    }
+
+    /// All the energy in `scope`, here or among the other scopes.
+    pub fn joules_in(&self, scope: Option<Scope>) -> f64 {
+        if scope == self.scope {
+            return self.joules;
+        }
+        self.other_scopes
+            .iter()
+            .filter(|t| t.scope == scope)
+            .map(|t| t.joules)
+            .sum()
     }
 }
 
@@ -177,6 +231,9 @@ pub struct HistoryPoint {
     pub mean_watts: Option<f64>,
     pub max_watts: Option<f64>,
     pub joules: f64,
+    /// What the headline covered in the bucket; a bucket in which the scope changed comes
+    /// once per scope. `None`: recorded before scopes were kept.
+    pub scope: Option<Scope>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,6 +259,8 @@ impl Step {
 
 pub struct Store {
     conn: Connection,
+    /// The schema of the open file: this build's once migrated, older when opened read-only.
+    version: i64,
     path: PathBuf,
 }
 
@@ -320,9 +379,11 @@ impl Store {
         }
         let mut store = Store {
             conn,
+            version: 0,
             path: path.to_path_buf(),
         };
         store.migrate()?;
+        store.version = schema::SCHEMA_VERSION;
         Ok(store)
     }
 
@@ -334,11 +395,13 @@ impl Store {
         use rusqlite::OpenFlags;
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let open = |conn: Connection| {
-            let store = Store {
+            let mut store = Store {
                 conn,
+                version: 0,
                 path: path.to_path_buf(),
             };
-            store.check_version().map(|_| store)
+            store.version = store.check_version()?;
+            Ok(store)
         };
         let first = Connection::open_with_flags(path, flags)
             .map_err(|source| sql_at(path, source))

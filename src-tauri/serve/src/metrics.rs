@@ -20,6 +20,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 use std::fmt::Write;
 use std::sync::atomic::AtomicU64;
+use wattbar_core::{Coverage, Domain, Scope};
 use wattbar_engine::Published;
 
 /// The media type of what [`render`] returns.
@@ -122,13 +123,17 @@ struct ScopeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct DomainLabels {
+struct EnergyLabels {
+    /// `system` for the headline, else the breakdown's domain.
     domain: Text,
+    /// What the energy covers; empty for the headline's energy recorded before scopes were.
+    scope: Text,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct CurrencyLabels {
+struct CostLabels {
     currency: Text,
+    scope: Text,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -207,57 +212,60 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
     let gap = Family::<ScopeLabels, GaugeF>::default();
     registry.register_with_unit(
         "wattbar_scope_gap",
-        "The wall meter's watts less the headline's, while both are live: what the sensors miss",
+        "The wall meter's watts less the machine's own sensors' (labelled with their scope), while both read: what the sensors miss",
         Unit::Other("watts".into()),
         gap.clone(),
     );
-    if let Some(snapshot) = &p.snapshot {
-        let scope = snapshot.coverage().map(|c| c.scope);
-        if let (Some((wall, headline)), Some(scope)) = (snapshot.wall_and_headline(), scope) {
-            let difference = wall.0 - headline.0;
-            if difference.is_finite() {
-                gap.get_or_create(&ScopeLabels {
-                    scope: label(scope.as_str()),
-                })
-                .set(difference);
-            }
+    if let Some((wall, sensors, coverage)) = p.snapshot.as_ref().and_then(|s| s.wall_and_sensors())
+    {
+        let difference = wall.0 - sensors.0;
+        if difference.is_finite() {
+            gap.get_or_create(&ScopeLabels {
+                scope: label(coverage.scope.as_str()),
+            })
+            .set(difference);
         }
     }
 
-    let energy = Family::<DomainLabels, CounterF>::default();
+    let energy = Family::<EnergyLabels, CounterF>::default();
     registry.register_with_unit(
         "wattbar_energy",
-        "Lifetime energy from the store (system is the headline); never decreases",
+        "Lifetime energy from the store, one series per scope (domain system is the headline); \
+         never decreases",
         Unit::Joules,
         energy.clone(),
     );
-    for (domain, joules) in &p.lifetime_by_domain {
-        if joules.is_finite() && *joules >= 0.0 {
+    let headline = p
+        .lifetime_by_scope
+        .iter()
+        .map(|(scope, joules)| ("system", scope.map_or("", Scope::as_str), *joules));
+    let parts = p.lifetime_by_domain.iter().map(|(domain, joules)| {
+        let scope = Domain::named(domain).map(|d| Coverage::of_domain(d, None).scope);
+        (domain.as_str(), scope.map_or("", Scope::as_str), *joules)
+    });
+    for (domain, scope, joules) in headline.chain(parts) {
+        if joules.is_finite() && joules >= 0.0 {
             energy
-                .get_or_create(&DomainLabels {
+                .get_or_create(&EnergyLabels {
                     domain: label(domain),
+                    scope: label(scope),
                 })
-                .inc_by(*joules);
+                .inc_by(joules);
         }
     }
 
-    let cost = Family::<CurrencyLabels, CounterF>::default();
+    let cost = Family::<CostLabels, CounterF>::default();
     registry.register(
         "wattbar_cost",
-        "Lifetime cost of the headline energy at the prices in force",
+        "Lifetime cost of the headline energy at the prices in force, per currency and scope",
         cost.clone(),
     );
     if let Some(t) = &p.totals {
-        let own = std::iter::once((t.lifetime.currency.as_str(), t.lifetime.cost));
-        let others = t
-            .lifetime
-            .other_costs
-            .iter()
-            .map(|m| (m.currency.as_str(), m.amount));
-        for (currency, amount) in own.chain(others) {
+        for (scope, currency, _, amount) in t.lifetime.rows() {
             if amount.is_finite() && amount >= 0.0 {
-                cost.get_or_create(&CurrencyLabels {
-                    currency: label(currency),
+                cost.get_or_create(&CostLabels {
+                    currency: label(&currency),
+                    scope: label(scope.map_or("", Scope::as_str)),
                 })
                 .inc_by(amount);
             }

@@ -30,9 +30,12 @@ pub struct StatePayload {
     pub covers: Vec<String>,
     /// The same for people: "the whole machine", "the CPU package only".
     pub scope_text: Option<String>,
-    /// The wall meter's watts while it and the headline are both live, to set the headline
-    /// beside ("the sensors see 62 % of the wall here").
+    /// The wall meter's watts while it reads (then the headline), `None` without one.
     pub wall_watts: Option<f64>,
+    /// The machine's own sensors' figure beside a reading wall meter, and what it covers: the
+    /// two set side by side ("the sensors see 62 % of the wall here").
+    pub sensors_watts: Option<f64>,
+    pub sensors_scope_text: Option<String>,
     pub unavailable: Vec<Unavailable>,
     /// Every reading of the sample, best source first.
     pub breakdown: Vec<BreakdownItem>,
@@ -43,6 +46,11 @@ pub struct StatePayload {
     /// part of the headline) or `trapezoid` (power samples integrated).
     pub energy_method: Option<wattbar_core::meter::Method>,
     pub session_cost: f64,
+    /// What the session's energy and cost cover (the headline's scope); what the session
+    /// measured in other scopes, never added; and when the scope changed in it.
+    pub session_scope: Option<Scope>,
+    pub session_other_scopes: Vec<wattbar_core::session::ScopeTally>,
+    pub session_scope_changes: Vec<wattbar_core::session::ScopeChange>,
     pub currency: String,
     pub price_per_kwh: f64,
     pub low_power: LowPowerView,
@@ -114,6 +122,7 @@ impl From<&Published> for StatePayload {
     fn from(p: &Published) -> Self {
         let head = p.snapshot.as_ref().and_then(|s| s.headline.as_ref());
         let coverage = p.snapshot.as_ref().and_then(|s| s.coverage());
+        let wall = p.snapshot.as_ref().and_then(|s| s.wall_and_sensors());
         StatePayload {
             seq: p.seq,
             at: p.snapshot.as_ref().map(|s| s.at.unix_seconds),
@@ -123,11 +132,9 @@ impl From<&Published> for StatePayload {
             domain: head.map(|h| h.domain),
             scope: coverage.as_ref().map(|c| c.scope),
             scope_text: coverage.as_ref().map(Coverage::describe),
-            wall_watts: p
-                .snapshot
-                .as_ref()
-                .and_then(|s| s.wall_and_headline())
-                .map(|(wall, _)| wall.0),
+            wall_watts: wall.as_ref().map(|(w, _, _)| w.0),
+            sensors_watts: wall.as_ref().map(|(_, s, _)| s.0),
+            sensors_scope_text: wall.as_ref().map(|(_, _, c)| c.describe()),
             covers: coverage.map(|c| c.covers).unwrap_or_default(),
             unavailable: p
                 .snapshot
@@ -168,6 +175,9 @@ impl From<&Published> for StatePayload {
             session_joules: p.session.joules.0,
             energy_method: p.energy_method,
             session_cost: p.session.cost,
+            session_scope: p.session.scope,
+            session_other_scopes: p.session.other_scopes.clone(),
+            session_scope_changes: p.session.scope_changes.clone(),
             currency: p.session.currency.to_string(),
             price_per_kwh: p.price_per_kwh,
             low_power: LowPowerView::from(p),

@@ -204,6 +204,7 @@ pub(crate) mod tests {
             interval_ms: 1000,
             period_ms: 1000,
             totals: None,
+            lifetime_by_scope: Vec::new(),
             lifetime_by_domain: Vec::new(),
             sources: Vec::new(),
             reads: Vec::new().into(),

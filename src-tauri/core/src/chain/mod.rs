@@ -1,6 +1,9 @@
 //! The sampler chain: asks sources from most to least trustworthy and builds one [`Snapshot`].
 //!
 //! Headline policy:
+//! 0. the wall meter (a smart plug) while it reads: the socket is the whole machine, its power
+//!    supply's loss included. When it stops, the headline falls back to the rules below in the
+//!    same sample;
 //! 1. the first whole-system reading (domain `system`) from the most trusted source that has one
 //!    (e.g. SMC system power, then battery `SystemLoad`, then battery V×I while discharging);
 //! 2. otherwise a platform-wide reading (RAPL `psys`);
@@ -38,7 +41,7 @@ use crate::reading::Battery;
 use crate::reading::{Domain, Quality, Reading, Source, Stamp};
 use crate::units::Watts;
 use pace::Pace;
-use select::{headline_with_parts, usable};
+use select::{headline_with_parts, sensors_headline, usable};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
@@ -113,19 +116,27 @@ impl Snapshot {
         self.headline.as_ref().and_then(|r| r.watts)
     }
 
-    /// The wall meter's watts and the headline's, while both are live and the headline is not
-    /// the wall itself: the sensors' figure against the socket's.
-    pub fn wall_and_headline(&self) -> Option<(Watts, Watts)> {
-        let wall = self
-            .breakdown
+    /// The wall meter's watts, while it reads.
+    pub fn wall_watts(&self) -> Option<Watts> {
+        self.breakdown
             .iter()
-            .find(|r| r.domain == crate::reading::Domain::Wall)
-            .and_then(|r| r.watts)?;
-        let headline = self
-            .headline
-            .as_ref()
-            .filter(|h| h.domain != crate::reading::Domain::Wall)?;
-        Some((wall, headline.watts?))
+            .find(|r| r.domain == Domain::Wall && self.owners.iter().any(|p| p.is(r)))
+            .and_then(|r| r.watts)
+    }
+
+    /// The headline the machine's own sensors give (the wall meter left out) and what it covers:
+    /// the headline itself without a plug, the figure a plug is compared with beside one.
+    pub fn sensors(&self) -> Option<(Watts, crate::scope::Coverage)> {
+        let (reading, parts) = sensors_headline(&self.breakdown, &self.owners, self.at)?;
+        Some((reading.watts?, crate::scope::Coverage::of_parts(&parts)?))
+    }
+
+    /// The wall meter's watts and the sensors' (with what they cover), while both read: what
+    /// the sensors miss is the difference.
+    pub fn wall_and_sensors(&self) -> Option<(Watts, Watts, crate::scope::Coverage)> {
+        let wall = self.wall_watts()?;
+        let (sensors, coverage) = self.sensors()?;
+        Some((wall, sensors, coverage))
     }
 
     /// What the headline covers; `None` without a headline.

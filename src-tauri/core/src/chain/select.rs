@@ -43,8 +43,33 @@ pub(super) fn headline_with_parts(
     owners: &[Part],
     at: Stamp,
 ) -> Option<(Reading, Vec<Part>)> {
-    let mut candidates: Vec<(Reading, Vec<Part>)> = [Domain::System, Domain::Platform]
-        .into_iter()
+    choose(
+        readings,
+        owners,
+        at,
+        &[Domain::Wall, Domain::System, Domain::Platform],
+    )
+}
+
+/// The headline the machine's own sensors give, the wall meter left out: what a plug is
+/// compared with, and what calibration learns from.
+pub(super) fn sensors_headline(
+    readings: &[Reading],
+    owners: &[Part],
+    at: Stamp,
+) -> Option<(Reading, Vec<Part>)> {
+    choose(readings, owners, at, &[Domain::System, Domain::Platform])
+}
+
+fn choose(
+    readings: &[Reading],
+    owners: &[Part],
+    at: Stamp,
+    wholes: &[Domain],
+) -> Option<(Reading, Vec<Part>)> {
+    let mut candidates: Vec<(Reading, Vec<Part>)> = wholes
+        .iter()
+        .copied()
         .filter_map(|whole| {
             readings
                 .iter()
@@ -53,7 +78,7 @@ pub(super) fn headline_with_parts(
         })
         .collect();
     candidates.extend(component_sum(readings, owners, at));
-    // A better quality wins; among equals, the order above (system, platform, sum).
+    // A better quality wins; among equals, the order above (wall, system, platform, sum).
     let best = candidates.iter().map(|(r, _)| r.quality).min()?;
     candidates.into_iter().find(|(r, _)| r.quality == best)
 }

@@ -4,7 +4,8 @@
 //! Rules:
 //! - An interval exists only between two samples no further apart than the gap threshold: a
 //!   suspend or a stall is a gap, never energy.
-//! - Its headline energy is `None` unless both ends measured one: absent is not zero.
+//! - Its headline energy is `None` unless both ends measured one of the same scope: absent is
+//!   not zero.
 //! - The wall clock labels samples and never moves energy; a step of it is said once.
 
 use crate::accounting::{Accounting, LocalWeek, Step};
@@ -67,7 +68,9 @@ impl Meter {
                 "absurd power clamped to 100 kW: a broken sensor or a bogus unit"
             );
         }
-        let measured_before = self.snapshot.as_ref().is_some_and(|s| s.headline.is_some());
+        // Across a change of scope the two ends measure different things: no headline energy.
+        let measured_before = self.snapshot.as_ref().is_some_and(|s| s.headline.is_some())
+            && !step.headline.scope_changed;
         let prev = prev.filter(|p| {
             at.monotonic.saturating_sub(p.monotonic) <= self.accounting.gap_threshold()
         });
@@ -142,6 +145,7 @@ impl Sampled {
             watts: self.snapshot.headline_watts().map(|w| w.0),
             joules: self.step.headline.joules.0,
             cost: self.step.headline.cost,
+            scope: self.step.scope,
             by_domain: self
                 .step
                 .by_domain

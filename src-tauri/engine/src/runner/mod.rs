@@ -231,6 +231,7 @@ impl Engine {
             period_ms: u64::try_from(self.period().as_millis()).unwrap_or(u64::MAX),
             totals: self.recorder.totals(self.clock.unix()),
             lifetime_by_domain: self.recorder.lifetime_by_domain(),
+            lifetime_by_scope: self.recorder.lifetime_by_scope(),
             sources: self.publication.sources.clone(),
             reads: self.chain.counters(),
             notice: self

@@ -1,7 +1,7 @@
 //! What one batch adds to each rollup row: the rows summed per minute, hour, day, month and
 //! domain first, so that a batch writes each rollup row once, not once per sample.
 
-use super::{local_day_month, Row, Step};
+use super::{local_day_month, scopes, Row, Step};
 use std::collections::BTreeMap;
 
 /// One minute's or hour's share of a batch.
@@ -14,32 +14,36 @@ pub struct Bucket {
     pub joules: f64,
 }
 
-/// A batch's sums, keyed as the rollup tables are.
+/// A batch's sums, keyed as the rollup tables are (scopes as stored, [`scopes::to_text`]).
 #[derive(Debug, Default, PartialEq)]
 pub struct BatchSums {
-    pub minutes: BTreeMap<i64, Bucket>,
-    pub hours: BTreeMap<i64, Bucket>,
+    /// (minute, scope) → its share; likewise per hour.
+    pub minutes: BTreeMap<(i64, &'static str), Bucket>,
+    pub hours: BTreeMap<(i64, &'static str), Bucket>,
     /// (minute, breakdown domain) → (joules, seconds metered); likewise per hour.
     pub domain_minutes: BTreeMap<(i64, String), (f64, f64)>,
     pub domain_hours: BTreeMap<(i64, String), (f64, f64)>,
-    /// Positive joules per domain (`system` is the headline).
+    /// Positive joules per breakdown domain.
     pub lifetime: BTreeMap<String, f64>,
-    /// (day, currency) → (joules, cost).
-    pub daily: BTreeMap<(String, String), (f64, f64)>,
-    /// (month, currency) → (joules, cost).
-    pub monthly: BTreeMap<(String, String), (f64, f64)>,
+    /// Positive joules of the headline per scope.
+    pub headline: BTreeMap<&'static str, f64>,
+    /// (day, scope, currency) → (joules, cost).
+    pub daily: BTreeMap<(String, &'static str, String), (f64, f64)>,
+    /// (month, scope, currency) → (joules, cost).
+    pub monthly: BTreeMap<(String, &'static str, String), (f64, f64)>,
 }
 
 impl BatchSums {
     pub fn of(rows: &[Row]) -> BatchSums {
         let mut sums = BatchSums::default();
         for row in rows {
+            let scope = scopes::to_text(row.scope);
             for (step, buckets) in [
                 (Step::Minute, &mut sums.minutes),
                 (Step::Hour, &mut sums.hours),
             ] {
                 let key = (row.t.floor() as i64).div_euclid(step.seconds()) * step.seconds();
-                let b = buckets.entry(key).or_default();
+                let b = buckets.entry((key, scope)).or_default();
                 if let Some(w) = row.watts {
                     b.n += 1;
                     b.sum_watts += w;
@@ -58,18 +62,18 @@ impl BatchSums {
                     e.1 += row.seconds;
                 }
             }
-            let domains = std::iter::once(("system", row.joules)).chain(
-                row.by_domain
-                    .iter()
-                    .filter(|(d, _)| d != "system")
-                    .map(|(d, j)| (d.as_str(), *j)),
-            );
+            if row.joules > 0.0 {
+                *sums.headline.entry(scope).or_default() += row.joules;
+            }
+            let domains = row.by_domain.iter().filter(|(d, _)| d != "system");
             for (domain, joules) in domains.filter(|(_, j)| *j > 0.0) {
                 *sums.lifetime.entry(domain.to_string()).or_default() += joules;
             }
             let (day, month) = local_day_month(row.t);
             for (table, period) in [(&mut sums.daily, day), (&mut sums.monthly, month)] {
-                let e = table.entry((period, row.currency.clone())).or_default();
+                let e = table
+                    .entry((period, scope, row.currency.clone()))
+                    .or_default();
                 e.0 += row.joules;
                 e.1 += row.cost;
             }
@@ -91,6 +95,7 @@ mod tests {
             by_domain: vec![("cpu".into(), joules / 2.0), ("system".into(), joules)],
             seconds: 1.0,
             currency: "EUR".into(),
+            scope: Some(wattbar_core::Scope::Components),
         }
     }
 
@@ -116,15 +121,16 @@ mod tests {
             max_watts: Some(90.0),
             joules: 105.0,
         };
-        assert_eq!(sums.minutes.get(&0), Some(&first));
-        assert_eq!(sums.minutes.get(&60), Some(&second));
+        assert_eq!(sums.minutes.get(&(0, "components")), Some(&first));
+        assert_eq!(sums.minutes.get(&(60, "components")), Some(&second));
         assert_eq!(sums.hours.len(), 1);
         assert_eq!(
-            sums.hours.get(&0).map(|b| (b.n, b.joules)),
+            sums.hours.get(&(0, "components")).map(|b| (b.n, b.joules)),
             Some((3, 315.0))
         );
-        // The headline counts once as `system`, never again from the breakdown.
-        assert_eq!(sums.lifetime.get("system"), Some(&315.0));
+        // The headline counts once, in its scope; the breakdown's `system` is not added to it.
+        assert_eq!(sums.headline.get("components"), Some(&315.0));
+        assert_eq!(sums.lifetime.get("system"), None);
         assert_eq!(sums.lifetime.get("cpu"), Some(&157.5));
         let day: f64 = sums.daily.values().map(|(j, _)| j).sum();
         assert_eq!(day, 315.0);
@@ -145,7 +151,7 @@ mod tests {
     fn a_minute_with_no_headline_keeps_no_maximum() {
         let sums = BatchSums::of(&[row(120.0, None, 0.0), row(121.0, None, 0.0)]);
         assert_eq!(
-            sums.minutes.get(&120),
+            sums.minutes.get(&(120, "components")),
             Some(&Bucket {
                 n: 0,
                 sum_watts: 0.0,
@@ -153,6 +159,6 @@ mod tests {
                 joules: 0.0
             })
         );
-        assert!(sums.lifetime.is_empty());
+        assert!(sums.lifetime.is_empty() && sums.headline.is_empty());
     }
 }

@@ -133,6 +133,7 @@ mod tests {
                 by_domain: vec![("cpu".into(), 40.0)],
                 seconds: 1.0,
                 currency: "EUR".into(),
+                scope: Some(wattbar_core::Scope::Components),
             };
             store
                 .write_batch(id, &[row], 100.0, 0.0)

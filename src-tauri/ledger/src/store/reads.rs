@@ -1,8 +1,11 @@
 //! What readers ask of the ledger: totals by calendar and lifetime, sessions, history and the
 //! last low-power state.
 
-use super::{local_day_month, HistoryPoint, SessionRecord, Step, Store, StoreError, Total};
+use super::{
+    local_day_month, scopes, CostRow, HistoryPoint, SessionRecord, Step, Store, StoreError, Total,
+};
 use rusqlite::{params, OptionalExtension};
+use wattbar_core::Scope;
 
 impl Store {
     /// The last recorded low-power state; off when none was ever recorded.
@@ -26,24 +29,38 @@ impl Store {
         })
     }
 
-    /// Lifetime headline energy, and its cost with `currency` first.
-    pub fn lifetime(&self, currency: &str) -> Result<Total, StoreError> {
-        let joules: f64 = self
-            .conn
-            .prepare_cached("SELECT COALESCE(SUM(joules), 0) FROM lifetime WHERE domain = 'system'")
-            .and_then(|mut stmt| stmt.query_row([], |r| r.get(0)))
-            .map_err(|e| self.sql(e))?;
-        let costs = self.costs(
-            "SELECT currency, SUM(cost) FROM monthly GROUP BY currency ORDER BY currency",
+    /// Lifetime headline energy in `scope`, its cost in `currency`, other currencies and scopes
+    /// listed apart.
+    pub fn lifetime(&self, currency: &str, scope: Option<Scope>) -> Result<Total, StoreError> {
+        let mut rows: Vec<CostRow> = self
+            .lifetime_by_scope()?
+            .into_iter()
+            .map(|(s, joules)| (s, String::new(), joules, 0.0))
+            .collect();
+        // Money from the months' rows: energy is already counted above.
+        rows.extend(self.cost_rows(
+            &format!(
+                "SELECT {}, currency, 0.0, SUM(cost) FROM monthly GROUP BY 1, currency
+                     ORDER BY 1, currency",
+                self.scope_column()
+            ),
             None,
-        )?;
-        Ok(Total::new(joules, costs, currency))
+        )?);
+        Ok(Total::new(rows, scope, currency))
     }
 
-    /// `(currency, cost)` rows of a query that takes `key` as its one parameter, if any.
-    fn costs(&self, sql: &str, key: Option<&str>) -> Result<Vec<(String, f64)>, StoreError> {
+    /// `(scope, currency, joules, cost)` rows of a query that takes `key` as its one parameter,
+    /// if any.
+    fn cost_rows(&self, sql: &str, key: Option<&str>) -> Result<Vec<CostRow>, StoreError> {
         let mut stmt = self.conn.prepare_cached(sql).map_err(|e| self.sql(e))?;
-        let map = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, r.get(1)?));
+        let map = |r: &rusqlite::Row<'_>| {
+            Ok((
+                scopes::from_text(&r.get::<_, String>(0)?),
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+            ))
+        };
         let rows = match key {
             Some(k) => stmt.query_map(params![k], map),
             None => stmt.query_map([], map),
@@ -52,11 +69,14 @@ impl Store {
         rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.sql(e))
     }
 
-    /// Lifetime joules per domain: `system` (the headline) and each metered part.
+    /// Lifetime joules per breakdown domain (cpu, gpu, wall, …); the headline's is
+    /// [`lifetime_by_scope`](Self::lifetime_by_scope).
     pub fn lifetime_by_domain(&self) -> Result<Vec<(String, f64)>, StoreError> {
         let mut stmt = self
             .conn
-            .prepare_cached("SELECT domain, joules FROM lifetime ORDER BY domain")
+            .prepare_cached(
+                "SELECT domain, joules FROM lifetime WHERE domain != 'system' ORDER BY domain",
+            )
             .map_err(|e| self.sql(e))?;
         let rows = stmt
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -64,54 +84,60 @@ impl Store {
         rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.sql(e))
     }
 
-    pub fn day(&self, unix: f64, currency: &str) -> Result<Total, StoreError> {
+    pub fn day(
+        &self,
+        unix: f64,
+        currency: &str,
+        scope: Option<Scope>,
+    ) -> Result<Total, StoreError> {
         let (day, _) = local_day_month(unix);
         Ok(self
-            .recorded_day(&day, currency)?
-            .unwrap_or_else(|| Total::new(0.0, Vec::new(), currency)))
+            .recorded_day(&day, currency, scope)?
+            .unwrap_or_else(|| Total::new(Vec::new(), scope, currency)))
     }
 
     /// The local day `day` (`YYYY-MM-DD`), or `None` when nothing was recorded that day.
-    pub fn recorded_day(&self, day: &str, currency: &str) -> Result<Option<Total>, StoreError> {
-        let costs = self.costs(
-            "SELECT currency, cost FROM daily WHERE day = ?1 ORDER BY currency",
-            Some(day),
-        )?;
-        if costs.is_empty() {
-            return Ok(None);
-        }
-        let joules: f64 = self
-            .conn
-            .prepare_cached("SELECT COALESCE(SUM(joules), 0) FROM daily WHERE day = ?1")
-            .and_then(|mut stmt| stmt.query_row(params![day], |r| r.get(0)))
-            .map_err(|e| self.sql(e))?;
-        Ok(Some(Total::new(joules, costs, currency)))
+    pub fn recorded_day(
+        &self,
+        day: &str,
+        currency: &str,
+        scope: Option<Scope>,
+    ) -> Result<Option<Total>, StoreError> {
+        let total = self.calendar("daily", "day", day, currency, scope)?;
+        Ok(total.1.then_some(total.0))
     }
 
-    pub fn month(&self, unix: f64, currency: &str) -> Result<Total, StoreError> {
+    pub fn month(
+        &self,
+        unix: f64,
+        currency: &str,
+        scope: Option<Scope>,
+    ) -> Result<Total, StoreError> {
         let (_, month) = local_day_month(unix);
-        self.calendar("monthly", "month", &month, currency)
+        Ok(self
+            .calendar("monthly", "month", &month, currency, scope)?
+            .0)
     }
 
+    /// The calendar total of `table` where `key` is `value`, and whether any row was recorded.
     fn calendar(
         &self,
         table: &str,
         key: &str,
         value: &str,
         currency: &str,
-    ) -> Result<Total, StoreError> {
-        let joules: f64 = self
-            .conn
-            .prepare_cached(&format!(
-                "SELECT COALESCE(SUM(joules), 0) FROM {table} WHERE {key} = ?1"
-            ))
-            .and_then(|mut stmt| stmt.query_row(params![value], |r| r.get(0)))
-            .map_err(|e| self.sql(e))?;
-        let costs = self.costs(
-            &format!("SELECT currency, cost FROM {table} WHERE {key} = ?1 ORDER BY currency"),
+        scope: Option<Scope>,
+    ) -> Result<(Total, bool), StoreError> {
+        let rows = self.cost_rows(
+            &format!(
+                "SELECT {}, currency, joules, cost FROM {table} WHERE {key} = ?1
+                 ORDER BY 1, currency",
+                self.scope_column()
+            ),
             Some(value),
         )?;
-        Ok(Total::new(joules, costs, currency))
+        let recorded = !rows.is_empty();
+        Ok((Total::new(rows, scope, currency), recorded))
     }
 
     /// The newest session, running or not.
@@ -151,7 +177,9 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare_cached(&format!(
-                "SELECT t, n, sum_watts, max_watts, joules FROM {} WHERE t >= ?1 AND t < ?2 ORDER BY t",
+                "SELECT t, n, sum_watts, max_watts, joules, {} FROM {} WHERE t >= ?1 AND t < ?2
+                 ORDER BY t, 6",
+                self.scope_column(),
                 step.table()
             ))
             .map_err(|e| self.sql(e))?;
@@ -164,6 +192,7 @@ impl Store {
                     mean_watts: (n > 0).then(|| sum / n as f64),
                     max_watts: r.get(3)?,
                     joules: r.get(4)?,
+                    scope: scopes::from_text(&r.get::<_, String>(5)?),
                 })
             })
             .map_err(|e| self.sql(e))?;

@@ -47,6 +47,8 @@ pub struct Also<'a> {
     pub low_power: &'a [(LowPowerState, String)],
     /// Record ids to keep reserved, through this one.
     pub reserve_ids_through: Option<u64>,
+    /// Changes of the headline's scope.
+    pub scope_changes: &'a [super::scopes::ScopeChange],
 }
 
 /// Keeps one unload; `conn` may be the batch's transaction.

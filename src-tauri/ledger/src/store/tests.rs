@@ -3,6 +3,9 @@
 use super::schema::{MIGRATIONS, SCHEMA_VERSION};
 use super::*;
 
+/// The scope of the rows these tests write: a sum of parts.
+const CPU: Option<Scope> = Some(Scope::Components);
+
 fn open(dir: &Path) -> Store {
     Store::open(&dir.join(DB_FILE), 1_700_000_000.0)
         .unwrap_or_else(|e| panic!("{e}"))
@@ -18,6 +21,7 @@ fn row(t: f64, watts: f64, joules: f64, cost: f64) -> Row {
         by_domain: vec![("cpu".into(), joules / 3.0), ("system".into(), joules)],
         seconds: 1.0,
         currency: "EUR".into(),
+        scope: CPU,
     }
 }
 
@@ -37,10 +41,11 @@ fn ten_minutes_at_300_w_roll_up_into_minutes_hours_and_lifetime() {
             .write_batch(id, batch, 0.0, 0.0)
             .unwrap_or_else(|e| panic!("{e}"));
     }
-    let lifetime = store.lifetime("EUR").unwrap_or_else(|e| panic!("{e}"));
+    let lifetime = store.lifetime("EUR", CPU).unwrap_or_else(|e| panic!("{e}"));
     assert!((lifetime.joules - 180_000.0).abs() < 1e-6);
     let by_domain = store.lifetime_by_domain().unwrap_or_default();
-    assert_eq!(by_domain.len(), 2, "{by_domain:?}");
+    // The breakdown's domains only: the headline is kept by scope, not as a domain.
+    assert_eq!(by_domain.len(), 1, "{by_domain:?}");
     assert_eq!(by_domain[0].0, "cpu");
     assert!((by_domain[0].1 - 60_000.0).abs() < 1e-6);
     assert!((lifetime.kwh - 0.05).abs() < 1e-12);
@@ -80,7 +85,7 @@ fn lifetime_survives_a_reopen_and_a_new_session() {
         .write_batch(second, &[row(201.0, 10.0, 10.0, 0.0)], 10.0, 0.0)
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
-        store.lifetime("EUR").map(|l| l.joules).unwrap_or(-1.0),
+        store.lifetime("EUR", CPU).map(|l| l.joules).unwrap_or(-1.0),
         60.0
     );
 }
@@ -95,7 +100,10 @@ fn a_corrupt_file_is_moved_aside_and_a_fresh_one_used() {
     let moved = moved.unwrap_or_else(|| panic!("not moved aside"));
     assert_eq!(moved.to, dir.path().join("wattbar.db.corrupt-1234"));
     assert!(moved.to.exists());
-    assert_eq!(store.lifetime("EUR").map(|l| l.joules).unwrap_or(-1.0), 0.0);
+    assert_eq!(
+        store.lifetime("EUR", CPU).map(|l| l.joules).unwrap_or(-1.0),
+        0.0
+    );
 }
 
 #[test]
@@ -210,12 +218,19 @@ fn a_version_1_database_is_migrated_forward_keeping_its_data() {
     }
     let (mut store, moved) = Store::open(&path, 0.0).unwrap_or_else(|e| panic!("{e}"));
     assert!(moved.is_none());
+    // What the rows covered was not recorded: they stay of no known scope, never guessed.
     assert_eq!(
-        store.lifetime("EUR").map(|l| l.joules).unwrap_or(-1.0),
+        store
+            .lifetime("EUR", None)
+            .map(|l| l.joules)
+            .unwrap_or(-1.0),
         42.0
     );
     // The old calendar rows are taken to be in the newest session's currency.
-    assert_eq!(store.lifetime("USD").map(|l| l.cost).unwrap_or(-1.0), 0.5);
+    assert_eq!(
+        store.lifetime("USD", None).map(|l| l.cost).unwrap_or(-1.0),
+        0.5
+    );
     assert_eq!(store.mark_alert("x", 0.0).ok(), Some(true));
     let version: i64 = store
         .conn
@@ -270,9 +285,9 @@ fn costs_in_two_currencies_are_kept_apart_never_added() {
         )
         .unwrap_or_else(|e| panic!("{e}"));
     for total in [
-        store.day(T0 + 2.0, "USD"),
-        store.month(T0 + 2.0, "USD"),
-        store.lifetime("USD"),
+        store.day(T0 + 2.0, "USD", CPU),
+        store.month(T0 + 2.0, "USD", CPU),
+        store.lifetime("USD", CPU),
     ] {
         let total = total.unwrap_or_else(|e| panic!("{e}"));
         assert!((total.kwh - 2.0).abs() < 1e-9, "{total:?}");

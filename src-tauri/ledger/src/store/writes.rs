@@ -95,12 +95,14 @@ impl Store {
         let path = self.path.clone();
         let mut tx = self.conn.transaction().map_err(|e| sql_at(&path, e))?;
         let result = (|| {
-            let mut sample =
-                tx.prepare_cached("INSERT INTO samples (t, watts, joules) VALUES (?1, ?2, ?3)")?;
+            let mut sample = tx.prepare_cached(
+                "INSERT INTO samples (t, watts, joules, scope) VALUES (?1, ?2, ?3, ?4)",
+            )?;
             let rollup_sql = |table: &str| {
                 format!(
-                    "INSERT INTO {table} (t, n, sum_watts, max_watts, joules) VALUES (?1, ?2, ?3, ?4, ?5)
-                     ON CONFLICT(t) DO UPDATE SET n = n + ?2, sum_watts = sum_watts + ?3,
+                    "INSERT INTO {table} (t, scope, n, sum_watts, max_watts, joules)
+                     VALUES (?1, ?6, ?2, ?3, ?4, ?5)
+                     ON CONFLICT(t, scope) DO UPDATE SET n = n + ?2, sum_watts = sum_watts + ?3,
                        max_watts = CASE WHEN ?4 IS NULL THEN max_watts
                                         WHEN max_watts IS NULL OR ?4 > max_watts THEN ?4
                                         ELSE max_watts END,
@@ -115,22 +117,37 @@ impl Store {
                 "INSERT INTO lifetime (domain, joules) VALUES (?1, ?2)
                  ON CONFLICT(domain) DO UPDATE SET joules = joules + ?2",
             )?;
+            let mut headline = tx.prepare_cached(
+                "INSERT INTO lifetime_scopes (scope, joules) VALUES (?1, ?2)
+                 ON CONFLICT(scope) DO UPDATE SET joules = joules + ?2",
+            )?;
             let mut daily = tx.prepare_cached(
-                "INSERT INTO daily (day, currency, joules, cost) VALUES (?1, ?4, ?2, ?3)
-                 ON CONFLICT(day, currency) DO UPDATE SET joules = joules + ?2, cost = cost + ?3",
+                "INSERT INTO daily (day, scope, currency, joules, cost) VALUES (?1, ?5, ?4, ?2, ?3)
+                 ON CONFLICT(day, scope, currency)
+                 DO UPDATE SET joules = joules + ?2, cost = cost + ?3",
             )?;
             let mut monthly = tx.prepare_cached(
-                "INSERT INTO monthly (month, currency, joules, cost) VALUES (?1, ?4, ?2, ?3)
-                 ON CONFLICT(month, currency) DO UPDATE SET joules = joules + ?2, cost = cost + ?3",
+                "INSERT INTO monthly (month, scope, currency, joules, cost)
+                 VALUES (?1, ?5, ?4, ?2, ?3)
+                 ON CONFLICT(month, scope, currency)
+                 DO UPDATE SET joules = joules + ?2, cost = cost + ?3",
             )?;
             for row in rows {
-                sample.execute(params![row.t, row.watts, row.joules])?;
+                let scope = row.scope.map(wattbar_core::Scope::as_str);
+                sample.execute(params![row.t, row.watts, row.joules, scope])?;
             }
             // Each rollup row once per batch, whatever the number of samples in it.
             let sums = BatchSums::of(rows);
             for (stmt, buckets) in [(&mut minute, &sums.minutes), (&mut hour, &sums.hours)] {
-                for (bucket, b) in buckets {
-                    stmt.execute(params![bucket, b.n, b.sum_watts, b.max_watts, b.joules])?;
+                for ((bucket, scope), b) in buckets {
+                    stmt.execute(params![
+                        bucket,
+                        b.n,
+                        b.sum_watts,
+                        b.max_watts,
+                        b.joules,
+                        scope
+                    ])?;
                 }
             }
             for (stmt, buckets) in [
@@ -144,14 +161,17 @@ impl Store {
             for (domain, joules) in &sums.lifetime {
                 lifetime.execute(params![domain, joules])?;
             }
-            for ((day, currency), (joules, cost)) in &sums.daily {
-                daily.execute(params![day, joules, cost, currency])?;
+            for (scope, joules) in &sums.headline {
+                headline.execute(params![scope, joules])?;
             }
-            for ((month, currency), (joules, cost)) in &sums.monthly {
-                monthly.execute(params![month, joules, cost, currency])?;
+            for ((day, scope, currency), (joules, cost)) in &sums.daily {
+                daily.execute(params![day, joules, cost, currency, scope])?;
+            }
+            for ((month, scope, currency), (joules, cost)) in &sums.monthly {
+                monthly.execute(params![month, joules, cost, currency, scope])?;
             }
             drop((sample, minute, hour, domain_minute, domain_hour));
-            drop((lifetime, daily, monthly));
+            drop((lifetime, headline, daily, monthly));
             tx.prepare_cached("UPDATE sessions SET joules = ?2, cost = ?3 WHERE id = ?1")?
                 .execute(params![session_id, session_joules, session_cost])?;
             if let Some(b) = also.baseline {
@@ -173,6 +193,9 @@ impl Store {
             }
             for (state, message) in also.low_power {
                 put_low_power(&tx, state, message)?;
+            }
+            for change in also.scope_changes {
+                super::scopes::put_change(&tx, change)?;
             }
             if let Some(through) = also.reserve_ids_through {
                 super::inference::put_reserved_ids(&tx, through)?;

@@ -388,3 +388,88 @@ fn a_transient_failure_is_listed_and_retried() {
 }
 
 mod pace;
+
+/// A plug that reads `watts` while `live`, and fails transiently otherwise.
+struct Plug {
+    live: Arc<std::sync::atomic::AtomicBool>,
+    watts: f64,
+}
+
+impl Source for Plug {
+    fn id(&self) -> &str {
+        "wall-meter"
+    }
+    fn quality(&self) -> Quality {
+        Quality::Measured
+    }
+    fn read(&mut self, at: Stamp) -> Result<Vec<Reading>, Error> {
+        if self.live.load(Ordering::SeqCst) {
+            let r = Reading::power(
+                Domain::Wall,
+                Watts(self.watts),
+                "wall-meter",
+                Quality::Measured,
+                at,
+            );
+            Ok(vec![r])
+        } else {
+            Err(Error::Transient("the plug did not answer".into()))
+        }
+    }
+}
+
+#[test]
+fn the_wall_is_the_headline_while_it_reads_and_the_sensors_take_over_when_it_stops() {
+    // 100 W at the socket; the sensors see RAPL's 40 W package and NVML's 20 W card.
+    let live = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let mut chain = Chain::new(vec![
+        fixed(
+            "rapl",
+            Quality::Measured,
+            Ok(vec![(Domain::Cpu, Some("package-0"), 40.0)]),
+        ),
+        Box::new(Plug {
+            live: live.clone(),
+            watts: 100.0,
+        }),
+        fixed(
+            "nvml",
+            Quality::Measured,
+            Ok(vec![(Domain::Gpu, Some("0"), 20.0)]),
+        ),
+    ]);
+    let with_plug = chain.sample(t(1));
+    let head = with_plug
+        .headline
+        .clone()
+        .unwrap_or_else(|| panic!("no headline"));
+    assert_eq!(
+        (head.domain, head.watts),
+        (Domain::Wall, Some(Watts(100.0)))
+    );
+    assert_eq!(
+        with_plug.coverage().map(|c| c.scope),
+        Some(crate::Scope::Wall)
+    );
+    // The sensors' own figure is still there, beside the wall: 40 + 20 = 60 W of two parts.
+    let (wall, sensors, coverage) = with_plug
+        .wall_and_sensors()
+        .unwrap_or_else(|| panic!("no sensors beside the wall"));
+    assert_eq!((wall, sensors), (Watts(100.0), Watts(60.0)));
+    assert_eq!(coverage.covers, ["cpu-package", "gpu:0"]);
+
+    // Unplugged: in that same sample the headline is the sensors' 60 W, never 0 W, and the
+    // plug says why.
+    live.store(false, Ordering::SeqCst);
+    let without = chain.sample(t(2));
+    assert_eq!(without.headline_watts(), Some(Watts(60.0)));
+    assert_eq!(
+        without.coverage().map(|c| c.scope),
+        Some(crate::Scope::Components)
+    );
+    assert_eq!(without.wall_watts(), None);
+    assert!(without
+        .unavailable
+        .iter()
+        .any(|u| u.source == "wall-meter" && u.reason.contains("did not answer")));
+}

@@ -142,9 +142,9 @@ async fn resets_between_samples_lose_no_energy_from_the_lifetime() {
             .map_or(0.0, |s| s.at.monotonic.as_secs_f64())
     };
     let system = |p: &Published| {
-        p.lifetime_by_domain
+        p.lifetime_by_scope
             .iter()
-            .find(|(d, _)| d == "system")
+            .find(|(s, _)| *s == Some(wattbar_core::Scope::System))
             .map_or(0.0, |(_, j)| *j)
     };
     let first = wait_for(&mut rx, |p| p.snapshot.is_some()).await;
@@ -189,7 +189,14 @@ async fn the_ledger_keeps_what_was_integrated_after_a_shutdown() {
     let (store, moved) =
         wattbar_ledger::store::Store::open(&db, 0.0).unwrap_or_else(|e| panic!("{e}"));
     assert!(moved.is_none());
-    let lifetime = store.lifetime("EUR").unwrap_or_else(|e| panic!("{e}"));
+    // A replayed whole-machine figure: the system scope, as the ledger kept it.
+    assert_eq!(
+        store.last_scope().ok().flatten(),
+        Some(wattbar_core::Scope::System)
+    );
+    let lifetime = store
+        .lifetime("EUR", Some(wattbar_core::Scope::System))
+        .unwrap_or_else(|e| panic!("{e}"));
     assert!((lifetime.joules - 180_000.0).abs() < 1e-6, "{lifetime:?}");
     assert!((lifetime.kwh - 0.05).abs() < 1e-9);
 }

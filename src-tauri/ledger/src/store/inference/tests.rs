@@ -310,6 +310,7 @@ fn a_refused_record_in_a_batch_is_dropped_alone_and_the_energy_beside_it_is_writ
         cost: 0.0003,
         by_domain: Vec::new(),
         currency: "EUR".into(),
+        scope: Some(wattbar_core::Scope::Components),
     }];
     let records = [record(1, "intruder", 500.0), record(2, "qwen3", 600.0)];
     s.write_batch_with(
@@ -331,7 +332,9 @@ fn a_refused_record_in_a_batch_is_dropped_alone_and_the_energy_beside_it_is_writ
         .map(|r| (r.id, r.model))
         .collect();
     assert_eq!(kept, vec![(2, "qwen3".into()), (1, "llama3".into())]);
-    let lifetime = s.lifetime("EUR").unwrap_or_else(|e| panic!("{e}"));
+    let lifetime = s
+        .lifetime("EUR", Some(wattbar_core::Scope::Components))
+        .unwrap_or_else(|e| panic!("{e}"));
     assert!((lifetime.kwh - 0.001).abs() < 1e-12, "3600 J is 1 Wh");
     // The reserve went in with the batch.
     assert_eq!(s.next_inference_id().ok(), Some(1001));
