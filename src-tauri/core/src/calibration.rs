@@ -145,6 +145,11 @@ impl WindowBuilder {
         self.open = Some(Open::at(pair));
         Some(window)
     }
+
+    /// Drops the window in progress: the next pair starts a new one.
+    fn interrupt(&mut self) {
+        self.open = None;
+    }
 }
 
 /// `reference ≈ offset_watts + slope · components`, with its error on held-out windows.
@@ -296,6 +301,55 @@ fn min_max(values: &[f64]) -> (f64, f64) {
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
             (lo.min(v), hi.max(v))
         })
+}
+
+/// The online side: fed every sample, keeps the last [`KEEP_WINDOWS`] windows and fits them on
+/// demand.
+#[derive(Debug, Clone, Default)]
+pub struct Learner {
+    builder: WindowBuilder,
+    windows: Vec<Window>,
+}
+
+impl Learner {
+    pub fn new() -> Self {
+        Learner::default()
+    }
+
+    /// One sample at monotonic time `t`. Both figures must be present for the pair to count;
+    /// a missing one (either side gone) ends the window in progress, dropped as short.
+    pub fn observe(&mut self, t: f64, reference: Option<Watts>, components: Option<Watts>) {
+        let (Some(reference), Some(components)) = (reference, components) else {
+            self.builder.interrupt();
+            return;
+        };
+        let pair = Pair {
+            t,
+            reference,
+            components,
+        };
+        if let Some(window) = self.builder.push(pair) {
+            self.windows.push(window);
+            let excess = self.windows.len().saturating_sub(KEEP_WINDOWS);
+            self.windows.drain(..excess);
+        }
+    }
+
+    /// The kept windows, oldest first.
+    pub fn windows(&self) -> &[Window] {
+        &self.windows
+    }
+
+    /// [`fit`] over the kept windows.
+    pub fn fit(&self) -> Result<Fit, Refusal> {
+        fit(&self.windows)
+    }
+
+    /// Forgets every window: the reference or the components now cover something else (a GPU
+    /// joined the sum, another plug), and the old windows describe another line.
+    pub fn reset(&mut self) {
+        *self = Learner::default();
+    }
 }
 
 #[cfg(test)]

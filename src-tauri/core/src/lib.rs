@@ -20,7 +20,7 @@ pub mod session;
 pub mod tariff;
 pub mod units;
 
-pub use calibration::{Fit, Pair, Refusal, Window};
+pub use calibration::{Fit, Learner, Pair, Refusal, Window};
 pub use chain::{Chain, Part, Snapshot, SourceStatus, Unavailable};
 pub use energy::{Gap, Integrator, DEFAULT_GAP_THRESHOLD, MAX_POWER_WATTS};
 pub use error::Error;

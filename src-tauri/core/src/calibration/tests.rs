@@ -307,3 +307,79 @@ fn a_fit_and_a_refusal_serialize_with_named_fields() {
         serde_json::json!({"reason": "too_few_windows", "have": 7, "need": 12})
     );
 }
+
+#[test]
+fn the_learner_cuts_the_same_windows_as_windows_and_fits_them() {
+    // Steps of 0.5–1.5 s, a 20 s gap every 400 samples and a NaN every 333: every way a
+    // window ends.
+    let mut noise = Noise::new(13);
+    let mut t = 0.0;
+    let pairs: Vec<Pair> = synthetic(2000, 13)
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            t += if i % 400 == 399 {
+                20.0
+            } else {
+                noise.between(0.5, 1.5)
+            };
+            let reference = if i % 333 == 332 {
+                f64::NAN
+            } else {
+                p.reference.0
+            };
+            pair(t, reference, p.components.0)
+        })
+        .collect();
+    let mut learner = Learner::new();
+    for p in &pairs {
+        learner.observe(p.t, Some(p.reference), Some(p.components));
+    }
+    let want = windows(&pairs);
+    assert!(want.len() > MIN_WINDOWS, "{}", want.len());
+    assert_eq!(learner.windows(), want.as_slice());
+    assert_eq!(learner.fit(), fit(&want));
+    assert!(learner.fit().is_ok(), "{:?}", learner.fit());
+}
+
+#[test]
+fn a_missing_side_closes_the_learners_window() {
+    // Reference gone at 45 s: 30–44 dropped, 46–76 a window. Components gone at 100 s: 76–99
+    // dropped, 101–131 a window.
+    let mut learner = Learner::new();
+    for p in ramp(0, 131) {
+        let reference = (p.t != 45.0).then_some(p.reference);
+        let components = (p.t != 100.0).then_some(p.components);
+        learner.observe(p.t, reference, components);
+    }
+    assert_eq!(starts(learner.windows()), [0.0, 46.0, 101.0]);
+}
+
+#[test]
+fn the_learner_keeps_the_last_240_windows() {
+    // 7500 s is 250 windows: the first ten (0–300 s) are forgotten.
+    let mut learner = Learner::new();
+    for p in ramp(0, 7500) {
+        learner.observe(p.t, Some(p.reference), Some(p.components));
+    }
+    let kept = learner.windows();
+    assert_eq!(kept.len(), KEEP_WINDOWS);
+    assert_eq!(kept.first().map(|w| w.start), Some(300.0));
+    assert_eq!(kept.last().map(|w| w.start), Some(7470.0));
+}
+
+#[test]
+fn reset_forgets_the_windows_and_the_window_in_progress() {
+    // Without the reset 30–60 would close at 60 s; after it the next window starts at 41 s and
+    // has not closed by 70.
+    let mut learner = Learner::new();
+    for p in ramp(0, 40) {
+        learner.observe(p.t, Some(p.reference), Some(p.components));
+    }
+    assert_eq!(learner.windows().len(), 1);
+    learner.reset();
+    for p in ramp(41, 70) {
+        learner.observe(p.t, Some(p.reference), Some(p.components));
+    }
+    assert!(learner.windows().is_empty(), "{:?}", learner.windows());
+}
