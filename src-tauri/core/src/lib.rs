@@ -4,6 +4,7 @@
 //! the preference schema with cost. Nothing here does I/O, reads a clock or knows about Tauri:
 //! callers pass in the time ([`Stamp`]) and the bytes.
 
+pub mod calibration;
 pub mod chain;
 pub mod counter;
 pub mod energy;
@@ -19,6 +20,7 @@ pub mod session;
 pub mod tariff;
 pub mod units;
 
+pub use calibration::{Fit, Learner, Pair, Refusal, Window};
 pub use chain::{Chain, Part, Snapshot, SourceStatus, Unavailable};
 pub use energy::{Gap, Integrator, DEFAULT_GAP_THRESHOLD, MAX_POWER_WATTS};
 pub use error::Error;
