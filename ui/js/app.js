@@ -34,6 +34,10 @@ function renderScope(state) {
   if (!state.scope) return;
   const what = state.scope_text ?? state.scope;
   const said = `${what.charAt(0).toUpperCase()}${what.slice(1)}, ${state.quality ?? "no reading"}`;
+  if (state.quality === "calibrated" && state.bound_watts !== null && state.bound_watts !== undefined) {
+    setText(el, `${said} ± ${fmt.watts(state.bound_watts)} W: the sensors, as learned against it while it read`);
+    return;
+  }
   setText(el, state.scope === "components" ? `${said}: not the whole machine` : said);
 }
 

@@ -55,6 +55,15 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// The line from the machine's parts to a whole-machine reference (a plug, a battery): what
+    /// the running engine learned, or, with --from-csv, the fit of a recorded trace with the
+    /// columns t,reference_watts,components_watts. A refusal exits 1 with its reason.
+    Calibrate {
+        #[arg(long)]
+        from_csv: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Read every Linux source once from a sysfs root; with --then, again from a second root as
     /// if --after seconds had passed, which turns energy counters into watts (JSON).
     Probe {

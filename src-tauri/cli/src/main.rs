@@ -30,7 +30,8 @@ use args::{Cli, Cmd};
 use clap::Parser;
 use cmd::watch::Format;
 use cmd::{
-    export, inspect, llm, low_power, profile, report, reset_session, serve, top, totals, watch,
+    calibrate, export, inspect, llm, low_power, profile, report, reset_session, serve, top, totals,
+    watch,
 };
 
 /// A failure is the user's to act on, not a crash: its message and causes, never a backtrace
@@ -89,6 +90,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Sources => inspect::sources(),
         Cmd::Integrate { file } => inspect::integrate_file(&file),
         Cmd::Totals { json } => totals::totals(json),
+        Cmd::Calibrate { from_csv, json } => calibrate::calibrate(from_csv.as_deref(), json),
         Cmd::ResetSession => reset_session::reset_session(),
         serve @ Cmd::Serve { .. } => runtime.block_on(serve::serve(serve)),
         Cmd::Token => {

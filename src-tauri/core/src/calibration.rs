@@ -20,7 +20,10 @@
 //!
 //! Times are seconds on one clock (monotonic, or Unix seconds from a CSV); nothing here reads it.
 
+use crate::chain::{Part, Snapshot};
 use crate::energy::DEFAULT_GAP_THRESHOLD;
+use crate::reading::{Domain, Quality, Reading};
+use crate::scope::Scope;
 use crate::units::Watts;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -317,22 +320,25 @@ impl Learner {
     }
 
     /// One sample at monotonic time `t`. Both figures must be present for the pair to count;
-    /// a missing one (either side gone) ends the window in progress, dropped as short.
-    pub fn observe(&mut self, t: f64, reference: Option<Watts>, components: Option<Watts>) {
+    /// a missing one (either side gone) ends the window in progress, dropped as short. True when
+    /// the pair completed a window (a new fit may be made).
+    pub fn observe(&mut self, t: f64, reference: Option<Watts>, components: Option<Watts>) -> bool {
         let (Some(reference), Some(components)) = (reference, components) else {
             self.builder.interrupt();
-            return;
+            return false;
         };
         let pair = Pair {
             t,
             reference,
             components,
         };
-        if let Some(window) = self.builder.push(pair) {
-            self.windows.push(window);
-            let excess = self.windows.len().saturating_sub(KEEP_WINDOWS);
-            self.windows.drain(..excess);
-        }
+        let Some(window) = self.builder.push(pair) else {
+            return false;
+        };
+        self.windows.push(window);
+        let excess = self.windows.len().saturating_sub(KEEP_WINDOWS);
+        self.windows.drain(..excess);
+        true
     }
 
     /// The kept windows, oldest first.
@@ -349,6 +355,67 @@ impl Learner {
     /// joined the sum, another plug), and the old windows describe another line.
     pub fn reset(&mut self) {
         *self = Learner::default();
+    }
+}
+
+/// A fit learned on this machine, and what it maps: the parts it was learned on onto the
+/// reference's scope.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Learned {
+    pub fit: Fit,
+    /// The reference's scope: `wall` (a plug) or `system` (a battery, `psys`).
+    pub reference: Scope,
+    /// The parts the components figure covered (`cpu-package`, `gpu:0`).
+    pub covers: Vec<String>,
+    /// Wall-clock seconds when it was fitted.
+    pub fitted_unix: f64,
+}
+
+/// The source of a calibrated headline.
+pub const CALIBRATED_SOURCE: &str = "calibrated";
+
+impl Learned {
+    /// `snapshot` with a calibrated headline in the reference's scope standing in for the
+    /// reference, when the reference is gone and the very parts the line was learned on read;
+    /// otherwise `snapshot` as it was. The figure is [`Fit::predict`] of the parts, quality
+    /// [`Quality::Calibrated`], with [`Fit::bound`] ([`Learned::bound`]).
+    pub fn stand_in(&self, snapshot: Snapshot) -> Snapshot {
+        if snapshot.reference().is_some() {
+            return snapshot;
+        }
+        let Some((parts, coverage)) = snapshot.components() else {
+            return snapshot;
+        };
+        let predicted = self.fit.predict(parts);
+        if coverage.covers != self.covers || !predicted.is_plausible() {
+            return snapshot;
+        }
+        let domain = match self.reference {
+            Scope::Wall => Domain::Wall,
+            Scope::System | Scope::Components => Domain::System,
+        };
+        let headline = Reading::power(
+            domain,
+            predicted,
+            CALIBRATED_SOURCE,
+            Quality::Calibrated,
+            snapshot.at,
+        );
+        Snapshot {
+            headline_parts: vec![Part::of(&headline)],
+            headline: Some(headline),
+            ..snapshot
+        }
+    }
+
+    /// The bound of a calibrated headline of `snapshot`, when it has one.
+    pub fn bound(&self, snapshot: &Snapshot) -> Option<Watts> {
+        let h = snapshot.headline.as_ref()?;
+        if h.quality != Quality::Calibrated {
+            return None;
+        }
+        let (parts, _) = snapshot.components()?;
+        Some(self.fit.bound(parts))
     }
 }
 

@@ -95,6 +95,10 @@ pub struct Battery {
 pub enum Quality {
     /// Read from a hardware sensor or energy counter.
     Measured,
+    /// The machine's own sensors mapped onto a whole-machine reference (a plug, a battery) that
+    /// was measured beside them and is gone now: a line learned on this machine, with a bound
+    /// from its held-out error ([`crate::calibration`]).
+    Calibrated,
     /// Computed from a model of the hardware (e.g. CPU utilisation × a power model).
     Estimated,
     /// A rule of thumb (e.g. the size of the loaded model).
@@ -105,6 +109,7 @@ impl Quality {
     pub fn as_str(self) -> &'static str {
         match self {
             Quality::Measured => "measured",
+            Quality::Calibrated => "calibrated",
             Quality::Estimated => "estimated",
             Quality::Heuristic => "heuristic",
         }

@@ -11,6 +11,7 @@
 pub mod accounting;
 pub mod advice;
 pub mod budget;
+pub mod calibration;
 pub mod command;
 pub mod error;
 pub mod handle;

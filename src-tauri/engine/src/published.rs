@@ -58,6 +58,8 @@ pub struct Published {
     /// The headline's lifetime joules per scope (`None`: recorded before scopes were kept),
     /// likewise; each only grows, and the headline's scope now is there from its first sample.
     pub lifetime_by_scope: Vec<(Option<wattbar_core::Scope>, f64)>,
+    /// What calibration learned and whether it stands in for the reference now.
+    pub calibration: Arc<crate::calibration::CalibrationView>,
     /// The id of every source in the chain, best first.
     pub sources: Vec<String>,
     /// How often each source was read and how long its reads took, counted live.

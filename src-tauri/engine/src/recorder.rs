@@ -13,6 +13,7 @@ use crate::inference::book::{Restored, SCORED_RECORDS, SHOWN_RECORDS};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
+use wattbar_core::calibration::Learned;
 use wattbar_core::inference::resident::Unload;
 use wattbar_core::inference::resident::{Kept, ResidentDay, SetBaseline};
 use wattbar_core::inference::{Baseline, Record, Routed};
@@ -175,6 +176,22 @@ impl Recorder {
         ledger.reserve_ids(through);
         self.reserved_ids = Some(through.saturating_add(1));
         self.urgent = true;
+    }
+
+    /// The fit the ledger kept last; `None` without one.
+    pub fn restored_calibration(&self) -> Option<Learned> {
+        let ledger = self.ledger.as_ref()?;
+        ledger.store().calibration().unwrap_or_else(|e| {
+            tracing::warn!("the stored calibration could not be read: {e}");
+            None
+        })
+    }
+
+    /// Keeps a new fit; it is written with the next batch.
+    pub fn record_calibration(&mut self, learned: Learned) {
+        if let Some(ledger) = self.ledger.as_mut() {
+            ledger.record_calibration(learned);
+        }
     }
 
     /// Keeps a new idle baseline; it is written with the next batch.

@@ -11,6 +11,7 @@ use crate::store::{MovedAside, Row, Store, StoreError, Total};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
+use wattbar_core::calibration::Learned;
 use wattbar_core::inference::resident::{ResidentDay, SetBaseline, Unload};
 use wattbar_core::inference::{Baseline, Record};
 use wattbar_core::{LowPowerState, Scope};
@@ -36,6 +37,7 @@ struct Batch {
     low_power: Vec<(LowPowerState, String)>,
     reserve_ids_through: Option<u64>,
     scope_changes: Vec<ScopeChange>,
+    calibration: Option<Learned>,
 }
 
 /// What the UI and CLI show from the ledger.
@@ -164,6 +166,11 @@ impl Ledger {
         self.batch.unloads.push(unload);
     }
 
+    /// Keeps a new fit for the next batch (the newest wins).
+    pub fn record_calibration(&mut self, learned: Learned) {
+        self.batch.calibration = Some(learned);
+    }
+
     pub fn record_low_power(&mut self, state: LowPowerState, message: String) {
         self.batch.low_power.push((state, message));
     }
@@ -199,6 +206,7 @@ impl Ledger {
                 low_power: &b.low_power,
                 reserve_ids_through: b.reserve_ids_through,
                 scope_changes: &b.scope_changes,
+                calibration: b.calibration.as_ref(),
             },
         )?;
         self.batch = Batch::default();

@@ -1,14 +1,15 @@
 //! The ledger: a SQLite file (WAL) that keeps Wattbar's energy across crashes and restarts.
 //!
 //! Tables (schema version in `PRAGMA user_version`, migrated forward in order):
-//! - `lifetime(domain, joules)`: lifetime energy, only ever increasing: `system` is the headline
-//!   (what the user sees), the other domains (cpu, gpu, …) are metered from the breakdown;
+//! - `lifetime(domain, joules)`: lifetime energy per breakdown domain (cpu, gpu, wall, …), only
+//!   ever increasing; the headline's is `lifetime_scopes(scope, joules)` (v12);
 //! - `sessions(id, start, end, joules, cost, currency)`: `end` is NULL while the session runs;
-//! - `samples(t, watts, joules)`: raw samples, kept 24 h;
-//! - `minutes(t, n, sum_watts, max_watts, joules)`: per-minute rollups, kept 30 days;
-//! - `hours(t, n, sum_watts, max_watts, joules)`: per-hour rollups, kept forever;
-//! - `daily(day, currency, joules, cost)`, `monthly(month, currency, joules, cost)`: local
-//!   calendar totals, one row per currency (v4): money in two currencies is never added;
+//! - `samples(t, watts, joules, scope)`: raw samples, kept 24 h;
+//! - `minutes(t, scope, n, sum_watts, max_watts, joules)`: per-minute rollups, kept 30 days;
+//! - `hours(t, scope, n, sum_watts, max_watts, joules)`: per-hour rollups, kept forever;
+//! - `daily(day, scope, currency, joules, cost)`, `monthly(month, scope, currency, joules,
+//!   cost)`: local calendar totals, one row per scope and currency (v4, v12): money in two
+//!   currencies, and energy of two scopes, are never added;
 //! - `alerts(key)` (v2): budget alerts already given, so each is given once per period;
 //! - `low_power(t, enabled, reason, message)` (v3): every change of low-power mode; the last row
 //!   is the state restored at start;
@@ -23,7 +24,11 @@
 //! - `program_hours(t, program, joules)` (v10): energy per program per hour, kept 30 days
 //!   ([`programs`]);
 //! - `inference.shared_by`, `inference.held_before_joules` (v11): how many records shared a
-//!   record's window, and what records settled before it held of it.
+//!   record's window, and what records settled before it held of it;
+//! - scopes (v12): what the headline covered, kept with every sample and total, and each change
+//!   ([`scopes`]);
+//! - `calibration` (v13): the newest line from the machine's parts to a whole-machine reference
+//!   ([`calibration`]).
 //!
 //! Writes come in batches, each one transaction: a kill -9 loses at most the batch in memory and
 //! never leaves a half-written one. A file that is not a database, or fails its integrity
@@ -38,6 +43,7 @@ use thiserror::Error;
 use wattbar_core::Scope;
 
 mod batch;
+pub mod calibration;
 pub mod domains;
 pub mod inference;
 pub mod programs;

@@ -98,6 +98,7 @@ pub fn router(
         .route("/v1/snapshot", get(state::get_snapshot))
         .route("/v1/dashboard", get(state::get_dashboard))
         .route("/v1/totals", get(state::get_totals))
+        .route("/v1/calibration", get(state::get_calibration))
         .route("/v1/history", get(history::get_history))
         .route("/v1/stream", get(state::get_stream))
         .route(

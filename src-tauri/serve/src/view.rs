@@ -3,7 +3,7 @@
 //! both, so the UI has one code path.
 
 use serde::{Deserialize, Serialize};
-use wattbar_core::{Coverage, Domain, Part, Quality, Scope, Unavailable};
+use wattbar_core::{Coverage, Domain, Part, Quality, Scope, Unavailable, JOULES_PER_KWH};
 pub use wattbar_engine::advice::LowPowerView;
 use wattbar_engine::{Point, Published};
 use wattbar_ledger::ledger::LedgerTotals;
@@ -36,6 +36,9 @@ pub struct StatePayload {
     /// two set side by side ("the sensors see 62 % of the wall here").
     pub sensors_watts: Option<f64>,
     pub sensors_scope_text: Option<String>,
+    /// A calibrated headline's bound, watts (the fit's largest held-out error applied to it);
+    /// `None` for any other headline.
+    pub bound_watts: Option<f64>,
     pub unavailable: Vec<Unavailable>,
     /// Every reading of the sample, best source first.
     pub breakdown: Vec<BreakdownItem>,
@@ -79,10 +82,18 @@ pub struct StatePayload {
 pub struct HistoryPayload {
     pub range: String,
     pub step_seconds: i64,
-    /// The headline (`system`); empty when a domain filter leaves it out.
+    /// The headline (`system`), one point per bucket and scope; empty when a domain filter
+    /// leaves it out.
     pub points: Vec<HistoryPoint>,
-    /// The headline's energy over the range; `None` when a domain filter leaves it out.
+    /// The headline's energy over the range in `scope`, the newest point's; `None` when a domain
+    /// filter leaves it out. Energy of other scopes is in `other_scopes_kwh`, never added.
     pub kwh: Option<f64>,
+    pub scope: Option<Scope>,
+    /// kWh per other scope (`unrecorded`: kept before scopes were).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub other_scopes_kwh: std::collections::BTreeMap<&'static str, f64>,
+    /// When the headline's scope changed in the range (a plug added, unplugged, back).
+    pub scope_changes: Vec<wattbar_ledger::store::scopes::ScopeChange>,
     /// Per breakdown domain, when asked for (`?domain=cpu,gpu`, `*` for all).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub domains: Vec<wattbar_ledger::store::domains::DomainPoint>,
@@ -90,11 +101,24 @@ pub struct HistoryPayload {
 
 impl HistoryPayload {
     pub fn new(range: String, step: Step, points: Vec<HistoryPoint>) -> Self {
-        let joules: f64 = points.iter().map(|p| p.joules).sum();
+        let scope = points.last().and_then(|p| p.scope);
+        let mut joules = 0.0;
+        let mut other_scopes_kwh = std::collections::BTreeMap::new();
+        for p in &points {
+            if p.scope == scope {
+                joules += p.joules;
+            } else {
+                let name = p.scope.map_or("unrecorded", Scope::as_str);
+                *other_scopes_kwh.entry(name).or_default() += p.joules / JOULES_PER_KWH;
+            }
+        }
         HistoryPayload {
             range,
             step_seconds: step.seconds(),
-            kwh: Some(joules / wattbar_core::JOULES_PER_KWH),
+            kwh: Some(joules / JOULES_PER_KWH),
+            scope,
+            other_scopes_kwh,
+            scope_changes: Vec::new(),
             points,
             domains: Vec::new(),
         }
@@ -135,6 +159,7 @@ impl From<&Published> for StatePayload {
             wall_watts: wall.as_ref().map(|(w, _, _)| w.0),
             sensors_watts: wall.as_ref().map(|(_, s, _)| s.0),
             sensors_scope_text: wall.as_ref().map(|(_, _, c)| c.describe()),
+            bound_watts: p.calibration.bound_watts,
             covers: coverage.map(|c| c.covers).unwrap_or_default(),
             unavailable: p
                 .snapshot

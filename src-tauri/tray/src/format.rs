@@ -20,6 +20,11 @@ pub fn watts_text(p: &Published) -> String {
     match headline(p) {
         Some((w, Quality::Measured)) if w < 100.0 => format!("{w:.1} W"),
         Some((w, Quality::Measured)) => format!("{w:.0} W"),
+        // Learned against the wall and standing in for it: the bound says how far to trust it.
+        Some((w, Quality::Calibrated)) => match p.calibration.bound_watts {
+            Some(b) => format!("{w:.0} ±{b:.0} W"),
+            None => format!("≈{w:.0} W"),
+        },
         Some((w, Quality::Estimated)) => format!("≈{w:.0} W"),
         Some((w, Quality::Heuristic)) => format!("~{w:.0} W"),
         None => "— W".to_string(),
@@ -68,13 +73,33 @@ pub fn now_line(p: &Published) -> String {
     }
 }
 
-/// The second menu line: session energy and cost.
+/// The second menu line: session energy and cost, and what was measured in other scopes (never
+/// added to them).
 pub fn session_line(p: &Published) -> String {
-    format!(
+    let line = format!(
         "Session {} · {}",
         kwh(p.session.kwh),
         money(p.session.cost, p.session.currency.as_str())
-    )
+    );
+    let apart: Vec<String> = p
+        .session
+        .other_scopes
+        .iter()
+        .map(|o| format!("{} {}", kwh(o.kwh), scope_words(o.scope)))
+        .collect();
+    if apart.is_empty() {
+        line
+    } else {
+        format!("{line} (+ {}, not added)", apart.join(", "))
+    }
+}
+
+fn scope_words(scope: wattbar_core::Scope) -> &'static str {
+    match scope {
+        wattbar_core::Scope::Wall => "at the wall",
+        wattbar_core::Scope::System => "of the whole machine",
+        wattbar_core::Scope::Components => "of the sensors' parts",
+    }
 }
 
 /// The menu line for the last inference request: `Last answer 412 J · 1.9 J/token`.
@@ -205,6 +230,7 @@ pub(crate) mod tests {
             period_ms: 1000,
             totals: None,
             lifetime_by_scope: Vec::new(),
+            calibration: Default::default(),
             lifetime_by_domain: Vec::new(),
             sources: Vec::new(),
             reads: Vec::new().into(),

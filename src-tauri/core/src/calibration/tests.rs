@@ -383,3 +383,78 @@ fn reset_forgets_the_windows_and_the_window_in_progress() {
     }
     assert!(learner.windows().is_empty(), "{:?}", learner.windows());
 }
+
+fn learned_at_the_wall() -> Learned {
+    Learned {
+        fit: Fit {
+            offset_watts: 25.0,
+            slope: 1.6,
+            r2: 0.99,
+            heldout_mape: 0.01,
+            heldout_max_ape: 0.02,
+            windows: 12,
+            components_min_watts: 10.0,
+            components_max_watts: 90.0,
+        },
+        reference: Scope::Wall,
+        covers: vec!["cpu-package".into()],
+        fitted_unix: 1_700_000_000.0,
+    }
+}
+
+fn snapshot(readings: Vec<Reading>) -> Snapshot {
+    Snapshot::of(crate::reading::Stamp::default(), readings)
+}
+
+fn cpu(watts: f64) -> Reading {
+    Reading::power(
+        Domain::Cpu,
+        Watts(watts),
+        "rapl",
+        Quality::Measured,
+        crate::reading::Stamp::default(),
+    )
+}
+
+#[test]
+fn with_the_plug_gone_the_parts_stand_in_for_the_wall_calibrated_with_a_bound() {
+    // 40 W of CPU package: 25 + 1.6 × 40 = 89 W at the wall, ± 2 % = 1.78 W.
+    let learned = learned_at_the_wall();
+    let s = learned.stand_in(snapshot(vec![cpu(40.0)]));
+    let head = s.headline.clone().unwrap_or_else(|| panic!("no headline"));
+    assert_eq!(head.quality, Quality::Calibrated);
+    assert_eq!(head.source, CALIBRATED_SOURCE);
+    assert!((head.watts.unwrap_or_default().0 - 89.0).abs() < 1e-9);
+    assert_eq!(s.coverage().map(|c| c.scope), Some(Scope::Wall));
+    let bound = learned.bound(&s).unwrap_or_default().0;
+    assert!((bound - 1.78).abs() < 1e-9, "{bound}");
+    // Not a reading of the plug: nothing at the wall to compare the sensors with.
+    assert_eq!(s.wall_watts(), None);
+}
+
+#[test]
+fn a_live_plug_or_other_parts_leave_the_headline_as_measured() {
+    let learned = learned_at_the_wall();
+    let wall = Reading::power(
+        Domain::Wall,
+        Watts(95.0),
+        "wall-meter",
+        Quality::Measured,
+        crate::reading::Stamp::default(),
+    );
+    let live = learned.stand_in(snapshot(vec![cpu(40.0), wall]));
+    assert_eq!(live.headline_watts(), Some(Watts(95.0)));
+    assert_eq!(live.headline.map(|h| h.quality), Some(Quality::Measured));
+    // A GPU joined the sum: the line was not learned on these parts.
+    let gpu = Reading::power(
+        Domain::Gpu,
+        Watts(100.0),
+        "nvml",
+        Quality::Measured,
+        crate::reading::Stamp::default(),
+    )
+    .with_device("0");
+    let other = learned.stand_in(snapshot(vec![cpu(40.0), gpu]));
+    assert_eq!(other.headline_watts(), Some(Watts(140.0)));
+    assert_eq!(learned.bound(&other), None);
+}

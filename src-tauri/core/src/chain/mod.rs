@@ -41,7 +41,7 @@ use crate::reading::Battery;
 use crate::reading::{Domain, Quality, Reading, Source, Stamp};
 use crate::units::Watts;
 use pace::Pace;
-use select::{headline_with_parts, sensors_headline, usable};
+use select::{components_headline, headline_with_parts, sensors_headline, usable};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
@@ -137,6 +137,27 @@ impl Snapshot {
         let wall = self.wall_watts()?;
         let (sensors, coverage) = self.sensors()?;
         Some((wall, sensors, coverage))
+    }
+
+    /// The sum of the machine's parts and what it covers, whatever the headline is.
+    pub fn components(&self) -> Option<(Watts, crate::scope::Coverage)> {
+        let (reading, parts) = components_headline(&self.breakdown, &self.owners, self.at)?;
+        Some((reading.watts?, crate::scope::Coverage::of_parts(&parts)?))
+    }
+
+    /// A measured figure of the whole machine beside its parts, and its scope: the wall meter's,
+    /// else a measured whole-system reading (battery discharge, SMC, RAPL `psys`). What
+    /// calibration learns the parts against.
+    pub fn reference(&self) -> Option<(Watts, crate::scope::Scope)> {
+        if let Some(w) = self.wall_watts() {
+            return Some((w, crate::scope::Scope::Wall));
+        }
+        self.breakdown
+            .iter()
+            .filter(|r| matches!(r.domain, Domain::System | Domain::Platform))
+            .filter(|r| r.quality == Quality::Measured && self.owners.iter().any(|p| p.is(r)))
+            .find_map(|r| r.watts.filter(|w| w.is_plausible()))
+            .map(|w| (w, crate::scope::Scope::System))
     }
 
     /// What the headline covers; `None` without a headline.

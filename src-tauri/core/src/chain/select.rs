@@ -61,6 +61,16 @@ pub(super) fn sensors_headline(
     choose(readings, owners, at, &[Domain::System, Domain::Platform])
 }
 
+/// The sum of the machine's parts alone, no whole-machine reading: what calibration maps onto
+/// a reference.
+pub(super) fn components_headline(
+    readings: &[Reading],
+    owners: &[Part],
+    at: Stamp,
+) -> Option<(Reading, Vec<Part>)> {
+    choose(readings, owners, at, &[])
+}
+
 fn choose(
     readings: &[Reading],
     owners: &[Part],

@@ -14,8 +14,10 @@
 //!   readings rather than a counter's delta (or not known), since the power between two
 //!   readings was not seen;
 //! - quality: an allowance of the energy taken, [`quality_allowance`]: 0 for a measurement
-//!   (a counter's resolution, micro- to millijoules, is below what is shown), 25 % for an
-//!   estimate and 50 % for a heuristic. These two are allowances, not measured errors.
+//!   (a counter's resolution, micro- to millijoules, is below what is shown), 10 % for a
+//!   calibrated figure (the headline's own bound, from the fit's held-out error, is shown beside
+//!   it), 25 % for an estimate and 50 % for a heuristic. These are allowances, not measured
+//!   errors.
 //!
 //! The parts add (a worst case, not a root sum of squares). The net energy's bound adds the idle
 //! baseline's spread times the request's share of time.
@@ -27,6 +29,7 @@ use crate::reading::Quality;
 pub fn quality_allowance(quality: Option<Quality>) -> f64 {
     match quality {
         Some(Quality::Measured) => 0.0,
+        Some(Quality::Calibrated) => 0.1,
         Some(Quality::Estimated) => 0.25,
         Some(Quality::Heuristic) | None => 0.5,
     }

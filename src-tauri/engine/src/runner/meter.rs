@@ -1,5 +1,6 @@
-//! The first stage of each sample: a snapshot is accounted (session, cost, per domain and part)
-//! and becomes the interval since the sample before, which every later stage observes.
+//! The first stage of each sample: a snapshot is calibrated (a fit stands in for a whole-machine
+//! reference that is gone), accounted (session, cost, per domain and part) and becomes the
+//! interval since the sample before, which every later stage observes.
 //!
 //! Rules:
 //! - An interval exists only between two samples no further apart than the gap threshold: a
@@ -9,6 +10,7 @@
 //! - The wall clock labels samples and never moves energy; a step of it is said once.
 
 use crate::accounting::{Accounting, LocalWeek, Step};
+use crate::calibration::Calibration;
 use crate::published::{remember, Point};
 use crate::ring::Ring;
 use std::collections::BTreeMap;
@@ -21,6 +23,8 @@ const WALL_STEP_SECONDS: f64 = 2.0;
 
 /// Energy and cost as accounted, and the last sample.
 pub(super) struct Meter {
+    /// Learns the parts against a whole-machine reference, and stands in for it when it goes.
+    pub calibration: Calibration,
     pub accounting: Accounting,
     pub local_week: LocalWeek,
     /// What each owned part has added since the engine started.
@@ -45,8 +49,9 @@ pub(super) struct Sampled {
 }
 
 impl Meter {
-    pub fn new(accounting: Accounting) -> Self {
+    pub fn new(accounting: Accounting, calibration: Calibration) -> Self {
         Meter {
+            calibration,
             accounting,
             local_week: LocalWeek::default(),
             part_totals: BTreeMap::new(),
@@ -58,6 +63,7 @@ impl Meter {
 
     /// Accounts `snapshot`, taken at `at`.
     pub fn take(&mut self, at: Stamp, snapshot: Snapshot) -> Sampled {
+        let snapshot = self.calibration.take(snapshot, at.unix_seconds);
         let prev = self.last;
         self.notice_wall_step(at);
         let week_seconds = self.local_week.at(at.unix_seconds);

@@ -232,6 +232,7 @@ impl Engine {
             totals: self.recorder.totals(self.clock.unix()),
             lifetime_by_domain: self.recorder.lifetime_by_domain(),
             lifetime_by_scope: self.recorder.lifetime_by_scope(),
+            calibration: self.meter.calibration.view(),
             sources: self.publication.sources.clone(),
             reads: self.chain.counters(),
             notice: self
@@ -336,7 +337,10 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         chain,
         clock,
         prefs: config.prefs,
-        meter: Meter::new(accounting),
+        meter: Meter::new(
+            accounting,
+            crate::calibration::Calibration::new(recorder.restored_calibration()),
+        ),
         recorder,
         low_power,
         inference: Inference {

@@ -19,6 +19,9 @@ impl Engine {
         let at = self.stamp();
         let snapshot = self.chain.sample(at);
         let s = self.meter.take(at, snapshot);
+        if let Some(learned) = self.meter.calibration.take_fresh() {
+            self.recorder.record_calibration(learned);
+        }
         if let Some(interval) = &s.interval {
             self.programs.observe(&s);
             let open = self.inference.requests.open();

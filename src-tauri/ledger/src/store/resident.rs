@@ -49,6 +49,8 @@ pub struct Also<'a> {
     pub reserve_ids_through: Option<u64>,
     /// Changes of the headline's scope.
     pub scope_changes: &'a [super::scopes::ScopeChange],
+    /// A new fit from the parts to a whole-machine reference.
+    pub calibration: Option<&'a wattbar_core::calibration::Learned>,
 }
 
 /// Keeps one unload; `conn` may be the batch's transaction.

@@ -1,14 +1,16 @@
 //! The ledger's schema: each version's migration, applied forward in order in one transaction
 //! each, and the version check that refuses a ledger a newer Wattbar wrote.
 
-use super::{domains, inference, programs, resident, scopes, sql_at, Store, StoreError};
+use super::{
+    calibration, domains, inference, programs, resident, scopes, sql_at, Store, StoreError,
+};
 use rusqlite::Connection;
 use std::path::Path;
 
 /// The schema this build writes and reads (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 12;
+pub const SCHEMA_VERSION: i64 = 13;
 
-pub(super) const MIGRATIONS: [&str; 12] = [
+pub(super) const MIGRATIONS: [&str; 13] = [
     r#"
 CREATE TABLE lifetime (domain TEXT PRIMARY KEY, joules REAL NOT NULL);
 CREATE TABLE sessions (id INTEGER PRIMARY KEY, start REAL NOT NULL, end REAL,
@@ -54,6 +56,7 @@ ALTER TABLE monthly_v4 RENAME TO monthly;
     programs::MIGRATION,
     inference::SHARES,
     scopes::MIGRATION,
+    calibration::MIGRATION,
 ];
 
 impl Store {

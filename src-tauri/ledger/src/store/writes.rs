@@ -197,6 +197,9 @@ impl Store {
             for change in also.scope_changes {
                 super::scopes::put_change(&tx, change)?;
             }
+            if let Some(l) = also.calibration {
+                super::calibration::put(&tx, l)?;
+            }
             if let Some(through) = also.reserve_ids_through {
                 super::inference::put_reserved_ids(&tx, through)?;
             }

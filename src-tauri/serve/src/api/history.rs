@@ -96,11 +96,9 @@ fn history_payload(
     domains: Option<Vec<String>>,
 ) -> Result<Result<HistoryPayload, String>, wattbar_engine::Error> {
     let Some(names) = domains else {
-        return Ok(Ok(HistoryPayload::new(
-            label,
-            step,
-            store.history(from, to, step)?,
-        )));
+        let mut payload = HistoryPayload::new(label, step, store.history(from, to, step)?);
+        payload.scope_changes = store.scope_changes(from, to)?;
+        return Ok(Ok(payload));
     };
     let all = names.iter().any(|n| n == "*");
     let with_headline = all || names.iter().any(|n| n == "system");
@@ -125,7 +123,9 @@ fn history_payload(
     };
     let wanted: Vec<String> = if all { Vec::new() } else { names };
     let mut payload = HistoryPayload::new(label, step, headline);
-    if !with_headline {
+    if with_headline {
+        payload.scope_changes = store.scope_changes(from, to)?;
+    } else {
         payload.kwh = None;
     }
     payload.domains = store.domain_history(from, to, step, &wanted)?;

@@ -77,6 +77,44 @@ pub(super) async fn get_totals(State(shared): State<Arc<Shared>>) -> Json<Totals
     })
 }
 
+/// `/v1/calibration`: what was learned from the parts to a whole-machine reference, why a fit
+/// was refused, and what it gives now: the parts' watts and the reference's (while it reads),
+/// the figure the fit makes of the parts and its bound.
+#[derive(Serialize)]
+pub(super) struct CalibrationBody {
+    #[serde(flatten)]
+    view: wattbar_engine::calibration::CalibrationView,
+    components_watts: Option<f64>,
+    components_covers: Vec<String>,
+    reference_watts: Option<f64>,
+    reference_scope: Option<wattbar_core::Scope>,
+    /// The fit applied to the parts now, with its bound: what the headline is (or would be
+    /// without the reference).
+    calibrated_watts: Option<f64>,
+    calibrated_bound_watts: Option<f64>,
+}
+
+pub(super) async fn get_calibration(State(shared): State<Arc<Shared>>) -> Json<CalibrationBody> {
+    let p = shared.engine.current();
+    let snapshot = p.snapshot.as_ref();
+    let parts = snapshot.and_then(|s| s.components());
+    let reference = snapshot.and_then(|s| s.reference());
+    let view = p.calibration.as_ref().clone();
+    let fit = view.learned.as_ref().map(|l| &l.fit);
+    let calibrated = fit
+        .zip(parts.as_ref())
+        .map(|(f, (w, _))| (f.predict(*w), f.bound(*w)));
+    Json(CalibrationBody {
+        components_watts: parts.as_ref().map(|(w, _)| w.0),
+        components_covers: parts.map(|(_, c)| c.covers).unwrap_or_default(),
+        reference_watts: reference.map(|(w, _)| w.0),
+        reference_scope: reference.map(|(_, s)| s),
+        calibrated_watts: calibrated.map(|(w, _)| w.0),
+        calibrated_bound_watts: calibrated.map(|(_, b)| b.0),
+        view,
+    })
+}
+
 pub(super) async fn get_stream(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     let slot = Arc::clone(&shared.streams)
         .try_acquire_owned()

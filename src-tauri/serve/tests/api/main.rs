@@ -249,3 +249,25 @@ async fn the_snapshot_carries_the_replayed_watts_with_source_and_quality() {
     assert_eq!(j["low_power"]["recommended_model"], "qwen3:1b");
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calibration_says_what_a_fit_needs_before_there_is_one() {
+    // The CPU package alone, no whole-machine reference: nothing to learn against, nothing made
+    // up; what the parts are now is still said.
+    let server = Server::start("t,watts,domain\n0,30,cpu\n", None).await;
+    wait_until_sampled(&server).await;
+    let r = server.get("/v1/calibration").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let j = r.json();
+    assert!(j["learned"].is_null(), "{j}");
+    assert_eq!(j["windows"], 0, "{j}");
+    assert_eq!(j["windows_needed"], 12, "{j}");
+    assert_eq!(j["standing_in"], false, "{j}");
+    assert_eq!(j["components_watts"], 30.0, "{j}");
+    assert_eq!(j["components_covers"], serde_json::json!(["cpu-package"]));
+    assert!(
+        j["reference_watts"].is_null() && j["calibrated_watts"].is_null(),
+        "{j}"
+    );
+    server.stop().await;
+}

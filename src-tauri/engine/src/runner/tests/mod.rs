@@ -1,5 +1,6 @@
 //! The runner, driven on tokio's paused clock through replayed traces.
 
+mod calibration;
 mod clocks;
 mod prefs;
 mod programs;
