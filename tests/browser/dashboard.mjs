@@ -73,6 +73,19 @@ try {
   await prefs.fill("#low_power_max_tokens", "64");
   await prefs.press("#low_power_max_tokens", "Tab");
   await prefs.waitForFunction(() => document.getElementById("msg-low_power_max_tokens").dataset.kind === "ok", null, { timeout: 10000 });
+  // The wall meter: an address that is no plug's refused; one with a password saved, the
+  // password kept apart and never shown back (the field says it is kept).
+  await prefs.fill("#wall_meter_url", "https://plug.example");
+  await prefs.press("#wall_meter_url", "Tab");
+  await prefs.waitForFunction(() => document.getElementById("msg-wall_meter").dataset.kind === "error", null, { timeout: 10000 });
+  report.wall_meter_refused = await prefs.textContent("#msg-wall_meter");
+  await prefs.fill("#wall_meter_url", "http://127.0.0.1:9");
+  await prefs.fill("#wall_meter_password", "hunter2");
+  await prefs.press("#wall_meter_password", "Tab");
+  await prefs.waitForFunction(() => document.getElementById("msg-wall_meter").dataset.kind === "ok"
+    && document.getElementById("wall_meter_password").placeholder !== "", null, { timeout: 10000 });
+  report.wall_meter_password_field = await prefs.inputValue("#wall_meter_password");
+  report.wall_meter_password_placeholder = await prefs.getAttribute("#wall_meter_password", "placeholder");
   await prefs.close();
   // "Save report" downloads the ledger's report of the range shown, drawn by the engine.
   const [download] = await Promise.all([

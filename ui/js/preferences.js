@@ -123,6 +123,48 @@ function saveTariffs() {
   return save("tariffs", tariffs);
 }
 
+// The wall meter: one preference made of several fields. Secrets are never shown back: a field
+// left empty keeps the one kept before, and is sent only when typed.
+const SECRETS = [["wall_meter_password", "password"], ["wall_meter_token", "token"]];
+
+function showWallMeter(meter) {
+  $("wall_meter_url").value = meter ? meter.url : "";
+  $("wall_meter_kind").value = meter && meter.kind ? meter.kind : "";
+  $("wall_meter_channels").value = meter && meter.channels ? meter.channels.join(", ") : "";
+  showSecretsKept(meter);
+}
+
+function showSecretsKept(meter) {
+  for (const [id] of SECRETS) $(id).placeholder = meter && meter.has_secret ? "kept (type to replace)" : "";
+}
+
+// Saves the wall meter as the form has it; a secret sent leaves the form once it is kept. What
+// the user is typing elsewhere meanwhile is left alone.
+async function saveWallMeter() {
+  const value = wallMeterValue();
+  if (!(await save("wall_meter", value))) return;
+  for (const [id, key] of SECRETS) {
+    if (value && value[key] && $(id).value.trim() === value[key]) $(id).value = "";
+  }
+  const saved = await transport.getPreferences().catch(() => null);
+  if (saved) showSecretsKept(saved.wall_meter);
+}
+
+function wallMeterValue() {
+  const url = $("wall_meter_url").value.trim();
+  if (url === "") return null;
+  const value = { url };
+  const kind = $("wall_meter_kind").value;
+  if (kind) value.kind = kind;
+  const channels = $("wall_meter_channels").value.split(",").map((c) => c.trim()).filter(Boolean);
+  if (channels.length) value.channels = channels;
+  const password = $("wall_meter_password").value;
+  if (password) value.password = password;
+  const token = $("wall_meter_token").value.trim();
+  if (token) value.token = token;
+  return value;
+}
+
 async function start() {
   let prefs;
   try {
@@ -138,6 +180,8 @@ async function start() {
     show(input, prefs[key]);
     input.addEventListener("change", () => save(key, valueOf(input)));
   }
+  showWallMeter(prefs.wall_meter);
+  for (const input of document.querySelectorAll("[data-wall]")) input.addEventListener("change", saveWallMeter);
   tariffs = prefs.tariffs.map((r) => ({ ...r, weekdays: [...r.weekdays] }));
   renderTariffs();
   $("add-tariff").addEventListener("click", () => {

@@ -209,6 +209,21 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
         serde_json::json!({"llama3": "qwen3:1b"})
     );
     assert_eq!(saved["low_power_max_tokens"], 64);
+    // The wall meter from the form: https refused by the schema's message, then a plug saved
+    // with its password out of the preferences and out of the form.
+    assert!(
+        report["wall_meter_refused"]
+            .as_str()
+            .is_some_and(|m| m.contains("http://")),
+        "{report}"
+    );
+    assert_eq!(saved["wall_meter"]["url"], "http://127.0.0.1:9", "{saved}");
+    assert!(!saved.to_string().contains("hunter2"), "{saved}");
+    assert_eq!(report["wall_meter_password_field"], "", "{report}");
+    assert_eq!(
+        report["wall_meter_password_placeholder"], "kept (type to replace)",
+        "{report}"
+    );
     assert_eq!(report["last_request_routed_from"], "llama3", "{report}");
     assert!(
         report["routing"]

@@ -187,3 +187,64 @@ fn a_plug_reads_the_wall_beside_the_sensors_and_a_counter_reset_loses_nothing() 
     let by_scope = &totals["lifetime_joules_by_scope"];
     assert!(by_scope["wall"].as_f64() >= Some(wall_joules), "{totals}");
 }
+
+#[test]
+fn a_plug_set_in_the_preferences_is_read_at_once_and_its_password_never_shown() {
+    let plug = Plug::start(80.0, 1e9);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let serve = Serve::start(
+        dir.path(),
+        "t,watts,domain\n0,50,cpu\n",
+        &["--interval", "200ms"],
+    );
+    let token = std::fs::read_to_string(dir.path().join("api-token"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .trim()
+        .to_string();
+    let host = plug.url.trim_start_matches("http://");
+    let with_password = serde_json::json!({"url": format!("http://admin:hunter2@{host}")});
+    serve
+        .client()
+        .with_token(&token)
+        .put("/v1/preferences/wall_meter", &with_password)
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The plug heads the chain from the next samples, no restart.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = serve.get("/v1/snapshot");
+        if s["scope"] == "wall" {
+            assert_eq!(s["watts"], 80.0, "{s}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "{s}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Neither the API nor the preferences file holds the password; a file of its own does.
+    let prefs = serve.text("/v1/preferences");
+    assert!(
+        !prefs.contains("hunter2") && prefs.contains("\"has_secret\":true"),
+        "{prefs}"
+    );
+    let file = std::fs::read_to_string(dir.path().join("preferences.json")).unwrap_or_default();
+    assert!(file.contains(host) && !file.contains("hunter2"), "{file}");
+    let secret = dir.path().join("wall-meter.secret.json");
+    assert!(std::fs::read_to_string(&secret).is_ok_and(|s| s.contains("hunter2")));
+
+    // Taken out: the sensors are the headline again.
+    serve
+        .client()
+        .with_token(&token)
+        .put("/v1/preferences/wall_meter", &serde_json::Value::Null)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = serve.get("/v1/snapshot");
+        if s["scope"] == "components" && wall_item(&s).is_none() {
+            assert_eq!(s["watts"], 50.0, "{s}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "{s}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!secret.exists());
+}

@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;
 
+pub mod wall_meter;
+pub use wall_meter::WallMeterPref;
+
 /// An ISO 4217 currency code: three ASCII capital letters.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -100,6 +103,8 @@ pub struct Preferences {
     pub score_ceiling: f64,
     /// Days inference records are kept (the figures per model keep everything).
     pub inference_keep_days: u32,
+    /// The smart plug the machine is plugged into ([`wall_meter`]); `None`: none.
+    pub wall_meter: Option<WallMeterPref>,
 }
 
 /// Inference records are kept this many days by default, and at most [`MAX_KEEP_DAYS`].
@@ -231,13 +236,14 @@ impl Default for Preferences {
             llm_upstream: None,
             score_ceiling: DEFAULT_SCORE_CEILING,
             inference_keep_days: DEFAULT_INFERENCE_KEEP_DAYS,
+            wall_meter: None,
         }
     }
 }
 
 impl Preferences {
     /// The stored keys besides the low-power ones ([`POLICY_KEYS`]).
-    const OWN_KEYS: [&'static str; 18] = [
+    const OWN_KEYS: [&'static str; 19] = [
         "price_per_kwh",
         "currency",
         "interval_ms",
@@ -256,6 +262,7 @@ impl Preferences {
         "llm_upstream",
         "score_ceiling",
         "inference_keep_days",
+        "wall_meter",
     ];
 
     /// Every stored key, as [`Preferences::set_field`] takes it and serde writes it.
@@ -398,6 +405,9 @@ impl Preferences {
                 };
                 check_upstream(v.as_deref())?;
                 self.llm_upstream = v;
+            }
+            "wall_meter" => {
+                self.wall_meter = WallMeterPref::parse(value, self.wall_meter.as_ref())?;
             }
             "score_ceiling" => {
                 let v = value

@@ -41,9 +41,75 @@ pub fn load(path: &Path) -> Result<(Preferences, Vec<wattbar_core::Error>), Erro
     let map = value
         .as_object()
         .ok_or_else(|| parse_error("not a JSON object".into()))?;
-    Ok(Preferences::from_entries(
-        map.iter().map(|(k, v)| (k.as_str(), v)),
-    ))
+    let (mut prefs, problems) = Preferences::from_entries(map.iter().map(|(k, v)| (k.as_str(), v)));
+    if let Some(meter) = prefs.wall_meter.as_mut() {
+        let secrets = read_secrets(&secrets_path(path))?;
+        meter.password = meter.password.take().or(secrets.password);
+        meter.token = secrets.token;
+        meter.has_secret = meter.password.is_some() || meter.token.is_some();
+    }
+    Ok((prefs, problems))
+}
+
+/// The wall meter's password and token, kept apart from the preferences (which readers of the
+/// API see): readable by this user alone, never logged.
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+struct Secrets {
+    password: Option<String>,
+    token: Option<String>,
+}
+
+/// Where the wall meter's secrets are kept: beside the preferences file.
+pub fn secrets_path(preferences: &Path) -> std::path::PathBuf {
+    preferences.with_file_name("wall-meter.secret.json")
+}
+
+fn read_secrets(path: &Path) -> Result<Secrets, Error> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text).map_err(|e| Error::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Secrets::default()),
+        Err(source) => Err(Error::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// Keeps the wall meter's secrets (0600, written whole or not at all), or removes the file
+/// when there are none.
+fn write_secrets(path: &Path, prefs: &Preferences) -> Result<(), Error> {
+    let io = |source: std::io::Error| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let secrets = prefs
+        .wall_meter
+        .as_ref()
+        .map_or(Secrets::default(), |m| Secrets {
+            password: m.password.clone(),
+            token: m.token.clone(),
+        });
+    if secrets.password.is_none() && secrets.token.is_none() {
+        return match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(e)),
+            _ => Ok(()),
+        };
+    }
+    let text = serde_json::to_string(&secrets).map_err(|e| Error::Parse {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    crate::paths::create_private_dir(dir).map_err(io)?;
+    // A temporary file is made readable by its user alone; renamed, it stays so.
+    let mut file = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
+    std::io::Write::write_all(&mut file, text.as_bytes()).map_err(io)?;
+    file.as_file().sync_all().map_err(io)?;
+    file.persist(path).map_err(|e| io(e.error))?;
+    Ok(())
 }
 
 /// [`load`] for an engine about to start: a file it cannot read as preferences is moved aside to
@@ -77,6 +143,9 @@ pub fn load_or_set_aside(
 /// Writes `key` as `prefs` has it (the schema's canonical form) into the file at `path`, keeping
 /// every other key. A file that is not a JSON object is not overwritten: that is an error.
 pub fn save_field(path: &Path, prefs: &Preferences, key: &str) -> Result<(), Error> {
+    if key == "wall_meter" {
+        write_secrets(&secrets_path(path), prefs)?;
+    }
     let io = |source: std::io::Error| Error::Io {
         path: path.to_path_buf(),
         source,
@@ -289,5 +358,37 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         let stored: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
         assert_eq!(stored, serde_json::json!({"currency": "USD"}));
+    }
+
+    #[test]
+    fn the_wall_meters_password_is_kept_apart_for_its_user_alone_and_comes_back() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("preferences.json");
+        let mut p = Preferences::default();
+        p.set_field(
+            "wall_meter",
+            &serde_json::json!({"url": "http://admin:hunter2@plug.lan", "channels": ["switch:0"]}),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        save_field(&path, &p, "wall_meter").unwrap_or_else(|e| panic!("{e}"));
+        let prefs_text = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(!prefs_text.contains("hunter2"), "{prefs_text}");
+        let secret = secrets_path(&path);
+        let mode = std::fs::metadata(&secret)
+            .map(|m| m.permissions().mode() & 0o777)
+            .unwrap_or(0);
+        assert_eq!(mode, 0o600);
+        let (loaded, problems) = load(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert!(problems.is_empty(), "{problems:?}");
+        let meter = loaded.wall_meter.unwrap_or_else(|| panic!("no wall meter"));
+        assert_eq!(meter.url, "http://admin@plug.lan");
+        assert_eq!(meter.password.as_deref(), Some("hunter2"));
+        assert_eq!(meter.channels, ["switch:0"]);
+        // No wall meter: no secret left behind.
+        p.set_field("wall_meter", &serde_json::Value::Null)
+            .unwrap_or_else(|e| panic!("{e}"));
+        save_field(&path, &p, "wall_meter").unwrap_or_else(|e| panic!("{e}"));
+        assert!(!secret.exists());
     }
 }

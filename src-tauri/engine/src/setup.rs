@@ -2,8 +2,9 @@
 
 use crate::error::Error;
 use std::path::{Path, PathBuf};
+use wattbar_core::prefs::WallMeterPref;
 use wattbar_core::{Chain, Source};
-use wattbar_sources::plugs::{WallMeter, WallMeterSource};
+use wattbar_sources::plugs::{Vendor, WallMeter, WallMeterSource};
 use wattbar_sources::{replay, ReplaySource};
 
 pub const REPLAY_ENV: &str = "WATTBAR_REPLAY";
@@ -67,14 +68,30 @@ pub fn build_chain(options: &ChainOptions) -> Result<Chain, Error> {
         None => wattbar_sources::default_sources(&options.root, options.cpu_tdp_watts),
     };
     if let Some(meter) = &options.wall_meter {
-        sources.push(match WallMeterSource::new(meter) {
-            Ok(source) => Box::new(source),
-            Err(e) => Box::new(wattbar_sources::Absent::new(
-                wattbar_sources::plugs::SOURCE_ID,
-                wattbar_core::Quality::Measured,
-                e,
-            )),
-        });
+        sources.push(wall_meter_source(meter));
     }
     Ok(Chain::new(sources))
+}
+
+/// The wall meter's source; one that cannot be set up stays listed with its reason.
+pub fn wall_meter_source(meter: &WallMeter) -> Box<dyn Source> {
+    match WallMeterSource::new(meter) {
+        Ok(source) => Box::new(source),
+        Err(e) => Box::new(wattbar_sources::Absent::new(
+            wattbar_sources::plugs::SOURCE_ID,
+            wattbar_core::Quality::Measured,
+            e,
+        )),
+    }
+}
+
+/// The wall meter the preference names.
+pub fn wall_meter_of(pref: &WallMeterPref) -> WallMeter {
+    WallMeter {
+        url: pref.url.clone(),
+        kind: pref.kind.as_deref().and_then(Vendor::named),
+        password: pref.password.clone(),
+        token: pref.token.clone(),
+        channels: pref.channels.clone(),
+    }
 }

@@ -413,3 +413,31 @@ fn every_capture_in_the_folder_is_read_or_refused_with_a_reason() {
     }
     assert!(seen >= 40, "only {seen} captures");
 }
+
+#[test]
+fn only_the_channels_named_are_summed() {
+    let two = read("shelly-gen2/plus-2pm-fw-pre1.2.2-shelly-getstatus-two-switches.json");
+    let ids: Vec<&str> = two.channels.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["switch:0", "switch:1"]);
+    // The first switch alone: 62 758.285 Wh × 3600 = 225 929 826 J.
+    let first = two
+        .clone()
+        .only(&["switch:0".to_string()])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(close(
+        first.energy_joules.unwrap_or_default(),
+        225_929_826.0
+    ));
+    assert_eq!(first.channels.len(), 1);
+    // None named: all of them, as read.
+    assert_eq!(two.clone().only(&[]).ok(), Some(two.clone()));
+    let missing = two
+        .only(&["switch:7".to_string()])
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        missing.contains("\"switch:7\"") && missing.contains("switch:0, switch:1"),
+        "{missing}"
+    );
+}

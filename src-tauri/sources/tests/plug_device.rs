@@ -248,6 +248,7 @@ fn a_wrong_or_missing_password_is_said_so_and_never_shown() {
         kind: Some(Vendor::ShellyGen2),
         password: Some("guessed".into()),
         token: None,
+        channels: Vec::new(),
     })
     .and_then(|mut c| c.read());
     match wrong {

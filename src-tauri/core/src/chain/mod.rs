@@ -207,13 +207,54 @@ impl Chain {
         }
     }
 
+    /// Puts `source` in the place of the source with the same id, or adds it after the sources
+    /// of its quality or better; `None` takes that source out. What was counted of its reads
+    /// goes on (a counter never goes back).
+    pub fn set_source(&mut self, id: &str, source: Option<Box<dyn Source>>) {
+        let at = self.slots.iter().position(|s| s.source.id() == id);
+        let mut counters: Vec<ReadCounter> =
+            self.counters.iter().map(ReadCounter::carried).collect();
+        match (at, source) {
+            (Some(i), Some(source)) => {
+                self.slots[i] = Slot {
+                    source,
+                    gone: None,
+                    pace: Pace::default(),
+                };
+            }
+            (Some(i), None) => {
+                self.slots.remove(i);
+                counters.remove(i);
+            }
+            (None, Some(source)) => {
+                let i = self
+                    .slots
+                    .iter()
+                    .position(|s| s.source.quality() > source.quality())
+                    .unwrap_or(self.slots.len());
+                counters.insert(i, ReadCounter::new(source.id()));
+                self.slots.insert(
+                    i,
+                    Slot {
+                        source,
+                        gone: None,
+                        pace: Pace::default(),
+                    },
+                );
+            }
+            (None, None) => return,
+        }
+        self.counters = counters.into();
+    }
+
     /// Times every read with `timer` (the engine's monotonic clock).
     pub fn with_timer(mut self, timer: Timer) -> Self {
         self.timer = Some(timer);
         self
     }
 
-    /// Each source's reads so far, in priority order; the same counters for the chain's life.
+    /// Each source's reads so far, in priority order; the same counters until a source is set
+    /// ([`Chain::set_source`]), whose new counters go on from these.
     pub fn counters(&self) -> Arc<[ReadCounter]> {
         Arc::clone(&self.counters)
     }

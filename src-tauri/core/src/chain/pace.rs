@@ -48,6 +48,15 @@ impl ReadCounter {
         }
     }
 
+    /// A counter for the same source that goes on from this one's counts.
+    pub(super) fn carried(&self) -> Self {
+        ReadCounter {
+            id: self.id.clone(),
+            reads: AtomicU64::new(self.reads()),
+            nanos: AtomicU64::new(self.nanos.load(Ordering::Relaxed)),
+        }
+    }
+
     pub fn reads(&self) -> u64 {
         self.reads.load(Ordering::Relaxed)
     }

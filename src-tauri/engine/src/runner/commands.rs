@@ -105,6 +105,15 @@ impl Engine {
                 self.meter.accounting.set_interval(next.interval());
                 self.low_power.set_config(next.low_power.clone());
                 self.inference.book.set_ceiling(next.score_ceiling);
+                if next.wall_meter != self.prefs.wall_meter {
+                    let source = next
+                        .wall_meter
+                        .as_ref()
+                        .map(|m| crate::setup::wall_meter_source(&crate::setup::wall_meter_of(m)));
+                    self.chain
+                        .set_source(wattbar_sources::plugs::SOURCE_ID, source);
+                    self.publication.sources = self.chain.ids();
+                }
                 self.prefs = next;
                 self.measured_changed();
                 let period = self.period();

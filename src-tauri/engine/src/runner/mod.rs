@@ -323,6 +323,15 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         recorder.restored_low_power(),
         config.os_power,
     );
+    let mut chain = chain;
+    // A plug named on the command line or in the environment comes first; else the preference's.
+    let wall_meter = wattbar_sources::plugs::SOURCE_ID;
+    if let Some(pref) = &config.prefs.wall_meter {
+        if !chain.ids().iter().any(|id| id == wall_meter) {
+            let meter = crate::setup::wall_meter_of(pref);
+            chain.set_source(wall_meter, Some(crate::setup::wall_meter_source(&meter)));
+        }
+    }
     let timer_clock = Arc::clone(&clock);
     let chain = chain.with_timer(Box::new(move || timer_clock.elapsed()));
     let engaged = low_power.engagements();

@@ -33,6 +33,8 @@ pub struct WallMeter {
     pub password: Option<String>,
     /// Home Assistant's long-lived access token.
     pub token: Option<String>,
+    /// The channels summed (`switch:0`, `em1:1`); all of the device's when empty.
+    pub channels: Vec<String>,
 }
 
 /// Shows where the meter is, never its secrets.
@@ -43,6 +45,7 @@ impl std::fmt::Debug for WallMeter {
             .field("kind", &self.kind)
             .field("password", &self.password.as_ref().map(|_| "…"))
             .field("token", &self.token.as_ref().map(|_| "…"))
+            .field("channels", &self.channels)
             .finish()
     }
 }
@@ -58,6 +61,7 @@ pub struct PlugClient {
     user: String,
     password: Option<String>,
     token: Option<String>,
+    channels: Vec<String>,
     /// What the device was found to be, and where its reading is.
     found: Option<(Vendor, String)>,
 }
@@ -113,6 +117,7 @@ impl PlugClient {
             user,
             password: meter.password.clone().or(password),
             token: meter.token.clone(),
+            channels: meter.channels.clone(),
             found: None,
         })
     }
@@ -134,7 +139,7 @@ impl PlugClient {
         };
         let (status, body) = self.get(&path)?;
         match parse_plug_as(vendor, &body) {
-            Ok(reading) => Ok(reading),
+            Ok(reading) => reading.only(&self.channels),
             Err(Error::Parse { message, .. }) if status != 200 => Err(Error::Unavailable(format!(
                 "{}{path} answered HTTP {status}: {message}",
                 self.origin
@@ -342,6 +347,7 @@ mod tests {
             password: Some("hunter2".into()),
             token: Some("tok-secret".into()),
             kind: None,
+            channels: Vec::new(),
         };
         let shown = format!("{meter:?}");
         assert!(

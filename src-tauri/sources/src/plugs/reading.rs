@@ -23,6 +23,20 @@ pub enum Vendor {
 }
 
 impl Vendor {
+    /// The vendor a person names (as [`Vendor::as_str`] writes it).
+    pub fn named(name: &str) -> Option<Vendor> {
+        [
+            Vendor::ShellyGen1,
+            Vendor::ShellyGen2,
+            Vendor::Tasmota,
+            Vendor::Kasa,
+            Vendor::Tapo,
+            Vendor::HomeAssistant,
+        ]
+        .into_iter()
+        .find(|v| v.as_str() == name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Vendor::ShellyGen1 => "shelly-gen1",
@@ -96,6 +110,43 @@ impl PlugReading {
             counter_since: None,
             channels,
         })
+    }
+}
+
+impl PlugReading {
+    /// The reading of the channels named `ids` alone (`switch:0`, `em1:1`), summed; all of
+    /// them when none is named. A name the device does not have is an error that lists the
+    /// ones it has.
+    pub fn only(self, ids: &[String]) -> Result<PlugReading, Error> {
+        if ids.is_empty() {
+            return Ok(self);
+        }
+        if let Some(missing) = ids
+            .iter()
+            .find(|id| !self.channels.iter().any(|c| &c.id == *id))
+        {
+            let have: Vec<&str> = self.channels.iter().map(|c| c.id.as_str()).collect();
+            return Err(Error::Unavailable(format!(
+                "the wall meter has no channel {missing:?}; it has {}",
+                have.join(", ")
+            )));
+        }
+        let vendor = self.vendor;
+        let (resolution, since) = (self.energy_resolution_joules, self.counter_since.clone());
+        let chosen: Vec<Channel> = self
+            .channels
+            .into_iter()
+            .filter(|c| ids.contains(&c.id))
+            .collect();
+        let mut reading = PlugReading::from_channels(vendor, chosen, || {
+            format!(
+                "the wall meter's channels {} measure nothing",
+                ids.join(", ")
+            )
+        })?;
+        reading.energy_resolution_joules = resolution;
+        reading.counter_since = since;
+        Ok(reading)
     }
 }
 

@@ -473,3 +473,40 @@ fn the_wall_is_the_headline_while_it_reads_and_the_sensors_take_over_when_it_sto
         .iter()
         .any(|u| u.source == "wall-meter" && u.reason.contains("did not answer")));
 }
+
+#[test]
+fn a_source_set_later_takes_its_place_and_the_counts_go_on() {
+    let mut chain = Chain::new(vec![
+        fixed(
+            "rapl",
+            Quality::Measured,
+            Ok(vec![(Domain::Cpu, None, 40.0)]),
+        ),
+        fixed(
+            "cpu-estimate",
+            Quality::Estimated,
+            Ok(vec![(Domain::Cpu, None, 30.0)]),
+        ),
+    ]);
+    chain.sample_every_source(t(1));
+    let live = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let plug = |watts| -> Box<dyn Source> {
+        Box::new(Plug {
+            live: live.clone(),
+            watts,
+        })
+    };
+    chain.set_source("wall-meter", Some(plug(100.0)));
+    // Measured, so before the estimate; the reads counted so far are kept.
+    assert_eq!(chain.ids(), ["rapl", "wall-meter", "cpu-estimate"]);
+    assert_eq!(chain.counters()[0].reads(), 1);
+    assert_eq!(chain.sample(t(2)).headline_watts(), Some(Watts(100.0)));
+    // Another plug in its place, then none.
+    chain.set_source("wall-meter", Some(plug(120.0)));
+    assert_eq!(chain.ids().len(), 3);
+    assert_eq!(chain.sample(t(3)).headline_watts(), Some(Watts(120.0)));
+    chain.set_source("wall-meter", None);
+    assert_eq!(chain.ids(), ["rapl", "cpu-estimate"]);
+    assert_eq!(chain.sample(t(4)).headline_watts(), Some(Watts(40.0)));
+    assert_eq!(chain.counters()[0].reads(), 4);
+}
