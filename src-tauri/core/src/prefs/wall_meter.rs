@@ -1,7 +1,8 @@
 //! The `wall_meter` preference: the smart plug the machine is plugged into.
 //!
 //! `{"url", "kind"?, "channels"?, "password"?, "token"?}`, or null for none. Rules:
-//! - The URL is `http://host[:port][/path]`: plugs answer plain HTTP on the local network. A
+//! - The URL is `http://host[:port][/path]`: plugs answer plain HTTP on the local network
+//!   (`kasa://host` for a Kasa plug's own TCP protocol). A
 //!   password in it (`http://admin:PASSWORD@host`) is taken out at once: the stored URL never
 //!   holds one.
 //! - `kind` is one of [`KINDS`]; without it the device is found from its own answers.
@@ -152,10 +153,15 @@ impl WallMeterPref {
 
 /// The URL without its password, and the password; refuses what is no plug's address.
 fn take_password(url: &str) -> Result<(String, Option<String>), Error> {
-    let Some(rest) = url.strip_prefix("http://") else {
-        return Err(invalid(
-            "the address must start with http:// (plugs answer plain HTTP on the local network)",
-        ));
+    let (scheme, rest) = match (url.strip_prefix("http://"), url.strip_prefix("kasa://")) {
+        (Some(rest), _) => ("http", rest),
+        (None, Some(rest)) => ("kasa", rest),
+        (None, None) => {
+            return Err(invalid(
+                "the address must start with http:// (plugs answer plain HTTP on the local \
+                 network), or kasa:// for a Kasa plug",
+            ))
+        }
     };
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
@@ -174,7 +180,7 @@ fn take_password(url: &str) -> Result<(String, Option<String>), Error> {
         None => (None, None),
     };
     let user = user.map_or(String::new(), |u| format!("{u}@"));
-    Ok((format!("http://{user}{host}{path}"), password))
+    Ok((format!("{scheme}://{user}{host}{path}"), password))
 }
 
 #[cfg(test)]
@@ -229,6 +235,13 @@ mod tests {
         let why = |v| parse(v).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(why(json!({"url": "https://plug"})).contains("http://"));
         assert!(why(json!({"url": "http://"})).contains("no host"));
+        assert_eq!(
+            parse(json!({"url": "kasa://192.0.2.9"}))
+                .ok()
+                .flatten()
+                .map(|p| p.url),
+            Some("kasa://192.0.2.9".to_string())
+        );
         assert!(why(json!({"url": "http://plug", "kind": "tapo"})).contains("not one of"));
         assert!(why(json!({"url": "http://plug", "channel": [0]})).contains("\"channel\""));
         assert!(why(json!({"url": "http://plug", "channels": [0]})).contains("switch:0"));

@@ -53,8 +53,10 @@ impl std::fmt::Debug for WallMeter {
 /// A plug found and asked again at each [`PlugClient::read`].
 pub struct PlugClient {
     agent: ureq::Agent,
-    /// `http://host:port`, with no credentials.
+    /// `http://host:port` (or `kasa://host:port`), with no credentials.
     origin: String,
+    /// Asked over Kasa's legacy TCP protocol rather than HTTP.
+    kasa: bool,
     /// The path asked as given, or none (find the device).
     path: Option<String>,
     kind: Option<Vendor>,
@@ -78,12 +80,16 @@ impl std::fmt::Debug for PlugClient {
 impl PlugClient {
     pub fn new(meter: &WallMeter) -> Result<PlugClient, Error> {
         let url = meter.url.trim();
-        let Some(rest) = url.strip_prefix("http://") else {
-            return Err(Error::Unavailable(format!(
-                "the wall meter's address must start with http:// (plugs answer plain HTTP on \
-                 the local network): {}",
-                without_credentials(url)
-            )));
+        let (rest, kasa) = match (url.strip_prefix("http://"), url.strip_prefix("kasa://")) {
+            (Some(rest), _) => (rest, false),
+            (None, Some(rest)) => (rest.trim_end_matches('/'), true),
+            (None, None) => {
+                return Err(Error::Unavailable(format!(
+                    "the wall meter's address must start with http:// (plugs answer plain HTTP \
+                     on the local network), or kasa:// for a Kasa plug: {}",
+                    without_credentials(url)
+                )))
+            }
         };
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], Some(&rest[i..])),
@@ -111,7 +117,8 @@ impl PlugClient {
             .build();
         Ok(PlugClient {
             agent: config.into(),
-            origin: format!("http://{host}"),
+            origin: format!("{}://{host}", if kasa { "kasa" } else { "http" }),
+            kasa,
             path: path.filter(|p| *p != "/").map(String::from),
             kind: meter.kind,
             user,
@@ -129,6 +136,11 @@ impl PlugClient {
 
     /// Asks the device now (finding it first, once).
     pub fn read(&mut self) -> Result<PlugReading, Error> {
+        if self.kasa {
+            let host = self.origin.trim_start_matches("kasa://");
+            let text = super::kasa_tcp::ask(super::kasa_tcp::address(host)?, TIMEOUT)?;
+            return parse_plug_as(Vendor::Kasa, &text)?.only(&self.channels);
+        }
         let (vendor, path) = match &self.found {
             Some(found) => found.clone(),
             None => {
@@ -181,11 +193,17 @@ impl PlugClient {
                         .to_string(),
                 ))
             }
-            Some(vendor @ (Vendor::Kasa | Vendor::Tapo)) => {
-                return Err(Error::Unavailable(format!(
-                    "{} plugs do not answer HTTP: read them through Home Assistant",
-                    vendor.as_str()
-                )))
+            Some(Vendor::Kasa) => {
+                return Err(Error::Unavailable(
+                    "Kasa plugs do not answer HTTP: give the address as kasa://HOST".to_string(),
+                ))
+            }
+            Some(Vendor::Tapo) => {
+                return Err(Error::Unavailable(
+                    "Tapo plugs need the TP-Link cloud account (KLAP): read them through Home \
+                     Assistant"
+                        .to_string(),
+                ))
             }
             None => {}
         }

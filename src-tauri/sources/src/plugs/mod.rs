@@ -16,6 +16,7 @@
 mod fetch;
 mod homeassistant;
 mod kasa;
+pub mod kasa_tcp;
 mod parse;
 mod reading;
 mod shelly;
