@@ -630,7 +630,7 @@ fn stored_lifetime_joules(home: &Home) -> f64 {
         return 0.0;
     };
     conn.query_row(
-        "SELECT COALESCE(SUM(joules), 0) FROM lifetime WHERE domain = 'system'",
+        "SELECT COALESCE(SUM(joules), 0) FROM lifetime_scopes",
         [],
         |r| r.get(0),
     )

@@ -26,6 +26,19 @@ try {
   await page.goto(`${url}/#token=${token}`);
   await page.waitForSelector("body[data-ready=true]", { timeout: 15000 });
   await page.evaluate(() => { window.__loadedOnce = true; });
+  // Every 100 ms while the page is open (batches are written every 10 s meanwhile): the session
+  // never shows more than today, today than the month, the month than the lifetime.
+  await page.evaluate(() => {
+    window.__order = { checked: 0, broken: [] };
+    const ids = ["session-kwh", "today-kwh", "month-kwh", "lifetime-kwh"];
+    setInterval(() => {
+      const raw = ids.map((id) => document.getElementById(id).dataset.value);
+      if (raw.some((v) => v === "" || v === undefined)) return;
+      const f = raw.map(Number);
+      window.__order.checked += 1;
+      if (f.some((x, i) => i > 0 && f[i - 1] > x + 1e-12)) window.__order.broken.push(f);
+    }, 100);
+  });
   await page.waitForFunction(() => document.getElementById("watts").textContent !== "—", null, { timeout: 10000 });
   report.first_watts = await page.textContent("#watts");
   report.transport = await page.getAttribute("body", "data-transport");
@@ -63,13 +76,19 @@ try {
   // Routing: the choice, a routes object and a cap, each saved by the schema or refused.
   await prefs.selectOption("#low_power_action", "route");
   await prefs.waitForFunction(() => document.getElementById("msg-low_power_action").dataset.kind === "ok", null, { timeout: 10000 });
-  await prefs.fill("#low_power_routes", '{"llama3": "qwen3:1b"');
-  await prefs.press("#low_power_routes", "Tab");
+  // A route is a row of the table: a served model too long to be a model's name (over 200
+  // characters) is refused by the schema, then a right one saved.
+  await prefs.click("#add-route");
+  await prefs.fill("#route-from-0", "llama3");
+  await prefs.fill("#route-to-0", "x".repeat(250));
+  await prefs.press("#route-to-0", "Tab");
   await prefs.waitForFunction(() => document.getElementById("msg-low_power_routes").dataset.kind === "error", null, { timeout: 10000 });
   report.routes_refused = await prefs.textContent("#msg-low_power_routes");
-  await prefs.fill("#low_power_routes", '{"llama3": "qwen3:1b"}');
-  await prefs.press("#low_power_routes", "Tab");
+  await prefs.fill("#route-to-0", "qwen3:1b");
+  await prefs.press("#route-to-0", "Tab");
   await prefs.waitForFunction(() => document.getElementById("msg-low_power_routes").dataset.kind === "ok", null, { timeout: 10000 });
+  report.route_choices = await prefs.$$eval("#model-choices option", (o) => o.map((x) => x.value));
+  if (process.env.PREFERENCES_SCREENSHOT) await prefs.screenshot({ path: process.env.PREFERENCES_SCREENSHOT, fullPage: true });
   await prefs.fill("#low_power_max_tokens", "64");
   await prefs.press("#low_power_max_tokens", "Tab");
   await prefs.waitForFunction(() => document.getElementById("msg-low_power_max_tokens").dataset.kind === "ok", null, { timeout: 10000 });
@@ -130,7 +149,24 @@ try {
     report.programs_caption = await page.textContent("#programs-caption");
     report.same_page_after_request = await page.evaluate(() => window.__loadedOnce === true);
   }
+  report.totals_order = await page.evaluate(() => window.__order);
   if (screenshot) await page.screenshot({ path: screenshot, fullPage: true });
+  // The same page in a wide window: cards side by side, charts with axes and a time scale.
+  await page.setViewportSize({ width: 1280, height: 900 });
+  await page.waitForFunction(() => document.querySelectorAll("#history-chart .u-axis").length === 2, null, { timeout: 10000 });
+  report.wide = await page.evaluate(() => {
+    const cards = [...document.querySelectorAll("main > section")].filter((s) => !s.hidden);
+    const box = (el) => el.getBoundingClientRect();
+    const value = document.getElementById("today-kwh");
+    const label = value.parentElement.querySelector("th");
+    return {
+      columns: new Set(cards.map((c) => Math.round(box(c).left))).size,
+      history_axes: document.querySelectorAll("#history-chart .u-axis").length,
+      watts_axes: document.querySelectorAll("#spark-watts .u-axis").length,
+      label_to_value_px: Math.round(box(value).left - box(label).right),
+    };
+  });
+  if (process.env.WIDE_SCREENSHOT) await page.screenshot({ path: process.env.WIDE_SCREENSHOT, fullPage: true });
 } catch (e) {
   errors.push(String(e));
 } finally {

@@ -99,15 +99,33 @@ function renderBreakdown(items) {
   });
 }
 
-// Small uPlot line charts. A null value is a hole in the line: absent, never zero.
-function chart(el, stroke) {
+// In a wide window (a browser on the `serve` UI) the dashboard is a grid of cards and its
+// charts have axes and a time scale; at the tray window's width they stay small lines.
+const WIDE = window.matchMedia("(min-width: 900px)");
+
+// A y-axis tick: small figures (a session's first kWh, its cost) to two significant digits,
+// never rounded to a row of zeros.
+function tick(v) {
+  if (v === 0 || v === null) return "0";
+  return Math.abs(v) < 1 ? String(Number(v.toPrecision(2))) : String(Number(v.toFixed(1)));
+}
+
+// uPlot line charts. A null value is a hole in the line: absent, never zero. `unit` labels the
+// y axis in a wide window.
+function chart(el, stroke, unit) {
   const width = () => Math.max(120, el.clientWidth || 300);
+  const small = el.classList.contains("small");
+  const wide = WIDE.matches;
+  const css = getComputedStyle(document.documentElement);
+  const muted = css.getPropertyValue("--muted").trim() || "#6b6b73";
+  const line = css.getPropertyValue("--line").trim() || "#e4e4ea";
+  const axis = (extra) => ({ stroke: muted, grid: { stroke: line, width: 1 }, ticks: { stroke: line, width: 1 }, font: "11px system-ui, sans-serif", ...extra });
   const plot = new uPlot({
     width: width(),
-    height: el.classList.contains("small") ? 28 : 60,
-    cursor: { show: false }, legend: { show: false }, select: { show: false },
+    height: wide ? (small ? 120 : 200) : (small ? 28 : 60),
+    cursor: { show: wide, x: true, y: false, points: { show: false } }, legend: { show: false }, select: { show: false },
     scales: { x: { time: true }, y: { range: (u, min, max) => [Math.min(0, min), max > 0 ? max * 1.1 : 1] } },
-    axes: [{ show: false }, { show: false }],
+    axes: wide ? [axis({}), axis({ label: unit, labelSize: 16, size: 64, values: (u, splits) => splits.map(tick) })] : [{ show: false }, { show: false }],
     // Points only where there are few, so a single stored minute is still visible.
     series: [{}, { stroke, width: 1.5, spanGaps: false, points: { show: (u) => u.data[0].length <= 60, size: 4 } }],
   }, [[], []], el);
@@ -116,6 +134,13 @@ function chart(el, stroke) {
 }
 
 const charts = {};
+function makeCharts() {
+  const stroke = accent();
+  charts.watts = chart($("spark-watts"), stroke, "W");
+  charts.kwh = chart($("spark-kwh"), stroke, "kWh");
+  charts.cost = chart($("spark-cost"), stroke, "cost");
+  charts.history = chart($("history-chart"), stroke, "W");
+}
 function accent() {
   return getComputedStyle(document.documentElement).getPropertyValue("--accent").trim() || "#c98f00";
 }
@@ -155,7 +180,8 @@ async function loadHistory() {
   try {
     const h = await transport.getHistory(historyRange);
     const end = Date.now() / 1000;
-    const points = h.points.map((p) => ({ t: p.t, watts: p.mean_watts }));
+    // One scope on one line: the wall's watts and the sensors' are different quantities.
+    const points = h.points.filter((p) => (p.scope ?? null) === (h.scope ?? null)).map((p) => ({ t: p.t, watts: p.mean_watts }));
     // The data first (it rescales), then the x range: the whole tab, however few points.
     charts.history.setData(series(points, "watts"));
     charts.history.setScale("x", { min: end - RANGE_SECONDS[historyRange], max: end });
@@ -322,11 +348,16 @@ async function start() {
     return;
   }
   document.body.dataset.transport = transport.kind;
-  const stroke = accent();
-  charts.watts = chart($("spark-watts"), stroke);
-  charts.kwh = chart($("spark-kwh"), stroke);
-  charts.cost = chart($("spark-cost"), stroke);
-  charts.history = chart($("history-chart"), stroke);
+  makeCharts();
+  // Across the breakpoint the charts are made again, with or without axes, and redrawn.
+  WIDE.addEventListener("change", () => {
+    for (const c of Object.values(charts)) c.destroy();
+    makeCharts();
+    sparkDrawn = -Infinity;
+    sessionDrawn = -Infinity;
+    renderSpark();
+    loadHistory();
+  });
   document.addEventListener("visibilitychange", () => { if (!document.hidden) renderSpark(); });
   $("price-form").hidden = !transport.can.price;
   const prefsButton = $("open-preferences");

@@ -123,6 +123,67 @@ function saveTariffs() {
   return save("tariffs", tariffs);
 }
 
+// Routes: requested model → served model, one row each. A row is sent once both sides are
+// filled; the schema says what is wrong with a name.
+let routes = [];
+
+function routeRow(route, index) {
+  const tr = document.createElement("tr");
+  const cell = (side, label, placeholder) => {
+    const td = document.createElement("td");
+    const input = document.createElement("input");
+    input.id = `route-${side}-${index}`;
+    input.value = route[side];
+    input.placeholder = placeholder;
+    input.spellcheck = false;
+    input.setAttribute("list", "model-choices");
+    input.setAttribute("aria-label", `Route ${index + 1}: ${label}`);
+    input.addEventListener("change", () => {
+      route[side] = input.value.trim();
+      saveRoutes();
+    });
+    td.appendChild(input);
+    return td;
+  };
+  const remove = document.createElement("td");
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "secondary";
+  button.textContent = "Remove";
+  button.setAttribute("aria-label", `Remove route ${index + 1}`);
+  button.addEventListener("click", () => { routes.splice(index, 1); renderRoutes(); saveRoutes(); });
+  remove.appendChild(button);
+  tr.append(cell("from", "requested model", "llama3.1:70b or *"), cell("to", "served model", "qwen3:1b"), remove);
+  return tr;
+}
+
+function renderRoutes() {
+  $("route-rows").replaceChildren(...routes.map(routeRow));
+}
+
+function saveRoutes() {
+  const complete = routes.filter((r) => r.from !== "" && r.to !== "");
+  if (complete.length < routes.length) {
+    setMessage("low_power_routes", "Fill in both models of each route to save it", "info");
+    if (complete.length === 0 && routes.length > 0) return Promise.resolve(false);
+  }
+  return save("low_power_routes", Object.fromEntries(complete.map((r) => [r.from, r.to])));
+}
+
+// The models the server has offered (measured or held), as choices for a route's two sides.
+async function offerModels(prefs) {
+  const names = new Set([prefs.low_power_model]);
+  const dashboard = await transport.getDashboard().catch(() => null);
+  const state = dashboard && dashboard.state;
+  for (const m of (state && state.inference && state.inference.models) || []) names.add(m.model);
+  for (const r of (state && state.resident) || []) names.add(r.model);
+  $("model-choices").replaceChildren(...[...names].filter(Boolean).sort().map((name) => {
+    const option = document.createElement("option");
+    option.value = name;
+    return option;
+  }));
+}
+
 // The wall meter: one preference made of several fields. Secrets are never shown back: a field
 // left empty keeps the one kept before, and is sent only when typed.
 const SECRETS = [["wall_meter_password", "password"], ["wall_meter_token", "token"]];
@@ -180,6 +241,14 @@ async function start() {
     show(input, prefs[key]);
     input.addEventListener("change", () => save(key, valueOf(input)));
   }
+  routes = Object.entries(prefs.low_power_routes || {}).map(([from, to]) => ({ from, to }));
+  renderRoutes();
+  $("add-route").addEventListener("click", () => {
+    routes.push({ from: "", to: "" });
+    renderRoutes();
+    $(`route-from-${routes.length - 1}`).focus();
+  });
+  offerModels(prefs);
   showWallMeter(prefs.wall_meter);
   for (const input of document.querySelectorAll("[data-wall]")) input.addEventListener("change", saveWallMeter);
   tariffs = prefs.tariffs.map((r) => ({ ...r, weekdays: [...r.weekdays] }));

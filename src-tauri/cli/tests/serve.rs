@@ -152,6 +152,11 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
         .env("WATTBAR_URL", &serve.url)
         .env("WATTBAR_TOKEN", &token)
         .env("SCREENSHOT", shots.join("browser-dashboard.png"))
+        .env(
+            "PREFERENCES_SCREENSHOT",
+            shots.join("browser-preferences.png"),
+        )
+        .env("WIDE_SCREENSHOT", shots.join("browser-dashboard-1280.png"))
         .env("WATTBAR_LLM_PROXY", serve.proxy())
         .env("TMPDIR", dir.path())
         .current_dir(repo_root())
@@ -166,6 +171,18 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
     let report: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
     assert_eq!(report["first_watts"], "12.5");
+    // Read every 100 ms over the page's life, across batches: session ≤ today ≤ month ≤
+    // lifetime each time.
+    let order = &report["totals_order"];
+    assert!(order["checked"].as_u64() >= Some(100), "{report}");
+    assert_eq!(order["broken"], serde_json::json!([]), "{report}");
+    // At 1280 px: the cards side by side (two columns at the least), the charts with both
+    // axes, and a value beside its label, not across the page.
+    let wide = &report["wide"];
+    assert!(wide["columns"].as_u64() >= Some(2), "{report}");
+    assert_eq!(wide["history_axes"], 2, "{report}");
+    assert_eq!(wide["watts_axes"], 2, "{report}");
+    assert!(wide["label_to_value_px"].as_i64() <= Some(400), "{report}");
     assert_eq!(report["later_watts"], "31.0");
     // A trace of the whole machine is said to be the whole machine.
     assert_eq!(report["scope"], "The whole machine, measured", "{report}");
@@ -200,7 +217,7 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
     assert!(
         report["routes_refused"]
             .as_str()
-            .is_some_and(|m| m.contains("is not an object mapping model names")),
+            .is_some_and(|m| m.contains("map model names to model names")),
         "{report}"
     );
     assert_eq!(saved["low_power_action"], "route");
@@ -209,6 +226,13 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
         serde_json::json!({"llama3": "qwen3:1b"})
     );
     assert_eq!(saved["low_power_max_tokens"], 64);
+    // The table offers the low-power model among the choices for a route's sides.
+    assert!(
+        report["route_choices"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|m| m == "qwen3:1b")),
+        "{report}"
+    );
     // The wall meter from the form: https refused by the schema's message, then a plug saved
     // with its password out of the preferences and out of the form.
     assert!(

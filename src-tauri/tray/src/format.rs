@@ -369,4 +369,55 @@ pub(crate) mod tests {
         std::sync::Arc::make_mut(&mut none.programs).unavailable = Some("no /proc".into());
         assert_eq!(top_line(&none), "Top: not measured (no /proc)");
     }
+
+    /// The kWh a menu line shows: "Session 1.50 Wh · …" → 0.0015.
+    fn shown_kwh(line: &str) -> f64 {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let (n, unit) = (words[1].parse::<f64>().unwrap_or(f64::NAN), words[2]);
+        match unit {
+            "Wh" => n / 1000.0,
+            "kWh" => n,
+            other => panic!("{other} in {line}"),
+        }
+    }
+
+    #[test]
+    fn the_menus_session_never_shows_more_than_today_across_batches() {
+        // A real engine on a replayed 3600 W (1 Wh a second), batches every 400 ms: over 3 s
+        // the menu's lines are read at each published state, between batches and at them.
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let trace = dir.path().join("trace.csv");
+        std::fs::write(&trace, "t,watts\n0,3600\n").unwrap_or_else(|e| panic!("{e}"));
+        let chain = wattbar_engine::build_chain(&wattbar_engine::ChainOptions {
+            replay: Some(trace),
+            ..Default::default()
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        let prefs = wattbar_core::Preferences {
+            interval_ms: 100,
+            ..Default::default()
+        };
+        let mut config =
+            wattbar_engine::EngineConfig::new(prefs).with_store(dir.path().join("wattbar.db"));
+        config.batch_interval = Duration::from_millis(400);
+        let engine = wattbar_engine::spawn(chain, config).unwrap_or_else(|e| panic!("{e}"));
+        let (mut checked, mut seen) = (0, 0);
+        let until = std::time::Instant::now() + Duration::from_secs(3);
+        while std::time::Instant::now() < until {
+            let p = engine.current();
+            if p.seq != seen && p.totals.is_some() {
+                seen = p.seq;
+                let (session, today) = (session_line(&p), today_line(&p));
+                assert!(
+                    shown_kwh(&session) <= shown_kwh(&today),
+                    "{session} | {today}"
+                );
+                checked += 1;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        engine.stop();
+        // Most states fall between two batches; a few dozen were read.
+        assert!(checked >= 10, "{checked} states");
+    }
 }

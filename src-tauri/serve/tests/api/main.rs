@@ -271,3 +271,33 @@ async fn calibration_says_what_a_fit_needs_before_there_is_one() {
     );
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_totals_never_show_the_session_above_today_or_today_above_the_month() {
+    // 3600 W, sampled every 100 ms, batches every 200 ms: over 2 s /v1/totals is read between
+    // batches and at them, and each answer holds session ≤ today ≤ month ≤ lifetime.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let db = dir.path().join("wattbar.db");
+    let server = Server::start("t,watts\n0,3600\n", Some(&db)).await;
+    wait_until_sampled(&server).await;
+    let until = std::time::Instant::now() + Duration::from_secs(2);
+    let mut checked = 0;
+    while std::time::Instant::now() < until {
+        let t = server.get("/v1/totals").await.json();
+        let j = |v: &serde_json::Value| v["joules"].as_f64().unwrap_or(f64::NAN);
+        let figures = [
+            j(&t["session"]),
+            j(&t["stored"]["today"]),
+            j(&t["stored"]["month"]),
+            j(&t["stored"]["lifetime"]),
+        ];
+        assert!(
+            figures.windows(2).all(|w| w[0] <= w[1] + 1e-9),
+            "session, today, month, lifetime: {figures:?}"
+        );
+        checked += 1;
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    assert!(checked >= 20, "{checked} answers");
+    server.stop().await;
+}
