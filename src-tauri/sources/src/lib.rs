@@ -14,6 +14,7 @@ pub mod ollama;
 pub mod plugs;
 pub mod processes;
 pub mod replay;
+pub mod resolver;
 pub mod sample;
 
 pub use cpu_proxy::{CpuPowerModel, CpuProxy};

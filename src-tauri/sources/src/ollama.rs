@@ -137,12 +137,13 @@ impl OllamaHeuristic {
             base_url,
             watts_per_gb,
             // Ollama is local: an HTTP_PROXY in the environment must not reroute the request.
-            agent: ureq::Agent::config_builder()
-                .timeout_global(Some(DEFAULT_TIMEOUT))
-                .proxy(None)
-                .http_status_as_error(false)
-                .build()
-                .into(),
+            agent: crate::resolver::agent(
+                ureq::Agent::config_builder()
+                    .timeout_global(Some(DEFAULT_TIMEOUT))
+                    .proxy(None)
+                    .http_status_as_error(false)
+                    .build(),
+            ),
             quiet: None,
         }
     }

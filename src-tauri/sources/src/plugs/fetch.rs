@@ -116,7 +116,7 @@ impl PlugClient {
             .proxy(None)
             .build();
         Ok(PlugClient {
-            agent: config.into(),
+            agent: crate::resolver::agent(config),
             origin: format!("{}://{host}", if kasa { "kasa" } else { "http" }),
             kasa,
             path: path.filter(|p| *p != "/").map(String::from),
