@@ -129,7 +129,10 @@ function chart(el, stroke, unit) {
     // Points only where there are few, so a single stored minute is still visible.
     series: [{}, { stroke, width: 1.5, spanGaps: false, points: { show: (u) => u.data[0].length <= 60, size: 4 } }],
   }, [[], []], el);
-  new ResizeObserver(() => plot.setSize({ width: width(), height: plot.height })).observe(el);
+  const resized = new ResizeObserver(() => plot.setSize({ width: width(), height: plot.height }));
+  resized.observe(el);
+  // Taken down with the chart when it is made again across the breakpoint.
+  plot.resized = resized;
   return plot;
 }
 
@@ -351,7 +354,7 @@ async function start() {
   makeCharts();
   // Across the breakpoint the charts are made again, with or without axes, and redrawn.
   WIDE.addEventListener("change", () => {
-    for (const c of Object.values(charts)) c.destroy();
+    for (const c of Object.values(charts)) { c.resized.disconnect(); c.destroy(); }
     makeCharts();
     sparkDrawn = -Infinity;
     sessionDrawn = -Infinity;

@@ -151,7 +151,7 @@ function routeRow(route, index) {
   button.className = "secondary";
   button.textContent = "Remove";
   button.setAttribute("aria-label", `Remove route ${index + 1}`);
-  button.addEventListener("click", () => { routes.splice(index, 1); renderRoutes(); saveRoutes(); });
+  button.addEventListener("click", () => { routes.splice(index, 1); renderRoutes(); saveRoutes(true); });
   remove.appendChild(button);
   tr.append(cell("from", "requested model", "llama3.1:70b or *"), cell("to", "served model", "qwen3:1b"), remove);
   return tr;
@@ -161,11 +161,12 @@ function renderRoutes() {
   $("route-rows").replaceChildren(...routes.map(routeRow));
 }
 
-function saveRoutes() {
+// `removed`: a row was taken out, so what is left is saved even when it is nothing.
+function saveRoutes(removed = false) {
   const complete = routes.filter((r) => r.from !== "" && r.to !== "");
   if (complete.length < routes.length) {
     setMessage("low_power_routes", "Fill in both models of each route to save it", "info");
-    if (complete.length === 0 && routes.length > 0) return Promise.resolve(false);
+    if (complete.length === 0 && !removed) return Promise.resolve(false);
   }
   return save("low_power_routes", Object.fromEntries(complete.map((r) => [r.from, r.to])));
 }

@@ -43,7 +43,17 @@ pub fn load(path: &Path) -> Result<(Preferences, Vec<wattbar_core::Error>), Erro
         .ok_or_else(|| parse_error("not a JSON object".into()))?;
     let (mut prefs, problems) = Preferences::from_entries(map.iter().map(|(k, v)| (k.as_str(), v)));
     if let Some(meter) = prefs.wall_meter.as_mut() {
-        let secrets = read_secrets(&secrets_path(path))?;
+        // A secrets file that cannot be read costs the secrets alone, said without their value.
+        let secrets = read_secrets(&secrets_path(path)).unwrap_or_else(|e| {
+            let what = match e {
+                Error::Io { source, .. } => source.kind().to_string(),
+                _ => "not the JSON Wattbar writes".to_string(),
+            };
+            tracing::warn!(
+                "the wall meter's password and token could not be read ({what}); asking without them"
+            );
+            Secrets::default()
+        });
         meter.password = meter.password.take().or(secrets.password);
         meter.token = secrets.token;
         meter.has_secret = meter.password.is_some() || meter.token.is_some();

@@ -100,8 +100,10 @@ pub struct HistoryPayload {
 }
 
 impl HistoryPayload {
-    pub fn new(range: String, step: Step, points: Vec<HistoryPoint>) -> Self {
-        let scope = points.last().and_then(|p| p.scope);
+    /// The payload of `points`, its energy in `scope` (the headline's now), other scopes apart;
+    /// `None` there: the newest point's.
+    pub fn new(range: String, step: Step, points: Vec<HistoryPoint>, scope: Option<Scope>) -> Self {
+        let scope = scope.or_else(|| points.last().and_then(|p| p.scope));
         let mut joules = 0.0;
         let mut other_scopes_kwh = std::collections::BTreeMap::new();
         for p in &points {

@@ -185,6 +185,8 @@ pub type Timer = Box<dyn Fn() -> Duration + Send>;
 pub struct Chain {
     slots: Vec<Slot>,
     counters: Arc<[ReadCounter]>,
+    /// The counters of sources taken out, kept so that one set again counts on from them.
+    retired: Vec<ReadCounter>,
     timer: Option<Timer>,
 }
 
@@ -203,6 +205,7 @@ impl Chain {
                 })
                 .collect(),
             counters,
+            retired: Vec::new(),
             timer: None,
         }
     }
@@ -224,7 +227,7 @@ impl Chain {
             }
             (Some(i), None) => {
                 self.slots.remove(i);
-                counters.remove(i);
+                self.retired.push(counters.remove(i));
             }
             (None, Some(source)) => {
                 let i = self
@@ -232,7 +235,11 @@ impl Chain {
                     .iter()
                     .position(|s| s.source.quality() > source.quality())
                     .unwrap_or(self.slots.len());
-                counters.insert(i, ReadCounter::new(source.id()));
+                let counter = match self.retired.iter().position(|c| c.id == source.id()) {
+                    Some(r) => self.retired.remove(r),
+                    None => ReadCounter::new(source.id()),
+                };
+                counters.insert(i, counter);
                 self.slots.insert(
                     i,
                     Slot {

@@ -92,10 +92,15 @@ impl WallMeterPref {
             )));
         }
         let text = |key: &str| -> Result<Option<String>, Error> {
+            // A secret is kept as typed, spaces and all, and never repeated in a message.
+            let secret = key == "password" || key == "token";
             match map.get(key) {
                 None | Some(serde_json::Value::Null) => Ok(None),
+                Some(serde_json::Value::String(s)) if secret && s.is_empty() => Ok(None),
+                Some(serde_json::Value::String(s)) if secret => Ok(Some(s.clone())),
                 Some(serde_json::Value::String(s)) if s.trim().is_empty() => Ok(None),
                 Some(serde_json::Value::String(s)) => Ok(Some(s.trim().to_string())),
+                Some(_) if secret => Err(invalid(format!("{key} must be a string"))),
                 Some(other) => Err(invalid(format!("{key}: {other} is not a string"))),
             }
         };
@@ -163,8 +168,10 @@ fn take_password(url: &str) -> Result<(String, Option<String>), Error> {
             ))
         }
     };
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
+    // The authority ends at the first '/' after its last '@': a password may hold a '/'.
+    let after_at = rest.rfind('@').map_or(0, |i| i + 1);
+    let (authority, path) = match rest[after_at..].find('/') {
+        Some(i) => rest.split_at(after_at + i),
         None => (rest, ""),
     };
     let (userinfo, host) = match authority.rsplit_once('@') {
@@ -204,6 +211,22 @@ mod tests {
         assert!(!written.contains("hunter2"), "{written}");
         assert!(written.contains("\"has_secret\":true"), "{written}");
         assert!(!format!("{p:?}").contains("hunter2"));
+        // A '/' in the password: still taken out, the host still the host.
+        let slash = parse(json!({"url": "http://admin:pa/ss@192.0.2.7/rpc"}))
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| panic!("refused"));
+        assert_eq!(slash.url, "http://admin@192.0.2.7/rpc");
+        assert_eq!(slash.password.as_deref(), Some("pa/ss"));
+        // A secret of the wrong type is refused without repeating it.
+        let why = parse(json!({"url": "http://plug", "password": 123456}))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            why.contains("must be a string") && !why.contains("123456"),
+            "{why}"
+        );
     }
 
     #[test]

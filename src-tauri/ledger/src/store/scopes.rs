@@ -114,8 +114,9 @@ impl Store {
         Ok(changes)
     }
 
-    /// The scope of the newest sample that had one, else the newest change's: what the
-    /// headline covered when this ledger was last written.
+    /// The scope of the newest sample that had one, else of the newest hour (samples are kept a
+    /// day), else the newest change's: what the headline covered when this ledger was last
+    /// written.
     pub fn last_scope(&self) -> Result<Option<Scope>, StoreError> {
         if !self.keeps_scopes() {
             return Ok(None);
@@ -125,6 +126,7 @@ impl Store {
             .query_row(
                 "SELECT COALESCE(
                    (SELECT scope FROM samples WHERE scope IS NOT NULL ORDER BY t DESC LIMIT 1),
+                   (SELECT scope FROM hours WHERE scope != '' ORDER BY t DESC LIMIT 1),
                    (SELECT to_scope FROM scope_changes ORDER BY t DESC LIMIT 1))",
                 [],
                 |r| r.get(0),

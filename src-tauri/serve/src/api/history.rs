@@ -71,7 +71,7 @@ pub(super) async fn get_history(
         Err(message) => return error(StatusCode::BAD_REQUEST, message),
     };
     let Some(ledger) = shared.ledger.clone() else {
-        return Json(HistoryPayload::new(label, step, Vec::new())).into_response();
+        return Json(HistoryPayload::new(label, step, Vec::new(), None)).into_response();
     };
     let asked = label.clone();
     let answer = ledger
@@ -80,7 +80,7 @@ pub(super) async fn get_history(
     match answer {
         Ok(Some(Ok(payload))) => Json(payload).into_response(),
         Ok(Some(Err(message))) => error(StatusCode::BAD_REQUEST, message),
-        Ok(None) => Json(HistoryPayload::new(label, step, Vec::new())).into_response(),
+        Ok(None) => Json(HistoryPayload::new(label, step, Vec::new(), None)).into_response(),
         Err(e) => unavailable(&e),
     }
 }
@@ -96,7 +96,8 @@ fn history_payload(
     domains: Option<Vec<String>>,
 ) -> Result<Result<HistoryPayload, String>, wattbar_engine::Error> {
     let Some(names) = domains else {
-        let mut payload = HistoryPayload::new(label, step, store.history(from, to, step)?);
+        let points = store.history(from, to, step)?;
+        let mut payload = HistoryPayload::new(label, step, points, store.last_scope()?);
         payload.scope_changes = store.scope_changes(from, to)?;
         return Ok(Ok(payload));
     };
@@ -122,7 +123,7 @@ fn history_payload(
         Vec::new()
     };
     let wanted: Vec<String> = if all { Vec::new() } else { names };
-    let mut payload = HistoryPayload::new(label, step, headline);
+    let mut payload = HistoryPayload::new(label, step, headline, store.last_scope()?);
     if with_headline {
         payload.scope_changes = store.scope_changes(from, to)?;
     } else {

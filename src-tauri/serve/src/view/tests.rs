@@ -55,3 +55,24 @@ async fn the_published_state_crosses_the_wire_unchanged() {
     assert_eq!(serde_json::to_value(&read).ok(), Some(sent));
     engine.stop();
 }
+
+#[test]
+fn history_counts_the_headlines_scope_and_keeps_the_others_apart_within_a_bucket() {
+    // One minute in which a plug went: 1000 J at the wall, then 600 J of the sensors. The
+    // headline is the sensors' now, so the minute's energy is theirs, the wall's beside it.
+    let point = |scope, joules| HistoryPoint {
+        t: 1_700_000_400.0,
+        mean_watts: Some(joules / 10.0),
+        max_watts: Some(joules / 10.0),
+        joules,
+        scope: Some(scope),
+    };
+    let points = vec![point(Scope::Components, 600.0), point(Scope::Wall, 1000.0)];
+    let h = HistoryPayload::new("1h".into(), Step::Minute, points, Some(Scope::Components));
+    assert_eq!(h.scope, Some(Scope::Components));
+    assert!((h.kwh.unwrap_or_default() - 600.0 / 3.6e6).abs() < 1e-15);
+    assert_eq!(
+        h.other_scopes_kwh.get("wall").copied(),
+        Some(1000.0 / 3.6e6)
+    );
+}

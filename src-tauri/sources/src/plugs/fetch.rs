@@ -91,8 +91,13 @@ impl PlugClient {
                 )))
             }
         };
-        let (authority, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], Some(&rest[i..])),
+        // The authority ends at the first '/' after its last '@': a password may hold a '/'.
+        let after_at = rest.rfind('@').map_or(0, |i| i + 1);
+        let (authority, path) = match rest[after_at..].find('/') {
+            Some(i) => {
+                let (a, p) = rest.split_at(after_at + i);
+                (a, Some(p))
+            }
             None => (rest, None),
         };
         let (user, password, host) = match authority.rsplit_once('@') {

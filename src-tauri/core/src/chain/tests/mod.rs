@@ -509,4 +509,8 @@ fn a_source_set_later_takes_its_place_and_the_counts_go_on() {
     assert_eq!(chain.ids(), ["rapl", "cpu-estimate"]);
     assert_eq!(chain.sample(t(4)).headline_watts(), Some(Watts(40.0)));
     assert_eq!(chain.counters()[0].reads(), 4);
+    // Set again: its reads count on from the two before (a Prometheus counter never resets).
+    chain.set_source("wall-meter", Some(plug(90.0)));
+    assert_eq!(chain.counters()[1].id, "wall-meter");
+    assert_eq!(chain.counters()[1].reads(), 2);
 }
