@@ -71,6 +71,19 @@ async function send(key, value) {
   }
 }
 
+// A table cell with a "Remove" button for one row.
+function removeCell(label, onClick) {
+  const td = document.createElement("td");
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "secondary";
+  button.textContent = "Remove";
+  button.setAttribute("aria-label", label);
+  button.addEventListener("click", onClick);
+  td.appendChild(button);
+  return td;
+}
+
 function tariffRow(rule, index) {
   const tr = document.createElement("tr");
   const days = document.createElement("td");
@@ -103,14 +116,7 @@ function tariffRow(rule, index) {
     td.appendChild(input);
     return td;
   };
-  const remove = document.createElement("td");
-  const button = document.createElement("button");
-  button.type = "button";
-  button.className = "secondary";
-  button.textContent = "Remove";
-  button.setAttribute("aria-label", `Remove tariff ${index + 1}`);
-  button.addEventListener("click", () => { tariffs.splice(index, 1); renderTariffs(); saveTariffs(); });
-  remove.appendChild(button);
+  const remove = removeCell(`Remove tariff ${index + 1}`, () => { tariffs.splice(index, 1); renderTariffs(); saveTariffs(); });
   tr.append(days, cell("from", "text", "from (hh:mm)"), cell("to", "text", "to (hh:mm, 24:00 for midnight)"), cell("price", "text", "price"), remove);
   return tr;
 }
@@ -145,14 +151,7 @@ function routeRow(route, index) {
     td.appendChild(input);
     return td;
   };
-  const remove = document.createElement("td");
-  const button = document.createElement("button");
-  button.type = "button";
-  button.className = "secondary";
-  button.textContent = "Remove";
-  button.setAttribute("aria-label", `Remove route ${index + 1}`);
-  button.addEventListener("click", () => { routes.splice(index, 1); renderRoutes(); saveRoutes(true); });
-  remove.appendChild(button);
+  const remove = removeCell(`Remove route ${index + 1}`, () => { routes.splice(index, 1); renderRoutes(); saveRoutes(true); });
   tr.append(cell("from", "requested model", "llama3.1:70b or *"), cell("to", "served model", "qwen3:1b"), remove);
   return tr;
 }

@@ -112,14 +112,7 @@ fn write_secrets(path: &Path, prefs: &Preferences) -> Result<(), Error> {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    crate::paths::create_private_dir(dir).map_err(io)?;
-    // A temporary file is made readable by its user alone; renamed, it stays so.
-    let mut file = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
-    std::io::Write::write_all(&mut file, text.as_bytes()).map_err(io)?;
-    file.as_file().sync_all().map_err(io)?;
-    file.persist(path).map_err(|e| io(e.error))?;
-    Ok(())
+    write_whole(path, &text).map_err(io)
 }
 
 /// [`load`] for an engine about to start: a file it cannot read as preferences is moved aside to
@@ -193,13 +186,18 @@ pub fn save_field(path: &Path, prefs: &Preferences, key: &str) -> Result<(), Err
         true => std::fs::canonicalize(path).map_err(io)?,
         false => path.to_path_buf(),
     };
-    let path = target.as_path();
+    write_whole(&target, &text).map_err(io)
+}
+
+/// Writes `text` to `path` whole or not at all: a temporary file beside it (readable by its
+/// user alone, as the rename keeps it), synced, then renamed over it.
+fn write_whole(path: &Path, text: &str) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    crate::paths::create_private_dir(dir).map_err(io)?;
-    let mut file = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
-    std::io::Write::write_all(&mut file, text.as_bytes()).map_err(io)?;
-    file.as_file().sync_all().map_err(io)?;
-    file.persist(path).map_err(|e| io(e.error))?;
+    crate::paths::create_private_dir(dir)?;
+    let mut file = tempfile::NamedTempFile::new_in(dir)?;
+    std::io::Write::write_all(&mut file, text.as_bytes())?;
+    file.as_file().sync_all()?;
+    file.persist(path).map_err(|e| e.error)?;
     Ok(())
 }
 
