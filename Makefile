@@ -8,7 +8,7 @@ MAC_ENV := CC_aarch64_apple_darwin=clang AR_aarch64_apple_darwin=llvm-ar
 # End-to-end tests need an X display and a private D-Bus session bus; on a desktop you already have both.
 DESKTOP := xvfb-run -a dbus-run-session --
 
-.PHONY: run setup build release test fmt clippy cycles prometheus-check unit mac-check e2e bench clean
+.PHONY: run setup build release package package-check test fmt clippy cycles prometheus-check unit mac-check e2e bench clean
 
 setup:
 	@scripts/setup
@@ -21,6 +21,16 @@ release: setup
 
 run: release
 	./target/release/wattbar
+
+# The .deb and .rpm (target/release/bundle/), from the release build; see scripts/package.
+package: release
+	scripts/package release
+
+# The packages of the build the tests made, checked as a user gets them: made offline, their
+# files and dependencies, installed into a throwaway root and run there, removed.
+package-check:
+	$(LINTED) $(CARGO) test --workspace --all-targets --no-run
+	$(DESKTOP) scripts/package-check debug
 
 fmt:
 	$(CARGO) fmt --all -- --check
@@ -55,7 +65,7 @@ unit:
 mac-check:
 	$(MAC_ENV) $(CARGO) check --workspace --all-targets --target $(MAC_TARGET) --no-default-features
 
-test: setup fmt cycles prometheus-check unit mac-check
+test: setup fmt cycles prometheus-check unit package-check mac-check
 
 clean:
 	$(CARGO) clean

@@ -26,7 +26,7 @@ pub const OPEN_PREFERENCES_FLAG: &str = "--open-preferences";
 #[derive(clap::Parser, Debug)]
 #[command(
     name = "wattbar-window",
-    version,
+    version = wattbar_release::LONG_VERSION,
     about = "Wattbar's dashboard and preferences, for the tray or `wattbar-cli serve` that runs"
 )]
 struct Launch {

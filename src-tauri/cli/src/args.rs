@@ -12,7 +12,7 @@ use wattbar_serve::api;
 #[derive(Parser)]
 #[command(
     name = "wattbar-cli",
-    version,
+    version = wattbar_release::LONG_VERSION,
     about = "Wattbar's power engine, headless"
 )]
 pub struct Cli {

@@ -10,9 +10,17 @@ fn version_and_help_print_and_exit_with_no_engine_started() {
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(out.status.success(), "{out:?}");
+    // The workspace's version and the commit checked out, which a fresh clone builds.
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let head = String::from_utf8_lossy(&head.stdout).trim().to_owned();
+    assert_eq!(head.len(), 12, "git rev-parse: {head}");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
-        format!("wattbar-cli {}", env!("CARGO_PKG_VERSION"))
+        format!("wattbar-cli {} (commit {head})", env!("CARGO_PKG_VERSION"))
     );
     let out = cli(dir.path())
         .arg("--help")

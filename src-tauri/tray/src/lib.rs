@@ -39,7 +39,7 @@ const BATCH_ENV: &str = "WATTBAR_BATCH_INTERVAL";
 #[derive(clap::Parser, Debug)]
 #[command(
     name = "wattbar",
-    version,
+    version = wattbar_release::LONG_VERSION,
     about = "Wattbar in the tray: the watts the machine draws now, its energy and cost"
 )]
 struct Launch {
