@@ -117,6 +117,12 @@ pub enum Cmd {
         #[arg(long, value_name = "URL")]
         wall_meter: Option<String>,
     },
+    /// Run `serve` as a service of the system's own manager: a systemd unit on Linux, a launchd
+    /// agent on macOS. Writes or removes the file and says the command that starts it.
+    Service {
+        #[command(subcommand)]
+        action: ServiceAction,
+    },
     /// Energy per model from the inference ledger: requests, tokens, J/token gross and net,
     /// tokens/s, tokens/s per W and score.
     Models {
@@ -287,6 +293,43 @@ impl From<StepArg> for wattbar_engine::store::Step {
             StepArg::Hour => wattbar_engine::store::Step::Hour,
         }
     }
+}
+
+#[derive(Subcommand)]
+pub enum ServiceAction {
+    /// Write the service file that runs this program's `serve` on loopback.
+    Install {
+        #[command(flatten)]
+        scope: ServiceScope,
+        /// Replace a file that wattbar-cli did not write, or that a package owns.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Remove the service file wattbar-cli wrote.
+    Uninstall {
+        #[command(flatten)]
+        scope: ServiceScope,
+        /// Remove it even if wattbar-cli did not write it.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Whether an engine records into the service's data folder: exit 0 running, 3 stopped,
+    /// 1 on error.
+    Status {
+        #[command(flatten)]
+        scope: ServiceScope,
+    },
+}
+
+/// For this user (the default), or for the whole machine.
+#[derive(clap::Args)]
+pub struct ServiceScope {
+    /// For this user: ~/.config/systemd/user, ~/Library/LaunchAgents (the default).
+    #[arg(long, conflicts_with = "system")]
+    pub user: bool,
+    /// For the whole machine: /etc/systemd/system, /Library/LaunchDaemons (needs root).
+    #[arg(long)]
+    pub system: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]

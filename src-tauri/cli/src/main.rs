@@ -30,8 +30,8 @@ use args::{Cli, Cmd};
 use clap::Parser;
 use cmd::watch::Format;
 use cmd::{
-    calibrate, export, inspect, llm, low_power, profile, report, reset_session, serve, top, totals,
-    watch,
+    calibrate, export, inspect, llm, low_power, profile, report, reset_session, serve, service,
+    top, totals, watch,
 };
 
 /// A failure is the user's to act on, not a crash: its message and causes, never a backtrace
@@ -154,6 +154,11 @@ fn run(cli: Cli) -> Result<()> {
             },
         ),
         Cmd::Report { from, to, out } => report::report(&from, &to, &out),
+        Cmd::Service { action } => {
+            let code = service::service(action)?;
+            drop(runtime);
+            std::process::exit(code)
+        }
         Cmd::Run(args) => {
             let code = cmd::run::run(&runtime, args)?;
             drop(runtime);

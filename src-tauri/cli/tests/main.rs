@@ -11,6 +11,7 @@ mod profile;
 mod programs;
 mod run;
 mod serve;
+mod service;
 mod steady_state;
 mod version;
 mod wall;

@@ -11,6 +11,7 @@ pub mod report;
 pub mod reset_session;
 pub mod run;
 pub mod serve;
+pub mod service;
 pub mod top;
 pub mod totals;
 pub mod watch;

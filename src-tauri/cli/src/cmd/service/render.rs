@@ -1,0 +1,238 @@
+//! The service files `wattbar-cli service install` writes, made from the ones the packages ship
+//! (`packaging/linux/wattbar.service`, `packaging/macos/dev.wattbar.daemon.plist`): the same
+//! settings, with this program's own path, a marker line that says who wrote the file, and for a
+//! system-wide service a data folder of its own. Pure: text in, text out.
+
+use std::path::Path;
+
+/// The words every file written here carries; only a file with them is replaced or removed.
+pub const MARKER: &str = "Managed by wattbar-cli service";
+
+const UNIT: &str = include_str!("../../../../../packaging/linux/wattbar.service");
+const PLIST: &str = include_str!("../../../../../packaging/macos/dev.wattbar.daemon.plist");
+/// The program the shipped unit names: the package's.
+const PACKAGED_EXEC: &str = "ExecStart=/usr/bin/wattbar-cli ";
+/// The program the shipped property list names, inside its `/bin/sh -c`: a `cargo install`.
+const PLIST_EXEC: &str = "\"$HOME/.cargo/bin/wattbar-cli\"";
+
+/// Where the service runs: for the user who installs it, or for the whole machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    User,
+    System,
+}
+
+/// The data folder of a system-wide service on Linux (systemd's `StateDirectory=`).
+pub const SYSTEM_DATA_DIR_LINUX: &str = "/var/lib/wattbar";
+/// The data folder of a system-wide service on macOS.
+pub const SYSTEM_DATA_DIR_MACOS: &str = "/Library/Application Support/Wattbar";
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct RenderError(pub String);
+
+impl std::fmt::Display for RenderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for RenderError {}
+
+fn marker_line(how: &str) -> String {
+    format!(
+        "{MARKER} install ({}): `wattbar-cli service uninstall{how}` removes it; edits are lost \
+         on the next install.",
+        wattbar_release::LONG_VERSION
+    )
+}
+
+fn scope_flag(scope: Scope) -> &'static str {
+    match scope {
+        Scope::User => "",
+        Scope::System => " --system",
+    }
+}
+
+/// The systemd unit that runs `exe serve` on loopback.
+pub fn systemd_unit(exe: &Path, scope: Scope) -> Result<String, RenderError> {
+    let exe = exe
+        .to_str()
+        .ok_or_else(|| RenderError(format!("{exe:?} is not UTF-8: systemd cannot name it")))?;
+    if exe.contains(['"', '\\', '\n', '%', '$']) {
+        return Err(RenderError(format!(
+            "{exe:?} has a character systemd would read as quoting or a specifier: install \
+             wattbar-cli in a plain path"
+        )));
+    }
+    let body_at = UNIT
+        .find("[Unit]")
+        .ok_or_else(|| RenderError("the shipped unit has no [Unit] section".into()))?;
+    if !UNIT.contains(PACKAGED_EXEC) {
+        return Err(RenderError(
+            "the shipped unit does not start /usr/bin/wattbar-cli".into(),
+        ));
+    }
+    let mut unit = format!("# {}\n", marker_line(scope_flag(scope)));
+    unit.push_str(&UNIT[body_at..].replace(PACKAGED_EXEC, &format!("ExecStart=\"{exe}\" ")));
+    if scope == Scope::System {
+        unit = unit
+            .replace(
+                "[Service]\n",
+                &format!(
+                    "[Service]\nStateDirectory=wattbar\n\
+                     Environment=WATTBAR_DATA_DIR={SYSTEM_DATA_DIR_LINUX}\n"
+                ),
+            )
+            .replace("WantedBy=default.target", "WantedBy=multi-user.target");
+    }
+    Ok(unit)
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// The launchd property list that runs `exe serve` on loopback.
+pub fn launchd_plist(exe: &Path, scope: Scope) -> Result<String, RenderError> {
+    let exe = exe
+        .to_str()
+        .ok_or_else(|| RenderError(format!("{exe:?} is not UTF-8")))?;
+    // It goes inside the shipped `/bin/sh -c '…'` line, in double quotes.
+    if exe.contains(['"', '\\', '$', '`', '\n']) {
+        return Err(RenderError(format!(
+            "{exe:?} has a character the shell would read: install wattbar-cli in a plain path"
+        )));
+    }
+    let (start, end) = match (PLIST.find("<!--"), PLIST.find("-->")) {
+        (Some(s), Some(e)) if s < e => (s, e + 3),
+        _ => {
+            return Err(RenderError(
+                "the shipped property list has no comment".into(),
+            ))
+        }
+    };
+    if !PLIST.contains(PLIST_EXEC) {
+        return Err(RenderError(
+            "the shipped property list does not start wattbar-cli".into(),
+        ));
+    }
+    // An XML comment may not hold "--", so the flag is named in words.
+    let how = match scope {
+        Scope::User => "",
+        Scope::System => " (with its system flag)",
+    };
+    let marker = xml_escape(&marker_line(how));
+    let mut plist = format!("{}<!-- {marker} -->{}", &PLIST[..start], &PLIST[end..])
+        .replace(PLIST_EXEC, &xml_escape(&format!("\"{exe}\"")));
+    if scope == Scope::System {
+        plist = plist.replace(
+            "    <key>RUST_LOG</key>\n",
+            &format!(
+                "    <key>WATTBAR_DATA_DIR</key>\n    <string>{}</string>\n    <key>RUST_LOG</key>\n",
+                xml_escape(SYSTEM_DATA_DIR_MACOS)
+            ),
+        );
+    }
+    Ok(plist)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arguments(plist: &str) -> (String, Vec<String>, plist::Dictionary) {
+        let value = plist::Value::from_reader_xml(plist.as_bytes())
+            .unwrap_or_else(|e| panic!("{e}\n{plist}"));
+        let dict = value
+            .into_dictionary()
+            .unwrap_or_else(|| panic!("not a dictionary"));
+        let label = dict
+            .get("Label")
+            .and_then(|v| v.as_string())
+            .unwrap_or_default()
+            .to_owned();
+        let args = dict
+            .get("ProgramArguments")
+            .and_then(|v| v.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_string().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let env = dict
+            .get("EnvironmentVariables")
+            .and_then(|v| v.as_dictionary())
+            .cloned()
+            .unwrap_or_default();
+        (label, args, env)
+    }
+
+    #[test]
+    fn the_launchd_property_list_parses_and_runs_this_program_on_loopback() {
+        let exe = Path::new("/Users/ada/My Tools/R&D/wattbar-cli");
+        let plist = launchd_plist(exe, Scope::User).unwrap_or_else(|e| panic!("{e}"));
+        assert!(plist.contains(MARKER), "{plist}");
+        let (label, args, env) = arguments(&plist);
+        assert_eq!(label, "dev.wattbar.daemon");
+        assert_eq!(
+            args,
+            [
+                "/bin/sh",
+                "-c",
+                "exec \"/Users/ada/My Tools/R&D/wattbar-cli\" serve --listen 127.0.0.1:9471"
+            ]
+        );
+        assert!(env.get("WATTBAR_DATA_DIR").is_none());
+    }
+
+    #[test]
+    fn a_system_property_list_keeps_its_data_in_a_folder_of_its_own() {
+        let plist = launchd_plist(Path::new("/usr/local/bin/wattbar-cli"), Scope::System)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (_, args, env) = arguments(&plist);
+        assert!(args[2].contains("\"/usr/local/bin/wattbar-cli\" serve"));
+        assert_eq!(
+            env.get("WATTBAR_DATA_DIR").and_then(|v| v.as_string()),
+            Some(SYSTEM_DATA_DIR_MACOS)
+        );
+        assert!(
+            plist.contains("service uninstall (with its system flag)"),
+            "{plist}"
+        );
+    }
+
+    #[test]
+    fn the_systemd_unit_runs_this_program_and_a_system_one_has_its_own_state() {
+        let unit = systemd_unit(Path::new("/opt/wattbar/bin/wattbar-cli"), Scope::User)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(unit.starts_with(&format!("# {MARKER} install")), "{unit}");
+        assert!(unit.contains(
+            "ExecStart=\"/opt/wattbar/bin/wattbar-cli\" serve --listen 127.0.0.1:9471\n"
+        ));
+        assert!(unit.contains("WantedBy=default.target"));
+        assert!(!unit.contains("WATTBAR_DATA_DIR"));
+        let system = systemd_unit(Path::new("/opt/wattbar/bin/wattbar-cli"), Scope::System)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(system.contains(
+            "[Service]\nStateDirectory=wattbar\nEnvironment=WATTBAR_DATA_DIR=/var/lib/wattbar\n"
+        ));
+        assert!(system.contains("WantedBy=multi-user.target"));
+    }
+
+    #[test]
+    fn a_path_systemd_or_the_shell_would_read_otherwise_is_refused() {
+        for exe in [
+            "/home/a%h/wattbar-cli",
+            "/tmp/\"x\"/wattbar-cli",
+            "/tmp/$X/wattbar-cli",
+        ] {
+            assert!(systemd_unit(Path::new(exe), Scope::User).is_err(), "{exe}");
+        }
+        for exe in ["/tmp/$(rm)/wattbar-cli", "/tmp/`x`/wattbar-cli"] {
+            assert!(launchd_plist(Path::new(exe), Scope::User).is_err(), "{exe}");
+        }
+    }
+}
