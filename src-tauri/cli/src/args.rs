@@ -117,6 +117,18 @@ pub enum Cmd {
         #[arg(long, value_name = "URL")]
         wall_meter: Option<String>,
     },
+    /// This program's version and commit; with --check, whether a newer release exists, from
+    /// the signed manifest at the preference update_manifest_url (off by default) or --manifest.
+    /// Nothing is downloaded: it says how to update (apt, dnf, brew or a source build).
+    Version {
+        #[arg(long)]
+        check: bool,
+        /// The manifest's URL, instead of the preference.
+        #[arg(long, value_name = "URL", requires = "check")]
+        manifest: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Run `serve` as a service of the system's own manager: a systemd unit on Linux, a launchd
     /// agent on macOS. Writes or removes the file and says the command that starts it.
     Service {

@@ -31,7 +31,7 @@ use clap::Parser;
 use cmd::watch::Format;
 use cmd::{
     calibrate, export, inspect, llm, low_power, profile, report, reset_session, serve, service,
-    top, totals, watch,
+    top, totals, version, watch,
 };
 
 /// A failure is the user's to act on, not a crash: its message and causes, never a backtrace
@@ -154,6 +154,11 @@ fn run(cli: Cli) -> Result<()> {
             },
         ),
         Cmd::Report { from, to, out } => report::report(&from, &to, &out),
+        Cmd::Version {
+            check,
+            manifest,
+            json,
+        } => version::version(check, manifest, json),
         Cmd::Service { action } => {
             let code = service::service(action)?;
             drop(runtime);

@@ -105,6 +105,9 @@ pub struct Preferences {
     pub inference_keep_days: u32,
     /// The smart plug the machine is plugged into ([`wall_meter`]); `None`: none.
     pub wall_meter: Option<WallMeterPref>,
+    /// Where the signed release manifest is read to say whether a newer release exists, an
+    /// `http(s)://` URL; `None` (the default): never asked.
+    pub update_manifest_url: Option<String>,
 }
 
 /// Inference records are kept this many days by default, and at most [`MAX_KEEP_DAYS`].
@@ -119,6 +122,24 @@ fn check_keep_days(days: u64) -> Result<u32, Error> {
             field: "inference_keep_days",
             message: format!("{days} is not between 1 and {MAX_KEEP_DAYS} days"),
         })
+}
+
+/// A manifest URL is fetched over the network by `version --check` and the tray: only http(s).
+fn check_manifest_url(url: Option<&str>) -> Result<(), Error> {
+    match url {
+        None => Ok(()),
+        Some(u)
+            if (u.starts_with("https://") || u.starts_with("http://"))
+                && u.split("://").nth(1).is_some_and(|rest| !rest.is_empty())
+                && !u.contains(char::is_whitespace) =>
+        {
+            Ok(())
+        }
+        Some(u) => Err(Error::Invalid {
+            field: "update_manifest_url",
+            message: format!("{u:?} is not an http:// or https:// URL"),
+        }),
+    }
 }
 
 /// Tokens per second per watt that score 10 by default (0.2 J per token).
@@ -237,13 +258,14 @@ impl Default for Preferences {
             score_ceiling: DEFAULT_SCORE_CEILING,
             inference_keep_days: DEFAULT_INFERENCE_KEEP_DAYS,
             wall_meter: None,
+            update_manifest_url: None,
         }
     }
 }
 
 impl Preferences {
     /// The stored keys besides the low-power ones ([`POLICY_KEYS`]).
-    const OWN_KEYS: [&'static str; 19] = [
+    const OWN_KEYS: [&'static str; 20] = [
         "price_per_kwh",
         "currency",
         "interval_ms",
@@ -263,6 +285,7 @@ impl Preferences {
         "score_ceiling",
         "inference_keep_days",
         "wall_meter",
+        "update_manifest_url",
     ];
 
     /// Every stored key, as [`Preferences::set_field`] takes it and serde writes it.
@@ -304,6 +327,7 @@ impl Preferences {
         check_upstream(self.llm_upstream.as_deref())?;
         check_ceiling(self.score_ceiling)?;
         check_keep_days(u64::from(self.inference_keep_days))?;
+        check_manifest_url(self.update_manifest_url.as_deref())?;
         Ok(())
     }
 
@@ -408,6 +432,16 @@ impl Preferences {
             }
             "wall_meter" => {
                 self.wall_meter = WallMeterPref::parse(value, self.wall_meter.as_ref())?;
+            }
+            "update_manifest_url" => {
+                let v = match value {
+                    serde_json::Value::Null => None,
+                    serde_json::Value::String(s) if s.trim().is_empty() => None,
+                    serde_json::Value::String(s) => Some(s.trim().to_string()),
+                    _ => return Err(wrong("update_manifest_url", "a URL or null", value)),
+                };
+                check_manifest_url(v.as_deref())?;
+                self.update_manifest_url = v;
             }
             "score_ceiling" => {
                 let v = value
@@ -846,5 +880,36 @@ mod tests {
         for bad in ["fast", "-1s", "0", "0s", "NaN", "inf", "", "5 parsecs"] {
             assert!(parse_duration(bad).is_err(), "{bad:?} was taken");
         }
+    }
+    #[test]
+    fn the_update_manifest_url_is_off_by_default_and_only_http_or_https() {
+        let mut p = Preferences::default();
+        assert_eq!(p.update_manifest_url, None);
+        for bad in [
+            "file:///etc/passwd",
+            "ftp://x/m.json",
+            "https://",
+            "https://a b/m.json",
+            "42",
+        ] {
+            let err = p.set_field("update_manifest_url", &serde_json::json!(bad));
+            assert!(err.is_err(), "{bad}");
+        }
+        assert!(p
+            .set_field("update_manifest_url", &serde_json::json!(7))
+            .is_err());
+        assert_eq!(p.update_manifest_url, None);
+        p.set_field(
+            "update_manifest_url",
+            &serde_json::json!(" https://wattbar.dev/latest.json "),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            p.update_manifest_url.as_deref(),
+            Some("https://wattbar.dev/latest.json")
+        );
+        p.set_field("update_manifest_url", &serde_json::json!(null))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.update_manifest_url, None);
     }
 }

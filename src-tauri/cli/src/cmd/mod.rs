@@ -14,4 +14,5 @@ pub mod serve;
 pub mod service;
 pub mod top;
 pub mod totals;
+pub mod version;
 pub mod watch;

@@ -89,29 +89,12 @@ fn target(scope: Scope) -> Result<Target> {
     }
 }
 
-/// The package that owns `file`, asked of dpkg or rpm where they are installed.
-fn package_owner(file: &Path) -> Option<String> {
-    let ask = |program: &str, args: &[&str]| {
-        let out = std::process::Command::new(program)
-            .args(args)
-            .arg(file)
-            .output()
-            .ok()?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        let first = text.lines().next()?.trim();
-        (out.status.success() && !first.is_empty()).then(|| first.to_owned())
-    };
-    ask("dpkg-query", &["-S"])
-        .map(|line| line.split(':').next().unwrap_or(&line).to_owned())
-        .or_else(|| ask("rpm", &["-qf", "--qf", "%{NAME}\n"]))
-}
-
 /// Refuses to touch `file` unless Wattbar wrote it, or `force`.
 fn may_replace(file: &Path, force: bool) -> Result<()> {
     if force {
         return Ok(());
     }
-    if let Some(package) = package_owner(file) {
+    if let Some(package) = wattbar_release::update::package_owner(file) {
         bail!(
             "{} belongs to the package {package}: the package manager keeps it (use --force to \
              replace it anyway)",

@@ -1,0 +1,265 @@
+//! Whether a newer release exists, from a signed manifest; nothing is ever downloaded or
+//! replaced: the answer says how the user updates (apt, dnf, brew, or a source build).
+//!
+//! The manifest is one JSON document, `{"manifest": "<JSON text>", "signature": "<base64>"}`:
+//! an ed25519 signature over the exact bytes of the inner text, which holds
+//! `{"version": "0.2.0", "released"?: "2026-12-01", "notes"?: "…"}`. Only the keys built into
+//! this program ([`RELEASE_KEYS`]) are trusted; an answer that does not verify under one of them
+//! is refused with its reason, and no part of it is believed.
+
+use base64::Engine;
+use ed25519_dalek::{Signature, Verifier, VerifyingKey};
+use serde::Deserialize;
+use std::path::Path;
+use std::time::Duration;
+
+/// The public halves of the keys that sign release manifests, base64.
+pub const RELEASE_KEYS: &[&str] = &["eTgahO0Fe9bMQlHY724FvTCJ6QJfKMFcw04nwEPd7jk="];
+
+/// A manifest is a few hundred bytes; anything past this is not one.
+pub const MAX_MANIFEST_BYTES: u64 = 64 * 1024;
+/// How long a check may take, all of it.
+pub const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The manifest could not be fetched: try later, or check the URL.
+    #[error("cannot fetch the update manifest at {url}: {reason}")]
+    Unreachable { url: String, reason: String },
+    /// The answer is not a signed manifest, or its signature does not verify: ignore it.
+    #[error("the update manifest is refused: {0}")]
+    Refused(String),
+}
+
+/// What the signed manifest says.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Manifest {
+    pub version: String,
+    #[serde(default)]
+    pub released: Option<String>,
+    #[serde(default)]
+    pub notes: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Envelope {
+    manifest: String,
+    signature: String,
+}
+
+/// The manifest in `body`, once its signature verifies under one of `keys` (base64 public keys).
+pub fn verify(body: &[u8], keys: &[&str]) -> Result<Manifest, Error> {
+    let refused = |why: String| Error::Refused(why);
+    let envelope: Envelope = serde_json::from_slice(body).map_err(|e| {
+        refused(format!(
+            "not a signed manifest ({{\"manifest\", \"signature\"}}): {e}"
+        ))
+    })?;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let signature = b64
+        .decode(envelope.signature.trim())
+        .ok()
+        .and_then(|bytes| Signature::from_slice(&bytes).ok())
+        .ok_or_else(|| refused("its signature is not 64 bytes of base64".into()))?;
+    let trusted = keys.iter().filter_map(|k| {
+        let bytes: [u8; 32] = b64.decode(k).ok()?.try_into().ok()?;
+        VerifyingKey::from_bytes(&bytes).ok()
+    });
+    let mut verified = false;
+    for key in trusted {
+        if key.verify(envelope.manifest.as_bytes(), &signature).is_ok() {
+            verified = true;
+            break;
+        }
+    }
+    if !verified {
+        return Err(refused(
+            "its signature does not verify with Wattbar's release key: it was changed, or not \
+             signed by Wattbar"
+                .into(),
+        ));
+    }
+    let manifest: Manifest = serde_json::from_str(&envelope.manifest)
+        .map_err(|e| refused(format!("the signed text is not a manifest: {e}")))?;
+    semver::Version::parse(&manifest.version).map_err(|e| {
+        refused(format!(
+            "its version {:?} is not a version: {e}",
+            manifest.version
+        ))
+    })?;
+    Ok(manifest)
+}
+
+/// The answer to "is there a newer release?".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    UpToDate { latest: Manifest },
+    Newer { latest: Manifest },
+}
+
+/// Compares the running version with the manifest's, as semver orders them.
+pub fn compare(current: &str, latest: Manifest) -> Result<Verdict, Error> {
+    let now = semver::Version::parse(current)
+        .map_err(|e| Error::Refused(format!("this program's version {current:?}: {e}")))?;
+    let then = semver::Version::parse(&latest.version)
+        .map_err(|e| Error::Refused(format!("{:?}: {e}", latest.version)))?;
+    Ok(if then > now {
+        Verdict::Newer { latest }
+    } else {
+        Verdict::UpToDate { latest }
+    })
+}
+
+/// Fetches `url` and verifies it under `keys`.
+pub fn fetch(url: &str, keys: &[&str]) -> Result<Manifest, Error> {
+    let unreachable = |reason: String| Error::Unreachable {
+        url: url.to_owned(),
+        reason,
+    };
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(CHECK_TIMEOUT))
+        .build()
+        .into();
+    let mut answer = agent
+        .get(url)
+        .call()
+        .map_err(|e| unreachable(e.to_string()))?;
+    let body = answer
+        .body_mut()
+        .with_config()
+        .limit(MAX_MANIFEST_BYTES)
+        .read_to_vec()
+        .map_err(|e| unreachable(e.to_string()))?;
+    verify(&body, keys)
+}
+
+/// The package that owns `file`, asked of dpkg or rpm where they are installed.
+pub fn package_owner(file: &Path) -> Option<String> {
+    let ask = |program: &str, args: &[&str]| {
+        let out = std::process::Command::new(program)
+            .args(args)
+            .arg(file)
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let first = text.lines().next()?.trim().to_owned();
+        (out.status.success() && !first.is_empty()).then_some(first)
+    };
+    ask("dpkg-query", &["-S"])
+        .map(|line| line.split(':').next().unwrap_or(&line).to_owned())
+        .or_else(|| ask("rpm", &["-qf", "--qf", "%{NAME}\n"]))
+}
+
+/// How the user of the program at `exe` updates it: through the package manager that installed
+/// it, Homebrew, or a new build from source.
+pub fn how_to_update(exe: &Path) -> String {
+    let text = exe.to_string_lossy();
+    if text.contains("/Cellar/") || text.starts_with("/opt/homebrew/") {
+        return "brew upgrade wattbar".into();
+    }
+    match package_owner(exe) {
+        Some(package) if which("apt-get") => {
+            format!("sudo apt update && sudo apt install --only-upgrade {package}")
+        }
+        Some(package) if which("dnf") => format!("sudo dnf upgrade {package}"),
+        Some(package) => format!("upgrade the package {package} with your package manager"),
+        None => "a new build from source: git pull && make release".into(),
+    }
+}
+
+fn which(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ed25519_dalek::{Signer, SigningKey};
+
+    fn key(seed: u8) -> (SigningKey, String) {
+        let signing = SigningKey::from_bytes(&[seed; 32]);
+        let public =
+            base64::engine::general_purpose::STANDARD.encode(signing.verifying_key().to_bytes());
+        (signing, public)
+    }
+
+    fn signed(signing: &SigningKey, manifest: &str) -> Vec<u8> {
+        let signature = base64::engine::general_purpose::STANDARD
+            .encode(signing.sign(manifest.as_bytes()).to_bytes());
+        serde_json::json!({"manifest": manifest, "signature": signature})
+            .to_string()
+            .into_bytes()
+    }
+
+    const MANIFEST: &str = r#"{"version": "0.2.0", "released": "2026-12-01"}"#;
+
+    #[test]
+    fn a_manifest_signed_by_a_trusted_key_is_read() {
+        let (signing, public) = key(7);
+        let (_, other) = key(8);
+        let m = verify(&signed(&signing, MANIFEST), &[&other, &public])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(m.version, "0.2.0");
+        assert_eq!(m.released.as_deref(), Some("2026-12-01"));
+    }
+
+    #[test]
+    fn a_changed_manifest_a_foreign_key_or_no_signature_is_refused() {
+        let (signing, public) = key(7);
+        let (foreign, _) = key(9);
+        let mut body = signed(&signing, MANIFEST);
+        // One changed byte inside the signed text: 0.2.0 becomes 9.2.0.
+        let at = body
+            .windows(5)
+            .position(|w| w == b"0.2.0")
+            .unwrap_or_else(|| panic!("no version"));
+        body[at] = b'9';
+        for (what, body) in [
+            ("changed", body),
+            ("foreign", signed(&foreign, MANIFEST)),
+            ("bare", MANIFEST.as_bytes().to_vec()),
+        ] {
+            match verify(&body, &[&public]) {
+                Err(Error::Refused(why)) => assert!(!why.is_empty(), "{what}"),
+                other => panic!("{what}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_release_key_is_a_key() {
+        for k in RELEASE_KEYS {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(k)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let bytes: [u8; 32] = bytes.try_into().unwrap_or_else(|_| panic!("not 32 bytes"));
+            assert!(VerifyingKey::from_bytes(&bytes).is_ok());
+        }
+    }
+
+    #[test]
+    fn versions_compare_as_semver() {
+        let m = |v: &str| Manifest {
+            version: v.into(),
+            released: None,
+            notes: None,
+        };
+        assert!(matches!(
+            compare("0.1.0", m("0.10.0")),
+            Ok(Verdict::Newer { .. })
+        ));
+        assert!(matches!(
+            compare("0.2.0", m("0.2.0")),
+            Ok(Verdict::UpToDate { .. })
+        ));
+        assert!(matches!(
+            compare("0.2.0", m("0.2.0-rc.1")),
+            Ok(Verdict::UpToDate { .. })
+        ));
+        assert!(matches!(
+            compare("0.3.0", m("0.2.9")),
+            Ok(Verdict::UpToDate { .. })
+        ));
+    }
+}
