@@ -3,10 +3,12 @@
 mod calibrate;
 mod common;
 mod fleet;
+mod homebrew;
 mod ledger;
 mod llm_proxy;
 mod llm_real_server;
 mod llm_responses;
+mod macos_app;
 mod profile;
 mod programs;
 mod run;
