@@ -1529,3 +1529,70 @@ fn version_and_help_print_and_exit_with_no_engine_started_and_unknown_flags_are_
         }
     }
 }
+
+/// A folder served over HTTP on loopback by Python's own server; the server and its URL.
+fn http_folder(dir: &Path) -> (Proc, String) {
+    use std::io::BufRead;
+    let mut child = Command::new("python3")
+        .args([
+            "-u",
+            "-m",
+            "http.server",
+            "0",
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+        ])
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("python3: {e}"));
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let mut line = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut line)
+        .unwrap_or_else(|e| panic!("{e}"));
+    // "Serving HTTP on 127.0.0.1 port 41234 (http://127.0.0.1:41234/) ..."
+    let port = line
+        .split(" port ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{line:?}"));
+    (Proc(child), format!("http://127.0.0.1:{port}"))
+}
+
+#[test]
+fn the_about_line_says_when_a_newer_signed_release_is_out() {
+    require_desktop();
+    let _one = ONE_APP_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let site = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (body, key) = wattbar_release::update::sign(
+        &[5; 32],
+        r#"{"version": "99.1.0", "released": "2027-02-01"}"#,
+    );
+    std::fs::write(site.path().join("latest.json"), body).unwrap_or_else(|e| panic!("{e}"));
+    let (_server, url) = http_folder(site.path());
+    let home = Home::with(
+        TRACE,
+        &json!({"low_power_auto": false, "update_manifest_url": format!("{url}/latest.json")}),
+    );
+    let mut cmd = Command::new(tray_exe());
+    home.apply(&mut cmd);
+    cmd.env("WATTBAR_UPDATE_TEST_KEY", key)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    let _app = Proc(cmd.spawn().unwrap_or_else(|e| panic!("{e}")));
+    let tray = Tray::find();
+    let line = wait_for("the About line", Duration::from_secs(20), || {
+        let line = tray.item_starting("Wattbar ");
+        line.contains(" is out ").then_some(line)
+    });
+    assert_eq!(
+        line,
+        format!(
+            "Wattbar 99.1.0 is out (this is {}): a new build from source: git pull && make release",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+}

@@ -70,18 +70,7 @@ fn serve_bytes(body: Vec<u8>) -> String {
 /// `manifest` signed with the test key of `seed`, as a release would publish it; and that key's
 /// public half, base64.
 fn signed(seed: u8, manifest: &str) -> (Vec<u8>, String) {
-    use base64::Engine;
-    use ed25519_dalek::Signer;
-    let key = ed25519_dalek::SigningKey::from_bytes(&[seed; 32]);
-    let b64 = base64::engine::general_purpose::STANDARD;
-    let body = serde_json::json!({
-        "manifest": manifest,
-        "signature": b64.encode(key.sign(manifest.as_bytes()).to_bytes()),
-    });
-    (
-        body.to_string().into_bytes(),
-        b64.encode(key.verifying_key().to_bytes()),
-    )
+    wattbar_release::update::sign(&[seed; 32], manifest)
 }
 
 fn check(dir: &std::path::Path, url: Option<&str>, key: &str) -> std::process::Output {

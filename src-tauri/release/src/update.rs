@@ -90,6 +90,22 @@ pub fn verify(body: &[u8], keys: &[&str]) -> Result<Manifest, Error> {
     Ok(manifest)
 }
 
+/// Signs `manifest` with the signing key whose 32-byte seed is `seed`, as a release publishes
+/// it; with the public half, base64, which a program must trust for it to verify.
+pub fn sign(seed: &[u8; 32], manifest: &str) -> (Vec<u8>, String) {
+    use ed25519_dalek::Signer;
+    let key = ed25519_dalek::SigningKey::from_bytes(seed);
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let body = serde_json::json!({
+        "manifest": manifest,
+        "signature": b64.encode(key.sign(manifest.as_bytes()).to_bytes()),
+    });
+    (
+        body.to_string().into_bytes(),
+        b64.encode(key.verifying_key().to_bytes()),
+    )
+}
+
 /// The answer to "is there a newer release?".
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -175,40 +191,22 @@ fn which(program: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ed25519_dalek::{Signer, SigningKey};
-
-    fn key(seed: u8) -> (SigningKey, String) {
-        let signing = SigningKey::from_bytes(&[seed; 32]);
-        let public =
-            base64::engine::general_purpose::STANDARD.encode(signing.verifying_key().to_bytes());
-        (signing, public)
-    }
-
-    fn signed(signing: &SigningKey, manifest: &str) -> Vec<u8> {
-        let signature = base64::engine::general_purpose::STANDARD
-            .encode(signing.sign(manifest.as_bytes()).to_bytes());
-        serde_json::json!({"manifest": manifest, "signature": signature})
-            .to_string()
-            .into_bytes()
-    }
 
     const MANIFEST: &str = r#"{"version": "0.2.0", "released": "2026-12-01"}"#;
 
     #[test]
     fn a_manifest_signed_by_a_trusted_key_is_read() {
-        let (signing, public) = key(7);
-        let (_, other) = key(8);
-        let m = verify(&signed(&signing, MANIFEST), &[&other, &public])
-            .unwrap_or_else(|e| panic!("{e}"));
+        let (body, public) = sign(&[7; 32], MANIFEST);
+        let (_, other) = sign(&[8; 32], MANIFEST);
+        let m = verify(&body, &[&other, &public]).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(m.version, "0.2.0");
         assert_eq!(m.released.as_deref(), Some("2026-12-01"));
     }
 
     #[test]
     fn a_changed_manifest_a_foreign_key_or_no_signature_is_refused() {
-        let (signing, public) = key(7);
-        let (foreign, _) = key(9);
-        let mut body = signed(&signing, MANIFEST);
+        let (mut body, public) = sign(&[7; 32], MANIFEST);
+        let (foreign, _) = sign(&[9; 32], MANIFEST);
         // One changed byte inside the signed text: 0.2.0 becomes 9.2.0.
         let at = body
             .windows(5)
@@ -217,7 +215,7 @@ mod tests {
         body[at] = b'9';
         for (what, body) in [
             ("changed", body),
-            ("foreign", signed(&foreign, MANIFEST)),
+            ("foreign", foreign),
             ("bare", MANIFEST.as_bytes().to_vec()),
         ] {
             match verify(&body, &[&public]) {

@@ -11,6 +11,7 @@
 //! - The state is looked at once per [`REFRESH_PERIOD`] (the latest each time); a click's result
 //!   is shown as soon as the engine has published it, whatever the deadbands.
 
+use crate::about::{self, About, Checked};
 use crate::display::{Display, Shown};
 use crate::menu::MenuId;
 use crate::{autostart, notify, windows};
@@ -39,12 +40,13 @@ pub enum Told {
 type Taken = Box<dyn Fn(&Published) -> bool + Send + Sync>;
 
 /// Decides until the engine or the event loop goes away; `show` hands each decision to the event
-/// loop and answers false once it is gone.
+/// loop, and `show_about` each new About line; both answer false once it is gone.
 pub async fn run(
     engine: Arc<EngineHandle>,
     mut events: broadcast::Receiver<LowPowerEvent>,
     mut told: mpsc::UnboundedReceiver<Told>,
     show: impl Fn(Shown) -> bool,
+    show_about: impl Fn(String) -> bool,
 ) {
     let mut published = engine.subscribe();
     let mut display = Display::default();
@@ -55,6 +57,11 @@ pub async fn run(
     let mut events_open = true;
     // The click in progress: what shows it taken, and until when to wait.
     let mut waiting: Option<(Taken, tokio::time::Instant)> = None;
+    // The About line: release checks run off this thread and answer here.
+    let mut releases = About::default();
+    let (answer, mut answers) = mpsc::unbounded_channel::<(String, Checked, String)>();
+    let mut how_to_update = String::new();
+    let mut about_shown = String::new();
     loop {
         let deadline = waiting.as_ref().map(|(_, d)| *d);
         // A state to look at, and whether it must be shown whatever the deadbands.
@@ -82,6 +89,11 @@ pub async fn run(
                 }
                 None
             }
+            Some((url, checked, how)) = answers.recv() => {
+                releases.answered(&url, checked);
+                how_to_update = how;
+                None
+            }
             message = told.recv() => match message {
                 None => return,
                 Some(Told::Built) => {
@@ -100,9 +112,25 @@ pub async fn run(
                 }
             },
         };
+        let line = releases.line(&how_to_update);
+        if built && line != about_shown {
+            if !show_about(line.clone()) {
+                return;
+            }
+            about_shown = line;
+        }
         let Some(mut forced) = look else { continue };
         let p = Arc::clone(&published.borrow_and_update());
         follower.follow(&p);
+        if let Some(url) = releases.due(p.prefs.update_manifest_url.as_deref(), Instant::now()) {
+            let answer = answer.clone();
+            tokio::task::spawn_blocking(move || {
+                let checked = about::check(&url);
+                let exe = std::env::current_exe().unwrap_or_default();
+                let how = wattbar_release::update::how_to_update(&exe);
+                let _ = answer.send((url, checked, how));
+            });
+        }
         if waiting.take_if(|(taken, _)| taken(&p)).is_some() {
             forced = true;
         }
@@ -191,6 +219,7 @@ fn clicked(engine: &EngineHandle, id: MenuId) -> Option<Taken> {
         | MenuId::Today
         | MenuId::LastAnswer
         | MenuId::Top
+        | MenuId::About
         | MenuId::Quit => return None,
     };
     match sent {

@@ -15,6 +15,7 @@
 //! rest is once every few seconds, not every sample. At 10 Hz the tray still shows the latest
 //! state once a second, so nothing is lost.
 
+mod about;
 mod autostart;
 mod brain;
 mod display;
@@ -57,6 +58,8 @@ enum Wake {
     Show(Box<display::Shown>),
     /// A menu item was clicked.
     Menu(String),
+    /// The About line changed.
+    About(String),
     /// The engine has stopped (Quit, SIGTERM): leave.
     Exit,
 }
@@ -196,9 +199,14 @@ impl App {
         let mut shown: Option<tray::Tray> = None;
         let (tell, told) = tokio::sync::mpsc::unbounded_channel();
         let drawer = proxy.clone();
-        runtime.spawn(brain::run(Arc::clone(&engine), events, told, move |next| {
-            drawer.send_event(Wake::Show(Box::new(next))).is_ok()
-        }));
+        let about_drawer = proxy.clone();
+        runtime.spawn(brain::run(
+            Arc::clone(&engine),
+            events,
+            told,
+            move |next| drawer.send_event(Wake::Show(Box::new(next))).is_ok(),
+            move |line| about_drawer.send_event(Wake::About(line)).is_ok(),
+        ));
         event_loop.run(move |event, _, control_flow| {
             if matches!(*control_flow, ControlFlow::ExitWithCode(_)) {
                 return;
@@ -244,6 +252,11 @@ impl App {
                             tracing::warn!("could not update the tray: {e}");
                             let _ = tell.send(brain::Told::NotShown);
                         }
+                    }
+                }
+                Event::UserEvent(Wake::About(line)) => {
+                    if let Some(t) = shown.as_ref() {
+                        t.set_about(&line);
                     }
                 }
                 Event::UserEvent(Wake::Exit) => {

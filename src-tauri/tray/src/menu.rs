@@ -16,11 +16,13 @@ pub enum MenuId {
     ResetSession,
     OpenDashboard,
     Preferences,
+    /// Disabled line: the version, and whether a newer release exists.
+    About,
     Quit,
 }
 
 impl MenuId {
-    pub const ALL: [MenuId; 10] = [
+    pub const ALL: [MenuId; 11] = [
         MenuId::Now,
         MenuId::Session,
         MenuId::Today,
@@ -30,6 +32,7 @@ impl MenuId {
         MenuId::ResetSession,
         MenuId::OpenDashboard,
         MenuId::Preferences,
+        MenuId::About,
         MenuId::Quit,
     ];
 
@@ -44,6 +47,7 @@ impl MenuId {
             MenuId::ResetSession => "reset-session",
             MenuId::OpenDashboard => "open-dashboard",
             MenuId::Preferences => "preferences",
+            MenuId::About => "about",
             MenuId::Quit => "quit",
         }
     }

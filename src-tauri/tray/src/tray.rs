@@ -34,6 +34,7 @@ pub struct Tray {
     today: MenuItem,
     last_answer: MenuItem,
     top: MenuItem,
+    about: MenuItem,
     low_power: CheckMenuItem,
     /// What is on screen, to change only what changed.
     applied: Shown,
@@ -67,6 +68,10 @@ impl Tray {
         let today = info(MenuId::Today, "Today —");
         let last_answer = info(MenuId::LastAnswer, "No answer measured yet");
         let top = info(MenuId::Top, "Top: —");
+        let about = info(
+            MenuId::About,
+            &format!("Wattbar {}", wattbar_release::LONG_VERSION),
+        );
         let low_power = CheckMenuItem::with_id(
             MenuId::LowPower.as_str(),
             "Low-power mode",
@@ -87,6 +92,7 @@ impl Tray {
             &action(MenuId::OpenDashboard, "Open dashboard"),
             &action(MenuId::Preferences, "Preferences…"),
             &PredefinedMenuItem::separator(),
+            &about,
             &action(MenuId::Quit, "Quit"),
         ])
         .map_err(tray_error)?;
@@ -107,10 +113,17 @@ impl Tray {
             today,
             last_answer,
             top,
+            about,
             low_power,
             applied: Shown::default(),
             low_power_clicked: false,
         })
+    }
+
+    /// Shows the About line (the version, and whether a newer release exists).
+    pub fn set_about(&self, text: &str) {
+        // The menu reads "&x" as a mnemonic and shows "&&" as "&": the shell's "&&" is doubled.
+        self.about.set_text(text.replace('&', "&&"));
     }
 
     /// The low-power item was clicked: the next [`Tray::apply`] sets its tick from the engine.
