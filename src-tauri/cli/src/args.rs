@@ -162,6 +162,39 @@ pub enum Cmd {
         #[arg(long, default_value = "watts", value_parser = ["watts", "energy"])]
         sort: String,
     },
+    /// Many machines' watts side by side, live: each machine's API (`--hosts`, `--hostfile`),
+    /// or a Prometheus server that scrapes them (`--prometheus`). The total sums only the hosts
+    /// that answered with a fresh figure, and says how many of how many.
+    #[command(group(clap::ArgGroup::new("fleet").required(true).args(["hosts", "hostfile", "prometheus"])))]
+    Fleet {
+        /// Machines' APIs: host:port, comma-separated (port 9471 when none is given). Each must
+        /// serve its API where this machine reaches it (`serve --listen 0.0.0.0:9471
+        /// --allow-remote`).
+        #[arg(long, value_delimiter = ',')]
+        hosts: Vec<String>,
+        /// A file of hosts, one per line (`#` comments).
+        #[arg(long)]
+        hostfile: Option<PathBuf>,
+        /// A Prometheus server that scrapes the machines, e.g. http://localhost:9090.
+        #[arg(long)]
+        prometheus: Option<String>,
+        /// Refresh every so often, e.g. 1s; default: 2 s for up to 16 hosts, 3 s to 64, else 5 s.
+        #[arg(long, value_parser = parse_fleet_duration)]
+        interval: Option<Duration>,
+        /// The longest wait for a host's (or Prometheus') answer.
+        #[arg(long, default_value = "5s", value_parser = parse_fleet_duration)]
+        timeout: Duration,
+        /// A host whose last sample is older is stale, not counted; default: three refreshes,
+        /// at least 10 s.
+        #[arg(long, value_parser = parse_fleet_duration)]
+        stale: Option<Duration>,
+        /// One JSON document per refresh: {"total_watts", "hosts_up", "hosts_total", "hosts"}.
+        #[arg(long)]
+        json: bool,
+        /// Stop after this many refreshes.
+        #[arg(long)]
+        count: Option<u64>,
+    },
     /// The inference records, newest first.
     Inference {
         /// Start: a duration back from now such as 24h or 7d, or Unix seconds.
@@ -381,6 +414,15 @@ fn parse_idle(text: &str) -> Result<Duration, String> {
     let d = parse_duration(text).map_err(|e| e.to_string())?;
     if d > Duration::from_secs(600) {
         return Err("an idle baseline of more than 10 min is not a baseline".into());
+    }
+    Ok(d)
+}
+
+/// A fleet view's interval or timeout: 100 ms to an hour.
+fn parse_fleet_duration(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text).map_err(|e| e.to_string())?;
+    if !(Duration::from_millis(100)..=Duration::from_secs(3600)).contains(&d) {
+        return Err(format!("{text:?}: give 100ms to 1h"));
     }
     Ok(d)
 }

@@ -30,8 +30,8 @@ use args::{Cli, Cmd};
 use clap::Parser;
 use cmd::watch::Format;
 use cmd::{
-    calibrate, export, inspect, llm, low_power, profile, report, reset_session, serve, service,
-    top, totals, version, watch,
+    calibrate, export, fleet, inspect, llm, low_power, profile, report, reset_session, serve,
+    service, top, totals, version, watch,
 };
 
 /// A failure is the user's to act on, not a crash: its message and causes, never a backtrace
@@ -105,6 +105,33 @@ fn run(cli: Cli) -> Result<()> {
             _ => args::TableFormat::Human,
         }),
         Cmd::Inference { since, limit, json } => llm::inference(&since, limit, json),
+        Cmd::Fleet {
+            hosts,
+            hostfile,
+            prometheus,
+            interval,
+            timeout,
+            stale,
+            json,
+            count,
+        } => {
+            let source = match (prometheus, hostfile) {
+                (Some(url), _) => fleet::Source::Prometheus(url),
+                (None, Some(file)) => fleet::Source::Hosts(fleet::read_hostfile(&file)?),
+                (None, None) => fleet::Source::Hosts(hosts),
+            };
+            fleet::fleet(
+                &runtime,
+                fleet::Options {
+                    source,
+                    interval,
+                    timeout,
+                    stale,
+                    json,
+                    count,
+                },
+            )
+        }
         Cmd::Top {
             json,
             interval,

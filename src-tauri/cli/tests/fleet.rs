@@ -3,7 +3,9 @@
 //! as they are: 1 min windows, so the test waits for one to fill, about 70 s). Each host's watts
 //! rule must match that host's own ledger over the rule's window, the J/token rule each host's
 //! own inference record, and every query of the Grafana dashboard (`packaging/grafana/wattbar.json`)
-//! must answer with data.
+//! must answer with data. Then `wattbar-cli fleet`, once from each host's API and once from
+//! Prometheus, with a third host stopped: both give the same figures, and the stopped host is
+//! down and left out of the total.
 
 use crate::common::Answer;
 use crate::common::{repo_root, Serve};
@@ -204,6 +206,10 @@ fn two_hosts_in_prometheus_the_rules_match_each_ledger_and_every_dashboard_query
         &["--interval", "100ms"],
     );
     let hosts = [(&a, dir_a.path()), (&b, dir_b.path())];
+    // C: 40 W, scraped, then stopped before the fleet view looks.
+    let dir_c = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let c = Serve::start(dir_c.path(), "t,watts\n0,40\n", &["--interval", "100ms"]);
+    let instance_c = instance(&c);
 
     let rules = repo_root().join("packaging/prometheus/wattbar.yml");
     let rules = rules
@@ -213,15 +219,16 @@ fn two_hosts_in_prometheus_the_rules_match_each_ledger_and_every_dashboard_query
     let config = format!(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
          rule_files:\n  - {}\n\
-         scrape_configs:\n  - job_name: wattbar\n    static_configs:\n      - targets: [{}, {}]\n",
+         scrape_configs:\n  - job_name: wattbar\n    static_configs:\n      - targets: [{}, {}, {}]\n",
         quoted(&rules.display().to_string()),
         quoted(&instance(&a)),
         quoted(&instance(&b)),
+        quoted(&instance_c),
     );
     let prom = Prometheus::start(dir_p.path(), &config);
     prom.wait_for(
         r#"wattbar_energy_joules_total{job="wattbar",domain="system"}"#,
-        2,
+        3,
         Duration::from_secs(20),
     );
 
@@ -350,9 +357,108 @@ fn two_hosts_in_prometheus_the_rules_match_each_ledger_and_every_dashboard_query
         let result = prom.query(&e);
         assert!(!result.is_empty(), "{title}: no data for {e}");
     }
-    eprintln!(
-        "{} dashboard queries answered; {:.0} s in all",
-        queries.len(),
-        started.elapsed().as_secs_f64()
+    eprintln!("{} dashboard queries answered", queries.len());
+
+    // (c) The fleet view, with C stopped.
+    let (status, _) = c.terminate();
+    assert!(status.success(), "{status}");
+    prom.wait_for(
+        &format!(r#"up{{instance="{instance_c}"}} == 0"#),
+        1,
+        Duration::from_secs(20),
     );
+    let everyone = [instance(&a), instance(&b), instance_c.clone()].join(",");
+    let asked = Instant::now();
+    let direct = fleet(dir_p.path(), &["--hosts", &everyone, "--timeout", "2s"]);
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "a stopped host held the view past its timeout: {:?}",
+        asked.elapsed()
+    );
+    let scraped = fleet(dir_p.path(), &["--prometheus", &prom.url]);
+    for view in [&direct, &scraped] {
+        assert_eq!(view["hosts_up"], 2, "{view}");
+        assert_eq!(view["hosts_total"], 3, "{view}");
+        let row = |inst: &str| {
+            view["hosts"]
+                .as_array()
+                .and_then(|h| h.iter().find(|r| r["host"] == inst))
+                .cloned()
+                .unwrap_or_else(|| panic!("{inst} is not in {view}"))
+        };
+        let down = row(&instance_c);
+        assert_eq!(down["health"], "down", "{view}");
+        assert!(
+            down["watts"].is_null(),
+            "a stopped host is no figure, not 0 W: {view}"
+        );
+        let (wa, wb) = (
+            num(&row(&instance(&a))["watts"]),
+            num(&row(&instance(&b))["watts"]),
+        );
+        assert_eq!(wa, 60.0, "{view}");
+        assert!(wb == 100.0 || wb == 200.0, "{view}");
+        // The total is the healthy hosts' sum, exactly.
+        assert_eq!(num(&view["total_watts"]), wa + wb, "{view}");
+        for inst in [instance(&a), instance(&b)] {
+            let r = row(&inst);
+            assert_eq!(r["health"], "up", "{view}");
+            assert_eq!(r["scope"], "system", "{view}");
+            assert_eq!(r["quality"], "measured", "{view}");
+            assert!(r["low_power"].is_boolean(), "{view}");
+        }
+    }
+    // Today's energy: the same store's figure, read a few seconds apart (at most 200 W more
+    // per second between the two views, and a scrape and a batch behind).
+    let apart = num(&scraped["at"]) - num(&direct["at"]);
+    for inst in [instance(&a), instance(&b)] {
+        let kwh = |view: &serde_json::Value| {
+            view["hosts"]
+                .as_array()
+                .and_then(|h| h.iter().find(|r| r["host"] == inst.as_str()))
+                .map(|r| num(&r["today_kwh"]))
+                .unwrap_or(f64::NAN)
+        };
+        let low_power = |view: &serde_json::Value| {
+            view["hosts"]
+                .as_array()
+                .and_then(|h| h.iter().find(|r| r["host"] == inst.as_str()))
+                .map(|r| r["low_power"].clone())
+        };
+        assert_eq!(low_power(&direct), low_power(&scraped), "{inst}");
+        let (d, p) = (kwh(&direct), kwh(&scraped));
+        let slack = 200.0 * (apart.abs() + 1.0 + 0.5) / 3.6e6;
+        eprintln!("{inst}: today {d:.6} kWh from its API, {p:.6} kWh from Prometheus");
+        assert!(
+            d > 0.0 && (d - p).abs() <= slack,
+            "{inst}: {d} against {p} kWh"
+        );
+    }
+    let table = String::from_utf8_lossy(
+        &crate::common::cli(dir_p.path())
+            .args([
+                "fleet",
+                "--hosts",
+                &everyone,
+                "--count",
+                "1",
+                "--timeout",
+                "2s",
+            ])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .stdout,
+    )
+    .into_owned();
+    assert!(table.contains("2 of 3 hosts up"), "{table}");
+    assert!(table.contains("down: "), "{table}");
+    eprintln!("{table}{:.0} s in all", started.elapsed().as_secs_f64());
+}
+
+/// One refresh of `wattbar-cli fleet ARGS --json`.
+fn fleet(data: &Path, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["fleet", "--json", "--count", "1"];
+    all.extend_from_slice(args);
+    let out = crate::common::run_cli(data, &all);
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
 }

@@ -11,4 +11,5 @@ pub mod api;
 pub mod metrics;
 pub mod net;
 pub mod proxy;
+pub mod summary;
 pub mod view;

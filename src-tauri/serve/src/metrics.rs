@@ -137,6 +137,13 @@ struct CostLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HeadlineLabels {
+    source: Text,
+    quality: Text,
+    scope: Text,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SourceLabels {
     source: Text,
 }
@@ -269,6 +276,61 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
                 })
                 .inc_by(amount);
             }
+        }
+    }
+
+    // The headline and today's figures, as the menu shows them: a fleet view reads one series
+    // per machine instead of choosing among the readings.
+    let headline = Family::<HeadlineLabels, GaugeF>::default();
+    registry.register_with_unit(
+        "wattbar_headline_power",
+        "The headline, what the menu bar shows: the best source's watts; absent when nothing \
+         could be read",
+        Unit::Other("watts".into()),
+        headline.clone(),
+    );
+    if let Some(snapshot) = &p.snapshot {
+        let head = snapshot.headline.as_ref();
+        if let Some((h, w)) = head.and_then(|h| h.watts.map(|w| (h, w.0))) {
+            if w.is_finite() {
+                headline
+                    .get_or_create(&HeadlineLabels {
+                        source: label(&h.source),
+                        quality: label(h.quality.as_str()),
+                        scope: label(snapshot.coverage().map_or("", |c| c.scope.as_str())),
+                    })
+                    .set(w);
+            }
+        }
+    }
+    let today_energy = Family::<ScopeLabels, GaugeF>::default();
+    registry.register_with_unit(
+        "wattbar_today_energy",
+        "The headline's energy today (this machine's calendar day) from the store, as of its \
+         last batch; starts again from 0 at midnight",
+        Unit::Joules,
+        today_energy.clone(),
+    );
+    let today_cost = Family::<CostLabels, GaugeF>::default();
+    registry.register(
+        "wattbar_today_cost",
+        "The cost of today's energy at the prices in force, from the store",
+        today_cost.clone(),
+    );
+    if let Some(today) = p.totals.as_ref().map(|t| &t.today) {
+        let scope = label(today.scope.map_or("", Scope::as_str));
+        if today.joules.is_finite() && today.cost.is_finite() {
+            today_energy
+                .get_or_create(&ScopeLabels {
+                    scope: scope.clone(),
+                })
+                .set(today.joules);
+            today_cost
+                .get_or_create(&CostLabels {
+                    currency: label(&today.currency),
+                    scope,
+                })
+                .set(today.cost);
         }
     }
 

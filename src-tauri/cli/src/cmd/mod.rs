@@ -3,6 +3,7 @@
 
 pub mod calibrate;
 pub mod export;
+pub mod fleet;
 pub mod inspect;
 pub mod llm;
 pub mod low_power;

@@ -4,6 +4,7 @@
 
 use super::shared::{error, state_json_stream, Shared, STREAM_RETRY_AFTER_S};
 use crate::metrics;
+use crate::summary::Summary;
 use crate::view::{DashboardPayload, StatePayload};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -44,6 +45,14 @@ pub(super) async fn get_metrics(State(shared): State<Arc<Shared>>, headers: Head
 
 pub(super) async fn get_snapshot(State(shared): State<Arc<Shared>>) -> Json<StatePayload> {
     Json(StatePayload::from(shared.engine.current().as_ref()))
+}
+
+pub(super) async fn get_summary(State(shared): State<Arc<Shared>>) -> Json<Summary> {
+    Json(Summary::new(
+        &shared.engine.current(),
+        crate::summary::host_name(),
+        unix_now(),
+    ))
 }
 
 pub(super) async fn get_dashboard(State(shared): State<Arc<Shared>>) -> Json<DashboardPayload> {

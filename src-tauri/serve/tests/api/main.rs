@@ -229,6 +229,7 @@ async fn engine_sampled(engine: &EngineHandle) {
 mod hosts;
 mod metrics;
 mod stream;
+mod summary;
 mod writes;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

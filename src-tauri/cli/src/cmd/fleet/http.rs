@@ -1,0 +1,70 @@
+//! The fleet view's one HTTP client: plain HTTP/1.1 with kept-alive connections, a timeout over
+//! each whole call, and answers read up to a limit.
+
+use anyhow::{anyhow, bail, Result};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use std::time::Duration;
+
+/// An answer larger than this is refused: a summary is under a kilobyte, a Prometheus answer
+/// for a large fleet some hundreds.
+const MAX_ANSWER_BYTES: usize = 8 << 20;
+
+#[derive(Clone)]
+pub struct Http {
+    client: Client<HttpConnector, Empty<Bytes>>,
+    timeout: Duration,
+}
+
+impl Http {
+    pub fn new(timeout: Duration) -> Http {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(timeout));
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(60))
+            .build(connector);
+        Http { client, timeout }
+    }
+
+    /// `GET uri`: the body of a 2xx answer; else the status and what the server said.
+    pub async fn get(&self, uri: &hyper::Uri) -> Result<Bytes> {
+        let call = async {
+            let request = hyper::Request::get(uri.clone())
+                .header(hyper::header::ACCEPT, "application/json")
+                .body(Empty::new())?;
+            let answer = self.client.request(request).await.map_err(|e| {
+                // The connector's error says why ("connection refused"); hyper's own only
+                // "client error (Connect)".
+                let mut why = e.to_string();
+                let mut source = std::error::Error::source(&e);
+                while let Some(s) = source {
+                    why = s.to_string();
+                    source = s.source();
+                }
+                anyhow!(why)
+            })?;
+            let status = answer.status();
+            let body = Limited::new(answer.into_body(), MAX_ANSWER_BYTES)
+                .collect()
+                .await
+                .map_err(|e| anyhow!("reading the answer: {e}"))?
+                .to_bytes();
+            if !status.is_success() {
+                let text = String::from_utf8_lossy(&body);
+                bail!(
+                    "{status}: {}",
+                    text.trim().chars().take(200).collect::<String>()
+                );
+            }
+            Ok(body)
+        };
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(answer) => answer,
+            Err(_) => bail!("no answer within {} s", self.timeout.as_secs_f64()),
+        }
+    }
+}

@@ -1,0 +1,107 @@
+use super::api::Target;
+use super::*;
+
+fn up(host: &str, watts: f64, kwh: f64) -> HostRow {
+    HostRow {
+        watts: Some(watts),
+        scope: Some(Scope::System),
+        age_seconds: Some(1.0),
+        today_kwh: Some(kwh),
+        ..HostRow::pending(host)
+    }
+    .judged(Duration::from_secs(10))
+}
+
+#[test]
+fn a_host_without_a_port_is_asked_on_the_api_port() {
+    let t = Target::parse("gpu-box").unwrap();
+    assert_eq!(t.shown, "gpu-box:9471");
+    assert_eq!(t.uri.to_string(), "http://gpu-box:9471/v1/summary");
+    let t = Target::parse("http://10.0.0.7:8080/").unwrap();
+    assert_eq!(t.shown, "10.0.0.7:8080");
+    assert_eq!(t.uri.to_string(), "http://10.0.0.7:8080/v1/summary");
+    let t = Target::parse("[fd00::2]:9471").unwrap();
+    assert_eq!(t.uri.to_string(), "http://[fd00::2]:9471/v1/summary");
+}
+
+#[test]
+fn what_is_no_host_is_refused_with_its_reason() {
+    let https = Target::parse("https://a:9471").unwrap_err().to_string();
+    assert!(https.contains("https is not supported"), "{https}");
+    for bad in ["", "a/b", "http://a:9471/v1", "a:notaport", "a b"] {
+        assert!(Target::parse(bad).is_err(), "{bad:?} was taken");
+    }
+}
+
+#[test]
+fn the_total_sums_only_healthy_hosts_and_says_how_many_of_how_many() {
+    // 60 W + 200 W up; a down host and a stale one (an old sample of 500 W) are not summed.
+    let stale = HostRow {
+        age_seconds: Some(45.0),
+        ..up("c:9471", 500.0, 9.0)
+    }
+    .judged(Duration::from_secs(10));
+    assert_eq!(stale.health, Health::Stale);
+    let down = up("d:9471", 80.0, 1.0).down("connection refused".to_string());
+    assert_eq!(down.watts, None, "a down host keeps no figure");
+    let view = FleetView::new(
+        vec![
+            up("a:9471", 60.0, 0.5),
+            down,
+            stale,
+            up("b:9471", 200.0, 1.25),
+        ],
+        0.0,
+    );
+    assert_eq!(view.total_watts, Some(260.0));
+    assert_eq!(view.total_today_kwh, Some(1.75));
+    assert_eq!((view.hosts_up, view.hosts_total), (2, 4));
+    let order: Vec<&str> = view.hosts.iter().map(|h| h.host.as_str()).collect();
+    assert_eq!(order, ["c:9471", "b:9471", "a:9471", "d:9471"]);
+    let table = show::table(&view);
+    assert!(table.contains("2 of 4 hosts up"), "{table}");
+    assert!(table.contains("down: connection refused"), "{table}");
+    assert!(
+        table.contains("stale: its last sample is 45 s old"),
+        "{table}"
+    );
+}
+
+#[test]
+fn no_healthy_host_is_an_unknown_total_not_zero() {
+    let view = FleetView::new(
+        vec![HostRow::pending("a:9471").down("no answer within 5 s".to_string())],
+        0.0,
+    );
+    assert_eq!(view.total_watts, None);
+    assert_eq!(view.hosts_up, 0);
+    let json = serde_json::to_value(&view).unwrap();
+    assert!(json["total_watts"].is_null(), "{json}");
+    assert!(show::table(&view).contains("0 of 1 hosts up"));
+}
+
+#[test]
+fn a_host_without_a_headline_is_stale_with_its_reason() {
+    let row = HostRow {
+        age_seconds: Some(0.5),
+        reason: Some("rapl: permission denied".to_string()),
+        ..HostRow::pending("a:9471")
+    }
+    .judged(Duration::from_secs(10));
+    assert_eq!(row.health, Health::Stale);
+    assert_eq!(row.reason.as_deref(), Some("rapl: permission denied"));
+}
+
+#[test]
+fn a_larger_fleet_is_refreshed_less_often() {
+    assert!(paced_interval(3) < paced_interval(40));
+    assert!(paced_interval(40) < paced_interval(128));
+}
+
+#[test]
+fn a_hostfile_skips_blank_lines_and_comments() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hosts");
+    std::fs::write(&path, "# the model boxes\na:9471\n\n  b  # the big one\n").unwrap();
+    assert_eq!(read_hostfile(&path).unwrap(), ["a:9471", "b"]);
+}

@@ -1,0 +1,106 @@
+//! One machine at a glance (`GET /v1/summary`): what a fleet view asks every machine for, every
+//! second or so, so it is small and costs one pass over the published state.
+//!
+//! Rules:
+//! - Unknown is `null`, never 0: no headline gives `watts: null` and the reason in `unavailable`;
+//!   no stored totals yet gives `today: null`.
+//! - The sample's age is taken here, by this machine's clock: a fleet's clocks need not agree.
+//! - Today's energy and cost are the ledger's (this machine's calendar day, as of the last
+//!   batch), the same figures as the menu's "Today" line and `wattbar_today_energy_joules`.
+
+use serde::{Deserialize, Serialize};
+use wattbar_core::{Quality, Scope};
+use wattbar_engine::programs::Sort;
+use wattbar_engine::Published;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// This machine's host name, where it has one.
+    pub host: Option<String>,
+    /// Time of the last sample, seconds since the Unix epoch; `None` before the first.
+    pub at: Option<f64>,
+    /// Seconds since the last sample, by this machine's clock.
+    pub age_seconds: Option<f64>,
+    /// The period samples are taken at now, seconds.
+    pub period_seconds: f64,
+    /// The headline, what the menu bar shows.
+    pub watts: Option<f64>,
+    pub scope: Option<Scope>,
+    #[serde(default)]
+    pub covers: Vec<String>,
+    pub quality: Option<Quality>,
+    pub source: Option<String>,
+    /// Why there is no headline (each source's reason), when there is none.
+    pub unavailable: Option<String>,
+    pub today: Option<Today>,
+    pub low_power: bool,
+    /// The program drawing the most watts over the last process window.
+    pub top_program: Option<TopProgram>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Today {
+    pub kwh: f64,
+    pub cost: f64,
+    pub currency: String,
+    pub scope: Option<Scope>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TopProgram {
+    /// `ollama (llama3.1:8b)`: the program, with the models it serves.
+    pub name: String,
+    pub watts: Option<f64>,
+}
+
+impl Summary {
+    /// The summary of `p`, `host` and `now_unix` being this machine's.
+    pub fn new(p: &Published, host: Option<String>, now_unix: f64) -> Summary {
+        let snapshot = p.snapshot.as_ref();
+        let head = snapshot.and_then(|s| s.headline.as_ref());
+        let coverage = snapshot.and_then(|s| s.coverage());
+        let at = snapshot.map(|s| s.at.unix_seconds);
+        let watts = head.and_then(|h| h.watts).map(|w| w.0);
+        let unavailable = match (watts, snapshot) {
+            (None, Some(s)) if !s.unavailable.is_empty() => Some(
+                s.unavailable
+                    .iter()
+                    .map(|u| format!("{}: {}", u.source, u.reason))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            ),
+            (None, Some(_)) => Some("no source could be read".to_string()),
+            (None, None) => Some("no sample yet".to_string()),
+            (Some(_), _) => None,
+        };
+        let top = p.programs.top(1, Sort::Watts);
+        Summary {
+            host,
+            at,
+            age_seconds: at.map(|at| (now_unix - at).max(0.0)),
+            period_seconds: p.period_ms as f64 / 1000.0,
+            watts,
+            scope: coverage.as_ref().map(|c| c.scope),
+            covers: coverage.map(|c| c.covers).unwrap_or_default(),
+            quality: head.map(|h| h.quality),
+            source: head.map(|h| h.source.clone()),
+            unavailable,
+            today: p.totals.as_ref().map(|t| Today {
+                kwh: t.today.kwh,
+                cost: t.today.cost,
+                currency: t.today.currency.clone(),
+                scope: t.today.scope,
+            }),
+            low_power: p.low_power.enabled,
+            top_program: top.programs.first().map(|f| TopProgram {
+                name: f.shown_name(),
+                watts: f.watts,
+            }),
+        }
+    }
+}
+
+/// This machine's host name, as the kernel has it now.
+pub fn host_name() -> Option<String> {
+    sysinfo::System::host_name().filter(|h| !h.is_empty())
+}
