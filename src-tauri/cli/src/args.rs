@@ -111,6 +111,24 @@ pub enum Cmd {
         /// http://127.0.0.1:11434.
         #[arg(long, value_name = "URL", requires = "llm_proxy")]
         llm_upstream: Option<String>,
+        /// Publish to this MQTT broker with Home Assistant discovery: mqtt://[user@]host[:port]
+        /// or mqtts://…; the password, if any, in the file --mqtt-password-file names.
+        /// Default: the preference `mqtt_url`.
+        #[arg(long, value_name = "URL")]
+        mqtt: Option<String>,
+        /// A file holding the broker's password alone (keep it mode 0600); default:
+        /// mqtt-password in the data folder, when it is there.
+        #[arg(long, value_name = "FILE")]
+        mqtt_password_file: Option<PathBuf>,
+        /// Topics go under this prefix; default: wattbar/<host name>.
+        #[arg(long, value_name = "PREFIX")]
+        mqtt_topic_prefix: Option<String>,
+        /// The MQTT client id; default: wattbar-<host name>.
+        #[arg(long, value_name = "ID")]
+        mqtt_client_id: Option<String>,
+        /// States at most this often (and at once when low-power mode changes), e.g. 10s.
+        #[arg(long, value_parser = parse_fleet_duration)]
+        mqtt_interval: Option<Duration>,
         /// A smart plug the machine is plugged into (Shelly, Tasmota, or a Home Assistant power
         /// sensor's URL), read beside the sensors as the `wall`; a Shelly's password may come as
         /// http://admin:PASSWORD@host. Default: WATTBAR_WALL_METER.

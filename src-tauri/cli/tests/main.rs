@@ -9,6 +9,7 @@ mod llm_proxy;
 mod llm_real_server;
 mod llm_responses;
 mod macos_app;
+mod mqtt;
 mod profile;
 mod programs;
 mod run;

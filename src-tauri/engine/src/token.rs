@@ -47,6 +47,36 @@ pub fn load_or_create(data_dir: &Path) -> Result<String, Error> {
     }
 }
 
+/// Where a broker's password is kept by default.
+pub const MQTT_PASSWORD_FILE: &str = "mqtt-password";
+
+/// A secret a person put in a file of its own (a broker's password): its first line, as typed.
+/// A file others may read is refused, as ssh refuses such a key: the secret may be known.
+pub fn read_secret_file(path: &Path) -> Result<String, Error> {
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let text = std::fs::read_to_string(path).map_err(io)?;
+    if let Some(mode) = open_to_others(path).map_err(io)? {
+        return Err(Error::Parse {
+            path: path.to_path_buf(),
+            message: format!(
+                "other users may read it (mode {mode:o}): `chmod 600` it, and change the \
+                 password if they could have"
+            ),
+        });
+    }
+    let secret = text.lines().next().unwrap_or_default().to_string();
+    if secret.is_empty() {
+        return Err(Error::Parse {
+            path: path.to_path_buf(),
+            message: "it is empty: its first line is the password".into(),
+        });
+    }
+    Ok(secret)
+}
+
 fn create(data_dir: &Path, path: &Path) -> std::io::Result<String> {
     crate::paths::create_private_dir(data_dir)?;
     let mut bytes = [0u8; TOKEN_BYTES];
@@ -99,6 +129,26 @@ pub fn matches(expected: &str, given: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_secret_file_others_can_read_is_refused_without_its_secret() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join(MQTT_PASSWORD_FILE);
+        std::fs::write(&path, "s3cret pass\nignored\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let refused = read_secret_file(&path).map_err(|e| e.to_string());
+        let message = refused.err().unwrap_or_default();
+        assert!(
+            message.contains("chmod 600") && !message.contains("s3cret"),
+            "{message}"
+        );
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(read_secret_file(&path).ok().as_deref(), Some("s3cret pass"));
+    }
 
     #[test]
     fn the_token_is_made_once_private_and_then_reused() {

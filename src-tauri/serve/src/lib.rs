@@ -9,6 +9,7 @@
 
 pub mod api;
 pub mod metrics;
+pub mod mqtt;
 pub mod net;
 pub mod proxy;
 pub mod summary;

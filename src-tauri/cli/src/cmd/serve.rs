@@ -6,6 +6,7 @@ use crate::args::Cmd;
 use anyhow::{bail, Context, Result};
 use wattbar_engine::{paths, Command, EngineConfig};
 use wattbar_serve::api;
+use wattbar_serve::mqtt;
 use wattbar_serve::proxy;
 
 pub async fn serve(command: Cmd) -> Result<()> {
@@ -19,6 +20,11 @@ pub async fn serve(command: Cmd) -> Result<()> {
         llm_proxy,
         llm_upstream,
         wall_meter,
+        mqtt,
+        mqtt_password_file,
+        mqtt_topic_prefix,
+        mqtt_client_id,
+        mqtt_interval,
     } = command
     else {
         bail!("not a serve command");
@@ -135,7 +141,44 @@ pub async fn serve(command: Cmd) -> Result<()> {
         }
         _ => None,
     };
+    let mqtt = match mqtt {
+        Some(url) => {
+            let mut c = mqtt::MqttConfig::from_url(
+                &url,
+                &wattbar_serve::summary::host_name().unwrap_or_else(|| "wattbar".to_string()),
+            )?;
+            let default_file = paths::data_dir()?.join(wattbar_engine::token::MQTT_PASSWORD_FILE);
+            c.password = match mqtt_password_file {
+                Some(file) => Some(wattbar_engine::token::read_secret_file(&file)?),
+                None if default_file.exists() => {
+                    Some(wattbar_engine::token::read_secret_file(&default_file)?)
+                }
+                None => None,
+            };
+            if let Some(prefix) = mqtt_topic_prefix {
+                c.topics =
+                    mqtt::discovery::Topics::new(&prefix, mqtt::DISCOVERY_PREFIX, &c.topics.node);
+            }
+            if let Some(id) = mqtt_client_id {
+                c.client_id = id;
+            }
+            if let Some(interval) = mqtt_interval {
+                c.interval = interval;
+            }
+            tracing::info!(
+                "publishing to {} under {}/ (Home Assistant discovery under {}/)",
+                c.broker(),
+                c.topics.prefix,
+                c.topics.discovery
+            );
+            Some(tokio::spawn(mqtt::run(c, engine.reader(), stopped())))
+        }
+        None => None,
+    };
     let served = api::serve(listener, engine.reader(), config, stopped()).await;
+    if let Some(mqtt) = mqtt {
+        let _ = mqtt.await;
+    }
     if let Some(proxied) = proxied {
         let _ = proxied.await;
     }

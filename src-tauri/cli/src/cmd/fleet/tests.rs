@@ -14,19 +14,22 @@ fn up(host: &str, watts: f64, kwh: f64) -> HostRow {
 
 #[test]
 fn a_host_without_a_port_is_asked_on_the_api_port() {
-    let t = Target::parse("gpu-box").unwrap();
+    let t = Target::parse("gpu-box").unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(t.shown, "gpu-box:9471");
     assert_eq!(t.uri.to_string(), "http://gpu-box:9471/v1/summary");
-    let t = Target::parse("http://10.0.0.7:8080/").unwrap();
+    let t = Target::parse("http://10.0.0.7:8080/").unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(t.shown, "10.0.0.7:8080");
     assert_eq!(t.uri.to_string(), "http://10.0.0.7:8080/v1/summary");
-    let t = Target::parse("[fd00::2]:9471").unwrap();
+    let t = Target::parse("[fd00::2]:9471").unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(t.uri.to_string(), "http://[fd00::2]:9471/v1/summary");
 }
 
 #[test]
 fn what_is_no_host_is_refused_with_its_reason() {
-    let https = Target::parse("https://a:9471").unwrap_err().to_string();
+    let https = Target::parse("https://a:9471")
+        .err()
+        .unwrap_or_else(|| panic!("taken"))
+        .to_string();
     assert!(https.contains("https is not supported"), "{https}");
     for bad in ["", "a/b", "http://a:9471/v1", "a:notaport", "a b"] {
         assert!(Target::parse(bad).is_err(), "{bad:?} was taken");
@@ -75,7 +78,7 @@ fn no_healthy_host_is_an_unknown_total_not_zero() {
     );
     assert_eq!(view.total_watts, None);
     assert_eq!(view.hosts_up, 0);
-    let json = serde_json::to_value(&view).unwrap();
+    let json = serde_json::to_value(&view).unwrap_or_else(|e| panic!("{e}"));
     assert!(json["total_watts"].is_null(), "{json}");
     assert!(show::table(&view).contains("0 of 1 hosts up"));
 }
@@ -100,8 +103,12 @@ fn a_larger_fleet_is_refreshed_less_often() {
 
 #[test]
 fn a_hostfile_skips_blank_lines_and_comments() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let path = dir.path().join("hosts");
-    std::fs::write(&path, "# the model boxes\na:9471\n\n  b  # the big one\n").unwrap();
-    assert_eq!(read_hostfile(&path).unwrap(), ["a:9471", "b"]);
+    std::fs::write(&path, "# the model boxes\na:9471\n\n  b  # the big one\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        read_hostfile(&path).unwrap_or_else(|e| panic!("{e}")),
+        ["a:9471", "b"]
+    );
 }

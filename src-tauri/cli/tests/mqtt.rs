@@ -1,0 +1,410 @@
+//! MQTT as Home Assistant meets it: `serve --mqtt` against Debian's real `mosquitto`, read with
+//! its own `mosquitto_sub` and commanded with `mosquitto_pub`. Discovery, the energy counter
+//! against a replayed 50 W, a command, the broker gone for a minute, a serve killed and back,
+//! and a broker that refuses the password.
+
+use crate::common::{free_port, Serve};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const PREFIX: &str = "wattbar/test";
+const WATTS: f64 = 50.0;
+
+/// Debian's mosquitto on a loopback port, killed when dropped.
+struct Broker {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+    /// `password_file` line, for a broker that checks passwords.
+    auth: Option<String>,
+}
+
+impl Broker {
+    fn start(dir: &Path, port: u16, auth: Option<String>) -> Broker {
+        let conf = dir.join("mosquitto.conf");
+        let mut text = format!(
+            "listener {port} 127.0.0.1\npersistence false\nlog_dest stderr\nlog_type all\n"
+        );
+        match &auth {
+            Some(line) => text += &format!("allow_anonymous false\n{line}\n"),
+            None => text += "allow_anonymous true\n",
+        }
+        std::fs::write(&conf, text).unwrap_or_else(|e| panic!("{e}"));
+        // Its log goes to stderr, unbuffered, where a file of its own would be written late.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("mosquitto.log"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let child = Command::new("mosquitto")
+            .arg("-c")
+            .arg(&conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start mosquitto ({e}): scripts/setup installs it (Debian package mosquitto)")
+            });
+        let broker = Broker {
+            child,
+            port,
+            dir: dir.to_path_buf(),
+            auth,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "mosquitto did not listen:\n{}",
+                broker.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        broker
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("mosquitto.log")).unwrap_or_default()
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn restart(mut self) -> Broker {
+        self.kill();
+        Broker::start(&self.dir, self.port, self.auth.clone())
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// One message as `mosquitto_sub` saw it.
+#[derive(Debug, Clone)]
+struct Message {
+    topic: String,
+    payload: String,
+    retained: bool,
+}
+
+/// `mosquitto_sub -t '#'` on a broker: every message, in order.
+struct Subscriber {
+    child: Child,
+    rx: mpsc::Receiver<Message>,
+    seen: Vec<Message>,
+}
+
+impl Subscriber {
+    fn start(port: u16) -> Subscriber {
+        let mut child = Command::new("mosquitto_sub")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "-t",
+                "#",
+                "-q",
+                "1",
+            ])
+            .args(["-F", "%r\t%t\t%p"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("mosquitto_sub: {e}"));
+        let out = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                let mut parts = line.splitn(3, '\t');
+                let (Some(r), Some(t), Some(p)) = (parts.next(), parts.next(), parts.next()) else {
+                    continue;
+                };
+                let m = Message {
+                    retained: r == "1",
+                    topic: t.to_string(),
+                    payload: p.to_string(),
+                };
+                if tx.send(m).is_err() {
+                    return;
+                }
+            }
+        });
+        Subscriber {
+            child,
+            rx,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The next message after those seen that `want` accepts, within `within`.
+    fn next(&mut self, within: Duration, want: impl Fn(&Message) -> bool) -> Message {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(m) => {
+                    self.seen.push(m.clone());
+                    if want(&m) {
+                        return m;
+                    }
+                }
+                Err(_) => panic!(
+                    "no such message within {within:?}; the last seen: {:?}",
+                    self.seen.iter().rev().take(8).collect::<Vec<_>>()
+                ),
+            }
+        }
+    }
+
+    /// The next state document.
+    fn state(&mut self, within: Duration) -> serde_json::Value {
+        let topic = format!("{PREFIX}/state");
+        let m = self.next(within, |m| m.topic == topic);
+        serde_json::from_str(&m.payload).unwrap_or_else(|e| panic!("{e}: {}", m.payload))
+    }
+}
+
+impl Drop for Subscriber {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn num(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+fn serve(data: &Path, broker: &Broker, extra: &[&str]) -> Serve {
+    let url = format!("mqtt://127.0.0.1:{}", broker.port);
+    let mut args = vec![
+        "--interval",
+        "100ms",
+        "--mqtt",
+        &url,
+        "--mqtt-topic-prefix",
+        PREFIX,
+        "--mqtt-interval",
+        "1s",
+    ];
+    args.extend_from_slice(extra);
+    Serve::start(data, &format!("t,watts\n0,{WATTS}\n"), &args)
+}
+
+/// 50 W × the time between two states' samples, in kWh, against what their counters moved.
+fn assert_energy_between(a: &serde_json::Value, b: &serde_json::Value, what: &str) {
+    let seconds = num(&b["at"]) - num(&a["at"]);
+    let moved = (num(&b["energy_kwh"]) - num(&a["energy_kwh"])) * 3.6e6;
+    let want = WATTS * seconds;
+    eprintln!("{what}: {moved:.1} J over {seconds:.1} s, {want:.1} J expected");
+    assert!(seconds > 0.0, "{what}: {a} then {b}");
+    assert!(
+        (moved - want).abs() <= 0.01 * want,
+        "{what}: the energy moved {moved} J in {seconds} s at {WATTS} W: {a} then {b}"
+    );
+}
+
+#[test]
+fn home_assistant_discovers_the_machine_and_no_energy_is_lost_while_the_broker_is_away() {
+    let started = Instant::now();
+    let dir_a = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir_b = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let data_x = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let data_y = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let broker = Broker::start(dir_a.path(), free_port(), None);
+    // B takes only the user `wattbar` with the password "right".
+    let passwd = dir_b.path().join("passwd");
+    let made = Command::new("mosquitto_passwd")
+        .args(["-c", "-b"])
+        .arg(&passwd)
+        .args(["wattbar", "right"])
+        .status();
+    assert!(made.is_ok_and(|s| s.success()));
+    let strict = Broker::start(
+        dir_b.path(),
+        free_port(),
+        Some(format!("password_file {}", passwd.display())),
+    );
+    let mut sub = Subscriber::start(broker.port);
+    let x = serve(data_x.path(), &broker, &[]);
+
+    // Discovery: four entities, retained, each with its availability and the device.
+    let mut docs = std::collections::BTreeMap::new();
+    while docs.len() < 4 {
+        let m = sub.next(Duration::from_secs(20), |m| {
+            m.topic.starts_with("homeassistant/")
+        });
+        let doc: serde_json::Value =
+            serde_json::from_str(&m.payload).unwrap_or_else(|e| panic!("{e}: {m:?}"));
+        docs.insert(m.topic.clone(), doc);
+    }
+    let find = |object: &str| {
+        docs.iter()
+            .find(|(t, _)| t.ends_with(&format!("/{object}/config")))
+            .map(|(_, d)| d.clone())
+            .unwrap_or_else(|| panic!("no {object} in {docs:?}"))
+    };
+    let (power, energy, cost, switch) = (
+        find("power"),
+        find("energy"),
+        find("cost"),
+        find("low_power"),
+    );
+    assert_eq!(power["device_class"], "power");
+    assert_eq!(power["state_class"], "measurement");
+    assert_eq!(power["unit_of_measurement"], "W");
+    assert_eq!(energy["device_class"], "energy");
+    assert_eq!(energy["state_class"], "total_increasing");
+    assert_eq!(energy["unit_of_measurement"], "kWh");
+    assert_eq!(cost["device_class"], "monetary");
+    assert_eq!(switch["command_topic"], format!("{PREFIX}/low_power/set"));
+    for doc in [&power, &energy, &cost, &switch] {
+        assert_eq!(doc["state_topic"], format!("{PREFIX}/state"), "{doc}");
+        assert_eq!(
+            doc["availability"][0]["topic"],
+            format!("{PREFIX}/availability")
+        );
+        assert!(doc["device"]["identifiers"][0].is_string(), "{doc}");
+    }
+    sub.next(Duration::from_secs(10), |m| {
+        m.topic == format!("{PREFIX}/availability") && m.payload == "online"
+    });
+    // Retained: a subscriber that comes later (Home Assistant restarting) gets them all.
+    let mut late = Subscriber::start(broker.port);
+    for _ in 0..4 {
+        let m = late.next(Duration::from_secs(5), |m| {
+            m.topic.starts_with("homeassistant/")
+        });
+        assert!(m.retained && docs.contains_key(&m.topic), "{m:?}");
+    }
+    drop(late);
+    // The first state may come before the first sample: unknown, so null. Then the scope.
+    let attributes = sub.next(Duration::from_secs(10), |m| {
+        m.topic == format!("{PREFIX}/attributes") && !m.payload.contains("\"scope\":null")
+    });
+    let attributes: serde_json::Value =
+        serde_json::from_str(&attributes.payload).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(attributes["scope"], "system", "{attributes}");
+    assert_eq!(attributes["quality"], "measured", "{attributes}");
+
+    // A command moves low-power mode through the engine, and the state says so at once.
+    let set = |payload: &str| {
+        let sent = Command::new("mosquitto_pub")
+            .args(["-h", "127.0.0.1", "-p", &broker.port.to_string(), "-q", "1"])
+            .args(["-t", &format!("{PREFIX}/low_power/set"), "-m", payload])
+            .status();
+        assert!(sent.is_ok_and(|s| s.success()));
+    };
+    for (payload, enabled) in [("ON", true), ("OFF", false)] {
+        let sent = Instant::now();
+        set(payload);
+        let s = sub.next(Duration::from_secs(5), |m| {
+            m.topic == format!("{PREFIX}/state") && m.payload.contains(&format!("\"{payload}\""))
+        });
+        eprintln!(
+            "{payload}: state {:?} after {:?}",
+            s.payload,
+            sent.elapsed()
+        );
+        assert_eq!(x.get("/v1/low-power")["enabled"], enabled);
+    }
+
+    // The energy entity against the replayed 50 W, over about 12 s of states.
+    let first = sub.state(Duration::from_secs(5));
+    assert_eq!(num(&first["power_w"]), WATTS, "{first}");
+    let mut last = first.clone();
+    while num(&last["at"]) - num(&first["at"]) < 12.0 {
+        last = sub.state(Duration::from_secs(5));
+    }
+    assert_energy_between(&first, &last, "steady");
+
+    // The broker gone for 60 s: meanwhile, the serve with the wrong password says why and does
+    // not hammer its broker.
+    let wrong = data_y.path().join("mqtt-password");
+    std::fs::write(&wrong, "wrong\n").unwrap_or_else(|e| panic!("{e}"));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&wrong, std::fs::Permissions::from_mode(0o600))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let y = Serve::start(
+        data_y.path(),
+        "t,watts\n0,10\n",
+        &[
+            "--mqtt",
+            &format!("mqtt://wattbar@127.0.0.1:{}", strict.port),
+        ],
+    );
+    let before = last;
+    drop(sub);
+    let mut broker = broker;
+    broker.kill();
+    let gone = Instant::now();
+    std::thread::sleep(Duration::from_secs(60).saturating_sub(gone.elapsed()));
+    let broker = broker.restart();
+    let mut sub = Subscriber::start(broker.port);
+    sub.next(Duration::from_secs(70), |m| {
+        m.topic == format!("{PREFIX}/availability") && m.payload == "online"
+    });
+    eprintln!("back online {:?} after the broker went", gone.elapsed());
+    let after = sub.state(Duration::from_secs(5));
+    assert_energy_between(&before, &after, "across the broker's minute away");
+
+    let (status, log) = y.terminate();
+    assert!(status.success(), "{status}");
+    let refused: Vec<&String> = log
+        .iter()
+        .filter(|l| l.contains("the broker refused") && l.contains("not authorized"))
+        .collect();
+    assert_eq!(refused.len(), 1, "the reason, said once: {log:#?}");
+    assert!(
+        !log.iter().any(|l| l.contains("wrong")),
+        "the password was logged: {log:#?}"
+    );
+    let attempts = strict.log().matches("New connection from").count();
+    eprintln!(
+        "{attempts} connection attempts to the strict broker in {:?}",
+        gone.elapsed()
+    );
+    assert!(
+        (2..=10).contains(&attempts),
+        "{attempts} attempts in about a minute:\n{}",
+        strict.log()
+    );
+
+    // The serve killed: the broker says offline for it (its last will); back, online again,
+    // with its counter where it stood.
+    let before = sub.state(Duration::from_secs(5));
+    let mut x = x;
+    let _ = x.child.kill();
+    let _ = x.child.wait();
+    sub.next(Duration::from_secs(10), |m| {
+        m.topic == format!("{PREFIX}/availability") && m.payload == "offline"
+    });
+    drop(x);
+    let x = serve(data_x.path(), &broker, &[]);
+    sub.next(Duration::from_secs(20), |m| {
+        m.topic == format!("{PREFIX}/availability") && m.payload == "online"
+    });
+    let after = sub.state(Duration::from_secs(5));
+    assert!(
+        num(&after["energy_kwh"]) >= num(&before["energy_kwh"]),
+        "the energy went down across a restart: {before} then {after}"
+    );
+    let (status, _) = x.terminate();
+    assert!(status.success());
+    sub.next(Duration::from_secs(5), |m| {
+        m.topic == format!("{PREFIX}/availability") && m.payload == "offline"
+    });
+    eprintln!("{:.0} s in all", started.elapsed().as_secs_f64());
+}

@@ -1,0 +1,422 @@
+//! MQTT with Home Assistant discovery: the headline's power, lifetime energy and cost as
+//! sensors, and low-power mode as a switch Home Assistant can command.
+//!
+//! Rules:
+//! - Everything it publishes comes from the engine's published state ([`discovery`]); a command
+//!   on the switch's topic is sent to the engine as every other change is, and shows in the
+//!   state once the engine has applied it.
+//! - States go out at most once per interval, and at once when low-power mode changes. Nothing
+//!   is queued while the broker is away: the energy is a counter, so the first state after a
+//!   reconnect carries all of it.
+//! - The energy never goes down ([`EnergyFloor`]).
+//! - Availability is retained: `online` after each connect, `offline` on a clean stop, and the
+//!   same as the last will when the connection dies.
+//! - A broker that refuses or cannot be reached is asked again after a backoff that doubles up
+//!   to [`MAX_BACKOFF`]; each new reason is logged once. The password is never logged.
+
+pub mod discovery;
+
+use discovery::Topics;
+use rumqttc::{
+    AsyncClient, ConnectReturnCode, ConnectionError, Event, LastWill, MqttOptions, Packet, QoS,
+};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use wattbar_engine::{Command, EngineReader, Error, Published};
+
+/// The default interval between states.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
+/// The longest wait before asking a broker again.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// Home Assistant's default discovery prefix.
+pub const DISCOVERY_PREFIX: &str = "homeassistant";
+const KEEP_ALIVE: Duration = Duration::from_secs(30);
+
+/// Where and how to publish.
+#[derive(Clone, PartialEq)]
+pub struct MqttConfig {
+    pub host: String,
+    pub port: u16,
+    pub tls: bool,
+    pub username: Option<String>,
+    /// Read from a file of its own (mode 0600), never from a URL, never logged.
+    pub password: Option<String>,
+    pub client_id: String,
+    pub topics: Topics,
+    /// The host name shown in Home Assistant's device.
+    pub host_name: String,
+    pub interval: Duration,
+}
+
+impl std::fmt::Debug for MqttConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MqttConfig")
+            .field("broker", &self.broker())
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "…"))
+            .field("client_id", &self.client_id)
+            .field("topics", &self.topics)
+            .field("interval", &self.interval)
+            .finish()
+    }
+}
+
+impl MqttConfig {
+    /// The config for broker `url` (`mqtt://[user@]host[:port]` or `mqtts://…`), this machine
+    /// being `host_name`. The topic prefix defaults to `wattbar/<host_name>`, the client id to
+    /// `wattbar-<host_name>`.
+    pub fn from_url(url: &str, host_name: &str) -> Result<MqttConfig, Error> {
+        let bad = |why: &str| {
+            Error::Invalid(wattbar_core::Error::Invalid {
+                field: "mqtt",
+                message: format!("{url:?}: {why}"),
+            })
+        };
+        let (tls, rest) = if let Some(r) = url.strip_prefix("mqtt://") {
+            (false, r)
+        } else if let Some(r) = url.strip_prefix("mqtts://") {
+            (true, r)
+        } else {
+            return Err(bad("give mqtt://host[:port] or mqtts://host[:port]"));
+        };
+        let rest = rest.trim_end_matches('/');
+        if rest.contains('/') || rest.contains('?') {
+            return Err(bad(
+                "a broker's URL has no path; the topic prefix is set apart",
+            ));
+        }
+        let (user, authority) = match rest.rsplit_once('@') {
+            Some((user, a)) => (Some(user), a),
+            None => (None, rest),
+        };
+        if user.is_some_and(|u| u.contains(':')) {
+            return Err(bad(
+                "a password in the URL would be seen in process lists and logs: put it in the \
+                 password file (mode 0600) instead",
+            ));
+        }
+        let authority: hyper::http::uri::Authority =
+            authority.parse().map_err(|_| bad("not a host[:port]"))?;
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        if host.is_empty() {
+            return Err(bad("no host"));
+        }
+        let port = authority
+            .port_u16()
+            .unwrap_or(if tls { 8883 } else { 1883 });
+        let node = discovery::node_id(host_name);
+        Ok(MqttConfig {
+            host: host.to_string(),
+            port,
+            tls,
+            username: user.filter(|u| !u.is_empty()).map(str::to_string),
+            password: None,
+            client_id: format!("wattbar-{node}"),
+            topics: Topics::new(
+                &format!("wattbar/{node}"),
+                DISCOVERY_PREFIX,
+                &format!("wattbar_{node}"),
+            ),
+            host_name: host_name.to_string(),
+            interval: DEFAULT_INTERVAL,
+        })
+    }
+
+    /// `mqtt://host:port`, for logs: no credentials.
+    pub fn broker(&self) -> String {
+        let scheme = if self.tls { "mqtts" } else { "mqtt" };
+        if self.host.contains(':') {
+            format!("{scheme}://[{}]:{}", self.host, self.port)
+        } else {
+            format!("{scheme}://{}:{}", self.host, self.port)
+        }
+    }
+
+    fn options(&self) -> MqttOptions {
+        let mut o = MqttOptions::new(&self.client_id, &self.host, self.port);
+        o.set_keep_alive(KEEP_ALIVE);
+        o.set_clean_session(true);
+        o.set_last_will(LastWill::new(
+            self.topics.availability(),
+            "offline",
+            QoS::AtLeastOnce,
+            true,
+        ));
+        if let Some(user) = &self.username {
+            o.set_credentials(user, self.password.clone().unwrap_or_default());
+        }
+        if self.tls {
+            o.set_transport(rumqttc::Transport::tls_with_config(
+                rumqttc::TlsConfiguration::Native,
+            ));
+        }
+        o
+    }
+}
+
+/// Why a connection failed, for a person.
+fn reason(e: &ConnectionError) -> String {
+    match e {
+        ConnectionError::ConnectionRefused(code) => match code {
+            ConnectReturnCode::BadUserNamePassword => {
+                "the broker refused the user name or password".to_string()
+            }
+            ConnectReturnCode::NotAuthorized => {
+                "the broker refused: not authorized (check the user name and the password file)"
+                    .to_string()
+            }
+            ConnectReturnCode::BadClientId => "the broker refused the client id".to_string(),
+            other => format!("the broker refused the connection: {other:?}"),
+        },
+        ConnectionError::Io(io) => io.to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// What the connection tells the publisher.
+#[derive(Debug, Clone, PartialEq)]
+enum Link {
+    Down(Option<String>),
+    /// Connected; the number counts connections, so each new one is seen.
+    Up(u64),
+}
+
+/// How long the first state after a connect waits for the retained one (see [`EnergyFloor`]).
+const FLOOR_WAIT: Duration = Duration::from_secs(2);
+
+/// Publishes the engine's state to the broker until `stop` completes; then says `offline` and
+/// disconnects.
+pub async fn run(
+    config: MqttConfig,
+    engine: EngineReader,
+    stop: impl std::future::Future<Output = ()> + Send,
+) {
+    let (client, mut eventloop) = AsyncClient::new(config.options(), 32);
+    let (link_tx, mut link) = watch::channel(Link::Down(None));
+    let (floor_tx, mut floor_rx) = tokio::sync::mpsc::channel::<f64>(8);
+    let set_topic = config.topics.low_power_set();
+    let state_topic = config.topics.state();
+    let broker = config.broker();
+    let commands = engine.clone();
+    let connection = tokio::spawn(async move {
+        let mut backoff = Duration::from_secs(1);
+        let mut connections = 0u64;
+        let mut last_reason: Option<String> = None;
+        loop {
+            match eventloop.poll().await {
+                Ok(Event::Incoming(Packet::ConnAck(_))) => {
+                    connections += 1;
+                    backoff = Duration::from_secs(1);
+                    last_reason = None;
+                    tracing::info!("mqtt: connected to {broker}");
+                    let _ = link_tx.send(Link::Up(connections));
+                }
+                Ok(Event::Incoming(Packet::Publish(p))) if p.topic == set_topic => {
+                    match p.payload.as_ref() {
+                        b"ON" | b"OFF" => {
+                            let on = p.payload.as_ref() == b"ON";
+                            if commands.send(Command::SetLowPower(on)).is_err() {
+                                return;
+                            }
+                        }
+                        other => tracing::warn!(
+                            "mqtt: {set_topic}: {:?} is neither ON nor OFF; ignored",
+                            String::from_utf8_lossy(&other[..other.len().min(64)])
+                        ),
+                    }
+                }
+                Ok(Event::Incoming(Packet::Publish(p))) if p.topic == state_topic => {
+                    let energy = serde_json::from_slice::<serde_json::Value>(&p.payload)
+                        .ok()
+                        .and_then(|v| v.get(discovery::ENERGY).and_then(|e| e.as_f64()));
+                    if let Some(kwh) = energy {
+                        let _ = floor_tx.try_send(kwh);
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    let why = reason(&e);
+                    if last_reason.as_ref() != Some(&why) {
+                        tracing::warn!(
+                            "mqtt: {broker}: {why}; trying again in {} s, then less often",
+                            backoff.as_secs()
+                        );
+                        last_reason = Some(why.clone());
+                    }
+                    let _ = link_tx.send(Link::Down(Some(why)));
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+    });
+
+    let mut state = engine.subscribe();
+    let mut publisher = Publisher {
+        client: client.clone(),
+        config,
+        last_low_power: None,
+        connected: false,
+        floor: EnergyFloor::default(),
+    };
+    let mut tick = tokio::time::interval(publisher.config.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // After a connect, the first state waits until then for the retained one.
+    let mut first_state: Option<tokio::time::Instant> = None;
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            changed = link.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+                let now = link.borrow_and_update().clone();
+                publisher.connected = matches!(now, Link::Up(_));
+                if publisher.connected {
+                    publisher.announce(&state.borrow().clone());
+                    first_state = Some(tokio::time::Instant::now() + FLOOR_WAIT);
+                }
+            }
+            Some(kwh) = floor_rx.recv() => {
+                publisher.floor.saw(kwh);
+                if first_state.take().is_some() {
+                    publisher.publish_state(&state.borrow().clone());
+                    tick.reset();
+                }
+            }
+            _ = tokio::time::sleep_until(first_state.unwrap_or_else(tokio::time::Instant::now)), if first_state.is_some() => {
+                first_state = None;
+                publisher.publish_state(&state.borrow().clone());
+                tick.reset();
+            }
+            changed = state.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+                let p = state.borrow_and_update().clone();
+                if first_state.is_none() && publisher.last_low_power.is_some_and(|l| l != p.low_power.enabled) {
+                    publisher.publish_state(&p);
+                }
+            }
+            _ = tick.tick(), if first_state.is_none() => {
+                let p = state.borrow().clone();
+                publisher.publish_state(&p);
+            }
+        }
+    }
+    if publisher.connected {
+        let _ = client.try_publish(
+            publisher.config.topics.availability(),
+            QoS::AtLeastOnce,
+            true,
+            "offline",
+        );
+        let _ = client.try_disconnect();
+        // The connection task sends what was queued, then ends on the disconnect.
+        let _ = tokio::time::timeout(Duration::from_secs(2), connection).await;
+    } else {
+        connection.abort();
+    }
+}
+
+/// The energy entity never goes down, as `total_increasing` requires: Home Assistant takes a
+/// decrease for a new meter and would count its whole value again.
+///
+/// An engine killed between two batches restarts from its store, a few seconds' energy below what
+/// it had published. So the highest energy seen on the state topic (the retained one after a
+/// connect, and each one sent since) is a floor, held until the counter passes it. A drop to less
+/// than half is not that but a new counter (the store was replaced), and is published as it is.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct EnergyFloor(Option<f64>);
+
+impl EnergyFloor {
+    pub fn saw(&mut self, kwh: f64) {
+        if kwh.is_finite() && kwh >= 0.0 {
+            self.0 = Some(self.0.map_or(kwh, |f| f.max(kwh)));
+        }
+    }
+
+    /// The energy to publish for the counter's `kwh`.
+    pub fn apply(&mut self, kwh: f64) -> f64 {
+        match self.0 {
+            Some(floor) if kwh < floor && kwh >= floor / 2.0 => floor,
+            Some(floor) if kwh < floor => {
+                self.0 = Some(kwh);
+                kwh
+            }
+            _ => {
+                self.saw(kwh);
+                kwh
+            }
+        }
+    }
+}
+
+struct Publisher {
+    client: AsyncClient,
+    config: MqttConfig,
+    /// Low-power mode in the last state sent.
+    last_low_power: Option<bool>,
+    connected: bool,
+    floor: EnergyFloor,
+}
+
+impl Publisher {
+    /// After each connect: discovery, availability and the subscriptions (commands, and the
+    /// state topic for its retained energy); the first state follows it.
+    fn announce(&mut self, p: &Arc<Published>) {
+        let topics = self.config.topics.clone();
+        let version = env!("CARGO_PKG_VERSION");
+        for (topic, doc) in discovery::documents(
+            &topics,
+            &self.config.host_name,
+            p.session.currency.as_str(),
+            version,
+        ) {
+            self.send(topic, true, doc.to_string());
+        }
+        self.send(topics.availability(), true, "online".to_string());
+        for topic in [topics.low_power_set(), topics.state()] {
+            if let Err(e) = self.client.try_subscribe(&topic, QoS::AtLeastOnce) {
+                tracing::warn!("mqtt: cannot subscribe to {topic}: {e}");
+            }
+        }
+    }
+
+    fn publish_state(&mut self, p: &Arc<Published>) {
+        if !self.connected {
+            return;
+        }
+        self.last_low_power = Some(p.low_power.enabled);
+        let topics = self.config.topics.clone();
+        let mut state = discovery::state(p);
+        if let Some(kwh) = state[discovery::ENERGY].as_f64() {
+            state[discovery::ENERGY] = serde_json::json!(self.floor.apply(kwh));
+        }
+        self.send(
+            topics.attributes(),
+            true,
+            discovery::attributes(p).to_string(),
+        );
+        self.send(topics.state(), true, state.to_string());
+    }
+
+    /// Queued for the connection; dropped when the queue is full (the broker is slow): the
+    /// next state carries everything.
+    fn send(&self, topic: String, retain: bool, payload: String) {
+        if let Err(e) = self
+            .client
+            .try_publish(topic, QoS::AtLeastOnce, retain, payload)
+        {
+            tracing::debug!("mqtt: not sent: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

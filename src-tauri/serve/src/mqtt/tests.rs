@@ -1,0 +1,102 @@
+use super::discovery::{documents, node_id, Topics};
+use super::*;
+
+#[test]
+fn a_broker_url_gives_its_port_and_the_machine_its_topics() {
+    let c = MqttConfig::from_url("mqtt://ha@broker.lan", "gpu-box.local")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        (c.host.as_str(), c.port, c.tls),
+        ("broker.lan", 1883, false)
+    );
+    assert_eq!(c.username.as_deref(), Some("ha"));
+    assert_eq!(c.topics.prefix, "wattbar/gpu-box_local");
+    assert_eq!(c.topics.node, "wattbar_gpu-box_local");
+    assert_eq!(c.client_id, "wattbar-gpu-box_local");
+    assert_eq!(c.interval, DEFAULT_INTERVAL);
+    let tls = MqttConfig::from_url("mqtts://[fd00::1]/", "h").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        (tls.host.as_str(), tls.port, tls.tls),
+        ("fd00::1", 8883, true)
+    );
+    assert_eq!(tls.broker(), "mqtts://[fd00::1]:8883");
+}
+
+#[test]
+fn a_password_in_the_url_is_refused_and_never_shown() {
+    let e = MqttConfig::from_url("mqtt://ha:hunter2@broker", "h")
+        .err()
+        .unwrap_or_else(|| panic!("taken"));
+    let text = e.to_string();
+    assert!(text.contains("password file"), "{text}");
+    let mut c =
+        MqttConfig::from_url("mqtt://ha@broker:1884", "h").unwrap_or_else(|e| panic!("{e}"));
+    c.password = Some("hunter2".to_string());
+    let shown = format!("{c:?}");
+    assert!(!shown.contains("hunter2"), "{shown}");
+    assert!(shown.contains("mqtt://broker:1884"), "{shown}");
+    for bad in [
+        "http://broker",
+        "mqtt://",
+        "mqtt://broker/topic",
+        "broker:1883",
+    ] {
+        assert!(MqttConfig::from_url(bad, "h").is_err(), "{bad} was taken");
+    }
+}
+
+#[test]
+fn node_ids_keep_only_what_home_assistant_takes() {
+    assert_eq!(node_id("Mac Studio (2)"), "Mac_Studio__2_");
+    assert_eq!(node_id(""), "wattbar");
+}
+
+#[test]
+fn discovery_gives_four_entities_each_unavailable_when_its_field_is_unknown() {
+    let topics = Topics::new("wattbar/box", "homeassistant", "wattbar_box");
+    let docs = documents(&topics, "box", "EUR", "0.1.0");
+    let topics_of: Vec<&str> = docs.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(
+        topics_of,
+        [
+            "homeassistant/sensor/wattbar_box/power/config",
+            "homeassistant/sensor/wattbar_box/energy/config",
+            "homeassistant/sensor/wattbar_box/cost/config",
+            "homeassistant/switch/wattbar_box/low_power/config",
+        ]
+    );
+    let (_, energy) = &docs[1];
+    assert_eq!(energy["device_class"], "energy");
+    assert_eq!(energy["state_class"], "total_increasing");
+    assert_eq!(energy["unit_of_measurement"], "kWh");
+    assert_eq!(energy["availability_mode"], "all");
+    assert_eq!(
+        energy["availability"][0]["topic"],
+        "wattbar/box/availability"
+    );
+    assert_eq!(
+        energy["availability"][1]["value_template"],
+        "{{ 'online' if value_json.energy_kwh is not none else 'offline' }}"
+    );
+    assert_eq!(docs[2].1["unit_of_measurement"], "EUR");
+    assert_eq!(docs[3].1["command_topic"], "wattbar/box/low_power/set");
+    for (_, doc) in &docs {
+        assert_eq!(doc["device"]["identifiers"][0], "wattbar_box");
+        assert_eq!(doc["json_attributes_topic"], "wattbar/box/attributes");
+    }
+}
+
+#[test]
+fn energy_lost_to_a_kill_is_held_and_a_new_store_starts_again() {
+    let mut floor = EnergyFloor::default();
+    assert_eq!(floor.apply(10.0), 10.0);
+    // Killed between batches: the store had 9.99 kWh of the 10.0 published.
+    assert_eq!(floor.apply(9.99), 10.0);
+    assert_eq!(floor.apply(10.01), 10.01);
+    // The retained state after a restart says 12; the counter restarts at 11.9.
+    floor.saw(12.0);
+    assert_eq!(floor.apply(11.9), 12.0);
+    // The store was replaced: a new counter, published as it is, and followed from there.
+    assert_eq!(floor.apply(0.2), 0.2);
+    assert_eq!(floor.apply(0.3), 0.3);
+}
