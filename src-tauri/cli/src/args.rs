@@ -129,6 +129,13 @@ pub enum Cmd {
         /// States at most this often (and at once when low-power mode changes), e.g. 10s.
         #[arg(long, value_parser = parse_fleet_duration)]
         mqtt_interval: Option<Duration>,
+        /// Push OpenTelemetry metrics (OTLP/HTTP, protobuf) to this collector, e.g.
+        /// http://localhost:4318 (its /v1/metrics) or a full metrics URL.
+        #[arg(long, value_name = "URL")]
+        otlp_endpoint: Option<String>,
+        /// Push every so often, e.g. 60s.
+        #[arg(long, value_parser = parse_fleet_duration)]
+        otlp_interval: Option<Duration>,
         /// A smart plug the machine is plugged into (Shelly, Tasmota, or a Home Assistant power
         /// sensor's URL), read beside the sensors as the `wall`; a Shelly's password may come as
         /// http://admin:PASSWORD@host. Default: WATTBAR_WALL_METER.

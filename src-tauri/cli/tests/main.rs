@@ -3,6 +3,7 @@
 mod calibrate;
 mod common;
 mod fleet;
+mod home_assistant;
 mod homebrew;
 mod ledger;
 mod llm_proxy;
@@ -10,6 +11,7 @@ mod llm_real_server;
 mod llm_responses;
 mod macos_app;
 mod mqtt;
+mod otlp;
 mod profile;
 mod programs;
 mod run;

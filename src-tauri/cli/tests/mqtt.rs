@@ -1,9 +1,11 @@
 //! MQTT as Home Assistant meets it: `serve --mqtt` against Debian's real `mosquitto`, read with
 //! its own `mosquitto_sub` and commanded with `mosquitto_pub`. Discovery, the energy counter
 //! against a replayed 50 W, a command, the broker gone for a minute, a serve killed and back,
-//! and a broker that refuses the password.
+//! and a broker that refuses the password. Beside it, a serve pushing OTLP whose receiver goes
+//! away for the same minute, as a network outage takes both.
 
 use crate::common::{free_port, Serve};
+use crate::otlp;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -14,16 +16,16 @@ const PREFIX: &str = "wattbar/test";
 const WATTS: f64 = 50.0;
 
 /// Debian's mosquitto on a loopback port, killed when dropped.
-struct Broker {
+pub struct Broker {
     child: Child,
-    port: u16,
+    pub port: u16,
     dir: PathBuf,
     /// `password_file` line, for a broker that checks passwords.
     auth: Option<String>,
 }
 
 impl Broker {
-    fn start(dir: &Path, port: u16, auth: Option<String>) -> Broker {
+    pub fn start(dir: &Path, port: u16, auth: Option<String>) -> Broker {
         let conf = dir.join("mosquitto.conf");
         let mut text = format!(
             "listener {port} 127.0.0.1\npersistence false\nlog_dest stderr\nlog_type all\n"
@@ -236,6 +238,12 @@ fn home_assistant_discovers_the_machine_and_no_energy_is_lost_while_the_broker_i
     );
     let mut sub = Subscriber::start(broker.port);
     let x = serve(data_x.path(), &broker, &[]);
+    let data_z = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let receiver = otlp::Receiver::start(0);
+    let z = otlp::serve(data_z.path(), &receiver);
+    let first_push = receiver.next(Duration::from_secs(20), |p| p.energy().is_some());
+    otlp::assert_conventions(&first_push);
+    let (t1, e1) = first_push.energy().unwrap_or_default();
 
     // Discovery: four entities, retained, each with its availability and the device.
     let mut docs = std::collections::BTreeMap::new();
@@ -350,7 +358,15 @@ fn home_assistant_discovers_the_machine_and_no_energy_is_lost_while_the_broker_i
     let mut broker = broker;
     broker.kill();
     let gone = Instant::now();
+    let pushed_before = receiver
+        .latest()
+        .unwrap_or(first_push)
+        .energy()
+        .unwrap_or_else(|| panic!("no energy pushed"));
+    let receiver_port = receiver.port;
+    drop(receiver);
     std::thread::sleep(Duration::from_secs(60).saturating_sub(gone.elapsed()));
+    let receiver = otlp::Receiver::start(receiver_port);
     let broker = broker.restart();
     let mut sub = Subscriber::start(broker.port);
     sub.next(Duration::from_secs(70), |m| {
@@ -359,6 +375,40 @@ fn home_assistant_discovers_the_machine_and_no_energy_is_lost_while_the_broker_i
     eprintln!("back online {:?} after the broker went", gone.elapsed());
     let after = sub.state(Duration::from_secs(5));
     assert_energy_between(&before, &after, "across the broker's minute away");
+
+    // OTLP: the first push after the receiver's minute away carries all the energy (100 W), and
+    // over 120 s in all hw.host.energy moved 12,000 J.
+    let (t2, e2) = receiver
+        .next(Duration::from_secs(10), |p| p.energy().is_some())
+        .energy()
+        .unwrap_or_default();
+    let (t0, e0) = pushed_before;
+    eprintln!(
+        "otlp across the minute away: {:.1} J over {:.1} s",
+        e2 - e0,
+        t2 - t0
+    );
+    assert!(
+        ((e2 - e0) - 100.0 * (t2 - t0)).abs() <= 1e-3 * 100.0 * (t2 - t0),
+        "{e0} J at {t0}, {e2} J at {t2}"
+    );
+    let (t3, e3) = receiver
+        .next(Duration::from_secs(120), |p| {
+            p.energy().is_some_and(|(t, _)| t - t1 >= 120.0)
+        })
+        .energy()
+        .unwrap_or_default();
+    let per_120_s = (e3 - e1) / (t3 - t1) * 120.0;
+    eprintln!(
+        "otlp: {:.1} J over {:.1} s: {per_120_s:.1} J per 120 s",
+        e3 - e1,
+        t3 - t1
+    );
+    assert!(
+        (per_120_s - 12_000.0).abs() <= 12.0,
+        "{per_120_s} J per 120 s"
+    );
+    drop(z);
 
     let (status, log) = y.terminate();
     assert!(status.success(), "{status}");

@@ -11,6 +11,7 @@ pub mod api;
 pub mod metrics;
 pub mod mqtt;
 pub mod net;
+pub mod otlp;
 pub mod proxy;
 pub mod summary;
 pub mod view;

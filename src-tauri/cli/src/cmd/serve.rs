@@ -7,6 +7,7 @@ use anyhow::{bail, Context, Result};
 use wattbar_engine::{paths, Command, EngineConfig};
 use wattbar_serve::api;
 use wattbar_serve::mqtt;
+use wattbar_serve::otlp;
 use wattbar_serve::proxy;
 
 pub async fn serve(command: Cmd) -> Result<()> {
@@ -25,6 +26,8 @@ pub async fn serve(command: Cmd) -> Result<()> {
         mqtt_topic_prefix,
         mqtt_client_id,
         mqtt_interval,
+        otlp_endpoint,
+        otlp_interval,
     } = command
     else {
         bail!("not a serve command");
@@ -175,7 +178,28 @@ pub async fn serve(command: Cmd) -> Result<()> {
         }
         None => None,
     };
+    let otlp = match otlp_endpoint {
+        Some(url) => {
+            let mut c = otlp::OtlpConfig::new(
+                &url,
+                &wattbar_serve::summary::host_name().unwrap_or_else(|| "wattbar".to_string()),
+            )?;
+            if let Some(interval) = otlp_interval {
+                c.interval = interval;
+            }
+            tracing::info!(
+                "pushing OpenTelemetry metrics to {} every {} s",
+                c.endpoint,
+                c.interval.as_secs_f64()
+            );
+            Some(otlp::start(&c, engine.reader())?)
+        }
+        None => None,
+    };
     let served = api::serve(listener, engine.reader(), config, stopped()).await;
+    if let Some(otlp) = otlp {
+        let _ = tokio::task::spawn_blocking(move || otlp.shutdown()).await;
+    }
     if let Some(mqtt) = mqtt {
         let _ = mqtt.await;
     }
