@@ -2,7 +2,7 @@
 //! [`MAX_IN_FLIGHT`] requests at once.
 
 use super::http::Http;
-use super::{FleetView, HostRow, MAX_BACKOFF, MAX_IN_FLIGHT};
+use super::view::{FleetView, HostRow, MAX_BACKOFF, MAX_IN_FLIGHT};
 use anyhow::{bail, Context, Result};
 use std::sync::Arc;
 use std::time::Duration;
@@ -165,7 +165,7 @@ fn row_of(shown: &str, s: Summary) -> HostRow {
     HostRow {
         host: shown.to_string(),
         name: s.host,
-        health: super::Health::Up,
+        health: super::view::Health::Up,
         reason: s.unavailable,
         watts: s.watts.filter(|w| w.is_finite()),
         scope: s.scope,

@@ -6,7 +6,7 @@
 //! figures is its sample's age when scraped plus the time since that scrape.
 
 use super::http::Http;
-use super::{FleetView, Health, HostRow};
+use super::view::{FleetView, Health, HostRow};
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use std::collections::BTreeMap;

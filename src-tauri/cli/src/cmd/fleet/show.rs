@@ -1,7 +1,7 @@
 //! The fleet view on a terminal (a table that replaces the one before, as `top` does) or as
 //! JSON, one document per refresh.
 
-use super::{FleetView, Health, HostRow};
+use super::view::{FleetView, Health, HostRow};
 use anyhow::Result;
 use std::io::{IsTerminal, Write};
 

@@ -1,5 +1,7 @@
 use super::api::Target;
+use super::view::*;
 use super::*;
+use wattbar_core::Scope;
 
 fn up(host: &str, watts: f64, kwh: f64) -> HostRow {
     HostRow {
