@@ -105,6 +105,19 @@ try {
     && document.getElementById("wall_meter_password").placeholder !== "", null, { timeout: 10000 });
   report.wall_meter_password_field = await prefs.inputValue("#wall_meter_password");
   report.wall_meter_password_placeholder = await prefs.getAttribute("#wall_meter_password", "placeholder");
+  // MQTT: a broker address that is not one refused; then one saved with its password kept apart.
+  // (Port 9 on loopback: the publisher's attempts are refused, which the form does not wait for.)
+  await prefs.fill("#mqtt_url", "http://broker.example");
+  await prefs.press("#mqtt_url", "Tab");
+  await prefs.waitForFunction(() => document.getElementById("msg-mqtt").dataset.kind === "error", null, { timeout: 10000 });
+  report.mqtt_refused = await prefs.textContent("#msg-mqtt");
+  await prefs.fill("#mqtt_url", "mqtt://ha@127.0.0.1:9");
+  await prefs.fill("#mqtt_password", "hunter3");
+  await prefs.press("#mqtt_password", "Tab");
+  await prefs.waitForFunction(() => document.getElementById("msg-mqtt").dataset.kind === "ok"
+    && document.getElementById("mqtt_password").placeholder !== "", null, { timeout: 10000 });
+  report.mqtt_password_field = await prefs.inputValue("#mqtt_password");
+  report.mqtt_password_placeholder = await prefs.getAttribute("#mqtt_password", "placeholder");
   await prefs.close();
   // "Save report" downloads the ledger's report of the range shown, drawn by the engine.
   const [download] = await Promise.all([

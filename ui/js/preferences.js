@@ -226,6 +226,45 @@ function wallMeterValue() {
   return value;
 }
 
+// MQTT and OTLP: one preference each, made of several fields. The broker's password is a secret
+// as the wall meter's are: never shown back, sent only when typed.
+function showIntegrations(prefs) {
+  const mqtt = prefs.mqtt;
+  $("mqtt_url").value = mqtt ? mqtt.url : "";
+  $("mqtt_topic_prefix").value = mqtt && mqtt.topic_prefix ? mqtt.topic_prefix : "";
+  $("mqtt_interval_s").value = mqtt ? mqtt.interval_ms / 1000 : 10;
+  $("mqtt_password").placeholder = mqtt && mqtt.has_secret ? "kept (type to replace)" : "";
+  const otlp = prefs.otlp;
+  $("otlp_endpoint").value = otlp ? otlp.endpoint : "";
+  $("otlp_interval_s").value = otlp ? otlp.interval_ms / 1000 : 60;
+}
+
+function seconds(id) {
+  const s = Number($(id).value);
+  return Number.isFinite(s) && s > 0 ? Math.round(s * 1000) : undefined;
+}
+
+async function saveMqtt() {
+  const url = $("mqtt_url").value.trim();
+  let value = null;
+  if (url !== "") {
+    value = { url, interval_ms: seconds("mqtt_interval_s") };
+    const prefix = $("mqtt_topic_prefix").value.trim();
+    if (prefix) value.topic_prefix = prefix;
+    const password = $("mqtt_password").value;
+    if (password) value.password = password;
+  }
+  if (!(await save("mqtt", value))) return;
+  if (value && value.password && $("mqtt_password").value === value.password) $("mqtt_password").value = "";
+  const saved = await transport.getPreferences().catch(() => null);
+  if (saved) $("mqtt_password").placeholder = saved.mqtt && saved.mqtt.has_secret ? "kept (type to replace)" : "";
+}
+
+function saveOtlp() {
+  const endpoint = $("otlp_endpoint").value.trim();
+  return save("otlp", endpoint === "" ? null : { endpoint, interval_ms: seconds("otlp_interval_s") });
+}
+
 async function start() {
   let prefs;
   try {
@@ -251,6 +290,9 @@ async function start() {
   offerModels(prefs);
   showWallMeter(prefs.wall_meter);
   for (const input of document.querySelectorAll("[data-wall]")) input.addEventListener("change", saveWallMeter);
+  showIntegrations(prefs);
+  for (const input of document.querySelectorAll("[data-mqtt]")) input.addEventListener("change", saveMqtt);
+  for (const input of document.querySelectorAll("[data-otlp]")) input.addEventListener("change", saveOtlp);
   tariffs = prefs.tariffs.map((r) => ({ ...r, weekdays: [...r.weekdays] }));
   renderTariffs();
   $("add-tariff").addEventListener("click", () => {

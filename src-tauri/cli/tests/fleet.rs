@@ -2,10 +2,10 @@
 //! second by Debian's real `prometheus` with the committed rules (`packaging/prometheus/wattbar.yml`,
 //! as they are: 1 min windows, so the test waits for one to fill, about 70 s). Each host's watts
 //! rule must match that host's own ledger over the rule's window, the J/token rule each host's
-//! own inference record, and every query of the Grafana dashboard (`packaging/grafana/wattbar.json`)
-//! must answer with data. Then `wattbar-cli fleet`, once from each host's API and once from
-//! Prometheus, with a third host stopped: both give the same figures, and the stopped host is
-//! down and left out of the total.
+//! own inference record, and the Grafana dashboard (`packaging/grafana/wattbar.json`) must pass
+//! Grafana's own schema and every query of it answer with data. Then `wattbar-cli fleet`, once
+//! from each host's API and once from Prometheus, with a third host stopped: both give the same
+//! figures, and the stopped host is down and left out of the total.
 
 use crate::common::Answer;
 use crate::common::{repo_root, Serve};
@@ -308,6 +308,7 @@ fn two_hosts_in_prometheus_the_rules_match_each_ledger_and_every_dashboard_query
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
     let dashboard: serde_json::Value =
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    assert_grafana_schema(&path, &dashboard);
     let both = format!("({}|{})", instance(&a), instance(&b));
     let host_var = dashboard["templating"]["list"]
         .as_array()
@@ -453,6 +454,37 @@ fn two_hosts_in_prometheus_the_rules_match_each_ledger_and_every_dashboard_query
     assert!(table.contains("2 of 3 hosts up"), "{table}");
     assert!(table.contains("down: "), "{table}");
     eprintln!("{table}{:.0} s in all", started.elapsed().as_secs_f64());
+}
+
+/// `tests/grafana/check-dashboard.mjs`: the dashboard against Grafana's own dashboard and panel
+/// types (`@grafana/schema`, checked by the TypeScript compiler); and a copy with one field of the
+/// wrong type, which it must refuse.
+fn assert_grafana_schema(path: &Path, dashboard: &serde_json::Value) {
+    let check = |file: &Path| {
+        Command::new("node")
+            .arg(repo_root().join("tests/grafana/check-dashboard.mjs"))
+            .arg(file)
+            .output()
+            .unwrap_or_else(|e| panic!("node: {e}"))
+    };
+    let out = check(path);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(summary["valid"], true, "{summary}");
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let broken = dir.path().join("broken.json");
+    let mut wrong = dashboard.clone();
+    wrong["schemaVersion"] = serde_json::json!("39");
+    std::fs::write(&broken, wrong.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    let out = check(&broken);
+    assert_eq!(out.status.code(), Some(1), "a string schemaVersion passed");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("schemaVersion"));
 }
 
 /// One refresh of `wattbar-cli fleet ARGS --json`.

@@ -458,3 +458,62 @@ fn home_assistant_discovers_the_machine_and_no_energy_is_lost_while_the_broker_i
     });
     eprintln!("{:.0} s in all", started.elapsed().as_secs_f64());
 }
+
+#[test]
+fn the_mqtt_preference_starts_stops_and_keeps_its_password_apart() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let data = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let broker = Broker::start(dir.path(), free_port(), None);
+    let mut sub = Subscriber::start(broker.port);
+    let serve = Serve::start(data.path(), &format!("t,watts\n0,{WATTS}\n"), &[]);
+    let token = std::fs::read_to_string(data.path().join("api-token"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .trim()
+        .to_string();
+    let client = serve.client().with_token(&token);
+    let set = |value: serde_json::Value| {
+        client
+            .put("/v1/preferences/mqtt", &value)
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let prefs = set(serde_json::json!({
+        "url": format!("mqtt://wattbar@127.0.0.1:{}", broker.port),
+        "topic_prefix": PREFIX,
+        "interval_ms": 1000,
+        "password": "s3cret",
+    }));
+    assert_eq!(prefs["mqtt"]["has_secret"], true, "{prefs}");
+    assert!(!prefs.to_string().contains("s3cret"), "{prefs}");
+    let kept = data.path().join("mqtt-password");
+    assert_eq!(
+        std::fs::read_to_string(&kept).unwrap_or_default().trim(),
+        "s3cret"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&kept).map(|m| m.permissions().mode() & 0o777);
+        assert_eq!(mode.ok(), Some(0o600));
+    }
+    let written = std::fs::read_to_string(data.path().join("preferences.json")).unwrap_or_default();
+    assert!(!written.contains("s3cret"), "{written}");
+    // Applied at once: the discovery documents and a state come without a restart.
+    sub.next(Duration::from_secs(10), |m| {
+        m.topic.ends_with("/power/config")
+    });
+    let state = sub.state(Duration::from_secs(10));
+    assert!(state["energy_kwh"].is_number(), "{state}");
+    // Cleared: the publisher says offline and stops; the password file goes.
+    set(serde_json::Value::Null);
+    sub.next(Duration::from_secs(10), |m| {
+        m.topic == format!("{PREFIX}/availability") && m.payload == "offline"
+    });
+    assert!(!kept.exists());
+    // A refused value changes nothing and names the field.
+    let refused = client.put(
+        "/v1/preferences/mqtt",
+        &serde_json::json!("mqtt://u:pw@127.0.0.1:1883"),
+    );
+    let e = refused.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.contains("password"), "{e}");
+}

@@ -249,6 +249,22 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
         report["wall_meter_password_placeholder"], "kept (type to replace)",
         "{report}"
     );
+    // MQTT from the form: refused with the schema's message, then saved with its password kept
+    // apart and out of the form.
+    assert!(
+        report["mqtt_refused"]
+            .as_str()
+            .is_some_and(|m| m.contains("mqtt://")),
+        "{report}"
+    );
+    assert_eq!(saved["mqtt"]["url"], "mqtt://ha@127.0.0.1:9", "{saved}");
+    assert_eq!(saved["mqtt"]["has_secret"], true, "{saved}");
+    assert!(!saved.to_string().contains("hunter3"), "{saved}");
+    assert_eq!(report["mqtt_password_field"], "", "{report}");
+    assert_eq!(
+        report["mqtt_password_placeholder"], "kept (type to replace)",
+        "{report}"
+    );
     assert_eq!(report["last_request_routed_from"], "llama3", "{report}");
     assert!(
         report["routing"]

@@ -25,7 +25,7 @@ pub use chain::{Chain, Part, Snapshot, SourceStatus, Unavailable};
 pub use energy::{Gap, Integrator, DEFAULT_GAP_THRESHOLD, MAX_POWER_WATTS};
 pub use error::Error;
 pub use policy::{LowPowerAction, LowPowerState, Policy, PolicyConfig, Reason, Transition};
-pub use prefs::{Currency, Preferences};
+pub use prefs::{Currency, MqttPref, OtlpPref, Preferences};
 pub use reading::{Battery, Domain, Quality, Reading, Source, Stamp};
 pub use scope::{Coverage, Scope};
 pub use session::{Added, Session, SessionTotals};

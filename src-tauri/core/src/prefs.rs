@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;
 
+pub mod integrations;
 pub mod wall_meter;
+pub use integrations::{MqttPref, OtlpPref};
 pub use wall_meter::WallMeterPref;
 
 /// An ISO 4217 currency code: three ASCII capital letters.
@@ -108,6 +110,10 @@ pub struct Preferences {
     /// Where the signed release manifest is read to say whether a newer release exists, an
     /// `http(s)://` URL; `None` (the default): never asked.
     pub update_manifest_url: Option<String>,
+    /// Publish to an MQTT broker with Home Assistant discovery ([`integrations`]); `None`: not.
+    pub mqtt: Option<MqttPref>,
+    /// Push OpenTelemetry metrics to a collector ([`integrations`]); `None`: not.
+    pub otlp: Option<OtlpPref>,
 }
 
 /// Inference records are kept this many days by default, and at most [`MAX_KEEP_DAYS`].
@@ -259,13 +265,15 @@ impl Default for Preferences {
             inference_keep_days: DEFAULT_INFERENCE_KEEP_DAYS,
             wall_meter: None,
             update_manifest_url: None,
+            mqtt: None,
+            otlp: None,
         }
     }
 }
 
 impl Preferences {
     /// The stored keys besides the low-power ones ([`POLICY_KEYS`]).
-    const OWN_KEYS: [&'static str; 20] = [
+    const OWN_KEYS: [&'static str; 22] = [
         "price_per_kwh",
         "currency",
         "interval_ms",
@@ -286,6 +294,8 @@ impl Preferences {
         "inference_keep_days",
         "wall_meter",
         "update_manifest_url",
+        "mqtt",
+        "otlp",
     ];
 
     /// Every stored key, as [`Preferences::set_field`] takes it and serde writes it.
@@ -432,6 +442,12 @@ impl Preferences {
             }
             "wall_meter" => {
                 self.wall_meter = WallMeterPref::parse(value, self.wall_meter.as_ref())?;
+            }
+            "mqtt" => {
+                self.mqtt = MqttPref::parse(value, self.mqtt.as_ref())?;
+            }
+            "otlp" => {
+                self.otlp = OtlpPref::parse(value)?;
             }
             "update_manifest_url" => {
                 let v = match value {

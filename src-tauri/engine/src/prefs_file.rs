@@ -58,7 +58,41 @@ pub fn load(path: &Path) -> Result<(Preferences, Vec<wattbar_core::Error>), Erro
         meter.token = secrets.token;
         meter.has_secret = meter.password.is_some() || meter.token.is_some();
     }
+    if let Some(mqtt) = prefs.mqtt.as_mut() {
+        let file = mqtt_password_path(path);
+        mqtt.password = match crate::token::read_secret_file(&file) {
+            Ok(p) => Some(p),
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => {
+                tracing::warn!("the MQTT broker's password could not be read: {e}");
+                None
+            }
+        };
+        mqtt.has_secret = mqtt.password.is_some();
+    }
     Ok((prefs, problems))
+}
+
+/// Where the MQTT broker's password is kept: beside the preferences file, the file
+/// `wattbar-cli serve --mqtt` reads by default.
+pub fn mqtt_password_path(preferences: &Path) -> std::path::PathBuf {
+    preferences.with_file_name(crate::token::MQTT_PASSWORD_FILE)
+}
+
+/// Keeps the broker's password (0600, written whole or not at all), or removes the file when
+/// there is none.
+fn write_mqtt_password(path: &Path, prefs: &Preferences) -> Result<(), Error> {
+    let io = |source: std::io::Error| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    match prefs.mqtt.as_ref().and_then(|m| m.password.as_ref()) {
+        Some(password) => write_whole(path, &format!("{password}\n")).map_err(io),
+        None => match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(e)),
+            _ => Ok(()),
+        },
+    }
 }
 
 /// The wall meter's password and token, kept apart from the preferences (which readers of the
@@ -148,6 +182,9 @@ pub fn load_or_set_aside(
 pub fn save_field(path: &Path, prefs: &Preferences, key: &str) -> Result<(), Error> {
     if key == "wall_meter" {
         write_secrets(&secrets_path(path), prefs)?;
+    }
+    if key == "mqtt" {
+        write_mqtt_password(&mqtt_password_path(path), prefs)?;
     }
     let io = |source: std::io::Error| Error::Io {
         path: path.to_path_buf(),

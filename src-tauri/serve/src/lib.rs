@@ -8,6 +8,7 @@
 //! ledger.
 
 pub mod api;
+pub mod integrations;
 pub mod metrics;
 pub mod mqtt;
 pub mod net;

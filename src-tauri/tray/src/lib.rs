@@ -161,6 +161,15 @@ fn start(launch: &Launch) -> Result<Started, Box<dyn std::error::Error>> {
     if prefs.llm_proxy_enabled {
         runtime.spawn(serve::llm_proxy(engine.reader(), prefs.clone()));
     }
+    // MQTT and OTLP as the preferences say, until the engine stops.
+    runtime.spawn(wattbar_serve::integrations::follow(
+        engine.reader(),
+        wattbar_serve::integrations::Follow {
+            mqtt: true,
+            otlp: true,
+        },
+        std::future::pending(),
+    ));
     for (asked, window) in [
         (launch.open_dashboard, windows::Window::Dashboard),
         (launch.open_preferences, windows::Window::Preferences),

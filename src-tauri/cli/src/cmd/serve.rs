@@ -6,6 +6,7 @@ use crate::args::Cmd;
 use anyhow::{bail, Context, Result};
 use wattbar_engine::{paths, Command, EngineConfig};
 use wattbar_serve::api;
+use wattbar_serve::integrations;
 use wattbar_serve::mqtt;
 use wattbar_serve::otlp;
 use wattbar_serve::proxy;
@@ -144,46 +145,47 @@ pub async fn serve(command: Cmd) -> Result<()> {
         }
         _ => None,
     };
-    let mqtt = match mqtt {
-        Some(url) => {
-            let mut c = mqtt::MqttConfig::from_url(
-                &url,
-                &wattbar_serve::summary::host_name().unwrap_or_else(|| "wattbar".to_string()),
-            )?;
-            let default_file = paths::data_dir()?.join(wattbar_engine::token::MQTT_PASSWORD_FILE);
-            c.password = match mqtt_password_file {
-                Some(file) => Some(wattbar_engine::token::read_secret_file(&file)?),
-                None if default_file.exists() => {
-                    Some(wattbar_engine::token::read_secret_file(&default_file)?)
-                }
-                None => None,
-            };
-            if let Some(prefix) = mqtt_topic_prefix {
-                c.topics =
-                    mqtt::discovery::Topics::new(&prefix, mqtt::DISCOVERY_PREFIX, &c.topics.node);
-            }
-            if let Some(id) = mqtt_client_id {
-                c.client_id = id;
-            }
-            if let Some(interval) = mqtt_interval {
-                c.interval = interval;
-            }
-            tracing::info!(
-                "publishing to {} under {}/ (Home Assistant discovery under {}/)",
-                c.broker(),
-                c.topics.prefix,
-                c.topics.discovery
-            );
-            Some(tokio::spawn(mqtt::run(c, engine.reader(), stopped())))
-        }
-        None => None,
+    let host = wattbar_serve::summary::host_name().unwrap_or_else(|| "wattbar".to_string());
+    let follow = integrations::Follow {
+        mqtt: mqtt.is_none(),
+        otlp: otlp_endpoint.is_none(),
     };
+    let mut tasks = vec![tokio::spawn(integrations::follow(
+        engine.reader(),
+        follow,
+        stopped(),
+    ))];
+    if let Some(url) = mqtt {
+        let mut c = mqtt::MqttConfig::from_url(&url, &host)?;
+        let default_file = paths::data_dir()?.join(wattbar_engine::token::MQTT_PASSWORD_FILE);
+        c.password = match mqtt_password_file {
+            Some(file) => Some(wattbar_engine::token::read_secret_file(&file)?),
+            None if default_file.exists() => {
+                Some(wattbar_engine::token::read_secret_file(&default_file)?)
+            }
+            None => None,
+        };
+        if let Some(prefix) = mqtt_topic_prefix {
+            c.topics =
+                mqtt::discovery::Topics::new(&prefix, mqtt::DISCOVERY_PREFIX, &c.topics.node);
+        }
+        if let Some(id) = mqtt_client_id {
+            c.client_id = id;
+        }
+        if let Some(interval) = mqtt_interval {
+            c.interval = interval;
+        }
+        tracing::info!(
+            "publishing to {} under {}/ (Home Assistant discovery under {}/)",
+            c.broker(),
+            c.topics.prefix,
+            c.topics.discovery
+        );
+        tasks.push(tokio::spawn(mqtt::run(c, engine.reader(), stopped())));
+    }
     let otlp = match otlp_endpoint {
         Some(url) => {
-            let mut c = otlp::OtlpConfig::new(
-                &url,
-                &wattbar_serve::summary::host_name().unwrap_or_else(|| "wattbar".to_string()),
-            )?;
+            let mut c = otlp::OtlpConfig::new(&url, &host)?;
             if let Some(interval) = otlp_interval {
                 c.interval = interval;
             }
@@ -200,8 +202,8 @@ pub async fn serve(command: Cmd) -> Result<()> {
     if let Some(otlp) = otlp {
         let _ = tokio::task::spawn_blocking(move || otlp.shutdown()).await;
     }
-    if let Some(mqtt) = mqtt {
-        let _ = mqtt.await;
+    for task in tasks {
+        let _ = task.await;
     }
     if let Some(proxied) = proxied {
         let _ = proxied.await;
