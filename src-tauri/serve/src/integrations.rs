@@ -79,7 +79,7 @@ pub async fn follow(
         }
         if follow.otlp && prefs.otlp != otlp_pref {
             if let Some(push) = otlp_push.take() {
-                let _ = tokio::task::spawn_blocking(move || push.shutdown()).await;
+                push.shutdown().await;
             }
             otlp_pref = prefs.otlp.clone();
             if let Some(pref) = &otlp_pref {
@@ -106,6 +106,6 @@ pub async fn follow(
         let _ = task.await;
     }
     if let Some(push) = otlp_push {
-        let _ = tokio::task::spawn_blocking(move || push.shutdown()).await;
+        push.shutdown().await;
     }
 }

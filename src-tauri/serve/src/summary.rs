@@ -104,3 +104,13 @@ impl Summary {
 pub fn host_name() -> Option<String> {
     sysinfo::System::host_name().filter(|h| !h.is_empty())
 }
+
+/// The headline's lifetime energy, joules: every scope's, each joule once; `None` without a
+/// store.
+pub fn lifetime_joules(p: &Published) -> Option<f64> {
+    if p.lifetime_by_scope.is_empty() {
+        return None;
+    }
+    let sum: f64 = p.lifetime_by_scope.iter().map(|(_, j)| *j).sum();
+    sum.is_finite().then_some(sum)
+}

@@ -200,7 +200,7 @@ pub async fn serve(command: Cmd) -> Result<()> {
     };
     let served = api::serve(listener, engine.reader(), config, stopped()).await;
     if let Some(otlp) = otlp {
-        let _ = tokio::task::spawn_blocking(move || otlp.shutdown()).await;
+        otlp.shutdown().await;
     }
     for task in tasks {
         let _ = task.await;

@@ -187,16 +187,6 @@ fn merge(into: &mut Value, from: Value) {
     }
 }
 
-/// The headline's lifetime energy, joules: every scope's, each joule once; `None` without a
-/// store.
-pub fn lifetime_joules(p: &Published) -> Option<f64> {
-    if p.lifetime_by_scope.is_empty() {
-        return None;
-    }
-    let sum: f64 = p.lifetime_by_scope.iter().map(|(_, j)| *j).sum();
-    sum.is_finite().then_some(sum)
-}
-
 /// The lifetime cost in `currency` (costs recorded in another currency are not converted).
 fn lifetime_cost(p: &Published, currency: &str) -> Option<f64> {
     let totals = p.totals.as_ref()?;
@@ -224,7 +214,7 @@ pub fn state(p: &Published) -> Value {
     json!({
         "at": p.snapshot.as_ref().map(|s| s.at.unix_seconds),
         POWER: watts,
-        ENERGY: lifetime_joules(p).map(|j| j / JOULES_PER_KWH),
+        ENERGY: crate::summary::lifetime_joules(p).map(|j| j / JOULES_PER_KWH),
         COST: lifetime_cost(p, currency),
         "currency": currency,
         LOW_POWER: if p.low_power.enabled { "ON" } else { "OFF" },
