@@ -500,3 +500,50 @@ fn history_and_the_report_have_each_domain_and_history_filters_by_domain() {
         "the report lacks its lines: {texts:?}"
     );
 }
+
+#[test]
+fn a_closed_stderr_loses_log_lines_not_the_engine() {
+    // A daemon started from a terminal that has gone: its stderr is a pipe nobody reads. The next
+    // line it logs (a low-power change, here) must not stop the sampling.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let trace = dir.path().join("trace.csv");
+    std::fs::write(&trace, "t,watts\n0,60\n").unwrap_or_else(|e| panic!("{e}"));
+    let mut child = crate::common::cli(dir.path())
+        .env("WATTBAR_REPLAY", &trace)
+        .args(["serve", "--listen", "127.0.0.1:0", "--interval", "100ms"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stderr));
+    let url = loop {
+        let line = lines
+            .next()
+            .and_then(Result::ok)
+            .unwrap_or_else(|| panic!("serve printed no address"));
+        if let Some(rest) = line.split("serving on ").nth(1) {
+            break rest
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .trim_end_matches('/')
+                .to_string();
+        }
+    };
+    drop(lines);
+    let client = wattbar_client::Client::at(&url).with_dir(dir.path());
+    let on = client
+        .put("/v1/low-power", &serde_json::json!({"enabled": true}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(on["enabled"], true);
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let summary = client.get("/v1/summary").unwrap_or_else(|e| panic!("{e}"));
+    let age = summary["age_seconds"].as_f64().unwrap_or(f64::NAN);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        age < 1.0,
+        "the engine stopped sampling: its last sample is {age} s old"
+    );
+}

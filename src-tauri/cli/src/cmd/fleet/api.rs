@@ -172,6 +172,7 @@ fn row_of(shown: &str, s: Summary) -> HostRow {
         quality: s.quality,
         source: s.source,
         age_seconds: s.age_seconds,
+        period_seconds: Some(s.period_seconds),
         today_kwh: s.today.as_ref().map(|t| t.kwh),
         today_cost: s.today.as_ref().map(|t| t.cost),
         currency: s.today.map(|t| t.currency),

@@ -6,7 +6,7 @@
 //!   total sums only healthy hosts and says how many of how many ("2 of 3"): a down or stale
 //!   host is never counted as 0 W, nor its last figure as today's.
 //! - A host is down when it did not answer within the timeout, or answered with an error; stale
-//!   when it answered with a sample older than `--stale`.
+//!   when it answered with a sample older than `--stale` (or three of its own sampling periods).
 //! - Hosts are polled at most [`MAX_IN_FLIGHT`] at once, each on its own pace: a slow or
 //!   down host holds up no other, and a down host is asked less and less often.
 

@@ -114,3 +114,19 @@ fn a_hostfile_skips_blank_lines_and_comments() {
         ["a:9471", "b"]
     );
 }
+
+#[test]
+fn a_host_that_samples_slowly_is_stale_only_after_three_of_its_periods() {
+    let at = |age: f64| {
+        HostRow {
+            age_seconds: Some(age),
+            period_seconds: Some(10.0),
+            ..up("slow:9471", 40.0, 0.1)
+        }
+        .judged(Duration::from_secs(10))
+        .health
+    };
+    // Sampling every 10 s, a 12 s old sample is the latest there is; 31 s is three missed.
+    assert_eq!(at(12.0), Health::Up);
+    assert_eq!(at(31.0), Health::Stale);
+}

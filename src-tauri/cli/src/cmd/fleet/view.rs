@@ -48,6 +48,8 @@ pub struct HostRow {
     pub quality: Option<Quality>,
     pub source: Option<String>,
     pub age_seconds: Option<f64>,
+    /// The period the host samples at, where it says (its API does; Prometheus does not).
+    pub period_seconds: Option<f64>,
     pub today_kwh: Option<f64>,
     pub today_cost: Option<f64>,
     pub currency: Option<String>,
@@ -68,6 +70,7 @@ impl HostRow {
             quality: None,
             source: None,
             age_seconds: None,
+            period_seconds: None,
             today_kwh: None,
             today_cost: None,
             currency: None,
@@ -87,10 +90,14 @@ impl HostRow {
         }
     }
 
-    /// Up, or stale when its sample is older than `stale` or it has no headline.
+    /// Up, or stale when it has no headline or its sample is older than `stale` (or than three
+    /// of its own periods, for a host that samples slowly).
     pub fn judged(mut self, stale: Duration) -> HostRow {
         self.health = Health::Up;
-        if let Some(age) = self.age_seconds.filter(|a| *a > stale.as_secs_f64()) {
+        let limit = stale
+            .as_secs_f64()
+            .max(3.0 * self.period_seconds.unwrap_or(0.0));
+        if let Some(age) = self.age_seconds.filter(|a| *a > limit) {
             self.health = Health::Stale;
             self.reason = Some(format!("its last sample is {age:.0} s old"));
         } else if self.watts.is_none() {
