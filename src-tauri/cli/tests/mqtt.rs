@@ -20,7 +20,8 @@ pub struct Broker {
     child: Child,
     pub port: u16,
     dir: PathBuf,
-    /// `password_file` line, for a broker that checks passwords.
+    /// Configuration lines of its listener besides the defaults (passwords, TLS); `None`:
+    /// anonymous, plain.
     auth: Option<String>,
 }
 
@@ -28,10 +29,12 @@ impl Broker {
     pub fn start(dir: &Path, port: u16, auth: Option<String>) -> Broker {
         let conf = dir.join("mosquitto.conf");
         let mut text = format!(
-            "listener {port} 127.0.0.1\npersistence false\nlog_dest stderr\nlog_type all\n"
+            // `user root`: run as root (CI), it would otherwise drop to `mosquitto`, which cannot
+            // read the test's private folder (its TLS key).
+            "user root\nlistener {port} 127.0.0.1\npersistence false\nlog_dest stderr\nlog_type all\n"
         );
         match &auth {
-            Some(line) => text += &format!("allow_anonymous false\n{line}\n"),
+            Some(lines) => text += &format!("{lines}\n"),
             None => text += "allow_anonymous true\n",
         }
         std::fs::write(&conf, text).unwrap_or_else(|e| panic!("{e}"));
@@ -234,7 +237,10 @@ fn home_assistant_discovers_the_machine_and_no_energy_is_lost_while_the_broker_i
     let strict = Broker::start(
         dir_b.path(),
         free_port(),
-        Some(format!("password_file {}", passwd.display())),
+        Some(format!(
+            "allow_anonymous false\npassword_file {}",
+            passwd.display()
+        )),
     );
     let mut sub = Subscriber::start(broker.port);
     let x = serve(data_x.path(), &broker, &[]);
@@ -516,4 +522,132 @@ fn the_mqtt_preference_starts_stops_and_keeps_its_password_apart() {
     );
     let e = refused.err().map(|e| e.to_string()).unwrap_or_default();
     assert!(e.contains("password"), "{e}");
+}
+
+/// A certificate authority and a server certificate for `localhost`, made with the openssl
+/// command: (the CA's file, the server's certificate, its key).
+fn tls_files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap_or_else(|e| panic!("openssl: {e}"));
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=Wattbar test CA",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=localhost",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+    ]);
+    std::fs::write(dir.join("san.ext"), "subjectAltName=DNS:localhost\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+        "-out",
+        "server.pem",
+    ]);
+    (
+        dir.join("ca.pem"),
+        dir.join("server.pem"),
+        dir.join("server.key"),
+    )
+}
+
+#[test]
+fn mqtts_checks_the_broker_against_the_system_trust_and_says_why_it_refuses() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (ca, cert, key) = tls_files(dir.path());
+    let broker = Broker::start(
+        dir.path(),
+        free_port(),
+        Some(format!(
+            "cafile {}\ncertfile {}\nkeyfile {}\nallow_anonymous true",
+            ca.display(),
+            cert.display(),
+            key.display()
+        )),
+    );
+    let url = format!("mqtts://localhost:{}", broker.port);
+    // Not trusted by the system: refused, with the reason, and nothing published.
+    let untrusted = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let refused = Serve::start(untrusted.path(), "t,watts\n0,50\n", &["--mqtt", &url]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let reason = loop {
+        let line = refused
+            .log
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .unwrap_or_else(|e| panic!("no reason logged: {e}"));
+        if line.contains("mqtt: mqtts://localhost") {
+            break line;
+        }
+    };
+    assert!(reason.contains("certificate"), "{reason}");
+    eprintln!(
+        "untrusted: {}",
+        reason.split("mqtt: ").nth(1).unwrap_or_default()
+    );
+    drop(refused);
+    // Trusted (its CA given to OpenSSL as the system's store): discovery over TLS.
+    let data = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let trace = data.path().join("trace.csv");
+    std::fs::write(&trace, "t,watts\n0,50\n").unwrap_or_else(|e| panic!("{e}"));
+    let mut c = crate::common::cli(data.path());
+    c.env("WATTBAR_REPLAY", &trace)
+        .env("SSL_CERT_FILE", &ca)
+        .args(["serve", "--listen", "127.0.0.1:0", "--mqtt", &url]);
+    let _serve = Serve::spawn(c);
+    let out = Command::new("mosquitto_sub")
+        .args([
+            "-h",
+            "localhost",
+            "-p",
+            &broker.port.to_string(),
+            "--cafile",
+        ])
+        .arg(&ca)
+        .args(["-t", "homeassistant/#", "-C", "4", "-W", "20"])
+        .output()
+        .unwrap_or_else(|e| panic!("mosquitto_sub: {e}"));
+    let docs = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(docs.lines().count(), 4, "{docs}\n{}", broker.log());
+    assert!(docs.contains("\"device_class\":\"energy\""), "{docs}");
 }
