@@ -30,6 +30,11 @@ pub fn otlp_config(pref: &OtlpPref, host_name: &str) -> Result<OtlpConfig, Error
     Ok(c)
 }
 
+/// This machine's name for topics and resources.
+pub fn this_host() -> String {
+    crate::summary::host_name().unwrap_or_else(|| "wattbar".to_string())
+}
+
 /// What to follow: `false` where the command line set it instead.
 #[derive(Debug, Clone, Copy)]
 pub struct Follow {
@@ -45,7 +50,7 @@ pub async fn follow(
     stop: impl std::future::Future<Output = ()> + Send,
 ) {
     tokio::pin!(stop);
-    let host = crate::summary::host_name().unwrap_or_else(|| "wattbar".to_string());
+    let host = this_host();
     let mut state = engine.subscribe();
     let mut mqtt_pref: Option<MqttPref> = None;
     let mut otlp_pref: Option<OtlpPref> = None;

@@ -155,7 +155,8 @@ fn gauge(
     })
 }
 
-/// The push of `p` at `now` (ns since the Unix epoch), cumulative sums counted from `start`.
+/// The push of `p`, its points at `now` (ns since the Unix epoch: the sample's time), cumulative
+/// sums counted from `start`.
 pub fn request(
     p: &Published,
     host_name: &str,
@@ -357,8 +358,12 @@ pub fn start(config: &OtlpConfig, engine: EngineReader) -> Result<Otlp, Error> {
                 _ = tick.tick() => false,
                 _ = stopped.wait_for(|s| *s) => true,
             };
-            let body =
-                request(&engine.current(), &config.host_name, start, unix_nanos()).encode_to_vec();
+            let p = engine.current();
+            // The figures are as of the last sample: that is their time.
+            let at = p.snapshot.as_ref().map_or_else(unix_nanos, |s| {
+                (s.at.unix_seconds * 1e9).clamp(0.0, u64::MAX as f64) as u64
+            });
+            let body = request(&p, &config.host_name, start, at).encode_to_vec();
             match push(&client, &uri, body).await {
                 Ok(()) => {
                     if last_error.take().is_some() {
@@ -394,15 +399,10 @@ async fn push(
         .body(Full::new(Bytes::from(body)))
         .map_err(|e| e.to_string())?;
     let call = async {
-        let answer = client.request(request).await.map_err(|e| {
-            let mut why = e.to_string();
-            let mut source = std::error::Error::source(&e);
-            while let Some(s) = source {
-                why = s.to_string();
-                source = s.source();
-            }
-            why
-        })?;
+        let answer = client
+            .request(request)
+            .await
+            .map_err(|e| crate::net::innermost_reason(&e))?;
         let status = answer.status();
         // Read the answer whole so that the connection can be kept.
         let _ = answer.into_body().collect().await;

@@ -4,6 +4,7 @@
 
 use crate::args::Cmd;
 use anyhow::{bail, Context, Result};
+use wattbar_core::prefs::integrations::{DEFAULT_MQTT_INTERVAL_MS, DEFAULT_OTLP_INTERVAL_MS};
 use wattbar_engine::{paths, Command, EngineConfig};
 use wattbar_serve::api;
 use wattbar_serve::integrations;
@@ -145,7 +146,7 @@ pub async fn serve(command: Cmd) -> Result<()> {
         }
         _ => None,
     };
-    let host = wattbar_serve::summary::host_name().unwrap_or_else(|| "wattbar".to_string());
+    let host = integrations::this_host();
     let follow = integrations::Follow {
         mqtt: mqtt.is_none(),
         otlp: otlp_endpoint.is_none(),
@@ -155,26 +156,25 @@ pub async fn serve(command: Cmd) -> Result<()> {
         follow,
         stopped(),
     ))];
+    // The flags make the same preferences the app's form does, and go the same way.
     if let Some(url) = mqtt {
-        let mut c = mqtt::MqttConfig::from_url(&url, &host)?;
         let default_file = paths::data_dir()?.join(wattbar_engine::token::MQTT_PASSWORD_FILE);
-        c.password = match mqtt_password_file {
+        let password = match mqtt_password_file {
             Some(file) => Some(wattbar_engine::token::read_secret_file(&file)?),
             None if default_file.exists() => {
                 Some(wattbar_engine::token::read_secret_file(&default_file)?)
             }
             None => None,
         };
-        if let Some(prefix) = mqtt_topic_prefix {
-            c.topics =
-                mqtt::discovery::Topics::new(&prefix, mqtt::DISCOVERY_PREFIX, &c.topics.node);
-        }
-        if let Some(id) = mqtt_client_id {
-            c.client_id = id;
-        }
-        if let Some(interval) = mqtt_interval {
-            c.interval = interval;
-        }
+        let pref = wattbar_core::MqttPref {
+            url,
+            topic_prefix: mqtt_topic_prefix,
+            client_id: mqtt_client_id,
+            interval_ms: mqtt_interval.map_or(DEFAULT_MQTT_INTERVAL_MS, as_ms),
+            has_secret: password.is_some(),
+            password,
+        };
+        let c = integrations::mqtt_config(&pref, &host)?;
         tracing::info!(
             "publishing to {} under {}/ (Home Assistant discovery under {}/)",
             c.broker(),
@@ -184,11 +184,12 @@ pub async fn serve(command: Cmd) -> Result<()> {
         tasks.push(tokio::spawn(mqtt::run(c, engine.reader(), stopped())));
     }
     let otlp = match otlp_endpoint {
-        Some(url) => {
-            let mut c = otlp::OtlpConfig::new(&url, &host)?;
-            if let Some(interval) = otlp_interval {
-                c.interval = interval;
-            }
+        Some(endpoint) => {
+            let pref = wattbar_core::OtlpPref {
+                endpoint,
+                interval_ms: otlp_interval.map_or(DEFAULT_OTLP_INTERVAL_MS, as_ms),
+            };
+            let c = integrations::otlp_config(&pref, &host)?;
             tracing::info!(
                 "pushing OpenTelemetry metrics to {} every {} s",
                 c.endpoint,
@@ -213,4 +214,8 @@ pub async fn serve(command: Cmd) -> Result<()> {
     written.context("stopped, but the last batch could not be written")?;
     tracing::info!("stopped; the store is written");
     served
+}
+
+fn as_ms(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

@@ -36,17 +36,11 @@ impl Http {
             let request = hyper::Request::get(uri.clone())
                 .header(hyper::header::ACCEPT, "application/json")
                 .body(Empty::new())?;
-            let answer = self.client.request(request).await.map_err(|e| {
-                // The connector's error says why ("connection refused"); hyper's own only
-                // "client error (Connect)".
-                let mut why = e.to_string();
-                let mut source = std::error::Error::source(&e);
-                while let Some(s) = source {
-                    why = s.to_string();
-                    source = s.source();
-                }
-                anyhow!(why)
-            })?;
+            let answer = self
+                .client
+                .request(request)
+                .await
+                .map_err(|e| anyhow!(wattbar_serve::net::innermost_reason(&e)))?;
             let status = answer.status();
             let body = Limited::new(answer.into_body(), MAX_ANSWER_BYTES)
                 .collect()
