@@ -626,7 +626,7 @@ fn mqtts_checks_the_broker_against_the_system_trust_and_says_why_it_refuses() {
         reason.split("mqtt: ").nth(1).unwrap_or_default()
     );
     drop(refused);
-    // Trusted (its CA given to OpenSSL as the system's store): discovery over TLS.
+    // Trusted (its CA given as the system's store, SSL_CERT_FILE): discovery over TLS.
     let data = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let trace = data.path().join("trace.csv");
     std::fs::write(&trace, "t,watts\n0,50\n").unwrap_or_else(|e| panic!("{e}"));
