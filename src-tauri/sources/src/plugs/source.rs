@@ -27,7 +27,37 @@ pub const MIN_POLL: Duration = Duration::from_secs(1);
 /// The most a socket delivers (16 A at 240 V is 3.84 kW): more is a broken counter.
 const MAX_WALL_WATTS: f64 = 4_000.0;
 
+/// How much before its turn an ask may come and still be sent. The sampler asks once a second,
+/// and the worker's own wake-up moves each ask by a little either way.
+const POLL_SLACK: Duration = Duration::from_millis(100);
+
+/// The plug's turns, [`MIN_POLL`] apart: an ask before its turn is answered with the last
+/// answer again (which the source counts once, by its number), not by waiting. Waiting for the
+/// turn put a timer and a context switch into every request, as much as the request's own
+/// system calls, and kept the requests out of step with the sampler for good.
+#[derive(Debug, Default)]
+struct Turns {
+    /// When the next request is due.
+    due: Option<Instant>,
+}
+
+impl Turns {
+    /// Whether an ask at `now` sends a request; if so it takes the turn, and the next is one
+    /// [`MIN_POLL`] later, or [`MIN_POLL`] from now where the turns had fallen further behind.
+    fn take(&mut self, now: Instant) -> bool {
+        if self.due.is_some_and(|due| now + POLL_SLACK < due) {
+            return false;
+        }
+        self.due = Some(match self.due {
+            Some(due) if due + MIN_POLL > now => due + MIN_POLL,
+            _ => now + MIN_POLL,
+        });
+        true
+    }
+}
+
 /// One answer of the worker, numbered so that each is counted once.
+#[derive(Clone)]
 struct Polled {
     seq: u64,
     reading: PlugReading,
@@ -46,21 +76,24 @@ impl WallMeterSource {
         let mut client = PlugClient::new(meter)?;
         let worker = Background::spawn(SOURCE_ID, STALE_AFTER, move || {
             let mut seq = 0;
-            let mut asked: Option<Instant> = None;
+            let mut turns = Turns::default();
+            let mut last: Option<Result<Polled, Error>> = None;
             Ok(move || {
-                if let Some(last) = asked {
-                    std::thread::sleep(MIN_POLL.saturating_sub(last.elapsed()));
+                let turn = turns.take(Instant::now());
+                if let Some(last) = last.as_ref().filter(|_| !turn) {
+                    return last.clone();
                 }
-                asked = Some(Instant::now());
                 seq += 1;
                 // Whatever the plug says, it is asked again: it may come back or be fixed.
-                match client.read() {
+                let answer = match client.read() {
                     Ok(reading) => Ok(Polled { seq, reading }),
                     Err(Error::Unavailable(why) | Error::Transient(why)) => {
                         Err(Error::Transient(why))
                     }
                     Err(e) => Err(Error::Transient(e.to_string())),
-                }
+                };
+                last = Some(answer.clone());
+                answer
             })
         });
         Ok(WallMeterSource {
@@ -131,5 +164,57 @@ impl Source for WallMeterSource {
         self.last
             .as_ref()
             .and_then(|r| serde_json::to_value(r).ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sampler's second, with up to 60 ms of jitter either way: every ask sends.
+    #[test]
+    fn each_ask_of_a_sampler_a_second_sends_one_request() {
+        let start = Instant::now() + Duration::from_secs(1);
+        let mut turns = Turns::default();
+        for k in 0..60u64 {
+            let jitter = Duration::from_millis((k * 37) % 120);
+            let at = start + MIN_POLL * k as u32 + jitter - Duration::from_millis(60);
+            assert!(turns.take(at), "ask {k}");
+        }
+    }
+
+    /// Asked every 200 ms (`--interval 200ms`) or every 950 ms for a minute: the plug is still
+    /// asked at most once a second, never two requests less than 0.9 s apart.
+    #[test]
+    fn a_faster_sampler_does_not_ask_the_plug_more_than_once_a_second() {
+        for every_ms in [200u64, 950, 333] {
+            let start = Instant::now();
+            let mut turns = Turns::default();
+            let mut sent = Vec::new();
+            let mut k = 0u32;
+            loop {
+                let at = start + Duration::from_millis(every_ms) * k;
+                if at > start + Duration::from_secs(60) {
+                    break;
+                }
+                if turns.take(at) {
+                    sent.push(at);
+                }
+                k += 1;
+            }
+            // 60 s of turns a second hold 61 requests at most (one at 0 s and one at 60 s).
+            assert!(
+                (55..=61).contains(&sent.len()),
+                "every {every_ms} ms: {} requests",
+                sent.len()
+            );
+            for pair in sent.windows(2) {
+                assert!(
+                    pair[1] - pair[0] >= MIN_POLL - POLL_SLACK,
+                    "every {every_ms} ms: {:?}",
+                    pair[1] - pair[0]
+                );
+            }
+        }
     }
 }
