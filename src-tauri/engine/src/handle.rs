@@ -42,6 +42,8 @@ pub struct EngineReader {
     /// Changes each time low-power mode switches on, and only then.
     pub(crate) engaged: watch::Receiver<u64>,
     pub(crate) low_power_events: tokio::sync::broadcast::Sender<crate::low_power::LowPowerEvent>,
+    /// The preferences, changed when they are.
+    pub(crate) prefs: watch::Receiver<Preferences>,
 }
 
 impl EngineReader {
@@ -69,6 +71,11 @@ impl EngineReader {
 
     pub fn subscribe(&self) -> watch::Receiver<Arc<Published>> {
         self.state.clone()
+    }
+
+    /// The preferences in force; wakes when they change (not at every sample).
+    pub fn preferences(&self) -> watch::Receiver<Preferences> {
+        self.prefs.clone()
     }
 
     /// Wakes each time low-power mode switches on (not at every sample).

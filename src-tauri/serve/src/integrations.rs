@@ -51,19 +51,22 @@ pub async fn follow(
 ) {
     tokio::pin!(stop);
     let host = this_host();
-    let mut state = engine.subscribe();
+    let mut prefs_rx = engine.preferences();
     let mut mqtt_pref: Option<MqttPref> = None;
     let mut otlp_pref: Option<OtlpPref> = None;
     let mut mqtt_task: Option<(watch::Sender<bool>, tokio::task::JoinHandle<()>)> = None;
     let mut otlp_push: Option<otlp::Otlp> = None;
     loop {
-        let prefs = state.borrow_and_update().prefs.clone();
-        if follow.mqtt && prefs.mqtt != mqtt_pref {
+        let (mqtt_now, otlp_now) = {
+            let prefs = prefs_rx.borrow_and_update();
+            (prefs.mqtt.clone(), prefs.otlp.clone())
+        };
+        if follow.mqtt && mqtt_now != mqtt_pref {
             if let Some((stop_tx, task)) = mqtt_task.take() {
                 let _ = stop_tx.send(true);
                 let _ = task.await;
             }
-            mqtt_pref = prefs.mqtt.clone();
+            mqtt_pref = mqtt_now;
             if let Some(pref) = &mqtt_pref {
                 match mqtt_config(pref, &host) {
                     Ok(c) => {
@@ -82,11 +85,11 @@ pub async fn follow(
                 }
             }
         }
-        if follow.otlp && prefs.otlp != otlp_pref {
+        if follow.otlp && otlp_now != otlp_pref {
             if let Some(push) = otlp_push.take() {
                 push.shutdown().await;
             }
-            otlp_pref = prefs.otlp.clone();
+            otlp_pref = otlp_now;
             if let Some(pref) = &otlp_pref {
                 match otlp_config(pref, &host).and_then(|c| {
                     tracing::info!(
@@ -102,7 +105,7 @@ pub async fn follow(
             }
         }
         tokio::select! {
-            changed = state.changed() => if changed.is_err() { break },
+            changed = prefs_rx.changed() => if changed.is_err() { break },
             _ = &mut stop => break,
         }
     }

@@ -115,6 +115,7 @@ impl Engine {
                     self.publication.sources = self.chain.ids();
                 }
                 self.prefs = next;
+                self.publication.prefs.send_replace(self.prefs.clone());
                 self.measured_changed();
                 let period = self.period();
                 self.meter.accounting.set_interval(period);

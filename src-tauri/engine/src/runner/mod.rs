@@ -147,6 +147,9 @@ struct Publication {
     /// Answers to send once the state they caused is published, so that whoever is answered
     /// reads that state, not the one before.
     answers: Vec<Box<dyn FnOnce() + Send>>,
+    /// The preferences, sent when they change and only then: what follows them (MQTT, OTLP)
+    /// wakes for a change, not for every sample.
+    prefs: watch::Sender<Preferences>,
 }
 
 enum Work {
@@ -336,12 +339,14 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
     let chain = chain.with_timer(Box::new(move || timer_clock.elapsed()));
     let engaged = low_power.engagements();
     let low_power_events = low_power.events();
+    let (prefs_tx, prefs_rx) = watch::channel(config.prefs.clone());
     let mut engine = Engine {
         publication: Publication {
             seq: 0,
             sources: chain.ids(),
             start_notice: config.notice,
             answers: Vec::new(),
+            prefs: prefs_tx,
         },
         chain,
         clock,
@@ -387,6 +392,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
             reporter,
             engaged,
             low_power_events,
+            prefs: prefs_rx,
         },
         thread: Some(thread),
     })

@@ -121,3 +121,28 @@ async fn a_new_currency_starts_a_new_session_so_no_session_mixes_two() {
     assert!(after.session.kwh < 0.01, "{:?}", after.session);
     engine.stop();
 }
+
+/// MQTT and OTLP follow the preferences in every program; they wake for a change of them, not
+/// for each of the 60 samples of a minute.
+#[tokio::test(start_paused = true)]
+async fn the_preferences_wake_their_followers_when_they_change_and_only_then() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (engine, _) = saving_to(dir.path(), None);
+    let reader = engine.reader();
+    let mut prefs = reader.preferences();
+    prefs.borrow_and_update();
+    let mut rx = engine.subscribe();
+    let start = wait_for(&mut rx, |p| p.snapshot.is_some()).await.seq;
+    wait_for(&mut rx, |p| p.seq >= start + 60).await;
+    assert!(
+        !prefs.has_changed().unwrap_or(true),
+        "woken by samples, not by a change"
+    );
+    reader
+        .set_preference("price_per_kwh", serde_json::json!(0.31))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(prefs.has_changed().unwrap_or(false));
+    assert_eq!(prefs.borrow_and_update().price_per_kwh.per_kwh(), 0.31);
+    engine.stop();
+}
