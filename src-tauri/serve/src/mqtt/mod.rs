@@ -136,7 +136,7 @@ impl MqttConfig {
         }
     }
 
-    fn options(&self) -> Result<MqttOptions, rustls::Error> {
+    fn options(&self) -> Result<MqttOptions, String> {
         let mut o = MqttOptions::new(&self.client_id, &self.host, self.port);
         o.set_keep_alive(KEEP_ALIVE);
         o.set_clean_session(true);
@@ -150,9 +150,12 @@ impl MqttConfig {
             o.set_credentials(user, self.password.clone().unwrap_or_default());
         }
         if self.tls {
-            o.set_transport(rumqttc::Transport::tls_with_config(
-                rumqttc::TlsConfiguration::Rustls(tls_client_config()?),
-            ));
+            #[cfg(not(target_os = "macos"))]
+            let tls =
+                rumqttc::TlsConfiguration::Rustls(tls_client_config().map_err(|e| e.to_string())?);
+            #[cfg(target_os = "macos")]
+            let tls = rumqttc::TlsConfiguration::Native;
+            o.set_transport(rumqttc::Transport::tls_with_config(tls));
         }
         Ok(o)
     }
@@ -161,8 +164,9 @@ impl MqttConfig {
 /// TLS as a browser does it: the broker's certificate must chain to a root the system trusts
 /// (`SSL_CERT_FILE`/`SSL_CERT_DIR` where set), for the broker's name.
 ///
-/// rustls with *ring*, statically linked: the system's OpenSSL, loaded at every start whether
-/// MQTT is used or not, cost `serve` 1.6 MiB of memory at rest.
+/// On Linux, rustls with *ring*, statically linked: the system's OpenSSL, loaded at every start
+/// whether MQTT is used or not, cost `serve` 1.6 MiB of memory at rest.
+#[cfg(not(target_os = "macos"))]
 fn tls_client_config() -> Result<Arc<rustls::ClientConfig>, rustls::Error> {
     let found = rustls_native_certs::load_native_certs();
     let mut roots = rustls::RootCertStore::empty();
