@@ -57,11 +57,10 @@ fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<
     }
 }
 
-/// A private home for one app: data, config, runtime and temp folders, the replay trace, and a
-/// port of its own for the local API.
+/// A private home for one app: data, config, runtime and temp folders, and the replay trace. The
+/// local API listens on port 0; the engine's lock file names where it landed.
 struct Home {
     dir: tempfile::TempDir,
-    api_port: u16,
 }
 
 impl Home {
@@ -79,15 +78,15 @@ impl Home {
         }
         std::fs::write(dir.path().join("data/preferences.json"), prefs.to_string())
             .unwrap_or_else(|e| panic!("{e}"));
-        Home {
-            dir,
-            api_port: free_port(),
-        }
+        Home { dir }
     }
 
+    /// The running app's local API, found as the windows find it; `Null` while none runs.
     fn api(&self, path: &str) -> Value {
-        wattbar_client::Client::at(&format!("127.0.0.1:{}", self.api_port))
-            .get(path)
+        wattbar_client::Client::running(&self.path().join("data"))
+            .ok()
+            .flatten()
+            .and_then(|api| api.get(path).ok())
             .unwrap_or(Value::Null)
     }
 
@@ -103,7 +102,7 @@ impl Home {
             .env("XDG_CONFIG_HOME", p.join("xdg-config"))
             .env("XDG_CACHE_HOME", p.join("xdg-cache"))
             .env("XDG_RUNTIME_DIR", p.join("runtime"))
-            .env("WATTBAR_API_LISTEN", format!("127.0.0.1:{}", self.api_port))
+            .env("WATTBAR_API_LISTEN", "127.0.0.1:0")
             .env("TMPDIR", p)
             .env("WATTBAR_REPLAY", p.join("trace.csv"))
             .env("WATTBAR_BATCH_INTERVAL", "1s")
@@ -637,7 +636,7 @@ fn stored_lifetime_joules(home: &Home) -> f64 {
     .unwrap_or(0.0)
 }
 
-/// A tauri-driver on free ports, with the app's environment.
+/// A tauri-driver on ports of its own, with the app's environment.
 struct Driver {
     _proc: Proc,
     base: String,
@@ -660,41 +659,79 @@ fn free_port() -> u16 {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The process listening on a loopback `port`, where one is.
+fn listener(port: u16) -> Option<u32> {
+    wattbar_sources::linux::listener::find_listener(Path::new("/"), port)
+        .ok()
+        .flatten()
+}
+
+/// A process's parent, from `/proc/PID/stat` (the fields after the name in parentheses).
+fn parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
 impl Driver {
     fn start(home: &Home) -> Driver {
         Driver::start_with(home, &[])
     }
 
+    /// tauri-driver on two ports that were free a moment ago (it forwards to WebKitWebDriver on
+    /// the second, so neither can be port 0), each proved its own before use: the process
+    /// listening on the first is this driver, on the second its WebKitWebDriver. Connecting alone
+    /// would talk to whatever took a port meanwhile; a driver that lost a port is started again
+    /// on two others.
     fn start_with(home: &Home, env: &[(&str, &str)]) -> Driver {
-        let port = free_port();
-        let native = free_port();
-        let mut cmd = Command::new("tauri-driver");
-        home.apply(&mut cmd);
-        cmd.envs(env.iter().copied());
-        cmd.args([
-            "--port",
-            &port.to_string(),
-            "--native-port",
-            &native.to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-        let proc = Proc(
-            cmd.spawn()
-                .unwrap_or_else(|e| panic!("cannot start tauri-driver ({e}): run scripts/setup")),
-        );
-        let base = format!("http://127.0.0.1:{port}");
-        wait_for("tauri-driver to listen", Duration::from_secs(30), || {
-            std::net::TcpStream::connect(("127.0.0.1", port)).ok()
-        });
-        // tauri-driver listens at once but forwards each request to WebKitWebDriver, which it
-        // starts beside itself; until that one listens, a forwarded POST /session is dropped and
-        // the client reads "Unexpected EOF". Its first start on a fresh machine (cold caches) is
-        // the slow one.
-        wait_for("WebKitWebDriver to listen", Duration::from_secs(60), || {
-            std::net::TcpStream::connect(("127.0.0.1", native)).ok()
-        });
-        Driver { _proc: proc, base }
+        for _ in 0..5 {
+            let port = free_port();
+            let native = free_port();
+            let mut cmd = Command::new("tauri-driver");
+            home.apply(&mut cmd);
+            cmd.envs(env.iter().copied());
+            cmd.args([
+                "--port",
+                &port.to_string(),
+                "--native-port",
+                &native.to_string(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+            let mut proc =
+                Proc(cmd.spawn().unwrap_or_else(|e| {
+                    panic!("cannot start tauri-driver ({e}): run scripts/setup")
+                }));
+            let driver = proc.0.id();
+            // tauri-driver listens at once but forwards each request to WebKitWebDriver, which it
+            // starts beside itself; until that one listens, a forwarded POST /session is dropped
+            // and the client reads "Unexpected EOF". Its first start on a fresh machine (cold
+            // caches) is the slow one.
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                if listener(port) == Some(driver)
+                    && listener(native).is_some_and(|pid| parent(pid) == Some(driver))
+                {
+                    return Driver {
+                        _proc: proc,
+                        base: format!("http://127.0.0.1:{port}"),
+                    };
+                }
+                if proc.0.try_wait().ok().flatten().is_some() {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "tauri-driver and WebKitWebDriver did not listen on {port} and {native} in 60 s"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        panic!("tauri-driver exited five times before it listened")
     }
 
     fn session(&self, args: &[&str]) -> Session {
@@ -1359,7 +1396,10 @@ fn preferences_validate_inline_and_change_the_cost_live() {
     // engine's published copy and writes the entry all the same.
     let token = std::fs::read_to_string(home.path().join("data/api-token"))
         .unwrap_or_else(|e| panic!("the API token: {e}"));
-    let answer = wattbar_client::Client::at(&format!("127.0.0.1:{}", home.api_port))
+    let answer = wattbar_client::Client::running(&home.path().join("data"))
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("no engine's API in the lock file"))
         .with_token(token.trim())
         .put("/v1/preferences/launch_at_login", &json!(true))
         .unwrap_or_else(|e| panic!("PUT launch_at_login: {e}"));

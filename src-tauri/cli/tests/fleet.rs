@@ -18,13 +18,6 @@ use std::time::{Duration, Instant};
 const WINDOW_S: f64 = 60.0;
 const MODEL: &str = "fleet-model";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("{e}"))
-}
-
 /// A number from Prometheus's JSON (sample values are strings) or Wattbar's.
 fn num(v: &serde_json::Value) -> f64 {
     match v {
@@ -49,14 +42,13 @@ impl Prometheus {
         let log = dir.join("prometheus.log");
         let out = std::fs::File::create(&log).unwrap_or_else(|e| panic!("{e}"));
         let err = out.try_clone().unwrap_or_else(|e| panic!("{e}"));
-        let port = free_port();
         let child = Command::new("prometheus")
             .arg(format!("--config.file={}", config_path.display()))
             .arg(format!(
                 "--storage.tsdb.path={}",
                 dir.join("data").display()
             ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--web.listen-address=127.0.0.1:0")
             .stdout(Stdio::from(out))
             .stderr(Stdio::from(err))
             .spawn()
@@ -68,10 +60,31 @@ impl Prometheus {
             });
         let mut p = Prometheus {
             child,
-            url: format!("http://127.0.0.1:{port}"),
+            url: String::new(),
             log,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
+        // Its web server says where port 0 landed: `msg="Listening on" address=127.0.0.1:41234`.
+        while p.url.is_empty() {
+            if let Ok(Some(status)) = p.child.try_wait() {
+                panic!("prometheus exited ({status}):\n{}", p.log_text());
+            }
+            let listening = p.log_text().lines().find_map(|l| {
+                l.split_once("msg=\"Listening on\" address=")
+                    .map(|(_, a)| a.trim().to_string())
+            });
+            match listening {
+                Some(address) => p.url = format!("http://{address}"),
+                None => {
+                    assert!(
+                        Instant::now() < deadline,
+                        "prometheus did not say where it listens in 30 s:\n{}",
+                        p.log_text()
+                    );
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }
         loop {
             if let Ok(Some(status)) = p.child.try_wait() {
                 panic!("prometheus exited ({status}):\n{}", p.log_text());

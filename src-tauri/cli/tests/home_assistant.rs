@@ -4,7 +4,7 @@
 //! low-power mode on.
 
 use crate::common::http::{http, Answer};
-use crate::common::{free_port, repo_root, Serve};
+use crate::common::{repo_root, Serve};
 use crate::mqtt::Broker;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -96,7 +96,7 @@ impl Drop for HomeAssistant {
 #[test]
 fn home_assistant_shows_power_energy_cost_and_commands_low_power_mode() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let broker = Broker::start(dir.path(), free_port(), None);
+    let broker = Broker::start(dir.path(), None);
     let config = dir.path().join("ha");
     let ha = HomeAssistant::start(&config, broker.port);
     let data = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));

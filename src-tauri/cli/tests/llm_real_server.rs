@@ -4,7 +4,7 @@
 //! (`tests/llm/real.mjs`). With a replayed constant 50 W each answer's energy is 50 W × its own
 //! window; once more on this machine's own sources.
 
-use crate::common::{cli, free_port, node_json, repo_root, serve_with_proxy, Serve};
+use crate::common::{cli, node_json, repo_root, serve_with_proxy, Serve};
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -25,8 +25,7 @@ impl ModelServer {
 
     /// The server with the model under each of `aliases` (none: the default, `smollm2`).
     fn start_as(aliases: &[&str]) -> ModelServer {
-        let port = free_port();
-        let mut args = vec!["start".to_string(), "--port".into(), port.to_string()];
+        let mut args = vec!["start".to_string(), "--port".into(), "0".into()];
         for a in aliases {
             args.extend(["--alias".to_string(), a.to_string()]);
         }
@@ -43,17 +42,29 @@ impl ModelServer {
                 let _ = tx.send(line);
             }
         });
-        let url = format!("http://127.0.0.1:{port}");
         let deadline = Instant::now() + Duration::from_secs(120);
+        let mut said: Vec<String> = Vec::new();
+        let mut url = None;
         loop {
-            let up = crate::common::http()
-                .get(&format!("{url}/v1/models"))
-                .call();
-            if up.is_ok_and(|r| r.status().is_success()) {
-                break;
+            said.extend(log.try_iter());
+            // uvicorn names the port that 0 became: `Uvicorn running on http://127.0.0.1:41234`.
+            url = url.or_else(|| {
+                said.iter().find_map(|l| {
+                    l.split_once("Uvicorn running on ")
+                        .and_then(|(_, rest)| rest.split_whitespace().next())
+                        .map(str::to_string)
+                })
+            });
+            if let Some(url) = &url {
+                let up = crate::common::http()
+                    .get(&format!("{url}/v1/models"))
+                    .call();
+                if up.is_ok_and(|r| r.status().is_success()) {
+                    break;
+                }
             }
             if let Ok(Some(status)) = child.try_wait() {
-                let said: Vec<String> = log.try_iter().collect();
+                said.extend(log.try_iter());
                 panic!(
                     "the model server exited ({status}); run scripts/setup to install it:\n{}",
                     said.join("\n")
@@ -62,6 +73,7 @@ impl ModelServer {
             assert!(Instant::now() < deadline, "the model server never answered");
             std::thread::sleep(Duration::from_millis(100));
         }
+        let url = url.unwrap_or_else(|| panic!("no address"));
         ModelServer { child, url }
     }
 }

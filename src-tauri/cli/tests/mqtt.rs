@@ -4,7 +4,7 @@
 //! and a broker that refuses the password. Beside it, a serve pushing OTLP whose receiver goes
 //! away for the same minute, as a network outage takes both.
 
-use crate::common::{free_port, Serve};
+use crate::common::{listens_on, start_on_a_port_of_its_own, Serve};
 use crate::otlp;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -26,14 +26,29 @@ pub struct Broker {
 }
 
 impl Broker {
-    pub fn start(dir: &Path, port: u16, auth: Option<String>) -> Broker {
+    /// A broker on a loopback port of its own ([`start_on_a_port_of_its_own`]).
+    pub fn start(dir: &Path, auth: Option<String>) -> Broker {
+        let (child, port) = start_on_a_port_of_its_own(
+            "mosquitto",
+            |port| Broker::spawn(dir, port, auth.as_deref()),
+            || Broker::log_in(dir),
+        );
+        Broker {
+            child,
+            port,
+            dir: dir.to_path_buf(),
+            auth,
+        }
+    }
+
+    fn spawn(dir: &Path, port: u16, auth: Option<&str>) -> Child {
         let conf = dir.join("mosquitto.conf");
         let mut text = format!(
             // `user root`: run as root (CI), it would otherwise drop to `mosquitto`, which cannot
             // read the test's private folder (its TLS key).
             "user root\nlistener {port} 127.0.0.1\npersistence false\nlog_dest stderr\nlog_type all\n"
         );
-        match &auth {
+        match auth {
             Some(lines) => text += &format!("{lines}\n"),
             None => text += "allow_anonymous true\n",
         }
@@ -44,7 +59,7 @@ impl Broker {
             .append(true)
             .open(dir.join("mosquitto.log"))
             .unwrap_or_else(|e| panic!("{e}"));
-        let child = Command::new("mosquitto")
+        Command::new("mosquitto")
             .arg("-c")
             .arg(&conf)
             .stdout(Stdio::null())
@@ -52,37 +67,38 @@ impl Broker {
             .spawn()
             .unwrap_or_else(|e| {
                 panic!("cannot start mosquitto ({e}): scripts/setup installs it (Debian package mosquitto)")
-            });
-        let broker = Broker {
-            child,
-            port,
-            dir: dir.to_path_buf(),
-            auth,
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            })
+    }
+
+    fn log_in(dir: &Path) -> String {
+        std::fs::read_to_string(dir.join("mosquitto.log")).unwrap_or_default()
+    }
+
+    /// The same broker again on the same port, as after a restart of the machine that runs it.
+    fn restart(mut self) -> Broker {
+        self.kill();
+        let child = Broker::spawn(&self.dir, self.port, self.auth.as_deref());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !listens_on(&child, self.port) {
             assert!(
                 Instant::now() < deadline,
-                "mosquitto did not listen:\n{}",
-                broker.log()
+                "mosquitto did not listen again on {}:\n{}",
+                self.port,
+                self.log()
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        broker
+        self.child = child;
+        self
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("mosquitto.log")).unwrap_or_default()
+        Broker::log_in(&self.dir)
     }
 
     fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-
-    fn restart(mut self) -> Broker {
-        self.kill();
-        Broker::start(&self.dir, self.port, self.auth.clone())
     }
 }
 
@@ -225,7 +241,7 @@ fn home_assistant_discovers_the_machine_and_no_energy_is_lost_while_the_broker_i
     let dir_b = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let data_x = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let data_y = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let broker = Broker::start(dir_a.path(), free_port(), None);
+    let broker = Broker::start(dir_a.path(), None);
     // B takes only the user `wattbar` with the password "right".
     let passwd = dir_b.path().join("passwd");
     let made = Command::new("mosquitto_passwd")
@@ -236,7 +252,6 @@ fn home_assistant_discovers_the_machine_and_no_energy_is_lost_while_the_broker_i
     assert!(made.is_ok_and(|s| s.success()));
     let strict = Broker::start(
         dir_b.path(),
-        free_port(),
         Some(format!(
             "allow_anonymous false\npassword_file {}",
             passwd.display()
@@ -469,7 +484,7 @@ fn home_assistant_discovers_the_machine_and_no_energy_is_lost_while_the_broker_i
 fn the_mqtt_preference_starts_stops_and_keeps_its_password_apart() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let data = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let broker = Broker::start(dir.path(), free_port(), None);
+    let broker = Broker::start(dir.path(), None);
     let mut sub = Subscriber::start(broker.port);
     let serve = Serve::start(data.path(), &format!("t,watts\n0,{WATTS}\n"), &[]);
     let token = std::fs::read_to_string(data.path().join("api-token"))
@@ -598,7 +613,6 @@ fn mqtts_checks_the_broker_against_the_system_trust_and_says_why_it_refuses() {
     let (ca, cert, key) = tls_files(dir.path());
     let broker = Broker::start(
         dir.path(),
-        free_port(),
         Some(format!(
             "cafile {}\ncertfile {}\nkeyfile {}\nallow_anonymous true",
             ca.display(),

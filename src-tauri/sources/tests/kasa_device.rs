@@ -75,10 +75,8 @@ fn a_plug_that_turns_the_old_protocol_away_is_refused_with_the_reason_never_0_w(
         other => panic!("{other:?}"),
     }
     // Nothing listening on the port at all: refused, said the same way.
-    let closed = {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
-        l.local_addr().unwrap_or_else(|e| panic!("{e}")).to_string()
-    };
+    let (_held, port) = crate::refusing_port();
+    let closed = format!("127.0.0.1:{port}");
     let why = PlugClient::new(&meter(&closed)).and_then(|mut c| c.read());
     assert!(
         matches!(why, Err(Error::Unavailable(ref w)) if w.contains("KLAP")),

@@ -1,6 +1,7 @@
 //! The Ollama model-size heuristic end to end: a tiny HTTP server on 127.0.0.1 stands in for
 //! Ollama and serves `/api/ps` bodies.
 
+use crate::refusing_port;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::thread::JoinHandle;
@@ -100,11 +101,7 @@ fn the_source_reads_the_loaded_models_from_api_ps() {
 
 #[test]
 fn ollama_not_running_is_a_reason_not_zero_watts() {
-    // Bind a port and close it again, so nothing listens there.
-    let port = {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
-        l.local_addr().unwrap_or_else(|e| panic!("{e}")).port()
-    };
+    let (_held, port) = refusing_port();
     let base = format!("http://127.0.0.1:{port}");
     let mut source = OllamaHeuristic::new(base.clone(), 2.0);
     match source.sample(at(1)) {
@@ -119,11 +116,7 @@ fn ollama_not_running_is_a_reason_not_zero_watts() {
 
 #[test]
 fn an_ollama_that_is_not_running_is_asked_again_after_10_20_40_then_every_60_s() {
-    // Bind a port and close it again: nothing listens, every connection is refused.
-    let port = {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
-        l.local_addr().unwrap_or_else(|e| panic!("{e}")).port()
-    };
+    let (held, port) = refusing_port();
     let mut source = OllamaHeuristic::new(format!("http://127.0.0.1:{port}"), 2.0);
     let first = source.sample(at(0)).err();
     assert!(first.is_some());
@@ -132,7 +125,8 @@ fn an_ollama_that_is_not_running_is_asked_again_after_10_20_40_then_every_60_s()
         assert_eq!(source.sample(at(t)).err(), first, "at {t} s");
     }
     // Ollama starts on that port: until 190 s the source repeats the old reason...
-    let listener = TcpListener::bind(("127.0.0.1", port)).unwrap_or_else(|e| panic!("{e}"));
+    held.listen(16).unwrap_or_else(|e| panic!("{e}"));
+    let listener = TcpListener::from(held);
     listener
         .set_nonblocking(true)
         .unwrap_or_else(|e| panic!("{e}"));

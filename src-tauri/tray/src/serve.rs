@@ -22,7 +22,9 @@ pub async fn bind_api(enabled: bool) -> std::io::Result<TcpListener> {
         match listen.parse::<SocketAddr>() {
             Ok(addr) if api::is_loopback(&addr) => match TcpListener::bind(addr).await {
                 Ok(listener) => {
-                    tracing::info!("local API on http://{addr}/");
+                    // Port 0 lands where the system chose: the log names that port.
+                    let bound = listener.local_addr().unwrap_or(addr);
+                    tracing::info!("local API on http://{bound}/");
                     return Ok(listener);
                 }
                 Err(e) => tracing::warn!(

@@ -96,6 +96,43 @@ pub fn free_port() -> u16 {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// A server that cannot be told to listen on port 0 and say where it landed (mosquitto takes a
+/// port 0 for a Unix socket), started on a port that was free a moment ago and proved its own:
+/// `spawn(port)` starts it, and it is ready once the process listening on that port is the one
+/// started. One that lost the port to another program meanwhile exits ("address in use") and is
+/// started again on another; connecting alone would have talked to the other program.
+pub fn start_on_a_port_of_its_own(
+    what: &str,
+    mut spawn: impl FnMut(u16) -> Child,
+    log: impl Fn() -> String,
+) -> (Child, u16) {
+    for _ in 0..5 {
+        let port = free_port();
+        let mut child = spawn(port);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if listens_on(&child, port) {
+                return (child, port);
+            }
+            if child.try_wait().ok().flatten().is_some() {
+                break;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("{what} did not listen on {port}:\n{}", log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    panic!("{what} exited five times before it listened:\n{}", log());
+}
+
+/// Whether the process listening on loopback `port` is `child`.
+pub fn listens_on(child: &Child, port: u16) -> bool {
+    wattbar_sources::linux::listener::find_listener(Path::new("/"), port)
+        .is_ok_and(|pid| pid == Some(child.id()))
+}
+
 /// `serve` with the inference proxy on port 0 of loopback in front of `upstream`, on a replayed
 /// constant draw of `watts`; answers it and the proxy's URL once the first sample is in.
 pub fn serve_with_proxy(dir: &Path, upstream: &str, watts: f64, extra: &[&str]) -> (Serve, String) {
