@@ -42,7 +42,8 @@ pub struct Published {
     pub low_power_events: Arc<[(u64, String)]>,
     /// macOS Low Power Mode as the system last said (read once a minute); `None` elsewhere.
     pub os_low_power_mode: Option<bool>,
-    pub prefs: Preferences,
+    /// Shared by every state published until the preferences change.
+    pub prefs: Arc<Preferences>,
     pub price_per_kwh: f64,
     /// The sampling interval the preferences ask for.
     pub interval_ms: u64,

@@ -278,15 +278,15 @@ pub(crate) mod tests {
     #[test]
     fn the_threshold_hides_the_title_at_or_below_it_and_cost_can_follow() {
         let mut p = published(Some(9.0));
-        p.prefs.title_above_w = Some(10.0);
+        std::sync::Arc::make_mut(&mut p.prefs).title_above_w = Some(10.0);
         assert_eq!(title(&p), "");
         let mut p = published(Some(10.5));
-        p.prefs.title_above_w = Some(10.0);
-        p.prefs.cost_in_menu_bar = true;
+        std::sync::Arc::make_mut(&mut p.prefs).title_above_w = Some(10.0);
+        std::sync::Arc::make_mut(&mut p.prefs).cost_in_menu_bar = true;
         assert_eq!(title(&p), "10.5 W · 0.0000 EUR");
         // Nothing read is still shown: a missing reading is news, not a low draw.
         let mut p = published(None);
-        p.prefs.title_above_w = Some(10.0);
+        std::sync::Arc::make_mut(&mut p.prefs).title_above_w = Some(10.0);
         assert_eq!(title(&p), "— W");
     }
 

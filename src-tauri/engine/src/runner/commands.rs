@@ -4,6 +4,7 @@
 use super::Engine;
 use crate::command::{Command, External};
 use crate::error::Error;
+use std::sync::Arc;
 use wattbar_core::inference::Record;
 use wattbar_core::{Preferences, Transition};
 
@@ -32,7 +33,7 @@ impl Engine {
                 }
             }
             Command::SetInterval(d) => {
-                let mut next = self.prefs.clone();
+                let mut next = Preferences::clone(&self.prefs);
                 next.interval_ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
                 if let Err(e) = self.set_preferences(next) {
                     tracing::warn!("{e}");
@@ -77,7 +78,7 @@ impl Engine {
         if !Preferences::is_key(key) {
             return Err(Error::Refused(format!("unknown preference {key:?}")));
         }
-        let mut next = self.prefs.clone();
+        let mut next = Preferences::clone(&self.prefs);
         next.set_field(key, value).map_err(Error::Invalid)?;
         next.validate().map_err(Error::Invalid)?;
         next.tariff_schedule().map_err(Error::Invalid)?;
@@ -85,7 +86,7 @@ impl Engine {
             crate::prefs_file::save_field(path, &next, key)?;
         }
         self.set_preferences(next)?;
-        Ok(self.prefs.clone())
+        Ok(Preferences::clone(&self.prefs))
     }
 
     fn set_preferences(&mut self, next: Preferences) -> Result<(), Error> {
@@ -114,8 +115,8 @@ impl Engine {
                         .set_source(wattbar_sources::plugs::SOURCE_ID, source);
                     self.publication.sources = self.chain.ids();
                 }
-                self.prefs = next;
-                self.publication.prefs.send_replace(self.prefs.clone());
+                self.publication.prefs.send_replace(next.clone());
+                self.prefs = Arc::new(next);
                 self.measured_changed();
                 let period = self.period();
                 self.meter.accounting.set_interval(period);

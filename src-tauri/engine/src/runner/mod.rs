@@ -107,7 +107,7 @@ impl EngineConfig {
 pub(crate) struct Engine {
     chain: Chain,
     clock: Arc<dyn Clock>,
-    prefs: Preferences,
+    prefs: Arc<Preferences>,
     meter: Meter,
     recorder: Recorder,
     low_power: LowPower,
@@ -228,7 +228,7 @@ impl Engine {
             low_power_seq: self.low_power.seq(),
             low_power_events: self.low_power.recent(),
             os_low_power_mode: self.low_power.os_low_power_mode(),
-            prefs: self.prefs.clone(),
+            prefs: Arc::clone(&self.prefs),
             price_per_kwh: self.prefs.price_per_kwh.per_kwh(),
             interval_ms: self.prefs.interval_ms,
             period_ms: u64::try_from(self.period().as_millis()).unwrap_or(u64::MAX),
@@ -350,7 +350,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         },
         chain,
         clock,
-        prefs: config.prefs,
+        prefs: Arc::new(config.prefs),
         meter: Meter::new(
             accounting,
             crate::calibration::Calibration::new(recorder.restored_calibration()),

@@ -19,7 +19,9 @@ use std::sync::Arc;
 use wattbar_core::Preferences;
 
 pub(super) async fn get_preferences(State(shared): State<Arc<Shared>>) -> Json<Preferences> {
-    Json(shared.engine.current().prefs.clone())
+    Json(wattbar_core::Preferences::clone(
+        &shared.engine.current().prefs,
+    ))
 }
 
 /// A refused field, for the form to show beside it.

@@ -54,7 +54,7 @@ async fn quick_changes_each_start_from_the_last_so_none_undoes_another() {
     assert!(problems.is_empty(), "{problems:?}");
     assert_eq!(loaded.price_per_kwh.per_kwh(), 0.2);
     assert_eq!(loaded.carbon_g_per_kwh, Some(120.0));
-    assert_eq!(loaded, reader.current().prefs);
+    assert_eq!(loaded, *reader.current().prefs);
     engine.stop();
 }
 
@@ -80,7 +80,7 @@ async fn a_refused_field_names_itself_and_nothing_is_saved() {
         other => panic!("{other:?}"),
     }
     assert!(!file.exists(), "a refused change wrote the file");
-    assert_eq!(reader.current().prefs, Preferences::default());
+    assert_eq!(*reader.current().prefs, Preferences::default());
     engine.stop();
 }
 
