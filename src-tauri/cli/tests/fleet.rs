@@ -64,35 +64,24 @@ impl Prometheus {
             log,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
-        // Its web server says where port 0 landed: `msg="Listening on" address=127.0.0.1:41234`.
-        while p.url.is_empty() {
-            if let Ok(Some(status)) = p.child.try_wait() {
-                panic!("prometheus exited ({status}):\n{}", p.log_text());
-            }
-            let listening = p.log_text().lines().find_map(|l| {
-                l.split_once("msg=\"Listening on\" address=")
-                    .map(|(_, a)| a.trim().to_string())
-            });
-            match listening {
-                Some(address) => p.url = format!("http://{address}"),
-                None => {
-                    assert!(
-                        Instant::now() < deadline,
-                        "prometheus did not say where it listens in 30 s:\n{}",
-                        p.log_text()
-                    );
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-            }
-        }
         loop {
             if let Ok(Some(status)) = p.child.try_wait() {
                 panic!("prometheus exited ({status}):\n{}", p.log_text());
             }
-            let ready = crate::common::http()
-                .get(&format!("{}/-/ready", p.url))
-                .call();
-            if ready.is_ok_and(|r| r.status().is_success()) {
+            // Its web server names where port 0 landed: `msg="Listening on" address=127.0.0.1:N`.
+            if p.url.is_empty() {
+                if let Some(address) =
+                    crate::common::address_after(&p.log_text(), "msg=\"Listening on\" address=")
+                {
+                    p.url = format!("http://{address}");
+                }
+            }
+            let ready = !p.url.is_empty()
+                && crate::common::http()
+                    .get(&format!("{}/-/ready", p.url))
+                    .call()
+                    .is_ok_and(|r| r.status().is_success());
+            if ready {
                 return p;
             }
             assert!(

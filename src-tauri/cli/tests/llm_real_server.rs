@@ -4,7 +4,7 @@
 //! (`tests/llm/real.mjs`). With a replayed constant 50 W each answer's energy is 50 W × its own
 //! window; once more on this machine's own sources.
 
-use crate::common::{cli, node_json, repo_root, serve_with_proxy, Serve};
+use crate::common::{address_after, cli, node_json, repo_root, serve_with_proxy, Serve};
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -48,13 +48,7 @@ impl ModelServer {
         loop {
             said.extend(log.try_iter());
             // uvicorn names the port that 0 became: `Uvicorn running on http://127.0.0.1:41234`.
-            url = url.or_else(|| {
-                said.iter().find_map(|l| {
-                    l.split_once("Uvicorn running on ")
-                        .and_then(|(_, rest)| rest.split_whitespace().next())
-                        .map(str::to_string)
-                })
-            });
+            url = url.or_else(|| address_after(&said.join("\n"), "Uvicorn running on "));
             if let Some(url) = &url {
                 let up = crate::common::http()
                     .get(&format!("{url}/v1/models"))

@@ -4,7 +4,7 @@
 //! and a broker that refuses the password. Beside it, a serve pushing OTLP whose receiver goes
 //! away for the same minute, as a network outage takes both.
 
-use crate::common::{listens_on, start_on_a_port_of_its_own, Serve};
+use crate::common::{listens_in_time, start_on_a_port_of_its_own, Serve};
 use crate::otlp;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -77,17 +77,13 @@ impl Broker {
     /// The same broker again on the same port, as after a restart of the machine that runs it.
     fn restart(mut self) -> Broker {
         self.kill();
-        let child = Broker::spawn(&self.dir, self.port, self.auth.as_deref());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !listens_on(&child, self.port) {
-            assert!(
-                Instant::now() < deadline,
-                "mosquitto did not listen again on {}:\n{}",
-                self.port,
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let mut child = Broker::spawn(&self.dir, self.port, self.auth.as_deref());
+        assert!(
+            listens_in_time("mosquitto", &mut child, self.port, || self.log()),
+            "mosquitto did not get its port {} back:\n{}",
+            self.port,
+            self.log()
+        );
         self.child = child;
         self
     }

@@ -109,28 +109,42 @@ pub fn start_on_a_port_of_its_own(
     for _ in 0..5 {
         let port = free_port();
         let mut child = spawn(port);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if listens_on(&child, port) {
-                return (child, port);
-            }
-            if child.try_wait().ok().flatten().is_some() {
-                break;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("{what} did not listen on {port}:\n{}", log());
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        if listens_in_time(what, &mut child, port, &log) {
+            return (child, port);
         }
     }
     panic!("{what} exited five times before it listened:\n{}", log());
 }
 
-/// Whether the process listening on loopback `port` is `child`.
-pub fn listens_on(child: &Child, port: u16) -> bool {
-    wattbar_sources::linux::listener::find_listener(Path::new("/"), port)
-        .is_ok_and(|pid| pid == Some(child.id()))
+/// Waits until `child` is the process listening on loopback `port`: true then, false once it
+/// exited first; a child that does neither in 30 s is killed and fails the test with its `log`.
+pub fn listens_in_time(what: &str, child: &mut Child, port: u16, log: impl Fn() -> String) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if wattbar_sources::linux::listener::find_listener(Path::new("/"), port)
+            .is_ok_and(|pid| pid == Some(child.id()))
+        {
+            return true;
+        }
+        if child.try_wait().ok().flatten().is_some() {
+            return false;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{what} did not listen on {port}:\n{}", log());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The address a server's log names after `marker` (`Uvicorn running on http://127.0.0.1:41234`),
+/// for a server told to listen on port 0.
+pub fn address_after(log: &str, marker: &str) -> Option<String> {
+    log.lines().find_map(|l| {
+        l.split_once(marker)
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .map(str::to_string)
+    })
 }
 
 /// `serve` with the inference proxy on port 0 of loopback in front of `upstream`, on a replayed
