@@ -2,6 +2,7 @@
 
 mod calibrate;
 mod common;
+mod counters;
 mod fleet;
 mod home_assistant;
 mod homebrew;

@@ -77,6 +77,16 @@ impl Receiver {
         last
     }
 
+    /// Every push received so far, oldest first, without waiting.
+    pub fn drain(&self) -> Vec<Push> {
+        let mut all = Vec::new();
+        while let Ok(v) = self.pushes.try_recv() {
+            assert!(v["error"].is_null(), "a push did not decode: {v}");
+            all.push(Push(v));
+        }
+        all
+    }
+
     /// The next push that `want` accepts, within `within`. A push the receiver could not
     /// decode fails the test.
     pub fn next(&self, within: Duration, want: impl Fn(&Push) -> bool) -> Push {
@@ -120,6 +130,11 @@ impl Push {
             .iter()
             .find(|p| attrs.iter().all(|(k, v)| p["attributes"][*k] == *v))?;
         Some((p["time_unix"].as_f64()?, p["value"].as_f64()?))
+    }
+
+    /// The start time of `name`'s first point, Unix seconds.
+    pub fn start(&self, name: &str) -> Option<f64> {
+        self.metric(name)?["points"].as_array()?.first()?["start_unix"].as_f64()
     }
 
     /// `hw.host.energy`: (time, joules).

@@ -53,12 +53,12 @@ pub struct Published {
     pub period_ms: u64,
     /// Today, this month and lifetime from the store, as of the last batch.
     pub totals: Option<LedgerTotals>,
-    /// Lifetime joules per breakdown domain: what the store holds plus what was measured since
-    /// its last batch. Only grows.
-    pub lifetime_by_domain: Vec<(String, f64)>,
-    /// The headline's lifetime joules per scope (`None`: recorded before scopes were kept),
-    /// likewise; each only grows, and the headline's scope now is there from its first sample.
-    pub lifetime_by_scope: Vec<(Option<wattbar_core::Scope>, f64)>,
+    /// The lifetime counters (per scope, per domain, cost, per model) as the store committed
+    /// them: what every exported counter reads, so that none goes back after a crash.
+    /// Replaced after each batch written, shared until then.
+    pub committed: Arc<crate::recorder::committed::Committed>,
+    /// The headline's joules measured since the last batch written: not yet in `committed`.
+    pub unwritten_joules: f64,
     /// What calibration learned and whether it stands in for the reference now.
     pub calibration: Arc<crate::calibration::CalibrationView>,
     /// The id of every source in the chain, best first.

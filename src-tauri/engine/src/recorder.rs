@@ -1,17 +1,22 @@
-//! Recording: rows go to the ledger in batches, budgets are checked at each batch, and the
-//! lifetime per domain is what the store holds plus what was measured since its last batch, so
-//! that readers (Prometheus above all) see the energy grow with every sample, from the first.
-//! Today, this month and lifetime are likewise the stored totals plus what was measured since
-//! the last batch written (by its local day and currency), so session ≤ today ≤ month ≤
-//! lifetime holds at every published state, not only after each batch.
+//! Recording: rows go to the ledger in batches and budgets are checked at each batch.
+//!
+//! Two kinds of figures come out, on purpose kept apart:
+//! - The lifetime counters others build on ([`Committed`]) are what the store committed, read
+//!   back after each batch: a crash can lose the batch in progress, but never take back a figure
+//!   already exported. What was measured since is [`Recorder::unwritten_joules`], a gauge.
+//! - Today, this month and lifetime as the menu shows them are the stored totals plus what was
+//!   measured since the last batch written (by its local day and currency), so session ≤ today ≤
+//!   month ≤ lifetime holds at every published state, not only after each batch.
 //!
 //! A failed write is logged, kept for the next batch and shown to the user; it never stops
 //! sampling. Without a store everything stays in memory.
 
 use crate::budget::{self, BudgetAlert};
 use crate::inference::book::{Restored, SCORED_RECORDS, SHOWN_RECORDS};
+use committed::Committed;
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 use wattbar_core::calibration::Learned;
 use wattbar_core::inference::resident::Unload;
@@ -19,7 +24,7 @@ use wattbar_core::inference::resident::{Kept, ResidentDay, SetBaseline};
 use wattbar_core::inference::{Baseline, Record, Routed};
 use wattbar_core::{LowPowerState, Preferences, Scope, SessionTotals};
 use wattbar_ledger::ledger::{Ledger, LedgerTotals};
-use wattbar_ledger::store::{Row, StoreError};
+use wattbar_ledger::store::{Row, StoreError, Total};
 
 pub struct Recorder {
     ledger: Option<Ledger>,
@@ -31,12 +36,13 @@ pub struct Recorder {
     /// Joules and cost measured since the last batch written, by (local day, month, scope,
     /// currency).
     unwritten: BTreeMap<Unwritten, (f64, f64)>,
-    /// Lifetime joules per breakdown domain, stored and since.
-    stored: BTreeMap<String, f64>,
-    pending: BTreeMap<String, f64>,
-    /// The headline's lifetime joules per scope, stored and since.
-    stored_scopes: BTreeMap<Option<Scope>, f64>,
-    pending_scopes: BTreeMap<Option<Scope>, f64>,
+    /// The lifetime counters as the store committed them; replaced after each batch written.
+    committed: Arc<Committed>,
+    /// The per-model totals must be read back after the next batch (records were given, or
+    /// none was read yet).
+    models_stale: bool,
+    /// The time of the newest row given: once written, what the committed figures are of.
+    newest_row: Option<f64>,
     /// What the headline covered at the last row.
     scope: Option<Scope>,
     notice: Option<String>,
@@ -63,8 +69,9 @@ impl Recorder {
         path: Option<&Path>,
         batch_interval: Duration,
         now_unix: f64,
-        currency: &str,
+        prefs: &Preferences,
     ) -> Recorder {
+        let currency = prefs.currency.as_str();
         let (ledger, notice) = match path {
             Some(path) => match Ledger::open(path, now_unix, currency) {
                 Ok((ledger, notice)) => (Some(ledger), notice),
@@ -87,10 +94,9 @@ impl Recorder {
             ledger,
             batch_interval,
             last_flush: None,
-            stored: BTreeMap::new(),
-            pending: BTreeMap::new(),
-            stored_scopes: BTreeMap::new(),
-            pending_scopes: BTreeMap::new(),
+            committed: Arc::default(),
+            models_stale: true,
+            newest_row: None,
             scope: None,
             notice,
             failure: None,
@@ -100,7 +106,8 @@ impl Recorder {
             urgent: false,
         };
         recorder.scope = recorder.ledger.as_ref().and_then(Ledger::scope);
-        recorder.refresh_stored();
+        let lifetime = recorder.totals.as_ref().map(|t| t.lifetime.clone());
+        recorder.refresh_committed(lifetime, prefs.score_ceiling);
         recorder
     }
 
@@ -155,6 +162,7 @@ impl Recorder {
             return;
         };
         ledger.record_inference(records);
+        self.models_stale |= !records.is_empty();
         self.urgent |= at_once;
     }
 
@@ -245,25 +253,18 @@ impl Recorder {
     }
 
     pub fn record(&mut self, row: Row) {
+        self.newest_row = Some(self.newest_row.map_or(row.t, |t| t.max(row.t)));
         if row.scope.is_some() {
             self.scope = row.scope;
         }
-        if row.joules > 0.0 {
-            *self.pending_scopes.entry(row.scope).or_default() += row.joules;
-            if self.ledger.is_some() {
-                let (day, month) = wattbar_ledger::store::local_day_month(row.t);
-                let u = self
-                    .unwritten
-                    .entry((day, month, row.scope, row.currency.clone()))
-                    .or_default();
-                u.0 += row.joules;
-                u.1 += row.cost;
-            }
-        }
-        for (domain, joules) in &row.by_domain {
-            if *joules > 0.0 && domain != "system" {
-                *self.pending.entry(domain.clone()).or_default() += joules;
-            }
+        if row.joules > 0.0 && self.ledger.is_some() {
+            let (day, month) = wattbar_ledger::store::local_day_month(row.t);
+            let u = self
+                .unwritten
+                .entry((day, month, row.scope, row.currency.clone()))
+                .or_default();
+            u.0 += row.joules;
+            u.1 += row.cost;
         }
         if let Some(ledger) = self.ledger.as_mut() {
             ledger.record(row);
@@ -313,7 +314,7 @@ impl Recorder {
                 self.totals = Some(t.clone());
                 self.totals_for = Some(wattbar_ledger::store::local_day_month(now_unix));
                 self.unwritten.clear();
-                self.refresh_stored();
+                self.refresh_committed(Some(t.lifetime.clone()), prefs.score_ceiling);
                 self.check_budgets(&t, now_unix, prefs);
             }
             Err(e) => self.failed(e),
@@ -325,9 +326,8 @@ impl Recorder {
         let Some(ledger) = self.ledger.as_mut() else {
             return;
         };
-        match ledger.new_session(ended.joules.0, ended.cost, now_unix, currency) {
-            Ok(()) => self.refresh_stored(),
-            Err(e) => self.failed(e),
+        if let Err(e) = ledger.new_session(ended.joules.0, ended.cost, now_unix, currency) {
+            self.failed(e);
         }
     }
 
@@ -351,26 +351,15 @@ impl Recorder {
         }
     }
 
-    /// Lifetime joules per breakdown domain, stored plus not yet written.
-    pub fn lifetime_by_domain(&self) -> Vec<(String, f64)> {
-        let mut all = self.stored.clone();
-        for (domain, joules) in &self.pending {
-            *all.entry(domain.clone()).or_default() += joules;
-        }
-        all.into_iter().collect()
+    /// The lifetime counters as the store last committed them (see [`committed`]).
+    pub fn committed(&self) -> Arc<Committed> {
+        Arc::clone(&self.committed)
     }
 
-    /// The headline's lifetime joules per scope, stored plus not yet written; the scope of the
-    /// headline now always listed.
-    pub fn lifetime_by_scope(&self) -> Vec<(Option<Scope>, f64)> {
-        let mut all = self.stored_scopes.clone();
-        if self.scope.is_some() {
-            all.entry(self.scope).or_default();
-        }
-        for (scope, joules) in &self.pending_scopes {
-            *all.entry(*scope).or_default() += joules;
-        }
-        all.into_iter().collect()
+    /// The headline's joules measured since the last batch written, not yet in
+    /// [`committed`](Self::committed): lost if the process dies now.
+    pub fn unwritten_joules(&self) -> f64 {
+        self.unwritten.values().map(|(joules, _)| joules).sum()
     }
 
     /// Today, this month and lifetime at `now_unix` in the headline's scope: the stored totals
@@ -423,8 +412,11 @@ impl Recorder {
         self.failure = Some(format!("Energy history is not being saved: {e}"));
     }
 
-    /// Reads the stored lifetime; what was pending is in it now.
-    fn refresh_stored(&mut self) {
+    /// Reads the lifetime counters back from the store after a batch was committed (or at
+    /// open), with `lifetime` as the store's totals just gave it. The per-model totals are read
+    /// again only when records were written; a failed read keeps the last figures, which the
+    /// store still holds or exceeds.
+    fn refresh_committed(&mut self, lifetime: Option<Total>, ceiling: f64) {
         let Some(ledger) = self.ledger.as_ref() else {
             return;
         };
@@ -432,17 +424,37 @@ impl Recorder {
             return;
         }
         let store = ledger.store();
-        match store
-            .lifetime_by_domain()
-            .and_then(|d| Ok((d, store.lifetime_by_scope()?)))
-        {
-            Ok((domains, scopes)) => {
-                self.stored = domains.into_iter().collect();
-                self.stored_scopes = scopes.into_iter().collect();
-                self.pending.clear();
-                self.pending_scopes.clear();
+        let read = (|| {
+            let models = if self.models_stale {
+                store.inference_models(ceiling)?
+            } else {
+                self.committed.models.clone()
+            };
+            let since_unix = match self.committed.since_unix {
+                Some(since) => Some(since),
+                None => store.first_session_start()?,
+            };
+            let through_unix = match self.newest_row {
+                Some(t) => Some(t),
+                None => store.newest_sample()?,
+            };
+            Ok::<_, StoreError>(Committed {
+                since_unix,
+                through_unix,
+                by_scope: store.lifetime_by_scope()?,
+                by_domain: store.lifetime_by_domain()?,
+                lifetime,
+                models,
+            })
+        })();
+        match read {
+            Ok(committed) => {
+                self.models_stale = false;
+                if *self.committed != committed {
+                    self.committed = Arc::new(committed);
+                }
             }
-            Err(e) => tracing::warn!("could not read lifetime energy: {e}"),
+            Err(e) => tracing::warn!("could not read the lifetime totals back: {e}"),
         }
     }
 
@@ -475,5 +487,6 @@ impl Recorder {
     }
 }
 
+pub mod committed;
 #[cfg(test)]
 mod tests;

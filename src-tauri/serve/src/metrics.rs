@@ -4,10 +4,12 @@
 //! tools read).
 //!
 //! Rules: a value nobody measured is left out, never exported as 0 (a source that cannot read
-//! shows as `wattbar_source_up 0`, with no power series). The energy counters are the store's
-//! lifetime plus what was measured since its last batch, so they move with every sample from the
-//! first scrape on, survive restarts and session resets, and never go back. Cost is one series per
-//! currency: money in two currencies is never added.
+//! shows as `wattbar_source_up 0`, with no power series). Every lifetime counter (energy, cost,
+//! inference) is what the store committed ([`wattbar_engine::recorder::committed`]): it moves with
+//! each batch, survives kill -9, restarts and session resets, and never goes back, so
+//! `increase()` over a crash is never more than was drawn. What was measured since the last batch
+//! is the gauge `wattbar_energy_unwritten_joules`. Cost is one series per currency: money in two
+//! currencies is never added.
 //! A registry is built per scrape from one `Published`, so a scrape is one consistent moment.
 //! Every label value is escaped as both formats require ([`Text`]): a model or program name is
 //! whatever its owner chose, and one bad name must not break the whole scrape.
@@ -237,16 +239,17 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
     let energy = Family::<EnergyLabels, CounterF>::default();
     registry.register_with_unit(
         "wattbar_energy",
-        "Lifetime energy from the store, one series per scope (domain system is the headline); \
-         never decreases",
+        "Lifetime energy as the store committed it, one series per scope (domain system is the \
+         headline); never decreases, a crash included",
         Unit::Joules,
         energy.clone(),
     );
-    let headline = p
-        .lifetime_by_scope
+    let committed = &p.committed;
+    let headline = committed
+        .by_scope
         .iter()
         .map(|(scope, joules)| ("system", scope.map_or("", Scope::as_str), *joules));
-    let parts = p.lifetime_by_domain.iter().map(|(domain, joules)| {
+    let parts = committed.by_domain.iter().map(|(domain, joules)| {
         let scope = Domain::named(domain).map(|d| Coverage::of_domain(d, None).scope);
         (domain.as_str(), scope.map_or("", Scope::as_str), *joules)
     });
@@ -261,14 +264,27 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
         }
     }
 
+    let unwritten = GaugeF::default();
+    registry.register_with_unit(
+        "wattbar_energy_unwritten",
+        "The headline's energy measured since the store's last batch: not yet in \
+         wattbar_energy_joules_total, lost if the process dies now",
+        Unit::Joules,
+        unwritten.clone(),
+    );
+    if p.unwritten_joules.is_finite() && !committed.by_scope.is_empty() {
+        unwritten.set(p.unwritten_joules);
+    }
+
     let cost = Family::<CostLabels, CounterF>::default();
     registry.register(
         "wattbar_cost",
-        "Lifetime cost of the headline energy at the prices in force, per currency and scope",
+        "Lifetime cost of the headline energy at the prices in force, per currency and scope, \
+         as the store committed it",
         cost.clone(),
     );
-    if let Some(t) = &p.totals {
-        for (scope, currency, _, amount) in t.lifetime.rows() {
+    if let Some(lifetime) = &committed.lifetime {
+        for (scope, currency, _, amount) in lifetime.rows() {
             if amount.is_finite() && amount >= 0.0 {
                 cost.get_or_create(&CostLabels {
                     currency: label(&currency),
@@ -418,8 +434,8 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
     out
 }
 
-/// Per-model inference counters, from every record in the ledger: J per token over any range is
-/// `rate(energy) / rate(tokens{kind="completion"})`.
+/// Per-model inference counters, from every record the ledger committed: J per token over any
+/// range is `rate(energy) / rate(tokens{kind="completion"})`.
 fn inference(registry: &mut Registry, p: &Published) {
     let energy = Family::<ModelLabels, CounterF>::default();
     registry.register_with_unit(
@@ -440,7 +456,7 @@ fn inference(registry: &mut Registry, p: &Published) {
         "Inference requests, per model and status (ok, cancelled, error, remote)",
         requests.clone(),
     );
-    for m in &p.inference.models {
+    for m in &p.committed.models {
         if m.energy_joules.is_finite() && m.energy_joules >= 0.0 {
             energy
                 .get_or_create(&ModelLabels {

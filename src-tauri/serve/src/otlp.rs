@@ -12,8 +12,11 @@
 //!   `wattbar.inference.tokens` (`kind` prompt or completion) and `wattbar.inference.requests`.
 //! - Every figure is read from the engine's published state at each push. A figure that is
 //!   unknown has no point: the receiver sees none, never 0.
-//! - Temporality is cumulative, from when the push started: a receiver that was down gets the
-//!   whole total with the next push. A failed push is not retried; the next one carries all.
+//! - Temporality is cumulative. Every sum is what the store committed
+//!   ([`wattbar_engine::recorder::committed`]), so none goes back across a crash, and each starts
+//!   when the store's first session began: the same start time across restarts, as a cumulative
+//!   stream requires. A receiver that was down gets the whole total with the next push. A failed
+//!   push is not retried; the next one carries all.
 //! - A push failing for a new reason is logged once; the last push is made on a clean stop.
 //! - The resource names the machine: `service.name=wattbar`, `host.name`.
 
@@ -165,11 +168,18 @@ pub fn request(
 ) -> ExportMetricsServiceRequest {
     use number_data_point::Value::{AsDouble, AsInt};
     let at = |value, attributes| point(value, attributes, start, now);
+    // A sum is the store's as of its newest committed sample: that is its time.
+    let committed_at = p
+        .committed
+        .through_unix
+        .map_or(now, |t| (t * 1e9).clamp(0.0, u64::MAX as f64) as u64)
+        .max(start);
+    let total = |value, attributes| point(value, attributes, start, committed_at);
     let finite = |w: f64| w.is_finite().then_some(w);
     let snapshot = p.snapshot.as_ref();
     let head = snapshot.and_then(|s| s.headline.as_ref());
     let host_energy: Vec<_> = crate::summary::lifetime_joules(p)
-        .map(|j| at(AsDouble(j), Vec::new()))
+        .map(|j| total(AsDouble(j), Vec::new()))
         .into_iter()
         .collect();
     let host_power: Vec<_> = head
@@ -190,12 +200,13 @@ pub fn request(
         .into_iter()
         .collect();
     let part_energy = p
-        .lifetime_by_domain
+        .committed
+        .by_domain
         .iter()
         .filter_map(|(name, joules)| {
             let kind = Domain::named(name).and_then(hw_type)?;
             let j = finite(*joules)?;
-            Some(at(
+            Some(total(
                 AsDouble(j),
                 vec![kv("hw.type", kind), kv("hw.id", name.clone())],
             ))
@@ -221,12 +232,12 @@ pub fn request(
             ))
         })
         .collect();
-    let models = &p.inference.models;
+    let models = &p.committed.models;
     let model_energy = models
         .iter()
         .filter(|m| m.energy_joules.is_finite() && m.energy_joules >= 0.0)
         .map(|m| {
-            at(
+            total(
                 AsDouble(m.energy_joules),
                 vec![kv("model", m.model.clone())],
             )
@@ -240,7 +251,7 @@ pub fn request(
                 ("completion", m.completion_tokens),
             ]
             .map(|(kind, n)| {
-                at(
+                total(
                     AsInt(i64::try_from(n).unwrap_or(i64::MAX)),
                     vec![kv("model", m.model.clone()), kv("kind", kind)],
                 )
@@ -251,7 +262,7 @@ pub fn request(
         .iter()
         .flat_map(|m| {
             m.requests_by_status.iter().map(|(status, n)| {
-                at(
+                total(
                     AsInt(i64::try_from(*n).unwrap_or(i64::MAX)),
                     vec![kv("model", m.model.clone()), kv("status", status.clone())],
                 )
@@ -346,7 +357,7 @@ pub fn start(config: &OtlpConfig, engine: EngineReader) -> Result<Otlp, Error> {
     let (stop, mut stopped) = watch::channel(false);
     let config = config.clone();
     let task = tokio::spawn(async move {
-        let start = unix_nanos();
+        let started = unix_nanos();
         let mut tick = tokio::time::interval_at(
             tokio::time::Instant::now() + config.interval,
             config.interval,
@@ -363,6 +374,10 @@ pub fn start(config: &OtlpConfig, engine: EngineReader) -> Result<Otlp, Error> {
             let at = p.snapshot.as_ref().map_or_else(unix_nanos, |s| {
                 (s.at.unix_seconds * 1e9).clamp(0.0, u64::MAX as f64) as u64
             });
+            let start = p
+                .committed
+                .since_unix
+                .map_or(started, |s| (s * 1e9).clamp(0.0, u64::MAX as f64) as u64);
             let body = request(&p, &config.host_name, start, at).encode_to_vec();
             match push(&client, &uri, body).await {
                 Ok(()) => {

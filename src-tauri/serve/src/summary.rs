@@ -105,12 +105,8 @@ pub fn host_name() -> Option<String> {
     sysinfo::System::host_name().filter(|h| !h.is_empty())
 }
 
-/// The headline's lifetime energy, joules: every scope's, each joule once; `None` without a
-/// store.
+/// The headline's committed lifetime energy, joules: every scope's, each joule once; `None`
+/// without a store.
 pub fn lifetime_joules(p: &Published) -> Option<f64> {
-    if p.lifetime_by_scope.is_empty() {
-        return None;
-    }
-    let sum: f64 = p.lifetime_by_scope.iter().map(|(_, j)| *j).sum();
-    sum.is_finite().then_some(sum)
+    p.committed.headline_joules()
 }

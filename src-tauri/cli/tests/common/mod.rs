@@ -2,6 +2,8 @@
 //! and `serve` as a real process on a replayed trace.
 #![allow(dead_code)]
 
+pub mod prometheus;
+
 pub use http::{http, Answer};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

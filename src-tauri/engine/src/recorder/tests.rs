@@ -15,27 +15,11 @@ fn row(t: f64, joules: f64, cpu: f64) -> Row {
     }
 }
 
-#[test]
-fn the_lifetime_counts_what_is_measured_before_it_is_written() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let db = dir.path().join("wattbar.db");
-    let mut r = Recorder::open(Some(&db), Duration::from_secs(5), 1_000.0, "EUR");
-    assert_eq!(r.lifetime_by_domain(), vec![]);
-    assert_eq!(r.lifetime_by_scope(), vec![]);
-    r.record(row(1_001.0, 100.0, 40.0));
-    r.record(row(1_002.0, 100.0, 40.0));
-    let life = |r: &Recorder| {
-        r.lifetime_by_domain()
-            .into_iter()
-            .collect::<BTreeMap<_, _>>()
-    };
-    let headline = |r: &Recorder| r.lifetime_by_scope();
-    assert_eq!(headline(&r), [(Some(Scope::Components), 200.0)]);
-    assert_eq!(life(&r).get("cpu"), Some(&80.0));
-    let session = SessionTotals {
+fn session(joules: f64) -> SessionTotals {
+    SessionTotals {
         started_unix: 1_000.0,
-        joules: wattbar_core::Joules(200.0),
-        kwh: 200.0 / 3.6e6,
+        joules: wattbar_core::Joules(joules),
+        kwh: joules / 3.6e6,
         cost: 0.0,
         currency: wattbar_core::Currency::default(),
         carbon_g: None,
@@ -43,31 +27,104 @@ fn the_lifetime_counts_what_is_measured_before_it_is_written() {
         scope: Some(Scope::Components),
         other_scopes: Vec::new(),
         scope_changes: Vec::new(),
+    }
+}
+
+#[test]
+fn the_counters_move_only_with_a_committed_batch_and_the_menu_totals_at_once() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let db = dir.path().join("wattbar.db");
+    let prefs = Preferences::default();
+    let mut r = Recorder::open(Some(&db), Duration::from_secs(5), 1_000.0, &prefs);
+    assert_eq!(r.committed().by_scope, vec![]);
+    assert_eq!(r.committed().since_unix, Some(1_000.0));
+    r.record(row(1_001.0, 100.0, 40.0));
+    r.record(row(1_002.0, 100.0, 40.0));
+    let cpu = |r: &Recorder| {
+        r.committed()
+            .by_domain
+            .iter()
+            .find(|(d, _)| d == "cpu")
+            .map(|(_, j)| *j)
     };
-    r.flush(
-        Duration::from_secs(5),
-        &session,
-        1_002.0,
-        &Preferences::default(),
-    );
+    // Measured, not written: a crash now would lose it, so no counter shows it yet.
+    assert_eq!(r.committed().by_scope, vec![]);
+    assert_eq!(r.unwritten_joules(), 200.0);
+    let totals = r.totals(1_002.0).unwrap_or_else(|| panic!("no totals"));
+    assert_eq!(totals.today.joules, 200.0);
+    r.flush(Duration::from_secs(5), &session(200.0), 1_002.0, &prefs);
     // Written: the same figures, now from the store, not counted twice.
-    assert_eq!(headline(&r), [(Some(Scope::Components), 200.0)]);
+    assert_eq!(r.committed().by_scope, [(Some(Scope::Components), 200.0)]);
+    assert_eq!(cpu(&r), Some(80.0));
+    assert_eq!(r.unwritten_joules(), 0.0);
     r.record(row(1_003.0, 100.0, 40.0));
-    assert_eq!(headline(&r), [(Some(Scope::Components), 300.0)]);
-    assert_eq!(life(&r).get("cpu"), Some(&120.0));
-    // A plug: the wall's energy starts apart, the sensors' stays what it was.
+    assert_eq!(r.committed().by_scope, [(Some(Scope::Components), 200.0)]);
+    // A plug: the wall's energy is counted apart, the sensors' stays what it was.
     r.record(Row {
         scope: Some(Scope::Wall),
         ..row(1_004.0, 150.0, 40.0)
     });
-    assert_eq!(
-        headline(&r),
-        [(Some(Scope::Wall), 150.0), (Some(Scope::Components), 300.0)]
-    );
     let totals = r.totals(1_004.0).unwrap_or_else(|| panic!("no totals"));
     assert_eq!(
         (totals.today.scope, totals.today.joules),
         (Some(Scope::Wall), 150.0)
     );
     assert_eq!(totals.today.joules_in(Some(Scope::Components)), 300.0);
+    r.flush(Duration::from_secs(10), &session(450.0), 1_004.0, &prefs);
+    assert_eq!(
+        r.committed().by_scope,
+        [(Some(Scope::Components), 300.0), (Some(Scope::Wall), 150.0)]
+    );
+    assert_eq!(r.committed().headline_joules(), Some(450.0));
+    // What a process started now reads is what was exported: a restart never goes back.
+    drop(r);
+    let again = Recorder::open(Some(&db), Duration::from_secs(5), 2_000.0, &prefs);
+    assert_eq!(again.committed().by_scope.len(), 2);
+    assert_eq!(again.committed().headline_joules(), Some(450.0));
+    assert_eq!(again.committed().since_unix, Some(1_000.0));
+}
+
+#[test]
+fn posted_records_reach_the_model_counters_once_their_batch_is_committed() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let db = dir.path().join("wattbar.db");
+    let prefs = Preferences::default();
+    let mut r = Recorder::open(Some(&db), Duration::from_secs(5), 1_000.0, &prefs);
+    use wattbar_core::inference::{Observed, Route, ServerFigures, Share, Status};
+    // 10 tokens in 1 s at 30 W.
+    let record = wattbar_core::inference::Record::build(
+        1,
+        Observed {
+            route: Route::OllamaChat,
+            model: "m".into(),
+            requested_model: None,
+            status: Status::Ok,
+            error: None,
+            start: 1_000.0,
+            end: 1_001.0,
+            ttft_seconds: None,
+            figures: ServerFigures {
+                completion_tokens: Some(10),
+                ..ServerFigures::default()
+            },
+            share: Some(Share {
+                joules: 30.0,
+                shared_seconds: 1.0,
+                covered_seconds: 1.0,
+                window_seconds: 1.0,
+                ..Share::default()
+            }),
+            phases_known: false,
+            baseline_watts: None,
+            baseline_spread_watts: None,
+            ceiling: 5.0,
+        },
+    );
+    r.record_inference(std::slice::from_ref(&record), true);
+    assert!(r.committed().models.is_empty());
+    r.flush(Duration::from_secs(1), &session(0.0), 1_001.0, &prefs);
+    let models = r.committed().models.clone();
+    assert_eq!(models.len(), 1, "{models:?}");
+    assert_eq!(models[0].completion_tokens, 10);
+    assert_eq!(models[0].energy_joules, 30.0);
 }

@@ -233,8 +233,8 @@ impl Engine {
             interval_ms: self.prefs.interval_ms,
             period_ms: u64::try_from(self.period().as_millis()).unwrap_or(u64::MAX),
             totals: self.recorder.totals(self.clock.unix()),
-            lifetime_by_domain: self.recorder.lifetime_by_domain(),
-            lifetime_by_scope: self.recorder.lifetime_by_scope(),
+            committed: self.recorder.committed(),
+            unwritten_joules: self.recorder.unwritten_joules(),
             calibration: self.meter.calibration.view(),
             sources: self.publication.sources.clone(),
             reads: self.chain.counters(),
@@ -281,7 +281,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         config.store.as_deref(),
         config.batch_interval,
         started,
-        config.prefs.currency.as_str(),
+        &config.prefs,
     );
     let tariffs = config
         .prefs

@@ -140,6 +140,24 @@ impl Store {
         Ok((Total::new(rows, scope, currency), recorded))
     }
 
+    /// When the first session began, Unix seconds: where the lifetime totals start. The first
+    /// by id, not the earliest start, so that a wall clock set back later cannot move it.
+    pub fn first_session_start(&self) -> Result<Option<f64>, StoreError> {
+        self.conn
+            .query_row("SELECT start FROM sessions ORDER BY id LIMIT 1", [], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(|e| self.sql(e))
+    }
+
+    /// The time of the newest sample kept (samples are kept a day), Unix seconds.
+    pub fn newest_sample(&self) -> Result<Option<f64>, StoreError> {
+        self.conn
+            .query_row("SELECT MAX(t) FROM samples", [], |r| r.get(0))
+            .map_err(|e| self.sql(e))
+    }
+
     /// The newest session, running or not.
     pub fn latest_session(&self) -> Result<Option<SessionRecord>, StoreError> {
         let id: Option<i64> = self

@@ -68,7 +68,8 @@ pub(super) struct TotalsBody {
     /// Today, this month and lifetime from the store, as of the last batch.
     stored: Option<wattbar_ledger::ledger::LedgerTotals>,
     lifetime_joules_by_domain: std::collections::BTreeMap<String, f64>,
-    /// The headline's lifetime per scope; `unrecorded` is energy kept before scopes were.
+    /// The headline's lifetime per scope, as committed (the counters `/metrics` exports);
+    /// `unrecorded` is energy kept before scopes were.
     lifetime_joules_by_scope: std::collections::BTreeMap<&'static str, f64>,
 }
 
@@ -77,9 +78,10 @@ pub(super) async fn get_totals(State(shared): State<Arc<Shared>>) -> Json<Totals
     Json(TotalsBody {
         session: p.session.clone(),
         stored: p.totals.clone(),
-        lifetime_joules_by_domain: p.lifetime_by_domain.iter().cloned().collect(),
+        lifetime_joules_by_domain: p.committed.by_domain.iter().cloned().collect(),
         lifetime_joules_by_scope: p
-            .lifetime_by_scope
+            .committed
+            .by_scope
             .iter()
             .map(|(s, j)| (s.map_or("unrecorded", wattbar_core::Scope::as_str), *j))
             .collect(),

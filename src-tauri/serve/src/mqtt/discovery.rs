@@ -187,19 +187,6 @@ fn merge(into: &mut Value, from: Value) {
     }
 }
 
-/// The lifetime cost in `currency` (costs recorded in another currency are not converted).
-fn lifetime_cost(p: &Published, currency: &str) -> Option<f64> {
-    let totals = p.totals.as_ref()?;
-    let sum: f64 = totals
-        .lifetime
-        .rows()
-        .into_iter()
-        .filter(|(_, c, _, _)| c == currency)
-        .map(|(_, _, _, amount)| amount)
-        .sum();
-    sum.is_finite().then_some(sum)
-}
-
 /// The state document: `{"at", "power_w", "energy_kwh", "cost", "currency", "low_power"}`,
 /// `at` the sample's time (Unix seconds) the figures are of.
 pub fn state(p: &Published) -> Value {
@@ -215,7 +202,7 @@ pub fn state(p: &Published) -> Value {
         "at": p.snapshot.as_ref().map(|s| s.at.unix_seconds),
         POWER: watts,
         ENERGY: crate::summary::lifetime_joules(p).map(|j| j / JOULES_PER_KWH),
-        COST: lifetime_cost(p, currency),
+        COST: p.committed.cost_in(currency),
         "currency": currency,
         LOW_POWER: if p.low_power.enabled { "ON" } else { "OFF" },
     })
@@ -227,7 +214,8 @@ pub fn attributes(p: &Published) -> Value {
     let head = snapshot.and_then(|s| s.headline.as_ref());
     let coverage = snapshot.and_then(|s| s.coverage());
     let energy_by_scope: serde_json::Map<String, Value> = p
-        .lifetime_by_scope
+        .committed
+        .by_scope
         .iter()
         .map(|(scope, j)| {
             (

@@ -8,7 +8,9 @@
 //! - States go out at most once per interval, and at once when low-power mode changes. Nothing
 //!   is queued while the broker is away: the energy is a counter, so the first state after a
 //!   reconnect carries all of it.
-//! - The energy never goes down ([`EnergyFloor`]).
+//! - The energy never goes down: it is what the store committed
+//!   ([`wattbar_engine::recorder::committed`]), which a crash cannot take back. Nothing read
+//!   from the broker feeds it.
 //! - Availability is retained: `online` after each connect, `offline` on a clean stop, and the
 //!   same as the last will when the connection dies.
 //! - A broker that refuses or cannot be reached is asked again after a backoff that doubles up
@@ -214,9 +216,6 @@ enum Link {
     Up(u64),
 }
 
-/// How long the first state after a connect waits for the retained one (see [`EnergyFloor`]).
-const FLOOR_WAIT: Duration = Duration::from_secs(2);
-
 /// Publishes the engine's state to the broker until `stop` completes; then says `offline` and
 /// disconnects.
 pub async fn run(
@@ -233,9 +232,7 @@ pub async fn run(
     };
     let (client, mut eventloop) = AsyncClient::new(options, 32);
     let (link_tx, mut link) = watch::channel(Link::Down(None));
-    let (floor_tx, mut floor_rx) = tokio::sync::mpsc::channel::<f64>(8);
     let set_topic = config.topics.low_power_set();
-    let state_topic = config.topics.state();
     let broker = config.broker();
     let commands = engine.clone();
     let connection = tokio::spawn(async move {
@@ -265,14 +262,6 @@ pub async fn run(
                         ),
                     }
                 }
-                Ok(Event::Incoming(Packet::Publish(p))) if p.topic == state_topic => {
-                    let energy = serde_json::from_slice::<serde_json::Value>(&p.payload)
-                        .ok()
-                        .and_then(|v| v.get(discovery::ENERGY).and_then(|e| e.as_f64()));
-                    if let Some(kwh) = energy {
-                        let _ = floor_tx.try_send(kwh);
-                    }
-                }
                 Ok(_) => {}
                 Err(e) => {
                     let why = reason(&e);
@@ -297,12 +286,9 @@ pub async fn run(
         config,
         last_low_power: None,
         connected: false,
-        floor: EnergyFloor::default(),
     };
     let mut tick = tokio::time::interval(publisher.config.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // After a connect, the first state waits until then for the retained one.
-    let mut first_state: Option<tokio::time::Instant> = None;
     tokio::pin!(stop);
     loop {
         tokio::select! {
@@ -314,32 +300,22 @@ pub async fn run(
                 let now = link.borrow_and_update().clone();
                 publisher.connected = matches!(now, Link::Up(_));
                 if publisher.connected {
-                    publisher.announce(&state.borrow().clone());
-                    first_state = Some(tokio::time::Instant::now() + FLOOR_WAIT);
-                }
-            }
-            Some(kwh) = floor_rx.recv() => {
-                publisher.floor.saw(kwh);
-                if first_state.take().is_some() {
-                    publisher.publish_state(&state.borrow().clone());
+                    let p = state.borrow().clone();
+                    publisher.announce(&p);
+                    publisher.publish_state(&p);
                     tick.reset();
                 }
-            }
-            _ = tokio::time::sleep_until(first_state.unwrap_or_else(tokio::time::Instant::now)), if first_state.is_some() => {
-                first_state = None;
-                publisher.publish_state(&state.borrow().clone());
-                tick.reset();
             }
             changed = state.changed() => {
                 if changed.is_err() {
                     break;
                 }
                 let p = state.borrow_and_update().clone();
-                if first_state.is_none() && publisher.last_low_power.is_some_and(|l| l != p.low_power.enabled) {
+                if publisher.last_low_power.is_some_and(|l| l != p.low_power.enabled) {
                     publisher.publish_state(&p);
                 }
             }
-            _ = tick.tick(), if first_state.is_none() => {
+            _ = tick.tick() => {
                 let p = state.borrow().clone();
                 publisher.publish_state(&p);
             }
@@ -360,51 +336,17 @@ pub async fn run(
     }
 }
 
-/// The energy entity never goes down, as `total_increasing` requires: Home Assistant takes a
-/// decrease for a new meter and would count its whole value again.
-///
-/// An engine killed between two batches restarts from its store, a few seconds' energy below what
-/// it had published. So the highest energy seen on the state topic (the retained one after a
-/// connect, and each one sent since) is a floor, held until the counter passes it. A drop to less
-/// than half is not that but a new counter (the store was replaced), and is published as it is.
-#[derive(Debug, Default, Clone, Copy, PartialEq)]
-pub struct EnergyFloor(Option<f64>);
-
-impl EnergyFloor {
-    pub fn saw(&mut self, kwh: f64) {
-        if kwh.is_finite() && kwh >= 0.0 {
-            self.0 = Some(self.0.map_or(kwh, |f| f.max(kwh)));
-        }
-    }
-
-    /// The energy to publish for the counter's `kwh`.
-    pub fn apply(&mut self, kwh: f64) -> f64 {
-        match self.0 {
-            Some(floor) if kwh < floor && kwh >= floor / 2.0 => floor,
-            Some(floor) if kwh < floor => {
-                self.0 = Some(kwh);
-                kwh
-            }
-            _ => {
-                self.saw(kwh);
-                kwh
-            }
-        }
-    }
-}
-
 struct Publisher {
     client: AsyncClient,
     config: MqttConfig,
     /// Low-power mode in the last state sent.
     last_low_power: Option<bool>,
     connected: bool,
-    floor: EnergyFloor,
 }
 
 impl Publisher {
-    /// After each connect: discovery, availability and the subscriptions (commands, and the
-    /// state topic for its retained energy); the first state follows it.
+    /// After each connect: discovery, availability and the subscription to commands; the first
+    /// state follows it.
     fn announce(&mut self, p: &Arc<Published>) {
         let topics = self.config.topics.clone();
         let version = env!("CARGO_PKG_VERSION");
@@ -417,10 +359,9 @@ impl Publisher {
             self.send(topic, true, doc.to_string());
         }
         self.send(topics.availability(), true, "online".to_string());
-        for topic in [topics.low_power_set(), topics.state()] {
-            if let Err(e) = self.client.try_subscribe(&topic, QoS::AtLeastOnce) {
-                tracing::warn!("mqtt: cannot subscribe to {topic}: {e}");
-            }
+        let topic = topics.low_power_set();
+        if let Err(e) = self.client.try_subscribe(&topic, QoS::AtLeastOnce) {
+            tracing::warn!("mqtt: cannot subscribe to {topic}: {e}");
         }
     }
 
@@ -430,10 +371,7 @@ impl Publisher {
         }
         self.last_low_power = Some(p.low_power.enabled);
         let topics = self.config.topics.clone();
-        let mut state = discovery::state(p);
-        if let Some(kwh) = state[discovery::ENERGY].as_f64() {
-            state[discovery::ENERGY] = serde_json::json!(self.floor.apply(kwh));
-        }
+        let state = discovery::state(p);
         self.send(
             topics.attributes(),
             true,

@@ -85,18 +85,3 @@ fn discovery_gives_four_entities_each_unavailable_when_its_field_is_unknown() {
         assert_eq!(doc["json_attributes_topic"], "wattbar/box/attributes");
     }
 }
-
-#[test]
-fn energy_lost_to_a_kill_is_held_and_a_new_store_starts_again() {
-    let mut floor = EnergyFloor::default();
-    assert_eq!(floor.apply(10.0), 10.0);
-    // Killed between batches: the store had 9.99 kWh of the 10.0 published.
-    assert_eq!(floor.apply(9.99), 10.0);
-    assert_eq!(floor.apply(10.01), 10.01);
-    // The retained state after a restart says 12; the counter restarts at 11.9.
-    floor.saw(12.0);
-    assert_eq!(floor.apply(11.9), 12.0);
-    // The store was replaced: a new counter, published as it is, and followed from there.
-    assert_eq!(floor.apply(0.2), 0.2);
-    assert_eq!(floor.apply(0.3), 0.3);
-}

@@ -142,11 +142,14 @@ async fn resets_between_samples_lose_no_energy_from_the_lifetime() {
             .as_ref()
             .map_or(0.0, |s| s.at.monotonic.as_secs_f64())
     };
+    // What the store committed plus what waits for the next batch (one scope here).
     let system = |p: &Published| {
-        p.lifetime_by_scope
+        p.committed
+            .by_scope
             .iter()
             .find(|(s, _)| *s == Some(wattbar_core::Scope::System))
             .map_or(0.0, |(_, j)| *j)
+            + p.unwritten_joules
     };
     let first = wait_for(&mut rx, |p| p.snapshot.is_some()).await;
     // Five resets, each half-way between two samples (one a second).

@@ -1,0 +1,293 @@
+//! The lifetime counters as Prometheus and an OTLP backend build on them, through crashes: a
+//! `serve` on a replayed 100 W machine, scraped every second by Debian's real `prometheus` and
+//! pushing to an OTLP receiver every second, is killed -9 ten times at moments drawn from a fixed
+//! seed, and started again on the same data folder each time.
+//!
+//! What must hold: no scraped or pushed value of a lifetime counter ever goes down, so
+//! `increase()` over the whole run is at most the energy drawn, and loses at most one batch per
+//! kill; every push carries the same start time.
+//!
+//! Each run binds port 0; Prometheus scrapes one fixed target, a forwarder of the test's own
+//! (also on port 0) that passes each scrape to whichever run is up, its `Host` named as the API
+//! requires. Prometheus' own service discovery would take up to 5 s to follow a new port, longer
+//! than most runs here live.
+
+use crate::common::prometheus::Prometheus;
+use crate::common::{cli, Serve};
+use crate::otlp::Receiver;
+use std::io::{copy, BufRead, BufReader, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const WATTS: f64 = 100.0;
+const KILLS: usize = 10;
+/// The batch interval: long enough that a scrape often sees energy not yet written, as a
+/// default 10 s batch does.
+const BATCH_S: f64 = 2.0;
+/// The sampling period asked for.
+const PERIOD_S: f64 = 0.1;
+
+/// The lifetime series checked, each by its selector.
+const COUNTERS: [&str; 4] = [
+    "wattbar_energy_joules_total{domain=\"system\"}",
+    "wattbar_cost_total",
+    "wattbar_inference_requests_total",
+    "wattbar_inference_energy_joules_total",
+];
+
+/// A fixed sequence in [0, 1): the kill moments are the same at every run of the test.
+struct Draws(u64);
+
+impl Draws {
+    fn next(&mut self) -> f64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// A TCP forwarder on a loopback port of its own, to the address it is told; its threads end
+/// with the test's process.
+struct Forwarder {
+    address: String,
+    to: Arc<Mutex<String>>,
+}
+
+impl Forwarder {
+    fn start() -> Forwarder {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+        let address = listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let to = Arc::new(Mutex::new(String::new()));
+        let target = Arc::clone(&to);
+        std::thread::spawn(move || {
+            for client in listener.incoming().map_while(Result::ok) {
+                let to = target.lock().map(|t| t.clone()).unwrap_or_default();
+                std::thread::spawn(move || {
+                    // A run that is down refuses: the scrape fails, as it would without us.
+                    let Ok(server) = TcpStream::connect(&to) else {
+                        return;
+                    };
+                    let (Ok(c2), Ok(mut s2)) = (client.try_clone(), server.try_clone()) else {
+                        return;
+                    };
+                    // Scrapes are GETs with no body: each request is its header lines.
+                    let up = std::thread::spawn(move || {
+                        for line in BufReader::new(c2).lines().map_while(Result::ok) {
+                            let line = if line.to_ascii_lowercase().starts_with("host:") {
+                                format!("Host: {to}")
+                            } else {
+                                line
+                            };
+                            if write!(s2, "{line}\r\n").is_err() {
+                                break;
+                            }
+                        }
+                        let _ = s2.shutdown(Shutdown::Write);
+                    });
+                    let (mut c, mut s) = (client, server);
+                    let _ = copy(&mut s, &mut c);
+                    let _ = c.shutdown(Shutdown::Both);
+                    let _ = up.join();
+                });
+            }
+        });
+        Forwarder { address, to }
+    }
+
+    fn to(&self, serve: &Serve) {
+        if let Ok(mut to) = self.to.lock() {
+            *to = serve.url.trim_start_matches("http://").to_string();
+        }
+    }
+}
+
+fn start(data: &Path, receiver: &Receiver, forwarder: &Forwarder) -> Serve {
+    let trace = data.join("trace.csv");
+    std::fs::write(&trace, format!("t,watts\n0,{WATTS}\n")).unwrap_or_else(|e| panic!("{e}"));
+    let mut c = cli(data);
+    c.env("WATTBAR_REPLAY", &trace)
+        .args(["serve", "--listen", "127.0.0.1:0", "--interval", "100ms"])
+        .args(["--batch", &format!("{BATCH_S}s")])
+        .args(["--otlp-endpoint", &receiver.url(), "--otlp-interval", "1s"]);
+    let serve = Serve::spawn(c);
+    forwarder.to(&serve);
+    serve
+}
+
+fn token(data: &Path) -> String {
+    std::fs::read_to_string(data.join("api-token"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .trim()
+        .to_string()
+}
+
+/// A record for work the client measured, ending just before the last sample.
+fn post_record(serve: &Serve, data: &Path) -> bool {
+    let now = serve.get("/v1/snapshot")["at"].as_f64().unwrap_or(0.0);
+    let body = serde_json::json!({
+        "model": "crash-model", "completion_tokens": 10, "tokens_per_second": 20.0,
+        "end": now - 0.2
+    });
+    serve
+        .client()
+        .with_token(&token(data))
+        .post("/v1/inference", Some(&body))
+        .is_ok()
+}
+
+fn assert_never_decreases(what: &str, samples: &[(f64, f64)]) {
+    for pair in samples.windows(2) {
+        assert!(
+            pair[1].1 >= pair[0].1,
+            "{what} went down from {} at {} to {} at {}",
+            pair[0].1,
+            pair[0].0,
+            pair[1].1,
+            pair[1].0
+        );
+    }
+}
+
+#[test]
+fn ten_kill_9s_never_take_back_a_counter_prometheus_or_otlp_saw() {
+    let started = Instant::now();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let data = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let forwarder = Forwarder::start();
+    let prom = Prometheus::start(
+        dir.path(),
+        &format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  \
+             - job_name: wattbar\n    static_configs:\n      - targets: ['{}']\n",
+            forwarder.address
+        ),
+    );
+    let receiver = Receiver::start(0);
+    let mut draws = Draws(48);
+    // What each killed run had drawn by its last read, and the most it can have drawn after.
+    let (mut drawn, mut slack) = (0.0, 0.0);
+    let mut posted = 0u64;
+    for kill in 0..=KILLS {
+        let mut serve = start(data.path(), &receiver, &forwarder);
+        let life = Duration::from_secs_f64(2.5 + 4.0 * draws.next());
+        let until = Instant::now() + life;
+        if kill % 2 == 0 && post_record(&serve, data.path()) {
+            posted += 1;
+        }
+        std::thread::sleep(until.saturating_duration_since(Instant::now()));
+        if kill == KILLS {
+            // The last run ends cleanly: everything it measured is written.
+            let session = serve.get("/v1/totals")["session"]["joules"]
+                .as_f64()
+                .unwrap_or(f64::NAN);
+            // Prometheus scrapes the last batch before the stop.
+            std::thread::sleep(Duration::from_secs(2));
+            let session_after = serve.get("/v1/totals")["session"]["joules"]
+                .as_f64()
+                .unwrap_or(f64::NAN);
+            let (status, _) = serve.terminate();
+            assert!(status.success());
+            drawn += session;
+            slack += session_after - session + WATTS * 1.0;
+            break;
+        }
+        let before = Instant::now();
+        let session = serve.get("/v1/totals")["session"]["joules"]
+            .as_f64()
+            .unwrap_or(f64::NAN);
+        serve.child.kill().unwrap_or_else(|e| panic!("{e}"));
+        let _ = serve.child.wait();
+        drawn += session;
+        // Between the read and the kill: that time at 100 W, and a sample's step.
+        slack += WATTS * (before.elapsed().as_secs_f64() + PERIOD_S);
+    }
+    let ran = started.elapsed().as_secs_f64();
+    // Prometheus has scraped everything it will.
+    std::thread::sleep(Duration::from_secs(2));
+    let range = format!("{}s", ran.ceil() as u64 + 10);
+
+    for counter in COUNTERS {
+        let samples = prom.samples(counter, &range);
+        assert!(samples.len() > 20, "{counter}: {} samples", samples.len());
+        assert_never_decreases(counter, &samples);
+    }
+    let energy = prom.samples(COUNTERS[0], &range);
+    let first = energy.first().map_or(0.0, |s| s.1);
+    let last = energy.last().map_or(0.0, |s| s.1);
+    let seen = last - first;
+    // The stored lifetime after the clean stop: every run's energy less what the kills lost.
+    let stored = lifetime_joules(data.path());
+    let lost_at_most = KILLS as f64 * WATTS * (BATCH_S + PERIOD_S);
+    eprintln!(
+        "{ran:.0} s, {KILLS} kills: drawn {drawn:.0} J (+ up to {slack:.0}), stored {stored:.0} J, \
+         Prometheus saw {seen:.0} J from its first scrape, {} records posted",
+        posted
+    );
+    assert!(
+        stored <= drawn + slack + 1e-6,
+        "stored {stored} J > drawn {drawn} + {slack} J"
+    );
+    assert!(
+        stored >= drawn - lost_at_most,
+        "stored {stored} J: more than a batch per kill lost of {drawn} J"
+    );
+    assert!(
+        seen <= stored + 1e-6,
+        "Prometheus saw {seen} J grow, the ledger holds {stored} J"
+    );
+    // increase() over the whole run: Prometheus extrapolates to the range's ends, by at most
+    // half a scrape interval on each side where the series starts or ends inside the range.
+    let increase = prom
+        .query(&format!("increase({}[{range}])", COUNTERS[0]))
+        .first()
+        .map(|s| crate::common::prometheus::num(&s["value"][1]))
+        .unwrap_or(f64::NAN);
+    assert!(
+        increase <= drawn + slack + WATTS * 1.0,
+        "increase() read {increase} J where {drawn} J were drawn"
+    );
+    assert!(
+        increase >= drawn - lost_at_most - first - WATTS * 2.0,
+        "increase() read {increase} J where {drawn} J were drawn"
+    );
+    let requests = prom.samples(COUNTERS[2], &range);
+    assert!(
+        requests
+            .last()
+            .is_some_and(|s| s.1 as u64 <= posted && s.1 >= 1.0),
+        "{requests:?} of {posted} posted"
+    );
+
+    // OTLP: every push in the order received, one start time throughout.
+    let pushes = receiver.drain();
+    let energies: Vec<(f64, f64)> = pushes.iter().filter_map(|p| p.energy()).collect();
+    assert!(energies.len() >= KILLS, "{} pushes", energies.len());
+    assert_never_decreases("hw.host.energy", &energies);
+    let starts: Vec<f64> = pushes
+        .iter()
+        .filter_map(|p| p.start("hw.host.energy"))
+        .collect();
+    assert!(
+        starts.windows(2).all(|w| w[0] == w[1]),
+        "start times moved: {starts:?}"
+    );
+}
+
+fn lifetime_joules(data: &Path) -> f64 {
+    let out = cli(data)
+        .args(["totals", "--json"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    v["lifetime"]["kwh"]
+        .as_f64()
+        .map_or(f64::NAN, |kwh| kwh * 3.6e6)
+}
