@@ -17,6 +17,8 @@
 //!
 //! Non-goals: persistence.
 
+pub mod stepped;
+
 use crate::energy::MAX_POWER_WATTS;
 use crate::units::Joules;
 use std::time::Duration;

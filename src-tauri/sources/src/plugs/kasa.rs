@@ -56,9 +56,12 @@ pub(super) fn parse(v: &Value) -> Result<PlugReading, Error> {
         energy_joules: energy,
         returned_joules: None,
     };
-    PlugReading::from_channels(Vendor::Kasa, vec![channel], || {
+    let mut reading = PlugReading::from_channels(Vendor::Kasa, vec![channel], || {
         "this Kasa's emeter answered with no power or energy".to_string()
-    })
+    })?;
+    // Whole Wh in `total_wh`; `total` is kWh to three decimals, the same step.
+    reading.energy_resolution_joules = Some(JOULES_PER_WH);
+    Ok(reading)
 }
 
 fn tapo(watts: Option<f64>) -> Result<PlugReading, Error> {

@@ -73,13 +73,22 @@ pub(super) fn parse_gen1(v: &Value) -> Result<PlugReading, Error> {
             )
         });
     }
-    PlugReading::from_channels(Vendor::ShellyGen1, channels, || match declared {
-        Some(w) => format!(
-            "this Shelly has no meter: its {w} W is the load configured on the device, not a \
+    // `meters[].total` counts whole watt-minutes; `emeters[].total` Wh to a decimal.
+    let resolution = if emeter {
+        JOULES_PER_WH / 10.0
+    } else {
+        JOULES_PER_WATT_MINUTE
+    };
+    let mut reading =
+        PlugReading::from_channels(Vendor::ShellyGen1, channels, || match declared {
+            Some(w) => format!(
+                "this Shelly has no meter: its {w} W is the load configured on the device, not a \
              measurement"
-        ),
-        None => "this Shelly answers with no valid meter".to_string(),
-    })
+            ),
+            None => "this Shelly answers with no valid meter".to_string(),
+        })?;
+    reading.energy_resolution_joules = Some(resolution);
+    Ok(reading)
 }
 
 pub(super) fn parse_gen2(v: &Value) -> Result<PlugReading, Error> {
@@ -117,7 +126,8 @@ pub(super) fn parse_gen2(v: &Value) -> Result<PlugReading, Error> {
             }
         }
     }
-    PlugReading::from_channels(Vendor::ShellyGen2, channels, || {
+    // Every Gen2 energy counter is Wh to three decimals.
+    let mut reading = PlugReading::from_channels(Vendor::ShellyGen2, channels, || {
         if unmetered.is_empty() {
             "this Shelly has no metering component (switch, cover, pm1, em or em1)".to_string()
         } else {
@@ -126,7 +136,9 @@ pub(super) fn parse_gen2(v: &Value) -> Result<PlugReading, Error> {
                 unmetered.join(", ")
             )
         }
-    })
+    })?;
+    reading.energy_resolution_joules = Some(JOULES_PER_WH / 1000.0);
+    Ok(reading)
 }
 
 /// A device's error answer: HTTP RPC's `{"code","message"}`, or RPC's `{"error":{…}}`.

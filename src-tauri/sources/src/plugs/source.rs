@@ -5,19 +5,24 @@
 //! - Sampling never waits for the plug: each read takes the newest answer the worker has (at
 //!   most [`TIMEOUT`](super::TIMEOUT) old work, [`STALE_AFTER`] old at most), and the other
 //!   sources keep the headline meanwhile.
-//! - Counters first: the device's energy counter, made monotonic (a counter that went down is
-//!   a reset: a new baseline, nothing lost or added), is the reading's energy; its watts are the
-//!   device's instant power.
-//! - A plug that does not answer, answers without a reading, or reads export gives its reason
-//!   and no reading, never 0 W; it is asked again, so it comes back when the plug does.
+//! - Counters first, timed by the plug: the device's counter is the truth for totals, and the
+//!   energy between its steps is spread by the device's own power readings, each from when its
+//!   answer was received ([`SteppedCounter`]): a Wh step is not a 3,600 J lump at the sample
+//!   that saw it. Jitter, resets and impossible rises are judged there.
+//! - A missed answer is not a missing wall: the last good answer stands for [`HOLD_FOR`], its
+//!   power running on within the counter's band, so one failed poll neither switches the
+//!   headline's scope nor loses the plug's baseline. Past that the source fails once, with the
+//!   reason, and comes back once when the plug answers again.
+//! - A plug that answers without a reading, or reads export, gives its reason and no reading,
+//!   never 0 W; it is asked again, so it comes back when the plug does.
 
 use super::fetch::{PlugClient, WallMeter};
 use super::reading::PlugReading;
 use crate::background::{Background, STALE_AFTER};
 use crate::error::Error;
 use std::time::{Duration, Instant};
-use wattbar_core::counter::CounterTotal;
-use wattbar_core::{Domain, Joules, Quality, Reading, Source, Stamp, Watts};
+use wattbar_core::counter::stepped::{Answer, SteppedCounter};
+use wattbar_core::{Domain, Quality, Reading, Source, Stamp, Watts};
 
 pub const SOURCE_ID: &str = "wall-meter";
 
@@ -26,6 +31,9 @@ pub const MIN_POLL: Duration = Duration::from_secs(1);
 
 /// The most a socket delivers (16 A at 240 V is 3.84 kW): more is a broken counter.
 const MAX_WALL_WATTS: f64 = 4_000.0;
+
+/// How long the last good answer stands while the plug misses answers.
+pub const HOLD_FOR: Duration = Duration::from_secs(10);
 
 /// How much before its turn an ask may come and still be sent. The sampler asks once a second,
 /// and the worker's own wake-up moves each ask by a little either way.
@@ -56,18 +64,20 @@ impl Turns {
     }
 }
 
-/// One answer of the worker, numbered so that each is counted once.
+/// One answer of the worker, numbered so that each is counted once, and when it came.
 #[derive(Clone)]
 struct Polled {
     seq: u64,
     reading: PlugReading,
+    received: Instant,
 }
 
 pub struct WallMeterSource {
     worker: Background<Polled>,
-    counter: CounterTotal,
+    counter: SteppedCounter,
     seen: Option<u64>,
-    last: Option<PlugReading>,
+    /// The last good answer and when it was received, on the sampler's clock.
+    good: Option<(PlugReading, Duration)>,
 }
 
 impl WallMeterSource {
@@ -86,7 +96,11 @@ impl WallMeterSource {
                 seq += 1;
                 // Whatever the plug says, it is asked again: it may come back or be fixed.
                 let answer = match client.read() {
-                    Ok(reading) => Ok(Polled { seq, reading }),
+                    Ok(reading) => Ok(Polled {
+                        seq,
+                        reading,
+                        received: Instant::now(),
+                    }),
                     Err(Error::Unavailable(why) | Error::Transient(why)) => {
                         Err(Error::Transient(why))
                     }
@@ -98,9 +112,9 @@ impl WallMeterSource {
         });
         Ok(WallMeterSource {
             worker,
-            counter: CounterTotal::new(),
+            counter: SteppedCounter::new(MAX_WALL_WATTS),
             seen: None,
-            last: None,
+            good: None,
         })
     }
 }
@@ -119,16 +133,34 @@ impl Source for WallMeterSource {
     }
 
     fn read(&mut self, at: Stamp) -> Result<Vec<Reading>, wattbar_core::Error> {
-        let polled = self.worker.latest(at)?;
-        if self.seen != Some(polled.seq) {
-            self.seen = Some(polled.seq);
-            if let Some(joules) = polled.reading.energy_joules {
-                self.counter
-                    .update_restarting(at.monotonic, Joules(joules), MAX_WALL_WATTS);
+        match self.worker.latest(at) {
+            Ok(polled) if self.seen != Some(polled.seq) => {
+                self.seen = Some(polled.seq);
+                // Its age in real time, on the sampler's clock: when the plug said it.
+                let received = at.monotonic.saturating_sub(polled.received.elapsed());
+                let r = &polled.reading;
+                self.counter.answer(Answer {
+                    at: received,
+                    counter: r.energy_joules,
+                    watts: r.watts,
+                    resolution: r.energy_resolution_joules,
+                });
+                self.good = Some((polled.reading.clone(), received));
             }
-            self.last = Some(polled.reading.clone());
+            Ok(_) => {}
+            Err(e) => {
+                let held = self
+                    .good
+                    .as_ref()
+                    .is_some_and(|(_, t)| at.monotonic.saturating_sub(*t) <= HOLD_FOR);
+                if !held {
+                    return Err(e.into());
+                }
+            }
         }
-        let reading = &polled.reading;
+        let Some((reading, _)) = &self.good else {
+            return Err(Error::Transient("the wall meter has not answered yet".into()).into());
+        };
         let watts = match (reading.watts, reading.export_watts) {
             (Some(w), _) if w.is_finite() && w <= MAX_WALL_WATTS => w,
             (Some(w), _) => {
@@ -153,7 +185,7 @@ impl Source for WallMeterSource {
             domain: Domain::Wall,
             device: None,
             watts: Some(Watts(watts)),
-            energy_counter: self.counter.total(),
+            energy_counter: self.counter.total_at(at.monotonic),
             source: SOURCE_ID.to_string(),
             quality: Quality::Measured,
             at,
@@ -161,9 +193,9 @@ impl Source for WallMeterSource {
     }
 
     fn details(&self) -> Option<serde_json::Value> {
-        self.last
+        self.good
             .as_ref()
-            .and_then(|r| serde_json::to_value(r).ok())
+            .and_then(|(r, _)| serde_json::to_value(r).ok())
     }
 }
 
