@@ -11,6 +11,8 @@
 //!   that drew it instead of arriving as a 3,600 J lump.
 //! - The total never goes down: where the power ran ahead of the counter it waits at the band's
 //!   top until the counter catches up; where it fell behind it is raised to the band's floor.
+//!   The band is the counter's as of its answer: after it, the top grows by the answer's power,
+//!   since the counter went on counting that.
 //! - Where in its band the counter stood at the first answer is unknown until it first steps:
 //!   until then the total runs by power alone, and the first step anchors the band at the total
 //!   (raising it to a floor it could be anywhere below would add up to a whole step at once).
@@ -154,11 +156,15 @@ impl SteppedCounter {
         self.rejected
     }
 
-    /// The band the true energy lies in, `[floor, floor + resolution)`, once anchored.
-    fn band(&self) -> Option<(f64, f64)> {
-        self.baseline
-            .filter(|b| b.anchored)
-            .map(|b| (b.offset + b.value, b.offset + b.value + self.resolution))
+    /// The band the true energy lies in at `at`, once anchored: from the counter as last
+    /// accepted, to a step above it and what the power read since could have added.
+    fn band(&self, at: Duration) -> Option<(f64, f64)> {
+        let since = |b: &Baseline| at.saturating_sub(b.at).as_secs_f64();
+        self.baseline.filter(|b| b.anchored).map(|b| {
+            let floor = b.offset + b.value;
+            let grown = self.watts.map_or(0.0, |w| w * since(&b));
+            (floor, floor + self.resolution + grown)
+        })
     }
 
     /// An answer received before the last advance (read by the sampler a step late) advances
@@ -173,16 +179,15 @@ impl SteppedCounter {
         };
         let dt = at.saturating_sub(from).as_secs_f64();
         let run = self.watts.map_or(total, |w| total + w * dt);
-        self.total = Some(match self.band() {
+        self.total = Some(match self.band(at) {
             Some((_, top)) => total.max(run.min(top)),
             None => total.max(run),
         });
-        self.settle();
     }
 
     /// Raises the total to the band's floor where the power fell behind the counter.
     fn settle(&mut self) {
-        if let (Some(total), Some((floor, _))) = (self.total, self.band()) {
+        if let (Some(total), Some((floor, _))) = (self.total, self.band(Duration::ZERO)) {
             self.total = Some(total.max(floor));
         }
     }

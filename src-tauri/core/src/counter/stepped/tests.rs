@@ -79,22 +79,29 @@ fn total_at(totals: &[(u64, f64)], t: u64) -> f64 {
 }
 
 #[test]
-fn a_tasmota_at_100_w_gives_500_j_in_every_5_s_window_not_3600_j_lumps() {
-    // Tasmota's kWh to three decimals: 1 Wh steps. 1.4 Wh into its band at the start.
-    let plug = Plug {
-        power: vec![(0, 100.0)],
-        start_joules: 1_234.0 * WH + 1_400.0,
-        step: WH,
-        reads: 1.0,
-    };
-    let totals = run(&plug, 600_000, |_, c| c);
-    // 100 W × 5 s = 500 J in every window after the first answer; within 5 %.
-    for from in (5_000..595_000).step_by(5_000) {
-        let joules = total_at(&totals, from + 5_000) - total_at(&totals, from);
-        assert!(
-            (joules - 500.0).abs() <= 25.0,
-            "{from} ms: {joules} J in 5 s"
-        );
+fn a_plug_at_100_w_gives_500_j_in_every_5_s_window_not_lumps_of_its_step() {
+    // Tasmota's kWh to three decimals and Kasa's Wh (1 Wh steps, here 1.4 Wh into a band), Shelly
+    // Gen1's watt-minutes (60 J: 1.67 steps a second), Gen2's Wh to three decimals (3.6 J).
+    for (step, start) in [
+        (WH, 1_234.0 * WH + 1_400.0),
+        (60.0, 2_632.0 * 60.0),
+        (3.6, 7_258_589.0 * 3.6),
+    ] {
+        let plug = Plug {
+            power: vec![(0, 100.0)],
+            start_joules: start,
+            step,
+            reads: 1.0,
+        };
+        let totals = run(&plug, 600_000, |_, c| c);
+        // 100 W × 5 s = 500 J in every window after the first answer; within 5 %.
+        for from in (5_000..595_000).step_by(5_000) {
+            let joules = total_at(&totals, from + 5_000) - total_at(&totals, from);
+            assert!(
+                (joules - 500.0).abs() <= 25.0,
+                "step {step} J, {from} ms: {joules} J in 5 s"
+            );
+        }
     }
 }
 
