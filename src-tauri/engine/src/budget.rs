@@ -1,5 +1,9 @@
 //! Daily and monthly budgets, in kWh or money. Crossing one gives an alert once per period
 //! (the period's key is stored, so a restart does not repeat it).
+//!
+//! A budget is one figure, so it counts the machine's energy across scopes
+//! ([`AcrossScopes`](wattbar_ledger::store::AcrossScopes)): a day split between the plug and the
+//! sensors reaches its budget as a day on one of them would.
 
 use serde::Serialize;
 use wattbar_core::Preferences;
@@ -18,32 +22,33 @@ pub struct BudgetAlert {
 /// Budgets crossed by these totals. `day` and `month` name the current local periods.
 pub fn crossed(prefs: &Preferences, totals: &LedgerTotals) -> Vec<BudgetAlert> {
     let currency = prefs.currency.as_str();
+    let (today, month) = (totals.today.across_scopes(), totals.month.across_scopes());
     let checks = [
         (
             "daily-kwh",
             prefs.daily_budget_kwh,
-            totals.today.kwh,
+            today.kwh,
             "today",
             "kWh",
         ),
         (
             "daily-cost",
             prefs.daily_budget_cost,
-            totals.today.cost,
+            today.cost,
             "today",
             currency,
         ),
         (
             "monthly-kwh",
             prefs.monthly_budget_kwh,
-            totals.month.kwh,
+            month.kwh,
             "this month",
             "kWh",
         ),
         (
             "monthly-cost",
             prefs.monthly_budget_cost,
-            totals.month.cost,
+            month.cost,
             "this month",
             currency,
         ),

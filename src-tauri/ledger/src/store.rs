@@ -51,7 +51,10 @@ mod reads;
 pub mod resident;
 pub mod schema;
 pub mod scopes;
+mod total;
 mod writes;
+
+pub use total::{AcrossScopes, CostRow, Money, Total};
 
 pub const DB_FILE: &str = "wattbar.db";
 pub const RAW_KEEP_SECONDS: f64 = 24.0 * 3600.0;
@@ -101,121 +104,6 @@ pub struct Row {
     pub currency: String,
     /// What the headline covered; `None` without one.
     pub scope: Option<Scope>,
-}
-
-/// An amount of money in one currency.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, serde::Deserialize)]
-pub struct Money {
-    pub currency: String,
-    pub amount: f64,
-}
-
-/// Totals for `wattbar-cli totals` and the UI. Neither money in two currencies nor energy of two
-/// scopes is ever added: `joules` and `cost` are what was measured in `scope` (the headline's
-/// now), `cost` in `currency` (the one asked for); what was paid in other currencies is listed
-/// apart in `other_costs`, and what was measured in other scopes in `other_scopes` (each with
-/// its own costs; `scope: None` there is energy recorded before scopes were kept).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, serde::Deserialize)]
-pub struct Total {
-    pub joules: f64,
-    pub kwh: f64,
-    pub cost: f64,
-    pub currency: String,
-    pub other_costs: Vec<Money>,
-    #[serde(default)]
-    pub scope: Option<Scope>,
-    #[serde(default)]
-    pub other_scopes: Vec<Total>,
-}
-
-/// One stored calendar or lifetime row: its scope (`None`: recorded before scopes were kept),
-/// currency, energy and cost.
-pub type CostRow = (Option<Scope>, String, f64, f64);
-
-impl Total {
-    /// No energy, in the same scope and currency.
-    pub fn emptied(&self) -> Total {
-        Total::new(Vec::new(), self.scope, &self.currency)
-    }
-
-    /// Adds `joules` measured in `scope` that cost `cost` in `currency`: to this total when
-    /// both are its own, else kept apart.
-    pub fn add(&mut self, joules: f64, scope: Option<Scope>, currency: &str, cost: f64) {
-        if scope != self.scope {
-            if joules == 0.0 && cost == 0.0 {
-                return;
-            }
-            let i = match self.other_scopes.iter().position(|t| t.scope == scope) {
-                Some(i) => i,
-                None => {
-                    self.other_scopes
-                        .push(Total::new(Vec::new(), scope, &self.currency));
-                    self.other_scopes.len() - 1
-                }
-            };
-            self.other_scopes[i].add(joules, scope, currency, cost);
-            return;
-        }
-        self.joules += joules;
-        self.kwh = self.joules / wattbar_core::JOULES_PER_KWH;
-        if currency == self.currency {
-            self.cost += cost;
-        } else if cost != 0.0 {
-            match self.other_costs.iter_mut().find(|m| m.currency == currency) {
-                Some(m) => m.amount += cost,
-                None => self.other_costs.push(Money {
-                    currency: currency.to_string(),
-                    amount: cost,
-                }),
-            }
-        }
-    }
-
-    /// From stored rows, in `scope` with `cost` in `currency`.
-    pub(crate) fn new(rows: Vec<CostRow>, scope: Option<Scope>, currency: &str) -> Self {
-        let mut total = Total {
-            currency: currency.to_string(),
-            scope,
-            ..Total::default()
-        };
-        for (s, c, joules, cost) in rows {
-            total.add(joules, s, &c, cost);
-        }
-        total
-    }
-
-    /// The same figures seen from `scope`: its own as the total, every other scope apart.
-    pub fn in_scope(&self, scope: Option<Scope>) -> Total {
-        if scope == self.scope {
-            return self.clone();
-        }
-        Total::new(self.rows(), scope, &self.currency)
-    }
-
-    /// Every (scope, currency, joules, cost) figure this total holds, in no particular order;
-    /// a currency's money comes with no joules where the energy is counted in another row.
-    pub fn rows(&self) -> Vec<CostRow> {
-        let mut rows = vec![(self.scope, self.currency.clone(), self.joules, self.cost)];
-        for m in &self.other_costs {
-            rows.push((self.scope, m.currency.clone(), 0.0, m.amount));
-        }
-        for other in &self.other_scopes {
-            rows.extend(other.rows());
-        }
-        rows
-    }
-
-    /// All the energy in `scope`, here or among the other scopes.
-    pub fn joules_in(&self, scope: Option<Scope>) -> f64 {
-        if scope == self.scope {
-            return self.joules;
-        }
-        self.other_scopes
-            .iter()
-            .filter(|t| t.scope == scope)
-            .map(|t| t.joules)
-            .sum()
-    }
 }
 
 /// A session row: start and end in Unix seconds (`end` is `None` while it runs).

@@ -323,7 +323,8 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
     registry.register_with_unit(
         "wattbar_today_energy",
         "The headline's energy today (this machine's calendar day) from the store, as of its \
-         last batch; starts again from 0 at midnight",
+         last batch, one series per scope it was measured in (their sum is the menu's Today); \
+         starts again from 0 at midnight",
         Unit::Joules,
         today_energy.clone(),
     );
@@ -334,19 +335,24 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
         today_cost.clone(),
     );
     if let Some(today) = p.totals.as_ref().map(|t| &t.today) {
-        let scope = label(today.scope.map_or("", Scope::as_str));
-        if today.joules.is_finite() && today.cost.is_finite() {
-            today_energy
-                .get_or_create(&ScopeLabels {
+        // The headline's own row is always there, 0 included; another scope's where it holds
+        // energy (a row of money in another currency holds none).
+        for (scope, currency, joules, cost) in today.rows() {
+            let own = scope == today.scope && currency == today.currency;
+            let scope = label(scope.map_or("", Scope::as_str));
+            if joules.is_finite() && (joules > 0.0 || own) {
+                let energy = today_energy.get_or_create(&ScopeLabels {
                     scope: scope.clone(),
-                })
-                .set(today.joules);
-            today_cost
-                .get_or_create(&CostLabels {
-                    currency: label(&today.currency),
+                });
+                energy.set(energy.get() + joules.max(0.0));
+            }
+            if cost.is_finite() {
+                let money = today_cost.get_or_create(&CostLabels {
+                    currency: label(&currency),
                     scope,
-                })
-                .set(today.cost);
+                });
+                money.set(money.get() + cost);
+            }
         }
     }
 

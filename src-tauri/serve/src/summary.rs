@@ -6,7 +6,8 @@
 //!   no stored totals yet gives `today: null`.
 //! - The sample's age is taken here, by this machine's clock: a fleet's clocks need not agree.
 //! - Today's energy and cost are the ledger's (this machine's calendar day, as of the last
-//!   batch), the same figures as the menu's "Today" line and `wattbar_today_energy_joules`.
+//!   batch), across scopes with the scopes listed: the same figures as the menu's "Today" line
+//!   and the sum of `wattbar_today_energy_joules` over its scopes.
 
 use serde::{Deserialize, Serialize};
 use wattbar_core::{Quality, Scope};
@@ -38,12 +39,18 @@ pub struct Summary {
     pub top_program: Option<TopProgram>,
 }
 
+/// Today's energy and cost as one figure: across scopes, as the menu's Today line has it
+/// ([`AcrossScopes`](wattbar_ledger::store::AcrossScopes)).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Today {
     pub kwh: f64,
     pub cost: f64,
     pub currency: String,
+    /// The headline's scope now.
     pub scope: Option<Scope>,
+    /// Every scope today's figure holds, the headline's first.
+    #[serde(default)]
+    pub scopes: Vec<Option<Scope>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -85,11 +92,15 @@ impl Summary {
             quality: head.map(|h| h.quality),
             source: head.map(|h| h.source.clone()),
             unavailable,
-            today: p.totals.as_ref().map(|t| Today {
-                kwh: t.today.kwh,
-                cost: t.today.cost,
-                currency: t.today.currency.clone(),
-                scope: t.today.scope,
+            today: p.totals.as_ref().map(|t| {
+                let across = t.today.across_scopes();
+                Today {
+                    kwh: across.kwh,
+                    cost: across.cost,
+                    currency: t.today.currency.clone(),
+                    scope: t.today.scope,
+                    scopes: across.scopes,
+                }
             }),
             low_power: p.low_power.enabled,
             top_program: top.programs.first().map(|f| TopProgram {
@@ -108,5 +119,5 @@ pub fn host_name() -> Option<String> {
 /// The headline's committed lifetime energy, joules: every scope's, each joule once; `None`
 /// without a store.
 pub fn lifetime_joules(p: &Published) -> Option<f64> {
-    p.committed.headline_joules()
+    p.committed.joules_across_scopes()
 }

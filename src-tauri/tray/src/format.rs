@@ -141,14 +141,23 @@ pub fn top_line(p: &Published) -> String {
     }
 }
 
-/// The third menu line: today's energy and cost from the store.
+/// The third menu line: today's energy and cost from the store, across scopes (one figure: each
+/// interval in the scope it was measured in), with `+` when it holds more than one.
 pub fn today_line(p: &Published) -> String {
     match &p.totals {
-        Some(t) => format!(
-            "Today {} · {}",
-            kwh(t.today.kwh),
-            money(t.today.cost, p.session.currency.as_str())
-        ),
+        Some(t) => {
+            let today = t.today.across_scopes();
+            let mixed = if today.scopes.len() > 1 {
+                " (mixed scopes)"
+            } else {
+                ""
+            };
+            format!(
+                "Today {}{mixed} · {}",
+                kwh(today.kwh),
+                money(today.cost, p.session.currency.as_str())
+            )
+        }
         None => "Today —".to_string(),
     }
 }
@@ -324,6 +333,31 @@ pub(crate) mod tests {
         assert_eq!(today_line(&published(Some(1.0))), "Today —");
         assert_eq!(kwh(0.05), "0.050 kWh");
         assert_eq!(money(1.234, "USD"), "1.23 USD");
+    }
+
+    #[test]
+    fn today_is_one_figure_across_the_scopes_it_was_measured_in() {
+        use wattbar_engine::ledger::LedgerTotals;
+        use wattbar_engine::store::Total;
+        let part = |kwh: f64, cost: f64, scope| Total {
+            joules: kwh * 3.6e6,
+            kwh,
+            cost,
+            currency: "EUR".into(),
+            scope: Some(scope),
+            ..Total::default()
+        };
+        // 0.30 kWh at the wall since the plug came, 0.12 kWh of sensors before it.
+        let mut today = part(0.30, 0.09, wattbar_core::Scope::Wall);
+        today
+            .other_scopes
+            .push(part(0.12, 0.036, wattbar_core::Scope::System));
+        let mut p = published(Some(1.0));
+        p.totals = Some(LedgerTotals {
+            today,
+            ..LedgerTotals::default()
+        });
+        assert_eq!(today_line(&p), "Today 0.420 kWh (mixed scopes) · 0.13 EUR");
     }
 
     fn with_top(figure: Option<(&str, Option<f64>, Quality, &[&str])>) -> Published {

@@ -36,16 +36,17 @@ pub struct Committed {
 }
 
 impl Committed {
-    /// The headline's lifetime joules, every scope's, each joule once (each interval counted
-    /// in the one scope the headline had when it was drawn): 0 for a store that holds none
+    /// The headline's lifetime joules across scopes, each interval counted in the one scope the
+    /// headline had when it was drawn (the rule of
+    /// [`AcrossScopes`](wattbar_ledger::store::AcrossScopes)): 0 for a store that holds none
     /// yet, `None` without a store.
-    pub fn headline_joules(&self) -> Option<f64> {
+    pub fn joules_across_scopes(&self) -> Option<f64> {
         self.since_unix?;
         let sum: f64 = self.by_scope.iter().map(|(_, j)| *j).sum();
         sum.is_finite().then_some(sum)
     }
 
-    /// The lifetime cost in `currency`, every scope's (money in another currency is not
+    /// The lifetime cost in `currency` across scopes (money in another currency is not
     /// converted); `None` without a store.
     pub fn cost_in(&self, currency: &str) -> Option<f64> {
         let sum: f64 = self

@@ -75,12 +75,12 @@ fn the_counters_move_only_with_a_committed_batch_and_the_menu_totals_at_once() {
         r.committed().by_scope,
         [(Some(Scope::Components), 300.0), (Some(Scope::Wall), 150.0)]
     );
-    assert_eq!(r.committed().headline_joules(), Some(450.0));
+    assert_eq!(r.committed().joules_across_scopes(), Some(450.0));
     // What a process started now reads is what was exported: a restart never goes back.
     drop(r);
     let again = Recorder::open(Some(&db), Duration::from_secs(5), 2_000.0, &prefs);
     assert_eq!(again.committed().by_scope.len(), 2);
-    assert_eq!(again.committed().headline_joules(), Some(450.0));
+    assert_eq!(again.committed().joules_across_scopes(), Some(450.0));
     assert_eq!(again.committed().since_unix, Some(1_000.0));
 }
 

@@ -228,6 +228,7 @@ async fn engine_sampled(engine: &EngineHandle) {
 
 mod hosts;
 mod metrics;
+mod scopes;
 mod stream;
 mod summary;
 mod writes;

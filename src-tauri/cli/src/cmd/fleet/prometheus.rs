@@ -63,8 +63,9 @@ const LOW_POWER: &str = "max by (instance) (wattbar_low_power_mode)";
 const WATTS: &str = "wattbar_headline_power_watts";
 const AGE: &str = "max by (instance) \
      (time() - timestamp(wattbar_sample_age_seconds) + wattbar_sample_age_seconds)";
-const TODAY: &str = "wattbar_today_energy_joules";
-const COST: &str = "wattbar_today_cost";
+/// Today across scopes, as each machine's menu has it: one series per scope, summed.
+const TODAY: &str = "sum by (instance) (wattbar_today_energy_joules)";
+const COST: &str = "sum by (instance, currency) (wattbar_today_cost)";
 /// Programs only: `(idle)`, `(other)`, `(unattributed)` are not programs.
 const TOP: &str =
     r#"topk by (instance) (1, rate(wattbar_program_energy_joules_total{program!~"\\(.*\\)"}[1m]))"#;
