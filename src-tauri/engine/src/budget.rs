@@ -7,7 +7,7 @@
 
 use serde::Serialize;
 use wattbar_core::Preferences;
-use wattbar_ledger::ledger::LedgerTotals;
+use wattbar_ledger::ledger::{Ledger, LedgerTotals};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BudgetAlert {
@@ -17,6 +17,57 @@ pub struct BudgetAlert {
     pub used: f64,
     /// What the notification says.
     pub message: String,
+}
+
+/// The budgets as a stage: it observes the totals after each batch written, and keeps the
+/// alerts it gave last.
+#[derive(Debug, Default)]
+pub struct Budgets {
+    alerts: Vec<BudgetAlert>,
+    /// Increases with each new set of alerts.
+    seq: u64,
+}
+
+impl Budgets {
+    /// Alerts for budgets `totals` crossed at `now`, each once per local day or month: the
+    /// ledger marks each as given.
+    pub fn observe(
+        &mut self,
+        totals: &LedgerTotals,
+        now: f64,
+        prefs: &Preferences,
+        ledger: &mut Ledger,
+    ) {
+        let (day, month) = wattbar_ledger::store::local_day_month(now);
+        let mut fresh = Vec::new();
+        for alert in crossed(prefs, totals) {
+            let period = if alert.kind.starts_with("daily") {
+                &day
+            } else {
+                &month
+            };
+            match ledger.first_alert(&format!("{}:{period}", alert.kind), now) {
+                Ok(true) => fresh.push(alert),
+                Ok(false) => {}
+                Err(e) => tracing::warn!("could not record a budget alert: {e}"),
+            }
+        }
+        if !fresh.is_empty() {
+            for a in &fresh {
+                tracing::info!("{}", a.message);
+            }
+            self.alerts = fresh;
+            self.seq += 1;
+        }
+    }
+
+    pub fn alerts(&self) -> &[BudgetAlert] {
+        &self.alerts
+    }
+
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
 }
 
 /// Budgets crossed by these totals. `day` and `month` name the current local periods.

@@ -99,10 +99,6 @@ impl Ledger {
         self.inference_keep_seconds = f64::from(days) * 86_400.0;
     }
 
-    pub fn session_id(&self) -> i64 {
-        self.session_id
-    }
-
     /// True while rows wait for the next batch.
     pub fn has_pending(&self) -> bool {
         !self.batch.rows.is_empty()
@@ -223,17 +219,6 @@ impl Ledger {
         Ok(())
     }
 
-    /// True when another process (`wattbar-cli reset-session`) ended this session.
-    pub fn ended_elsewhere(&self) -> Result<bool, StoreError> {
-        self.store.session_ended(self.session_id)
-    }
-
-    /// Starts a new session after the old one was ended elsewhere.
-    pub fn restart_session(&mut self, now_unix: f64, currency: &str) -> Result<(), StoreError> {
-        self.session_id = self.store.start_session(now_unix, currency)?;
-        Ok(())
-    }
-
     /// Ends the running session and starts another; lifetime is untouched.
     pub fn new_session(
         &mut self,
@@ -281,10 +266,6 @@ impl Ledger {
 
     pub fn store(&self) -> &Store {
         &self.store
-    }
-
-    pub fn store_mut(&mut self) -> &mut Store {
-        &mut self.store
     }
 }
 

@@ -25,6 +25,8 @@ use std::sync::atomic::AtomicU64;
 use wattbar_core::{Coverage, Domain, Scope};
 use wattbar_engine::Published;
 
+mod inference;
+
 /// The media type of what [`render`] returns.
 pub const OPENMETRICS_CONTENT_TYPE: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -148,23 +150,6 @@ struct HeadlineLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SourceLabels {
     source: Text,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ModelLabels {
-    model: Text,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct TokenLabels {
-    model: Text,
-    kind: Text,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct StatusLabels {
-    model: Text,
-    status: Text,
 }
 
 type GaugeF = Gauge<f64, AtomicU64>;
@@ -412,7 +397,7 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
         read_time.get_or_create(&labels).inc_by(c.seconds());
     }
 
-    inference(&mut registry, p);
+    inference::inference(&mut registry, p);
 
     if let Some(u) = usage {
         let cpu = CounterF::default();
@@ -438,132 +423,4 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
         tracing::error!("could not encode metrics: {e}");
     }
     out
-}
-
-/// Per-model inference counters, from every record the ledger committed: J per token over any
-/// range is `rate(energy) / rate(tokens{kind="completion"})`.
-fn inference(registry: &mut Registry, p: &Published) {
-    let energy = Family::<ModelLabels, CounterF>::default();
-    registry.register_with_unit(
-        "wattbar_inference_energy",
-        "Local energy charged to inference requests, per model",
-        Unit::Joules,
-        energy.clone(),
-    );
-    let tokens = Family::<TokenLabels, Counter>::default();
-    registry.register(
-        "wattbar_inference_tokens",
-        "Tokens the servers reported, per model and kind (prompt, completion)",
-        tokens.clone(),
-    );
-    let requests = Family::<StatusLabels, Counter>::default();
-    registry.register(
-        "wattbar_inference_requests",
-        "Inference requests, per model and status (ok, cancelled, error, remote)",
-        requests.clone(),
-    );
-    for m in &p.committed.models {
-        if m.energy_joules.is_finite() && m.energy_joules >= 0.0 {
-            energy
-                .get_or_create(&ModelLabels {
-                    model: label(&m.model),
-                })
-                .inc_by(m.energy_joules);
-        }
-        for (kind, n) in [
-            ("prompt", m.prompt_tokens),
-            ("completion", m.completion_tokens),
-        ] {
-            tokens
-                .get_or_create(&TokenLabels {
-                    model: label(&m.model),
-                    kind: label(kind),
-                })
-                .inc_by(n);
-        }
-        for (status, n) in &m.requests_by_status {
-            requests
-                .get_or_create(&StatusLabels {
-                    model: label(&m.model),
-                    status: label(status),
-                })
-                .inc_by(*n);
-        }
-    }
-    resident(registry, p);
-    programs(registry, p);
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ProgramLabels {
-    program: Text,
-}
-
-/// Energy per program since the engine started, with `idle` and `unattributed`, which close the
-/// sum to the headline's energy over the same windows; and Wattbar's own.
-fn programs(registry: &mut Registry, p: &Published) {
-    let view = &p.programs;
-    if view.at.is_none() {
-        return;
-    }
-    let energy = Family::<ProgramLabels, CounterF>::default();
-    registry.register_with_unit(
-        "wattbar_program_energy",
-        "Energy per program since the engine started: the 20 that drew the most (each from when \
-         it became one of them), then (other), (idle) and (unattributed)",
-        Unit::Joules,
-        energy.clone(),
-    );
-    let series = view.metric_series();
-    for (program, joules) in series {
-        if joules.is_finite() && joules >= 0.0 {
-            energy
-                .get_or_create(&ProgramLabels {
-                    program: label(program),
-                })
-                .inc_by(joules);
-        }
-    }
-    let own = CounterF::default();
-    registry.register_with_unit(
-        "wattbar_self_energy",
-        "Energy attributed to this Wattbar process since it started",
-        Unit::Joules,
-        own.clone(),
-    );
-    own.inc_by(view.self_joules.max(0.0));
-}
-
-/// What keeping each model loaded costs: the energy priced so far (it only grows: seconds
-/// waiting for a measured draw join it once priced) and the draw, where measured.
-fn resident(registry: &mut Registry, p: &Published) {
-    if p.resident.is_empty() {
-        return;
-    }
-    let energy = Family::<ModelLabels, CounterF>::default();
-    registry.register_with_unit(
-        "wattbar_model_resident_idle",
-        "Energy models drew while loaded and idle: the idle draw with each loaded, less the idle \
-         draw with none, over the seconds it was loaded with no request in flight",
-        Unit::Joules,
-        energy.clone(),
-    );
-    let watts = Family::<ModelLabels, GaugeF>::default();
-    registry.register_with_unit(
-        "wattbar_model_idle_power",
-        "What keeping each model loaded adds to the idle draw, where both were measured",
-        Unit::Other("watts".into()),
-        watts.clone(),
-    );
-    for r in p.resident.iter() {
-        let labels = ModelLabels {
-            model: label(&r.model),
-        };
-        if r.idle_joules_total.is_finite() && r.idle_joules_total >= 0.0 {
-            energy.get_or_create(&labels).inc_by(r.idle_joules_total);
-        }
-        if let Some(w) = r.idle_watts.filter(|w| w.is_finite()) {
-            watts.get_or_create(&labels).set(w);
-        }
-    }
 }

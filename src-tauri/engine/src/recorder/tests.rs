@@ -1,6 +1,8 @@
 //! The recorder on a real ledger: the lifetime and totals readers see before and after a batch.
 
 use super::*;
+use wattbar_core::Scope;
+use wattbar_ledger::store::Row;
 
 fn row(t: f64, joules: f64, cpu: f64) -> Row {
     Row {
@@ -38,8 +40,8 @@ fn the_counters_move_only_with_a_committed_batch_and_the_menu_totals_at_once() {
     let mut r = Recorder::open(Some(&db), Duration::from_secs(5), 1_000.0, &prefs);
     assert_eq!(r.committed().by_scope, vec![]);
     assert_eq!(r.committed().since_unix, Some(1_000.0));
-    r.record(row(1_001.0, 100.0, 40.0));
-    r.record(row(1_002.0, 100.0, 40.0));
+    r.write(Write::Row(row(1_001.0, 100.0, 40.0)));
+    r.write(Write::Row(row(1_002.0, 100.0, 40.0)));
     let cpu = |r: &Recorder| {
         r.committed()
             .by_domain
@@ -57,13 +59,13 @@ fn the_counters_move_only_with_a_committed_batch_and_the_menu_totals_at_once() {
     assert_eq!(r.committed().by_scope, [(Some(Scope::Components), 200.0)]);
     assert_eq!(cpu(&r), Some(80.0));
     assert_eq!(r.unwritten_joules(), 0.0);
-    r.record(row(1_003.0, 100.0, 40.0));
+    r.write(Write::Row(row(1_003.0, 100.0, 40.0)));
     assert_eq!(r.committed().by_scope, [(Some(Scope::Components), 200.0)]);
     // A plug: the wall's energy is counted apart, the sensors' stays what it was.
-    r.record(Row {
+    r.write(Write::Row(Row {
         scope: Some(Scope::Wall),
         ..row(1_004.0, 150.0, 40.0)
-    });
+    }));
     let totals = r.totals(1_004.0).unwrap_or_else(|| panic!("no totals"));
     assert_eq!(
         (totals.today.scope, totals.today.joules),
@@ -120,7 +122,10 @@ fn posted_records_reach_the_model_counters_once_their_batch_is_committed() {
             ceiling: 5.0,
         },
     );
-    r.record_inference(std::slice::from_ref(&record), true);
+    r.write(Write::Records {
+        records: vec![record],
+        at_once: true,
+    });
     assert!(r.committed().models.is_empty());
     r.flush(Duration::from_secs(1), &session(0.0), 1_001.0, &prefs);
     let models = r.committed().models.clone();

@@ -4,6 +4,7 @@
 use super::Engine;
 use crate::command::{Command, External};
 use crate::error::Error;
+use crate::recorder::Write;
 use std::sync::Arc;
 use wattbar_core::inference::Record;
 use wattbar_core::{Preferences, Transition};
@@ -133,7 +134,10 @@ impl Engine {
     pub(super) fn low_power_changed(&mut self, t: &Transition) {
         self.low_power
             .changed(t, &self.prefs.low_power, self.prefs.low_power.os_power_mode);
-        self.recorder.record_low_power(&t.state, &t.message);
+        self.recorder.write(Write::LowPower {
+            state: t.state.clone(),
+            message: t.message.clone(),
+        });
     }
 
     /// A record for work a client measured itself, over a window that has ended.
@@ -163,8 +167,10 @@ impl Engine {
             )
             .ok_or_else(|| Error::Refused("the record could not be made".into()))?;
         // Its client reads it back from the ledger: written before the answer.
-        self.recorder
-            .record_inference(std::slice::from_ref(&record), true);
+        self.recorder.write(Write::Records {
+            records: vec![record.clone()],
+            at_once: true,
+        });
         self.write_if_due(last);
         self.measured_changed();
         Ok(record)

@@ -6,6 +6,7 @@
 //! a machine without a model server pays nothing for this.
 
 use super::Engine;
+use crate::recorder::Write;
 use std::sync::Arc;
 use wattbar_core::inference::resident::{Step, Unload};
 use wattbar_core::inference::Interval;
@@ -32,14 +33,14 @@ impl Engine {
         });
         let (sets, days) = resident.residency.take_changes();
         if !sets.is_empty() || !days.is_empty() {
-            self.recorder.record_residency(sets, days);
+            self.recorder.write(Write::Residency { sets, days });
         }
         resident.costs = Arc::from(resident.residency.costs(price));
     }
 
     /// Records an unload the proxy reported and says it once.
     pub(super) fn unloaded(&mut self, u: &Unload) {
-        self.recorder.record_unload(u);
+        self.recorder.write(Write::Unload(u.clone()));
         self.low_power.announce(unload_message(u));
     }
 }

@@ -4,6 +4,7 @@
 //! orders them.
 
 use super::{period, Engine, INFERENCE_INTERVAL};
+use crate::recorder::Write;
 use std::time::Duration;
 use wattbar_core::policy::Measured;
 use wattbar_core::Stamp;
@@ -20,7 +21,7 @@ impl Engine {
         let snapshot = self.chain.sample(at);
         let s = self.meter.take(at, snapshot);
         if let Some(learned) = self.meter.calibration.take_fresh() {
-            self.recorder.record_calibration(learned);
+            self.recorder.write(Write::Calibration(learned));
         }
         if let Some(interval) = &s.interval {
             self.programs.observe(&s);
@@ -32,7 +33,8 @@ impl Engine {
         if let Some(t) = self.low_power.observe(at, watts, battery) {
             self.low_power_changed(&t);
         }
-        self.recorder.record(s.row(self.prefs.currency.as_str()));
+        self.recorder
+            .write(Write::Row(s.row(self.prefs.currency.as_str())));
         let requests = &self.inference.requests;
         let read = self.programs.read_if_due(
             &s,
@@ -42,7 +44,10 @@ impl Engine {
             &self.inference.book.view().recent,
         );
         if let Some(joules) = read {
-            self.recorder.record_programs(at.unix_seconds, &joules);
+            self.recorder.write(Write::Programs {
+                unix: at.unix_seconds,
+                joules,
+            });
         }
         self.meter.keep(s);
         self.settle_inference(at);
@@ -68,11 +73,14 @@ impl Engine {
                 .inference
                 .book
                 .settle(finished, &self.inference.requests.open());
-            self.recorder.record_inference(&records, receipts);
+            self.recorder.write(Write::Records {
+                records,
+                at_once: receipts,
+            });
             self.measured_changed();
         }
         if let Some(b) = self.inference.book.take_baseline_change() {
-            self.recorder.record_baseline(&b);
+            self.recorder.write(Write::Baseline(b));
         }
     }
 

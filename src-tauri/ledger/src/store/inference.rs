@@ -250,7 +250,8 @@ pub(super) fn put_reserved_ids(tx: &rusqlite::Connection, through: u64) -> rusql
 
 impl Store {
     /// Writes one record and adds it to its model's figures, both or neither. An id already
-    /// stored is refused.
+    /// stored is refused. Tests lay out a ledger with it; the engine writes in batches.
+    #[cfg(any(test, feature = "testing"))]
     pub fn insert_inference(&mut self, r: &Record) -> Result<(), StoreError> {
         let result = (|| {
             let tx = self.conn.transaction()?;
@@ -359,7 +360,9 @@ impl Store {
     }
 
     /// Reserves the ids up to `through` durably: [`Store::next_inference_id`] answers above it
-    /// from now on, even if no record with those ids is ever written.
+    /// from now on, even if no record with those ids is ever written. (The engine reserves in
+    /// its batches.)
+    #[cfg(test)]
     pub fn reserve_inference_ids(&mut self, through: u64) -> Result<(), StoreError> {
         let result = (|| {
             let tx = self.conn.transaction()?;
@@ -422,6 +425,7 @@ impl Store {
             .collect())
     }
 
+    #[cfg(test)]
     pub fn set_baseline(&mut self, b: &Baseline) -> Result<(), StoreError> {
         put_baseline(&self.conn, b).map_err(|e| self.sql(e))
     }
