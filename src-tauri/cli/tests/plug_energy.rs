@@ -4,10 +4,9 @@
 //! `serve` samples every 100 ms. A coarse counter must not arrive as lumps, a missed answer must
 //! not switch the headline away from the wall, and a jittering counter must not be counted again.
 
-use crate::common::{repo_root, Serve};
-use std::io::{BufRead, BufReader};
+use crate::common::{node_server_said, Serve};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// A simulated plug, killed when dropped.
@@ -18,20 +17,7 @@ struct Device {
 
 impl Device {
     fn start(args: &[&str]) -> Device {
-        let mut child = Command::new("node")
-            .arg(repo_root().join("tests/plugs/device.mjs"))
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("node: {e}"));
-        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .unwrap_or_else(|e| panic!("{e}"));
-        let v: serde_json::Value =
-            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        let (child, v) = node_server_said("tests/plugs/device.mjs", args);
         let url = format!(
             "http://127.0.0.1:{}{}",
             v["port"],

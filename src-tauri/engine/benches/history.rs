@@ -29,6 +29,7 @@ fn year_of_data(dir: &std::path::Path) -> Store {
                     cost: watts * 60.0 / 3.6e6 * 0.3,
                     by_domain: vec![("cpu".into(), watts * 40.0)],
                     seconds: 60.0,
+                    start: None,
                     currency: "EUR".into(),
                     scope: Some(wattbar_core::Scope::Components),
                 }

@@ -214,6 +214,7 @@ mod tests {
                 cost: watts * 60.0 / 3.6e6 * 0.30,
                 by_domain: vec![("system".into(), watts * 60.0)],
                 seconds: 60.0,
+                start: None,
                 currency: "EUR".into(),
                 scope: Some(Scope::System),
             });

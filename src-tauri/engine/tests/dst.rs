@@ -60,6 +60,7 @@ fn a_spring_forward_day_is_reported_once_with_its_23_hours() {
             cost: 6000.0 / 3.6e6 * 0.30,
             by_domain: vec![("system".into(), 6000.0)],
             seconds: 60.0,
+            start: None,
             currency: "EUR".into(),
             scope: Some(wattbar_core::Scope::System),
         });

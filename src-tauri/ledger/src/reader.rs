@@ -116,6 +116,7 @@ mod tests {
         Row {
             t,
             seconds: 1.0,
+            start: None,
             watts: Some(300.0),
             joules: 300.0,
             cost: 0.0,

@@ -4,7 +4,8 @@
 //! - `lifetime(domain, joules)`: lifetime energy per breakdown domain (cpu, gpu, wall, …), only
 //!   ever increasing; the headline's is `lifetime_scopes(scope, joules)` (v12);
 //! - `sessions(id, start, end, joules, cost, currency)`: `end` is NULL while the session runs;
-//! - `samples(t, watts, joules, scope)`: raw samples, kept 24 h;
+//! - `samples(t, watts, joules, scope, start)`: raw samples, kept 24 h, each with the start of
+//!   the measured interval it ends (v14; `t` itself where it ended none, NULL before v14);
 //! - `minutes(t, scope, n, sum_watts, max_watts, joules)`: per-minute rollups, kept 30 days;
 //! - `hours(t, scope, n, sum_watts, max_watts, joules)`: per-hour rollups, kept forever;
 //! - `daily(day, scope, currency, joules, cost)`, `monthly(month, scope, currency, joules,
@@ -29,6 +30,7 @@
 //!   ([`scopes`]);
 //! - `calibration` (v13): the newest line from the machine's parts to a whole-machine reference
 //!   ([`calibration`]).
+//! - `samples.start` (v14): see `samples`.
 //!
 //! Writes come in batches, each one transaction: a kill -9 loses at most the batch in memory and
 //! never leaves a half-written one. A file that is not a database, or fails its integrity
@@ -100,6 +102,10 @@ pub struct Row {
     /// The length of the interval this step measured, seconds; 0 for a first sample or after a
     /// gap, whose energy is not counted.
     pub seconds: f64,
+    /// Where the measured interval this step ends began, Unix seconds: `joules` is the energy
+    /// from then to `t`. `None` where the step measured no headline energy (a first sample, a
+    /// gap, a change of scope, no headline at either end).
+    pub start: Option<f64>,
     /// The currency `cost` is in.
     pub currency: String,
     /// What the headline covered; `None` without one.

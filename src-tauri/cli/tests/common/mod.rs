@@ -324,6 +324,13 @@ impl Drop for Serve {
 /// Starts a test server of `tests/` under node, which prints `{"port": N}` once it listens on
 /// loopback; the process and its URL.
 pub fn node_server(script: &str, args: &[&str]) -> (Child, String) {
+    let (child, v) = node_server_said(script, args);
+    let port = v["port"].as_u64().unwrap_or_else(|| panic!("{v}"));
+    (child, format!("http://127.0.0.1:{port}"))
+}
+
+/// [`node_server`], with the whole first line it printed.
+pub fn node_server_said(script: &str, args: &[&str]) -> (Child, serde_json::Value) {
     let mut child = Command::new("node")
         .arg(repo_root().join(script))
         .args(args)
@@ -338,8 +345,7 @@ pub fn node_server(script: &str, args: &[&str]) -> (Child, String) {
         .unwrap_or_else(|e| panic!("{e}"));
     let v: serde_json::Value =
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
-    let port = v["port"].as_u64().unwrap_or_else(|| panic!("{line}"));
-    (child, format!("http://127.0.0.1:{port}"))
+    (child, v)
 }
 
 /// `tests/llm/upstream.mjs`: a model server that serves the genuine captures, paced.

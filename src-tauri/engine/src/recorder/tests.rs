@@ -12,6 +12,7 @@ fn row(t: f64, joules: f64, cpu: f64) -> Row {
         cost: 0.0,
         by_domain: vec![("cpu".into(), cpu)],
         seconds: 1.0,
+        start: None,
         currency: "EUR".into(),
         scope: Some(Scope::Components),
     }

@@ -148,6 +148,11 @@ impl Sampled {
         Row {
             t: self.at.unix_seconds,
             seconds: self.seconds,
+            start: self
+                .interval
+                .as_ref()
+                .filter(|i| i.joules.is_some())
+                .map(|i| i.unix_start),
             watts: self.snapshot.headline_watts().map(|w| w.0),
             joules: self.step.headline.joules.0,
             cost: self.step.headline.cost,

@@ -94,6 +94,7 @@ mod tests {
             cost: joules / 3.6e6 * 0.30,
             by_domain: vec![("cpu".into(), joules / 2.0), ("system".into(), joules)],
             seconds: 1.0,
+            start: None,
             currency: "EUR".into(),
             scope: Some(wattbar_core::Scope::Components),
         }

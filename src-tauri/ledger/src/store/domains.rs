@@ -132,6 +132,7 @@ mod tests {
                 cost: 0.0,
                 by_domain: vec![("cpu".into(), 40.0)],
                 seconds: 1.0,
+                start: None,
                 currency: "EUR".into(),
                 scope: Some(wattbar_core::Scope::Components),
             };

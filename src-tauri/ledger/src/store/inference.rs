@@ -381,14 +381,16 @@ impl Store {
             .map_err(|e| self.sql(e))
     }
 
-    /// The stored samples between `from` and `to` (Unix seconds) as energy intervals, each from
-    /// one sample to the next (the energy a sample row holds is its step's). Samples are kept
-    /// for a day; longer gaps than [`MAX_STORED_GAP_S`] are not intervals.
+    /// The stored samples between `from` and `to` (Unix seconds) as the measured intervals they
+    /// end, each as the engine measured it in memory (its start, its end, its joules), so that a
+    /// window has the same joules and coverage from either. Samples are kept for a day. A row
+    /// written before intervals were kept has no start: it is taken from the row before, and
+    /// gaps longer than [`MAX_STORED_GAP_S`] are not intervals.
     pub fn intervals(&self, from: f64, to: f64) -> Result<Vec<Interval>, StoreError> {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT t, watts, joules FROM samples WHERE t >= ?1 AND t <= ?2 ORDER BY t",
+                "SELECT t, watts, joules, start FROM samples WHERE t >= ?1 AND t <= ?2 ORDER BY t",
             )
             .map_err(|e| self.sql(e))?;
         let rows = stmt
@@ -399,30 +401,42 @@ impl Store {
                         r.get::<_, f64>(0)?,
                         r.get::<_, Option<f64>>(1)?,
                         r.get::<_, f64>(2)?,
+                        r.get::<_, Option<f64>>(3)?,
                     ))
                 },
             )
             .map_err(|e| self.sql(e))?
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| self.sql(e))?;
-        Ok(rows
-            .windows(2)
-            .filter(|p| p[1].0 - p[0].0 > 0.0 && p[1].0 - p[0].0 <= MAX_STORED_GAP_S)
-            .map(|p| {
-                let measured = p[0].1.is_some() && p[1].1.is_some();
-                Interval {
-                    start: p[0].0,
-                    end: p[1].0,
-                    unix_start: p[0].0,
-                    unix_end: p[1].0,
-                    joules: measured.then_some(p[1].2),
-                    by_domain: Vec::new(),
-                    quality: None,
-                    source: None,
-                    method: None,
+        let interval = |start: f64, end: f64, joules: Option<f64>| Interval {
+            start,
+            end,
+            unix_start: start,
+            unix_end: end,
+            joules,
+            by_domain: Vec::new(),
+            quality: None,
+            source: None,
+            method: None,
+        };
+        let mut out = Vec::new();
+        let mut prev: Option<(f64, Option<f64>)> = None;
+        for (t, watts, joules, start) in rows {
+            match start {
+                Some(s) if t > s => out.push(interval(s, t, Some(joules))),
+                Some(_) => {}
+                None => {
+                    if let Some((p, p_watts)) =
+                        prev.filter(|(p, _)| t - p > 0.0 && t - p <= MAX_STORED_GAP_S)
+                    {
+                        let measured = p_watts.is_some() && watts.is_some();
+                        out.push(interval(p, t, measured.then_some(joules)));
+                    }
                 }
-            })
-            .collect())
+            }
+            prev = Some((t, watts));
+        }
+        Ok(out)
     }
 
     #[cfg(test)]

@@ -8,9 +8,9 @@ use rusqlite::Connection;
 use std::path::Path;
 
 /// The schema this build writes and reads (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 13;
+pub const SCHEMA_VERSION: i64 = 14;
 
-pub(super) const MIGRATIONS: [&str; 13] = [
+pub(super) const MIGRATIONS: [&str; 14] = [
     r#"
 CREATE TABLE lifetime (domain TEXT PRIMARY KEY, joules REAL NOT NULL);
 CREATE TABLE sessions (id INTEGER PRIMARY KEY, start REAL NOT NULL, end REAL,
@@ -57,6 +57,9 @@ ALTER TABLE monthly_v4 RENAME TO monthly;
     inference::SHARES,
     scopes::MIGRATION,
     calibration::MIGRATION,
+    // Each sample keeps the start of the interval it ends, so that a window read from the store
+    // has the joules and coverage it had in memory. Rows from before stay NULL.
+    "ALTER TABLE samples ADD COLUMN start REAL;",
 ];
 
 impl Store {

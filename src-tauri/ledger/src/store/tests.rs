@@ -20,6 +20,7 @@ fn row(t: f64, watts: f64, joules: f64, cost: f64) -> Row {
         cost,
         by_domain: vec![("cpu".into(), joules / 3.0), ("system".into(), joules)],
         seconds: 1.0,
+        start: None,
         currency: "EUR".into(),
         scope: CPU,
     }

@@ -96,7 +96,7 @@ impl Store {
         let mut tx = self.conn.transaction().map_err(|e| sql_at(&path, e))?;
         let result = (|| {
             let mut sample = tx.prepare_cached(
-                "INSERT INTO samples (t, watts, joules, scope) VALUES (?1, ?2, ?3, ?4)",
+                "INSERT INTO samples (t, watts, joules, scope, start) VALUES (?1, ?2, ?3, ?4, ?5)",
             )?;
             let rollup_sql = |table: &str| {
                 format!(
@@ -134,7 +134,10 @@ impl Store {
             )?;
             for row in rows {
                 let scope = row.scope.map(wattbar_core::Scope::as_str);
-                sample.execute(params![row.t, row.watts, row.joules, scope])?;
+                // No measured interval is stored as one of no length, so that NULL keeps
+                // meaning a row written before intervals were (see `Store::intervals`).
+                let start = row.start.filter(|s| *s <= row.t).unwrap_or(row.t);
+                sample.execute(params![row.t, row.watts, row.joules, scope, start])?;
             }
             // Each rollup row once per batch, whatever the number of samples in it.
             let sums = BatchSums::of(rows);

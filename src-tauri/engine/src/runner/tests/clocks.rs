@@ -135,3 +135,48 @@ async fn a_stalling_source_never_holds_the_async_thread_that_serves_readers() {
     );
     engine.stop();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_window_reads_the_same_from_memory_and_once_it_left_memory_from_the_store() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let clock = ManualClock::new(1_800_000_000.0);
+    let engine = gpu_engine(&clock, dir.path().join("wattbar.db"));
+    let mut rx = engine.subscribe();
+    let before = wait_for(&mut rx, |p| p.session.joules.0 >= 1_000.0).await;
+    let from = before.snapshot.as_ref().map_or(0.0, |s| s.at.unix_seconds) - 4.5;
+    // 30 s asleep: not measured, in memory or in the store.
+    clock.sleep(Duration::from_secs(30));
+    let after = wait_for(&mut rx, |p| p.session.joules.0 >= 2_000.0).await;
+    let to = after.snapshot.as_ref().map_or(0.0, |s| s.at.unix_seconds) - 2.5;
+    let reader = engine.reader();
+    let in_memory = reader
+        .energy(from, to)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // 100 W over the measured part; the 30 s asleep are not covered.
+    let measured = in_memory.covered_fraction * (to - from);
+    assert!(
+        (to - from - measured - 30.0).abs() < 1.5,
+        "{in_memory:?} over {} s",
+        to - from
+    );
+    // Some fifteen minutes on, the window has left memory and is read from the store.
+    wait_for(&mut rx, |p| {
+        p.intervals.iter().next().is_some_and(|i| i.unix_start > to)
+    })
+    .await;
+    let stored = reader
+        .energy(from, to)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (a, b) = (
+        in_memory.joules.unwrap_or(f64::NAN),
+        stored.joules.unwrap_or(f64::NAN),
+    );
+    assert!((a - b).abs() <= 1e-3 * a, "{in_memory:?} then {stored:?}");
+    assert!(
+        (in_memory.covered_fraction - stored.covered_fraction).abs() <= 1e-3,
+        "{in_memory:?} then {stored:?}"
+    );
+    engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
+}

@@ -305,6 +305,7 @@ fn a_refused_record_in_a_batch_is_dropped_alone_and_the_energy_beside_it_is_writ
     let rows = [crate::store::Row {
         t: 1_800_000_010.0,
         seconds: 10.0,
+        start: None,
         watts: Some(360.0),
         joules: 3600.0,
         cost: 0.0003,

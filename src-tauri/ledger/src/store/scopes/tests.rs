@@ -18,6 +18,7 @@ fn second(t: f64, watts: f64, scope: Scope) -> Row {
         cost: watts / 3.6e6 * 0.30,
         by_domain: Vec::new(),
         seconds: 1.0,
+        start: None,
         currency: "EUR".into(),
         scope: Some(scope),
     }
