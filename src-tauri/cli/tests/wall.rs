@@ -188,8 +188,11 @@ fn a_plug_reads_the_wall_beside_the_sensors_and_a_counter_reset_loses_nothing() 
         (at_wall(&lifetime["other_scopes"]).unwrap_or_default() - wall_joules).abs() < 1e-6,
         "{lifetime} against the session's {wall_joules} J at the wall"
     );
+    // The committed counter holds all of it: the plug went more than a batch ago. (The store
+    // and the session add the same steps in another order: equal to the last few bits.)
     let by_scope = &totals["lifetime_joules_by_scope"];
-    assert!(by_scope["wall"].as_f64() >= Some(wall_joules), "{totals}");
+    let committed = by_scope["wall"].as_f64().unwrap_or_default();
+    assert!(committed >= wall_joules - 1e-6, "{totals}");
 }
 
 #[test]
