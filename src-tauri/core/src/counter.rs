@@ -23,14 +23,6 @@ use crate::energy::MAX_POWER_WATTS;
 use crate::units::Joules;
 use std::time::Duration;
 
-/// What a register that went down did.
-enum Wrap {
-    /// Wrapped at this range, when known; with none it was reset and counts nothing.
-    At(Option<Joules>),
-    /// Started again from zero.
-    FromZero,
-}
-
 /// A raw hardware energy register made into a monotonic total (see the module docs).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CounterTotal {
@@ -54,28 +46,6 @@ impl CounterTotal {
         range: Option<Joules>,
         max_watts: f64,
     ) -> Option<crate::units::Watts> {
-        self.take(at, value, Wrap::At(range), max_watts)
-    }
-
-    /// As [`update`](Self::update), for a counter that starts again from zero when reset (a
-    /// plug's, after a power cut or a reset command): a value below the last is what it
-    /// counted since the reset, and is added, so a reset loses nothing it counted.
-    pub fn update_restarting(
-        &mut self,
-        at: Duration,
-        value: Joules,
-        max_watts: f64,
-    ) -> Option<crate::units::Watts> {
-        self.take(at, value, Wrap::FromZero, max_watts)
-    }
-
-    fn take(
-        &mut self,
-        at: Duration,
-        value: Joules,
-        range: Wrap,
-        max_watts: f64,
-    ) -> Option<crate::units::Watts> {
         if !value.0.is_finite() || value.0 < 0.0 {
             return None;
         }
@@ -91,13 +61,9 @@ impl CounterTotal {
         let delta = if value.0 >= v0.0 {
             value.0 - v0.0
         } else {
-            match range {
-                Wrap::At(range) => {
-                    let range = range.filter(|r| r.0.is_finite() && r.0 > v0.0)?;
-                    value.0 + range.0 - v0.0
-                }
-                Wrap::FromZero => value.0,
-            }
+            // Wrapped at its range, when known; with none it was reset and counts nothing.
+            let range = range.filter(|r| r.0.is_finite() && r.0 > v0.0)?;
+            value.0 + range.0 - v0.0
         };
         let watts = delta / dt;
         if !watts.is_finite() || watts > max_watts {
@@ -177,22 +143,6 @@ mod tests {
 
     fn s(secs: u64) -> Duration {
         Duration::from_secs(secs)
-    }
-
-    #[test]
-    fn a_plug_counter_reset_loses_nothing_it_counted() {
-        // 300 W: 0, 300, 600 J; reset to zero; then 200, 500 J counted since the reset.
-        let mut c = CounterTotal::new();
-        for (t, j) in [(0, 0.0), (1, 300.0), (2, 600.0), (3, 200.0), (4, 500.0)] {
-            c.update_restarting(s(t), Joules(j), 4000.0);
-        }
-        // 600 before + 500 after = 1100 J; the same values as a reset register count 900 J.
-        assert_eq!(c.total(), Some(Joules(1100.0)));
-        let mut r = CounterTotal::new();
-        for (t, j) in [(0, 0.0), (1, 300.0), (2, 600.0), (3, 200.0), (4, 500.0)] {
-            r.update(s(t), Joules(j), None, 4000.0);
-        }
-        assert_eq!(r.total(), Some(Joules(900.0)));
     }
 
     #[test]
