@@ -12,6 +12,11 @@
 //! across a change of scope is counted in neither: its two ends measure different things. Each
 //! change is kept with its time, so the session can say when the figure began to mean another
 //! thing.
+//!
+//! The session is the one owner of the headline's scope: the ledger records the changes it
+//! reports ([`Added::scope_change`]), and totals are read in the scope it holds. A session that
+//! follows an earlier run starts from that run's last scope ([`Session::after`]), so a restart
+//! in another scope is a change like any other.
 
 use crate::energy::{Gap, Integrator};
 use crate::prefs::Currency;
@@ -86,7 +91,7 @@ pub struct Added {
     pub cost: f64,
     pub carbon_g: f64,
     /// The headline's scope changed at this sample: the interval before it counted nowhere.
-    pub scope_changed: bool,
+    pub scope_change: Option<ScopeChange>,
 }
 
 impl Session {
@@ -98,6 +103,19 @@ impl Session {
             tallies: Vec::new(),
             changes: Vec::new(),
         }
+    }
+
+    /// This session, following a run whose headline last covered `scope`: a first sample of
+    /// another scope is a change.
+    pub fn after(mut self, scope: Option<Scope>) -> Self {
+        self.scope = scope;
+        self
+    }
+
+    /// What the headline covers: the scope of the last sample that had one (or the earlier
+    /// run's, before any).
+    pub fn scope(&self) -> Option<Scope> {
+        self.scope
     }
 
     /// The session that follows this one from `started_unix`: nothing counted yet, and the
@@ -132,19 +150,20 @@ impl Session {
         let t = at.monotonic;
         let since = self.integrator.last_time();
         let integrated = self.integrator.push(t, watts);
-        let changed = match (self.scope, scope) {
+        let change = match (self.scope, scope) {
             (Some(from), Some(to)) if from != to => {
-                self.changes.push(ScopeChange {
+                let change = ScopeChange {
                     unix: at.unix_seconds,
                     from,
                     to,
-                });
+                };
+                self.changes.push(change);
                 if self.changes.len() > SCOPE_CHANGES_KEPT {
                     self.changes.remove(0);
                 }
-                true
+                Some(change)
             }
-            _ => false,
+            _ => None,
         };
         if scope.is_some() {
             self.scope = scope;
@@ -153,9 +172,9 @@ impl Session {
             Some(j) if j.0.is_finite() && j.0 >= 0.0 => j,
             _ => integrated,
         };
-        let Some(scope) = self.scope.filter(|_| !changed && joules.0 > 0.0) else {
+        let Some(scope) = self.scope.filter(|_| change.is_none() && joules.0 > 0.0) else {
             return Added {
-                scope_changed: changed,
+                scope_change: change,
                 ..Added::default()
             };
         };
@@ -175,7 +194,7 @@ impl Session {
             joules,
             cost,
             carbon_g,
-            scope_changed: false,
+            scope_change: None,
         }
     }
 
@@ -394,7 +413,14 @@ mod tests {
             push(f64::from(t), 60.0, cpu);
         }
         let change = push(11.0, 100.0, wall);
-        assert!(change.scope_changed);
+        assert_eq!(
+            change.scope_change,
+            Some(ScopeChange {
+                unix: 1_700_000_011.0,
+                from: Scope::Components,
+                to: Scope::Wall
+            })
+        );
         assert_eq!(change.joules, Joules(0.0));
         for t in 12..=20 {
             push(f64::from(t), 100.0, wall);
@@ -430,5 +456,38 @@ mod tests {
                 (21.0, Scope::Wall, Scope::Components)
             ]
         );
+    }
+
+    #[test]
+    fn a_run_that_starts_in_another_scope_than_the_last_ended_reports_the_change() {
+        // The last run ended at the wall; this one starts on the sensors: the first sample is a
+        // change (the ledger records it), the next ones count (2 s × 60 W = 120 J).
+        let tariff = flat(0.5);
+        let mut s = Session::new(0.0, Duration::from_secs(10)).after(Some(Scope::Wall));
+        assert_eq!(s.scope(), Some(Scope::Wall));
+        let cpu = Some(Scope::Components);
+        let first = s.push(at(0.0), Some(Watts(60.0)), cpu, None, &tariff, 0.0, None);
+        assert_eq!(
+            first.scope_change.map(|c| (c.from, c.to)),
+            Some((Scope::Wall, Scope::Components))
+        );
+        for t in 1..=2 {
+            let added = s.push(
+                at(f64::from(t)),
+                Some(Watts(60.0)),
+                cpu,
+                None,
+                &tariff,
+                0.0,
+                None,
+            );
+            assert_eq!(added.scope_change, None);
+        }
+        let totals = s.totals(&Currency::default());
+        assert_eq!((totals.scope, totals.joules), (cpu, Joules(120.0)));
+        // The same scope as the last run's: no change.
+        let mut same = Session::new(0.0, Duration::from_secs(10)).after(cpu);
+        let first = same.push(at(0.0), Some(Watts(60.0)), cpu, None, &tariff, 0.0, None);
+        assert_eq!(first.scope_change, None);
     }
 }

@@ -106,6 +106,18 @@ impl Accounting {
         }
     }
 
+    /// This accounting, following a run whose headline last covered `scope` (see
+    /// [`Session::after`]).
+    pub fn after(mut self, scope: Option<Scope>) -> Self {
+        self.session = self.session.after(scope);
+        self
+    }
+
+    /// What the headline covers: the session's scope, the one owner of it.
+    pub fn scope(&self) -> Option<Scope> {
+        self.session.scope()
+    }
+
     /// Adds one snapshot taken when the local time was `week_seconds` since Monday 00:00.
     pub fn push(&mut self, snapshot: &Snapshot, week_seconds: f64) -> Step {
         let t = snapshot.at.monotonic;

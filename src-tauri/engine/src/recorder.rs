@@ -20,7 +20,7 @@ use std::time::Duration;
 use totals::Totals;
 use wattbar_core::calibration::Learned;
 use wattbar_core::inference::resident::Kept;
-use wattbar_core::{LowPowerState, Preferences, SessionTotals};
+use wattbar_core::{LowPowerState, Preferences, Scope, SessionTotals};
 use wattbar_ledger::ledger::LedgerTotals;
 use wattbar_ledger::store::StoreError;
 use writer::Writer;
@@ -41,7 +41,7 @@ impl Recorder {
         prefs: &Preferences,
     ) -> Recorder {
         let writer = Writer::open(path, batch_interval, now_unix, prefs.currency.as_str());
-        let totals = Totals::open(writer.ledger(), now_unix, prefs);
+        let totals = Totals::open(writer.ledger(), now_unix, prefs, writer.restored_scope());
         Recorder {
             writer,
             totals,
@@ -85,7 +85,10 @@ impl Recorder {
         let Some(ledger) = self.writer.flush(elapsed, session, now_unix, prefs) else {
             return;
         };
-        if let Some(t) = self.totals.after_write(ledger, now_unix, prefs) {
+        if let Some(t) = self
+            .totals
+            .after_write(ledger, now_unix, prefs, session.scope)
+        {
             self.budgets.observe(t, now_unix, prefs, ledger);
         }
     }
@@ -111,10 +114,10 @@ impl Recorder {
         self.totals.unwritten_joules()
     }
 
-    /// Today, this month and lifetime at `now_unix` in the headline's scope, measured since the
-    /// last batch included.
-    pub fn totals(&self, now_unix: f64) -> Option<LedgerTotals> {
-        self.totals.at(now_unix)
+    /// Today, this month and lifetime at `now_unix` in `scope` (the session's), measured since
+    /// the last batch included.
+    pub fn totals(&self, now_unix: f64, scope: Option<Scope>) -> Option<LedgerTotals> {
+        self.totals.at(now_unix, scope)
     }
 
     /// What the user must know: a write the ledger refuses now, else what opening it found.
@@ -128,6 +131,12 @@ impl Recorder {
 
     pub fn alert_seq(&self) -> u64 {
         self.budgets.seq()
+    }
+
+    /// What the headline covered when the ledger was last written; `None` without one. The
+    /// session starts from it, so a restart in another scope is a change.
+    pub fn restored_scope(&self) -> Option<Scope> {
+        self.writer.restored_scope()
     }
 
     /// The low-power state the store recorded last; off without one.

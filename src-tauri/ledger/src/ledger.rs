@@ -56,8 +56,6 @@ pub struct Ledger {
     pruned_at: Option<f64>,
     /// How long inference records are kept, seconds.
     inference_keep_seconds: f64,
-    /// What the headline covered at the last row recorded (or, at start, the last stored).
-    scope: Option<Scope>,
 }
 
 /// Old rows are deleted this often, not at every batch: two deletes per batch were two more
@@ -79,12 +77,10 @@ impl Ledger {
             )
         });
         let session_id = store.start_session(now_unix, currency)?;
-        let scope = store.last_scope()?;
         Ok((
             Ledger {
                 store,
                 session_id,
-                scope,
                 batch: Batch::default(),
                 pruned_at: None,
                 inference_keep_seconds: f64::from(crate::store::inference::DEFAULT_KEEP_DAYS)
@@ -130,17 +126,21 @@ impl Ledger {
         }
     }
 
-    /// Keeps a sample's row for the next batch, and a change of the headline's scope (since the
-    /// last row, or the last run) with it.
-    pub fn record(&mut self, row: Row) {
-        if let Some(to) = row.scope {
-            if let Some(from) = self.scope.filter(|from| *from != to) {
-                self.batch
-                    .scope_changes
-                    .push(ScopeChange { t: row.t, from, to });
-            }
-            self.scope = Some(to);
+    /// Keeps a change of the headline's scope for the next batch. The session finds the
+    /// changes (it owns the scope); the ledger only keeps them.
+    pub fn record_scope_change(&mut self, change: wattbar_core::session::ScopeChange) {
+        if self.batch.scope_changes.len() >= MAX_PENDING {
+            self.batch.scope_changes.remove(0);
         }
+        self.batch.scope_changes.push(ScopeChange {
+            t: change.unix,
+            from: change.from,
+            to: change.to,
+        });
+    }
+
+    /// Keeps a sample's row for the next batch.
+    pub fn record(&mut self, row: Row) {
         if self.batch.rows.len() >= MAX_PENDING {
             self.batch.rows.remove(0);
         }
@@ -243,20 +243,19 @@ impl Ledger {
         self.store.end_session(self.session_id, now_unix)
     }
 
-    /// Today, this month and lifetime in the headline's scope, with costs in `currency` (other
-    /// currencies and scopes listed apart).
-    pub fn totals(&self, now_unix: f64, currency: &str) -> Result<LedgerTotals, StoreError> {
-        let scope = self.scope;
+    /// Today, this month and lifetime in `scope` (the headline's, as the session holds it),
+    /// with costs in `currency` (other currencies and scopes listed apart).
+    pub fn totals(
+        &self,
+        now_unix: f64,
+        currency: &str,
+        scope: Option<Scope>,
+    ) -> Result<LedgerTotals, StoreError> {
         Ok(LedgerTotals {
             today: self.store.day(now_unix, currency, scope)?,
             month: self.store.month(now_unix, currency, scope)?,
             lifetime: self.store.lifetime(currency, scope)?,
         })
-    }
-
-    /// What the headline covered at the last row recorded.
-    pub fn scope(&self) -> Option<Scope> {
-        self.scope
     }
 
     /// Records that an alert was given; false when it already had been (in this period).

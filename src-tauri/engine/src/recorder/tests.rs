@@ -53,7 +53,9 @@ fn the_counters_move_only_with_a_committed_batch_and_the_menu_totals_at_once() {
     // Measured, not written: a crash now would lose it, so no counter shows it yet.
     assert_eq!(r.committed().by_scope, vec![]);
     assert_eq!(r.unwritten_joules(), 200.0);
-    let totals = r.totals(1_002.0).unwrap_or_else(|| panic!("no totals"));
+    let totals = r
+        .totals(1_002.0, Some(Scope::Components))
+        .unwrap_or_else(|| panic!("no totals"));
     assert_eq!(totals.today.joules, 200.0);
     r.flush(Duration::from_secs(5), &session(200.0), 1_002.0, &prefs);
     // Written: the same figures, now from the store, not counted twice.
@@ -67,7 +69,9 @@ fn the_counters_move_only_with_a_committed_batch_and_the_menu_totals_at_once() {
         scope: Some(Scope::Wall),
         ..row(1_004.0, 150.0, 40.0)
     }));
-    let totals = r.totals(1_004.0).unwrap_or_else(|| panic!("no totals"));
+    let totals = r
+        .totals(1_004.0, Some(Scope::Wall))
+        .unwrap_or_else(|| panic!("no totals"));
     assert_eq!(
         (totals.today.scope, totals.today.joules),
         (Some(Scope::Wall), 150.0)
@@ -85,6 +89,8 @@ fn the_counters_move_only_with_a_committed_batch_and_the_menu_totals_at_once() {
     assert_eq!(again.committed().by_scope.len(), 2);
     assert_eq!(again.committed().joules_across_scopes(), Some(450.0));
     assert_eq!(again.committed().since_unix, Some(1_000.0));
+    // The next session starts from the scope the last row covered.
+    assert_eq!(again.restored_scope(), Some(Scope::Wall));
 }
 
 #[test]

@@ -31,21 +31,23 @@ pub(super) struct Totals {
     models_stale: bool,
     /// The time of the newest row taken: once written, what the committed figures are of.
     newest_row: Option<f64>,
-    /// What the headline covered at the last row (or, at start, the last stored).
-    scope: Option<Scope>,
 }
 
 impl Totals {
-    /// What `ledger` holds at `now_unix`; nothing without one.
-    pub(super) fn open(ledger: Option<&Ledger>, now_unix: f64, prefs: &Preferences) -> Totals {
+    /// What `ledger` holds at `now_unix`, read in `scope`; nothing without one.
+    pub(super) fn open(
+        ledger: Option<&Ledger>,
+        now_unix: f64,
+        prefs: &Preferences,
+        scope: Option<Scope>,
+    ) -> Totals {
         let mut totals = Totals {
-            stored: ledger.and_then(|l| l.totals(now_unix, prefs.currency.as_str()).ok()),
+            stored: ledger.and_then(|l| l.totals(now_unix, prefs.currency.as_str(), scope).ok()),
             stored_for: Some(wattbar_ledger::store::local_day_month(now_unix)),
             unwritten: BTreeMap::new(),
             committed: Arc::default(),
             models_stale: true,
             newest_row: None,
-            scope: ledger.and_then(Ledger::scope),
         };
         if let Some(ledger) = ledger {
             let lifetime = totals.stored.as_ref().map(|t| t.lifetime.clone());
@@ -56,9 +58,6 @@ impl Totals {
 
     /// Takes a row given to the writer; `kept`: a store will write it.
     pub(super) fn observe_row(&mut self, row: &Row, kept: bool) {
-        if row.scope.is_some() {
-            self.scope = row.scope;
-        }
         self.newest_row = Some(self.newest_row.map_or(row.t, |t| t.max(row.t)));
         if row.joules > 0.0 && kept {
             let (day, month) = wattbar_ledger::store::local_day_month(row.t);
@@ -76,16 +75,18 @@ impl Totals {
         self.models_stale = true;
     }
 
-    /// After `ledger` committed a batch at `now_unix`: the stored totals and the committed
-    /// counters read back, what was unwritten now in them. A failed read keeps the figures as
-    /// they were, the unwritten part included, so nothing is counted twice or dropped.
+    /// After `ledger` committed a batch at `now_unix`: the stored totals (in `scope`, the
+    /// session's) and the committed counters read back, what was unwritten now in them. A
+    /// failed read keeps the figures as they were, the unwritten part included, so nothing is
+    /// counted twice or dropped.
     pub(super) fn after_write(
         &mut self,
         ledger: &Ledger,
         now_unix: f64,
         prefs: &Preferences,
+        scope: Option<Scope>,
     ) -> Option<&LedgerTotals> {
-        match ledger.totals(now_unix, prefs.currency.as_str()) {
+        match ledger.totals(now_unix, prefs.currency.as_str(), scope) {
             Ok(t) => {
                 self.stored_for = Some(wattbar_ledger::store::local_day_month(now_unix));
                 self.unwritten.clear();
@@ -111,15 +112,15 @@ impl Totals {
         self.unwritten.values().map(|(joules, _)| joules).sum()
     }
 
-    /// Today, this month and lifetime at `now_unix` in the headline's scope: the stored totals
-    /// of the last batch plus what was measured since (in its own local day, scope and
+    /// Today, this month and lifetime at `now_unix` in `scope` (the session's): the stored
+    /// totals of the last batch plus what was measured since (in its own local day, scope and
     /// currency).
-    pub(super) fn at(&self, now_unix: f64) -> Option<LedgerTotals> {
+    pub(super) fn at(&self, now_unix: f64, scope: Option<Scope>) -> Option<LedgerTotals> {
         let stored = self.stored.as_ref()?;
         let mut t = LedgerTotals {
-            today: stored.today.in_scope(self.scope),
-            month: stored.month.in_scope(self.scope),
-            lifetime: stored.lifetime.in_scope(self.scope),
+            today: stored.today.in_scope(scope),
+            month: stored.month.in_scope(scope),
+            lifetime: stored.lifetime.in_scope(scope),
         };
         let (today, month) = wattbar_ledger::store::local_day_month(now_unix);
         // Past midnight (or a month's end) since the batch: the stored day is another day's.

@@ -12,7 +12,8 @@ use std::time::Duration;
 use wattbar_core::calibration::Learned;
 use wattbar_core::inference::resident::{Kept, ResidentDay, SetBaseline, Unload};
 use wattbar_core::inference::{Baseline, Record, Routed};
-use wattbar_core::{LowPowerState, Preferences, SessionTotals};
+use wattbar_core::session::ScopeChange;
+use wattbar_core::{LowPowerState, Preferences, Scope, SessionTotals};
 use wattbar_ledger::ledger::Ledger;
 use wattbar_ledger::store::{Row, StoreError};
 
@@ -23,6 +24,8 @@ pub const RESERVED_IDS: u64 = 1000;
 pub enum Write {
     /// A sample's row.
     Row(Row),
+    /// The headline's scope changed, as the session found.
+    ScopeChange(ScopeChange),
     /// Settled inference records; `at_once`: a client waits for them (a receipt, a posted
     /// record), so the batch is written at the next chance rather than at its interval.
     Records { records: Vec<Record>, at_once: bool },
@@ -108,6 +111,7 @@ impl Writer {
         };
         match write {
             Write::Row(row) => ledger.record(row),
+            Write::ScopeChange(change) => ledger.record_scope_change(change),
             Write::Records { records, at_once } => {
                 ledger.record_inference(&records);
                 self.urgent |= at_once;
@@ -220,6 +224,17 @@ impl Writer {
     }
 
     /// The low-power state the store recorded last; off without one.
+    pub(super) fn restored_scope(&self) -> Option<Scope> {
+        match self.ledger.as_ref().map(|l| l.store().last_scope()) {
+            Some(Ok(scope)) => scope,
+            Some(Err(e)) => {
+                tracing::warn!("could not read the last scope: {e}");
+                None
+            }
+            None => None,
+        }
+    }
+
     pub(super) fn restored_low_power(&self) -> LowPowerState {
         match self.ledger.as_ref().map(|l| l.store().low_power()) {
             Some(Ok(state)) => state,

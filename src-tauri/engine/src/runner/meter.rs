@@ -76,7 +76,7 @@ impl Meter {
         }
         // Across a change of scope the two ends measure different things: no headline energy.
         let measured_before = self.snapshot.as_ref().is_some_and(|s| s.headline.is_some())
-            && !step.headline.scope_changed;
+            && step.headline.scope_change.is_none();
         let prev = prev.filter(|p| {
             at.monotonic.saturating_sub(p.monotonic) <= self.accounting.gap_threshold()
         });

@@ -232,7 +232,9 @@ impl Engine {
             price_per_kwh: self.prefs.price_per_kwh.per_kwh(),
             interval_ms: self.prefs.interval_ms,
             period_ms: u64::try_from(self.period().as_millis()).unwrap_or(u64::MAX),
-            totals: self.recorder.totals(self.clock.unix()),
+            totals: self
+                .recorder
+                .totals(self.clock.unix(), self.meter.accounting.scope()),
             committed: self.recorder.committed(),
             unwritten_joules: self.recorder.unwritten_joules(),
             calibration: self.meter.calibration.view(),
@@ -292,7 +294,8 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         period(&config.prefs, &chain),
         tariffs,
         config.prefs.carbon_g_per_kwh,
-    );
+    )
+    .after(recorder.restored_scope());
     let book = Book::new(
         recorder.restored_inference(config.prefs.score_ceiling),
         config.prefs.score_ceiling,

@@ -33,6 +33,9 @@ impl Engine {
         if let Some(t) = self.low_power.observe(at, watts, battery) {
             self.low_power_changed(&t);
         }
+        if let Some(change) = s.step.headline.scope_change {
+            self.recorder.write(Write::ScopeChange(change));
+        }
         self.recorder
             .write(Write::Row(s.row(self.prefs.currency.as_str())));
         let requests = &self.inference.requests;

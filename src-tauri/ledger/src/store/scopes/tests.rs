@@ -33,6 +33,12 @@ fn energy_at_the_wall_and_of_the_sensors_is_kept_apart_in_every_total() {
     for i in 1..=10 {
         ledger.record(second(T0 + f64::from(i), 60.0, Scope::Components));
     }
+    // The session finds the change (it owns the scope); the ledger keeps it.
+    ledger.record_scope_change(wattbar_core::session::ScopeChange {
+        unix: T0 + 11.0,
+        from: Scope::Components,
+        to: Scope::Wall,
+    });
     for i in 11..=20 {
         ledger.record(second(T0 + f64::from(i), 100.0, Scope::Wall));
     }
@@ -40,7 +46,7 @@ fn energy_at_the_wall_and_of_the_sensors_is_kept_apart_in_every_total() {
         .flush(1000.0, 0.0, T0 + 20.0)
         .unwrap_or_else(|e| panic!("{e}"));
     let totals = ledger
-        .totals(T0 + 20.0, "EUR")
+        .totals(T0 + 20.0, "EUR", Some(Scope::Wall))
         .unwrap_or_else(|e| panic!("{e}"));
     for total in [&totals.today, &totals.month, &totals.lifetime] {
         assert_eq!(total.scope, Some(Scope::Wall), "{total:?}");
@@ -82,9 +88,18 @@ fn energy_at_the_wall_and_of_the_sensors_is_kept_apart_in_every_total() {
     );
     drop(ledger);
 
-    // Restarted without the plug: the next run knows the last scope, so the change is said.
+    // Restarted without the plug: the store says the last scope, so the next session can say
+    // the change.
     let (mut ledger, _) = Ledger::open(&path, T0 + 30.0, "EUR").unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(ledger.scope(), Some(Scope::Wall));
+    assert_eq!(
+        ledger.store().last_scope().ok().flatten(),
+        Some(Scope::Wall)
+    );
+    ledger.record_scope_change(wattbar_core::session::ScopeChange {
+        unix: T0 + 31.0,
+        from: Scope::Wall,
+        to: Scope::Components,
+    });
     ledger.record(second(T0 + 31.0, 60.0, Scope::Components));
     ledger
         .flush(0.0, 0.0, T0 + 31.0)
@@ -98,7 +113,7 @@ fn energy_at_the_wall_and_of_the_sensors_is_kept_apart_in_every_total() {
         [(T0 + 11.0, Scope::Wall), (T0 + 31.0, Scope::Components)]
     );
     let today = ledger
-        .totals(T0 + 31.0, "EUR")
+        .totals(T0 + 31.0, "EUR", Some(Scope::Components))
         .unwrap_or_else(|e| panic!("{e}"))
         .today;
     assert_eq!(today.scope, Some(Scope::Components));
@@ -155,7 +170,7 @@ fn energy_recorded_before_scopes_keeps_no_scope_and_is_never_added_to_the_walls(
         .flush(100.0, 0.0, T0 + 1.0)
         .unwrap_or_else(|e| panic!("{e}"));
     let totals = ledger
-        .totals(T0 + 1.0, "EUR")
+        .totals(T0 + 1.0, "EUR", Some(Scope::Wall))
         .unwrap_or_else(|e| panic!("{e}"));
     for total in [&totals.today, &totals.month, &totals.lifetime] {
         assert_eq!((total.scope, total.joules), (Some(Scope::Wall), 100.0));
