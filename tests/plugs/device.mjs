@@ -5,7 +5,8 @@
 //
 // Usage: node tests/plugs/device.mjs --watts 100 [--vendor shelly-gen2] [--reset-after 3]
 //          [--step-at S --step-to W] [--fail-every N] [--stall-at S --stall-for D] [--jitter-wh 1]
-//   Prints {"port": N} on one line, then serves until killed:
+//   Prints {"port": N, "path": P, "started": Unix seconds its clock starts at} on one line, then
+//   serves until killed:
 //   GET /shelly                  {"gen": 2, ...}, as a Gen2 device answers (shelly-gen2)
 //   GET /rpc/Shelly.GetStatus    {"switch:0": <the capture's Switch.GetStatus>} with apower set
 //                                and aenergy.total = its count + energy since start, in Wh to
@@ -153,5 +154,6 @@ const server = http.createServer((req, res) => {
 });
 
 server.listen(0, "127.0.0.1", () => {
-  process.stdout.write(`${JSON.stringify({ port: server.address().port, path: paths[vendor] })}\n`);
+  const said = { port: server.address().port, path: paths[vendor], started: start / 1000 };
+  process.stdout.write(`${JSON.stringify(said)}\n`);
 });

@@ -210,6 +210,13 @@ pub trait Source: Send {
     fn min_interval(&self) -> Option<Duration> {
         None
     }
+    /// How often this source can give a new value, where that is slower than the sampler may
+    /// read it (a plug answers about once a second): between two answers its energy is
+    /// interpolated, not measured, and the bound of any window says so. `None`: every read is a
+    /// new measurement.
+    fn answer_period(&self) -> Option<Duration> {
+        None
+    }
     /// The supply state seen by the last successful read, for sources that watch a battery.
     fn battery(&self) -> Option<Battery> {
         None

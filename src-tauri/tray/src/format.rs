@@ -219,6 +219,7 @@ pub(crate) mod tests {
                 battery: None,
                 owners: Vec::new(),
                 headline_parts,
+                answer_period_seconds: None,
             }),
             part_totals: Vec::new(),
             energy_method: None,

@@ -90,6 +90,11 @@ pub struct Snapshot {
     /// What the headline is made of: one whole-system reading, or the parts of a sum.
     #[serde(default)]
     pub headline_parts: Vec<Part>,
+    /// The longest [`Source::answer_period`] among the headline's parts: its energy between
+    /// samples closer than this is interpolated between the device's answers. `None`: every
+    /// sample is a new measurement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_period_seconds: Option<f64>,
 }
 
 impl Snapshot {
@@ -109,6 +114,7 @@ impl Snapshot {
             battery: None,
             owners,
             headline_parts,
+            answer_period_seconds: None,
         }
     }
 
@@ -405,10 +411,21 @@ impl Chain {
                 battery = slot.source.battery();
             }
         }
+        let snapshot = Snapshot::of(at, breakdown);
+        let answer_period_seconds = snapshot
+            .headline_parts
+            .iter()
+            .filter_map(|part| {
+                let k = self.counters.iter().position(|c| c.id == part.source)?;
+                self.slots.get(k)?.source.answer_period()
+            })
+            .max()
+            .map(|p| p.as_secs_f64());
         Snapshot {
             unavailable,
             battery,
-            ..Snapshot::of(at, breakdown)
+            answer_period_seconds,
+            ..snapshot
         }
     }
 }

@@ -194,4 +194,6 @@ impl SteppedCounter {
 }
 
 #[cfg(test)]
+pub(crate) mod sim;
+#[cfg(test)]
 mod tests;

@@ -34,6 +34,20 @@ pub struct Interval {
     pub source: Option<String>,
     /// How the headline energy was found; `None` where not known (rebuilt from stored samples).
     pub method: Option<Method>,
+    /// Where the headline's source answers less often than it is sampled (a plug): how often,
+    /// and the power its last answer said. The energy within was interpolated between answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered: Option<Answered>,
+}
+
+/// A slow source's answers, as an interval saw them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Answered {
+    /// The source gives a new value at most this often
+    /// ([`Snapshot::answer_period_seconds`](crate::chain::Snapshot::answer_period_seconds)).
+    pub period_seconds: f64,
+    /// The power its last answer said, at the interval's end.
+    pub watts: f64,
 }
 
 impl Interval {
@@ -197,7 +211,7 @@ pub fn attribute_held(
             }
             claims.hold(a, b, held_now);
         }
-        let spread = bound::spread_watts(watts, neighbour_watts(intervals, k));
+        let spread = bound::spread_around(intervals, k);
         for (share, &(seconds, joules)) in shares.iter_mut().zip(&taken) {
             let cut = Cut {
                 dt: interval.seconds(),
@@ -206,23 +220,12 @@ pub fn attribute_held(
                 joules,
                 method: interval.method,
                 quality: interval.quality,
+                answered: interval.answered,
             };
             share.bound_joules += bound::allowance(&cut, spread);
         }
     }
     shares
-}
-
-/// The mean watts of the measured intervals just before and after `intervals[k]`, where they
-/// touch it.
-fn neighbour_watts(intervals: &[Interval], k: usize) -> [Option<f64>; 2] {
-    let here = &intervals[k];
-    let touching = |o: Option<&Interval>| {
-        o.filter(|o| (o.end - here.start).abs() < 1e-6 || (o.start - here.end).abs() < 1e-6)
-            .and_then(Interval::watts)
-    };
-    let before = k.checked_sub(1).and_then(|p| intervals.get(p));
-    [touching(before), touching(intervals.get(k + 1))]
 }
 
 /// Fewest idle intervals a baseline is taken from.
@@ -280,74 +283,6 @@ pub fn idle_baseline(intervals: &[Interval], windows: &[Window]) -> Option<Basel
     })
 }
 
-/// The energy of a wall-clock window, at the sampling resolution.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WindowEnergy {
-    pub from: f64,
-    pub to: f64,
-    /// Headline joules over the covered part; `None` when nothing of the window was measured.
-    pub joules: Option<f64>,
-    pub by_domain: Vec<(String, f64)>,
-    pub mean_watts: Option<f64>,
-    /// Intervals that overlap the window.
-    pub samples: usize,
-    /// Share of the window that measured intervals cover, 0–1.
-    pub covered_fraction: f64,
-    pub quality: Option<Quality>,
-    pub sources: Vec<String>,
-}
-
-/// Energy between `from` and `to` (Unix seconds): each interval contributes in proportion to its
-/// overlap with the window.
-pub fn window_energy(intervals: &[Interval], from: f64, to: f64) -> WindowEnergy {
-    let mut joules = 0.0;
-    let mut covered = 0.0;
-    let mut samples = 0;
-    let mut by_domain: Vec<(String, f64)> = Vec::new();
-    let mut quality = None;
-    let mut sources: Vec<String> = Vec::new();
-    for i in intervals {
-        let span = i.unix_end - i.unix_start;
-        let overlap = i.unix_end.min(to) - i.unix_start.max(from);
-        if span <= 0.0 || overlap <= 0.0 {
-            continue;
-        }
-        samples += 1;
-        let Some(j) = i.joules else { continue };
-        let f = overlap / span;
-        joules += j * f;
-        covered += overlap;
-        for (d, dj) in &i.by_domain {
-            match by_domain.iter_mut().find(|(k, _)| k == d) {
-                Some((_, v)) => *v += dj * f,
-                None => by_domain.push((d.clone(), dj * f)),
-            }
-        }
-        quality = quality.max(i.quality);
-        if let Some(s) = &i.source {
-            if !sources.contains(s) {
-                sources.push(s.clone());
-            }
-        }
-    }
-    let length = to - from;
-    WindowEnergy {
-        from,
-        to,
-        joules: (covered > 0.0).then_some(joules),
-        by_domain,
-        mean_watts: (covered > 0.0).then(|| joules / covered),
-        samples,
-        covered_fraction: if length > 0.0 {
-            (covered / length).clamp(0.0, 1.0)
-        } else {
-            0.0
-        },
-        quality,
-        sources,
-    }
-}
-
 /// The median of finite values; `None` for none.
 pub fn median(values: &mut Vec<f64>) -> Option<f64> {
     values.retain(|v| v.is_finite());
@@ -391,6 +326,7 @@ mod tests {
                     quality: Some(Quality::Measured),
                     source: Some("rapl".into()),
                     method: Some(Method::Counter),
+                    answered: None,
                 }
             })
             .collect()
@@ -507,19 +443,5 @@ mod tests {
         let b = idle_baseline(&trace(0.0, &rising), &[]).unwrap_or_else(|| panic!("12 idle"));
         assert_eq!((b.watts, b.spread_watts), (25.5, Some(4.5)));
         assert!(idle_baseline(&i[..9], &[]).is_none());
-    }
-
-    #[test]
-    fn a_window_partly_measured_says_how_much_it_covers() {
-        let i = trace(0.0, &[100.0, 200.0]);
-        // Wall 1.7e9 + 0.5 → 1.7e9 + 4.0: 0.5 s × 100 + 1 s × 200 = 250 J over 1.5 s of 3.5 s.
-        let e = window_energy(&i, 1.7e9 + 0.5, 1.7e9 + 4.0);
-        assert!((e.joules.unwrap_or(0.0) - 250.0).abs() < 1e-6);
-        assert!((e.mean_watts.unwrap_or(0.0) - 250.0 / 1.5).abs() < 1e-6);
-        assert!((e.covered_fraction - 1.5 / 3.5).abs() < 1e-9);
-        assert_eq!(e.samples, 2);
-        assert_eq!(e.by_domain, vec![("gpu".to_string(), 125.0)]);
-        let none = window_energy(&i, 1.7e9 + 10.0, 1.7e9 + 11.0);
-        assert_eq!((none.joules, none.covered_fraction), (None, 0.0));
     }
 }

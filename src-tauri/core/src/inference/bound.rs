@@ -3,9 +3,8 @@
 //! Within a sampling interval the power is taken as constant, so the energy of the part of an
 //! interval a window covers is known only as well as the power varied inside it. Rule, per
 //! interval a window touches, where `dt` is the interval's length, `g` the fraction of it the
-//! window covers, `R` the spread of power around it (the largest difference between the mean
-//! watts of the interval and its contiguous neighbours; the interval's own watts when it has
-//! none) and `ρ` the part of the covered energy the request was given (1 when alone):
+//! window covers, `R` the spread of power around it ([`spread_around`]) and `ρ` the part of the
+//! covered energy the request was given (1 when alone):
 //!
 //! - sampling: `ρ × min(g, 1 − g) × dt × R`. A whole interval is exact (a counter measured it);
 //!   a part of one can be wrong by at most what a step of `R` inside it moves, seen from
@@ -13,15 +12,22 @@
 //! - integration: `ρ × g × dt × R / 2` more when the interval's energy is a trapezoid over power
 //!   readings rather than a counter's delta (or not known), since the power between two
 //!   readings was not seen;
-//! - quality: an allowance of the energy taken, [`quality_allowance`]: 0 for a measurement
-//!   (a counter's resolution, micro- to millijoules, is below what is shown), 10 % for a
-//!   calibrated figure (the headline's own bound, from the fit's held-out error, is shown beside
-//!   it), 25 % for an estimate and 50 % for a heuristic. These are allowances, not measured
-//!   errors.
+//! - interpolation: `ρ × (g × dt × R + L)` instead where the source answers less often than it
+//!   is sampled (a plug, about once a second, read every 100 ms). Its energy between answers is
+//!   spread by the last power it said, so the power in any part of the stretch was not seen and
+//!   may have been anywhere between the answers around it: `R` is then the spread of the power
+//!   the answers said, one answer period either side. `L` is what the interval holds beyond
+//!   the power said (`|joules − said watts × dt|`): the coarse counter settled there, in a
+//!   lump, energy drawn somewhere before, so a window that holds the lump may lack its origin;
+//! - quality: an allowance of the energy taken, [`quality_allowance`]: 0 for a measurement,
+//!   10 % for a calibrated figure (the headline's own bound, from the fit's held-out error, is
+//!   shown beside it), 25 % for an estimate and 50 % for a heuristic. These are allowances, not
+//!   measured errors.
 //!
 //! The parts add (a worst case, not a root sum of squares). The net energy's bound adds the idle
 //! baseline's spread times the request's share of time.
 
+use super::attribution::{Answered, Interval};
 use crate::meter::Method;
 use crate::reading::Quality;
 
@@ -35,18 +41,61 @@ pub fn quality_allowance(quality: Option<Quality>) -> f64 {
     }
 }
 
-/// How much the power may have varied inside an interval of mean `own_watts`, from the mean
-/// watts of its contiguous neighbours (where known): the largest difference among them;
-/// `own_watts` itself when it has none.
-pub fn spread_watts(own_watts: f64, neighbours: [Option<f64>; 2]) -> f64 {
-    if neighbours.iter().all(Option::is_none) {
-        return own_watts.abs();
+/// How much the power may have varied inside `intervals[k]`: the largest difference among the
+/// watts of it and of the measured intervals contiguous with it. Where its source answers less
+/// often than it is sampled, the watts its answers said, as far as one answer period either
+/// side (the lumps its counter settled are allowed apart); else the intervals' mean watts, of
+/// the touching ones. Its own watts when it has no such neighbour; 0 when it has no energy.
+pub fn spread_around(intervals: &[Interval], k: usize) -> f64 {
+    let Some(here) = intervals.get(k) else {
+        return 0.0;
+    };
+    let (reach, level): (f64, fn(&Interval) -> Option<f64>) = match here.answered {
+        Some(a) => (a.period_seconds, |i| i.answered.map(|a| a.watts)),
+        None => (0.0, Interval::watts),
+    };
+    let Some(own) = here.watts().and_then(|_| level(here)) else {
+        return 0.0;
+    };
+    let (mut lo, mut hi, mut any) = (own, own, false);
+    let mut take = |w: f64| {
+        lo = lo.min(w);
+        hi = hi.max(w);
+        any = true;
+    };
+    let mut edge = here.start;
+    for o in intervals[..k].iter().rev() {
+        let touches = (o.end - edge).abs() < TOUCH_SECONDS;
+        let Some(w) = o.watts().and_then(|_| level(o)).filter(|_| touches) else {
+            break;
+        };
+        take(w);
+        edge = o.start;
+        if here.start - o.start >= reach {
+            break;
+        }
     }
-    let all = neighbours.into_iter().flatten().chain([own_watts]);
-    let hi = all.clone().fold(f64::NEG_INFINITY, f64::max);
-    let lo = all.fold(f64::INFINITY, f64::min);
-    hi - lo
+    let mut edge = here.end;
+    for o in &intervals[k + 1..] {
+        let touches = (o.start - edge).abs() < TOUCH_SECONDS;
+        let Some(w) = o.watts().and_then(|_| level(o)).filter(|_| touches) else {
+            break;
+        };
+        take(w);
+        edge = o.end;
+        if o.end - here.end >= reach {
+            break;
+        }
+    }
+    if any {
+        hi - lo
+    } else {
+        own.abs()
+    }
 }
+
+/// Two intervals closer than this touch: one ends where the next starts.
+const TOUCH_SECONDS: f64 = 1e-6;
 
 /// What a window took from one sampling interval.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -59,6 +108,8 @@ pub struct Cut {
     pub joules: f64,
     pub method: Option<Method>,
     pub quality: Option<Quality>,
+    /// The source's answers, where it answers less often than it is sampled.
+    pub answered: Option<Answered>,
 }
 
 /// The bound on a [`Cut`], with the power's spread around its interval.
@@ -74,9 +125,12 @@ pub fn allowance(cut: &Cut, spread_watts: f64) -> f64 {
         1.0
     };
     let sampling = g.min(1.0 - g) * cut.dt * spread_watts;
-    let integration = match cut.method {
-        Some(Method::Counter) => 0.0,
-        Some(Method::Trapezoid) | None => g * cut.dt * spread_watts / 2.0,
+    let integration = match (cut.answered, cut.method) {
+        // The power between answers was not seen (the whole spread, not half), and what the
+        // counter settled here beyond the power said was drawn somewhere before.
+        (Some(a), _) => g * cut.dt * spread_watts + (cut.watts - a.watts).abs() * cut.dt,
+        (None, Some(Method::Counter)) => 0.0,
+        (None, Some(Method::Trapezoid) | None) => g * cut.dt * spread_watts / 2.0,
     };
     rho * (sampling + integration) + cut.joules.abs() * quality_allowance(cut.quality)
 }
@@ -84,7 +138,7 @@ pub fn allowance(cut: &Cut, spread_watts: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inference::attribution::{attribute, Interval, Window};
+    use crate::inference::attribution::{attribute, Window};
 
     /// A fixed-seed generator: the same traces and windows on every run.
     struct Lcg(u64);
@@ -150,6 +204,7 @@ mod tests {
                     quality: Some(Quality::Measured),
                     source: Some("rapl".into()),
                     method: Some(Method::Counter),
+                    answered: None,
                 }
             })
             .collect()

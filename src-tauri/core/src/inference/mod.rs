@@ -23,15 +23,16 @@ pub mod response;
 pub mod route;
 pub mod routing;
 pub mod usage;
+pub mod window;
 
 pub use attribution::{
-    attribute, attribute_held, idle_baseline, window_energy, Baseline, Interval, Share, Window,
-    WindowEnergy,
+    attribute, attribute_held, idle_baseline, Answered, Baseline, Interval, Share, Window,
 };
 pub use claims::Claims;
 pub use record::{score, ModelStats, Observed, RatioSums, Record, Routed, Status};
 pub use response::{Framing, ResponseMeter, ServerFigures, TokensSource};
 pub use route::{check_model_name, is_remote_model, model_key, Route, MAX_MODEL_NAME_BYTES};
+pub use window::{window_energy, WindowEnergy};
 
 /// A genuine capture from `tests/fixtures/llm/` (SOURCES.md there), for the tests.
 #[cfg(test)]

@@ -14,7 +14,7 @@ use crate::calibration::Calibration;
 use crate::published::{remember, Point};
 use crate::ring::Ring;
 use std::collections::BTreeMap;
-use wattbar_core::inference::Interval;
+use wattbar_core::inference::{Answered, Interval};
 use wattbar_core::{Part, Snapshot, Stamp};
 use wattbar_ledger::store::Row;
 
@@ -99,6 +99,12 @@ impl Meter {
                 quality: headline.map(|h| h.quality),
                 source: headline.map(|h| h.source.clone()),
                 method: headline.map(|_| step.method),
+                answered: headline.and_then(|h| {
+                    Some(Answered {
+                        period_seconds: snapshot.answer_period_seconds?,
+                        watts: h.watts?.0,
+                    })
+                }),
             }
         });
         Sampled {

@@ -418,6 +418,7 @@ impl Store {
             quality: None,
             source: None,
             method: None,
+            answered: None,
         };
         let mut out = Vec::new();
         let mut prev: Option<(f64, Option<f64>)> = None;

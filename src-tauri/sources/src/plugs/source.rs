@@ -132,6 +132,12 @@ impl Source for WallMeterSource {
         Some(&[Domain::Wall])
     }
 
+    /// The plug is asked once a [`MIN_POLL`]: a sampler faster than that reads the energy
+    /// spread between its answers, which the bound of any window counts as unseen.
+    fn answer_period(&self) -> Option<Duration> {
+        Some(MIN_POLL)
+    }
+
     fn read(&mut self, at: Stamp) -> Result<Vec<Reading>, wattbar_core::Error> {
         match self.worker.latest(at) {
             Ok(polled) if self.seen != Some(polled.seq) => {

@@ -368,6 +368,7 @@ fn unmeasured(from: f64, to: f64) -> wattbar_core::inference::WindowEnergy {
         from,
         to,
         joules: None,
+        bound_joules: None,
         by_domain: Vec::new(),
         mean_watts: None,
         samples: 0,

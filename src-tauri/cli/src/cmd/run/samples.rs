@@ -12,7 +12,7 @@
 //!   engine in this process or from another's stream: never through JSON in between.
 
 use std::collections::HashMap;
-use wattbar_core::inference::Interval;
+use wattbar_core::inference::{Answered, Interval};
 use wattbar_core::meter::Method;
 use wattbar_core::{Quality, Unavailable};
 use wattbar_serve::view::StatePayload;
@@ -143,6 +143,7 @@ struct CompactInterval {
     quality: Option<Quality>,
     source: Option<u32>,
     method: Option<Method>,
+    answered: Option<Answered>,
 }
 
 /// The states and intervals of a run, in the order they came in.
@@ -206,6 +207,7 @@ impl Samples {
                 quality: i.quality,
                 source: i.source.as_deref().map(|n| names.id(n)),
                 method: i.method,
+                answered: i.answered,
             }));
     }
 
@@ -251,11 +253,16 @@ impl Samples {
             .map(|s| self.state(s))
     }
 
-    /// The intervals that overlap `from`–`to`, which are all that window's energy is made of.
+    /// The intervals that overlap `from`–`to`, which are all that window's energy is made of,
+    /// and those that touch it (within a slow source's answer period): the power's spread
+    /// around the window bounds it.
     pub fn intervals(&self, from: f64, to: f64) -> Vec<Interval> {
         self.intervals
             .iter()
-            .filter(|i| i.unix_end > from && i.unix_start < to)
+            .filter(|i| {
+                let reach = i.answered.map_or(0.0, |a| a.period_seconds);
+                i.unix_end >= from - reach && i.unix_start <= to + reach
+            })
             .map(|i| Interval {
                 start: i.start,
                 end: i.end,
@@ -270,6 +277,7 @@ impl Samples {
                 quality: i.quality,
                 source: i.source.map(|s| self.names.name(s)),
                 method: i.method,
+                answered: i.answered,
             })
             .collect()
     }
@@ -379,10 +387,12 @@ mod tests {
                 quality: Some(Quality::Measured),
                 source: Some("rapl".into()),
                 method: Some(Method::Counter),
+                answered: None,
             }
         }));
         let window = s.intervals(1e9 + 2.5, 1e9 + 5.0);
-        assert_eq!(window.len(), 3);
+        // The three it overlaps and the one touching its end.
+        assert_eq!(window.len(), 4);
         let e = wattbar_core::inference::window_energy(&window, 1e9 + 2.5, 1e9 + 5.0);
         // 2.5 s at 100 W = 250 J; cpu 2.5 s × 40 W = 100 J.
         assert!((e.joules.unwrap_or_default() - 250.0).abs() < 1e-9);

@@ -533,6 +533,7 @@ mod tests {
             from,
             to,
             joules,
+            bound_joules: None,
             by_domain: joules
                 .map(|j| vec![("cpu".into(), j / 2.0)])
                 .unwrap_or_default(),

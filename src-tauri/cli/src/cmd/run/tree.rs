@@ -169,6 +169,7 @@ mod tests {
             from: 0.0,
             to: 2.0,
             joules: Some(cpu + 20.0),
+            bound_joules: None,
             by_domain: vec![("cpu".into(), cpu)],
             mean_watts: None,
             samples: 2,

@@ -416,6 +416,9 @@ impl Source for Plug {
             Err(Error::Transient("the plug did not answer".into()))
         }
     }
+    fn answer_period(&self) -> Option<Duration> {
+        Some(Duration::from_secs(1))
+    }
 }
 
 #[test]
@@ -451,6 +454,9 @@ fn the_wall_is_the_headline_while_it_reads_and_the_sensors_take_over_when_it_sto
         with_plug.coverage().map(|c| c.scope),
         Some(crate::Scope::Wall)
     );
+    // The plug answers once a second: whatever the pace, its energy between answers is
+    // interpolated, and the snapshot says so.
+    assert_eq!(with_plug.answer_period_seconds, Some(1.0));
     // The sensors' own figure is still there, beside the wall: 40 + 20 = 60 W of two parts.
     let (wall, sensors, coverage) = with_plug
         .wall_and_sensors()
@@ -463,6 +469,7 @@ fn the_wall_is_the_headline_while_it_reads_and_the_sensors_take_over_when_it_sto
     live.store(false, Ordering::SeqCst);
     let without = chain.sample(t(2));
     assert_eq!(without.headline_watts(), Some(Watts(60.0)));
+    assert_eq!(without.answer_period_seconds, None);
     assert_eq!(
         without.coverage().map(|c| c.scope),
         Some(crate::Scope::Components)

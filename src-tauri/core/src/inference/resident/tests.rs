@@ -43,6 +43,7 @@ impl Trace {
                 quality: None,
                 source: None,
                 method: None,
+                answered: None,
             };
             self.r.push(Step {
                 interval: &interval,

@@ -18,6 +18,7 @@ fn second(t: f64, watts: f64) -> Interval {
         quality: Some(wattbar_core::Quality::Measured),
         source: Some("rapl".into()),
         method: Some(wattbar_core::meter::Method::Counter),
+        answered: None,
     }
 }
 
