@@ -14,8 +14,10 @@
 //   GET /status                  shelly-gen1: a Plug S's status, meters[0].total in whole
 //                                watt-minutes
 //   GET /tasmota                 tasmota: Status 8, ENERGY.Total in kWh to three decimals
-//   GET /kasa                    kasa: the emeter's get_realtime, total_wh in whole Wh (the JSON
-//                                a Kasa answers, over HTTP rather than its TCP transport)
+//   kasa                         the emeter's get_realtime, total_wh in whole Wh, on a TCP port
+//                                of its own ("kasa_port") in the legacy protocol a Kasa speaks:
+//                                each message a 4-byte big-endian length, then the JSON
+//                                scrambled by an autokey XOR from 171
 //   GET /__served                every counter value answered so far, in Wh, oldest first
 //   GET /__truth                 {"wh": the energy drawn since start, "seconds": since start}
 // --reset-after S: the counter starts again from zero S seconds in, as after a power cut.
@@ -25,6 +27,7 @@
 // --jitter-wh J: every other answer reads J Wh more than the count, as a jittering meter does.
 
 import http from "node:http";
+import net from "node:net";
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -120,7 +123,6 @@ const paths = {
   "shelly-gen2": "/rpc/Shelly.GetStatus",
   "shelly-gen1": "/status",
   tasmota: "/tasmota",
-  kasa: "/kasa",
 };
 
 const server = http.createServer((req, res) => {
@@ -153,7 +155,48 @@ const server = http.createServer((req, res) => {
   }
 });
 
-server.listen(0, "127.0.0.1", () => {
-  const said = { port: server.address().port, path: paths[vendor], started: start / 1000 };
-  process.stdout.write(`${JSON.stringify(said)}\n`);
+// The legacy Kasa protocol: the scrambling has no secret, the same both ways.
+const scramble = (plain) => {
+  const out = Buffer.alloc(4 + plain.length);
+  out.writeUInt32BE(plain.length, 0);
+  let key = 171;
+  for (let i = 0; i < plain.length; i += 1) {
+    key ^= plain[i];
+    out[4 + i] = key;
+  }
+  return out;
+};
+const unscramble = (payload) => {
+  const out = Buffer.alloc(payload.length);
+  let key = 171;
+  for (let i = 0; i < payload.length; i += 1) {
+    out[i] = key ^ payload[i];
+    key = payload[i];
+  }
+  return out;
+};
+
+// A Kasa answers each request it reads whole on the connection, then the client closes it.
+const kasaServer = net.createServer((socket) => {
+  let pending = Buffer.alloc(0);
+  socket.on("data", (chunk) => {
+    pending = Buffer.concat([pending, chunk]);
+    while (pending.length >= 4 && pending.length >= 4 + pending.readUInt32BE(0)) {
+      const length = pending.readUInt32BE(0);
+      const asked = JSON.parse(unscramble(pending.subarray(4, 4 + length)).toString("utf8"));
+      pending = pending.subarray(4 + length);
+      const body = asked?.emeter?.get_realtime ? answer(Date.now()) : { err_code: -1 };
+      socket.write(scramble(Buffer.from(JSON.stringify(body), "utf8")));
+    }
+  });
+  socket.on("error", () => {});
 });
+
+const listening = (s) => new Promise((resolve) => s.listen(0, "127.0.0.1", resolve));
+await listening(server);
+const said = { port: server.address().port, path: paths[vendor] ?? null, started: start / 1000 };
+if (vendor === "kasa") {
+  await listening(kasaServer);
+  said.kasa_port = kasaServer.address().port;
+}
+process.stdout.write(`${JSON.stringify(said)}\n`);

@@ -20,11 +20,15 @@ struct Device {
 impl Device {
     fn start(args: &[&str]) -> Device {
         let (child, v) = node_server_said("tests/plugs/device.mjs", args);
-        let url = format!(
-            "http://127.0.0.1:{}{}",
-            v["port"],
-            v["path"].as_str().unwrap_or_default()
-        );
+        // A Kasa is asked as a real one is, on its own TCP protocol.
+        let url = match v["kasa_port"].as_u64() {
+            Some(port) => format!("kasa://127.0.0.1:{port}"),
+            None => format!(
+                "http://127.0.0.1:{}{}",
+                v["port"],
+                v["path"].as_str().unwrap_or_default()
+            ),
+        };
         let started = num(&v["started"]);
         Device {
             child,
