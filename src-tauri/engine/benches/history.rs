@@ -32,6 +32,9 @@ fn year_of_data(dir: &std::path::Path) -> Store {
                     start: None,
                     currency: "EUR".into(),
                     scope: Some(wattbar_core::Scope::Components),
+                    quality: None,
+                    method: None,
+                    answered: None,
                 }
             })
             .collect();

@@ -217,6 +217,9 @@ mod tests {
                 start: None,
                 currency: "EUR".into(),
                 scope: Some(Scope::System),
+                quality: None,
+                method: None,
+                answered: None,
             });
         }
         store

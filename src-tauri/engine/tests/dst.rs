@@ -63,6 +63,9 @@ fn a_spring_forward_day_is_reported_once_with_its_23_hours() {
             start: None,
             currency: "EUR".into(),
             scope: Some(wattbar_core::Scope::System),
+            quality: None,
+            method: None,
+            answered: None,
         });
         t += 60.0;
     }

@@ -123,6 +123,9 @@ mod tests {
             by_domain: Vec::new(),
             currency: "EUR".into(),
             scope: Some(wattbar_core::Scope::Components),
+            quality: None,
+            method: None,
+            answered: None,
         }
     }
 

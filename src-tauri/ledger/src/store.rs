@@ -48,6 +48,7 @@ mod batch;
 pub mod calibration;
 pub mod domains;
 pub mod inference;
+pub mod intervals;
 pub mod programs;
 mod reads;
 pub mod resident;
@@ -110,6 +111,11 @@ pub struct Row {
     pub currency: String,
     /// What the headline covered; `None` without one.
     pub scope: Option<Scope>,
+    /// How the interval's energy was measured; `None` where it was not (as in
+    /// [`Interval`](wattbar_core::inference::Interval)).
+    pub quality: Option<wattbar_core::Quality>,
+    pub method: Option<wattbar_core::meter::Method>,
+    pub answered: Option<wattbar_core::inference::Answered>,
 }
 
 /// A session row: start and end in Unix seconds (`end` is `None` while it runs).

@@ -15,6 +15,9 @@ fn row(t: f64, joules: f64, cpu: f64) -> Row {
         start: None,
         currency: "EUR".into(),
         scope: Some(Scope::Components),
+        quality: None,
+        method: None,
+        answered: None,
     }
 }
 

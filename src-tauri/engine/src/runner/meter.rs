@@ -151,18 +151,18 @@ impl Meter {
 impl Sampled {
     /// The ledger's row for this sample, priced in `currency`.
     pub fn row(&self, currency: &str) -> Row {
+        let measured = self.interval.as_ref().filter(|i| i.joules.is_some());
         Row {
             t: self.at.unix_seconds,
             seconds: self.seconds,
-            start: self
-                .interval
-                .as_ref()
-                .filter(|i| i.joules.is_some())
-                .map(|i| i.unix_start),
+            start: measured.map(|i| i.unix_start),
             watts: self.snapshot.headline_watts().map(|w| w.0),
             joules: self.step.headline.joules.0,
             cost: self.step.headline.cost,
             scope: self.step.scope,
+            quality: measured.and_then(|i| i.quality),
+            method: measured.and_then(|i| i.method),
+            answered: measured.and_then(|i| i.answered),
             by_domain: self
                 .step
                 .by_domain

@@ -97,6 +97,9 @@ mod tests {
             start: None,
             currency: "EUR".into(),
             scope: Some(wattbar_core::Scope::Components),
+            quality: None,
+            method: None,
+            answered: None,
         }
     }
 

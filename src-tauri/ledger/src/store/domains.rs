@@ -135,6 +135,9 @@ mod tests {
                 start: None,
                 currency: "EUR".into(),
                 scope: Some(wattbar_core::Scope::Components),
+                quality: None,
+                method: None,
+                answered: None,
             };
             store
                 .write_batch(id, &[row], 100.0, 0.0)

@@ -16,13 +16,8 @@
 use super::{Store, StoreError};
 use rusqlite::{params, OptionalExtension};
 use std::collections::BTreeMap;
-use wattbar_core::inference::{
-    Baseline, Interval, ModelStats, RatioSums, Record, Route, Routed, Status,
-};
+use wattbar_core::inference::{Baseline, ModelStats, RatioSums, Record, Route, Routed, Status};
 
-/// Longest step between two stored samples that still makes an interval (the longest sampling
-/// period, and then some).
-pub const MAX_STORED_GAP_S: f64 = 60.0;
 /// How long inference records are kept by default.
 pub const DEFAULT_KEEP_DAYS: u32 = 90;
 
@@ -379,65 +374,6 @@ impl Store {
             .prepare_cached("DELETE FROM inference WHERE end < ?1")
             .and_then(|mut s| s.execute([before]))
             .map_err(|e| self.sql(e))
-    }
-
-    /// The stored samples between `from` and `to` (Unix seconds) as the measured intervals they
-    /// end, each as the engine measured it in memory (its start, its end, its joules), so that a
-    /// window has the same joules and coverage from either. Samples are kept for a day. A row
-    /// written before intervals were kept has no start: it is taken from the row before, and
-    /// gaps longer than [`MAX_STORED_GAP_S`] are not intervals.
-    pub fn intervals(&self, from: f64, to: f64) -> Result<Vec<Interval>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(
-                "SELECT t, watts, joules, start FROM samples WHERE t >= ?1 AND t <= ?2 ORDER BY t",
-            )
-            .map_err(|e| self.sql(e))?;
-        let rows = stmt
-            .query_map(
-                params![from - MAX_STORED_GAP_S, to + MAX_STORED_GAP_S],
-                |r| {
-                    Ok((
-                        r.get::<_, f64>(0)?,
-                        r.get::<_, Option<f64>>(1)?,
-                        r.get::<_, f64>(2)?,
-                        r.get::<_, Option<f64>>(3)?,
-                    ))
-                },
-            )
-            .map_err(|e| self.sql(e))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| self.sql(e))?;
-        let interval = |start: f64, end: f64, joules: Option<f64>| Interval {
-            start,
-            end,
-            unix_start: start,
-            unix_end: end,
-            joules,
-            by_domain: Vec::new(),
-            quality: None,
-            source: None,
-            method: None,
-            answered: None,
-        };
-        let mut out = Vec::new();
-        let mut prev: Option<(f64, Option<f64>)> = None;
-        for (t, watts, joules, start) in rows {
-            match start {
-                Some(s) if t > s => out.push(interval(s, t, Some(joules))),
-                Some(_) => {}
-                None => {
-                    if let Some((p, p_watts)) =
-                        prev.filter(|(p, _)| t - p > 0.0 && t - p <= MAX_STORED_GAP_S)
-                    {
-                        let measured = p_watts.is_some() && watts.is_some();
-                        out.push(interval(p, t, measured.then_some(joules)));
-                    }
-                }
-            }
-            prev = Some((t, watts));
-        }
-        Ok(out)
     }
 
     #[cfg(test)]

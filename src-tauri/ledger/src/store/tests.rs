@@ -23,6 +23,9 @@ fn row(t: f64, watts: f64, joules: f64, cost: f64) -> Row {
         start: None,
         currency: "EUR".into(),
         scope: CPU,
+        quality: None,
+        method: None,
+        answered: None,
     }
 }
 

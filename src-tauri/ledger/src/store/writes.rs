@@ -6,7 +6,8 @@
 use super::batch::BatchSums;
 use super::resident::Also;
 use super::{
-    domains, sql_at, Row, Step, Store, StoreError, MINUTES_KEEP_SECONDS, RAW_KEEP_SECONDS,
+    domains, intervals, sql_at, Row, Step, Store, StoreError, MINUTES_KEEP_SECONDS,
+    RAW_KEEP_SECONDS,
 };
 use rusqlite::params;
 
@@ -96,7 +97,9 @@ impl Store {
         let mut tx = self.conn.transaction().map_err(|e| sql_at(&path, e))?;
         let result = (|| {
             let mut sample = tx.prepare_cached(
-                "INSERT INTO samples (t, watts, joules, scope, start) VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO samples (t, watts, joules, scope, start, quality, method,
+                                      answer_period, answered_watts, by_domain)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )?;
             let rollup_sql = |table: &str| {
                 format!(
@@ -137,7 +140,18 @@ impl Store {
                 // No measured interval is stored as one of no length, so that NULL keeps
                 // meaning a row written before intervals were (see `Store::intervals`).
                 let start = row.start.filter(|s| *s <= row.t).unwrap_or(row.t);
-                sample.execute(params![row.t, row.watts, row.joules, scope, start])?;
+                sample.execute(params![
+                    row.t,
+                    row.watts,
+                    row.joules,
+                    scope,
+                    start,
+                    row.quality.map(wattbar_core::Quality::as_str),
+                    row.method.map(wattbar_core::meter::Method::as_str),
+                    row.answered.map(|a| a.period_seconds),
+                    row.answered.map(|a| a.watts),
+                    intervals::domains_text(&row.by_domain),
+                ])?;
             }
             // Each rollup row once per batch, whatever the number of samples in it.
             let sums = BatchSums::of(rows);

@@ -1,6 +1,7 @@
 //! Suspend, wall-clock steps and a source that stalls.
 
 use super::*;
+use wattbar_core::inference::WindowEnergy;
 
 /// A GPU at 100 W whose energy counter keeps counting, asleep or not.
 struct Gpu(ManualClock);
@@ -176,6 +177,25 @@ async fn a_window_reads_the_same_from_memory_and_once_it_left_memory_from_the_st
     assert!((a - b).abs() <= 1e-3 * a, "{in_memory:?} then {stored:?}");
     assert!(
         (in_memory.covered_fraction - stored.covered_fraction).abs() <= 1e-3,
+        "{in_memory:?} then {stored:?}"
+    );
+    // The GPU's part, how it was measured and how far it may be off, as in memory.
+    let gpu = |e: &WindowEnergy| {
+        e.by_domain
+            .iter()
+            .find(|(d, _)| d == "gpu")
+            .map_or(f64::NAN, |(_, j)| *j)
+    };
+    assert!(
+        (gpu(&in_memory) - gpu(&stored)).abs() <= 1e-3 * a,
+        "{in_memory:?} then {stored:?}"
+    );
+    assert_eq!(stored.quality, Some(Quality::Measured));
+    assert!(
+        stored.bound_joules.is_some()
+            && (in_memory.bound_joules.unwrap_or(f64::NAN) - stored.bound_joules.unwrap_or(0.0))
+                .abs()
+                <= 1e-3 * a,
         "{in_memory:?} then {stored:?}"
     );
     engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));

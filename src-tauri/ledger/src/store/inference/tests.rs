@@ -312,6 +312,9 @@ fn a_refused_record_in_a_batch_is_dropped_alone_and_the_energy_beside_it_is_writ
         by_domain: Vec::new(),
         currency: "EUR".into(),
         scope: Some(wattbar_core::Scope::Components),
+        quality: None,
+        method: None,
+        answered: None,
     }];
     let records = [record(1, "intruder", 500.0), record(2, "qwen3", 600.0)];
     s.write_batch_with(

@@ -21,6 +21,9 @@ fn second(t: f64, watts: f64, scope: Scope) -> Row {
         start: None,
         currency: "EUR".into(),
         scope: Some(scope),
+        quality: None,
+        method: None,
+        answered: None,
     }
 }
 
