@@ -13,73 +13,9 @@
 
 use super::bound::{self, Cut};
 use super::claims::Claims;
-use crate::meter::Method;
+pub use super::interval::{Answered, Interval};
 use crate::reading::Quality;
-use serde::{Deserialize, Serialize};
-
-/// One sampling interval: what the meter measured between two samples.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Interval {
-    /// Elapsed-clock seconds.
-    pub start: f64,
-    pub end: f64,
-    /// Wall-clock seconds at the same two instants.
-    pub unix_start: f64,
-    pub unix_end: f64,
-    /// Headline energy; `None` where no headline was measured (not covered, never 0 J).
-    pub joules: Option<f64>,
-    /// Energy per breakdown domain.
-    pub by_domain: Vec<(String, f64)>,
-    pub quality: Option<Quality>,
-    pub source: Option<String>,
-    /// How the headline energy was found; `None` where not known (rebuilt from stored samples).
-    pub method: Option<Method>,
-    /// Where the headline's source answers less often than it is sampled (a plug): how often,
-    /// and the power its last answer said. The energy within was interpolated between answers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub answered: Option<Answered>,
-}
-
-/// A slow source's answers, as an interval saw them.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Answered {
-    /// The source gives a new value at most this often
-    /// ([`Snapshot::answer_period_seconds`](crate::chain::Snapshot::answer_period_seconds)).
-    pub period_seconds: f64,
-    /// The power its last answer said, at the interval's end.
-    pub watts: f64,
-}
-
-impl Interval {
-    fn seconds(&self) -> f64 {
-        self.end - self.start
-    }
-
-    /// The part of this interval before `unix` (its energy in proportion), so that stored
-    /// intervals never overlap the ones kept in memory from `unix` on; `None` when none is.
-    pub fn before(mut self, unix: f64) -> Option<Interval> {
-        if self.unix_start >= unix {
-            return None;
-        }
-        if self.unix_end > unix {
-            let span = self.unix_end - self.unix_start;
-            let kept = (unix - self.unix_start) / span;
-            self.joules = self.joules.map(|j| j * kept);
-            for (_, j) in &mut self.by_domain {
-                *j *= kept;
-            }
-            self.end = self.start + (self.end - self.start) * kept;
-            self.unix_end = unix;
-        }
-        Some(self)
-    }
-
-    /// Mean headline watts, when measured.
-    pub fn watts(&self) -> Option<f64> {
-        let s = self.seconds();
-        self.joules.filter(|_| s > 0.0).map(|j| j / s)
-    }
-}
+use serde::Serialize;
 
 /// A request's window on the same timeline; `end: None` while it is still in flight.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -301,6 +237,7 @@ pub fn median(values: &mut Vec<f64>) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::meter::Method;
 
     #[test]
     fn median_of_an_even_count_is_the_mean_of_the_middle_two() {

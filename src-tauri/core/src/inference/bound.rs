@@ -27,7 +27,7 @@
 //! The parts add (a worst case, not a root sum of squares). The net energy's bound adds the idle
 //! baseline's spread times the request's share of time.
 
-use super::attribution::{Answered, Interval};
+use super::interval::{Answered, Interval};
 use crate::meter::Method;
 use crate::reading::Quality;
 

@@ -16,6 +16,7 @@
 pub mod attribution;
 pub mod bound;
 pub mod claims;
+pub mod interval;
 pub mod receipt;
 pub mod record;
 pub mod resident;

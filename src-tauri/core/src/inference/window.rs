@@ -9,8 +9,8 @@
 //! interval. Where an interval does not say how it was measured (rebuilt from the store, which
 //! keeps no quality per sample) there is no bound: `None`, never a guess.
 
-use super::attribution::Interval;
 use super::bound::{self, Cut};
+use super::interval::Interval;
 use crate::reading::Quality;
 use serde::{Deserialize, Serialize};
 

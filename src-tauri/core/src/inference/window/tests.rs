@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::counter::stepped::sim::{run, Plug, WH};
-use crate::inference::attribution::Answered;
+use crate::inference::interval::Answered;
 use crate::meter::Method;
 
 /// One-second counter intervals from 0 s with the given watts (wall clock = elapsed + 1.7e9).
