@@ -11,11 +11,17 @@
 //!   that drew it instead of arriving as a 3,600 J lump.
 //! - The total never goes down: where the power ran ahead of the counter it waits at the band's
 //!   top until the counter catches up; where it fell behind it is raised to the band's floor.
+//!   Each answer is timed within half its round trip ([`Answer::within`]), and its band is wider
+//!   by what was drawn in that time: a slow answer must not move energy in lumps.
 //!   The band is the counter's as of its answer: after it, the top grows by the answer's power,
 //!   since the counter went on counting that.
 //! - Where in its band the counter stood at the first answer is unknown until it first steps:
-//!   until then the total runs by power alone, and the first step anchors the band at the total
-//!   (raising it to a floor it could be anywhere below would add up to a whole step at once).
+//!   until then the total runs by power alone, and the first step anchors the band under the
+//!   total (raising it to a floor it could be anywhere below would add up to a whole step at
+//!   once). The step came somewhere since the answer before, so the truth stands above the
+//!   counter by up to the energy drawn since then (and less than a step): the total is taken to
+//!   stand halfway, which leaves it room either way. Anchored at the floor, it sat at the band's
+//!   bottom, and the first time the counter ran ahead it was raised by as much as a step.
 //! - A decrease of less than [`JITTER_FRACTION`] of the counter is jitter (as Home Assistant
 //!   judges a `total_increasing` sensor): ignored, the baseline stays where it was. A larger one
 //!   is a reset: what the device counts from its new start is added, nothing lost or counted
@@ -43,6 +49,9 @@ pub struct Answer {
     pub watts: Option<f64>,
     /// The counter's step, joules; `None`: [`DEFAULT_RESOLUTION_JOULES`].
     pub resolution: Option<f64>,
+    /// How far `at` may be from when the device read its meter (half the request's round
+    /// trip, where `at` is its middle): the band is wider by the energy drawn in that time.
+    pub within: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -54,6 +63,9 @@ struct Baseline {
     offset: f64,
     /// The counter has stepped since the first answer: the band's floor is known.
     anchored: bool,
+    /// The energy drawn in the answer's timing uncertainty ([`Answer::within`]): the band is
+    /// that much wider either way.
+    slack: f64,
 }
 
 /// See the module docs.
@@ -84,6 +96,7 @@ impl SteppedCounter {
     /// the counter moves the band and its power is used from then on.
     pub fn answer(&mut self, a: Answer) {
         self.advance(a.at);
+        let watts_before = self.watts;
         if let Some(r) = a.resolution.filter(|r| r.is_finite() && *r >= 0.0) {
             self.resolution = r;
         }
@@ -93,6 +106,7 @@ impl SteppedCounter {
         let Some(value) = a.counter.filter(|v| v.is_finite() && *v >= 0.0) else {
             return;
         };
+        let slack = self.watts.map_or(0.0, |w| w * a.within.as_secs_f64());
         let total = *self.total.get_or_insert(0.0);
         let Some(b) = self.baseline else {
             self.baseline = Some(Baseline {
@@ -100,6 +114,7 @@ impl SteppedCounter {
                 at: a.at,
                 offset: total - value,
                 anchored: false,
+                slack,
             });
             return;
         };
@@ -113,6 +128,7 @@ impl SteppedCounter {
                 value,
                 at: a.at,
                 offset: b.offset + b.value,
+                slack,
                 ..b
             });
         } else {
@@ -125,14 +141,16 @@ impl SteppedCounter {
                 Baseline {
                     value,
                     at: a.at,
+                    slack,
                     ..b
                 }
             } else {
                 Baseline {
                     value,
                     at: a.at,
-                    offset: total - value,
+                    offset: total - value - self.first_step_fraction(watts_before, dt),
                     anchored: true,
+                    slack,
                 }
             });
         }
@@ -157,13 +175,14 @@ impl SteppedCounter {
     }
 
     /// The band the true energy lies in at `at`, once anchored: from the counter as last
-    /// accepted, to a step above it and what the power read since could have added.
+    /// accepted, to a step above it and what the power read since could have added; wider
+    /// either way by what was drawn while the answer's own time is not known.
     fn band(&self, at: Duration) -> Option<(f64, f64)> {
         let since = |b: &Baseline| at.saturating_sub(b.at).as_secs_f64();
         self.baseline.filter(|b| b.anchored).map(|b| {
             let floor = b.offset + b.value;
             let grown = self.watts.map_or(0.0, |w| w * since(&b));
-            (floor, floor + self.resolution + grown)
+            (floor - b.slack, floor + self.resolution + grown + b.slack)
         })
     }
 
@@ -183,6 +202,14 @@ impl SteppedCounter {
             Some((_, top)) => total.max(run.min(top)),
             None => total.max(run),
         });
+    }
+
+    /// How far above its counter the truth is taken to stand at the counter's first step, `dt`
+    /// seconds after the answer before, at `watts` in between: half of what was drawn since (at
+    /// most a step), or half a step where the power is not known.
+    fn first_step_fraction(&self, watts: Option<f64>, dt: f64) -> f64 {
+        let drawn = watts.map_or(self.resolution, |w| w * dt);
+        drawn.min(self.resolution) / 2.0
     }
 
     /// Raises the total to the band's floor where the power fell behind the counter.

@@ -7,8 +7,9 @@
 //!   sources keep the headline meanwhile.
 //! - Counters first, timed by the plug: the device's counter is the truth for totals, and the
 //!   energy between its steps is spread by the device's own power readings, each from when its
-//!   answer was received ([`SteppedCounter`]): a Wh step is not a 3,600 J lump at the sample
-//!   that saw it. Jitter, resets and impossible rises are judged there.
+//!   answer was given (halfway between asking and receiving) ([`SteppedCounter`]): a Wh step
+//!   is not a 3,600 J lump at the sample that saw it. Jitter, resets and impossible rises are
+//!   judged there.
 //! - A missed answer is not a missing wall: the last good answer stands for [`HOLD_FOR`], its
 //!   power running on within the counter's band, so one failed poll neither switches the
 //!   headline's scope nor loses the plug's baseline. Past that the source fails once, with the
@@ -64,19 +65,25 @@ impl Turns {
     }
 }
 
-/// One answer of the worker, numbered so that each is counted once, and when it came.
+/// One answer of the worker, numbered so that each is counted once, and when it was given.
 #[derive(Clone)]
 struct Polled {
     seq: u64,
     reading: PlugReading,
-    received: Instant,
+    /// Halfway between asking and receiving: the device read its meter somewhere in between,
+    /// and a slow answer (a busy device, a loaded machine) moves this half as far as its
+    /// arrival. Timed by arrival, a late answer's counter was taken for later than it was, and
+    /// the total was pulled up to it in a lump.
+    answered: Instant,
+    /// Half the round trip: how far from `answered` the device may have read its meter.
+    within: Duration,
 }
 
 pub struct WallMeterSource {
     worker: Background<Polled>,
     counter: SteppedCounter,
     seen: Option<u64>,
-    /// The last good answer and when it was received, on the sampler's clock.
+    /// The last good answer and when it was given, on the sampler's clock.
     good: Option<(PlugReading, Duration)>,
 }
 
@@ -94,13 +101,18 @@ impl WallMeterSource {
                     return last.clone();
                 }
                 seq += 1;
+                let asked = Instant::now();
                 // Whatever the plug says, it is asked again: it may come back or be fixed.
                 let answer = match client.read() {
-                    Ok(reading) => Ok(Polled {
-                        seq,
-                        reading,
-                        received: Instant::now(),
-                    }),
+                    Ok(reading) => {
+                        let within = asked.elapsed() / 2;
+                        Ok(Polled {
+                            seq,
+                            reading,
+                            answered: asked + within,
+                            within,
+                        })
+                    }
                     Err(Error::Unavailable(why) | Error::Transient(why)) => {
                         Err(Error::Transient(why))
                     }
@@ -143,15 +155,16 @@ impl Source for WallMeterSource {
             Ok(polled) if self.seen != Some(polled.seq) => {
                 self.seen = Some(polled.seq);
                 // Its age in real time, on the sampler's clock: when the plug said it.
-                let received = at.monotonic.saturating_sub(polled.received.elapsed());
+                let given = at.monotonic.saturating_sub(polled.answered.elapsed());
                 let r = &polled.reading;
                 self.counter.answer(Answer {
-                    at: received,
+                    at: given,
                     counter: r.energy_joules,
                     watts: r.watts,
                     resolution: r.energy_resolution_joules,
+                    within: polled.within,
                 });
-                self.good = Some((polled.reading.clone(), received));
+                self.good = Some((polled.reading.clone(), given));
             }
             Ok(_) => {}
             Err(e) => {

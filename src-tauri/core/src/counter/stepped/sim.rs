@@ -55,19 +55,41 @@ pub(crate) fn run(
     until: u64,
     counter_of: impl Fn(u64, f64) -> f64,
 ) -> Vec<(u64, f64)> {
+    run_timed(plug, until, counter_of, |_| 0)
+}
+
+/// [`run`], with each answer made at its moment and received `late(moment)` ms after it, as an
+/// answer slowed by a busy device or machine is.
+pub(crate) fn run_timed(
+    plug: &Plug,
+    until: u64,
+    counter_of: impl Fn(u64, f64) -> f64,
+    late: impl Fn(u64) -> u64,
+) -> Vec<(u64, f64)> {
     let mut c = SteppedCounter::new(4_000.0);
     let mut out = Vec::new();
     let mut answered = None;
     for t in (0..=until).step_by(100) {
-        let newest = (t >= 50).then(|| (t - 50) / 1000 * 1000 + 50);
-        if newest.is_some() && newest != answered {
+        // The newest answer in by now: made at `m`, in `late(m)` ms after.
+        let newest = (t >= 50)
+            .then(|| (t - 50) / 1000 * 1000 + 50)
+            .and_then(|m| {
+                [Some(m), m.checked_sub(1000)]
+                    .into_iter()
+                    .flatten()
+                    .find(|m| m + late(*m) <= t)
+            });
+        if newest.is_some() && newest > answered {
             answered = newest;
             let at = newest.unwrap_or_default();
+            // Timed as the source times it: halfway through the round trip, within half of it.
+            let half = late(at) / 2;
             c.answer(Answer {
-                at: ms(at),
+                at: ms(at + half),
                 counter: Some(counter_of(at, plug.counter(at))),
                 watts: Some(plug.watts(at) * plug.reads),
                 resolution: Some(plug.step),
+                within: ms(half),
             });
         }
         if let Some(total) = c.total_at(ms(t)) {
