@@ -20,6 +20,27 @@ pub struct Cli {
     pub command: Cmd,
 }
 
+/// The wall meter named on the command line, its secrets in files of their own.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct WallMeterArgs {
+    /// A smart plug the machine is plugged into (Shelly, Tasmota, kasa://HOST, or a Home
+    /// Assistant power sensor's URL, http or https), read beside the sensors as the `wall`.
+    /// Never with a password in it: every local user can read a command line. Default:
+    /// WATTBAR_WALL_METER.
+    #[arg(long, value_name = "URL")]
+    pub wall_meter: Option<String>,
+    /// A file whose first line is the plug's password (a Shelly's digest password); only its
+    /// owner may read it (mode 600).
+    #[arg(long, value_name = "FILE", requires = "wall_meter")]
+    pub wall_meter_password_file: Option<PathBuf>,
+    /// A file whose first line is Home Assistant's long-lived access token; only its owner may
+    /// read it (mode 600).
+    #[arg(long, value_name = "FILE", requires = "wall_meter")]
+    pub wall_meter_token_file: Option<PathBuf>,
+}
+
+// Parsed once per run: the size of its largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 pub enum Cmd {
     /// Print one line per sample: watts, quality, source and session energy. When another
@@ -40,11 +61,8 @@ pub enum Cmd {
         /// How often samples are written to the store, e.g. 5s.
         #[arg(long, default_value = "10s", value_parser = parse_batch)]
         batch: Duration,
-        /// A smart plug the machine is plugged into (Shelly, Tasmota, or a Home Assistant power
-        /// sensor's URL), read beside the sensors as the `wall`; a Shelly's password may come as
-        /// http://admin:PASSWORD@host. Default: WATTBAR_WALL_METER.
-        #[arg(long, value_name = "URL")]
-        wall_meter: Option<String>,
+        #[command(flatten)]
+        wall: WallMeterArgs,
     },
     /// Each source on this machine, in priority order: available or not, why, and its quality (JSON).
     Sources,
@@ -136,11 +154,8 @@ pub enum Cmd {
         /// Push every so often, e.g. 60s.
         #[arg(long, value_parser = parse_fleet_duration)]
         otlp_interval: Option<Duration>,
-        /// A smart plug the machine is plugged into (Shelly, Tasmota, or a Home Assistant power
-        /// sensor's URL), read beside the sensors as the `wall`; a Shelly's password may come as
-        /// http://admin:PASSWORD@host. Default: WATTBAR_WALL_METER.
-        #[arg(long, value_name = "URL")]
-        wall_meter: Option<String>,
+        #[command(flatten)]
+        wall: WallMeterArgs,
     },
     /// This program's version and commit; with --check, whether a newer release exists, from
     /// the signed manifest at the preference update_manifest_url (off by default) or --manifest.

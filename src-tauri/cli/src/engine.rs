@@ -7,15 +7,41 @@ use wattbar_engine::{build_chain, paths, prefs_file, ChainOptions};
 /// Opens the sources off the async worker: NVML measures its counter's update period at start
 /// (up to a second). `wall_meter` is a plug's address given on the command line, over the
 /// environment's.
-pub async fn open_sources(wall_meter: Option<String>) -> Result<wattbar_core::Chain> {
+pub async fn open_sources(wall: crate::args::WallMeterArgs) -> Result<wattbar_core::Chain> {
     let mut options = ChainOptions::from_env();
-    if let Some(url) = wall_meter {
-        options.wall_meter = Some(wattbar_sources::plugs::WallMeter {
+    if let Some(url) = wall
+        .wall_meter
+        .or_else(|| options.wall_meter.take().map(|m| m.url))
+    {
+        options.wall_meter = Some(wall_meter(
             url,
-            ..Default::default()
-        });
+            wall.wall_meter_password_file.as_deref(),
+            wall.wall_meter_token_file.as_deref(),
+        )?);
     }
     Ok(tokio::task::spawn_blocking(move || build_chain(&options)).await??)
+}
+
+/// The wall meter at `url` (from the command line or the environment, which every local user
+/// can read: never with a password in it), its secrets from their files.
+fn wall_meter(
+    url: String,
+    password_file: Option<&std::path::Path>,
+    token_file: Option<&std::path::Path>,
+) -> Result<wattbar_sources::plugs::WallMeter> {
+    if !url.trim().starts_with("kasa://") {
+        wattbar_outbound::address(&url, "the wall meter", Some("--wall-meter-password-file"))?;
+    }
+    let secret = |file: Option<&std::path::Path>| {
+        file.map(wattbar_engine::token::read_secret_file)
+            .transpose()
+    };
+    Ok(wattbar_sources::plugs::WallMeter {
+        url,
+        password: secret(password_file)?,
+        token: secret(token_file)?,
+        ..Default::default()
+    })
 }
 
 /// The preferences for an engine this process runs, and what it must tell the user: a file that

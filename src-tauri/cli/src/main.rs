@@ -78,14 +78,14 @@ fn run(cli: Cli) -> Result<()> {
             json,
             csv,
             batch,
-            wall_meter,
+            wall,
         } => {
             let format = match (json, csv) {
                 (true, _) => Format::Json,
                 (_, true) => Format::Csv,
                 _ => Format::Human,
             };
-            watch::watch(&runtime, interval, count, format, batch, wall_meter)
+            watch::watch(&runtime, interval, count, format, batch, wall)
         }
         Cmd::Sources => inspect::sources(),
         Cmd::Integrate { file } => inspect::integrate_file(&file),

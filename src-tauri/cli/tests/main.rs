@@ -13,6 +13,7 @@ mod llm_responses;
 mod macos_app;
 mod mqtt;
 mod otlp;
+mod outbound;
 mod plug_energy;
 mod profile;
 mod programs;

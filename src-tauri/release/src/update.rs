@@ -11,15 +11,10 @@ use base64::Engine;
 use ed25519_dalek::{Signature, Verifier, VerifyingKey};
 use serde::Deserialize;
 use std::path::Path;
-use std::time::Duration;
+use wattbar_outbound::MANIFEST;
 
 /// The public halves of the keys that sign release manifests, base64.
 pub const RELEASE_KEYS: &[&str] = &["eTgahO0Fe9bMQlHY724FvTCJ6QJfKMFcw04nwEPd7jk="];
-
-/// A manifest is a few hundred bytes; anything past this is not one.
-pub const MAX_MANIFEST_BYTES: u64 = 64 * 1024;
-/// How long a check may take, all of it.
-pub const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -126,26 +121,23 @@ pub fn compare(current: &str, latest: Manifest) -> Result<Verdict, Error> {
     })
 }
 
-/// Fetches `url` and verifies it under `keys`.
+/// Fetches `url` under the outbound policy ([`MANIFEST`]: https with the system's roots, no
+/// redirect to plain http, at most 64 KiB in 10 s) and verifies it under `keys`.
 pub fn fetch(url: &str, keys: &[&str]) -> Result<Manifest, Error> {
     let unreachable = |reason: String| Error::Unreachable {
-        url: url.to_owned(),
+        url: wattbar_outbound::shown(url),
         reason,
     };
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(CHECK_TIMEOUT))
-        .build()
-        .into();
+    let address = wattbar_outbound::address(url, MANIFEST.what, None)
+        .map_err(|e| unreachable(e.to_string()))?;
+    let agent =
+        wattbar_outbound::agent(&MANIFEST, &address).map_err(|e| unreachable(e.to_string()))?;
     let mut answer = agent
-        .get(url)
+        .get(&address.url)
         .call()
-        .map_err(|e| unreachable(e.to_string()))?;
-    let body = answer
-        .body_mut()
-        .with_config()
-        .limit(MAX_MANIFEST_BYTES)
-        .read_to_vec()
-        .map_err(|e| unreachable(e.to_string()))?;
+        .map_err(|e| unreachable(wattbar_outbound::reason(&e)))?;
+    let body = wattbar_outbound::read(answer.body_mut(), &MANIFEST)
+        .map_err(|e| unreachable(wattbar_outbound::reason(&e)))?;
     verify(&body, keys)
 }
 

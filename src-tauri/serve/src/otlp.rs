@@ -41,7 +41,10 @@ use wattbar_engine::{EngineReader, Error};
 /// The default interval between pushes.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
 /// The longest a push may take.
-const PUSH_TIMEOUT: Duration = Duration::from_secs(10);
+const PUSH_TIMEOUT: Duration = wattbar_outbound::OTLP.timeout;
+/// The most the last push may hold a stop up: a service manager's stop timeout is 10 s, and the
+/// store is written before it.
+pub const LAST_PUSH_TIMEOUT: Duration = Duration::from_secs(3);
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct OtlpConfig {
@@ -58,24 +61,27 @@ impl OtlpConfig {
         let bad = |why: &str| {
             Error::Invalid(wattbar_core::Error::Invalid {
                 field: "otlp",
-                message: format!("{url:?}: {why}"),
+                message: format!("{}: {why}", wattbar_outbound::shown(url)),
             })
         };
-        if url.starts_with("https://") {
+        let address = wattbar_outbound::address(url, "the OTLP endpoint", None)
+            .map_err(|e| bad(&e.to_string()))?;
+        if address.https {
             return Err(bad(
                 "https is not supported: push to a collector over http (on this machine or \
                  your network), which may forward over TLS",
             ));
         }
-        let uri: hyper::Uri = url
+        let uri: hyper::Uri = address
+            .url
             .parse()
             .map_err(|_| bad("not a URL such as http://collector:4318"))?;
-        if uri.scheme_str() != Some("http") || uri.host().is_none_or(str::is_empty) {
+        if uri.host().is_none_or(str::is_empty) {
             return Err(bad("give http://host[:port][/v1/metrics]"));
         }
         let endpoint = match uri.path() {
-            "" | "/" => format!("{}/v1/metrics", url.trim_end_matches('/')),
-            _ => url.to_string(),
+            "" | "/" => format!("{}/v1/metrics", address.url.trim_end_matches('/')),
+            _ => address.url.clone(),
         };
         Ok(OtlpConfig {
             endpoint,
@@ -85,7 +91,6 @@ impl OtlpConfig {
     }
 }
 
-/// The running push; [`Otlp::shutdown`] pushes once more and stops.
 pub struct Otlp {
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
@@ -419,12 +424,21 @@ async fn push(
             .await
             .map_err(|e| crate::net::innermost_reason(&e))?;
         let status = answer.status();
-        // Read the answer whole so that the connection can be kept.
-        let _ = answer.into_body().collect().await;
-        if status.is_success() {
-            Ok(())
-        } else {
-            Err(format!("the collector answered {status}"))
+        // Read the answer whole so that the connection can be kept; no more of it than a
+        // collector says (a partial success), so that an endless answer costs nothing.
+        let cap = wattbar_outbound::OTLP.max_answer_bytes;
+        let limited = http_body_util::Limited::new(
+            answer.into_body(),
+            usize::try_from(cap).unwrap_or(usize::MAX),
+        );
+        let read = limited.collect().await;
+        match (status.is_success(), read) {
+            (true, Ok(_)) => Ok(()),
+            (true, Err(_)) => Err(format!(
+                "the collector's answer was cut off past {} KiB or broken",
+                cap / 1024
+            )),
+            (false, _) => Err(format!("the collector answered {status}")),
         }
     };
     tokio::time::timeout(PUSH_TIMEOUT, call)
@@ -433,9 +447,19 @@ async fn push(
 }
 
 impl Otlp {
-    /// Pushes the figures once more, then stops.
-    pub async fn shutdown(self) {
+    /// Pushes the figures once more, then stops; a collector that does not answer holds this up
+    /// [`LAST_PUSH_TIMEOUT`] at most.
+    pub async fn shutdown(mut self) {
         let _ = self.stop.send(true);
-        let _ = self.task.await;
+        if tokio::time::timeout(LAST_PUSH_TIMEOUT, &mut self.task)
+            .await
+            .is_err()
+        {
+            self.task.abort();
+            tracing::warn!(
+                "otlp: the last push did not finish within {} s; stopped without it",
+                LAST_PUSH_TIMEOUT.as_secs()
+            );
+        }
     }
 }

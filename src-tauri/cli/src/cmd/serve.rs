@@ -22,7 +22,7 @@ pub async fn serve(command: Cmd) -> Result<()> {
         ui,
         llm_proxy,
         llm_upstream,
-        wall_meter,
+        wall,
         mqtt,
         mqtt_password_file,
         mqtt_topic_prefix,
@@ -65,7 +65,7 @@ pub async fn serve(command: Cmd) -> Result<()> {
     let token = wattbar_engine::token::load_or_create(&paths::data_dir()?)?;
     let (prefs, notice) = crate::engine::load_prefs(|m| tracing::warn!("{m}"))?;
     let db = paths::database_path()?;
-    let chain = crate::engine::open_sources(wall_meter).await?;
+    let chain = crate::engine::open_sources(wall).await?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
@@ -200,16 +200,18 @@ pub async fn serve(command: Cmd) -> Result<()> {
         None => None,
     };
     let served = api::serve(listener, engine.reader(), config, stopped()).await;
+    if let Some(proxied) = proxied {
+        let _ = proxied.await;
+    }
+    // The store first: a collector or broker that does not answer must not cost the last batch
+    // when the service manager runs out of patience.
+    let written = engine.shutdown().await;
     if let Some(otlp) = otlp {
         otlp.shutdown().await;
     }
     for task in tasks {
         let _ = task.await;
     }
-    if let Some(proxied) = proxied {
-        let _ = proxied.await;
-    }
-    let written = engine.shutdown().await;
     let served = served.context("the API server failed");
     written.context("stopped, but the last batch could not be written")?;
     tracing::info!("stopped; the store is written");

@@ -59,7 +59,7 @@ fn follow(client: &crate::client::Client, o: &Options) -> Result<()> {
 
 async fn top_here(o: &Options) -> Result<()> {
     let (prefs, notice) = crate::engine::load_prefs(|m| eprintln!("wattbar-cli: {m}"))?;
-    let chain = crate::engine::open_sources(None).await?;
+    let chain = crate::engine::open_sources(Default::default()).await?;
     let mut config = EngineConfig::new(prefs).with_store(paths::database_path()?);
     config.notice = notice;
     let engine = wattbar_engine::spawn(chain, config)?;

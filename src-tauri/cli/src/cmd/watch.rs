@@ -97,7 +97,7 @@ pub fn watch(
     count: Option<u64>,
     format: Format,
     batch: Duration,
-    wall_meter: Option<String>,
+    wall: crate::args::WallMeterArgs,
 ) -> Result<()> {
     if let Some(client) = crate::client::running().context("cannot watch")? {
         eprintln!(
@@ -107,7 +107,7 @@ pub fn watch(
         );
         return follow(&client, count, format);
     }
-    runtime.block_on(watch_here(interval, count, format, batch, wall_meter))
+    runtime.block_on(watch_here(interval, count, format, batch, wall))
 }
 
 /// Prints the states of the engine `client` reaches, from its event stream.
@@ -143,10 +143,10 @@ async fn watch_here(
     count: Option<u64>,
     format: Format,
     batch: Duration,
-    wall_meter: Option<String>,
+    wall: crate::args::WallMeterArgs,
 ) -> Result<()> {
     let (prefs, notice) = crate::engine::load_prefs(|m| eprintln!("wattbar-cli: {m}"))?;
-    let chain = crate::engine::open_sources(wall_meter).await?;
+    let chain = crate::engine::open_sources(wall).await?;
     let mut config = EngineConfig::new(prefs).with_store(paths::database_path()?);
     config.notice = notice;
     config.batch_interval = batch;

@@ -72,7 +72,7 @@ impl MqttConfig {
         let bad = |why: &str| {
             Error::Invalid(wattbar_core::Error::Invalid {
                 field: "mqtt",
-                message: format!("{url:?}: {why}"),
+                message: format!("{}: {why}", wattbar_outbound::shown(url)),
             })
         };
         let (tls, rest) = if let Some(r) = url.strip_prefix("mqtt://") {
@@ -153,40 +153,15 @@ impl MqttConfig {
         }
         if self.tls {
             #[cfg(not(target_os = "macos"))]
-            let tls =
-                rumqttc::TlsConfiguration::Rustls(tls_client_config().map_err(|e| e.to_string())?);
+            let tls = rumqttc::TlsConfiguration::Rustls(
+                wattbar_outbound::rustls_config().map_err(|e| e.to_string())?,
+            );
             #[cfg(target_os = "macos")]
             let tls = rumqttc::TlsConfiguration::Native;
             o.set_transport(rumqttc::Transport::tls_with_config(tls));
         }
         Ok(o)
     }
-}
-
-/// TLS as a browser does it: the broker's certificate must chain to a root the system trusts
-/// (`SSL_CERT_FILE`/`SSL_CERT_DIR` where set), for the broker's name.
-///
-/// On Linux, rustls with *ring*, statically linked: the system's OpenSSL, loaded at every start
-/// whether MQTT is used or not, cost `serve` 1.6 MiB of memory at rest.
-#[cfg(not(target_os = "macos"))]
-fn tls_client_config() -> Result<Arc<rustls::ClientConfig>, rustls::Error> {
-    let found = rustls_native_certs::load_native_certs();
-    let mut roots = rustls::RootCertStore::empty();
-    let (added, _) = roots.add_parsable_certificates(found.certs);
-    if added == 0 {
-        let why = found
-            .errors
-            .first()
-            .map_or_else(|| "none found".to_string(), |e| e.to_string());
-        tracing::warn!("mqtt: no trusted root certificates ({why}): mqtts:// will be refused");
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    Ok(Arc::new(
-        rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_root_certificates(roots)
-            .with_no_client_auth(),
-    ))
 }
 
 /// Why a connection failed, for a person.

@@ -29,6 +29,7 @@ fn a_password_in_the_url_is_refused_and_never_shown() {
         .unwrap_or_else(|| panic!("taken"));
     let text = e.to_string();
     assert!(text.contains("password file"), "{text}");
+    assert!(!text.contains("hunter2"), "{text}");
     let mut c =
         MqttConfig::from_url("mqtt://ha@broker:1884", "h").unwrap_or_else(|e| panic!("{e}"));
     c.password = Some("hunter2".to_string());

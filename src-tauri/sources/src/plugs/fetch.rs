@@ -1,5 +1,8 @@
 //! Asking a plug over the local network: one HTTP GET (two where the device wants its digest
-//! password), at most [`TIMEOUT`], and its answer to the vendor's parser.
+//! password), at most [`TIMEOUT`], and its answer to the vendor's parser. Plugs answer plain
+//! http on the LAN, as their firmware serves them; an https address (a Home Assistant reached
+//! over TLS) is asked under the outbound policy ([`wattbar_outbound`]): the system's roots, no
+//! redirect.
 //!
 //! Rules:
 //! - The device is found from its own answers when its kind is not given: a Shelly answers
@@ -17,10 +20,11 @@ use super::reading::{PlugReading, Vendor};
 use crate::error::Error;
 use serde_json::Value;
 use std::time::Duration;
+use wattbar_outbound::WALL_METER;
 
 /// The longest a plug may take to answer: sampling never waits for it, and a slower answer is
 /// too old to be the draw now.
-pub const TIMEOUT: Duration = Duration::from_secs(2);
+pub const TIMEOUT: Duration = WALL_METER.timeout;
 
 /// Where the wall meter is and how to ask it.
 #[derive(Clone, Default, PartialEq)]
@@ -80,16 +84,27 @@ impl std::fmt::Debug for PlugClient {
 impl PlugClient {
     pub fn new(meter: &WallMeter) -> Result<PlugClient, Error> {
         let url = meter.url.trim();
-        let (rest, kasa) = match (url.strip_prefix("http://"), url.strip_prefix("kasa://")) {
-            (Some(rest), _) => (rest, false),
-            (None, Some(rest)) => (rest.trim_end_matches('/'), true),
-            (None, None) => {
-                return Err(Error::Unavailable(format!(
-                    "the wall meter's address must start with http:// (plugs answer plain HTTP \
-                     on the local network), or kasa:// for a Kasa plug: {}",
-                    without_credentials(url)
-                )))
-            }
+        let schemes = [
+            ("http://", "http"),
+            ("https://", "https"),
+            ("kasa://", "kasa"),
+        ];
+        let Some((rest, scheme)) = schemes
+            .iter()
+            .find_map(|(prefix, scheme)| Some((url.strip_prefix(prefix)?, *scheme)))
+        else {
+            return Err(Error::Unavailable(format!(
+                "the wall meter's address must start with http:// (plugs answer plain HTTP on \
+                 the local network), https:// (a Home Assistant over TLS), or kasa:// for a Kasa \
+                 plug: {}",
+                without_credentials(url)
+            )));
+        };
+        let kasa = scheme == "kasa";
+        let rest = if kasa {
+            rest.trim_end_matches('/')
+        } else {
+            rest
         };
         // The authority ends at the first '/' after its last '@': a password may hold a '/'.
         let after_at = rest.rfind('@').map_or(0, |i| i + 1);
@@ -115,14 +130,13 @@ impl PlugClient {
                 "the wall meter's address names no host".to_string(),
             ));
         }
-        let config = ureq::Agent::config_builder()
-            .timeout_global(Some(TIMEOUT))
+        let config = wattbar_outbound::config(&WALL_METER, scheme == "https")
+            .map_err(|e| Error::Unavailable(format!("{scheme}://{host}: {e}")))?
             .http_status_as_error(false)
-            .proxy(None)
             .build();
         Ok(PlugClient {
             agent: crate::resolver::agent(config),
-            origin: format!("{}://{host}", if kasa { "kasa" } else { "http" }),
+            origin: format!("{scheme}://{host}"),
             kasa,
             path: path.filter(|p| *p != "/").map(String::from),
             kind: meter.kind,
@@ -268,7 +282,7 @@ impl PlugClient {
         let body = response
             .body_mut()
             .with_config()
-            .limit(MAX_ANSWER_BYTES)
+            .limit(WALL_METER.max_answer_bytes)
             .read_to_string()
             .map_err(|e| Error::Transient(format!("{}{path}: {e}", self.origin)))?;
         Ok((status, body))
@@ -289,7 +303,7 @@ impl PlugClient {
             Error::Transient(format!(
                 "the wall meter at {} did not answer: {}",
                 self.origin,
-                without_credentials(&e.to_string())
+                wattbar_outbound::reason(&e)
             ))
         })
     }
@@ -304,9 +318,6 @@ impl PlugClient {
 }
 
 const TASMOTA_STATUS: &str = "/cm?cmnd=Status%208";
-
-/// A plug's answer is a few kilobytes; more is not a plug.
-const MAX_ANSWER_BYTES: u64 = 1 << 20;
 
 /// The `Authorization` header that answers a digest `challenge` for `GET uri`.
 fn digest(challenge: &str, user: &str, password: &str, uri: &str) -> Result<String, Error> {
@@ -384,16 +395,23 @@ mod tests {
     }
 
     #[test]
-    fn only_plain_http_addresses_are_taken_and_the_refusal_hides_the_password() {
+    fn http_and_https_addresses_are_taken_and_a_refusal_hides_the_password() {
+        let https = PlugClient::new(&WallMeter {
+            url: "https://ha.local:8123/api/states/sensor.plug_power".into(),
+            token: Some("tok".into()),
+            ..WallMeter::default()
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(https.origin(), "https://ha.local:8123");
         let refused = PlugClient::new(&WallMeter {
-            url: "https://admin:secret@host".into(),
+            url: "ftp://admin:secret@host".into(),
             ..WallMeter::default()
         });
         let message = refused.map(|_| ()).err().map(|e| e.to_string());
         assert!(
             message
                 .as_deref()
-                .is_some_and(|m| m.contains("http://") && !m.contains("secret")),
+                .is_some_and(|m| m.contains("https://") && !m.contains("secret")),
             "{message:?}"
         );
     }

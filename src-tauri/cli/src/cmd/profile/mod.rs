@@ -151,7 +151,7 @@ async fn profile_async(o: Options, prompts: Vec<Prompt>) -> Result<()> {
             None,
         ),
         None => {
-            let chain = crate::engine::open_sources(None).await?;
+            let chain = crate::engine::open_sources(Default::default()).await?;
             let db = wattbar_engine::paths::database_path()?;
             let meter = Meter::here_recording(chain, prefs, o.interval, Some(db)).await?;
             let reader = meter

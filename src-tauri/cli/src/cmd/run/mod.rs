@@ -73,7 +73,7 @@ async fn measure(args: RunArgs, programs: Vec<Program>) -> Result<i32> {
     let meter = match crate::client::running() {
         Ok(Some(client)) => Meter::engine(client)?,
         _ => {
-            let chain = crate::engine::open_sources(None).await?;
+            let chain = crate::engine::open_sources(Default::default()).await?;
             Meter::here(chain, prefs, args.interval).await?
         }
     };
