@@ -306,3 +306,99 @@ fn a_password_on_the_command_line_is_refused_and_never_repeated() {
     assert!(err.contains("password"), "{err}");
     assert!(!err.contains("hunter2"), "{err}");
 }
+
+/// A collector that takes each push and then answers as `answer` does; its URL.
+fn hostile_collector(answer: fn(&mut std::net::TcpStream)) -> String {
+    use std::io::{BufRead, BufReader, Read};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let url = format!(
+        "http://{}",
+        listener.local_addr().unwrap_or_else(|e| panic!("{e}"))
+    );
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().map_while(Result::ok) {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(&mut stream);
+                let mut length = 0usize;
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                    line.clear();
+                }
+                let mut body = vec![0; length];
+                let _ = reader.read_exact(&mut body);
+                answer(&mut stream);
+            });
+        }
+    });
+    url
+}
+
+/// The resident memory of process `pid`, MiB.
+fn rss_mib(pid: u32) -> f64 {
+    let status =
+        std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_else(|e| panic!("{e}"));
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(f64::NAN, |kib| kib / 1024.0)
+}
+
+fn serve_pushing_to(dir: &Path, url: &str) -> Serve {
+    Serve::start(
+        dir,
+        "t,watts\n0,100\n",
+        &["--otlp-endpoint", url, "--otlp-interval", "1s"],
+    )
+}
+
+#[test]
+fn a_collector_that_answers_without_end_costs_no_memory() {
+    use std::io::Write;
+    // 200, then a body that never ends: 1 MiB of zeros at a time, as fast as it is taken.
+    let url = hostile_collector(|stream| {
+        let _ =
+            stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\n\r\n");
+        let chunk = vec![0u8; 1 << 20];
+        while stream.write_all(&chunk).is_ok() {}
+    });
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let serve = serve_pushing_to(dir.path(), &url);
+    let mut peak: f64 = 0.0;
+    let until = Instant::now() + Duration::from_secs(6);
+    while Instant::now() < until {
+        peak = peak.max(rss_mib(serve.child.id()));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (_, log) = serve.terminate();
+    // Six pushes, each cut off after 64 KiB: `serve` stays at its size (10 MiB at rest); before
+    // the cap, one such collector took it to 2 GB.
+    assert!(peak < 50.0, "{peak} MiB");
+    assert!(
+        log.iter().any(|l| l.contains("cut off past 64 KiB")),
+        "{log:?}"
+    );
+}
+
+#[test]
+fn a_collector_that_never_answers_holds_a_stop_a_few_seconds_and_the_store_is_written_first() {
+    // Takes each push and says nothing, keeping the connection open.
+    let url = hostile_collector(|_| std::thread::sleep(Duration::from_secs(3_600)));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let serve = serve_pushing_to(dir.path(), &url);
+    // A push is in flight (one a second, each waiting out its 10 s).
+    std::thread::sleep(Duration::from_secs(3));
+    let asked = Instant::now();
+    let (status, log) = serve.terminate();
+    let took = asked.elapsed();
+    assert!(status.success(), "{status:?} {log:?}");
+    // The last push is given 3 s, far inside a service manager's 10 s; before, 16.9 s.
+    assert!(took < Duration::from_secs(8), "{took:?}");
+    let written = log.iter().position(|l| l.contains("the store is written"));
+    let gave_up = log.iter().position(|l| l.contains("did not finish"));
+    assert!(written.is_some() && gave_up.is_some(), "{log:?}");
+    assert!(written < gave_up, "{log:?}");
+}

@@ -205,7 +205,13 @@ pub async fn serve(command: Cmd) -> Result<()> {
     }
     // The store first: a collector or broker that does not answer must not cost the last batch
     // when the service manager runs out of patience.
-    let written = engine.shutdown().await;
+    let written = engine
+        .shutdown()
+        .await
+        .context("stopped, but the last batch could not be written");
+    if written.is_ok() {
+        tracing::info!("stopped; the store is written");
+    }
     if let Some(otlp) = otlp {
         otlp.shutdown().await;
     }
@@ -213,8 +219,7 @@ pub async fn serve(command: Cmd) -> Result<()> {
         let _ = task.await;
     }
     let served = served.context("the API server failed");
-    written.context("stopped, but the last batch could not be written")?;
-    tracing::info!("stopped; the store is written");
+    written?;
     served
 }
 
