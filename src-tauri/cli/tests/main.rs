@@ -12,6 +12,7 @@ mod llm_real_server;
 mod llm_responses;
 mod macos_app;
 mod mqtt;
+mod mqtt_hostile;
 mod otlp;
 mod outbound;
 mod plug_energy;

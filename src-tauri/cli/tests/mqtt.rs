@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const PREFIX: &str = "wattbar/test";
+pub(crate) const PREFIX: &str = "wattbar/test";
 const WATTS: f64 = 50.0;
 
 /// Debian's mosquitto on a loopback port, killed when dropped.
@@ -106,21 +106,21 @@ impl Drop for Broker {
 
 /// One message as `mosquitto_sub` saw it.
 #[derive(Debug, Clone)]
-struct Message {
-    topic: String,
-    payload: String,
-    retained: bool,
+pub(crate) struct Message {
+    pub topic: String,
+    pub payload: String,
+    pub retained: bool,
 }
 
 /// `mosquitto_sub -t '#'` on a broker: every message, in order.
-struct Subscriber {
+pub(crate) struct Subscriber {
     child: Child,
     rx: mpsc::Receiver<Message>,
     seen: Vec<Message>,
 }
 
 impl Subscriber {
-    fn start(port: u16) -> Subscriber {
+    pub(crate) fn start(port: u16) -> Subscriber {
         let mut child = Command::new("mosquitto_sub")
             .args([
                 "-h",
@@ -163,7 +163,7 @@ impl Subscriber {
     }
 
     /// The next message after those seen that `want` accepts, within `within`.
-    fn next(&mut self, within: Duration, want: impl Fn(&Message) -> bool) -> Message {
+    pub(crate) fn next(&mut self, within: Duration, want: impl Fn(&Message) -> bool) -> Message {
         let deadline = Instant::now() + within;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -183,7 +183,7 @@ impl Subscriber {
     }
 
     /// The next state document.
-    fn state(&mut self, within: Duration) -> serde_json::Value {
+    pub(crate) fn state(&mut self, within: Duration) -> serde_json::Value {
         let topic = format!("{PREFIX}/state");
         let m = self.next(within, |m| m.topic == topic);
         serde_json::from_str(&m.payload).unwrap_or_else(|e| panic!("{e}: {}", m.payload))
@@ -201,7 +201,7 @@ fn num(v: &serde_json::Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
-fn serve(data: &Path, broker: &Broker, extra: &[&str]) -> Serve {
+pub(crate) fn serve(data: &Path, broker: &Broker, extra: &[&str]) -> Serve {
     let url = format!("mqtt://127.0.0.1:{}", broker.port);
     let mut args = vec![
         "--interval",

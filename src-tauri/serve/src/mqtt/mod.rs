@@ -15,6 +15,11 @@
 //!   same as the last will when the connection dies.
 //! - A broker that refuses or cannot be reached is asked again after a backoff that doubles up
 //!   to [`MAX_BACKOFF`]; each new reason is logged once. The password is never logged.
+//! - What comes in is bounded: a message over [`MAX_INCOMING_BYTES`] (a command is `ON` or
+//!   `OFF`) ends that connection, so one kept on the command topic would end every connection
+//!   after it. Then commands over MQTT are off until the next start, said once with how to
+//!   clear it, and states go on. A command that is neither `ON` nor `OFF` is said at most once a
+//!   minute, with how many were left unsaid.
 
 pub mod discovery;
 
@@ -22,8 +27,9 @@ use discovery::Topics;
 use rumqttc::{
     AsyncClient, ConnectReturnCode, ConnectionError, Event, LastWill, MqttOptions, Packet, QoS,
 };
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use wattbar_engine::{Command, EngineReader, Error, Published};
 
@@ -34,6 +40,12 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// Home Assistant's default discovery prefix.
 pub const DISCOVERY_PREFIX: &str = "homeassistant";
 const KEEP_ALIVE: Duration = Duration::from_secs(30);
+/// The most a message to Wattbar may be.
+pub const MAX_INCOMING_BYTES: usize = 64 * 1024;
+/// The most Wattbar sends at once (a discovery document is a few KiB).
+const MAX_OUTGOING_BYTES: usize = 64 * 1024;
+/// A wrong command is said at most this often.
+const JUNK_SAID_EVERY: Duration = Duration::from_secs(60);
 
 /// Where and how to publish.
 #[derive(Clone, PartialEq)]
@@ -141,6 +153,7 @@ impl MqttConfig {
     fn options(&self) -> Result<MqttOptions, String> {
         let mut o = MqttOptions::new(&self.client_id, &self.host, self.port);
         o.set_keep_alive(KEEP_ALIVE);
+        o.set_max_packet_size(MAX_INCOMING_BYTES, MAX_OUTGOING_BYTES);
         o.set_clean_session(true);
         o.set_last_will(LastWill::new(
             self.topics.availability(),
@@ -161,6 +174,46 @@ impl MqttConfig {
             o.set_transport(rumqttc::Transport::tls_with_config(tls));
         }
         Ok(o)
+    }
+}
+
+/// The size of a message that ended the connection for being over [`MAX_INCOMING_BYTES`].
+fn oversized(e: &ConnectionError) -> Option<usize> {
+    match e {
+        ConnectionError::MqttState(rumqttc::StateError::Deserialization(
+            rumqttc::mqttbytes::Error::PayloadSizeLimitExceeded(bytes),
+        )) => Some(*bytes),
+        _ => None,
+    }
+}
+
+/// Says something at most once per [`JUNK_SAID_EVERY`], counting what it left unsaid.
+#[derive(Default)]
+struct Quiet {
+    said: Option<Instant>,
+    unsaid: u64,
+}
+
+impl Quiet {
+    fn say(&mut self, say: impl FnOnce(u64)) {
+        let now = Instant::now();
+        if self
+            .said
+            .is_some_and(|at| now.duration_since(at) < JUNK_SAID_EVERY)
+        {
+            self.unsaid += 1;
+            return;
+        }
+        say(self.unsaid);
+        self.said = Some(now);
+        self.unsaid = 0;
+    }
+}
+
+fn unsaid_text(unsaid: u64) -> String {
+    match unsaid {
+        0 => String::new(),
+        n => format!(" ({n} more since the last said)"),
     }
 }
 
@@ -210,10 +263,13 @@ pub async fn run(
     let set_topic = config.topics.low_power_set();
     let broker = config.broker();
     let commands = engine.clone();
+    let commands_off = Arc::new(AtomicBool::new(false));
+    let refused = Arc::clone(&commands_off);
     let connection = tokio::spawn(async move {
         let mut backoff = Duration::from_secs(1);
         let mut connections = 0u64;
         let mut last_reason: Option<String> = None;
+        let mut junk = Quiet::default();
         loop {
             match eventloop.poll().await {
                 Ok(Event::Incoming(Packet::ConnAck(_))) => {
@@ -231,14 +287,30 @@ pub async fn run(
                                 return;
                             }
                         }
-                        other => tracing::warn!(
-                            "mqtt: {set_topic}: {:?} is neither ON nor OFF; ignored",
-                            String::from_utf8_lossy(&other[..other.len().min(64)])
-                        ),
+                        other => junk.say(|unsaid| {
+                            tracing::warn!(
+                                "mqtt: {set_topic}: {:?} is neither ON nor OFF; ignored{}",
+                                String::from_utf8_lossy(&other[..other.len().min(64)]),
+                                unsaid_text(unsaid)
+                            );
+                        }),
                     }
                 }
                 Ok(_) => {}
                 Err(e) => {
+                    if let Some(bytes) = oversized(&e) {
+                        if !refused.swap(true, Ordering::SeqCst) {
+                            tracing::warn!(
+                                "mqtt: a message of {bytes} bytes came on {set_topic} (kept by \
+                                 the broker, most likely), more than the {} KiB a command may \
+                                 be: commands over MQTT are off until the next start, states go \
+                                 on. Clear it with: mosquitto_pub -r -n -t {set_topic}",
+                                MAX_INCOMING_BYTES / 1024
+                            );
+                        }
+                        let _ = link_tx.send(Link::Down(None));
+                        continue;
+                    }
                     let why = reason(&e);
                     if last_reason.as_ref() != Some(&why) {
                         tracing::warn!(
@@ -261,6 +333,7 @@ pub async fn run(
         config,
         last_low_power: None,
         connected: false,
+        commands_off,
     };
     let mut tick = tokio::time::interval(publisher.config.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -317,6 +390,8 @@ struct Publisher {
     /// Low-power mode in the last state sent.
     last_low_power: Option<bool>,
     connected: bool,
+    /// A message too large for a command was kept on the command topic: not subscribed.
+    commands_off: Arc<AtomicBool>,
 }
 
 impl Publisher {
@@ -335,6 +410,9 @@ impl Publisher {
         }
         self.send(topics.availability(), true, "online".to_string());
         let topic = topics.low_power_set();
+        if self.commands_off.load(Ordering::SeqCst) {
+            return;
+        }
         if let Err(e) = self.client.try_subscribe(&topic, QoS::AtLeastOnce) {
             tracing::warn!("mqtt: cannot subscribe to {topic}: {e}");
         }
