@@ -7,6 +7,7 @@ use anyhow::{bail, Context, Result};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, Semaphore};
+use wattbar_core::energy::MAX_POWER_WATTS;
 use wattbar_serve::summary::Summary;
 
 /// The port a host is asked on when none is given: the API's.
@@ -160,24 +161,59 @@ async fn poll_host(
     }
 }
 
-fn row_of(shown: &str, s: Summary) -> HostRow {
+/// What a host's summary says, as far as it can be believed: its words without control
+/// characters (a name with escape sequences would be written to the operator's terminal) and at
+/// most [`MAX_SAID_CHARS`] long; its figures where a machine could draw them. A watts figure no
+/// machine draws makes the host down, with what it said.
+pub(super) fn row_of(shown: &str, s: Summary) -> HostRow {
     let top = s.top_program;
-    HostRow {
+    let row = HostRow {
         host: shown.to_string(),
-        name: s.host,
+        name: s.host.map(|n| printable(&n)),
         health: super::view::Health::Up,
-        reason: s.unavailable,
+        reason: s.unavailable.map(|r| printable(&r)),
         watts: s.watts.filter(|w| w.is_finite()),
         scope: s.scope,
         quality: s.quality,
-        source: s.source,
-        age_seconds: s.age_seconds,
-        period_seconds: Some(s.period_seconds),
-        today_kwh: s.today.as_ref().map(|t| t.kwh),
-        today_cost: s.today.as_ref().map(|t| t.cost),
-        currency: s.today.map(|t| t.currency),
+        source: s.source.map(|n| printable(&n)),
+        age_seconds: s.age_seconds.filter(|a| a.is_finite()),
+        period_seconds: Some(s.period_seconds).filter(|p| p.is_finite() && *p > 0.0),
+        today_kwh: s
+            .today
+            .as_ref()
+            .map(|t| t.kwh)
+            .filter(|k| k.is_finite() && *k >= 0.0),
+        today_cost: s.today.as_ref().map(|t| t.cost).filter(|c| c.is_finite()),
+        currency: s.today.map(|t| printable(&t.currency)),
         low_power: Some(s.low_power),
-        top_program_watts: top.as_ref().and_then(|t| t.watts),
-        top_program: top.map(|t| t.name),
+        top_program_watts: top.as_ref().and_then(|t| t.watts).filter(|w| drawable(*w)),
+        top_program: top.map(|t| printable(&t.name)),
+    };
+    match row.watts {
+        Some(w) if !drawable(w) => {
+            let said = format!("{w:.0}");
+            let said = said.chars().take(24).collect::<String>();
+            row.down(format!(
+                "it says it draws {said} W, which no machine draws (0 to {} kW): not believed",
+                MAX_POWER_WATTS / 1000.0
+            ))
+        }
+        _ => row,
     }
+}
+
+/// The longest text taken from a host's summary, in characters.
+const MAX_SAID_CHARS: usize = 200;
+
+/// Whether a machine could draw `watts`: 0 to the engine's own ceiling.
+fn drawable(watts: f64) -> bool {
+    (0.0..=MAX_POWER_WATTS).contains(&watts)
+}
+
+/// `text` fit for a terminal: control characters (escape sequences among them) left out.
+fn printable(text: &str) -> String {
+    text.chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_SAID_CHARS)
+        .collect()
 }

@@ -130,3 +130,44 @@ fn a_host_that_samples_slowly_is_stale_only_after_three_of_its_periods() {
     assert_eq!(at(12.0), Health::Up);
     assert_eq!(at(31.0), Health::Stale);
 }
+
+/// A summary as a host's `/v1/summary` gives it: `watts` now, named `host`.
+fn said(host: &str, watts: f64) -> wattbar_serve::summary::Summary {
+    serde_json::from_value(serde_json::json!({
+        "host": host, "at": 1.0, "age_seconds": 1.0, "period_seconds": 1.0, "watts": watts,
+        "scope": "system", "covers": [], "quality": "measured", "source": "rapl",
+        "unavailable": null, "today": {"kwh": 1.0, "cost": 0.3, "currency": "EUR"},
+        "low_power": false, "top_program": {"name": "ollama\u{1b}]0;pwned\u{7}", "watts": 50.0}
+    }))
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn a_hostile_summary_reaches_neither_the_terminal_nor_the_total() {
+    let stale = Duration::from_secs(10);
+    // A name that would colour the operator's terminal and set its title.
+    let evil = super::api::row_of(
+        "a:9471",
+        said("\u{1b}[31mEVIL\u{1b}[0m\u{1b}]0;x\u{7}", 100.0),
+    )
+    .judged(stale);
+    assert_eq!(evil.name.as_deref(), Some("[31mEVIL[0m]0;x"));
+    assert_eq!(evil.top_program.as_deref(), Some("ollama]0;pwned"));
+    assert_eq!(evil.health, Health::Up);
+    // −5,000 W and 1e308 W: no machine draws them; down, with what they said.
+    let negative = super::api::row_of("b:9471", said("b", -5_000.0)).judged(stale);
+    let absurd = super::api::row_of("c:9471", said("c", 1e308)).judged(stale);
+    for row in [&negative, &absurd] {
+        assert_eq!(row.health, Health::Down, "{row:?}");
+        assert!(
+            row.reason
+                .as_deref()
+                .is_some_and(|r| r.contains("no machine draws")),
+            "{row:?}"
+        );
+    }
+    // Before: a total of −4,900 W with "2 of 2 hosts up", or a 309-digit one.
+    let view = FleetView::new(vec![evil, negative, absurd], 2.0);
+    assert_eq!(view.total_watts, Some(100.0));
+    assert_eq!((view.hosts_up, view.hosts_total), (1, 3));
+}

@@ -91,8 +91,11 @@ impl HostRow {
     }
 
     /// Up, or stale when it has no headline or its sample is older than `stale` (or than three
-    /// of its own periods, for a host that samples slowly).
+    /// of its own periods, for a host that samples slowly); down stays down.
     pub fn judged(mut self, stale: Duration) -> HostRow {
+        if self.health == Health::Down {
+            return self;
+        }
         self.health = Health::Up;
         let limit = stale
             .as_secs_f64()
