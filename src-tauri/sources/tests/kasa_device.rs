@@ -91,3 +91,29 @@ fn a_plug_that_turns_the_old_protocol_away_is_refused_with_the_reason_never_0_w(
         "{why:?}"
     );
 }
+
+#[test]
+fn a_plug_that_trickles_its_answer_is_given_up_when_its_time_is_out() {
+    // It announces 200 bytes, then sends one every 1.5 s: before, each byte restarted the 2 s
+    // limit, and the wall meter's thread was held for five minutes.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let _ = stream.write_all(&200u32.to_be_bytes());
+                while stream.write_all(b"x").is_ok() {
+                    std::thread::sleep(std::time::Duration::from_millis(1_500));
+                }
+            });
+        }
+    });
+    let asked = std::time::Instant::now();
+    let answer = wattbar_sources::plugs::kasa_tcp::ask(addr, std::time::Duration::from_secs(2));
+    let took = asked.elapsed();
+    let why = answer.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(why.contains("no whole answer in time"), "{why}");
+    // Its 2 s, and the time one read takes to notice.
+    assert!(took < std::time::Duration::from_secs(4), "{took:?}");
+}

@@ -10,7 +10,7 @@
 use crate::error::Error;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The port the legacy protocol listens on.
 pub const PORT: u16 = 9999;
@@ -63,9 +63,11 @@ pub fn address(host: &str) -> Result<SocketAddr, Error> {
         .ok_or_else(|| Error::Transient(format!("the Kasa plug {host} has no address")))
 }
 
-/// Asks the plug at `addr` for its emeter now, within `timeout` for each step; the answer's
-/// JSON text.
+/// Asks the plug at `addr` for its emeter now, within `timeout` in all (connecting, asking and
+/// every byte of the answer: a plug that trickles its answer a byte at a time is given up when
+/// the time is out, not kept for minutes); the answer's JSON text.
 pub fn ask(addr: SocketAddr, timeout: Duration) -> Result<String, Error> {
+    let deadline = Instant::now() + timeout;
     let klap = || {
         Error::Unavailable(format!(
             "the plug at {addr} does not speak the legacy Kasa protocol on port {PORT} (newer \
@@ -79,13 +81,14 @@ pub fn ask(addr: SocketAddr, timeout: Duration) -> Result<String, Error> {
         Err(e) => return Err(Error::Transient(format!("the Kasa plug at {addr}: {e}"))),
     };
     let io = |e: std::io::Error| Error::Transient(format!("the Kasa plug at {addr}: {e}"));
-    stream.set_read_timeout(Some(timeout)).map_err(io)?;
-    stream.set_write_timeout(Some(timeout)).map_err(io)?;
+    stream
+        .set_write_timeout(Some(left(deadline).map_err(io)?))
+        .map_err(io)?;
     stream
         .write_all(&frame(GET_REALTIME.as_bytes()))
         .map_err(io)?;
     let mut len = [0u8; 4];
-    match stream.read_exact(&mut len) {
+    match read_exact_by(&mut stream, &mut len, deadline) {
         Ok(()) => {}
         // Accepted, then closed with nothing said: a KLAP device turning the old protocol away.
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(klap()),
@@ -98,12 +101,53 @@ pub fn ask(addr: SocketAddr, timeout: Duration) -> Result<String, Error> {
         )));
     }
     let mut payload = vec![0u8; len];
-    stream.read_exact(&mut payload).map_err(io)?;
+    read_exact_by(&mut stream, &mut payload, deadline).map_err(io)?;
     String::from_utf8(unscramble(&payload)).map_err(|_| {
         Error::Transient(format!(
             "the plug at {addr} answered bytes that are not the Kasa protocol's"
         ))
     })
+}
+
+const NO_WHOLE_ANSWER: &str = "no whole answer in time";
+
+/// The time left until `deadline`; an error once none is.
+fn left(deadline: Instant) -> std::io::Result<Duration> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            NO_WHOLE_ANSWER,
+        ));
+    }
+    Ok(left)
+}
+
+/// Fills `buf` from `stream` by `deadline`, however the bytes come.
+fn read_exact_by(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> std::io::Result<()> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        stream.set_read_timeout(Some(left(deadline)?))?;
+        match stream.read(&mut buf[filled..]) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            // The read's own timeout, the time left: the deadline passed.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    NO_WHOLE_ANSWER,
+                ))
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
