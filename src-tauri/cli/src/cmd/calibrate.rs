@@ -11,7 +11,7 @@
 use anyhow::{anyhow, bail, Context, Result};
 use std::path::Path;
 use wattbar_core::calibration::{self, Fit, Pair};
-use wattbar_core::Watts;
+use wattbar_core::{Watts, MAX_POWER_WATTS};
 
 pub fn calibrate(from_csv: Option<&Path>, json: bool) -> Result<()> {
     match from_csv {
@@ -38,8 +38,8 @@ fn from_file(file: &Path, json: bool) -> Result<()> {
     Ok(())
 }
 
-/// `t,reference_watts,components_watts` rows, in any column order; a bad row is an error that
-/// names its line.
+/// `t,reference_watts,components_watts` rows, in any column order, in time order; a bad row (not
+/// a number, a power no machine draws, a time that goes back) is an error that names its line.
 pub fn parse_trace(text: &str) -> Result<Vec<Pair>> {
     let mut reader = csv::ReaderBuilder::new()
         .trim(csv::Trim::All)
@@ -67,10 +67,25 @@ pub fn parse_trace(text: &str) -> Result<Vec<Pair>> {
                 .filter(|v| v.is_finite())
                 .ok_or_else(|| anyhow!("line {line}: {name} {field:?} is not a number"))
         };
+        let watts = |i: usize, name: &str| -> Result<Watts> {
+            let w = number(i, name)?;
+            if !(0.0..=MAX_POWER_WATTS).contains(&w) {
+                let field: String = record.get(i).unwrap_or_default().chars().take(24).collect();
+                bail!(
+                    "line {line}: {name} {field} is not a power a machine draws (0 to {} kW)",
+                    MAX_POWER_WATTS / 1000.0
+                );
+            }
+            Ok(Watts(w))
+        };
+        let at = number(t, "t")?;
+        if let Some(before) = pairs.last().map(|p: &Pair| p.t).filter(|b| at <= *b) {
+            bail!("line {line}: t {at} does not come after {before}: rows must be in time order");
+        }
         pairs.push(Pair {
-            t: number(t, "t")?,
-            reference: Watts(number(reference, "reference_watts")?),
-            components: Watts(number(components, "components_watts")?),
+            t: at,
+            reference: watts(reference, "reference_watts")?,
+            components: watts(components, "components_watts")?,
         });
     }
     if pairs.is_empty() {
@@ -146,4 +161,38 @@ fn print_fit(fit: &Fit, before: Option<f64>, parts: Option<f64>, reference: &str
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(text: &str) -> String {
+        parse_trace(text)
+            .err()
+            .map(|e| format!("{e:#}"))
+            .unwrap_or_else(|| panic!("taken: {text}"))
+    }
+
+    #[test]
+    fn a_power_no_machine_draws_is_refused_by_its_line_not_fitted() {
+        // Before, 1e308 W was taken as a sample, and the fit's largest error came from it.
+        let why = refusal("t,reference_watts,components_watts\n0,100,60\n1,1e308,60\n");
+        assert!(why.contains("line 3") && why.contains("1e308"), "{why}");
+        let why = refusal("t,reference_watts,components_watts\n0,100,-5\n");
+        assert!(why.contains("components_watts -5"), "{why}");
+    }
+
+    #[test]
+    fn rows_that_go_back_in_time_are_refused_with_why() {
+        // Before: "0 windows so far", with no word of why.
+        let why = refusal("t,reference_watts,components_watts\n10,100,60\n11,100,60\n5,100,60\n");
+        assert!(
+            why.contains("line 4") && why.contains("time order"),
+            "{why}"
+        );
+        let taken = parse_trace("t,reference_watts,components_watts\n0,100,60\n1,120,70\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(taken.len(), 2);
+    }
 }
