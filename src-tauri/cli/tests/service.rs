@@ -47,6 +47,9 @@ fn install_writes_a_user_unit_systemd_accepts_and_uninstall_removes_it() {
 
     let out = service(dir.path(), &["install"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // Asking who owns the unit asked dpkg on this Debian, not rpm, which would have made
+    // ~/.rpmdb in the user's home.
+    assert!(!dir.path().join("home/.rpmdb").exists());
     assert!(
         text(&out).contains("systemctl --user enable --now wattbar"),
         "{}",

@@ -141,7 +141,12 @@ pub fn fetch(url: &str, keys: &[&str]) -> Result<Manifest, Error> {
     verify(&body, keys)
 }
 
-/// The package that owns `file`, asked of dpkg or rpm where they are installed.
+/// Where dpkg keeps what it installed: present on a Debian-like system.
+const DPKG_STATUS: &str = "/var/lib/dpkg/status";
+
+/// The package that owns `file`, asked of the system's package manager: dpkg where it keeps the
+/// system's packages, rpm only where dpkg does not (on Debian, `rpm -qf` makes `~/.rpmdb` in the
+/// user's home).
 pub fn package_owner(file: &Path) -> Option<String> {
     let ask = |program: &str, args: &[&str]| {
         let out = std::process::Command::new(program)
@@ -153,9 +158,11 @@ pub fn package_owner(file: &Path) -> Option<String> {
         let first = text.lines().next()?.trim().to_owned();
         (out.status.success() && !first.is_empty()).then_some(first)
     };
-    ask("dpkg-query", &["-S"])
-        .map(|line| line.split(':').next().unwrap_or(&line).to_owned())
-        .or_else(|| ask("rpm", &["-qf", "--qf", "%{NAME}\n"]))
+    if Path::new(DPKG_STATUS).exists() {
+        return ask("dpkg-query", &["-S"])
+            .map(|line| line.split(':').next().unwrap_or(&line).to_owned());
+    }
+    ask("rpm", &["-qf", "--qf", "%{NAME}\n"])
 }
 
 /// How the user of the program at `exe` updates it: through the package manager that installed
