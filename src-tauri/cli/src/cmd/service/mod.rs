@@ -89,6 +89,17 @@ fn target(scope: Scope) -> Result<Target> {
     }
 }
 
+/// The group the shipped udev rule lets read RAPL's counters.
+const RAPL_GROUP: &str = "wattbar";
+
+/// Whether the system knows the group `name`.
+fn group_exists(name: &str) -> bool {
+    std::process::Command::new("getent")
+        .args(["group", name])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
 /// Refuses to touch `file` unless Wattbar wrote it, or `force`.
 fn may_replace(file: &Path, force: bool) -> Result<()> {
     if force {
@@ -121,7 +132,14 @@ fn install(scope: Scope, force: bool) -> Result<()> {
     let text = if cfg!(target_os = "macos") {
         render::launchd_plist(&exe, scope)?
     } else {
-        render::systemd_unit(&exe, scope)?
+        let rapl_group = scope == Scope::System && group_exists(RAPL_GROUP);
+        if scope == Scope::System && !rapl_group {
+            eprintln!(
+                "wattbar-cli: no group {RAPL_GROUP}: the service will not read RAPL (see \
+                 60-wattbar-powercap.rules; `groupadd {RAPL_GROUP}`, then install again)"
+            );
+        }
+        render::systemd_unit(&exe, scope, rapl_group)?
     };
     may_replace(&target.file, force)?;
     if let Some(dir) = target.file.parent() {
