@@ -14,6 +14,8 @@ const PLIST: &str = include_str!("../../../../../packaging/macos/dev.wattbar.dae
 const PACKAGED_EXEC: &str = "ExecStart=/usr/bin/wattbar-cli ";
 /// The program the shipped property list names, inside its `/bin/sh -c`: a `cargo install`.
 const PLIST_EXEC: &str = "\"$HOME/.cargo/bin/wattbar-cli\"";
+/// The data folder (and its log) the shipped property list names: the user's.
+const PLIST_USER_DATA: &str = "d=\"$HOME/Library/Application Support/dev.wattbar.Wattbar\"";
 
 /// Where the service runs: for the user who installs it, or for the whole machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,9 +142,9 @@ pub fn launchd_plist(exe: &Path, scope: Scope) -> Result<String, RenderError> {
             ))
         }
     };
-    if !PLIST.contains(PLIST_EXEC) {
+    if !PLIST.contains(PLIST_EXEC) || !PLIST.contains(PLIST_USER_DATA) {
         return Err(RenderError(
-            "the shipped property list does not start wattbar-cli".into(),
+            "the shipped property list does not start wattbar-cli in its data folder".into(),
         ));
     }
     // An XML comment may not hold "--", so the flag is named in words.
@@ -154,6 +156,10 @@ pub fn launchd_plist(exe: &Path, scope: Scope) -> Result<String, RenderError> {
     let mut plist = format!("{}<!-- {marker} -->{}", &PLIST[..start], &PLIST[end..])
         .replace(PLIST_EXEC, &xml_escape(&format!("\"{exe}\"")));
     if scope == Scope::System {
+        plist = plist.replace(
+            PLIST_USER_DATA,
+            &xml_escape(&format!("d=\"{SYSTEM_DATA_DIR_MACOS}\"")),
+        );
         plist = plist.replace(
             "    <key>RUST_LOG</key>\n",
             &format!(
@@ -209,10 +215,15 @@ mod tests {
             [
                 "/bin/sh",
                 "-c",
-                "exec \"/Users/ada/My Tools/R&D/wattbar-cli\" serve --listen 127.0.0.1:9471"
+                "umask 077; d=\"$HOME/Library/Application Support/dev.wattbar.Wattbar\"; \
+                 mkdir -p \"$d\" && exec \"/Users/ada/My Tools/R&D/wattbar-cli\" serve --listen \
+                 127.0.0.1:9471 2>>\"$d/daemon.log\""
             ]
         );
         assert!(env.get("WATTBAR_DATA_DIR").is_none());
+        // Its log is its own, in its data folder: none in /tmp, which every user shares.
+        assert!(!plist.contains("/tmp"), "{plist}");
+        assert!(!plist.contains("StandardErrorPath"), "{plist}");
     }
 
     #[test]
@@ -221,6 +232,11 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         let (_, args, env) = arguments(&plist);
         assert!(args[2].contains("\"/usr/local/bin/wattbar-cli\" serve"));
+        assert!(
+            args[2].contains("d=\"/Library/Application Support/Wattbar\";"),
+            "{}",
+            args[2]
+        );
         assert_eq!(
             env.get("WATTBAR_DATA_DIR").and_then(|v| v.as_string()),
             Some(SYSTEM_DATA_DIR_MACOS)
@@ -305,7 +321,10 @@ mod tests {
             "/tmp/\"x\"/wattbar-cli",
             "/tmp/$X/wattbar-cli",
         ] {
-            assert!(systemd_unit(Path::new(exe), Scope::User, false).is_err(), "{exe}");
+            assert!(
+                systemd_unit(Path::new(exe), Scope::User, false).is_err(),
+                "{exe}"
+            );
         }
         for exe in ["/tmp/$(rm)/wattbar-cli", "/tmp/`x`/wattbar-cli"] {
             assert!(launchd_plist(Path::new(exe), Scope::User).is_err(), "{exe}");
