@@ -1604,7 +1604,7 @@ fn the_about_line_says_when_a_newer_signed_release_is_out() {
     let site = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (body, key) = wattbar_release::update::sign(
         &[5; 32],
-        r#"{"version": "99.1.0", "released": "2027-02-01"}"#,
+        r#"{"version": "99.1.0", "released": "2027-02-01", "expires": "2100-01-01"}"#,
     );
     std::fs::write(site.path().join("latest.json"), body).unwrap_or_else(|e| panic!("{e}"));
     let (_server, url) = http_folder(site.path());

@@ -158,7 +158,7 @@ fn the_manifest_is_read_over_https_once_its_ca_is_trusted_and_refused_with_the_r
     let pki = pki(dir.path());
     let (body, key) = wattbar_release::update::sign(
         &[42; 32],
-        r#"{"version": "99.0.0", "released": "2027-01-01"}"#,
+        r#"{"version": "99.0.0", "released": "2027-01-01", "expires": "2100-01-01"}"#,
     );
     let manifest = dir.path().join("manifest.json");
     std::fs::write(&manifest, body).unwrap_or_else(|e| panic!("{e}"));

@@ -86,7 +86,7 @@ fn check(dir: &std::path::Path, url: Option<&str>, key: &str) -> std::process::O
 #[test]
 fn a_newer_signed_release_is_reported_with_how_to_update_and_a_tampered_one_is_refused() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let manifest = r#"{"version": "99.0.0", "released": "2027-01-01"}"#;
+    let manifest = r#"{"version": "99.0.0", "released": "2027-01-01", "expires": "2100-01-01"}"#;
     let (body, key) = signed(42, manifest);
 
     let out = check(dir.path(), Some(&serve_bytes(body.clone())), &key);
@@ -125,7 +125,10 @@ fn a_newer_signed_release_is_reported_with_how_to_update_and_a_tampered_one_is_r
 #[test]
 fn the_same_release_is_up_to_date_and_the_check_is_off_until_a_url_is_set() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let manifest = format!(r#"{{"version": "{}"}}"#, env!("CARGO_PKG_VERSION"));
+    let manifest = format!(
+        r#"{{"version": "{}", "expires": "2100-01-01"}}"#,
+        env!("CARGO_PKG_VERSION")
+    );
     let (body, key) = signed(42, &manifest);
     let out = check(dir.path(), Some(&serve_bytes(body)), &key);
     assert!(out.status.success(), "{out:?}");
@@ -134,4 +137,26 @@ fn the_same_release_is_up_to_date_and_the_check_is_off_until_a_url_is_set() {
     let out = check(dir.path(), None, &key);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("the update check is off"));
+}
+
+#[test]
+fn an_expired_manifest_and_an_older_one_replayed_are_refused_and_say_why() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // Signed by the right key, but its time is over.
+    let (expired, key) = signed(42, r#"{"version": "99.0.0", "expires": "2000-01-01"}"#);
+    let out = check(dir.path(), Some(&serve_bytes(expired)), &key);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("expired on 2000-01-01"), "{err}");
+
+    // 99.0.0 taken, then 98.0.0 (signed and in its time, but older): a replay.
+    let (newer, _) = signed(42, r#"{"version": "99.0.0", "expires": "2100-01-01"}"#);
+    let out = check(dir.path(), Some(&serve_bytes(newer)), &key);
+    assert!(out.status.success(), "{out:?}");
+    let (older, _) = signed(42, r#"{"version": "98.0.0", "expires": "2100-01-01"}"#);
+    let out = check(dir.path(), Some(&serve_bytes(older)), &key);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("older than 99.0.0"), "{err}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("98.0.0"));
 }

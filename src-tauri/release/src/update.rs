@@ -3,9 +3,14 @@
 //!
 //! The manifest is one JSON document, `{"manifest": "<JSON text>", "signature": "<base64>"}`:
 //! an ed25519 signature over the exact bytes of the inner text, which holds
-//! `{"version": "0.2.0", "released"?: "2026-12-01", "notes"?: "…"}`. Only the keys built into
-//! this program ([`RELEASE_KEYS`]) are trusted; an answer that does not verify under one of them
-//! is refused with its reason, and no part of it is believed.
+//! `{"version": "0.2.0", "expires": "2027-03-01", "released"?: "2026-12-01", "notes"?: "…"}`.
+//! Only the keys built into this program ([`RELEASE_KEYS`]) are trusted; an answer that does not
+//! verify under one of them is refused with its reason, and no part of it is believed.
+//!
+//! A signed manifest is only as fresh as it says ([`fresh`]): one past its `expires` (a date, the
+//! end of that day in UTC, or an RFC 3339 time), one that says no date, and one older than a
+//! version this program has already seen are refused. Otherwise an old manifest, replayed, would
+//! say "up to date" for good.
 
 use base64::Engine;
 use ed25519_dalek::{Signature, Verifier, VerifyingKey};
@@ -34,6 +39,9 @@ pub struct Manifest {
     pub released: Option<String>,
     #[serde(default)]
     pub notes: Option<String>,
+    /// Until when the manifest holds.
+    #[serde(default)]
+    pub expires: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -121,9 +129,78 @@ pub fn compare(current: &str, latest: Manifest) -> Result<Verdict, Error> {
     })
 }
 
+/// The file, in the data folder, where the newest manifest version seen is kept.
+pub const SEEN_FILE: &str = "update-seen";
+
+/// Refuses `m` when it is past its `expires` at `now_unix`, says no `expires`, or is older than
+/// `seen` (the newest version a check took before).
+pub fn fresh(m: &Manifest, now_unix: f64, seen: Option<&str>) -> Result<(), Error> {
+    let refused = |why: String| Error::Refused(why);
+    let Some(expires) = m.expires.as_deref() else {
+        return Err(refused(
+            "it says no date it holds until (\"expires\"), so an old one could be replayed \
+             for good"
+                .into(),
+        ));
+    };
+    let until = expires_unix(expires).ok_or_else(|| {
+        refused(format!(
+            "its expires {expires:?} is neither a date (2027-03-01) nor an RFC 3339 time"
+        ))
+    })?;
+    if now_unix > until {
+        return Err(refused(format!(
+            "it expired on {expires}: an old manifest replayed, or the release host stopped \
+             renewing it"
+        )));
+    }
+    let version = semver::Version::parse(&m.version)
+        .map_err(|e| refused(format!("its version {:?}: {e}", m.version)))?;
+    if let Some(seen) = seen.and_then(|v| semver::Version::parse(v.trim()).ok()) {
+        if version < seen {
+            return Err(refused(format!(
+                "it names {version}, older than {seen}, which a check here took before: an old \
+                 manifest replayed"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `expires` as Unix seconds: a date is the end of that day, UTC.
+fn expires_unix(expires: &str) -> Option<f64> {
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(expires) {
+        return Some(t.timestamp() as f64);
+    }
+    let day = chrono::NaiveDate::parse_from_str(expires, "%Y-%m-%d").ok()?;
+    let end = day.and_hms_opt(23, 59, 59)?.and_utc();
+    Some(end.timestamp() as f64 + 1.0)
+}
+
+/// The newest manifest version a check took, kept in `file`; `None` before any.
+pub fn seen(file: &Path) -> Option<String> {
+    std::fs::read_to_string(file)
+        .ok()
+        .map(|v| v.trim().to_owned())
+        .filter(|v| semver::Version::parse(v).is_ok())
+}
+
+/// Keeps `m`'s version in `file` as the newest seen (it passed [`fresh`], so it is no older).
+pub fn remember(file: &Path, m: &Manifest) -> std::io::Result<()> {
+    let partial = file.with_extension("partial");
+    std::fs::write(&partial, format!("{}\n", m.version))?;
+    std::fs::rename(&partial, file)
+}
+
 /// Fetches `url` under the outbound policy ([`MANIFEST`]: https with the system's roots, no
-/// redirect to plain http, at most 64 KiB in 10 s) and verifies it under `keys`.
-pub fn fetch(url: &str, keys: &[&str]) -> Result<Manifest, Error> {
+/// redirect to plain http, at most 64 KiB in 10 s), verifies it under `keys` and checks that it is
+/// [`fresh`] at `now_unix` beside `seen`.
+pub fn fetch(
+    url: &str,
+    keys: &[&str],
+    now_unix: f64,
+    seen: Option<&str>,
+) -> Result<Manifest, Error> {
     let unreachable = |reason: String| Error::Unreachable {
         url: wattbar_outbound::shown(url),
         reason,
@@ -138,7 +215,9 @@ pub fn fetch(url: &str, keys: &[&str]) -> Result<Manifest, Error> {
         .map_err(|e| unreachable(wattbar_outbound::reason(&e)))?;
     let body = wattbar_outbound::read(answer.body_mut(), &MANIFEST)
         .map_err(|e| unreachable(wattbar_outbound::reason(&e)))?;
-    verify(&body, keys)
+    let manifest = verify(&body, keys)?;
+    fresh(&manifest, now_unix, seen)?;
+    Ok(manifest)
 }
 
 /// Where dpkg keeps what it installed: present on a Debian-like system.
@@ -224,6 +303,52 @@ mod tests {
         }
     }
 
+    /// 2026-11-29T12:00:00Z, for the freshness checks.
+    const NOON: f64 = 1_795_953_600.0;
+
+    fn until(version: &str, expires: Option<&str>) -> Manifest {
+        Manifest {
+            version: version.into(),
+            released: None,
+            notes: None,
+            expires: expires.map(String::from),
+        }
+    }
+
+    #[test]
+    fn a_manifest_holds_until_the_end_of_its_day_and_no_longer() {
+        assert!(fresh(&until("0.2.0", Some("2026-11-29")), NOON, None).is_ok());
+        assert!(fresh(&until("0.2.0", Some("2026-11-29T12:00:01Z")), NOON, None).is_ok());
+        let expired = fresh(&until("0.2.0", Some("2026-11-28")), NOON, None);
+        assert!(
+            matches!(&expired, Err(Error::Refused(why)) if why.contains("expired on 2026-11-28")),
+            "{expired:?}"
+        );
+        let undated = fresh(&until("0.2.0", None), NOON, None);
+        assert!(
+            matches!(&undated, Err(Error::Refused(why)) if why.contains("no date")),
+            "{undated:?}"
+        );
+        assert!(fresh(&until("0.2.0", Some("soon")), NOON, None).is_err());
+    }
+
+    #[test]
+    fn a_manifest_older_than_one_seen_is_a_replay() {
+        let m = until("0.2.0", Some("2027-01-01"));
+        assert!(fresh(&m, NOON, Some("0.2.0")).is_ok());
+        assert!(fresh(&m, NOON, Some("0.1.9")).is_ok());
+        let replayed = fresh(&m, NOON, Some("0.3.0"));
+        assert!(
+            matches!(&replayed, Err(Error::Refused(why)) if why.contains("older than 0.3.0")),
+            "{replayed:?}"
+        );
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let file = dir.path().join(SEEN_FILE);
+        assert_eq!(seen(&file), None);
+        remember(&file, &m).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(seen(&file).as_deref(), Some("0.2.0"));
+    }
+
     #[test]
     fn the_release_key_is_a_key() {
         for k in RELEASE_KEYS {
@@ -241,6 +366,7 @@ mod tests {
             version: v.into(),
             released: None,
             notes: None,
+            expires: None,
         };
         assert!(matches!(
             compare("0.1.0", m("0.10.0")),

@@ -1,13 +1,15 @@
 //! The menu's About line: which Wattbar this is and, when the preference `update_manifest_url`
 //! is set, whether a newer release exists and how to update (apt, dnf, brew, a source build).
 //! The check reads a signed manifest (`wattbar_release::update`) at start, when the URL changes
-//! and once a day; nothing is downloaded or replaced.
+//! and once a day, and after a failure again within minutes; nothing is downloaded or replaced.
 
 use std::time::{Duration, Instant};
 use wattbar_release::update::{self, Verdict};
 
 /// How often the manifest is asked again while its URL stays the same.
 pub const CHECK_EVERY: Duration = Duration::from_secs(24 * 60 * 60);
+/// After a failed check, the first retry; each failure after doubles it, up to [`CHECK_EVERY`].
+pub const RETRY_FIRST: Duration = Duration::from_secs(5 * 60);
 
 /// The result of one check, or why there is none.
 pub type Checked = Result<Verdict, String>;
@@ -19,20 +21,30 @@ pub struct About {
     asked_at: Option<Instant>,
     in_flight: bool,
     answer: Option<Checked>,
+    /// Checks failed in a row.
+    failures: u32,
 }
 
 impl About {
-    /// The URL to ask now, if a check is due: the preference changed, or a day has passed.
+    /// The URL to ask now, if a check is due: the preference changed, a day has passed, or after
+    /// a failure 5 minutes, then 10, 20… up to a day.
     pub fn due(&mut self, url: Option<&str>, now: Instant) -> Option<String> {
         if url != self.url.as_deref() {
             self.url = url.map(str::to_owned);
             self.asked_at = None;
             self.answer = None;
+            self.failures = 0;
         }
         let url = self.url.clone()?;
+        let wait = match self.failures {
+            0 => CHECK_EVERY,
+            n => RETRY_FIRST
+                .saturating_mul(1 << (n - 1).min(16))
+                .min(CHECK_EVERY),
+        };
         let stale = self
             .asked_at
-            .is_none_or(|at| now.duration_since(at) >= CHECK_EVERY);
+            .is_none_or(|at| now.duration_since(at) >= wait);
         if self.in_flight || !stale {
             return None;
         }
@@ -45,6 +57,10 @@ impl About {
     pub fn answered(&mut self, url: &str, answer: Checked) {
         if self.url.as_deref() == Some(url) {
             self.in_flight = false;
+            self.failures = match answer {
+                Ok(_) => 0,
+                Err(_) => self.failures.saturating_add(1),
+            };
             self.answer = Some(answer);
         }
     }
@@ -55,13 +71,24 @@ impl About {
     }
 }
 
-/// Asks `url` and compares with this program's version (blocking: run it off the loop).
+/// Asks `url` and compares with this program's version (blocking: run it off the loop). The
+/// newest version seen is kept in the data folder, so that an older manifest replayed later is
+/// refused.
 pub fn check(url: &str) -> Checked {
     let keys = wattbar_release::trusted_keys();
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-    update::fetch(url, &keys)
-        .and_then(|latest| update::compare(wattbar_release::VERSION, latest))
-        .map_err(|e| e.to_string())
+    let seen_file = wattbar_engine::paths::data_dir()
+        .map(|d| d.join(update::SEEN_FILE))
+        .ok();
+    let seen = seen_file.as_deref().and_then(update::seen);
+    let latest = update::fetch(url, &keys, wattbar_engine::unix_now(), seen.as_deref())
+        .map_err(|e| e.to_string())?;
+    if let Some(file) = &seen_file {
+        if let Err(e) = update::remember(file, &latest) {
+            tracing::warn!("cannot keep the version seen in {}: {e}", file.display());
+        }
+    }
+    update::compare(wattbar_release::VERSION, latest).map_err(|e| e.to_string())
 }
 
 fn line(answer: Option<&Checked>, how_to_update: &str) -> String {
@@ -90,6 +117,7 @@ mod tests {
             version: v.into(),
             released: None,
             notes: None,
+            expires: None,
         }
     }
 
@@ -154,5 +182,31 @@ mod tests {
         );
         let failed: Checked = Err("x".repeat(200));
         assert!(line(Some(&failed), "").len() < 140);
+    }
+
+    #[test]
+    fn a_failed_check_is_tried_again_in_minutes_then_less_often_up_to_a_day() {
+        let t0 = Instant::now();
+        let url = "https://a/m.json";
+        let mut about = About::default();
+        assert!(about.due(Some(url), t0).is_some());
+        about.answered(url, Err("down".into()));
+        // 5 minutes, then 10: not a day.
+        assert_eq!(about.due(Some(url), t0 + Duration::from_secs(299)), None);
+        let t1 = t0 + RETRY_FIRST;
+        assert!(about.due(Some(url), t1).is_some());
+        about.answered(url, Err("down".into()));
+        assert_eq!(about.due(Some(url), t1 + Duration::from_secs(599)), None);
+        let t2 = t1 + RETRY_FIRST * 2;
+        assert!(about.due(Some(url), t2).is_some());
+        // Answered: a day again.
+        about.answered(
+            url,
+            Ok(Verdict::UpToDate {
+                latest: manifest("0.1.0"),
+            }),
+        );
+        assert_eq!(about.due(Some(url), t2 + RETRY_FIRST * 8), None);
+        assert!(about.due(Some(url), t2 + CHECK_EVERY).is_some());
     }
 }

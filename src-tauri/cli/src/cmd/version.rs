@@ -30,7 +30,19 @@ pub fn version(check: bool, manifest: Option<String>, json: bool) -> Result<()> 
     };
     let keys = wattbar_release::trusted_keys();
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let latest = update::fetch(&url, &keys)?;
+    let seen_file = wattbar_engine::paths::data_dir()?.join(update::SEEN_FILE);
+    let latest = update::fetch(
+        &url,
+        &keys,
+        wattbar_engine::unix_now(),
+        update::seen(&seen_file).as_deref(),
+    )?;
+    if let Err(e) = update::remember(&seen_file, &latest) {
+        eprintln!(
+            "wattbar-cli: cannot keep the version seen in {}: {e}",
+            seen_file.display()
+        );
+    }
     let verdict = update::compare(wattbar_release::VERSION, latest)?;
     let exe = std::env::current_exe().unwrap_or_default();
     let how = update::how_to_update(&exe);
