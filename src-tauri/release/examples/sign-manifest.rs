@@ -3,7 +3,8 @@
 //! cargo run -p wattbar-release --example sign-manifest -- KEY_FILE MANIFEST.json > latest.json
 //!
 //! KEY_FILE holds the signing key's 32-byte seed in base64 (kept by whoever publishes releases,
-//! never in the repository); MANIFEST.json is `{"version": "0.2.0", "released": "…", "notes": "…"}`.
+//! never in the repository); MANIFEST.json is `{"version": "0.2.0", "expires": "2027-03-01",
+//! "released": "…", "notes": "…"}` (a manifest without `expires` is refused by every check).
 //! The output is checked against the keys this build trusts before it is printed.
 
 use base64::Engine;
