@@ -8,6 +8,7 @@ mod nvidia_nvml;
 mod ollama_heuristic;
 mod plug_captures;
 mod plug_device;
+mod plug_properties;
 
 /// A loopback port that refuses every connection and stays this test's: bound but not listening
 /// (one closed again could be taken by another program while the test runs). `listen` on the

@@ -20,13 +20,14 @@ pub fn parse_plug_as(vendor: Vendor, text: &str) -> Result<PlugReading, Error> {
 }
 
 fn parse_value(vendor: Vendor, value: &Value) -> Result<PlugReading, Error> {
-    match vendor {
+    let reading = match vendor {
         Vendor::ShellyGen1 => shelly::parse_gen1(value),
         Vendor::ShellyGen2 => shelly::parse_gen2(value),
         Vendor::Tasmota => tasmota::parse(value),
         Vendor::Kasa | Vendor::Tapo => kasa::parse(value),
         Vendor::HomeAssistant => homeassistant::parse(value),
-    }
+    }?;
+    Ok(reading.believable())
 }
 
 /// The vendor whose answers have this shape.

@@ -89,6 +89,17 @@ impl PlugReading {
         channels: Vec<Channel>,
         why_unmetered: impl FnOnce() -> String,
     ) -> Result<PlugReading, Error> {
+        // A counter below zero, or a figure past what a float holds, is no reading: unknown,
+        // never believed (a sum with it would be too).
+        let channels: Vec<Channel> = channels
+            .into_iter()
+            .map(|c| Channel {
+                watts: c.watts.filter(|w| w.is_finite()),
+                energy_joules: c.energy_joules.filter(|j| j.is_finite() && *j >= 0.0),
+                returned_joules: c.returned_joules.filter(|j| j.is_finite() && *j >= 0.0),
+                ..c
+            })
+            .collect();
         let metered: Vec<&Channel> = channels
             .iter()
             .filter(|c| c.watts.is_some() || c.energy_joules.is_some())
@@ -114,6 +125,21 @@ impl PlugReading {
 }
 
 impl PlugReading {
+    /// This reading with what no meter says left unknown: a counter below zero and any figure
+    /// past what a float holds (1e308 kWh in joules). Whatever the vendor's parser.
+    pub(super) fn believable(self) -> PlugReading {
+        let count = |j: Option<f64>| j.filter(|j| j.is_finite() && *j >= 0.0);
+        let power = |w: Option<f64>| w.filter(|w| w.is_finite() && *w >= 0.0);
+        PlugReading {
+            watts: power(self.watts),
+            export_watts: power(self.export_watts),
+            energy_joules: count(self.energy_joules),
+            returned_joules: count(self.returned_joules),
+            energy_resolution_joules: count(self.energy_resolution_joules),
+            ..self
+        }
+    }
+
     /// The reading of the channels named `ids` alone (`switch:0`, `em1:1`), summed; all of
     /// them when none is named. A name the device does not have is an error that lists the
     /// ones it has.
