@@ -125,8 +125,9 @@ fn authority(rest: &str) -> &str {
 
 /// `url` fit to show: no credentials, no query (a token may ride there).
 pub fn shown(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.split(['?', '#']).next().unwrap_or_default().to_string();
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), url),
     };
     let authority = authority(rest);
     let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
@@ -134,7 +135,7 @@ pub fn shown(url: &str) -> String {
         .split(['?', '#'])
         .next()
         .unwrap_or_default();
-    format!("{scheme}://{host}{path}")
+    format!("{scheme}{host}{path}")
 }
 
 /// An agent's configuration for `u` to an address that is `https` or not: the timeout, the
@@ -303,5 +304,6 @@ mod tests {
         );
         assert_eq!(shown("https://host"), "https://host");
         assert_eq!(shown("no scheme?token=x"), "no scheme");
+        assert_eq!(shown("user:pw@host:1883"), "host:1883");
     }
 }

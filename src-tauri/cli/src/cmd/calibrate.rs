@@ -195,4 +195,54 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(taken.len(), 2);
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn cell() -> impl Strategy<Value = String> {
+            prop_oneof![
+                Just("1e308".to_string()),
+                Just("-5".to_string()),
+                Just("NaN".to_string()),
+                Just("inf".to_string()),
+                Just(String::new()),
+                (0u32..200).prop_map(|n| n.to_string()),
+                "[0-9.e+-]{1,8}",
+                "\\PC{0,6}",
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 10_000, ..ProptestConfig::default() })]
+
+            /// Any table: refused with its line, or rows in time order with powers a machine
+            /// draws.
+            #[test]
+            fn any_trace_is_refused_or_fit_to_calibrate(
+                rows in prop::collection::vec((cell(), cell(), cell()), 0..12),
+                header in prop_oneof![
+                    Just("t,reference_watts,components_watts".to_string()),
+                    Just("components_watts,t,reference_watts".to_string()),
+                    "[a-z_,]{0,30}",
+                ],
+            ) {
+                let mut text = header;
+                for (a, b, c) in &rows {
+                    text.push_str(&format!("\n{a},{b},{c}"));
+                }
+                if let Ok(pairs) = parse_trace(&text) {
+                    prop_assert!(!pairs.is_empty());
+                    for w in pairs.windows(2) {
+                        prop_assert!(w[1].t > w[0].t);
+                    }
+                    for p in &pairs {
+                        for watts in [p.reference.0, p.components.0] {
+                            prop_assert!((0.0..=MAX_POWER_WATTS).contains(&watts));
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

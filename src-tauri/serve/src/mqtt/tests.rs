@@ -86,3 +86,27 @@ fn discovery_gives_four_entities_each_unavailable_when_its_field_is_unknown() {
         assert_eq!(doc["json_attributes_topic"], "wattbar/box/attributes");
     }
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 10_000, ..ProptestConfig::default() })]
+
+        /// Any broker address: taken or refused, and a refusal never repeats a password given
+        /// in it.
+        #[test]
+        fn any_broker_address_is_taken_or_refused_without_its_password(
+            scheme in prop_oneof![Just("mqtt://"), Just("mqtts://"), Just("http://"), Just("")],
+            user in "[a-z]{0,6}",
+            rest in "\\PC{0,30}",
+        ) {
+            let url = format!("{scheme}{user}:pw-s3cret@{rest}");
+            if let Err(e) = MqttConfig::from_url(&url, "h") {
+                prop_assert!(!e.to_string().contains("pw-s3cret"), "{e}");
+            }
+            let _ = MqttConfig::from_url(&format!("{scheme}{rest}"), "h");
+        }
+    }
+}

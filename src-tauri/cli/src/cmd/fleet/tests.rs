@@ -171,3 +171,83 @@ fn a_hostile_summary_reaches_neither_the_terminal_nor_the_total() {
     assert_eq!(view.total_watts, Some(100.0));
     assert_eq!((view.hosts_up, view.hosts_total), (1, 3));
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+
+    fn number() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(json!(1e308)),
+            Just(json!(-1e308)),
+            Just(json!(-5000.0)),
+            Just(json!(0.0)),
+            Just(json!(100_000.5)),
+            (-1e6..1e6f64).prop_map(|x| json!(x)),
+            Just(Value::Null),
+        ]
+    }
+
+    fn text() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            "\\PC{0,20}".prop_map(Value::String),
+            "[\u{0}-\u{1f}\u{7f}\u{9b}a-z]{0,20}".prop_map(Value::String),
+            Just(Value::Null),
+        ]
+    }
+
+    fn summary() -> impl Strategy<Value = Value> {
+        (
+            text(),
+            number(),
+            number(),
+            number(),
+            text(),
+            text(),
+            (number(), number(), text()),
+            (text(), number()),
+            any::<bool>(),
+        )
+            .prop_map(
+                |(host, at, age, watts, source, why, today, top, low_power)| {
+                    json!({
+                        "host": host, "at": at, "age_seconds": age, "period_seconds": 1.0,
+                        "watts": watts, "scope": "system", "covers": [], "quality": "measured",
+                        "source": source, "unavailable": why,
+                        "today": {"kwh": today.0, "cost": today.1, "currency": today.2},
+                        "low_power": low_power, "top_program": {"name": top.0, "watts": top.1}
+                    })
+                },
+            )
+    }
+
+    fn printable(s: &Option<String>) -> bool {
+        s.as_deref()
+            .is_none_or(|s| !s.chars().any(char::is_control))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 10_000, ..ProptestConfig::default() })]
+
+        /// Whatever a host says: no control character reaches the terminal, and no watts a
+        /// machine cannot draw reach the total.
+        #[test]
+        fn what_a_host_says_is_shown_only_as_far_as_it_can_be_believed(v in summary()) {
+            let Ok(s) = serde_json::from_value::<wattbar_serve::summary::Summary>(v) else {
+                return Ok(());
+            };
+            let row = super::super::api::row_of("h:9471", s).judged(Duration::from_secs(10));
+            prop_assert!(printable(&row.name) && printable(&row.source));
+            prop_assert!(printable(&row.reason) && printable(&row.top_program));
+            prop_assert!(printable(&row.currency));
+            if let Some(w) = row.watts {
+                prop_assert!((0.0..=wattbar_core::MAX_POWER_WATTS).contains(&w), "{w}");
+            }
+            let view = FleetView::new(vec![row], 2.0);
+            if let Some(total) = view.total_watts {
+                prop_assert!((0.0..=wattbar_core::MAX_POWER_WATTS).contains(&total));
+            }
+        }
+    }
+}
