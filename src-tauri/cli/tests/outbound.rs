@@ -374,6 +374,7 @@ fn a_collector_that_answers_without_end_costs_no_memory() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let (_, log) = serve.terminate();
+    eprintln!("peak RSS {peak:.1} MiB over six pushes of an endless answer");
     // Six pushes, each cut off after 64 KiB: `serve` stays at its size (10 MiB at rest); before
     // the cap, one such collector took it to 2 GB.
     assert!(peak < 50.0, "{peak} MiB");
@@ -394,6 +395,7 @@ fn a_collector_that_never_answers_holds_a_stop_a_few_seconds_and_the_store_is_wr
     let asked = Instant::now();
     let (status, log) = serve.terminate();
     let took = asked.elapsed();
+    eprintln!("stopped in {took:?} with a collector that never answers");
     assert!(status.success(), "{status:?} {log:?}");
     // The last push is given 3 s, far inside a service manager's 10 s; before, 16.9 s.
     assert!(took < Duration::from_secs(8), "{took:?}");

@@ -125,9 +125,14 @@ fn authority(rest: &str) -> &str {
 
 /// `url` fit to show: no credentials, no query (a token may ride there).
 pub fn shown(url: &str) -> String {
+    let is_scheme = |s: &str| {
+        s.starts_with(|c: char| c.is_ascii_alphabetic())
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+    };
     let (scheme, rest) = match url.split_once("://") {
-        Some((scheme, rest)) => (format!("{scheme}://"), rest),
-        None => (String::new(), url),
+        Some((scheme, rest)) if is_scheme(scheme) => (format!("{scheme}://"), rest),
+        _ => (String::new(), url),
     };
     let authority = authority(rest);
     let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
@@ -305,5 +310,7 @@ mod tests {
         assert_eq!(shown("https://host"), "https://host");
         assert_eq!(shown("no scheme?token=x"), "no scheme");
         assert_eq!(shown("user:pw@host:1883"), "host:1883");
+        // What comes before "://" is a scheme only when it could be one.
+        assert!(!shown(":pw@://").contains("pw"));
     }
 }
