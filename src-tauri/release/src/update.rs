@@ -398,50 +398,43 @@ mod tests {
         }
 
         proptest! {
-                // The same 10,000 cases on every run: a failure is found here, not in someone's CI later.
-        #![proptest_config(ProptestConfig {
-            cases: 10_000,
-            rng_seed: proptest::test_runner::RngSeed::Fixed(0x005e_ed0f_57a7),
-            failure_persistence: None,
-            ..ProptestConfig::default()
-        })]
 
-                /// Any bytes, and any envelope around any text: refused or verified, never a panic,
-                /// and nothing unsigned is believed.
-                #[test]
-                fn no_answer_that_is_not_signed_is_believed(
-                    bytes in prop::collection::vec(any::<u8>(), 0..300),
-                    manifest in ".{0,80}",
-                    signature in "[A-Za-z0-9+/=]{0,100}",
-                ) {
-                    prop_assert!(verify(&bytes, &[public()]).is_err());
-                    let envelope = serde_json::json!({"manifest": manifest, "signature": signature});
-                    prop_assert!(verify(envelope.to_string().as_bytes(), &[public()]).is_err());
-                }
+            /// Any bytes, and any envelope around any text: refused or verified, never a panic,
+            /// and nothing unsigned is believed.
+            #[test]
+            fn no_answer_that_is_not_signed_is_believed(
+                bytes in prop::collection::vec(any::<u8>(), 0..300),
+                manifest in ".{0,80}",
+                signature in "[A-Za-z0-9+/=]{0,100}",
+            ) {
+                prop_assert!(verify(&bytes, &[public()]).is_err());
+                let envelope = serde_json::json!({"manifest": manifest, "signature": signature});
+                prop_assert!(verify(envelope.to_string().as_bytes(), &[public()]).is_err());
+            }
 
-                /// Any text signed by the key: a manifest only when it is one, and then fresh or
-                /// refused with a reason, whatever its dates say.
-                #[test]
-                fn a_signed_text_is_a_manifest_or_refused(
-                    version in prop_oneof![Just("0.2.0".to_string()), "[0-9.a-z-]{0,12}"],
-                    expires in prop_oneof![
-                        Just("2100-01-01".to_string()),
-                        Just("2000-02-30".to_string()),
-                        "[0-9T:Z+-]{0,25}",
-                    ],
-                    seen in prop::option::of("[0-9.]{0,8}"),
-                ) {
-                    let text = serde_json::json!({"version": version, "expires": expires}).to_string();
-                    let (body, _) = sign(&[7; 32], &text);
-                    if let Ok(m) = verify(&body, &[public()]) {
-                        prop_assert!(semver::Version::parse(&m.version).is_ok());
-                        match fresh(&m, NOON, seen.as_deref()) {
-                            Ok(()) => prop_assert!(m.expires.is_some()),
-                            Err(Error::Refused(why)) => prop_assert!(!why.is_empty()),
-                            Err(other) => prop_assert!(false, "{other}"),
-                        }
+            /// Any text signed by the key: a manifest only when it is one, and then fresh or
+            /// refused with a reason, whatever its dates say.
+            #[test]
+            fn a_signed_text_is_a_manifest_or_refused(
+                version in prop_oneof![Just("0.2.0".to_string()), "[0-9.a-z-]{0,12}"],
+                expires in prop_oneof![
+                    Just("2100-01-01".to_string()),
+                    Just("2000-02-30".to_string()),
+                    "[0-9T:Z+-]{0,25}",
+                ],
+                seen in prop::option::of("[0-9.]{0,8}"),
+            ) {
+                let text = serde_json::json!({"version": version, "expires": expires}).to_string();
+                let (body, _) = sign(&[7; 32], &text);
+                if let Ok(m) = verify(&body, &[public()]) {
+                    prop_assert!(semver::Version::parse(&m.version).is_ok());
+                    match fresh(&m, NOON, seen.as_deref()) {
+                        Ok(()) => prop_assert!(m.expires.is_some()),
+                        Err(Error::Refused(why)) => prop_assert!(!why.is_empty()),
+                        Err(other) => prop_assert!(false, "{other}"),
                     }
                 }
             }
+        }
     }
 }

@@ -237,36 +237,13 @@ pub fn median(values: &mut Vec<f64>) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::meter::Method;
+    use crate::inference::interval::trace;
 
     #[test]
     fn median_of_an_even_count_is_the_mean_of_the_middle_two() {
         assert_eq!(median(&mut vec![4.0, 1.0, 3.0, 2.0]), Some(2.5));
         assert_eq!(median(&mut vec![5.0, f64::NAN, 1.0, 9.0]), Some(5.0));
         assert_eq!(median(&mut Vec::new()), None);
-    }
-
-    /// One-second intervals from `t0` with the given watts (wall clock = elapsed + 1.7e9).
-    fn trace(t0: f64, watts: &[f64]) -> Vec<Interval> {
-        watts
-            .iter()
-            .enumerate()
-            .map(|(k, &w)| {
-                let start = t0 + k as f64;
-                Interval {
-                    start,
-                    end: start + 1.0,
-                    unix_start: 1.7e9 + start,
-                    unix_end: 1.7e9 + start + 1.0,
-                    joules: Some(w),
-                    by_domain: vec![("gpu".into(), w / 2.0)],
-                    quality: Some(Quality::Measured),
-                    source: Some("rapl".into()),
-                    method: Some(Method::Counter),
-                    answered: None,
-                }
-            })
-            .collect()
     }
 
     #[test]

@@ -68,3 +68,28 @@ impl Interval {
         self.joules.filter(|_| s > 0.0).map(|j| j / s)
     }
 }
+
+/// One-second counter intervals from `t0` (elapsed seconds; the wall clock is 1.7e9 later) with
+/// the given watts, half of each the GPU's: the tests' measured machine.
+#[cfg(test)]
+pub(crate) fn trace(t0: f64, watts: &[f64]) -> Vec<Interval> {
+    watts
+        .iter()
+        .enumerate()
+        .map(|(k, &w)| {
+            let start = t0 + k as f64;
+            Interval {
+                start,
+                end: start + 1.0,
+                unix_start: 1.7e9 + start,
+                unix_end: 1.7e9 + start + 1.0,
+                joules: Some(w),
+                by_domain: vec![("gpu".into(), w / 2.0)],
+                quality: Some(Quality::Measured),
+                source: Some("rapl".into()),
+                method: Some(Method::Counter),
+                answered: None,
+            }
+        })
+        .collect()
+}

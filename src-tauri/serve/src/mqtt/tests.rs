@@ -92,13 +92,6 @@ mod properties {
     use proptest::prelude::*;
 
     proptest! {
-        // The same 10,000 cases on every run: a failure is found here, not in someone's CI later.
-    #![proptest_config(ProptestConfig {
-        cases: 10_000,
-        rng_seed: proptest::test_runner::RngSeed::Fixed(0x005e_ed0f_57a7),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
 
         /// Any broker address: taken or refused, and a refusal never repeats a password given
         /// in it.

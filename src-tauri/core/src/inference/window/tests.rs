@@ -4,35 +4,12 @@
 
 use super::*;
 use crate::counter::stepped::sim::{run, Plug, WH};
-use crate::inference::interval::Answered;
+use crate::inference::interval::{trace, Answered};
 use crate::meter::Method;
-
-/// One-second counter intervals from 0 s with the given watts (wall clock = elapsed + 1.7e9).
-fn trace(watts: &[f64]) -> Vec<Interval> {
-    watts
-        .iter()
-        .enumerate()
-        .map(|(k, &w)| {
-            let start = k as f64;
-            Interval {
-                start,
-                end: start + 1.0,
-                unix_start: 1.7e9 + start,
-                unix_end: 1.7e9 + start + 1.0,
-                joules: Some(w),
-                by_domain: vec![("gpu".into(), w / 2.0)],
-                quality: Some(Quality::Measured),
-                source: Some("rapl".into()),
-                method: Some(Method::Counter),
-                answered: None,
-            }
-        })
-        .collect()
-}
 
 #[test]
 fn a_window_partly_measured_says_how_much_it_covers_and_how_well() {
-    let i = trace(&[100.0, 200.0]);
+    let i = trace(0.0, &[100.0, 200.0]);
     // Wall 1.7e9 + 0.5 → 1.7e9 + 4.0: 0.5 s × 100 + 1 s × 200 = 250 J over 1.5 s of 3.5 s.
     let e = window_energy(&i, 1.7e9 + 0.5, 1.7e9 + 4.0);
     assert!((e.joules.unwrap_or(0.0) - 250.0).abs() < 1e-6);
