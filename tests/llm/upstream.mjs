@@ -3,7 +3,7 @@
 // Ollama / llama.cpp response bodies in tests/fixtures/llm/ (see SOURCES.md there), byte
 // for byte, paced like a real model emitting tokens. Node built-ins only.
 //
-// Usage: node tests/llm/upstream.mjs [--port 0] [--pace-ms 20]
+// Usage: node tests/llm/upstream.mjs [--port 0] [--pace-ms 20] [--ps-pad-mb 0]
 //   Listens on 127.0.0.1 (port 0 = ephemeral), prints one line `{"port": N}` on stdout once
 //   listening, then serves until killed. Every request is logged to stderr (method, path, Host).
 //
@@ -29,6 +29,12 @@
 //                    after half the pieces: an answer the server broke off
 //     `hold-end`     chunked, the last piece (the answer's end) sent, then the body's end
 //                    held back 1 s, as a busy server can: a client may close first
+//     `split-done`   chunked, a stream's pieces joined and cut in two in the middle of its
+//                    `data: [DONE]`, sent paced
+//   Request header `x-replay-done: no-space`: a stream's `data: [DONE]` written `data:[DONE]`,
+//   as SSE allows (the capture's other bytes as they are).
+//   Request header `x-replay-pad-mb: N`: a whole JSON answer padded with N MiB of spaces before
+//   its closing brace (still the same JSON), for the bounds on answers read whole.
 //   GET  /big?mb=N              N MiB (fractions allowed) of deterministic bytes, chunked, 64 KiB
 //                               writes honouring backpressure; logs byte count + SHA-256 to stderr
 //   GET  /big-sha?mb=N          {"sha256": "...", "bytes": N} of what /big?mb=N sends
@@ -36,14 +42,16 @@
 //                               hashed as it streams in, never buffered
 //   POST generation, model absent*  404 {"error":"model \"…\" not found, try pulling it first"}
 //   GET  /api/tags              {"models":[]}
-//   GET  /api/ps                the genuine /api/ps capture: gemma3:latest loaded
+//   GET  /api/ps                the genuine /api/ps capture: gemma3:latest loaded; with
+//                               --ps-pad-mb N, padded with N MiB of spaces before its last brace
 //   GET  /                      "Ollama is running" (what Ollama answers; handy as a health check)
 //   GET  /__stats               {"requests","ps","cancelled","hosts","asked"}: requests served (not
 //                               counting /__stats nor GET /api/ps, counted in "ps"), streams cut
 //                               short by the client, distinct Host
 //                               headers, and per generation request what its body asked:
 //                               {path, model, num_predict (options.num_predict), max_tokens,
-//                               keep_alive}
+//                               keep_alive}; "bodies": the last 20 such bodies under 64 KiB, as
+//                               text exactly as they came
 //   anything else               404 {"error":"not found"}
 // Like Ollama, any request whose Host hostname is not 127.0.0.1, localhost or [::1] gets a
 // 403 with an empty body (so a test can prove the proxy sends a loopback Host upstream).
@@ -70,6 +78,7 @@ try {
     options: {
       port: { type: 'string', default: '0' },
       'pace-ms': { type: 'string', default: '20' },
+      'ps-pad-mb': { type: 'string', default: '0' },
     },
   }));
 } catch (err) {
@@ -130,7 +139,14 @@ const NDJSON_ERROR = Buffer.from(JSON.stringify({ error: ERROR_MESSAGE }) + '\n'
 const SSE_ERROR = Buffer.from(
   'data: ' + JSON.stringify({ error: { message: ERROR_MESSAGE, type: 'server_error' } }) + '\n\n',
 );
-const stats = { requests: 0, ps: 0, cancelled: 0, hosts: [], asked: [] };
+const stats = { requests: 0, ps: 0, cancelled: 0, hosts: [], asked: [], bodies: [] };
+
+// A JSON object's text with `mb` MiB of spaces before its closing brace: the same JSON, larger.
+function padded(json, mb) {
+  if (!(mb > 0)) return json;
+  const close = json.lastIndexOf(0x7d);
+  return Buffer.concat([json.subarray(0, close), Buffer.alloc(Math.round(mb * MiB), 0x20), json.subarray(close)]);
+}
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -223,6 +239,7 @@ async function readJsonBody(req) {
   const chunks = [];
   for await (const chunk of req) chunks.push(chunk);
   const text = Buffer.concat(chunks).toString('utf8');
+  if (text.length < 64 * 1024) stats.bodies = [...stats.bodies.slice(-19), text];
   if (text.trim() === '') throw new Error('missing request body');
   const body = JSON.parse(text);
   if (body === null || typeof body !== 'object' || Array.isArray(body)) {
@@ -322,7 +339,7 @@ async function handle(req, res) {
   if (path === '/echo') return echo(req, res, req.url);
   if (route === 'GET /') return sendBytes(res, 200, 'text/plain; charset=utf-8', Buffer.from('Ollama is running'));
   if (route === 'GET /api/tags') return sendJson(res, 200, { models: [] });
-  if (route === 'GET /api/ps') return sendBytes(res, 200, JSON_CT, PS_JSON);
+  if (route === 'GET /api/ps') return sendBytes(res, 200, JSON_CT, padded(PS_JSON, Number(opts['ps-pad-mb'])));
   if (route === 'GET /big' || route === 'GET /big-sha') {
     const bytes = bigBytes(url);
     if (bytes === null) return sendJson(res, 400, { error: 'mb must be a number between 0 and 65536' });
@@ -360,6 +377,16 @@ async function handle(req, res) {
       if (framing === 'close-early' && pieces.length === 1) {
         const half = Math.floor(pieces[0].length / 2);
         pieces = [pieces[0].subarray(0, half), pieces[0].subarray(half)];
+      }
+      if (contentType === JSON_CT) pieces = pieces.map((p) => padded(p, Number(req.headers['x-replay-pad-mb'] ?? 0)));
+      if (contentType === SSE && req.headers['x-replay-done'] === 'no-space') {
+        pieces = pieces.map((p) => Buffer.from(p.toString('latin1').replace('data: [DONE]', 'data:[DONE]'), 'latin1'));
+      }
+      if (framing === 'split-done') {
+        const whole = Buffer.concat(pieces);
+        const at = whole.lastIndexOf('[DONE]') + 3;
+        pieces = [whole.subarray(0, at), whole.subarray(at)];
+        return streamPieces(res, path, contentType, pieces, pace, 'chunked');
       }
       return streamPieces(res, path, contentType, pieces, pace, framing);
     };

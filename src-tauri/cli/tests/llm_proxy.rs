@@ -5,6 +5,7 @@
 //! figure each record is checked against.
 
 mod attack;
+mod bytes;
 use crate::common::{
     free_port, http, node_json, node_json_with, serve_with_proxy, Answer, Serve, Upstream,
 };

@@ -116,6 +116,18 @@ struct Proxy {
     held: Arc<Semaphore>,
 }
 
+/// Largest answer read whole, for a receipt in it.
+const MAX_ANSWER_BYTES: usize = MAX_PEEK_BYTES;
+
+/// `f(bytes)` on a blocking thread, so that parsing a large body holds up no async worker;
+/// `None` only if it panicked.
+async fn blocking<T: Send + 'static>(
+    bytes: Bytes,
+    f: impl FnOnce(&[u8]) -> T + Send + 'static,
+) -> Option<T> {
+    tokio::task::spawn_blocking(move || f(&bytes)).await.ok()
+}
+
 /// How long a client may take to send a request's headers.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -374,6 +386,7 @@ impl Proxy {
                     receipt: wants_receipt.then(|| self.engine.clone()),
                     framing,
                     held: None,
+                    partial: (wants_receipt && framing == Framing::Sse).then(Vec::new),
                 }
                 .boxed_unsync()
             }
@@ -393,14 +406,28 @@ impl Proxy {
     ) -> Response<ProxyBody> {
         let id = inflight.record_id();
         inflight.expedite();
-        let mut meter = ResponseMeter::new(route, Framing::Json);
-        let bytes = match body.collect().await {
-            Ok(collected) => collected.to_bytes(),
-            Err(e) => {
-                let message = format!(
-                    "wattbar proxy: the model server broke off the answer: {}",
-                    error_chain(&e)
-                );
+        let meter = ResponseMeter::new(route, Framing::Json);
+        let mut body = body;
+        let failure = match peek::read(&mut body, MAX_ANSWER_BYTES, &self.held).await {
+            Ok(read) if read.whole => Ok(read),
+            Ok(_) => Err(format!(
+                "wattbar proxy: the model server's answer is over {} MiB, too large to read \
+                 whole for its receipt; ask without {RECEIPT_HEADER} to have it as it comes",
+                MAX_ANSWER_BYTES / (1024 * 1024)
+            )),
+            Err(PeekError::Body(e)) => Err(format!(
+                "wattbar proxy: the model server broke off the answer: {}",
+                error_chain(&e)
+            )),
+            Err(PeekError::Full) => Err(format!(
+                "wattbar proxy: {} MiB of bodies are held already, so the answer could not be \
+                 read whole for its receipt",
+                MAX_HELD_BYTES / (1024 * 1024)
+            )),
+        };
+        let read = match failure {
+            Ok(read) => read,
+            Err(message) => {
                 let (status, figures) =
                     metered::verdict(meter, parts.status, Some(message.clone()));
                 inflight.finish(status, figures);
@@ -411,15 +438,33 @@ impl Proxy {
                 return response;
             }
         };
-        meter.feed(&bytes);
-        let (status, figures) = metered::verdict(meter, parts.status, None);
+        let bytes = read.head;
+        let http_status = parts.status;
+        // Reading up to 32 MiB of JSON takes a while: off the async workers.
+        let verdict = blocking(bytes.clone(), move |bytes| {
+            let mut meter = meter;
+            meter.feed(bytes);
+            metered::verdict(meter, http_status, None)
+        })
+        .await;
+        let (status, figures) = verdict.unwrap_or_else(|| {
+            let failure = Some("wattbar proxy: reading the answer failed".to_string());
+            metered::verdict(
+                ResponseMeter::new(route, Framing::Json),
+                http_status,
+                failure,
+            )
+        });
         inflight.finish(status, figures);
         let receipt = metered::receipt(self.engine.clone(), id).await;
-        let out = receipt.into_object(&bytes).map_or(bytes, Bytes::from);
+        let out = blocking(bytes.clone(), move |b| receipt.into_object(b))
+            .await
+            .flatten()
+            .map_or(bytes, Bytes::from);
         parts
             .headers
             .insert(header::CONTENT_LENGTH, HeaderValue::from(out.len()));
-        Response::from_parts(parts, full(out))
+        Response::from_parts(parts, peek::holding(full(out), read.held))
     }
 
     /// The low-power settings to route this request by; `None` when it goes as it came.

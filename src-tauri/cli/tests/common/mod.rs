@@ -357,10 +357,15 @@ pub struct Upstream {
 impl Upstream {
     /// Starts it on a free port, `pace_ms` between chunks.
     pub fn start(pace_ms: u64) -> Upstream {
-        let (child, url) = node_server(
-            "tests/llm/upstream.mjs",
-            &["--port", "0", "--pace-ms", &pace_ms.to_string()],
-        );
+        Upstream::start_with(pace_ms, &[])
+    }
+
+    /// Starts it with more of its options (`--ps-pad-mb N`).
+    pub fn start_with(pace_ms: u64, extra: &[&str]) -> Upstream {
+        let pace = pace_ms.to_string();
+        let mut args = vec!["--port", "0", "--pace-ms", &pace];
+        args.extend_from_slice(extra);
+        let (child, url) = node_server("tests/llm/upstream.mjs", &args);
         Upstream { child, url }
     }
 

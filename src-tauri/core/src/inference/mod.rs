@@ -7,6 +7,8 @@
 //!   settled earlier hold, whatever order records arrive in.
 //! - [`route`] names the endpoints that are measured.
 //! - [`record`] is the per-request record and the per-model figures built from records.
+//! - [`request`] reads a generation request's body once, for its model, low-power routing
+//!   ([`routing`]) and usage, and changes only the bytes it must ([`members`]).
 //! - [`usage`] asks a stream for its token usage and hides the answer from a client that did not
 //!   ask for it.
 //!
@@ -17,8 +19,10 @@ pub mod attribution;
 pub mod bound;
 pub mod claims;
 pub mod interval;
+pub mod members;
 pub mod receipt;
 pub mod record;
+pub mod request;
 pub mod resident;
 pub mod response;
 pub mod route;

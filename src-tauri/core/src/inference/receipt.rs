@@ -86,15 +86,11 @@ impl Receipt {
         Some(out)
     }
 
-    /// `bytes` of an SSE stream with the receipt as a comment before `data: [DONE]`, or at
-    /// their end when the marker is not among them.
+    /// `bytes` of an SSE stream with the receipt as a comment before `data: [DONE]` (with or
+    /// without the space, as SSE allows), or at their end when the marker is not among them.
     pub fn into_sse(&self, bytes: &[u8]) -> Vec<u8> {
         let comment = format!(": wattbar {}\n\n", self.json());
-        let marker = b"data: [DONE]";
-        let at = bytes
-            .windows(marker.len())
-            .position(|w| w == marker)
-            .filter(|&i| i == 0 || bytes[i - 1] == b'\n');
+        let at = done_line(bytes);
         let mut out = Vec::with_capacity(bytes.len() + comment.len());
         match at {
             Some(i) => {
@@ -115,6 +111,26 @@ impl Receipt {
             }
         }
         out
+    }
+}
+
+/// Where the line `data: [DONE]` starts in `bytes`, however the field is spaced.
+fn done_line(bytes: &[u8]) -> Option<usize> {
+    let mut start = 0;
+    loop {
+        let line = &bytes[start..];
+        let end = line.iter().position(|&b| b == b'\n').unwrap_or(line.len());
+        let is_done = line[..end]
+            .strip_prefix(b"data:")
+            .map(|value| value.trim_ascii() == b"[DONE]")
+            .unwrap_or(false);
+        if is_done {
+            return Some(start);
+        }
+        if end == line.len() {
+            return None;
+        }
+        start += end + 1;
     }
 }
 
@@ -161,6 +177,14 @@ mod tests {
         assert_eq!(v["wattbar"]["id"], 7);
         assert_eq!(receipt().into_object(b"[1, 2]\n"), None);
         assert_eq!(receipt().into_object(b""), None);
+    }
+
+    #[test]
+    fn the_comment_goes_before_done_written_without_its_space_too() {
+        let frame = b"data: {\"choices\":[]}\r\n\r\ndata:[DONE]\r\n\r\n";
+        let text = String::from_utf8(receipt().into_sse(frame)).unwrap_or_default();
+        assert!(text.ends_with("}\n\ndata:[DONE]\r\n\r\n"), "{text:?}");
+        assert!(text.starts_with("data: {\"choices\":[]}\r\n\r\n: wattbar {"));
     }
 
     #[test]

@@ -10,12 +10,15 @@
 //!   cap. Ollama: `options.num_predict` (negative means unlimited there). OpenAI: `max_tokens`
 //!   and `max_completion_tokens`, whichever the request gives; `max_tokens` when it gives
 //!   neither, the one every compatible server reads.
-//! - Only those fields change. A body that is not a JSON object naming its model as a string is
-//!   sent as it came, and so is one that needs no change.
+//! - Only those values change, in place ([`members`](super::members)): every other byte goes as
+//!   the client wrote it. A body that is not a JSON object naming its model as a string is sent
+//!   as it came, and so is one that needs no change.
 
+use super::members::{Edits, Object};
 use super::Route;
 use crate::policy::PolicyConfig;
-use serde_json::{Map, Value};
+use serde_json::value::RawValue;
+use serde_json::Value;
 
 /// A generation limit lowered to the cap.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,8 +33,6 @@ pub struct Capped {
 /// A request changed for low-power mode.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rewritten {
-    /// The body to send upstream.
-    pub body: Vec<u8>,
     pub requested: String,
     pub served: String,
     pub capped: Vec<Capped>,
@@ -64,24 +65,30 @@ pub fn served_model<'a>(config: &'a PolicyConfig, requested: &str) -> &'a str {
         .unwrap_or(&config.model)
 }
 
-/// The body for the low-power model and cap; `None` when the request stays as it is.
-pub fn rewrite(body: &[u8], route: Route, config: &PolicyConfig) -> Option<Rewritten> {
-    let mut v: Value = serde_json::from_slice(body).ok()?;
-    let object = v.as_object_mut()?;
-    let requested = object.get("model")?.as_str()?.to_string();
+/// The members of a request that routing reads.
+pub const READS: [&str; 4] = ["model", "options", "max_tokens", "max_completion_tokens"];
+
+/// The changes for the low-power model and cap, added to `edits`; `None` when the request stays
+/// as it is. `request` keeps [`READS`].
+pub fn rewrite(
+    request: &Object,
+    route: Route,
+    config: &PolicyConfig,
+    edits: &mut Edits,
+) -> Option<Rewritten> {
+    let requested = request.string("model")?;
     let served = served_model(config, &requested).to_string();
     if served != requested {
-        object.insert("model".into(), Value::String(served.clone()));
+        edits.set(request, "model", Value::from(served.as_str()).to_string());
     }
     let capped = match config.max_tokens {
-        Some(cap) => cap_tokens(object, route, cap),
+        Some(cap) => cap_tokens(request, route, cap, edits),
         None => Vec::new(),
     };
     if served == requested && capped.is_empty() {
         return None;
     }
     Some(Rewritten {
-        body: serde_json::to_vec(&v).ok()?,
         requested,
         served,
         capped,
@@ -90,25 +97,28 @@ pub fn rewrite(body: &[u8], route: Route, config: &PolicyConfig) -> Option<Rewri
 
 /// A limit as a request gives it: `None` for none (absent, null or negative); `Err` for one
 /// that is not a number, which is left for the server to refuse.
-fn limit(value: Option<&Value>) -> Result<Option<u64>, ()> {
-    match value {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => match (n.as_u64(), n.as_i64()) {
+fn limit(value: Option<&RawValue>) -> Result<Option<u64>, ()> {
+    let Some(raw) = value else {
+        return Ok(None);
+    };
+    match serde_json::from_str::<Value>(raw.get()).map_err(|_| ())? {
+        Value::Null => Ok(None),
+        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
             (Some(u), _) => Ok(Some(u)),
             (None, Some(i)) if i < 0 => Ok(None),
             _ => Err(()),
         },
-        Some(_) => Err(()),
+        _ => Err(()),
     }
 }
 
 /// Lowers `object[field]` to `cap`; what was changed.
-fn cap_field(object: &mut Map<String, Value>, field: &'static str, cap: u64) -> Option<Capped> {
+fn cap_field(object: &Object, field: &'static str, cap: u64, edits: &mut Edits) -> Option<Capped> {
     let from = limit(object.get(field)).ok()?;
     if from.is_some_and(|n| n <= cap) {
         return None;
     }
-    object.insert(field.into(), Value::from(cap));
+    edits.set(object, field, cap.to_string());
     Some(Capped {
         field,
         from,
@@ -116,24 +126,32 @@ fn cap_field(object: &mut Map<String, Value>, field: &'static str, cap: u64) -> 
     })
 }
 
-fn cap_tokens(object: &mut Map<String, Value>, route: Route, cap: u64) -> Vec<Capped> {
+fn cap_tokens(request: &Object, route: Route, cap: u64, edits: &mut Edits) -> Vec<Capped> {
     match route {
         Route::OllamaGenerate | Route::OllamaChat => {
-            let options = object
-                .entry("options")
-                .or_insert_with(|| Value::Object(Map::new()));
-            if options.is_null() {
-                *options = Value::Object(Map::new());
-            }
-            match options.as_object_mut() {
-                Some(o) => cap_field(o, "num_predict", cap).into_iter().collect(),
-                None => Vec::new(),
+            let options = request.get("options").map(|o| o.get().trim());
+            match options {
+                None | Some("null") => {
+                    let capped = Capped {
+                        field: "num_predict",
+                        from: None,
+                        to: cap,
+                    };
+                    edits.set(request, "options", format!("{{\"num_predict\":{cap}}}"));
+                    vec![capped]
+                }
+                Some(_) => match request.object("options", &["num_predict"]) {
+                    Some(o) => cap_field(&o, "num_predict", cap, edits)
+                        .into_iter()
+                        .collect(),
+                    None => Vec::new(),
+                },
             }
         }
         Route::OpenAiChat | Route::OpenAiCompletions => {
             let given: Vec<&'static str> = ["max_tokens", "max_completion_tokens"]
                 .into_iter()
-                .filter(|f| object.get(*f).is_some_and(|v| !v.is_null()))
+                .filter(|f| request.get(f).is_some_and(|v| v.get().trim() != "null"))
                 .collect();
             let fields = if given.is_empty() {
                 vec!["max_tokens"]
@@ -142,7 +160,7 @@ fn cap_tokens(object: &mut Map<String, Value>, route: Route, cap: u64) -> Vec<Ca
             };
             fields
                 .into_iter()
-                .filter_map(|f| cap_field(object, f, cap))
+                .filter_map(|f| cap_field(request, f, cap, edits))
                 .collect()
         }
         Route::External => Vec::new(),
@@ -172,7 +190,31 @@ mod tests {
         serde_json::to_vec(&v).unwrap_or_default()
     }
 
-    fn sent(r: &Rewritten) -> Value {
+    /// The routing of `body`, and the body sent with it.
+    struct Sent {
+        routed: Rewritten,
+        body: Vec<u8>,
+    }
+
+    impl std::ops::Deref for Sent {
+        type Target = Rewritten;
+        fn deref(&self) -> &Rewritten {
+            &self.routed
+        }
+    }
+
+    fn rewrite(body: &[u8], route: Route, config: &PolicyConfig) -> Option<Sent> {
+        let text = std::str::from_utf8(body).ok()?;
+        let request = Object::parse(text, &READS)?;
+        let mut edits = Edits::default();
+        let routed = super::rewrite(&request, route, config, &mut edits)?;
+        Some(Sent {
+            routed,
+            body: edits.apply(body)?,
+        })
+    }
+
+    fn sent(r: &Sent) -> Value {
         serde_json::from_slice(&r.body).unwrap_or(Value::Null)
     }
 
@@ -203,7 +245,7 @@ mod tests {
     fn a_request_for_the_low_power_model_is_left_alone() {
         let c = config(&[], None);
         let b = body(json!({"model": "qwen3:1b", "messages": []}));
-        assert_eq!(rewrite(&b, Route::OpenAiChat, &c), None);
+        assert!(rewrite(&b, Route::OpenAiChat, &c).is_none());
     }
 
     #[test]
@@ -215,7 +257,7 @@ mod tests {
             br#"{"model": 3}"#,
             br#"{"prompt": "x"}"#,
         ] {
-            assert_eq!(rewrite(b, Route::OllamaGenerate, &c), None);
+            assert!(rewrite(b, Route::OllamaGenerate, &c).is_none(), "{b:?}");
         }
     }
 
@@ -267,6 +309,6 @@ mod tests {
         assert_eq!(sent(&r)["max_tokens"], json!(128));
         // A limit that is not a number is the server's to refuse.
         let b = body(json!({"model": "qwen3:1b", "max_tokens": "many"}));
-        assert_eq!(rewrite(&b, Route::OpenAiChat, &c), None);
+        assert!(rewrite(&b, Route::OpenAiChat, &c).is_none());
     }
 }

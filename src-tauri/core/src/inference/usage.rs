@@ -7,46 +7,35 @@
 //!   option to a streamed request that lacks it, and removes that one chunk from the answer, so
 //!   that the client gets exactly the events it would have had. Nothing else is touched: a
 //!   request that already asks, or is not streamed, or is no JSON object, goes up unchanged.
-//! - The option is added as text after the body's opening brace, so every byte the client sent
-//!   stays as it was; only a request with `stream_options` that lacks `include_usage` is
-//!   re-encoded.
+//! - The option is added as text ([`members`](super::members)): after the body's opening brace,
+//!   or after that of its `stream_options`, or in place of a `stream_options` that is no object.
+//!   Every other byte the client sent stays as it was.
 //! - The filter works line by line and holds nothing but the current line: a usage chunk is
 //!   dropped with the blank line that ends its event; every other byte passes in order.
 
+use super::members::{Edits, Object};
 use serde_json::Value;
 
-/// The request body with `include_usage` asked for, when the request is a stream that did not
-/// ask; `None` to send it unchanged.
-pub fn ask_for_usage(body: &[u8]) -> Option<Vec<u8>> {
-    let v: Value = serde_json::from_slice(body).ok()?;
-    let object = v.as_object()?;
-    if object.get("stream").and_then(Value::as_bool) != Some(true) {
-        return None;
+/// The members of a request that asking for usage reads.
+pub const READS: [&str; 2] = ["stream", "stream_options"];
+
+/// Asks for `include_usage` in `edits` when the request is a stream that did not ask; whether
+/// it did. `request` keeps [`READS`].
+pub fn ask_for_usage(request: &Object, edits: &mut Edits) -> bool {
+    if request.bool("stream") != Some(true) {
+        return false;
     }
-    match object.get("stream_options") {
-        None => {
-            let open = body.iter().position(|&b| b == b'{')?;
-            let mut out = Vec::with_capacity(body.len() + 48);
-            out.extend_from_slice(&body[..=open]);
-            out.extend_from_slice(br#""stream_options":{"include_usage":true},"#);
-            out.extend_from_slice(&body[open + 1..]);
-            Some(out)
-        }
-        Some(options) => {
-            if options.get("include_usage").and_then(Value::as_bool) == Some(true) {
-                return None;
-            }
-            let mut v = v.clone();
-            let options = v.get_mut("stream_options")?;
-            match options {
-                Value::Object(o) => {
-                    o.insert("include_usage".into(), Value::Bool(true));
-                }
-                other => *other = serde_json::json!({ "include_usage": true }),
-            }
-            serde_json::to_vec(&v).ok()
-        }
+    let asked = "true".to_string();
+    match request.object("stream_options", &["include_usage"]) {
+        Some(options) if options.bool("include_usage") == Some(true) => return false,
+        Some(options) => edits.set(&options, "include_usage", asked),
+        None => edits.set(
+            request,
+            "stream_options",
+            format!("{{\"include_usage\":{asked}}}"),
+        ),
     }
+    true
 }
 
 /// Removes the usage-only chunk (`choices: []` with a `usage` object) from an SSE stream.
@@ -133,10 +122,17 @@ mod tests {
     use super::*;
     use crate::inference::fixture;
 
+    /// `body` as sent upstream, when the proxy asked it for usage.
+    fn asked(body: &[u8]) -> Option<Vec<u8>> {
+        let request = Object::parse(std::str::from_utf8(body).ok()?, &READS)?;
+        let mut edits = Edits::default();
+        ask_for_usage(&request, &mut edits).then(|| edits.apply(body))?
+    }
+
     #[test]
     fn a_stream_that_did_not_ask_is_asked_with_its_own_bytes_kept() {
         let body = br#"{"model":"smollm2", "stream": true,"messages":[]}"#;
-        let asked = ask_for_usage(body).unwrap_or_default();
+        let asked = asked(body).unwrap_or_default();
         assert_eq!(
             String::from_utf8_lossy(&asked),
             r#"{"stream_options":{"include_usage":true},"model":"smollm2", "stream": true,"messages":[]}"#
@@ -147,17 +143,16 @@ mod tests {
 
     #[test]
     fn only_streams_that_lack_usage_are_changed() {
-        assert_eq!(ask_for_usage(br#"{"model":"m"}"#), None);
-        assert_eq!(ask_for_usage(br#"{"model":"m","stream":false}"#), None);
+        assert_eq!(asked(br#"{"model":"m"}"#), None);
+        assert_eq!(asked(br#"{"model":"m","stream":false}"#), None);
         assert_eq!(
-            ask_for_usage(br#"{"stream":true,"stream_options":{"include_usage":true}}"#),
+            asked(br#"{"stream":true,"stream_options":{"include_usage":true}}"#),
             None
         );
-        assert_eq!(ask_for_usage(b"not json"), None);
-        assert_eq!(ask_for_usage(b"[1,2]"), None);
-        let off =
-            ask_for_usage(br#"{"stream":true,"stream_options":{"include_usage":false,"x":1}}"#)
-                .unwrap_or_default();
+        assert_eq!(asked(b"not json"), None);
+        assert_eq!(asked(b"[1,2]"), None);
+        let off = asked(br#"{"stream":true,"stream_options":{"include_usage":false,"x":1}}"#)
+            .unwrap_or_default();
         let v: Value = serde_json::from_slice(&off).unwrap_or_default();
         assert_eq!(
             v["stream_options"],

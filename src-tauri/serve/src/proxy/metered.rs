@@ -88,6 +88,10 @@ pub(super) struct Metered {
     pub(super) receipt: Option<wattbar_engine::EngineReader>,
     pub(super) framing: Framing,
     pub(super) held: Option<Held>,
+    /// With a receipt asked of a stream: the bytes after the last newline passed on, held until
+    /// their line ends, so that the frame that ends the answer holds its whole last line (the
+    /// `data: [DONE]` the receipt goes before may come in two frames).
+    pub(super) partial: Option<Vec<u8>>,
 }
 
 impl Metered {
@@ -100,17 +104,11 @@ impl Metered {
         inflight.finish(status, figures);
     }
 
-    /// Whether `data`, just metered, ends the answer: Ollama's `done: true` line, OpenAI's
-    /// `data: [DONE]` (its finish reason comes before the usage, so it is not the end).
-    fn ends_answer(&self, data: &[u8]) -> bool {
-        let Some(meter) = self.meter.as_ref() else {
-            return false;
-        };
-        match self.framing {
-            Framing::Ndjson => meter.figures().finished,
-            Framing::Sse => data.windows(12).any(|w| w == b"data: [DONE]"),
-            Framing::Json => false,
-        }
+    /// Whether the bytes just metered end the answer: Ollama's `done: true` line, OpenAI's
+    /// `data: [DONE]` however it came (its finish reason comes before the usage, so it is not
+    /// the end).
+    fn ends_answer(&self) -> bool {
+        self.framing != Framing::Json && self.meter.as_ref().is_some_and(|m| m.figures().finished)
     }
 
     /// Ends the record now and holds `out` until its receipt is in it.
@@ -162,10 +160,35 @@ impl Metered {
                 }
             }
         }
-        match self.filter.as_mut() {
+        let out = match self.filter.as_mut() {
             Some(filter) => Bytes::from(filter.push(&data)),
             None => data,
+        };
+        match self.partial.as_mut() {
+            Some(partial) => {
+                partial.extend_from_slice(&out);
+                let lines = partial
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(0, |i| i + 1);
+                let rest = partial.split_off(lines);
+                Bytes::from(std::mem::replace(partial, rest))
+            }
+            None => out,
         }
+    }
+
+    /// The bytes still held back once the upstream body has ended.
+    fn rest(&mut self) -> Vec<u8> {
+        let mut rest = self
+            .partial
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default();
+        if let Some(filter) = self.filter.as_mut() {
+            rest.extend_from_slice(&filter.finish());
+        }
+        rest
     }
 }
 
@@ -202,21 +225,19 @@ impl Body for Metered {
                         Ok(data) => data,
                         Err(other) => return Poll::Ready(Some(Ok(other))),
                     };
-                    let raw = data.clone();
                     let mut out = this.pass(data);
                     // A body with a Content-Length is over at its last byte: the server writing
                     // this body polls no further, so the record ends here.
                     if this.inner.is_end_stream() {
                         this.done = true;
-                        if let Some(rest) = this.filter.as_mut().map(UsageChunkFilter::finish) {
+                        let rest = this.rest();
+                        if !rest.is_empty() {
                             let mut joined = out.to_vec();
                             joined.extend_from_slice(&rest);
                             out = Bytes::from(joined);
                         }
                     }
-                    if this.receipt.is_some()
-                        && this.http_status.is_success()
-                        && this.ends_answer(&raw)
+                    if this.receipt.is_some() && this.http_status.is_success() && this.ends_answer()
                     {
                         this.hold_for_receipt(out);
                         continue;
@@ -239,9 +260,9 @@ impl Body for Metered {
                 }
                 None => {
                     this.done = true;
-                    let rest = this.filter.as_mut().map(UsageChunkFilter::finish);
+                    let rest = this.rest();
                     this.end(None);
-                    if let Some(rest) = rest.filter(|r| !r.is_empty()) {
+                    if !rest.is_empty() {
                         this.tail = Some(Bytes::from(rest));
                     }
                 }
@@ -253,11 +274,17 @@ impl Body for Metered {
         self.tail.is_none()
             && self.held.is_none()
             && (self.done
-                || (self.inner.is_end_stream() && self.filter.as_ref().is_none_or(|f| !f.holds())))
+                || (self.inner.is_end_stream()
+                    && self.filter.as_ref().is_none_or(|f| !f.holds())
+                    && self.partial.as_ref().is_none_or(Vec::is_empty)))
     }
 
     fn size_hint(&self) -> SizeHint {
-        if self.filter.is_some() || self.receipt.is_some() || self.held.is_some() {
+        if self.filter.is_some()
+            || self.receipt.is_some()
+            || self.held.is_some()
+            || self.partial.is_some()
+        {
             SizeHint::default()
         } else {
             self.inner.size_hint()

@@ -1,10 +1,14 @@
 //! A generation request's body, read whole (up to [`MAX_PEEK_BYTES`]) to learn its model, route
 //! it and ask a stream for its usage.
 //!
-//! Rule: what all requests hold read at once is bounded ([`MAX_HELD_BYTES`]): each body's bytes
-//! take their share of one budget while read and until sent upstream, and a request that would
-//! pass the bound is answered 503 at once, so concurrent 32 MiB bodies cannot take the engine's
-//! memory.
+//! Rules:
+//! - What all requests hold read at once is bounded ([`MAX_HELD_BYTES`]): each body's bytes take
+//!   their share of one budget while read and until sent on, and a request that would pass the
+//!   bound is answered 503 at once, so concurrent 32 MiB bodies cannot take the engine's memory.
+//!   A whole answer read for its receipt takes its share of the same budget ([`read`]).
+//! - A body read whole is parsed once, on a blocking thread
+//!   ([`prepare`](wattbar_core::inference::request::prepare)), never on the async workers that
+//!   also serve the API and `/metrics`.
 
 use super::body::{full, BoxError, ProxyBody};
 use bytes::Bytes;
@@ -13,8 +17,8 @@ use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Incoming;
 use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use wattbar_core::inference::routing::{self, Rewritten};
-use wattbar_core::inference::usage::ask_for_usage;
+use wattbar_core::inference::request::prepare;
+use wattbar_core::inference::routing::Rewritten;
 use wattbar_core::inference::Route;
 use wattbar_core::PolicyConfig;
 
@@ -61,53 +65,20 @@ pub(super) async fn peek(
     routing: Option<&PolicyConfig>,
     budget: &Arc<Semaphore>,
 ) -> Result<Peeked, PeekError> {
-    let mut head = bytes::BytesMut::new();
-    let mut held: Option<OwnedSemaphorePermit> = None;
-    let mut ended = true;
-    while let Some(frame) = body.frame().await {
-        if let Ok(data) = frame.map_err(PeekError::Body)?.into_data() {
-            let units = u32::try_from(data.len().div_ceil(UNIT)).map_err(|_| PeekError::Full)?;
-            let more = Arc::clone(budget)
-                .try_acquire_many_owned(units)
-                .map_err(|_| PeekError::Full)?;
-            match held.as_mut() {
-                Some(h) => h.merge(more),
-                None => held = Some(more),
-            }
-            head.extend_from_slice(&data);
-        }
-        if head.len() > MAX_PEEK_BYTES {
-            ended = false;
-            break;
-        }
-    }
-    let mut head = head.freeze();
-    if ended {
-        let mut routed = routing.and_then(|c| routing::rewrite(&head, route, c));
-        let model = match &routed {
-            Some(w) => Some(w.served.clone()),
-            None => serde_json::from_slice::<serde_json::Value>(&head)
-                .ok()
-                .and_then(|v| v.get("model").and_then(|m| m.as_str()).map(str::to_string)),
-        };
-        let mut changed = routed.is_some();
-        if let Some(w) = routed.as_mut() {
-            head = Bytes::from(std::mem::take(&mut w.body));
-        }
-        let asked = matches!(route, Route::OpenAiChat | Route::OpenAiCompletions)
-            .then(|| ask_for_usage(&head))
-            .flatten();
-        let asked_usage = asked.is_some();
-        if let Some(with_usage) = asked {
-            head = Bytes::from(with_usage);
-            changed = true;
-        }
+    let Read { head, held, whole } = read(&mut body, MAX_PEEK_BYTES, budget).await?;
+    if whole {
+        // Reading a body of up to 32 MiB takes a while: off the async workers, which also serve
+        // the API and `/metrics`.
+        let routing = routing.cloned();
+        let prepared = super::blocking(head.clone(), move |b| prepare(b, route, routing.as_ref()))
+            .await
+            .unwrap_or_default();
         return Ok(Peeked {
-            length: changed.then_some(head.len()),
-            body: holding(full(head), held),
-            model,
-            asked_usage,
-            routed,
+            length: prepared.body.as_ref().map(Vec::len),
+            body: holding(full(prepared.body.map_or(head, Bytes::from)), held),
+            model: prepared.model,
+            asked_usage: prepared.asked_usage,
+            routed: prepared.routed,
         });
     }
     let first = futures_util::stream::once(async move { Ok(Frame::data(head)) });
@@ -122,8 +93,56 @@ pub(super) async fn peek(
     })
 }
 
+/// The start of a body, read and held.
+pub(super) struct Read {
+    pub(super) head: Bytes,
+    /// The head's share of the budget.
+    pub(super) held: Option<OwnedSemaphorePermit>,
+    /// The head is the whole body: it ended within the bound.
+    pub(super) whole: bool,
+}
+
+/// Reads `body` to its end, or until more than `max` bytes are read; what is held counts
+/// against `budget`, and past it the read stops with [`PeekError::Full`].
+pub(super) async fn read<B>(
+    body: &mut B,
+    max: usize,
+    budget: &Arc<Semaphore>,
+) -> Result<Read, PeekError>
+where
+    B: http_body::Body<Data = Bytes, Error = hyper::Error> + Unpin,
+{
+    let mut head = bytes::BytesMut::new();
+    let mut held: Option<OwnedSemaphorePermit> = None;
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame.map_err(PeekError::Body)?.into_data() {
+            let units = u32::try_from(data.len().div_ceil(UNIT)).map_err(|_| PeekError::Full)?;
+            let more = Arc::clone(budget)
+                .try_acquire_many_owned(units)
+                .map_err(|_| PeekError::Full)?;
+            match held.as_mut() {
+                Some(h) => h.merge(more),
+                None => held = Some(more),
+            }
+            head.extend_from_slice(&data);
+        }
+        if head.len() > max {
+            return Ok(Read {
+                head: head.freeze(),
+                held,
+                whole: false,
+            });
+        }
+    }
+    Ok(Read {
+        head: head.freeze(),
+        held,
+        whole: true,
+    })
+}
+
 /// `body`, keeping `held` until it is dropped (sent, or the request abandoned).
-fn holding(body: ProxyBody, held: Option<OwnedSemaphorePermit>) -> ProxyBody {
+pub(super) fn holding(body: ProxyBody, held: Option<OwnedSemaphorePermit>) -> ProxyBody {
     body.map_frame(move |frame| {
         let _held = &held;
         frame

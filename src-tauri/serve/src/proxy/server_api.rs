@@ -1,15 +1,18 @@
 //! The proxy's own calls to the model server's API, besides the requests it passes on: which
-//! models it holds (`GET /api/ps`) and unloading one.
+//! models it holds (`GET /api/ps`) and unloading one. Each answer is read up to
+//! [`MAX_ANSWER_BYTES`], in [`TIMEOUT`].
 
 use super::body::{error_chain, full, ProxyBody};
 use super::upstream::Upstream;
 use bytes::Bytes;
-use http_body_util::BodyExt;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::{Method, Request, StatusCode};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use std::time::Duration;
 use wattbar_core::inference::resident::Loaded;
 
+/// Most bytes of an answer read: a list of loaded models, or one unload's short answer.
+const MAX_ANSWER_BYTES: usize = 1024 * 1024;
 /// How long each call may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -50,11 +53,16 @@ pub(super) async fn send(
     let answer = tokio::time::timeout(TIMEOUT, async {
         let response = client.request(request).await.map_err(|e| error_chain(&e))?;
         let status = response.status();
-        let bytes = response
-            .into_body()
+        let bytes = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
             .collect()
             .await
-            .map_err(|e| error_chain(&e))?
+            .map_err(|e| match e.downcast_ref::<LengthLimitError>() {
+                Some(_) => format!(
+                    "the answer is over {} KiB, more than any list of models",
+                    MAX_ANSWER_BYTES / 1024
+                ),
+                None => error_chain(e.as_ref()),
+            })?
             .to_bytes();
         Ok::<_, String>((status, bytes))
     });
