@@ -547,3 +547,38 @@ fn a_closed_stderr_loses_log_lines_not_the_engine() {
         "the engine stopped sampling: its last sample is {age} s old"
     );
 }
+
+/// The soft and hard limits on open files of process `pid`, from `/proc`.
+fn open_files_limits(pid: u32) -> (String, String) {
+    let limits =
+        std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap_or_else(|e| panic!("{e}"));
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap_or_else(|| panic!("{limits}"));
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    (fields[3].to_string(), fields[4].to_string())
+}
+
+#[test]
+fn serve_started_with_a_soft_limit_of_256_files_raises_it_to_the_hard_limit() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let trace = dir.path().join("trace.csv");
+    std::fs::write(&trace, "t,watts\n0,50\n").unwrap_or_else(|e| panic!("{e}"));
+    let base = cli(dir.path());
+    let mut c = Command::new("sh");
+    c.args(["-c", "ulimit -Sn 256 && exec \"$0\" \"$@\""])
+        .arg(base.get_program())
+        .args(["serve", "--listen", "127.0.0.1:0"]);
+    for (k, v) in base.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    c.env("WATTBAR_REPLAY", &trace);
+    let serve = Serve::spawn(c);
+    let (soft, hard) = open_files_limits(serve.child.id());
+    assert_ne!(hard, "256", "the hard limit here leaves nothing to raise");
+    assert_eq!(soft, hard);
+}

@@ -98,6 +98,7 @@ struct App {
 }
 
 fn start(launch: &Launch) -> Result<Started, Box<dyn std::error::Error>> {
+    wattbar_serve::net::raise_open_files_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("wattbar-io")

@@ -13,6 +13,7 @@ use wattbar_serve::otlp;
 use wattbar_serve::proxy;
 
 pub async fn serve(command: Cmd) -> Result<()> {
+    wattbar_serve::net::raise_open_files_limit();
     let Cmd::Serve {
         listen,
         allow_remote,
