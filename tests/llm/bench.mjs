@@ -11,7 +11,88 @@
 // alternating a streamed OpenAI chat (SSE) and a non-streamed Ollama generate (Content-Length);
 // every answer must arrive whole. Prints one JSON line: requests, failures, seconds.
 //        node tests/llm/bench.mjs --load <proxy url> [requests=10000] [concurrency=64]
+//
+// With --bodies: `/metrics` read every 10 ms while `concurrency` requests of `mib` MiB each go
+// through the proxy at once, `rounds` times over (half non-streamed Ollama generates, half
+// streamed OpenAI chats, which the proxy asks for their usage: both bodies read whole and
+// parsed). Prints one JSON line: the latency of `/metrics` (p50, p99, max, in ms) while the
+// bodies pass, and before them at rest; the bodies' seconds and failures.
+//        node tests/llm/bench.mjs --bodies <proxy url> <metrics url> [rounds=5] [mib=30] [concurrency=8]
 import http from 'node:http';
+
+if (process.argv[2] === '--bodies') {
+  const [, , , base, metrics, rounds = '5', mib = '30', concurrency = '8'] = process.argv;
+  const pad = 'x'.repeat(Number(mib) * 1024 * 1024);
+  const kinds = [
+    ['/api/generate', JSON.stringify({ model: 'llama3.2', prompt: pad, stream: false })],
+    ['/v1/chat/completions', JSON.stringify({ model: 'qwen2.5:0.5b', stream: true, messages: [{ role: 'user', content: pad }] })],
+  ];
+  const post = (i) => new Promise((resolve) => {
+    const [path, body] = kinds[i % kinds.length];
+    const req = http.request(`${base}${path}`, {
+      method: 'POST', agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+    }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode === 200));
+    });
+    req.on('error', () => resolve(false));
+    req.end(body);
+  });
+  // The scrapes run on a thread of their own, so that writing the bodies here never delays
+  // them: what they measure is the server's answer alone.
+  const { Worker } = await import('node:worker_threads');
+  const follow = () => {
+    const worker = new Worker(`
+      const http = require('node:http');
+      const { parentPort, workerData } = require('node:worker_threads');
+      const keep = new http.Agent({ keepAlive: true, maxSockets: 1 });
+      let done = false, failed = 0;
+      const seen = [];
+      parentPort.on('message', () => { done = true; });
+      const scrape = () => new Promise((resolve) => {
+        const t0 = process.hrtime.bigint();
+        http.get(workerData, { agent: keep }, (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode === 200 ? Number(process.hrtime.bigint() - t0) / 1e6 : null));
+        }).on('error', () => resolve(null));
+      });
+      (async () => {
+        while (!done) {
+          const ms = await scrape();
+          if (ms === null) failed++; else seen.push(ms);
+          await new Promise((r) => setTimeout(r, 10));
+        }
+        parentPort.postMessage({ seen, failed });
+      })();
+    `, { eval: true, workerData: metrics });
+    const result = new Promise((resolve) => worker.once('message', resolve));
+    return { stop: async () => { worker.postMessage('stop'); const r = await result; await worker.terminate(); return r; } };
+  };
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+  const stats = (xs) => {
+    const s = [...xs].sort((a, b) => a - b);
+    const at = (q) => s[Math.min(s.length - 1, Math.floor(q * s.length))];
+    return { n: s.length, p50: at(0.5), p99: at(0.99), max: s[s.length - 1] };
+  };
+  const idle = follow();
+  await sleep(3000);
+  const atRest = await idle.stop();
+  const loaded = follow();
+  const t0 = process.hrtime.bigint();
+  let failures = 0;
+  for (let r = 0; r < Number(rounds); r++) {
+    const oks = await Promise.all(Array.from({ length: Number(concurrency) }, (_, i) => post(i)));
+    failures += oks.filter((ok) => !ok).length;
+  }
+  const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  const underLoad = await loaded.stop();
+  console.log(JSON.stringify({
+    bodies: Number(rounds) * Number(concurrency), mib: Number(mib), concurrency: Number(concurrency),
+    seconds, failures, metrics_under_load_ms: stats(underLoad.seen), metrics_at_rest_ms: stats(atRest.seen),
+    metrics_failures: atRest.failed + underLoad.failed,
+  }));
+  process.exit(failures === 0 ? 0 : 1);
+}
 
 if (process.argv[2] === '--load') {
   const [, , , base, total = '10000', concurrency = '64'] = process.argv;

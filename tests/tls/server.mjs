@@ -8,6 +8,8 @@
 //                                      capture read in place from ../shared/fixtures/plugs/
 //                                      (never copied); 401 without `Authorization: Bearer T`
 //   GET /to-http                       302 to http://127.0.0.1:PORT/manifest.json (a downgrade)
+//   POST /v1/metrics                   an OTLP collector: the push read whole, 200 with an empty
+//                                      protobuf answer (a full success)
 //   GET /__asked                       how many requests each path had
 
 import https from "node:https";
@@ -48,6 +50,9 @@ const server = https.createServer(
     } else if (req.url === "/to-http") {
       res.writeHead(302, { Location: `http://127.0.0.1:${server.address().port}/manifest.json` });
       res.end();
+    } else if (req.url === "/v1/metrics" && req.method === "POST") {
+      req.resume();
+      req.on("end", () => send(200, "", "application/x-protobuf"));
     } else if (req.url === "/__asked") {
       send(200, JSON.stringify(asked));
     } else {

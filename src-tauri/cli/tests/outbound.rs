@@ -404,3 +404,62 @@ fn a_collector_that_never_answers_holds_a_stop_a_few_seconds_and_the_store_is_wr
     assert!(written.is_some() && gave_up.is_some(), "{log:?}");
     assert!(written < gave_up, "{log:?}");
 }
+
+/// How many times the https server was asked for `path` (curl, trusting the test's CA).
+fn asked(server: &Https, pki: &Pki, path: &str) -> u64 {
+    let out = Command::new("curl")
+        .args(["-sf", "--cacert"])
+        .arg(&pki.ca)
+        .arg(server.url("/__asked"))
+        .output()
+        .unwrap_or_else(|e| panic!("curl: {e}"));
+    let asked: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    asked[path].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn otlp_pushes_over_https_once_its_ca_is_trusted_and_says_the_tls_reason_while_not() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let pki = pki(dir.path());
+    let manifest = dir.path().join("manifest.json");
+    std::fs::write(&manifest, "{}").unwrap_or_else(|e| panic!("{e}"));
+    let server = Https::start(&pki, &manifest, "unused");
+    let pushing = |roots: &Path| {
+        let data = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let trace = data.path().join("trace.csv");
+        std::fs::write(&trace, "t,watts\n0,100\n").unwrap_or_else(|e| panic!("{e}"));
+        let mut c = cli(data.path());
+        c.env("WATTBAR_REPLAY", &trace)
+            .env("SSL_CERT_FILE", roots)
+            .env_remove("SSL_CERT_DIR")
+            .args(["serve", "--listen", "127.0.0.1:0", "--otlp-interval", "1s"])
+            .arg("--otlp-endpoint")
+            .arg(server.url(""));
+        (Serve::spawn(c), data)
+    };
+
+    let (serve, _data) = pushing(&pki.ca);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while asked(&server, &pki, "/v1/metrics") < 2 {
+        assert!(Instant::now() < deadline, "no push arrived over https");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (_, log) = serve.terminate();
+    assert!(!log.iter().any(|l| l.contains("otlp:")), "{log:?}");
+
+    // Roots without the CA: nothing is pushed, and the warning says it is the certificate.
+    let before = asked(&server, &pki, "/v1/metrics");
+    let (serve, _data) = pushing(&pki.other_ca);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let warned = loop {
+        let line = serve
+            .log
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .unwrap_or_else(|e| panic!("no warning: {e}"));
+        if line.contains("otlp:") {
+            break line;
+        }
+    };
+    assert!(warned.contains("certificate"), "{warned}");
+    assert_eq!(asked(&server, &pki, "/v1/metrics"), before);
+}

@@ -1,6 +1,7 @@
 //! OpenTelemetry metrics pushed over OTLP/HTTP (protobuf): each push is an
 //! `ExportMetricsServiceRequest` made from OpenTelemetry's own protobuf definitions
-//! (`opentelemetry-proto`) and posted with the API's hyper. (The SDK and its exporter cost
+//! (`opentelemetry-proto`) and posted under the outbound policy (`wattbar-outbound`: https with
+//! the system's roots, a timeout, the answer capped). (The SDK and its exporter cost
 //! `serve` about 1.3 MiB more PSS at rest, measured; these figures need none of their aggregation:
 //! every one is a total or a reading the engine already keeps.)
 //!
@@ -20,10 +21,6 @@
 //! - A push failing for a new reason is logged once; the last push is made on a clean stop.
 //! - The resource names the machine: `service.name=wattbar`, `host.name`.
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::metrics::v1::{
@@ -66,12 +63,6 @@ impl OtlpConfig {
         };
         let address = wattbar_outbound::address(url, "the OTLP endpoint", None)
             .map_err(|e| bad(&e.to_string()))?;
-        if address.https {
-            return Err(bad(
-                "https is not supported: push to a collector over http (on this machine or \
-                 your network), which may forward over TLS",
-            ));
-        }
         let uri: hyper::Uri = address
             .url
             .parse()
@@ -351,14 +342,15 @@ fn unix_nanos() -> u64 {
 
 /// Starts pushing the engine's figures every `config.interval`, on the current Tokio runtime.
 pub fn start(config: &OtlpConfig, engine: EngineReader) -> Result<Otlp, Error> {
-    let uri: hyper::Uri = config
-        .endpoint
-        .parse()
-        .map_err(|e| Error::Refused(format!("{}: {e}", config.endpoint)))?;
-    let mut connector = HttpConnector::new();
-    connector.set_connect_timeout(Some(PUSH_TIMEOUT));
-    let client: Client<HttpConnector, Full<Bytes>> =
-        Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
+    let refused = |e: wattbar_outbound::Error| {
+        Error::Refused(format!(
+            "{}: {e}",
+            wattbar_outbound::shown(&config.endpoint)
+        ))
+    };
+    let address =
+        wattbar_outbound::address(&config.endpoint, "the OTLP endpoint", None).map_err(refused)?;
+    let agent = wattbar_outbound::agent(&wattbar_outbound::OTLP, &address).map_err(refused)?;
     let (stop, mut stopped) = watch::channel(false);
     let config = config.clone();
     let task = tokio::spawn(async move {
@@ -384,17 +376,20 @@ pub fn start(config: &OtlpConfig, engine: EngineReader) -> Result<Otlp, Error> {
                 .since_unix
                 .map_or(started, |s| (s * 1e9).clamp(0.0, u64::MAX as f64) as u64);
             let body = request(&p, &config.host_name, start, at).encode_to_vec();
-            match push(&client, &uri, body).await {
+            match push(&agent, &config.endpoint, body).await {
                 Ok(()) => {
                     if last_error.take().is_some() {
-                        tracing::info!("otlp: pushing to {} again", config.endpoint);
+                        tracing::info!(
+                            "otlp: pushing to {} again",
+                            wattbar_outbound::shown(&config.endpoint)
+                        );
                     }
                 }
                 Err(why) => {
                     if last_error.as_ref() != Some(&why) {
                         tracing::warn!(
                             "otlp: {}: {why}; the next push carries the totals",
-                            config.endpoint
+                            wattbar_outbound::shown(&config.endpoint)
                         );
                     }
                     last_error = Some(why);
@@ -408,42 +403,46 @@ pub fn start(config: &OtlpConfig, engine: EngineReader) -> Result<Otlp, Error> {
     Ok(Otlp { stop, task })
 }
 
-/// One POST of an encoded request; a reason when it was not taken.
-async fn push(
-    client: &Client<HttpConnector, Full<Bytes>>,
-    uri: &hyper::Uri,
-    body: Vec<u8>,
-) -> Result<(), String> {
-    let request = hyper::Request::post(uri.clone())
-        .header(hyper::header::CONTENT_TYPE, "application/x-protobuf")
-        .body(Full::new(Bytes::from(body)))
-        .map_err(|e| e.to_string())?;
-    let call = async {
-        let answer = client
-            .request(request)
-            .await
-            .map_err(|e| crate::net::innermost_reason(&e))?;
-        let status = answer.status();
-        // Read the answer whole so that the connection can be kept; no more of it than a
-        // collector says (a partial success), so that an endless answer costs nothing.
+/// One POST of an encoded request under the outbound policy (https with the system's roots, the
+/// timeout, the answer capped); a reason when it was not taken.
+///
+/// The blocking call runs on a thread of its own, not the runtime's blocking pool: a collector
+/// that never answers would otherwise hold the runtime's shutdown for the whole timeout after the
+/// last push was given up.
+async fn push(agent: &ureq::Agent, url: &str, body: Vec<u8>) -> Result<(), String> {
+    let (agent, url) = (agent.clone(), url.to_string());
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let call = move || {
         let cap = wattbar_outbound::OTLP.max_answer_bytes;
-        let limited = http_body_util::Limited::new(
-            answer.into_body(),
-            usize::try_from(cap).unwrap_or(usize::MAX),
-        );
-        let read = limited.collect().await;
-        match (status.is_success(), read) {
-            (true, Ok(_)) => Ok(()),
-            (true, Err(_)) => Err(format!(
-                "the collector's answer was cut off past {} KiB or broken",
-                cap / 1024
-            )),
-            (false, _) => Err(format!("the collector answered {status}")),
-        }
+        let answer = agent
+            .post(&url)
+            .header("Content-Type", "application/x-protobuf")
+            .send(&body[..]);
+        let outcome = match answer {
+            // Read the answer (a partial success at most) so that the connection can be kept;
+            // no more of it than that, so that an endless answer costs nothing.
+            Ok(mut answer) => wattbar_outbound::read(answer.body_mut(), &wattbar_outbound::OTLP)
+                .map(drop)
+                .map_err(|_| {
+                    format!(
+                        "the collector's answer was cut off past {} KiB or broken",
+                        cap / 1024
+                    )
+                }),
+            Err(ureq::Error::StatusCode(status)) => Err(format!("the collector answered {status}")),
+            Err(e) => Err(wattbar_outbound::reason(&e)),
+        };
+        let _ = tx.send(outcome);
     };
-    tokio::time::timeout(PUSH_TIMEOUT, call)
-        .await
-        .unwrap_or_else(|_| Err(format!("no answer within {} s", PUSH_TIMEOUT.as_secs())))
+    std::thread::Builder::new()
+        .name("wattbar-otlp".into())
+        .spawn(call)
+        .map_err(|e| format!("no thread for the push: {e}"))?;
+    match tokio::time::timeout(PUSH_TIMEOUT, rx).await {
+        Ok(Ok(outcome)) => outcome,
+        Ok(Err(_)) => Err("the push ended without an outcome".into()),
+        Err(_) => Err(format!("no answer within {} s", PUSH_TIMEOUT.as_secs())),
+    }
 }
 
 impl Otlp {

@@ -291,8 +291,10 @@ impl Proxy {
                 }
                 Err(PeekError::Full) => {
                     return busy(format!(
-                        "wattbar proxy: {} MiB of request bodies are held already",
-                        MAX_HELD_BYTES / (1024 * 1024)
+                        "wattbar proxy: {} MiB of request bodies are held already, and none \
+                         came free within {} s",
+                        MAX_HELD_BYTES / (1024 * 1024),
+                        peek::BUDGET_WAIT.as_secs()
                     ))
                 }
             },

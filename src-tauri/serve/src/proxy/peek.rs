@@ -3,9 +3,11 @@
 //!
 //! Rules:
 //! - What all requests hold read at once is bounded ([`MAX_HELD_BYTES`]): each body's bytes take
-//!   their share of one budget while read and until sent on, and a request that would pass the
-//!   bound is answered 503 at once, so concurrent 32 MiB bodies cannot take the engine's memory.
-//!   A whole answer read for its receipt takes its share of the same budget ([`read`]).
+//!   their share of one budget while read and until sent on, so concurrent 32 MiB bodies cannot
+//!   take the engine's memory. A body that gives its length waits its turn for its share (a
+//!   body not yet read costs nothing); one that would still pass the bound after
+//!   [`BUDGET_WAIT`], or that gives no length and finds the budget spent, is answered 503. A
+//!   whole answer read for its receipt takes its share of the same budget ([`read`]).
 //! - A body read whole is parsed once, on a blocking thread
 //!   ([`prepare`](wattbar_core::inference::request::prepare)), never on the async workers that
 //!   also serve the API and `/metrics`.
@@ -26,6 +28,8 @@ use wattbar_core::PolicyConfig;
 pub const MAX_PEEK_BYTES: usize = 32 * 1024 * 1024;
 /// Most bytes of request bodies held at once, all requests together: four whole bodies.
 pub const MAX_HELD_BYTES: usize = 4 * MAX_PEEK_BYTES;
+/// How long a body that gives its length waits for its share of the budget before the 503.
+pub const BUDGET_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// The budget counts kibibytes.
 const UNIT: usize = 1024;
 
@@ -103,7 +107,9 @@ pub(super) struct Read {
 }
 
 /// Reads `body` to its end, or until more than `max` bytes are read; what is held counts
-/// against `budget`, and past it the read stops with [`PeekError::Full`].
+/// against `budget`. A body that gives its length first waits its turn, up to [`BUDGET_WAIT`],
+/// for the whole of its share (all at once, so that bodies half read never wait on each other);
+/// one without a length takes what is free as it comes. Past either, [`PeekError::Full`].
 pub(super) async fn read<B>(
     body: &mut B,
     max: usize,
@@ -112,17 +118,33 @@ pub(super) async fn read<B>(
 where
     B: http_body::Body<Data = Bytes, Error = hyper::Error> + Unpin,
 {
-    let mut head = bytes::BytesMut::new();
     let mut held: Option<OwnedSemaphorePermit> = None;
+    let mut head = bytes::BytesMut::new();
+    if let Some(length) = body.size_hint().exact() {
+        let bytes = usize::try_from(length).map_or(max + 1, |n| n.min(max + 1));
+        let units = u32::try_from(bytes.div_ceil(UNIT)).map_err(|_| PeekError::Full)?;
+        let turn = tokio::time::timeout(BUDGET_WAIT, Arc::clone(budget).acquire_many_owned(units));
+        held = Some(
+            turn.await
+                .map_err(|_| PeekError::Full)?
+                .map_err(|_| PeekError::Full)?,
+        );
+        // Room for it all at once: no copy as it grows, on the worker that also serves the API.
+        head.reserve(bytes);
+    }
     while let Some(frame) = body.frame().await {
         if let Ok(data) = frame.map_err(PeekError::Body)?.into_data() {
-            let units = u32::try_from(data.len().div_ceil(UNIT)).map_err(|_| PeekError::Full)?;
-            let more = Arc::clone(budget)
-                .try_acquire_many_owned(units)
-                .map_err(|_| PeekError::Full)?;
-            match held.as_mut() {
-                Some(h) => h.merge(more),
-                None => held = Some(more),
+            let reserved = held.as_ref().map_or(0, |h| h.num_permits() * UNIT);
+            let short = (head.len() + data.len()).saturating_sub(reserved);
+            if short > 0 {
+                let units = u32::try_from(short.div_ceil(UNIT)).map_err(|_| PeekError::Full)?;
+                let more = Arc::clone(budget)
+                    .try_acquire_many_owned(units)
+                    .map_err(|_| PeekError::Full)?;
+                match held.as_mut() {
+                    Some(h) => h.merge(more),
+                    None => held = Some(more),
+                }
             }
             head.extend_from_slice(&data);
         }
