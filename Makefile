@@ -56,9 +56,14 @@ prometheus-check:
 
 # All tests of every target of every crate (benches run once, as tests), the end-to-end ones
 # included, under a virtual display and session bus; clippy's lints fail the build.
+# Every Wattbar program a test starts also appends its log lines to TEST_LOG, which is then
+# scanned for the secrets the tests use (tests/secrets.txt).
+TEST_LOG := $(CURDIR)/target/test-logs/wattbar.log
 unit:
 	@test -n "$(CLIPPY_DRIVER)" || { echo "clippy-driver not found: rustup component add clippy"; exit 1; }
-	$(LINTED) $(DESKTOP) $(CARGO) test --workspace --all-targets
+	@rm -f $(TEST_LOG) && mkdir -p $(dir $(TEST_LOG))
+	WATTBAR_LOG_FILE=$(TEST_LOG) $(LINTED) $(DESKTOP) $(CARGO) test --workspace --all-targets
+	scripts/scan-test-logs $(TEST_LOG)
 
 # Without the `notifications` feature: its macOS backend compiles Objective-C against the macOS
 # SDK, which a Linux machine does not have. Everything else, macmon and IOKit included, is checked.

@@ -240,12 +240,12 @@ fn home_assistant_discovers_the_machine_and_no_energy_is_lost_while_the_broker_i
     let data_x = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let data_y = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let broker = Broker::start(dir_a.path(), None);
-    // B takes only the user `wattbar` with the password "right".
+    // B takes only the user `wattbar` with the password "r1ght-br0ker-pw".
     let passwd = dir_b.path().join("passwd");
     let made = Command::new("mosquitto_passwd")
         .args(["-c", "-b"])
         .arg(&passwd)
-        .args(["wattbar", "right"])
+        .args(["wattbar", "r1ght-br0ker-pw"])
         .status();
     assert!(made.is_ok_and(|s| s.success()));
     let strict = Broker::start(
@@ -357,7 +357,7 @@ fn home_assistant_discovers_the_machine_and_no_energy_is_lost_while_the_broker_i
     // The broker gone for 60 s: meanwhile, the serve with the wrong password says why and does
     // not hammer its broker.
     let wrong = data_y.path().join("mqtt-password");
-    std::fs::write(&wrong, "wrong\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&wrong, "wr0ng-br0ker-pw\n").unwrap_or_else(|e| panic!("{e}"));
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -437,7 +437,7 @@ fn home_assistant_discovers_the_machine_and_no_energy_is_lost_while_the_broker_i
         .collect();
     assert_eq!(refused.len(), 1, "the reason, said once: {log:#?}");
     assert!(
-        !log.iter().any(|l| l.contains("wrong")),
+        !log.iter().any(|l| l.contains("wr0ng-br0ker-pw")),
         "the password was logged: {log:#?}"
     );
     let attempts = strict.log().matches("New connection from").count();

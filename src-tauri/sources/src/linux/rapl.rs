@@ -30,7 +30,7 @@ const POWERCAP: &str = "sys/class/powercap";
 /// No RAPL zone of any CPU made draws more than this; more means the counter lies.
 pub const MAX_ZONE_WATTS: f64 = 1000.0;
 
-pub const UDEV_HINT: &str = "RAPL energy counters are readable by root only: install packaging/linux/60-wattbar-powercap.rules into /etc/udev/rules.d/ (sudo udevadm control --reload && sudo udevadm trigger --subsystem-match=powercap)";
+pub const UDEV_HINT: &str = "RAPL energy counters are readable by root and the group wattbar only: join it (sudo usermod -aG wattbar $USER, then log in again); from a source build, install packaging/linux/60-wattbar-powercap.rules into /etc/udev/rules.d/ first (sudo groupadd -f wattbar && sudo udevadm control --reload && sudo udevadm trigger --subsystem-match=powercap)";
 
 /// What a zone is, from its name.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -75,6 +75,15 @@ ProtectHostname=yes
 RemoveIPC=yes
 ";
 
+/// What the shipped user unit says of its sandbox, and what a system unit says instead.
+const USER_SANDBOX_NOTE: &str = "# The daemon only reads sysfs and /proc and writes its data folder under the home. What a user
+# manager applies without namespaces of its own: the system calls of an ordinary service, the
+# socket families it uses (NETLINK: name lookups ask for the addresses), files for the user alone.
+";
+const SYSTEM_SANDBOX_NOTE: &str = "# Besides the sandbox above: the system calls of an ordinary service, the socket families it
+# uses (NETLINK: name lookups ask for the addresses), files for its own user alone.
+";
+
 /// The systemd unit that runs `exe serve` on loopback. A system-wide one runs sandboxed as a
 /// user of its own; with `rapl_group`, in the group the shipped udev rule lets read RAPL.
 pub fn systemd_unit(exe: &Path, scope: Scope, rapl_group: bool) -> Result<String, RenderError> {
@@ -112,6 +121,7 @@ pub fn systemd_unit(exe: &Path, scope: Scope, rapl_group: bool) -> Result<String
                 ),
             )
             .replace("ProtectSystem=full\n", "")
+            .replace(USER_SANDBOX_NOTE, SYSTEM_SANDBOX_NOTE)
             .replace("WantedBy=default.target", "WantedBy=multi-user.target");
     }
     Ok(unit)
@@ -273,6 +283,7 @@ mod tests {
         assert!(system.contains("WantedBy=multi-user.target"));
         assert!(system.contains("DynamicUser=yes\n"));
         assert!(system.contains("SupplementaryGroups=wattbar\n"));
+        assert!(!system.contains("under the home"), "{system}");
         // Where the group does not exist, systemd would refuse to start a unit that names it.
         let without = systemd_unit(
             Path::new("/opt/wattbar/bin/wattbar-cli"),
@@ -281,6 +292,25 @@ mod tests {
         )
         .unwrap_or_else(|e| panic!("{e}"));
         assert!(!without.contains("SupplementaryGroups"));
+    }
+
+    /// The packages ship the system unit `service install --system` writes for
+    /// `/usr/bin/wattbar-cli`, in the group the packages create: one text, checked here.
+    #[test]
+    fn the_packaged_system_unit_is_the_one_service_install_writes_for_the_packaged_program() {
+        let shipped = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../packaging/linux/wattbar-system.service"
+        ))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let written = systemd_unit(Path::new("/usr/bin/wattbar-cli"), Scope::System, true)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let body = |text: &str| text.find("[Unit]").map(|i| text[i..].to_string());
+        if body(&shipped) != body(&written) {
+            eprintln!("{written}");
+        }
+        assert_eq!(body(&shipped), body(&written));
+        assert!(exposure(&shipped) <= 4.0);
     }
 
     /// `systemd-analyze security --offline=yes`'s overall exposure of `unit`: 0 (safe) to 10.
