@@ -210,6 +210,20 @@ impl Quiet {
     }
 }
 
+/// A command on `low_power/set`: `ON` or `OFF`, as Home Assistant's switch sends them. Anything
+/// else is refused with what it was, its first 64 bytes escaped: a message that floods no log and
+/// sends no control character to the terminal that shows it.
+pub(crate) fn low_power_command(payload: &[u8]) -> Result<bool, String> {
+    match payload {
+        b"ON" => Ok(true),
+        b"OFF" => Ok(false),
+        other => Err(format!(
+            "{:?} is neither ON nor OFF",
+            String::from_utf8_lossy(&other[..other.len().min(64)])
+        )),
+    }
+}
+
 fn unsaid_text(unsaid: u64) -> String {
     match unsaid {
         0 => String::new(),
@@ -280,17 +294,15 @@ pub async fn run(
                     let _ = link_tx.send(Link::Up(connections));
                 }
                 Ok(Event::Incoming(Packet::Publish(p))) if p.topic == set_topic => {
-                    match p.payload.as_ref() {
-                        b"ON" | b"OFF" => {
-                            let on = p.payload.as_ref() == b"ON";
+                    match low_power_command(p.payload.as_ref()) {
+                        Ok(on) => {
                             if commands.send(Command::SetLowPower(on)).is_err() {
                                 return;
                             }
                         }
-                        other => junk.say(|unsaid| {
+                        Err(why) => junk.say(|unsaid| {
                             tracing::warn!(
-                                "mqtt: {set_topic}: {:?} is neither ON nor OFF; ignored{}",
-                                String::from_utf8_lossy(&other[..other.len().min(64)]),
+                                "mqtt: {set_topic}: {why}; ignored{}",
                                 unsaid_text(unsaid)
                             );
                         }),

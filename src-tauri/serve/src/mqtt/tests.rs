@@ -107,5 +107,26 @@ mod properties {
             }
             let _ = MqttConfig::from_url(&format!("{scheme}{rest}"), "h");
         }
+
+        /// Any payload on `low_power/set`: a command only when it is exactly ON or OFF; any
+        /// other is refused in a short line with no control character, however long or hostile.
+        #[test]
+        fn any_command_payload_is_on_off_or_a_short_clean_refusal(
+            payload in prop_oneof![
+                Just(b"ON".to_vec()),
+                Just(b"OFF".to_vec()),
+                proptest::collection::vec(any::<u8>(), 0..20_000),
+                "\\PC{0,80}".prop_map(String::into_bytes),
+            ],
+        ) {
+            match super::super::low_power_command(&payload) {
+                Ok(on) => prop_assert_eq!(payload, if on { b"ON".to_vec() } else { b"OFF".to_vec() }),
+                Err(why) => {
+                    prop_assert!(payload != b"ON" && payload != b"OFF");
+                    prop_assert!(why.len() < 700, "{} bytes", why.len());
+                    prop_assert!(!why.chars().any(char::is_control), "{why:?}");
+                }
+            }
+        }
     }
 }

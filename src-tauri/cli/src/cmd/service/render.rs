@@ -76,11 +76,13 @@ RemoveIPC=yes
 ";
 
 /// What the shipped user unit says of its sandbox, and what a system unit says instead.
-const USER_SANDBOX_NOTE: &str = "# The daemon only reads sysfs and /proc and writes its data folder under the home. What a user
+const USER_SANDBOX_NOTE: &str =
+    "# The daemon only reads sysfs and /proc and writes its data folder under the home. What a user
 # manager applies without namespaces of its own: the system calls of an ordinary service, the
 # socket families it uses (NETLINK: name lookups ask for the addresses), files for the user alone.
 ";
-const SYSTEM_SANDBOX_NOTE: &str = "# Besides the sandbox above: the system calls of an ordinary service, the socket families it
+const SYSTEM_SANDBOX_NOTE: &str =
+    "# Besides the sandbox above: the system calls of an ordinary service, the socket families it
 # uses (NETLINK: name lookups ask for the addresses), files for its own user alone.
 ";
 
