@@ -62,7 +62,7 @@ pub use upstream::{default_upstream, Upstream, DEFAULT_UPSTREAM};
 
 use crate::api::HostGuard;
 use answers::{busy, drain, json_error, strip_hop_by_hop};
-use body::{error_chain, full};
+use body::{blocking, error_chain, full};
 pub use body::{BoxError, ProxyBody};
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -118,15 +118,6 @@ struct Proxy {
 
 /// Largest answer read whole, for a receipt in it.
 const MAX_ANSWER_BYTES: usize = MAX_PEEK_BYTES;
-
-/// `f(bytes)` on a blocking thread, so that parsing a large body holds up no async worker;
-/// `None` only if it panicked.
-async fn blocking<T: Send + 'static>(
-    bytes: Bytes,
-    f: impl FnOnce(&[u8]) -> T + Send + 'static,
-) -> Option<T> {
-    tokio::task::spawn_blocking(move || f(&bytes)).await.ok()
-}
 
 /// How long a client may take to send a request's headers.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);

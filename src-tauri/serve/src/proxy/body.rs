@@ -1,4 +1,5 @@
-//! The proxy's bodies and errors: what every part of it sends and how it names a failure.
+//! The proxy's bodies and errors: what every part of it sends, how it names a failure, and where
+//! a large body is parsed.
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -22,4 +23,13 @@ pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     text
+}
+
+/// `f(bytes)` on a blocking thread, so that parsing a large body holds up no async worker (they
+/// also serve the API and `/metrics`); `None` only if it panicked.
+pub(super) async fn blocking<T: Send + 'static>(
+    bytes: Bytes,
+    f: impl FnOnce(&[u8]) -> T + Send + 'static,
+) -> Option<T> {
+    tokio::task::spawn_blocking(move || f(&bytes)).await.ok()
 }

@@ -12,7 +12,7 @@
 //!   ([`prepare`](wattbar_core::inference::request::prepare)), never on the async workers that
 //!   also serve the API and `/metrics`.
 
-use super::body::{full, BoxError, ProxyBody};
+use super::body::{blocking, full, BoxError, ProxyBody};
 use bytes::Bytes;
 use http_body::Frame;
 use http_body_util::{BodyExt, StreamBody};
@@ -74,7 +74,7 @@ pub(super) async fn peek(
         // Reading a body of up to 32 MiB takes a while: off the async workers, which also serve
         // the API and `/metrics`.
         let routing = routing.cloned();
-        let prepared = super::blocking(head.clone(), move |b| prepare(b, route, routing.as_ref()))
+        let prepared = blocking(head.clone(), move |b| prepare(b, route, routing.as_ref()))
             .await
             .unwrap_or_default();
         return Ok(Peeked {
