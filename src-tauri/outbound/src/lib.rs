@@ -1,5 +1,6 @@
 //! The one policy for what Wattbar asks of other machines over HTTP: the update manifest, a Home
-//! Assistant or a plug as the wall meter, an OTLP collector, MQTT's broker.
+//! Assistant or a plug as the wall meter, an OTLP collector, MQTT's broker, a model server's
+//! `/metrics`.
 //!
 //! Rules:
 //! - TLS as a browser does it: the server's certificate must chain to a root the system trusts
@@ -50,6 +51,15 @@ pub const OTLP: Use = Use {
     what: "the OTLP collector",
     timeout: Duration::from_secs(10),
     max_answer_bytes: 64 * 1024,
+    redirects: 0,
+};
+
+/// A model server's `/metrics`, read once per window: a slow answer is said and the window
+/// counted from the next one. vLLM's expositions, with their histograms, run to a few hundred KiB.
+pub const SERVER_METRICS: Use = Use {
+    what: "the model server's metrics",
+    timeout: Duration::from_secs(2),
+    max_answer_bytes: 4 << 20,
     redirects: 0,
 };
 

@@ -1,4 +1,4 @@
-//! Parser costs on real captures, and one full tick of the Linux chain over a fake root that
+//! Parser costs on real captures (a model server's `/metrics` among them), and one full tick of the Linux chain over a fake root that
 //! holds a RAPL package, a discharging battery, an amdgpu and /proc/stat (all real captures).
 //!
 //! `cargo bench -p wattbar-sources --bench parsers`
@@ -88,6 +88,14 @@ fn parsers(c: &mut Criterion) {
     let top = read("top-l2-stats-power.txt");
     c.bench_function("parse top -l 2", |b| {
         b.iter(|| wattbar_sources::macos::top::parse_top(black_box(&top)))
+    });
+    // Read in place: server-metrics captures are never copied into the repository.
+    let vllm = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(
+        "../../../shared/fixtures/server-metrics/vllm-v0-metrics-opt-125m-one-request-2024-06.txt",
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    c.bench_function("parse a vLLM /metrics scrape (120 series)", |b| {
+        b.iter(|| wattbar_sources::server_metrics::parse_server_metrics(black_box(&vllm)))
     });
 
     let root = fake_root();

@@ -16,6 +16,7 @@ pub mod processes;
 pub mod replay;
 pub mod resolver;
 pub mod sample;
+pub mod server_metrics;
 
 pub use cpu_proxy::{CpuPowerModel, CpuProxy};
 pub use error::Error;

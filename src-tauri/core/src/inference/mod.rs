@@ -9,6 +9,7 @@
 //! - [`record`] is the per-request record and the per-model figures built from records.
 //! - [`request`] reads a generation request's body once, for its model, low-power routing
 //!   ([`routing`]) and usage, and changes only the bytes it must ([`members`]).
+//! - [`server_window`] turns a model server's own token counters into tokens per window.
 //! - [`usage`] asks a stream for its token usage and hides the answer from a client that did not
 //!   ask for it.
 //!
@@ -27,6 +28,7 @@ pub mod resident;
 pub mod response;
 pub mod route;
 pub mod routing;
+pub mod server_window;
 pub mod usage;
 pub mod window;
 

@@ -1,0 +1,91 @@
+//! Asking a model server for its `/metrics`: one GET under the outbound policy
+//! ([`wattbar_outbound::SERVER_METRICS`]: its timeout, the answer capped, no redirect), and the
+//! text to [`parse_server_metrics`](super::parse_server_metrics).
+//!
+//! Rules:
+//! - Each scrape opens a fresh connection: pooled keep-alive scrapes of vLLM were seen to slow
+//!   from milliseconds to seconds, fresh ones stayed at 7–10 ms (`shared/notes`).
+//! - A token (vLLM's and SGLang's `--api-key`) goes as `Authorization: Bearer`, and never into a
+//!   message; an address holding a password is refused.
+//! - A server that cannot be reached is [`Error::Transient`]; one that answers an error, or an
+//!   exposition of no known family, [`Error::Unavailable`] with the reason.
+
+use super::{parse_server_metrics, ServerMetrics};
+use crate::error::Error;
+use wattbar_outbound::SERVER_METRICS;
+
+/// One model server's `/metrics`, asked again at each [`MetricsClient::scrape`].
+pub struct MetricsClient {
+    agent: ureq::Agent,
+    url: String,
+    token: Option<String>,
+}
+
+impl std::fmt::Debug for MetricsClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetricsClient")
+            .field("url", &self.url)
+            .field("token", &self.token.as_ref().map(|_| "…"))
+            .finish_non_exhaustive()
+    }
+}
+
+impl MetricsClient {
+    /// `url`: the server (`http://127.0.0.1:8000`, to which `/metrics` is added) or its metrics
+    /// URL.
+    pub fn new(url: &str, token: Option<String>) -> Result<MetricsClient, Error> {
+        let address = wattbar_outbound::address(url, "the model server", Some("a token file"))
+            .map_err(|e| Error::Unavailable(e.to_string()))?;
+        let config = wattbar_outbound::config(&SERVER_METRICS, address.https)
+            .map_err(|e| Error::Unavailable(format!("{}: {e}", address.url)))?
+            .http_status_as_error(false)
+            .max_idle_connections_per_host(0)
+            .build();
+        let base = address.url.trim_end_matches('/');
+        let has_path = base
+            .split_once("://")
+            .is_some_and(|(_, rest)| rest.contains('/'));
+        Ok(MetricsClient {
+            agent: crate::resolver::agent(config),
+            url: if has_path {
+                base.to_string()
+            } else {
+                format!("{base}/metrics")
+            },
+            token,
+        })
+    }
+
+    /// Where the metrics are read, as messages show it.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The server's counters now.
+    pub fn scrape(&self) -> Result<ServerMetrics, Error> {
+        let mut request = self.agent.get(&self.url);
+        if let Some(token) = &self.token {
+            request = request.header("Authorization", format!("Bearer {token}"));
+        }
+        let mut answer = request.call().map_err(|e| {
+            Error::Transient(format!("{}: {}", self.url, wattbar_outbound::reason(&e)))
+        })?;
+        let status = answer.status();
+        if !status.is_success() {
+            return Err(Error::Unavailable(format!(
+                "{} answered {status}{}",
+                self.url,
+                if status.as_u16() == 404 {
+                    " (llama-server serves it with --metrics, SGLang with --enable-metrics)"
+                } else {
+                    ""
+                }
+            )));
+        }
+        let body = wattbar_outbound::read(answer.body_mut(), &SERVER_METRICS).map_err(|e| {
+            Error::Transient(format!("{}: {}", self.url, wattbar_outbound::reason(&e)))
+        })?;
+        let text = String::from_utf8_lossy(&body);
+        parse_server_metrics(&text).map_err(|e| Error::Unavailable(format!("{}: {e}", self.url)))
+    }
+}
