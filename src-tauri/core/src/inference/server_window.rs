@@ -10,6 +10,16 @@
 //! - A window is `concurrent` when the server ran more than one request at either scrape, and
 //!   `coarse` when its tokens land only when a request ends (llama.cpp, TGI) and a request was
 //!   running at either end: part of the window's tokens belong to another.
+//! - A window's energy is the headline's over the same span ([`window_energy`]), and net of the
+//!   idle baseline where one is known. Where several models of one server made tokens in the
+//!   window, it is split by their completion tokens and each record says `shared`. A model that
+//!   made no token in the window has no record: the window was idle for it.
+//! - Joules per token are per completion token, as the proxy's records give them.
+
+use super::attribution::Baseline;
+use super::window::WindowEnergy;
+use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// One model's counters at one scrape, as the server exposes them; `None` where it does not.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -52,6 +62,87 @@ pub struct WindowTokens {
 pub enum Uncounted {
     /// A counter went back: the server restarted within the window.
     Restarted,
+}
+
+/// One model's window on one server: its tokens from the server's counters, its energy from
+/// Wattbar's.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServerWindow {
+    /// Where the counters were read, as messages show it.
+    pub server: String,
+    /// `None`: the one model of a server that does not name it (llama.cpp, TGI).
+    pub model: Option<String>,
+    /// Unix seconds of the two scrapes.
+    pub from: f64,
+    pub to: f64,
+    pub prompt_tokens: Option<f64>,
+    pub completion_tokens: Option<f64>,
+    pub energy_joules: Option<f64>,
+    pub net_energy_joules: Option<f64>,
+    pub joules_per_token: Option<f64>,
+    pub net_joules_per_token: Option<f64>,
+    pub concurrent: bool,
+    pub coarse: bool,
+    /// Several models made tokens in the window; the energy was split by completion tokens.
+    pub shared: bool,
+}
+
+/// One scrape of one server: its counters per model, at Unix seconds `at`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scrape {
+    pub at: f64,
+    pub models: BTreeMap<Option<String>, ServerCounters>,
+}
+
+/// The records of the window between two scrapes of `server`, with `energy` the headline's over
+/// the same span. `Err` when the server restarted in it.
+pub fn server_windows(
+    server: &str,
+    before: &Scrape,
+    after: &Scrape,
+    counting: Counting,
+    energy: &WindowEnergy,
+    baseline: Option<&Baseline>,
+) -> Result<Vec<ServerWindow>, Uncounted> {
+    let mut moved = Vec::new();
+    for (model, now) in &after.models {
+        let then = before.models.get(model).cloned().unwrap_or_default();
+        let tokens = window_tokens(&then, now, counting)?;
+        if tokens.completion_tokens.is_some_and(|n| n > 0.0) {
+            moved.push((model.clone(), tokens));
+        }
+    }
+    let all: f64 = moved.iter().filter_map(|(_, t)| t.completion_tokens).sum();
+    let seconds = after.at - before.at;
+    let net = match (energy.joules, baseline) {
+        (Some(j), Some(b)) => Some((j - b.watts * seconds).max(0.0)),
+        _ => None,
+    };
+    let shared = moved.len() > 1;
+    Ok(moved
+        .into_iter()
+        .map(|(model, t)| {
+            let n = t.completion_tokens.unwrap_or(0.0);
+            let part = n / all;
+            let energy_joules = energy.joules.map(|j| j * part);
+            let net_energy_joules = net.map(|j| j * part);
+            ServerWindow {
+                server: server.to_string(),
+                model,
+                from: before.at,
+                to: after.at,
+                prompt_tokens: t.prompt_tokens,
+                completion_tokens: t.completion_tokens,
+                joules_per_token: energy_joules.map(|j| j / n),
+                net_joules_per_token: net_energy_joules.map(|j| j / n),
+                energy_joules,
+                net_energy_joules,
+                concurrent: t.concurrent,
+                coarse: t.coarse,
+                shared,
+            }
+        })
+        .collect())
 }
 
 /// The change of one counter over a window: `Err` when it went back.
@@ -140,6 +231,112 @@ mod tests {
         );
         assert_eq!(w.as_ref().map(|w| w.completion_tokens), Ok(None));
         assert_eq!(w.map(|w| w.concurrent), Ok(true));
+    }
+
+    fn energy(joules: f64, from: f64, to: f64) -> WindowEnergy {
+        WindowEnergy {
+            from,
+            to,
+            joules: Some(joules),
+            bound_joules: None,
+            by_domain: Vec::new(),
+            mean_watts: Some(joules / (to - from)),
+            samples: 10,
+            covered_fraction: 1.0,
+            quality: None,
+            sources: Vec::new(),
+        }
+    }
+
+    fn scrape(at: f64, models: &[(Option<&str>, ServerCounters)]) -> Scrape {
+        Scrape {
+            at,
+            models: models
+                .iter()
+                .map(|(m, c)| (m.map(str::to_string), c.clone()))
+                .collect(),
+        }
+    }
+
+    /// 300 W for 10 s = 3,000 J over 150 generated tokens = 20 J a token; over an idle draw of
+    /// 100 W, 2,000 J net = 13.3 J a token.
+    #[test]
+    fn a_windows_energy_over_its_tokens_is_its_joules_per_token() {
+        let baseline = Baseline {
+            watts: 100.0,
+            spread_watts: None,
+            samples: 30,
+            from: 0.0,
+            to: 30.0,
+            method: "test".into(),
+        };
+        let w = server_windows(
+            "http://127.0.0.1:8080/metrics",
+            &scrape(1000.0, &[(None, at(6886.0, 3469.0, 0.0))]),
+            &scrape(1010.0, &[(None, at(6926.0, 3619.0, 0.0))]),
+            Counting::AtRequestEnd,
+            &energy(3000.0, 1000.0, 1010.0),
+            Some(&baseline),
+        )
+        .unwrap_or_default();
+        assert_eq!(w.len(), 1);
+        assert_eq!(
+            (w[0].prompt_tokens, w[0].completion_tokens),
+            (Some(40.0), Some(150.0))
+        );
+        assert_eq!(w[0].joules_per_token, Some(20.0));
+        assert_eq!(w[0].net_energy_joules, Some(2000.0));
+        let net = w[0].net_joules_per_token.unwrap_or(f64::NAN);
+        assert!((net - 2000.0 / 150.0).abs() < 1e-9, "{net}");
+        assert!(!w[0].shared && !w[0].coarse);
+    }
+
+    /// Two models on one vLLM: 3,000 J split 1:2 by their 50 and 100 generated tokens; a model
+    /// that generated nothing has no record.
+    #[test]
+    fn models_that_made_tokens_share_the_window_by_their_tokens() {
+        let w = server_windows(
+            "vllm",
+            &scrape(
+                0.0,
+                &[
+                    (Some("a"), at(0.0, 0.0, 0.0)),
+                    (Some("b"), at(0.0, 0.0, 0.0)),
+                    (Some("idle"), at(5.0, 7.0, 0.0)),
+                ],
+            ),
+            &scrape(
+                10.0,
+                &[
+                    (Some("a"), at(10.0, 50.0, 1.0)),
+                    (Some("b"), at(20.0, 100.0, 1.0)),
+                    (Some("idle"), at(5.0, 7.0, 0.0)),
+                ],
+            ),
+            Counting::AsGenerated,
+            &energy(3000.0, 0.0, 10.0),
+            None,
+        )
+        .unwrap_or_default();
+        let got: Vec<_> = w
+            .iter()
+            .map(|r| {
+                (
+                    r.model.clone(),
+                    r.energy_joules,
+                    r.joules_per_token,
+                    r.shared,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some("a".to_string()), Some(1000.0), Some(20.0), true),
+                (Some("b".to_string()), Some(2000.0), Some(20.0), true)
+            ]
+        );
+        assert_eq!(w[0].net_energy_joules, None, "no baseline: net unknown");
     }
 
     #[test]
