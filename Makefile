@@ -8,7 +8,7 @@ MAC_ENV := CC_aarch64_apple_darwin=clang AR_aarch64_apple_darwin=llvm-ar
 # End-to-end tests need an X display and a private D-Bus session bus; on a desktop you already have both.
 DESKTOP := xvfb-run -a dbus-run-session --
 
-.PHONY: run setup build release package package-check test fmt clippy cycles prometheus-check unit mac-check e2e bench clean
+.PHONY: run setup build release package package-check test fmt clippy cycles docs-check prometheus-check unit mac-check e2e bench clean
 
 setup:
 	@scripts/setup
@@ -49,6 +49,10 @@ cycles:
 	scripts/import-cycles
 	scripts/unsafe-code
 
+# Every relative link of the README and docs/ names a file (and heading) that exists.
+docs-check:
+	scripts/check-links
+
 # The Prometheus rules, and scrape.yml as a whole prometheus.yml (it loads the rules too).
 prometheus-check:
 	promtool check rules packaging/prometheus/wattbar.yml
@@ -70,7 +74,7 @@ unit:
 mac-check:
 	$(MAC_ENV) $(CARGO) check --workspace --all-targets --target $(MAC_TARGET) --no-default-features
 
-test: setup fmt cycles prometheus-check unit package-check mac-check
+test: setup fmt cycles docs-check prometheus-check unit package-check mac-check
 
 clean:
 	$(CARGO) clean
