@@ -129,6 +129,11 @@ pub enum Cmd {
         /// http://127.0.0.1:11434.
         #[arg(long, value_name = "URL", requires = "llm_proxy")]
         llm_upstream: Option<String>,
+        /// Follow a model server by its own counters, with no proxy: llama-server (--metrics),
+        /// vLLM, SGLang (--enable-metrics) or TGI, e.g. http://127.0.0.1:8080. Its tokens per
+        /// window, and their energy, are at /v1/server-metrics. May be given again.
+        #[arg(long, value_name = "URL")]
+        server_metrics: Vec<String>,
         /// Publish to this MQTT broker with Home Assistant discovery: mqtt://[user@]host[:port]
         /// or mqtts://…; the password, if any, in the file --mqtt-password-file names.
         /// Default: the preference `mqtt_url`.

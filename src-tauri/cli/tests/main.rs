@@ -20,6 +20,7 @@ mod profile;
 mod programs;
 mod run;
 mod serve;
+mod server_metrics;
 mod service;
 mod steady_state;
 mod version;

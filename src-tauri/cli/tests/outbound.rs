@@ -310,30 +310,20 @@ fn a_password_on_the_command_line_is_refused_and_never_repeated() {
 /// A collector that takes each push and then answers as `answer` does; its URL.
 fn hostile_collector(answer: fn(&mut std::net::TcpStream)) -> String {
     use std::io::{BufRead, BufReader, Read};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
-    let url = format!(
-        "http://{}",
-        listener.local_addr().unwrap_or_else(|e| panic!("{e}"))
-    );
-    std::thread::spawn(move || {
-        for mut stream in listener.incoming().map_while(Result::ok) {
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(&mut stream);
-                let mut length = 0usize;
-                let mut line = String::new();
-                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                        length = v.trim().parse().unwrap_or(0);
-                    }
-                    line.clear();
-                }
-                let mut body = vec![0; length];
-                let _ = reader.read_exact(&mut body);
-                answer(&mut stream);
-            });
+    crate::common::loopback_server(move |mut stream| {
+        let mut reader = BufReader::new(&mut stream);
+        let mut length = 0usize;
+        let mut line = String::new();
+        while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap_or(0);
+            }
+            line.clear();
         }
-    });
-    url
+        let mut body = vec![0; length];
+        let _ = reader.read_exact(&mut body);
+        answer(&mut stream);
+    })
 }
 
 /// The resident memory of process `pid`, MiB.

@@ -29,6 +29,7 @@ pub mod recorder;
 pub mod report;
 pub mod ring;
 pub mod runner;
+pub mod server_metrics;
 pub mod setup;
 pub mod time;
 pub mod token;

@@ -83,6 +83,9 @@ pub struct Published {
     pub resident: Arc<[ResidentCost]>,
     /// Energy per program, as of the last process read.
     pub programs: Arc<crate::programs::ProgramsView>,
+    /// Model servers followed by their own counters, and their last windows (`/v1/server-metrics`).
+    #[serde(skip)]
+    pub server_metrics: Arc<crate::server_metrics::ServerMetricsView>,
     /// Headline watts over the last [`RECENT_WINDOW`], oldest first.
     #[serde(skip)]
     pub history: Shared<Point>,

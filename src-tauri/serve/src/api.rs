@@ -6,7 +6,8 @@
 //! `state` event per sample), `GET|PUT /v1/low-power`, `POST /v1/session/reset`,
 //! `GET /v1/preferences`, `PUT /v1/preferences/{key}` ([`preferences`]),
 //! `GET|POST /v1/inference`, `GET /v1/inference/{id}`, `GET /v1/models`, `GET /v1/energy?from=&to=` ([`inference`]),
-//! `GET /v1/processes?limit=&sort=watts|energy` ([`processes`]),
+//! `GET /v1/processes?limit=&sort=watts|energy` ([`processes`]), `GET /v1/server-metrics`
+//! (model servers followed by their own counters),
 //! `GET /v1/report.svg?from=&to=` ([`report`]), and `GET /` the dashboard's files.
 //!
 //! Security rules, each checked before any handler runs:
@@ -117,6 +118,7 @@ pub fn router(
         .route("/v1/inference/{id}", get(inference::get_inference_record))
         .route("/v1/models", get(inference::get_models))
         .route("/v1/processes", get(processes::get_processes))
+        .route("/v1/server-metrics", get(state::get_server_metrics))
         .route("/v1/energy", get(inference::get_energy))
         .route("/v1/report.svg", get(report::get_report))
         .route("/v1/{*rest}", any(guard::not_found))

@@ -255,6 +255,7 @@ pub(crate) mod tests {
             records: Default::default(),
             resident: Vec::new().into(),
             programs: Default::default(),
+            server_metrics: Default::default(),
         }
     }
 

@@ -23,6 +23,7 @@ pub async fn serve(command: Cmd) -> Result<()> {
         ui,
         llm_proxy,
         llm_upstream,
+        server_metrics,
         wall,
         mqtt,
         mqtt_password_file,
@@ -77,6 +78,10 @@ pub async fn serve(command: Cmd) -> Result<()> {
     config.advice_file = paths::advice_path().ok();
     config.preferences_file = Some(paths::preferences_path()?);
     config.notice = notice.clone();
+    config.server_metrics = server_metrics
+        .into_iter()
+        .map(|url| wattbar_engine::server_metrics::ServerMetricsConfig { url })
+        .collect();
     let engine = wattbar_engine::spawn(chain, config)?;
     if let Some(notice) = engine
         .current()

@@ -348,6 +348,24 @@ pub fn node_server_said(script: &str, args: &[&str]) -> (Child, serde_json::Valu
     (child, v)
 }
 
+/// A server on a loopback port of its own that hands each connection to `handle` on a thread of
+/// its own; its `http://` URL.
+pub fn loopback_server(handle: impl Fn(std::net::TcpStream) + Send + Sync + 'static) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let url = format!(
+        "http://{}",
+        listener.local_addr().unwrap_or_else(|e| panic!("{e}"))
+    );
+    let handle = std::sync::Arc::new(handle);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().map_while(Result::ok) {
+            let handle = std::sync::Arc::clone(&handle);
+            std::thread::spawn(move || handle(stream));
+        }
+    });
+    url
+}
+
 /// `tests/llm/upstream.mjs`: a model server that serves the genuine captures, paced.
 pub struct Upstream {
     child: Child,

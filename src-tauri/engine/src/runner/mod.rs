@@ -73,6 +73,8 @@ pub struct EngineConfig {
     pub proc_root: PathBuf,
     /// What start-up has to tell the user (preferences set aside), shown until a later notice.
     pub notice: Option<String>,
+    /// Model servers followed by their own `/metrics` ([`crate::server_metrics`]).
+    pub server_metrics: Vec<crate::server_metrics::ServerMetricsConfig>,
 }
 
 impl EngineConfig {
@@ -88,6 +90,7 @@ impl EngineConfig {
             preferences_file: None,
             proc_root: PathBuf::from("/"),
             notice: None,
+            server_metrics: Vec::new(),
         }
     }
 
@@ -114,6 +117,7 @@ pub(crate) struct Engine {
     inference: Inference,
     resident: Resident,
     programs: Programs,
+    servers: crate::server_metrics::ServerMetrics,
     files: Files,
     /// Held until the last batch is written; released before shutdown answers.
     lock: Option<EngineLock>,
@@ -252,6 +256,7 @@ impl Engine {
             models_in_flight: self.inference.requests.models_in_flight(),
             resident: Arc::clone(&self.resident.costs),
             programs: Arc::clone(&self.programs.view),
+            server_metrics: self.servers.view(),
             history: self.meter.recent.shared(),
             intervals: self.inference.book.intervals(),
             records: self.inference.book.records(),
@@ -343,6 +348,11 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
     let engaged = low_power.engagements();
     let low_power_events = low_power.events();
     let (prefs_tx, prefs_rx) = watch::channel(config.prefs.clone());
+    let scrape_clock = Arc::clone(&clock);
+    let servers = crate::server_metrics::ServerMetrics::new(
+        &config.server_metrics,
+        Arc::new(move || scrape_clock.unix()),
+    );
     let mut engine = Engine {
         publication: Publication {
             seq: 0,
@@ -367,6 +377,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         },
         resident,
         programs: Programs::new(programs),
+        servers,
         files: Files {
             advice: config.advice_file,
             advice_written: None,

@@ -28,6 +28,12 @@ impl Engine {
             let open = self.inference.requests.open();
             self.follow_residency(interval, open.iter().any(|o| !o.remote), s.week_seconds);
             self.inference.book.push_interval(interval.clone(), &open);
+            if self.servers.following() {
+                let intervals = self.inference.book.intervals();
+                let baseline = self.inference.book.view().baseline.clone();
+                self.servers
+                    .observe(at, intervals.iter(), baseline.as_ref());
+            }
         }
         let (watts, battery) = (s.snapshot.headline_watts(), s.snapshot.battery);
         if let Some(t) = self.low_power.observe(at, watts, battery) {

@@ -105,6 +105,14 @@ pub(super) struct CalibrationBody {
     calibrated_bound_watts: Option<f64>,
 }
 
+/// `GET /v1/server-metrics`: the model servers followed by their own counters, and their last
+/// windows (tokens, energy, J/token per model), newest last.
+pub(super) async fn get_server_metrics(
+    State(shared): State<Arc<Shared>>,
+) -> Json<Arc<wattbar_engine::server_metrics::ServerMetricsView>> {
+    Json(Arc::clone(&shared.engine.current().server_metrics))
+}
+
 pub(super) async fn get_calibration(State(shared): State<Arc<Shared>>) -> Json<CalibrationBody> {
     let p = shared.engine.current();
     let snapshot = p.snapshot.as_ref();

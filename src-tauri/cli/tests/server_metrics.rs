@@ -1,0 +1,128 @@
+//! `serve --server-metrics URL` as a user of llama-server runs it: the server's own token
+//! counters, read once a window with no proxy, beside the energy of a replayed 100 W machine.
+//!
+//! The server here stands in for `llama-server --metrics` (not built on this machine yet): it
+//! writes its counters under llama.cpp's names (those of the genuine capture in
+//! `../shared/fixtures/server-metrics/`), as the test sets them.
+
+use crate::common::Serve;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Prompt tokens, predicted tokens and requests processing, as the server says them now.
+type Counters = Arc<Mutex<(u64, u64, u64)>>;
+
+/// The stand-in server on loopback; its URL.
+fn llama_server(counters: Counters) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    crate::common::loopback_server(move |mut stream| {
+        let mut reader = BufReader::new(&mut stream);
+        let mut line = String::new();
+        while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+            line.clear();
+        }
+        let (p, c, r) = counters.lock().map(|g| *g).unwrap_or_default();
+        let body = format!(
+            "# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.\n\
+             # TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total {p}\n\
+             # HELP llamacpp:tokens_predicted_total Number of generation tokens processed.\n\
+             # TYPE llamacpp:tokens_predicted_total counter\nllamacpp:tokens_predicted_total {c}\n\
+             # TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing {r}\n"
+        );
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\n\
+             content-length: {}\r\nconnection: close\r\n\r\n",
+            body.len()
+        );
+        let _ = stream.write_all(head.as_bytes());
+        let _ = stream.write_all(body.as_bytes());
+    })
+}
+
+/// Waits for a window that `want` accepts; the server's view then.
+fn window(serve: &Serve, want: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let view = serve.get("/v1/server-metrics");
+        if let Some(w) = view["windows"]
+            .as_array()
+            .and_then(|ws| ws.iter().find(|w| want(w)))
+        {
+            return w.clone();
+        }
+        assert!(Instant::now() < deadline, "no such window: {view}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn a_servers_own_counters_give_tokens_and_joules_per_token_per_window_and_a_restart_costs_one_window(
+) {
+    let counters: Counters = Arc::new(Mutex::new((6886, 3469, 0)));
+    let url = llama_server(Arc::clone(&counters));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let serve = Serve::start(
+        dir.path(),
+        "t,watts\n0,100\n",
+        &["--interval", "200ms", "--server-metrics", &url],
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while serve.get("/v1/server-metrics")["servers"][0]["family"] != "llama.cpp" {
+        assert!(
+            Instant::now() < deadline,
+            "{}",
+            serve.get("/v1/server-metrics")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // 40 prompt and 150 predicted tokens in a window of a 100 W machine: its energy is
+    // 100 W × the window's span, and J/token that over the 150.
+    if let Ok(mut c) = counters.lock() {
+        *c = (6926, 3619, 0);
+    }
+    let w = window(&serve, |w| w["completion_tokens"] == 150.0);
+    assert_eq!(w["prompt_tokens"], 40.0, "{w}");
+    assert_eq!(
+        w["model"],
+        serde_json::Value::Null,
+        "llama.cpp names no model"
+    );
+    let span = f(&w["to"]) - f(&w["from"]);
+    let joules = f(&w["energy_joules"]);
+    assert!((joules - 100.0 * span).abs() <= 0.02 * 100.0 * span, "{w}");
+    assert!(
+        (f(&w["joules_per_token"]) - joules / 150.0).abs() < 1e-9,
+        "{w}"
+    );
+    assert_eq!(
+        (&w["concurrent"], &w["coarse"]),
+        (&false.into(), &false.into())
+    );
+
+    // Restarted: the counters start again from nothing. The window across the restart is not
+    // counted; the one after it is.
+    if let Ok(mut c) = counters.lock() {
+        *c = (5, 10, 0);
+    }
+    std::thread::sleep(Duration::from_secs(25));
+    if let Ok(mut c) = counters.lock() {
+        *c = (25, 60, 0);
+    }
+    let after = window(&serve, |w| w["completion_tokens"] == 50.0);
+    assert_eq!(after["prompt_tokens"], 20.0, "{after}");
+    let all = serve.get("/v1/server-metrics")["windows"].clone();
+    let counted: Vec<f64> = all
+        .as_array()
+        .map(|ws| ws.iter().map(|w| f(&w["completion_tokens"])).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        counted,
+        [150.0, 50.0],
+        "only the two windows that made tokens: {all}"
+    );
+}

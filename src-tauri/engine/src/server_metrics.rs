@@ -1,0 +1,239 @@
+//! Model servers followed by their own counters (`serve --server-metrics URL`), with no proxy:
+//! each window's tokens per model beside the energy measured in it.
+//!
+//! Rules:
+//! - Each server is scraped on a thread of its own ([`Background`]), asked once per [`WINDOW`]:
+//!   the engine's loop never waits for a server, and llama.cpp's gauges have one reader.
+//! - A window runs from one good scrape to the next, timed by the scrapes themselves; its energy
+//!   is the headline's over the same span, from the intervals the engine keeps, and net of the
+//!   idle baseline where one is known ([`server_windows`]).
+//! - A failed scrape is said once per new reason; the window then waits for the next good scrape
+//!   and spans the failures (the counters are cumulative: nothing is lost). A server restart
+//!   costs the window across it, and is said.
+//! - The last [`KEPT`] windows are published, newest last.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+use wattbar_core::inference::server_window::{server_windows, Scrape, ServerWindow};
+use wattbar_core::inference::{window_energy, Baseline, Interval};
+use wattbar_core::Stamp;
+use wattbar_sources::background::Background;
+use wattbar_sources::error::Error as SourceError;
+use wattbar_sources::server_metrics::scrape::MetricsClient;
+use wattbar_sources::server_metrics::Family;
+
+/// How often each server is scraped: the span of a window.
+pub const WINDOW: Duration = Duration::from_secs(10);
+/// Windows published, all servers together: an hour of one server.
+pub const KEPT: usize = 360;
+
+/// A model server to follow.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerMetricsConfig {
+    /// `http://127.0.0.1:8080` (`/metrics` is added) or the full metrics URL.
+    pub url: String,
+}
+
+/// What readers see of one followed server.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ServerStatus {
+    pub url: String,
+    /// `llama.cpp`, `vLLM`, `SGLang` or `TGI`, once a scrape has said.
+    pub family: Option<&'static str>,
+    /// Why the last scrape gave nothing, while that lasts.
+    pub error: Option<String>,
+}
+
+/// What readers see of all of them.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct ServerMetricsView {
+    pub servers: Vec<ServerStatus>,
+    pub windows: Vec<ServerWindow>,
+}
+
+/// One scrape as the worker makes it: when it was answered, and what it said.
+type Scraped = (f64, wattbar_sources::server_metrics::ServerMetrics);
+
+struct Followed {
+    url: String,
+    worker: Background<Scraped>,
+    last: Option<Scrape>,
+    family: Option<Family>,
+    error: Option<String>,
+}
+
+/// The stage: owns the followed servers and the windows they made.
+pub struct ServerMetrics {
+    servers: Vec<Followed>,
+    windows: VecDeque<ServerWindow>,
+    view: Arc<ServerMetricsView>,
+    /// When the servers are next asked (the engine's monotonic time).
+    due: Option<Duration>,
+}
+
+impl ServerMetrics {
+    /// Follows each of `servers`; `unix`: the engine's wall clock, for the scrapes' times. A
+    /// server whose address cannot be used is said and kept, with its reason, in the view.
+    pub fn new(servers: &[ServerMetricsConfig], unix: Arc<dyn Fn() -> f64 + Send + Sync>) -> Self {
+        let followed = servers
+            .iter()
+            .map(|c| {
+                let client = MetricsClient::new(&c.url, None);
+                let url = client
+                    .as_ref()
+                    .map_or_else(|_| c.url.clone(), |m| m.url().to_string());
+                let clock = Arc::clone(&unix);
+                let worker = Background::spawn("server-metrics", WINDOW * 3, move || {
+                    let client = client?;
+                    Ok(move || {
+                        // A server that answers nothing useful now may later (started with
+                        // --metrics, or a model loaded): the worker keeps asking.
+                        let scraped = client.scrape().map_err(|e| match e {
+                            SourceError::Unavailable(m) => SourceError::Transient(m),
+                            other => other,
+                        })?;
+                        Ok((clock(), scraped))
+                    })
+                });
+                Followed {
+                    url,
+                    worker,
+                    last: None,
+                    family: None,
+                    error: None,
+                }
+            })
+            .collect();
+        let mut stage = ServerMetrics {
+            servers: followed,
+            windows: VecDeque::new(),
+            view: Arc::default(),
+            due: None,
+        };
+        stage.view = Arc::new(stage.build_view());
+        stage
+    }
+
+    /// Whether any server is followed: a machine without one pays nothing here.
+    pub fn following(&self) -> bool {
+        !self.servers.is_empty()
+    }
+
+    /// At `at`, once a window is due: each server's newest scrape closes its window against the
+    /// one before. `intervals`: the engine's, in time order. Whether the view changed.
+    pub fn observe<'a>(
+        &mut self,
+        at: Stamp,
+        intervals: impl DoubleEndedIterator<Item = &'a Interval>,
+        baseline: Option<&Baseline>,
+    ) -> bool {
+        if !self.following() || self.due.is_some_and(|d| at.monotonic < d) {
+            return false;
+        }
+        // The first ask only starts the workers: their first answers come by the next.
+        let first = self.due.is_none();
+        self.due = Some(at.monotonic + WINDOW);
+        let mut newest: Vec<Option<Scraped>> = Vec::new();
+        for s in &mut self.servers {
+            newest.push(match s.worker.latest(at) {
+                Ok(scraped) => {
+                    s.error = None;
+                    Some(scraped.clone())
+                }
+                Err(_) if first => None,
+                Err(e) => {
+                    let why = e.to_string();
+                    if s.error.as_ref() != Some(&why) {
+                        tracing::warn!("server metrics: {}: {why}", s.url);
+                    }
+                    s.error = Some(why);
+                    None
+                }
+            });
+        }
+        let oldest = self
+            .servers
+            .iter()
+            .filter_map(|s| s.last.as_ref().map(|l| l.at))
+            .fold(f64::INFINITY, f64::min);
+        // Only the intervals the windows can reach, newest first, then in time order.
+        let mut kept: Vec<Interval> = intervals
+            .rev()
+            .take_while(|i| i.unix_end > oldest)
+            .cloned()
+            .collect();
+        kept.reverse();
+        let mut changed = false;
+        for (s, scraped) in self.servers.iter_mut().zip(newest) {
+            let Some((answered, metrics)) = scraped else {
+                continue;
+            };
+            let now = Scrape {
+                at: answered,
+                models: metrics.models,
+            };
+            if s.last.as_ref().is_some_and(|l| l.at >= now.at) {
+                continue;
+            }
+            if s.family != Some(metrics.family) {
+                tracing::info!(
+                    "server metrics: {} is {}: its tokens are counted per window",
+                    s.url,
+                    metrics.family.name()
+                );
+                s.family = Some(metrics.family);
+                changed = true;
+            }
+            if let Some(before) = &s.last {
+                let energy = window_energy(&kept, before.at, now.at);
+                match server_windows(
+                    &s.url,
+                    before,
+                    &now,
+                    metrics.family.counting(),
+                    &energy,
+                    baseline,
+                ) {
+                    Ok(made) => {
+                        changed |= !made.is_empty();
+                        self.windows.extend(made);
+                    }
+                    Err(_) => tracing::info!(
+                        "server metrics: {}'s counters went back: it restarted; the window \
+                         across the restart is not counted",
+                        s.url
+                    ),
+                }
+            }
+            s.last = Some(now);
+        }
+        while self.windows.len() > KEPT {
+            self.windows.pop_front();
+        }
+        let view = self.build_view();
+        changed |= view != *self.view;
+        self.view = Arc::new(view);
+        changed
+    }
+
+    fn build_view(&self) -> ServerMetricsView {
+        ServerMetricsView {
+            servers: self
+                .servers
+                .iter()
+                .map(|s| ServerStatus {
+                    url: s.url.clone(),
+                    family: s.family.map(Family::name),
+                    error: s.error.clone(),
+                })
+                .collect(),
+            windows: self.windows.iter().cloned().collect(),
+        }
+    }
+
+    /// What readers see.
+    pub fn view(&self) -> Arc<ServerMetricsView> {
+        Arc::clone(&self.view)
+    }
+}
