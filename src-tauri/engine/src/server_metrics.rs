@@ -10,9 +10,10 @@
 //! - A failed scrape is said once per new reason; the window then waits for the next good scrape
 //!   and spans the failures (the counters are cumulative: nothing is lost). A server restart
 //!   costs the window across it, and is said.
-//! - The last [`KEPT`] windows are published, newest last.
+//! - The last [`KEPT`] windows are published, newest last, and each model's sums since the
+//!   engine started, which only grow (as `/metrics` counts them).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 use wattbar_core::inference::server_window::{server_windows, Scrape, ServerWindow};
@@ -45,11 +46,23 @@ pub struct ServerStatus {
     pub error: Option<String>,
 }
 
+/// One model's sums over every window counted since the engine started.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct ServerTotal {
+    pub server: String,
+    pub model: Option<String>,
+    pub prompt_tokens: f64,
+    pub completion_tokens: f64,
+    pub energy_joules: f64,
+}
+
 /// What readers see of all of them.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct ServerMetricsView {
     pub servers: Vec<ServerStatus>,
     pub windows: Vec<ServerWindow>,
+    /// Per server and model, since the engine started: they only grow (`/metrics`).
+    pub totals: Vec<ServerTotal>,
 }
 
 /// One scrape as the worker makes it: when it was answered, and what it said.
@@ -67,6 +80,7 @@ struct Followed {
 pub struct ServerMetrics {
     servers: Vec<Followed>,
     windows: VecDeque<ServerWindow>,
+    totals: BTreeMap<(String, Option<String>), ServerTotal>,
     view: Arc<ServerMetricsView>,
     /// When the servers are next asked (the engine's monotonic time).
     due: Option<Duration>,
@@ -108,6 +122,7 @@ impl ServerMetrics {
         let mut stage = ServerMetrics {
             servers: followed,
             windows: VecDeque::new(),
+            totals: BTreeMap::new(),
             view: Arc::default(),
             due: None,
         };
@@ -197,6 +212,17 @@ impl ServerMetrics {
                 ) {
                     Ok(made) => {
                         changed |= !made.is_empty();
+                        for w in &made {
+                            let key = (w.server.clone(), w.model.clone());
+                            let total = self.totals.entry(key).or_insert_with(|| ServerTotal {
+                                server: w.server.clone(),
+                                model: w.model.clone(),
+                                ..ServerTotal::default()
+                            });
+                            total.prompt_tokens += w.prompt_tokens.unwrap_or(0.0);
+                            total.completion_tokens += w.completion_tokens.unwrap_or(0.0);
+                            total.energy_joules += w.energy_joules.unwrap_or(0.0);
+                        }
                         self.windows.extend(made);
                     }
                     Err(_) => tracing::info!(
@@ -229,6 +255,7 @@ impl ServerMetrics {
                 })
                 .collect(),
             windows: self.windows.iter().cloned().collect(),
+            totals: self.totals.values().cloned().collect(),
         }
     }
 

@@ -1,5 +1,5 @@
-//! The per-model inference counters, the resident models' cost and the energy per program, in
-//! the same registry as the rest of `/metrics`.
+//! The per-model inference counters, the resident models' cost, the energy per program and what
+//! model servers counted themselves, in the same registry as the rest of `/metrics`.
 
 use super::{label, CounterF, GaugeF, Text};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -77,6 +77,71 @@ pub(super) fn inference(registry: &mut Registry, p: &Published) {
     }
     resident(registry, p);
     programs(registry, p);
+    servers(registry, p);
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ServerLabels {
+    server: Text,
+    model: Text,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ServerTokenLabels {
+    server: Text,
+    model: Text,
+    kind: Text,
+}
+
+/// What the model servers followed by their own counters made, and the energy of the windows they
+/// made it in, since the engine started. A server that names no model (llama.cpp, TGI) is
+/// `model="(unnamed)"`.
+fn servers(registry: &mut Registry, p: &Published) {
+    let view = &p.server_metrics;
+    if view.servers.is_empty() {
+        return;
+    }
+    let tokens = Family::<ServerTokenLabels, CounterF>::default();
+    registry.register(
+        "wattbar_server_tokens",
+        "Tokens a model server counted in the windows Wattbar counted, per model and kind \
+         (prompt, completion), since the engine started",
+        tokens.clone(),
+    );
+    let energy = Family::<ServerLabels, CounterF>::default();
+    registry.register_with_unit(
+        "wattbar_server_energy",
+        "Energy of those windows, split by completion tokens between models, since the engine \
+         started",
+        Unit::Joules,
+        energy.clone(),
+    );
+    for t in &view.totals {
+        let server = label(&t.server);
+        let model = label(t.model.as_deref().unwrap_or("(unnamed)"));
+        for (kind, n) in [
+            ("prompt", t.prompt_tokens),
+            ("completion", t.completion_tokens),
+        ] {
+            if n.is_finite() && n >= 0.0 {
+                tokens
+                    .get_or_create(&ServerTokenLabels {
+                        server: server.clone(),
+                        model: model.clone(),
+                        kind: label(kind),
+                    })
+                    .inc_by(n);
+            }
+        }
+        if t.energy_joules.is_finite() && t.energy_joules >= 0.0 {
+            energy
+                .get_or_create(&ServerLabels {
+                    server: server.clone(),
+                    model: model.clone(),
+                })
+                .inc_by(t.energy_joules);
+        }
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
