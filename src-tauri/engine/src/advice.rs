@@ -1,7 +1,7 @@
 //! Low-power mode as routers and the UI read it: `GET /v1/low-power` and the advice file the
 //! engine keeps current ([`crate::paths::advice_path`]) are this one view.
 
-use crate::Published;
+use crate::published::Published;
 use serde::{Deserialize, Serialize};
 use wattbar_core::inference::Routed;
 use wattbar_core::policy::Advice;

@@ -35,7 +35,7 @@ pub enum Found {
 #[derive(Clone)]
 pub struct EngineReader {
     pub(crate) state: watch::Receiver<Arc<Published>>,
-    pub(crate) commands: Arc<crate::time::inbox::Inbox>,
+    pub(crate) commands: Arc<crate::inbox::Inbox>,
     /// The ledger, read-only for readers.
     pub(crate) ledger: Option<LedgerReader>,
     pub(crate) reporter: crate::inference::Reporter,

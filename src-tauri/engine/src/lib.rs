@@ -15,6 +15,7 @@ pub mod calibration;
 pub mod command;
 pub mod error;
 pub mod handle;
+pub mod inbox;
 pub mod inference;
 pub mod ledger_reader;
 pub mod lock;

@@ -3,8 +3,8 @@
 //! that reports its own end, as cancelled when it is dropped unfinished.
 
 use super::events::{Finished, RecordIds, RequestEvent};
+use crate::inbox::Inbox;
 use crate::time::clock::Clock;
-use crate::time::inbox::Inbox;
 use std::sync::Arc;
 use wattbar_core::inference::resident::{Loaded, Unload};
 use wattbar_core::inference::{check_model_name, is_remote_model, Route, ServerFigures, Status};

@@ -183,10 +183,10 @@ impl Requests {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::inbox::{Inbox, Woken};
     use crate::inference::events::RecordIds;
     use crate::inference::reporter::Reporter;
     use crate::time::clock::{Clock, ManualClock};
-    use crate::time::inbox::{Inbox, Woken};
     use wattbar_core::inference::{Route, ServerFigures, Status};
 
     // Each test runs on tokio's paused clock, which the manual clock follows: elapsed time moves

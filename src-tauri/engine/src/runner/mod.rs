@@ -1,13 +1,13 @@
 //! The engine's runner: one thread that samples the chain every interval, accounts each sample, records
 //! it and publishes the result on a `watch` channel; commands come back through its
-//! [`Inbox`](crate::time::inbox::Inbox).
+//! [`Inbox`](crate::inbox::Inbox).
 //!
 //! Rules:
 //! - One engine per data folder: [`spawn`] takes the folder's lock ([`EngineLock`]) or fails with
 //!   who holds it.
 //! - The sampling work (reading sources, which may run a command or ask Ollama over HTTP, and
 //!   writing SQLite) runs on the engine's own thread, never on the async workers that serve the
-//!   API; between samples that thread sleeps in one timed wait ([`crate::time::inbox`]).
+//!   API; between samples that thread sleeps in one timed wait ([`crate::inbox`]).
 //! - Time comes from one [`Clock`]: energy on its elapsed clock (which counts sleep, so a suspend
 //!   is a gap), labels on its wall clock (whose steps move labels, never energy).
 //!
@@ -27,6 +27,7 @@ use crate::accounting::Accounting;
 use crate::command::Command;
 use crate::error::Error;
 use crate::handle::{EngineHandle, EngineReader};
+use crate::inbox::{Inbox, Woken};
 use crate::inference::book::{BASELINE_EVERY, BASELINE_SPAN};
 use crate::inference::{Book, RecordIds, Reporter, RequestEvent, Requests};
 use crate::lock::EngineLock;
@@ -35,7 +36,6 @@ use crate::programs::ProgramMeter;
 use crate::published::Published;
 use crate::recorder::Recorder;
 use crate::time::clock::{Clock, SystemClock};
-use crate::time::inbox::{Inbox, Woken};
 use meter::Meter;
 use programs::Programs;
 use resident::Resident;
