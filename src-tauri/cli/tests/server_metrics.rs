@@ -109,7 +109,17 @@ fn a_servers_own_counters_give_tokens_and_joules_per_token_per_window_and_a_rest
     if let Ok(mut c) = counters.lock() {
         *c = (5, 10, 0);
     }
-    std::thread::sleep(Duration::from_secs(25));
+    // The engine says it once it has read the lower counters: only then do they move on.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let line = serve
+            .log
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .unwrap_or_else(|e| panic!("the restart was never seen: {e}"));
+        if line.contains("went back") {
+            break;
+        }
+    }
     if let Ok(mut c) = counters.lock() {
         *c = (25, 60, 0);
     }
