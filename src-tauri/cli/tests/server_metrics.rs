@@ -62,6 +62,7 @@ fn f(v: &serde_json::Value) -> f64 {
 #[test]
 fn a_servers_own_counters_give_tokens_and_joules_per_token_per_window_and_a_restart_costs_one_window(
 ) {
+    // The windows and sums live in the ledger: a kill -9 and a new `serve` take nothing back.
     let counters: Counters = Arc::new(Mutex::new((6886, 3469, 0)));
     let url = llama_server(Arc::clone(&counters));
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -135,4 +136,55 @@ fn a_servers_own_counters_give_tokens_and_joules_per_token_per_window_and_a_rest
         [150.0, 50.0],
         "only the two windows that made tokens: {all}"
     );
+    let energy: f64 = all
+        .as_array()
+        .map(|ws| ws.iter().map(|w| f(&w["energy_joules"])).sum())
+        .unwrap_or_default();
+
+    // /metrics counts the two windows once the ledger has them: 150 + 50 = 200 predicted tokens,
+    // 40 + 20 = 60 prompt tokens, and the two windows' joules.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sample(
+        &serve.text("/metrics"),
+        "wattbar_server_tokens_total",
+        "completion",
+    ) != Some(200.0)
+    {
+        assert!(Instant::now() < deadline, "{}", serve.text("/metrics"));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let text = serve.text("/metrics");
+    assert_eq!(
+        sample(&text, "wattbar_server_tokens_total", "prompt"),
+        Some(60.0)
+    );
+    let exported = sample(&text, "wattbar_server_energy_joules_total", "").unwrap_or(f64::NAN);
+    assert!((exported - energy).abs() < 1e-6, "{exported} vs {energy}");
+
+    // Killed (SIGKILL, no goodbye) and started again on the same ledger: the series start where
+    // they were, before the server is even scraped.
+    drop(serve);
+    let again = Serve::start(
+        dir.path(),
+        "t,watts\n0,100\n",
+        &["--interval", "200ms", "--server-metrics", &url],
+    );
+    let text = again.text("/metrics");
+    assert_eq!(
+        sample(&text, "wattbar_server_tokens_total", "completion"),
+        Some(200.0),
+        "{text}"
+    );
+    let kept = sample(&text, "wattbar_server_energy_joules_total", "").unwrap_or(f64::NAN);
+    assert!((kept - energy).abs() < 1e-6, "{kept} vs {energy}");
+}
+
+/// The value of the series of `name` whose labels hold `kind="{kind}"` (any, for `""`).
+fn sample(text: &str, name: &str, kind: &str) -> Option<f64> {
+    let want = format!("kind=\"{kind}\"");
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .find(|l| kind.is_empty() || l.contains(&want))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
 }

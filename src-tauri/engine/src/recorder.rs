@@ -57,6 +57,7 @@ impl Recorder {
             Write::Records { records, .. } if !records.is_empty() => {
                 self.totals.observe_records();
             }
+            Write::ServerWindows(_) => self.totals.observe_server_windows(),
             _ => {}
         }
         self.writer.take(write);

@@ -10,10 +10,11 @@
 //! - A failed scrape is said once per new reason; the window then waits for the next good scrape
 //!   and spans the failures (the counters are cumulative: nothing is lost). A server restart
 //!   costs the window across it, and is said.
-//! - The last [`KEPT`] windows are published, newest last, and each model's sums since the
-//!   engine started, which only grow (as `/metrics` counts them).
+//! - The last [`KEPT`] windows are published, newest last. Each window is handed to the ledger;
+//!   each model's sums are what the ledger committed ([`Committed`](crate::recorder::committed)),
+//!   so that they never go back, across a crash or a restart.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 use wattbar_core::inference::server_window::{server_windows, Scrape, ServerWindow};
@@ -46,23 +47,12 @@ pub struct ServerStatus {
     pub error: Option<String>,
 }
 
-/// One model's sums over every window counted since the engine started.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct ServerTotal {
-    pub server: String,
-    pub model: Option<String>,
-    pub prompt_tokens: f64,
-    pub completion_tokens: f64,
-    pub energy_joules: f64,
-}
-
 /// What readers see of all of them.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct ServerMetricsView {
     pub servers: Vec<ServerStatus>,
+    /// The newest windows, newest last.
     pub windows: Vec<ServerWindow>,
-    /// Per server and model, since the engine started: they only grow (`/metrics`).
-    pub totals: Vec<ServerTotal>,
 }
 
 /// One scrape as the worker makes it: when it was answered, and what it said.
@@ -80,7 +70,6 @@ struct Followed {
 pub struct ServerMetrics {
     servers: Vec<Followed>,
     windows: VecDeque<ServerWindow>,
-    totals: BTreeMap<(String, Option<String>), ServerTotal>,
     view: Arc<ServerMetricsView>,
     /// When the servers are next asked (the engine's monotonic time).
     due: Option<Duration>,
@@ -122,7 +111,6 @@ impl ServerMetrics {
         let mut stage = ServerMetrics {
             servers: followed,
             windows: VecDeque::new(),
-            totals: BTreeMap::new(),
             view: Arc::default(),
             due: None,
         };
@@ -136,15 +124,16 @@ impl ServerMetrics {
     }
 
     /// At `at`, once a window is due: each server's newest scrape closes its window against the
-    /// one before. `intervals`: the engine's, in time order. Whether the view changed.
+    /// one before. `intervals`: the engine's, in time order. The windows made, to be kept.
     pub fn observe<'a>(
         &mut self,
         at: Stamp,
         intervals: impl DoubleEndedIterator<Item = &'a Interval>,
         baseline: Option<&Baseline>,
-    ) -> bool {
+    ) -> Vec<ServerWindow> {
+        let mut made_all = Vec::new();
         if !self.following() || self.due.is_some_and(|d| at.monotonic < d) {
-            return false;
+            return made_all;
         }
         // The first ask only starts the workers: their first answers come by the next.
         let first = self.due.is_none();
@@ -179,7 +168,6 @@ impl ServerMetrics {
             .cloned()
             .collect();
         kept.reverse();
-        let mut changed = false;
         for (s, scraped) in self.servers.iter_mut().zip(newest) {
             let Some((answered, metrics)) = scraped else {
                 continue;
@@ -198,7 +186,6 @@ impl ServerMetrics {
                     metrics.family.name()
                 );
                 s.family = Some(metrics.family);
-                changed = true;
             }
             if let Some(before) = &s.last {
                 let energy = window_energy(&kept, before.at, now.at);
@@ -210,21 +197,7 @@ impl ServerMetrics {
                     &energy,
                     baseline,
                 ) {
-                    Ok(made) => {
-                        changed |= !made.is_empty();
-                        for w in &made {
-                            let key = (w.server.clone(), w.model.clone());
-                            let total = self.totals.entry(key).or_insert_with(|| ServerTotal {
-                                server: w.server.clone(),
-                                model: w.model.clone(),
-                                ..ServerTotal::default()
-                            });
-                            total.prompt_tokens += w.prompt_tokens.unwrap_or(0.0);
-                            total.completion_tokens += w.completion_tokens.unwrap_or(0.0);
-                            total.energy_joules += w.energy_joules.unwrap_or(0.0);
-                        }
-                        self.windows.extend(made);
-                    }
+                    Ok(made) => made_all.extend(made),
                     Err(_) => tracing::info!(
                         "server metrics: {}'s counters went back: it restarted; the window \
                          across the restart is not counted",
@@ -234,13 +207,15 @@ impl ServerMetrics {
             }
             s.last = Some(now);
         }
+        self.windows.extend(made_all.iter().cloned());
         while self.windows.len() > KEPT {
             self.windows.pop_front();
         }
         let view = self.build_view();
-        changed |= view != *self.view;
-        self.view = Arc::new(view);
-        changed
+        if view != *self.view {
+            self.view = Arc::new(view);
+        }
+        made_all
     }
 
     fn build_view(&self) -> ServerMetricsView {
@@ -255,7 +230,6 @@ impl ServerMetrics {
                 })
                 .collect(),
             windows: self.windows.iter().cloned().collect(),
-            totals: self.totals.values().cloned().collect(),
         }
     }
 

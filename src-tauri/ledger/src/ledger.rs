@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use wattbar_core::calibration::Learned;
 use wattbar_core::inference::resident::{ResidentDay, SetBaseline, Unload};
+use wattbar_core::inference::server_window::ServerWindow;
 use wattbar_core::inference::{Baseline, Record};
 use wattbar_core::{LowPowerState, Scope};
 
@@ -38,6 +39,7 @@ struct Batch {
     reserve_ids_through: Option<u64>,
     scope_changes: Vec<ScopeChange>,
     calibration: Option<Learned>,
+    server_windows: Vec<ServerWindow>,
 }
 
 /// What the UI and CLI show from the ledger.
@@ -126,6 +128,16 @@ impl Ledger {
         }
     }
 
+    /// Keeps the windows of model servers followed by their own counters for the next batch;
+    /// while the store cannot be written, the oldest beyond [`MAX_PENDING_RECORDS`] are dropped
+    /// (and so never counted in the sums: what `/metrics` shows stays what was committed).
+    pub fn record_server_windows(&mut self, windows: Vec<ServerWindow>) {
+        let pending = &mut self.batch.server_windows;
+        pending.extend(windows);
+        let over = pending.len().saturating_sub(MAX_PENDING_RECORDS);
+        pending.drain(..over);
+    }
+
     /// Keeps a change of the headline's scope for the next batch. The session finds the
     /// changes (it owns the scope); the ledger only keeps them.
     pub fn record_scope_change(&mut self, change: wattbar_core::session::ScopeChange) {
@@ -203,6 +215,7 @@ impl Ledger {
                 reserve_ids_through: b.reserve_ids_through,
                 scope_changes: &b.scope_changes,
                 calibration: b.calibration.as_ref(),
+                server_windows: &b.server_windows,
             },
         )?;
         self.batch = Batch::default();

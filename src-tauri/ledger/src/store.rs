@@ -31,6 +31,8 @@
 //! - `calibration` (v13): the newest line from the machine's parts to a whole-machine reference
 //!   ([`calibration`]).
 //! - `samples.start` (v14): see `samples`.
+//! - `server_windows`, `server_totals` (v16): model servers followed by their own counters,
+//!   each window and each model's sums ([`server_windows`]).
 //!
 //! Writes come in batches, each one transaction: a kill -9 loses at most the batch in memory and
 //! never leaves a half-written one. A file that is not a database, or fails its integrity
@@ -54,6 +56,7 @@ mod reads;
 pub mod resident;
 pub mod schema;
 pub mod scopes;
+pub mod server_windows;
 mod total;
 mod writes;
 

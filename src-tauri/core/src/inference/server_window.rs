@@ -15,6 +15,11 @@
 //!   window, it is split by their completion tokens and each record says `shared`. A model that
 //!   made no token in the window has no record: the window was idle for it.
 //! - Joules per token are per completion token, as the proxy's records give them.
+//! - Where the server times its GPU work by phase (SGLang's `gpu_execution_seconds_total`), a
+//!   record's energy is split between prefill and decode by those seconds; elsewhere the split
+//!   is unknown.
+//! - A model's running sums ([`ServerTotal`]) count only windows whose energy is known, tokens
+//!   and joules alike, so that the two divide into joules per token.
 
 use super::attribution::Baseline;
 use super::window::WindowEnergy;
@@ -81,10 +86,38 @@ pub struct ServerWindow {
     pub net_energy_joules: Option<f64>,
     pub joules_per_token: Option<f64>,
     pub net_joules_per_token: Option<f64>,
+    /// The energy's share spent on prefill and on decode, by the server's GPU seconds per
+    /// phase; `None` where the server does not time them.
+    pub prefill_energy_joules: Option<f64>,
+    pub decode_energy_joules: Option<f64>,
     pub concurrent: bool,
     pub coarse: bool,
     /// Several models made tokens in the window; the energy was split by completion tokens.
     pub shared: bool,
+}
+
+/// One model's sums over the counted windows whose energy is known.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ServerTotal {
+    pub server: String,
+    pub model: Option<String>,
+    pub prompt_tokens: f64,
+    pub completion_tokens: f64,
+    pub energy_joules: f64,
+}
+
+impl ServerTotal {
+    /// Adds `w` when its energy is known; whether it was added.
+    pub fn add(&mut self, w: &ServerWindow) -> bool {
+        let Some(joules) = w.energy_joules.filter(|j| j.is_finite() && *j >= 0.0) else {
+            return false;
+        };
+        let tokens = |n: Option<f64>| n.filter(|n| n.is_finite() && *n >= 0.0).unwrap_or(0.0);
+        self.prompt_tokens += tokens(w.prompt_tokens);
+        self.completion_tokens += tokens(w.completion_tokens);
+        self.energy_joules += joules;
+        true
+    }
 }
 
 /// One scrape of one server: its counters per model, at Unix seconds `at`.
@@ -126,6 +159,8 @@ pub fn server_windows(
             let part = n / all;
             let energy_joules = energy.joules.map(|j| j * part);
             let net_energy_joules = net.map(|j| j * part);
+            let (prefill_energy_joules, decode_energy_joules) =
+                by_phase(energy_joules, t.prefill_gpu_seconds, t.decode_gpu_seconds);
             ServerWindow {
                 server: server.to_string(),
                 model,
@@ -137,12 +172,30 @@ pub fn server_windows(
                 net_joules_per_token: net_energy_joules.map(|j| j / n),
                 energy_joules,
                 net_energy_joules,
+                prefill_energy_joules,
+                decode_energy_joules,
                 concurrent: t.concurrent,
                 coarse: t.coarse,
                 shared,
             }
         })
         .collect())
+}
+
+/// `joules` split by the GPU seconds spent on prefill and on decode; unknown without both, or
+/// when neither phase ran.
+fn by_phase(
+    joules: Option<f64>,
+    prefill_seconds: Option<f64>,
+    decode_seconds: Option<f64>,
+) -> (Option<f64>, Option<f64>) {
+    match (joules, prefill_seconds, decode_seconds) {
+        (Some(j), Some(p), Some(d)) if p + d > 0.0 => {
+            let prefill = j * p / (p + d);
+            (Some(prefill), Some(j - prefill))
+        }
+        _ => (None, None),
+    }
 }
 
 /// The change of one counter over a window: `Err` when it went back.
@@ -337,6 +390,79 @@ mod tests {
             ]
         );
         assert_eq!(w[0].net_energy_joules, None, "no baseline: net unknown");
+    }
+
+    /// SGLang spent 2 s of GPU time on prefill and 6 s on decode in a window of 4,000 J:
+    /// 1,000 J prefill, 3,000 J decode.
+    #[test]
+    fn sglang_windows_split_their_energy_by_the_gpu_seconds_of_each_phase() {
+        let gpu = |prefill: f64, decode: f64, completion: f64| ServerCounters {
+            prefill_gpu_seconds: Some(prefill),
+            decode_gpu_seconds: Some(decode),
+            ..at(0.0, completion, 1.0)
+        };
+        let w = server_windows(
+            "sglang",
+            &scrape(0.0, &[(Some("m"), gpu(10.0, 30.0, 100.0))]),
+            &scrape(10.0, &[(Some("m"), gpu(12.0, 36.0, 300.0))]),
+            Counting::AsGenerated,
+            &energy(4000.0, 0.0, 10.0),
+            None,
+        )
+        .unwrap_or_default();
+        assert_eq!(
+            w.iter()
+                .map(|r| (r.prefill_energy_joules, r.decode_energy_joules))
+                .collect::<Vec<_>>(),
+            [(Some(1000.0), Some(3000.0))]
+        );
+        // A server that does not time its phases leaves the split unknown.
+        let plain = server_windows(
+            "vllm",
+            &scrape(0.0, &[(Some("m"), at(0.0, 100.0, 1.0))]),
+            &scrape(10.0, &[(Some("m"), at(0.0, 300.0, 1.0))]),
+            Counting::AsGenerated,
+            &energy(4000.0, 0.0, 10.0),
+            None,
+        )
+        .unwrap_or_default();
+        assert_eq!(plain[0].prefill_energy_joules, None);
+    }
+
+    /// Two windows of 100 and 50 tokens at 2,000 and 1,000 J, and one of 30 tokens whose energy
+    /// was not measured: the sums are 150 tokens and 3,000 J, 20 J a token, never 180 tokens.
+    #[test]
+    fn a_window_without_energy_adds_to_no_sum() {
+        let window = |completion: f64, joules: Option<f64>| ServerWindow {
+            server: "s".into(),
+            model: None,
+            from: 0.0,
+            to: 10.0,
+            prompt_tokens: Some(10.0),
+            completion_tokens: Some(completion),
+            energy_joules: joules,
+            net_energy_joules: None,
+            joules_per_token: None,
+            net_joules_per_token: None,
+            prefill_energy_joules: None,
+            decode_energy_joules: None,
+            concurrent: false,
+            coarse: false,
+            shared: false,
+        };
+        let mut total = ServerTotal::default();
+        assert!(total.add(&window(100.0, Some(2000.0))));
+        assert!(total.add(&window(50.0, Some(1000.0))));
+        assert!(!total.add(&window(30.0, None)));
+        assert!(!total.add(&window(30.0, Some(f64::NAN))));
+        assert_eq!(
+            (
+                total.prompt_tokens,
+                total.completion_tokens,
+                total.energy_joules
+            ),
+            (20.0, 150.0, 3000.0)
+        );
     }
 
     #[test]

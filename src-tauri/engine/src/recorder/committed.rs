@@ -11,6 +11,7 @@
 //! Without a store nothing is committed and there are no lifetime counters.
 
 use serde::Serialize;
+use wattbar_core::inference::server_window::ServerTotal;
 use wattbar_core::inference::ModelStats;
 use wattbar_core::Scope;
 use wattbar_ledger::store::Total;
@@ -33,6 +34,9 @@ pub struct Committed {
     pub lifetime: Option<Total>,
     /// Per-model inference totals over every record committed (pruned ones included).
     pub models: Vec<ModelStats>,
+    /// Per model server and model: the tokens and energy of every window counted with its
+    /// energy known.
+    pub server_totals: Vec<ServerTotal>,
 }
 
 impl Committed {

@@ -29,6 +29,8 @@ pub(super) struct Totals {
     /// The per-model totals must be read back after the next batch (records were given, or
     /// none was read yet).
     models_stale: bool,
+    /// Likewise the model servers' sums (windows were given, or none was read yet).
+    servers_stale: bool,
     /// The time of the newest row taken: once written, what the committed figures are of.
     newest_row: Option<f64>,
 }
@@ -47,6 +49,7 @@ impl Totals {
             unwritten: BTreeMap::new(),
             committed: Arc::default(),
             models_stale: true,
+            servers_stale: true,
             newest_row: None,
         };
         if let Some(ledger) = ledger {
@@ -73,6 +76,11 @@ impl Totals {
     /// Records were given to the writer: the per-model totals are read back after the batch.
     pub(super) fn observe_records(&mut self) {
         self.models_stale = true;
+    }
+
+    /// Server windows were given to the writer: their sums are read back after the batch.
+    pub(super) fn observe_server_windows(&mut self) {
+        self.servers_stale = true;
     }
 
     /// After `ledger` committed a batch at `now_unix`: the stored totals (in `scope`, the
@@ -158,6 +166,11 @@ impl Totals {
             } else {
                 self.committed.models.clone()
             };
+            let server_totals = if self.servers_stale {
+                store.server_totals()?
+            } else {
+                self.committed.server_totals.clone()
+            };
             let since_unix = match self.committed.since_unix {
                 Some(since) => Some(since),
                 None => store.first_session_start()?,
@@ -173,11 +186,13 @@ impl Totals {
                 by_domain: store.lifetime_by_domain()?,
                 lifetime,
                 models,
+                server_totals,
             })
         })();
         match read {
             Ok(committed) => {
                 self.models_stale = false;
+                self.servers_stale = false;
                 if *self.committed != committed {
                     self.committed = Arc::new(committed);
                 }

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 use wattbar_core::calibration::Learned;
 use wattbar_core::inference::resident::{Kept, ResidentDay, SetBaseline, Unload};
+use wattbar_core::inference::server_window::ServerWindow;
 use wattbar_core::inference::{Baseline, Record, Routed};
 use wattbar_core::session::ScopeChange;
 use wattbar_core::{LowPowerState, Preferences, Scope, SessionTotals};
@@ -45,6 +46,8 @@ pub enum Write {
     },
     /// A model low-power mode unloaded.
     Unload(Unload),
+    /// Windows of model servers followed by their own counters.
+    ServerWindows(Vec<ServerWindow>),
     /// A change of low-power mode, written at the next chance: a choice the user made is not
     /// lost to a crash in the seconds after it.
     LowPower {
@@ -123,6 +126,7 @@ impl Writer {
                 ledger.record_programs(wattbar_ledger::store::programs::hour_of(unix), &joules);
             }
             Write::Unload(unload) => ledger.record_unload(unload),
+            Write::ServerWindows(windows) => ledger.record_server_windows(windows),
             Write::LowPower { state, message } => {
                 ledger.record_low_power(state, message);
                 self.urgent = true;

@@ -31,8 +31,12 @@ impl Engine {
             if self.servers.following() {
                 let intervals = self.inference.book.intervals();
                 let baseline = self.inference.book.view().baseline.clone();
-                self.servers
+                let made = self
+                    .servers
                     .observe(at, intervals.iter(), baseline.as_ref());
+                if !made.is_empty() {
+                    self.recorder.write(Write::ServerWindows(made));
+                }
             }
         }
         let (watts, battery) = (s.snapshot.headline_watts(), s.snapshot.battery);

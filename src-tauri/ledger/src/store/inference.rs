@@ -373,6 +373,7 @@ impl Store {
         self.conn
             .prepare_cached("DELETE FROM inference WHERE end < ?1")
             .and_then(|mut s| s.execute([before]))
+            .and_then(|n| super::server_windows::prune(&self.conn, before).map(|_| n))
             .map_err(|e| self.sql(e))
     }
 

@@ -51,6 +51,8 @@ pub struct Also<'a> {
     pub scope_changes: &'a [super::scopes::ScopeChange],
     /// A new fit from the parts to a whole-machine reference.
     pub calibration: Option<&'a wattbar_core::calibration::Learned>,
+    /// Windows of model servers followed by their own counters.
+    pub server_windows: &'a [wattbar_core::inference::server_window::ServerWindow],
 }
 
 /// Keeps one unload; `conn` may be the batch's transaction.

@@ -2,16 +2,16 @@
 //! each, and the version check that refuses a ledger a newer Wattbar wrote.
 
 use super::{
-    calibration, domains, inference, intervals, programs, resident, scopes, sql_at, Store,
-    StoreError,
+    calibration, domains, inference, intervals, programs, resident, scopes, server_windows, sql_at,
+    Store, StoreError,
 };
 use rusqlite::Connection;
 use std::path::Path;
 
 /// The schema this build writes and reads (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 15;
+pub const SCHEMA_VERSION: i64 = 16;
 
-pub(super) const MIGRATIONS: [&str; 15] = [
+pub(super) const MIGRATIONS: [&str; 16] = [
     r#"
 CREATE TABLE lifetime (domain TEXT PRIMARY KEY, joules REAL NOT NULL);
 CREATE TABLE sessions (id INTEGER PRIMARY KEY, start REAL NOT NULL, end REAL,
@@ -62,6 +62,7 @@ ALTER TABLE monthly_v4 RENAME TO monthly;
     // has the joules and coverage it had in memory. Rows from before stay NULL.
     "ALTER TABLE samples ADD COLUMN start REAL;",
     intervals::MIGRATION,
+    server_windows::MIGRATION,
 ];
 
 impl Store {

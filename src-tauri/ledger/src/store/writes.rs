@@ -217,6 +217,7 @@ impl Store {
             if let Some(l) = also.calibration {
                 super::calibration::put(&tx, l)?;
             }
+            super::server_windows::put(&tx, also.server_windows)?;
             if let Some(through) = also.reserve_ids_through {
                 super::inference::put_reserved_ids(&tx, through)?;
             }

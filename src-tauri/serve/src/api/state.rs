@@ -105,12 +105,24 @@ pub(super) struct CalibrationBody {
     calibrated_bound_watts: Option<f64>,
 }
 
-/// `GET /v1/server-metrics`: the model servers followed by their own counters, and their last
-/// windows (tokens, energy, J/token per model), newest last.
+/// `GET /v1/server-metrics`: the model servers followed by their own counters, their last
+/// windows (tokens, energy, J/token per model), newest last, and each model's sums as the
+/// ledger committed them (what `/metrics` exports).
+#[derive(Serialize)]
+pub(super) struct ServerMetricsBody {
+    #[serde(flatten)]
+    view: Arc<wattbar_engine::server_metrics::ServerMetricsView>,
+    totals: Vec<wattbar_core::inference::server_window::ServerTotal>,
+}
+
 pub(super) async fn get_server_metrics(
     State(shared): State<Arc<Shared>>,
-) -> Json<Arc<wattbar_engine::server_metrics::ServerMetricsView>> {
-    Json(Arc::clone(&shared.engine.current().server_metrics))
+) -> Json<ServerMetricsBody> {
+    let p = shared.engine.current();
+    Json(ServerMetricsBody {
+        view: Arc::clone(&p.server_metrics),
+        totals: p.committed.server_totals.clone(),
+    })
 }
 
 pub(super) async fn get_calibration(State(shared): State<Arc<Shared>>) -> Json<CalibrationBody> {

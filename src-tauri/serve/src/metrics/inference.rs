@@ -94,29 +94,29 @@ struct ServerTokenLabels {
 }
 
 /// What the model servers followed by their own counters made, and the energy of the windows they
-/// made it in, since the engine started. A server that names no model (llama.cpp, TGI) is
+/// made it in, over every window the ledger committed with its energy known: they never go back,
+/// across crashes and restarts. A server that names no model (llama.cpp, TGI) is
 /// `model="(unnamed)"`.
 fn servers(registry: &mut Registry, p: &Published) {
-    let view = &p.server_metrics;
-    if view.servers.is_empty() {
+    let totals = &p.committed.server_totals;
+    if totals.is_empty() && p.server_metrics.servers.is_empty() {
         return;
     }
     let tokens = Family::<ServerTokenLabels, CounterF>::default();
     registry.register(
         "wattbar_server_tokens",
-        "Tokens a model server counted in the windows Wattbar counted, per model and kind \
-         (prompt, completion), since the engine started",
+        "Tokens a model server counted in the windows Wattbar measured, per model and kind \
+         (prompt, completion)",
         tokens.clone(),
     );
     let energy = Family::<ServerLabels, CounterF>::default();
     registry.register_with_unit(
         "wattbar_server_energy",
-        "Energy of those windows, split by completion tokens between models, since the engine \
-         started",
+        "Energy of those windows, split by completion tokens between models",
         Unit::Joules,
         energy.clone(),
     );
-    for t in &view.totals {
+    for t in totals {
         let server = label(&t.server);
         let model = label(t.model.as_deref().unwrap_or("(unnamed)"));
         for (kind, n) in [

@@ -9,11 +9,14 @@
 //!   data-parallel rank; SGLang's ranks). llama.cpp and TGI name no model: they serve one.
 //! - What the server does not expose is `None`, never 0. A counter that is negative, infinite or
 //!   NaN is left out, as if not exposed.
+//! - Prompt tokens are every token of every prompt, as a client's `usage.prompt_tokens` counts
+//!   them: llama.cpp counts the tokens it reused from its cache apart (builds since 2025), so
+//!   both are added.
 //! - The counters as the families define them (`docs/server-metrics.md`):
 //!
 //! | family | prompt tokens | completion tokens | running | GPU seconds |
 //! |---|---|---|---|---|
-//! | llama.cpp | `llamacpp:prompt_tokens_total` | `llamacpp:tokens_predicted_total` | `llamacpp:requests_processing` | — |
+//! | llama.cpp | `llamacpp:prompt_tokens_total` + `llamacpp:prompt_tokens_cached_total` | `llamacpp:tokens_predicted_total` | `llamacpp:requests_processing` | — |
 //! | vLLM | `vllm:prompt_tokens_total` | `vllm:generation_tokens_total` | `vllm:num_requests_running` | — |
 //! | SGLang | `sglang:prompt_tokens_total` | `sglang:generation_tokens_total` | `sglang:num_running_reqs` | `sglang:gpu_execution_seconds_total{category}` |
 //! | TGI | `tgi_request_input_length_sum` | `tgi_request_generated_tokens_sum` | `tgi_batch_current_size` | — |
@@ -38,6 +41,8 @@ pub enum Family {
 struct Names {
     prefix: &'static str,
     prompt: &'static str,
+    /// Prompt tokens reused from a cache, counted apart from `prompt`.
+    prompt_cached: Option<&'static str>,
     completion: &'static str,
     running: &'static str,
     gpu_seconds: Option<&'static str>,
@@ -71,6 +76,7 @@ impl Family {
             Family::LlamaCpp => Names {
                 prefix: "llamacpp:",
                 prompt: "llamacpp:prompt_tokens_total",
+                prompt_cached: Some("llamacpp:prompt_tokens_cached_total"),
                 completion: "llamacpp:tokens_predicted_total",
                 running: "llamacpp:requests_processing",
                 gpu_seconds: None,
@@ -79,6 +85,7 @@ impl Family {
             Family::Vllm => Names {
                 prefix: "vllm:",
                 prompt: "vllm:prompt_tokens_total",
+                prompt_cached: None,
                 completion: "vllm:generation_tokens_total",
                 running: "vllm:num_requests_running",
                 gpu_seconds: None,
@@ -87,6 +94,7 @@ impl Family {
             Family::Sglang => Names {
                 prefix: "sglang:",
                 prompt: "sglang:prompt_tokens_total",
+                prompt_cached: None,
                 completion: "sglang:generation_tokens_total",
                 running: "sglang:num_running_reqs",
                 gpu_seconds: Some("sglang:gpu_execution_seconds_total"),
@@ -95,6 +103,7 @@ impl Family {
             Family::Tgi => Names {
                 prefix: "tgi_",
                 prompt: "tgi_request_input_length_sum",
+                prompt_cached: None,
                 completion: "tgi_request_generated_tokens_sum",
                 running: "tgi_batch_current_size",
                 gpu_seconds: None,
@@ -151,6 +160,7 @@ pub fn parse_server_metrics(text: &str) -> Result<ServerMetrics, Error> {
     let mut models: BTreeMap<Option<String>, ServerCounters> = BTreeMap::new();
     for s in &samples {
         let wanted = s.name == names.prompt
+            || names.prompt_cached == Some(s.name)
             || s.name == names.completion
             || s.name == names.running
             || names.gpu_seconds == Some(s.name);
@@ -163,7 +173,9 @@ pub fn parse_server_metrics(text: &str) -> Result<ServerMetrics, Error> {
             .map(str::to_string);
         let counters = models.entry(model).or_default();
         match s.name {
-            n if n == names.prompt => add(&mut counters.prompt_tokens, s.value),
+            n if n == names.prompt || names.prompt_cached == Some(n) => {
+                add(&mut counters.prompt_tokens, s.value)
+            }
             n if n == names.completion => add(&mut counters.completion_tokens, s.value),
             n if n == names.running => add(&mut counters.running, s.value),
             _ => match s.label("category") {
