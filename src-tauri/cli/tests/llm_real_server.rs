@@ -4,80 +4,13 @@
 //! (`tests/llm/real.mjs`). With a replayed constant 50 W each answer's energy is 50 W × its own
 //! window; once more on this machine's own sources.
 
-use crate::common::{address_after, cli, node_json, repo_root, serve_with_proxy, Serve};
+use crate::common::model_server::{python, ModelServer};
+use crate::common::{cli, node_json, repo_root, serve_with_proxy, Serve};
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const WATTS: f64 = 50.0;
-
-/// The model server, stopped when dropped.
-struct ModelServer {
-    child: Child,
-    url: String,
-}
-
-impl ModelServer {
-    fn start() -> ModelServer {
-        ModelServer::start_as(&[])
-    }
-
-    /// The server with the model under each of `aliases` (none: the default, `smollm2`).
-    fn start_as(aliases: &[&str]) -> ModelServer {
-        let mut args = vec!["start".to_string(), "--port".into(), "0".into()];
-        for a in aliases {
-            args.extend(["--alias".to_string(), a.to_string()]);
-        }
-        let mut child = Command::new(repo_root().join("scripts/llm-server"))
-            .args(&args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("scripts/llm-server: {e}"));
-        let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
-        let (tx, log) = std::sync::mpsc::channel::<String>();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let deadline = Instant::now() + Duration::from_secs(120);
-        let mut said: Vec<String> = Vec::new();
-        let mut url = None;
-        loop {
-            said.extend(log.try_iter());
-            // uvicorn names the port that 0 became: `Uvicorn running on http://127.0.0.1:41234`.
-            url = url.or_else(|| address_after(&said.join("\n"), "Uvicorn running on "));
-            if let Some(url) = &url {
-                let up = crate::common::http()
-                    .get(&format!("{url}/v1/models"))
-                    .call();
-                if up.is_ok_and(|r| r.status().is_success()) {
-                    break;
-                }
-            }
-            if let Ok(Some(status)) = child.try_wait() {
-                said.extend(log.try_iter());
-                panic!(
-                    "the model server exited ({status}); run scripts/setup to install it:\n{}",
-                    said.join("\n")
-                );
-            }
-            assert!(Instant::now() < deadline, "the model server never answered");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let url = url.unwrap_or_else(|| panic!("no address"));
-        ModelServer { child, url }
-    }
-}
-
-impl Drop for ModelServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Runs a scenario of `tests/llm/real.mjs` against `base`; its one line of JSON.
 fn real(scenario: &str, base: &str) -> serde_json::Value {
@@ -115,7 +48,7 @@ fn assert_energy_is_the_draw_over_the_window(r: &serde_json::Value) {
 
 #[test]
 fn every_answer_of_a_real_server_is_recorded_right() {
-    let server = ModelServer::start();
+    let server = ModelServer::python(&[]);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (serve, proxy) = serve_with_proxy(dir.path(), &server.url, WATTS, &[]);
 
@@ -226,7 +159,7 @@ fn every_answer_of_a_real_server_is_recorded_right() {
 
 #[test]
 fn a_real_answer_on_this_machines_own_sources_is_measured() {
-    let server = ModelServer::start();
+    let server = ModelServer::python(&[]);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let mut c = cli(dir.path());
     c.args([
@@ -271,7 +204,7 @@ fn a_real_answer_on_this_machines_own_sources_is_measured() {
 #[test]
 fn low_power_routing_sends_a_real_request_to_the_small_model_and_says_so() {
     // One model file under two names: the server answers with the name it served.
-    let server = ModelServer::start_as(&["big", "small"]);
+    let server = ModelServer::python(&["big", "small"]);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(
         dir.path().join("preferences.json"),
@@ -389,7 +322,7 @@ fn low_power_routing_sends_a_real_request_to_the_small_model_and_says_so() {
 
 #[test]
 fn the_model_server_is_found_among_the_programs_and_named_with_its_model() {
-    let server = ModelServer::start();
+    let server = ModelServer::python(&[]);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     // A replayed CPU domain, shared among this machine's real processes.
     let serve = Serve::start(
@@ -426,11 +359,7 @@ fn the_model_server_is_found_among_the_programs_and_named_with_its_model() {
 /// Runs `tests/llm/real.py` (the official Python `openai` client, from the model server's
 /// virtual environment) for `count` streams against `base`; its one line of JSON.
 fn python_streams(base: &str, count: usize) -> serde_json::Value {
-    let python = Command::new(repo_root().join("scripts/llm-server"))
-        .arg("python")
-        .output()
-        .unwrap_or_else(|e| panic!("scripts/llm-server python: {e}"));
-    let python = String::from_utf8_lossy(&python.stdout).trim().to_string();
+    let python = python();
     let out = Command::new(&python)
         .arg(repo_root().join("tests/llm/real.py"))
         .args([base, &count.to_string()])
@@ -446,7 +375,7 @@ fn python_streams(base: &str, count: usize) -> serde_json::Value {
 
 #[test]
 fn every_complete_stream_of_the_official_clients_is_recorded_ok() {
-    let server = ModelServer::start();
+    let server = ModelServer::python(&[]);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (serve, proxy) = serve_with_proxy(dir.path(), &server.url, WATTS, &[]);
     // Python's client leaves its `with` block as soon as it has read `data: [DONE]`, often

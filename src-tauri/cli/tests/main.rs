@@ -7,6 +7,7 @@ mod fleet;
 mod home_assistant;
 mod homebrew;
 mod ledger;
+mod llama_server;
 mod llm_proxy;
 mod llm_real_server;
 mod llm_responses;

@@ -3,6 +3,7 @@
 //! prints it as JSON. The receiver going away for a minute is in [`crate::mqtt`]'s test, beside
 //! the broker's.
 
+use crate::common::model_server::python;
 use crate::common::{repo_root, Serve};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -14,18 +15,6 @@ pub struct Receiver {
     child: Child,
     pub port: u16,
     pushes: mpsc::Receiver<serde_json::Value>,
-}
-
-fn python() -> String {
-    let out = Command::new(repo_root().join("scripts/llm-server"))
-        .arg("python")
-        .output()
-        .unwrap_or_else(|e| panic!("scripts/llm-server python: {e}"));
-    assert!(
-        out.status.success(),
-        "run scripts/setup: the test venv is missing"
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 impl Receiver {

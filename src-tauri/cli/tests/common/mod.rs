@@ -2,6 +2,7 @@
 //! and `serve` as a real process on a replayed trace.
 #![allow(dead_code)]
 
+pub mod model_server;
 pub mod prometheus;
 
 pub use http::{http, Answer};

@@ -1,0 +1,95 @@
+//! The real model servers of `scripts/llm-server` (installed by `scripts/setup`), both serving
+//! SmolLM2-135M-Instruct on this machine's CPU: llama-cpp-python's server and llama.cpp's own
+//! `llama-server --metrics`; and the official Python client from the same virtual environment.
+
+use super::{address_after, repo_root};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A model server, stopped (SIGKILL) when dropped.
+pub struct ModelServer {
+    pub child: Child,
+    pub url: String,
+}
+
+impl ModelServer {
+    /// llama-cpp-python's server with the model under each of `aliases` (none: `smollm2`).
+    pub fn python(aliases: &[&str]) -> ModelServer {
+        let mut args = vec!["start".to_string(), "--port".into(), "0".into()];
+        for a in aliases {
+            args.extend(["--alias".to_string(), a.to_string()]);
+        }
+        // uvicorn names the port that 0 became: `Uvicorn running on http://127.0.0.1:41234`.
+        ModelServer::spawn(&args, "Uvicorn running on ")
+    }
+
+    /// llama.cpp's own `llama-server --metrics`, the model as `smollm2`.
+    pub fn llama() -> ModelServer {
+        // `llama_server: listening on http://127.0.0.1:41234`.
+        ModelServer::spawn(
+            &["serve".into(), "--port".into(), "0".into()],
+            "listening on ",
+        )
+    }
+
+    fn spawn(args: &[String], marker: &str) -> ModelServer {
+        let mut child = Command::new(repo_root().join("scripts/llm-server"))
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("scripts/llm-server: {e}"));
+        let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+        let (tx, log) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut said: Vec<String> = Vec::new();
+        let mut url = None;
+        loop {
+            said.extend(log.try_iter());
+            url = url.or_else(|| address_after(&said.join("\n"), marker));
+            if let Some(url) = &url {
+                let up = super::http().get(&format!("{url}/v1/models")).call();
+                if up.is_ok_and(|r| r.status().is_success()) {
+                    break;
+                }
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                said.extend(log.try_iter());
+                panic!(
+                    "the model server exited ({status}); run scripts/setup to install it:\n{}",
+                    said.join("\n")
+                );
+            }
+            assert!(Instant::now() < deadline, "the model server never answered");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let url = url.unwrap_or_else(|| panic!("no address"));
+        ModelServer { child, url }
+    }
+}
+
+impl Drop for ModelServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The Python of the model servers' virtual environment, which pins the official clients.
+pub fn python() -> String {
+    let out = Command::new(repo_root().join("scripts/llm-server"))
+        .arg("python")
+        .output()
+        .unwrap_or_else(|e| panic!("scripts/llm-server python: {e}"));
+    assert!(
+        out.status.success(),
+        "run scripts/setup: the test venv is missing"
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}

@@ -1,0 +1,124 @@
+//! llama.cpp's own `llama-server --metrics` (built by `scripts/setup`, SmolLM2-135M-Instruct on
+//! this machine's CPU), asked by the official Python `openai` client straight at its port, as
+//! users of LM Studio, llama-swap or their own SDK code do: Wattbar is no proxy here and reads
+//! only the server's counters, once a window, beside the energy of a replayed 100 W machine.
+
+use crate::common::model_server::{python, ModelServer};
+use crate::common::{repo_root, Serve};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `tests/llm/counters.py` against `base`: `requests` chats on `threads`, or with `stop`, until
+/// that file exists.
+fn client(base: &str, requests: usize, threads: usize, stop: Option<&std::path::Path>) -> Child {
+    let mut c = Command::new(python());
+    c.arg(repo_root().join("tests/llm/counters.py")).args([
+        base,
+        &requests.to_string(),
+        &threads.to_string(),
+    ]);
+    if let Some(stop) = stop {
+        c.arg(stop);
+    }
+    c.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("counters.py: {e}"))
+}
+
+/// What the client was told it used: (requests, prompt tokens, completion tokens).
+fn told(child: Child) -> (u64, u64, u64) {
+    let out = child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("counters.py: {e}"));
+    assert!(
+        out.status.success(),
+        "counters.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("counters.py: {e}"));
+    let n = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k}: {v}"));
+    (n("requests"), n("prompt_tokens"), n("completion_tokens"))
+}
+
+/// The one model's sums once they reach `completion` completion tokens: (prompt, completion).
+fn counted(serve: &Serve, completion: u64) -> (f64, f64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let view = serve.get("/v1/server-metrics");
+        let t = &view["totals"][0];
+        if let (Some(p), Some(c)) = (t["prompt_tokens"].as_f64(), t["completion_tokens"].as_f64()) {
+            if c >= completion as f64 {
+                return (p, c);
+            }
+        }
+        assert!(Instant::now() < deadline, "{view}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn llama_servers_own_counters_give_every_token_its_clients_were_told_of_alone_and_four_at_once() {
+    let server = ModelServer::llama();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let serve = Serve::start(
+        dir.path(),
+        "t,watts\n0,100\n",
+        &["--interval", "200ms", "--server-metrics", &server.url],
+    );
+    // The first scrape is the baseline: nothing is asked before it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while serve.get("/v1/server-metrics")["servers"][0]["family"] != "llama.cpp" {
+        assert!(
+            Instant::now() < deadline,
+            "{}",
+            serve.get("/v1/server-metrics")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // 20 chats in a row: every prompt and completion token of their `usage`, no more, no less
+    // (llama.cpp counts the prompt tokens it reused from its cache apart; both are prompt).
+    let (requests, prompt, completion) = told(client(&server.url, 20, 1, None));
+    assert_eq!(requests, 20);
+    assert_eq!(
+        counted(&serve, completion),
+        (prompt as f64, completion as f64)
+    );
+
+    // Four clients at once, until a window has seen more than one request running.
+    let stop = dir.path().join("stop");
+    let four = client(&server.url, 0, 4, Some(&stop));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let concurrent = loop {
+        let view = serve.get("/v1/server-metrics");
+        let found = view["windows"]
+            .as_array()
+            .and_then(|ws| ws.iter().find(|w| w["concurrent"] == true).cloned());
+        if let Some(w) = found {
+            break w;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no window was concurrent: {view}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    std::fs::write(&stop, "").unwrap_or_else(|e| panic!("{e}"));
+    let (more, more_prompt, more_completion) = told(four);
+    assert!(more >= 4, "{more}");
+    // Its energy is the window's, over every token of the requests that ended in it.
+    let joules = concurrent["energy_joules"].as_f64().unwrap_or(f64::NAN);
+    let tokens = concurrent["completion_tokens"].as_f64().unwrap_or(f64::NAN);
+    let per_token = concurrent["joules_per_token"].as_f64().unwrap_or(f64::NAN);
+    assert!((per_token - joules / tokens).abs() < 1e-9, "{concurrent}");
+    // And the sums still add up, to the token.
+    assert_eq!(
+        counted(&serve, completion + more_completion),
+        (
+            (prompt + more_prompt) as f64,
+            (completion + more_completion) as f64
+        )
+    );
+}
