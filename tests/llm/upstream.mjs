@@ -45,8 +45,9 @@
 //   GET  /api/ps                the genuine /api/ps capture: gemma3:latest loaded; with
 //                               --ps-pad-mb N, padded with N MiB of spaces before its last brace
 //   GET  /                      "Ollama is running" (what Ollama answers; handy as a health check)
-//   GET  /__stats               {"requests","ps","cancelled","hosts","asked"}: requests served (not
-//                               counting /__stats nor GET /api/ps, counted in "ps"), streams cut
+//   GET  /__stats               {"requests","ps","metrics","cancelled","hosts","asked"}: requests
+//                               served (not counting /__stats, GET /api/ps, counted in "ps", nor
+//                               GET /metrics, counted in "metrics"), streams cut
 //                               short by the client, distinct Host
 //                               headers, and per generation request what its body asked:
 //                               {path, model, num_predict (options.num_predict), max_tokens,
@@ -139,7 +140,7 @@ const NDJSON_ERROR = Buffer.from(JSON.stringify({ error: ERROR_MESSAGE }) + '\n'
 const SSE_ERROR = Buffer.from(
   'data: ' + JSON.stringify({ error: { message: ERROR_MESSAGE, type: 'server_error' } }) + '\n\n',
 );
-const stats = { requests: 0, ps: 0, cancelled: 0, hosts: [], asked: [], bodies: [] };
+const stats = { requests: 0, ps: 0, metrics: 0, cancelled: 0, hosts: [], asked: [], bodies: [] };
 
 // A JSON object's text with `mb` MiB of spaces before its closing brace: the same JSON, larger.
 function padded(json, mb) {
@@ -326,7 +327,12 @@ async function handle(req, res) {
   // The proxy reads /api/ps every few seconds on its own: counted apart, so that `requests`
   // counts what clients caused.
   if (req.method === 'GET' && path === '/api/ps') stats.ps++;
-  else stats.requests++;
+  // Wattbar asks the proxy's upstream for its /metrics (up to three times, then lets an Ollama
+  // go): counted apart too.
+  else if (req.method === 'GET' && path === '/metrics') {
+    stats.metrics++;
+    return sendJson(res, 404, { error: 'not found' });
+  } else stats.requests++;
   if (!stats.hosts.includes(host)) stats.hosts.push(host);
 
   if (!isLoopbackHost(host)) {

@@ -122,3 +122,57 @@ fn llama_servers_own_counters_give_every_token_its_clients_were_told_of_alone_an
         )
     );
 }
+
+/// Waits until the followed server has said its family; the view then.
+fn followed(serve: &Serve) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let view = serve.get("/v1/server-metrics");
+        if view["servers"][0]["family"] == "llama.cpp" {
+            return view;
+        }
+        assert!(Instant::now() < deadline, "{view}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_proxys_upstream_is_followed_by_itself_and_what_the_proxy_measured_is_counted_once() {
+    let server = ModelServer::llama();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // No --server-metrics: the proxy's upstream answers /metrics, so it is followed.
+    let (serve, proxy) = crate::common::serve_with_proxy(dir.path(), &server.url, 100.0, &[]);
+    let view = followed(&serve);
+    let port = server.url.rsplit(':').next().unwrap_or_default();
+    assert_eq!(
+        view["servers"][0]["url"],
+        format!("http://127.0.0.1:{port}/metrics"),
+        "{view}"
+    );
+
+    // Through the proxy: its records measure the requests, and the window says so.
+    let (_, _, through_proxy) = told(client(&proxy, 3, 1, None));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let window = loop {
+        let view = serve.get("/v1/server-metrics");
+        if let Some(w) = view["windows"].as_array().and_then(|ws| ws.last().cloned()) {
+            break w;
+        }
+        assert!(Instant::now() < deadline, "{view}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(window["proxied"], true, "{window}");
+    assert_eq!(
+        window["completion_tokens"].as_f64(),
+        Some(through_proxy as f64)
+    );
+
+    // Straight at the server, later: counted from its counters, and only those.
+    let (_, prompt, completion) = told(client(&server.url, 3, 1, None));
+    assert_eq!(
+        counted(&serve, completion),
+        (prompt as f64, completion as f64)
+    );
+    let records = serve.records(3);
+    assert_eq!(records.len(), 3, "the direct requests made no record");
+}

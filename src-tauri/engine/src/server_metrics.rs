@@ -35,6 +35,28 @@ pub const KEPT: usize = 360;
 pub struct ServerMetricsConfig {
     /// `http://127.0.0.1:8080` (`/metrics` is added) or the full metrics URL.
     pub url: String,
+    /// Sent as `Authorization: Bearer` (vLLM's and SGLang's `--api-key`).
+    pub token: Option<String>,
+}
+
+/// Scrapes in a row that a server found by itself may fail before it is no longer followed
+/// (an Ollama upstream, which has no `/metrics`): three windows.
+const FOUND_TRIES: u32 = 3;
+
+/// What the proxy measured itself, for the windows of its upstream: its port on this machine,
+/// and the spans (Unix seconds) of its recent and open requests.
+#[derive(Debug, Default)]
+pub struct ProxySeen {
+    pub upstream_port: Option<u16>,
+    pub spans: Vec<(f64, f64)>,
+}
+
+impl ProxySeen {
+    fn saw(&self, port: Option<u16>, from: f64, to: f64) -> bool {
+        port.is_some()
+            && port == self.upstream_port
+            && self.spans.iter().any(|(s, e)| *s < to && *e > from)
+    }
 }
 
 /// What readers see of one followed server.
@@ -60,10 +82,58 @@ type Scraped = (f64, wattbar_sources::server_metrics::ServerMetrics);
 
 struct Followed {
     url: String,
+    /// Its port, where it runs on this machine.
+    port: Option<u16>,
+    /// Found by itself (the proxy's upstream), not named by the user.
+    found: bool,
+    /// Failed scrapes since the last good one.
+    failures: u32,
+    /// Asked once already.
+    asked: bool,
     worker: Background<Scraped>,
     last: Option<Scrape>,
     family: Option<Family>,
     error: Option<String>,
+}
+
+impl Followed {
+    /// Starts asking `url` on a thread of its own; `unix`: the engine's wall clock.
+    fn start(
+        url: &str,
+        token: Option<String>,
+        found: bool,
+        unix: &Arc<dyn Fn() -> f64 + Send + Sync>,
+    ) -> Followed {
+        let client = MetricsClient::new(url, token);
+        let shown = client
+            .as_ref()
+            .map_or_else(|_| url.to_string(), |m| m.url().to_string());
+        let port = client.as_ref().ok().and_then(MetricsClient::loopback_port);
+        let clock = Arc::clone(unix);
+        let worker = Background::spawn("server-metrics", WINDOW * 3, move || {
+            let client = client?;
+            Ok(move || {
+                // A server that answers nothing useful now may later (started with --metrics,
+                // or a model loaded): the worker keeps asking.
+                let scraped = client.scrape().map_err(|e| match e {
+                    SourceError::Unavailable(m) => SourceError::Transient(m),
+                    other => other,
+                })?;
+                Ok((clock(), scraped))
+            })
+        });
+        Followed {
+            url: shown,
+            port,
+            found,
+            failures: 0,
+            asked: false,
+            worker,
+            last: None,
+            family: None,
+            error: None,
+        }
+    }
 }
 
 /// The stage: owns the followed servers and the windows they made.
@@ -73,6 +143,7 @@ pub struct ServerMetrics {
     view: Arc<ServerMetricsView>,
     /// When the servers are next asked (the engine's monotonic time).
     due: Option<Duration>,
+    unix: Arc<dyn Fn() -> f64 + Send + Sync>,
 }
 
 impl ServerMetrics {
@@ -81,41 +152,32 @@ impl ServerMetrics {
     pub fn new(servers: &[ServerMetricsConfig], unix: Arc<dyn Fn() -> f64 + Send + Sync>) -> Self {
         let followed = servers
             .iter()
-            .map(|c| {
-                let client = MetricsClient::new(&c.url, None);
-                let url = client
-                    .as_ref()
-                    .map_or_else(|_| c.url.clone(), |m| m.url().to_string());
-                let clock = Arc::clone(&unix);
-                let worker = Background::spawn("server-metrics", WINDOW * 3, move || {
-                    let client = client?;
-                    Ok(move || {
-                        // A server that answers nothing useful now may later (started with
-                        // --metrics, or a model loaded): the worker keeps asking.
-                        let scraped = client.scrape().map_err(|e| match e {
-                            SourceError::Unavailable(m) => SourceError::Transient(m),
-                            other => other,
-                        })?;
-                        Ok((clock(), scraped))
-                    })
-                });
-                Followed {
-                    url,
-                    worker,
-                    last: None,
-                    family: None,
-                    error: None,
-                }
-            })
+            .map(|c| Followed::start(&c.url, c.token.clone(), false, &unix))
             .collect();
         let mut stage = ServerMetrics {
             servers: followed,
             windows: VecDeque::new(),
             view: Arc::default(),
             due: None,
+            unix,
         };
         stage.view = Arc::new(stage.build_view());
         stage
+    }
+
+    /// The proxy forwards to `port` on this machine: that server is followed too, unless it
+    /// already is, or answers no `/metrics` of a known family ([`FOUND_TRIES`] windows). One
+    /// address is asked, the upstream's own: no port is scanned.
+    pub fn follow_upstream(&mut self, port: Option<u16>) {
+        let Some(port) = port else { return };
+        if self.servers.iter().any(|s| s.port == Some(port)) {
+            return;
+        }
+        let url = format!("http://127.0.0.1:{port}");
+        tracing::info!("server metrics: asking the proxy's upstream {url} for its /metrics");
+        self.servers
+            .push(Followed::start(&url, None, true, &self.unix));
+        self.view = Arc::new(self.build_view());
     }
 
     /// Whether any server is followed: a machine without one pays nothing here.
@@ -124,31 +186,35 @@ impl ServerMetrics {
     }
 
     /// At `at`, once a window is due: each server's newest scrape closes its window against the
-    /// one before. `intervals`: the engine's, in time order. The windows made, to be kept.
+    /// one before. `intervals`: the engine's, in time order; `proxy`: what the proxy measured
+    /// itself, whose windows say so and add to no sum. The windows made, to be kept.
     pub fn observe<'a>(
         &mut self,
         at: Stamp,
         intervals: impl DoubleEndedIterator<Item = &'a Interval>,
         baseline: Option<&Baseline>,
+        proxy: &ProxySeen,
     ) -> Vec<ServerWindow> {
         let mut made_all = Vec::new();
         if !self.following() || self.due.is_some_and(|d| at.monotonic < d) {
             return made_all;
         }
-        // The first ask only starts the workers: their first answers come by the next.
-        let first = self.due.is_none();
         self.due = Some(at.monotonic + WINDOW);
         let mut newest: Vec<Option<Scraped>> = Vec::new();
         for s in &mut self.servers {
+            // A server's first ask only starts its worker: the first answer comes by the next.
+            let first = !std::mem::replace(&mut s.asked, true);
             newest.push(match s.worker.latest(at) {
                 Ok(scraped) => {
                     s.error = None;
+                    s.failures = 0;
                     Some(scraped.clone())
                 }
                 Err(_) if first => None,
                 Err(e) => {
                     let why = e.to_string();
-                    if s.error.as_ref() != Some(&why) {
+                    s.failures += 1;
+                    if s.error.as_ref() != Some(&why) && !s.found {
                         tracing::warn!("server metrics: {}: {why}", s.url);
                     }
                     s.error = Some(why);
@@ -156,6 +222,23 @@ impl ServerMetrics {
                 }
             });
         }
+        // A server found by itself that never answered as a model server is let go, and said.
+        let mut i = 0;
+        self.servers.retain(|s| {
+            let keep = !(s.found && s.family.is_none() && s.failures >= FOUND_TRIES);
+            if !keep {
+                tracing::info!(
+                    "server metrics: the proxy's upstream {} gives no model server's /metrics \
+                     ({}): its requests are measured by the proxy alone",
+                    s.url,
+                    s.error.as_deref().unwrap_or("no answer")
+                );
+                newest.remove(i);
+            } else {
+                i += 1;
+            }
+            keep
+        });
         let oldest = self
             .servers
             .iter()
@@ -197,7 +280,12 @@ impl ServerMetrics {
                     &energy,
                     baseline,
                 ) {
-                    Ok(made) => made_all.extend(made),
+                    Ok(mut made) => {
+                        for w in &mut made {
+                            w.proxied = proxy.saw(s.port, w.from, w.to);
+                        }
+                        made_all.extend(made);
+                    }
                     Err(_) => tracing::info!(
                         "server metrics: {}'s counters went back: it restarted; the window \
                          across the restart is not counted",

@@ -83,6 +83,24 @@ pub struct Address {
     pub origin: String,
 }
 
+impl Address {
+    /// The port of an address on this machine (a loopback host), the scheme's default where it
+    /// names none; `None` for any other host.
+    pub fn loopback_port(&self) -> Option<u16> {
+        let host_port = self.origin.split_once("://")?.1;
+        let (host, port) = match host_port.rsplit_once(':') {
+            Some((host, port)) if !port.contains(']') => (host, Some(port.parse::<u16>().ok()?)),
+            _ => (host_port, None),
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let local = host.eq_ignore_ascii_case("localhost")
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        local.then(|| port.unwrap_or(if self.https { 443 } else { 80 }))
+    }
+}
+
 /// Checks `url` for `what`: http or https, a host, and no password in it (`secret_via` says
 /// where one goes instead). A user name alone is no secret, and is kept.
 pub fn address(url: &str, what: &str, secret_via: Option<&str>) -> Result<Address, Error> {
@@ -268,6 +286,20 @@ pub fn rustls_config() -> Result<std::sync::Arc<rustls::ClientConfig>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_loopback_port_of_an_address_is_its_own_or_its_schemes_and_none_off_this_machine() {
+        let port = |url: &str| address(url, "a server", None).ok()?.loopback_port();
+        assert_eq!(port("http://127.0.0.1:8080/metrics"), Some(8080));
+        assert_eq!(port("http://localhost:30000"), Some(30000));
+        assert_eq!(port("http://[::1]:8000/"), Some(8000));
+        assert_eq!(port("http://[::1]"), Some(80));
+        assert_eq!(port("https://127.0.0.2"), Some(443));
+        assert_eq!(port("http://user@127.0.0.1:9000"), Some(9000));
+        assert_eq!(port("http://192.168.1.5:8080"), None);
+        assert_eq!(port("http://gpu-box:8000"), None);
+        assert_eq!(port("http://127.0.0.1:99999"), None);
+    }
 
     #[test]
     fn an_address_with_credentials_is_refused_and_never_repeated() {

@@ -19,7 +19,8 @@
 //!   record's energy is split between prefill and decode by those seconds; elsewhere the split
 //!   is unknown.
 //! - A model's running sums ([`ServerTotal`]) count only windows whose energy is known, tokens
-//!   and joules alike, so that the two divide into joules per token.
+//!   and joules alike, so that the two divide into joules per token; and never a window whose
+//!   requests the proxy measured itself (`proxied`): those are counted once, as its records.
 
 use super::attribution::Baseline;
 use super::window::WindowEnergy;
@@ -94,6 +95,9 @@ pub struct ServerWindow {
     pub coarse: bool,
     /// Several models made tokens in the window; the energy was split by completion tokens.
     pub shared: bool,
+    /// The proxy measured this window's requests itself: its records are the figures, and the
+    /// window adds to no sum.
+    pub proxied: bool,
 }
 
 /// One model's sums over the counted windows whose energy is known.
@@ -107,8 +111,11 @@ pub struct ServerTotal {
 }
 
 impl ServerTotal {
-    /// Adds `w` when its energy is known; whether it was added.
+    /// Adds `w` when its energy is known and the proxy did not measure it; whether it was added.
     pub fn add(&mut self, w: &ServerWindow) -> bool {
+        if w.proxied {
+            return false;
+        }
         let Some(joules) = w.energy_joules.filter(|j| j.is_finite() && *j >= 0.0) else {
             return false;
         };
@@ -177,6 +184,7 @@ pub fn server_windows(
                 concurrent: t.concurrent,
                 coarse: t.coarse,
                 shared,
+                proxied: false,
             }
         })
         .collect())
@@ -449,12 +457,18 @@ mod tests {
             concurrent: false,
             coarse: false,
             shared: false,
+            proxied: false,
         };
         let mut total = ServerTotal::default();
         assert!(total.add(&window(100.0, Some(2000.0))));
         assert!(total.add(&window(50.0, Some(1000.0))));
         assert!(!total.add(&window(30.0, None)));
         assert!(!total.add(&window(30.0, Some(f64::NAN))));
+        let proxied = ServerWindow {
+            proxied: true,
+            ..window(40.0, Some(800.0))
+        };
+        assert!(!total.add(&proxied), "the proxy's records count it");
         assert_eq!(
             (
                 total.prompt_tokens,

@@ -5,6 +5,7 @@
 
 use super::{period, Engine, INFERENCE_INTERVAL};
 use crate::recorder::Write;
+use crate::server_metrics::ProxySeen;
 use std::time::Duration;
 use wattbar_core::policy::Measured;
 use wattbar_core::Stamp;
@@ -28,12 +29,33 @@ impl Engine {
             let open = self.inference.requests.open();
             self.follow_residency(interval, open.iter().any(|o| !o.remote), s.week_seconds);
             self.inference.book.push_interval(interval.clone(), &open);
+            self.servers
+                .follow_upstream(self.inference.requests.upstream_port());
             if self.servers.following() {
+                let proxy = ProxySeen {
+                    upstream_port: self.inference.requests.upstream_port(),
+                    spans: open
+                        .iter()
+                        .filter(|o| !o.remote)
+                        .map(|o| {
+                            let end = o.end.map_or(f64::INFINITY, |e| e.unix_seconds);
+                            (o.start.unix_seconds, end)
+                        })
+                        .chain(
+                            self.inference
+                                .book
+                                .view()
+                                .recent
+                                .iter()
+                                .map(|r| (r.start, r.end)),
+                        )
+                        .collect(),
+                };
                 let intervals = self.inference.book.intervals();
                 let baseline = self.inference.book.view().baseline.clone();
                 let made = self
                     .servers
-                    .observe(at, intervals.iter(), baseline.as_ref());
+                    .observe(at, intervals.iter(), baseline.as_ref(), &proxy);
                 if !made.is_empty() {
                     self.recorder.write(Write::ServerWindows(made));
                 }

@@ -3,7 +3,7 @@
 //!
 //! - `server_windows(server, model, from_t, to_t, prompt_tokens, completion_tokens,
 //!   energy_joules, net_energy_joules, prefill_joules, decode_joules, concurrent, coarse,
-//!   shared)`: one row per model per window, kept as long as inference records.
+//!   shared, proxied)`: one row per model per window, kept as long as inference records.
 //! - `server_totals(server, model, prompt_tokens, completion_tokens, energy_joules)`: the sums
 //!   over every window whose energy was known ([`ServerTotal::add`]), added to in the same
 //!   transaction as the window, never pruned: what `/metrics` exports, so it never goes back.
@@ -19,7 +19,7 @@ CREATE TABLE server_windows (id INTEGER PRIMARY KEY, server TEXT NOT NULL, model
                              completion_tokens REAL, energy_joules REAL, net_energy_joules REAL,
                              prefill_joules REAL, decode_joules REAL,
                              concurrent INTEGER NOT NULL, coarse INTEGER NOT NULL,
-                             shared INTEGER NOT NULL);
+                             shared INTEGER NOT NULL, proxied INTEGER NOT NULL);
 CREATE INDEX server_windows_to ON server_windows(to_t);
 CREATE TABLE server_totals (server TEXT NOT NULL, model TEXT NOT NULL,
                             prompt_tokens REAL NOT NULL, completion_tokens REAL NOT NULL,
@@ -33,8 +33,8 @@ pub(super) fn put(conn: &Connection, windows: &[ServerWindow]) -> rusqlite::Resu
         conn.prepare_cached(
             "INSERT INTO server_windows (server, model, from_t, to_t, prompt_tokens,
                  completion_tokens, energy_joules, net_energy_joules, prefill_joules,
-                 decode_joules, concurrent, coarse, shared)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                 decode_joules, concurrent, coarse, shared, proxied)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
         )?
         .execute(params![
             w.server,
@@ -49,7 +49,8 @@ pub(super) fn put(conn: &Connection, windows: &[ServerWindow]) -> rusqlite::Resu
             w.decode_energy_joules,
             w.concurrent,
             w.coarse,
-            w.shared
+            w.shared,
+            w.proxied
         ])?;
         let mut added = ServerTotal::default();
         if added.add(w) {
@@ -103,6 +104,7 @@ fn window(r: &Row<'_>) -> rusqlite::Result<ServerWindow> {
         concurrent: r.get(10)?,
         coarse: r.get(11)?,
         shared: r.get(12)?,
+        proxied: r.get(13)?,
     })
 }
 
@@ -143,7 +145,7 @@ impl Store {
             .prepare_cached(
                 "SELECT server, model, from_t, to_t, prompt_tokens, completion_tokens,
                         energy_joules, net_energy_joules, prefill_joules, decode_joules,
-                        concurrent, coarse, shared
+                        concurrent, coarse, shared, proxied
                  FROM server_windows WHERE to_t >= ?1 AND to_t <= ?2
                  ORDER BY to_t DESC, id DESC LIMIT ?3",
             )
@@ -183,6 +185,7 @@ mod tests {
             concurrent: true,
             coarse: false,
             shared: false,
+            proxied: false,
         }
     }
 

@@ -19,6 +19,7 @@ pub struct MetricsClient {
     agent: ureq::Agent,
     url: String,
     token: Option<String>,
+    loopback_port: Option<u16>,
 }
 
 impl std::fmt::Debug for MetricsClient {
@@ -53,7 +54,13 @@ impl MetricsClient {
                 format!("{base}/metrics")
             },
             token,
+            loopback_port: address.loopback_port(),
         })
+    }
+
+    /// The server's port where it runs on this machine.
+    pub fn loopback_port(&self) -> Option<u16> {
+        self.loopback_port
     }
 
     /// Where the metrics are read, as messages show it.
