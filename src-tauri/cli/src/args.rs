@@ -181,7 +181,8 @@ pub enum Cmd {
         action: ServiceAction,
     },
     /// Energy per model from the inference ledger: requests, tokens, J/token gross and net,
-    /// tokens/s, tokens/s per W and score.
+    /// tokens/s, tokens/s per W and score, per source (the proxy's records, or a model server's
+    /// own counters).
     Models {
         #[arg(long, conflicts_with = "csv")]
         json: bool,

@@ -4,7 +4,7 @@
 //! only the server's counters, once a window, beside the energy of a replayed 100 W machine.
 
 use crate::common::model_server::{python, ModelServer};
-use crate::common::{repo_root, Serve};
+use crate::common::{repo_root, run_cli, Serve};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -114,12 +114,36 @@ fn llama_servers_own_counters_give_every_token_its_clients_were_told_of_alone_an
     let per_token = concurrent["joules_per_token"].as_f64().unwrap_or(f64::NAN);
     assert!((per_token - joules / tokens).abs() < 1e-9, "{concurrent}");
     // And the sums still add up, to the token.
+    let all = completion + more_completion;
     assert_eq!(
-        counted(&serve, completion + more_completion),
-        (
-            (prompt + more_prompt) as f64,
-            (completion + more_completion) as f64
-        )
+        counted(&serve, all),
+        ((prompt + more_prompt) as f64, all as f64)
+    );
+
+    // Listed per source, by the API and by `wattbar-cli models` from the ledger alike.
+    let listed = serve.get("/v1/models");
+    let m = &listed["server_models"][0];
+    assert_eq!(
+        (&m["source"], &m["model"]),
+        (&"server-metrics".into(), &"(unnamed)".into())
+    );
+    assert_eq!(
+        m["completion_tokens"].as_f64(),
+        Some(all as f64),
+        "{listed}"
+    );
+    let energy = m["energy_joules"].as_f64().unwrap_or(f64::NAN);
+    let jpt = m["joules_per_token"].as_f64().unwrap_or(f64::NAN);
+    assert!((jpt - energy / all as f64).abs() < 1e-9, "{listed}");
+    let cli: serde_json::Value = serde_json::from_str(&run_cli(dir.path(), &["models", "--json"]))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cli["server_models"], listed["server_models"]);
+    let table = run_cli(dir.path(), &["models"]);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("(unnamed)") && l.contains("server-metrics")),
+        "{table}"
     );
 }
 

@@ -2,7 +2,8 @@
 
 use anyhow::Result;
 use wattbar_core::inference::resident::{Residency, ResidentCost};
-use wattbar_core::inference::Record;
+use wattbar_core::inference::server_window::{ServerTotal, Sourced, SOURCE_PROXY};
+use wattbar_core::inference::{ModelStats, Record};
 use wattbar_core::Preferences;
 use wattbar_engine::accounting::local_week_seconds;
 use wattbar_engine::inference::book::{BASELINE_EVERY, BASELINE_SPAN};
@@ -39,28 +40,44 @@ fn resident(store: &Store, prefs: &Preferences) -> Result<Vec<ResidentCost>> {
 /// model costs by staying loaded.
 pub fn models(format: crate::args::TableFormat) -> Result<()> {
     let prefs = crate::engine::read_prefs()?;
-    let (mut models, resident) = match crate::ledger::open_if_any()? {
+    let (mut models, servers, resident) = match crate::ledger::open_if_any()? {
         Some(store) => (
             store.inference_models(prefs.score_ceiling)?,
+            store
+                .server_totals()?
+                .iter()
+                .map(ServerTotal::listed)
+                .collect::<Vec<_>>(),
             // A ledger an older Wattbar wrote has no such tables yet: the models still list.
             resident(&store, &prefs).unwrap_or_else(|e| {
                 eprintln!("what resident models cost could not be read: {e}");
                 Vec::new()
             }),
         ),
-        None => (Vec::new(), Vec::new()),
+        None => (Vec::new(), Vec::new(), Vec::new()),
     };
     models.sort_by(|a, b| b.last.total_cmp(&a.last));
+    let proxied: Vec<Sourced<&ModelStats>> = models
+        .iter()
+        .map(|m| Sourced {
+            source: SOURCE_PROXY,
+            figures: m,
+        })
+        .collect();
     match format {
         crate::args::TableFormat::Json => {
             crate::out!(
                 "{}",
-                serde_json::json!({ "models": models, "resident": resident })
+                serde_json::json!({
+                    "models": proxied, "server_models": servers, "resident": resident
+                })
             )?;
         }
         crate::args::TableFormat::Csv => {
             let mut w = csv::Writer::from_writer(std::io::stdout());
             w.write_record([
+                "source",
+                "server",
                 "model",
                 "requests",
                 "prompt_tokens",
@@ -74,6 +91,8 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
             ])?;
             for m in &models {
                 w.write_record([
+                    SOURCE_PROXY.to_string(),
+                    String::new(),
                     m.model.clone(),
                     m.requests.to_string(),
                     m.prompt_tokens.to_string(),
@@ -86,20 +105,38 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
                     csv_cell(m.score),
                 ])?;
             }
+            for Sourced { source, figures: m } in &servers {
+                w.write_record([
+                    source.to_string(),
+                    m.server.clone(),
+                    m.model.clone(),
+                    String::new(),
+                    m.prompt_tokens.to_string(),
+                    m.completion_tokens.to_string(),
+                    m.energy_joules.to_string(),
+                    csv_cell(m.joules_per_token),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                ])?;
+            }
             w.flush()?;
         }
         crate::args::TableFormat::Human => {
             print_resident(&resident, prefs.currency.as_str())?;
-            if models.is_empty() {
+            if models.is_empty() && servers.is_empty() {
                 crate::out!(
                     "No inference measured yet: run `wattbar-cli serve --llm-proxy 127.0.0.1:11435` \
-                     and point your client at it."
+                     and point your client at it, or `--server-metrics URL` to read a model \
+                     server's own counters."
                 )?;
                 return Ok(());
             }
             crate::out!(
-                "{:<28} {:>8} {:>10} {:>9} {:>9} {:>8} {:>9} {:>6}",
+                "{:<28} {:<14} {:>8} {:>10} {:>9} {:>9} {:>8} {:>9} {:>6}",
                 "model",
+                "source",
                 "requests",
                 "tokens",
                 "J/token",
@@ -110,8 +147,9 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
             )?;
             for m in &models {
                 crate::out!(
-                    "{:<28} {:>8} {:>10} {:>9} {:>9} {:>8} {:>9} {:>6}",
+                    "{:<28} {:<14} {:>8} {:>10} {:>9} {:>9} {:>8} {:>9} {:>6}",
                     m.model,
+                    SOURCE_PROXY,
                     m.requests,
                     m.completion_tokens,
                     fmt(m.joules_per_token, 3),
@@ -119,6 +157,31 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
                     fmt(m.tokens_per_second, 1),
                     fmt(m.tokens_per_second_per_watt, 3),
                     fmt(m.score, 1),
+                )?;
+            }
+            for Sourced { source, figures: m } in &servers {
+                crate::out!(
+                    "{:<28} {:<14} {:>8} {:>10} {:>9} {:>9} {:>8} {:>9} {:>6}",
+                    m.model,
+                    source,
+                    "—",
+                    m.completion_tokens,
+                    fmt(m.joules_per_token, 3),
+                    "—",
+                    "—",
+                    "—",
+                    "—",
+                )?;
+            }
+            if !servers.is_empty() {
+                crate::out!(
+                    "server-metrics: read from each server's own /metrics per 10 s window \
+                     ({}); requests are not counted there.",
+                    servers
+                        .iter()
+                        .map(|s| s.figures.server.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )?;
             }
         }

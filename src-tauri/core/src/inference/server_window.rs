@@ -63,6 +63,57 @@ pub struct WindowTokens {
     pub coarse: bool,
 }
 
+/// Where a model's figures come from: the proxy's per-request records, or a server's own
+/// counters read per window.
+pub const SOURCE_PROXY: &str = "proxy";
+pub const SOURCE_SERVER_METRICS: &str = "server-metrics";
+
+/// The figures of `figures` with their source, as `/v1/models` and `wattbar-cli models` list
+/// them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Sourced<T> {
+    pub source: &'static str,
+    #[serde(flatten)]
+    pub figures: T,
+}
+
+/// A model's figures from a server's own counters, beside the proxy's.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServerModel {
+    /// Its name, or `(unnamed)` for the one model of a server that names none.
+    pub model: String,
+    pub server: String,
+    pub prompt_tokens: f64,
+    pub completion_tokens: f64,
+    pub energy_joules: f64,
+    /// Per completion token, as the proxy's; `None` before any token.
+    pub joules_per_token: Option<f64>,
+}
+
+/// The name of the model of a server that names none.
+pub const UNNAMED_MODEL: &str = "(unnamed)";
+
+impl ServerTotal {
+    /// The model's figures as listed beside the proxy's.
+    pub fn listed(&self) -> Sourced<ServerModel> {
+        Sourced {
+            source: SOURCE_SERVER_METRICS,
+            figures: ServerModel {
+                model: self
+                    .model
+                    .clone()
+                    .unwrap_or_else(|| UNNAMED_MODEL.to_string()),
+                server: self.server.clone(),
+                prompt_tokens: self.prompt_tokens,
+                completion_tokens: self.completion_tokens,
+                energy_joules: self.energy_joules,
+                joules_per_token: (self.completion_tokens > 0.0)
+                    .then(|| self.energy_joules / self.completion_tokens),
+            },
+        }
+    }
+}
+
 /// Why a window has no tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Uncounted {

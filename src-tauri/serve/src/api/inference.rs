@@ -1,7 +1,7 @@
 //! The inference routes: `GET /v1/inference?limit=&since=` (records, newest first),
 //! `GET /v1/inference/{id}` (one record, the id the proxy's `X-Wattbar-Request-Id` names),
 //! `POST /v1/inference` (a record for work a client measured itself), `GET /v1/models` (figures
-//! per model) and `GET /v1/energy?from=&to=` (the energy of any window).
+//! per model and source: the proxy's records, the servers' own counters) and `GET /v1/energy?from=&to=` (the energy of any window).
 
 use super::shared::{error, json_object, unavailable, Shared, MAX_HISTORY_SECONDS};
 use axum::body::Bytes;
@@ -14,6 +14,7 @@ use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
 use wattbar_core::inference::resident::ResidentCost;
+use wattbar_core::inference::server_window::{ServerModel, ServerTotal, Sourced, SOURCE_PROXY};
 use wattbar_core::inference::{ModelStats, Record};
 use wattbar_engine::command::External;
 use wattbar_engine::handle::Found;
@@ -162,7 +163,11 @@ pub(super) async fn post_inference(
 
 #[derive(serde::Serialize)]
 struct Models {
-    models: Vec<ModelStats>,
+    /// Per model, from the proxy's records (`source: proxy`).
+    models: Vec<Sourced<ModelStats>>,
+    /// Per server and model, from the servers' own counters (`source: server-metrics`), as
+    /// committed.
+    server_models: Vec<Sourced<ServerModel>>,
     /// What each model the server holds (or held today) costs by staying loaded.
     resident: Vec<ResidentCost>,
 }
@@ -170,7 +175,21 @@ struct Models {
 pub(super) async fn get_models(State(shared): State<Arc<Shared>>) -> Json<impl serde::Serialize> {
     let current = shared.engine.current();
     Json(Models {
-        models: current.inference.models.clone(),
+        models: current
+            .inference
+            .models
+            .iter()
+            .map(|m| Sourced {
+                source: SOURCE_PROXY,
+                figures: m.clone(),
+            })
+            .collect(),
+        server_models: current
+            .committed
+            .server_totals
+            .iter()
+            .map(ServerTotal::listed)
+            .collect(),
         resident: current.resident.to_vec(),
     })
 }

@@ -6,6 +6,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::{Registry, Unit};
+use wattbar_core::inference::server_window::UNNAMED_MODEL;
 use wattbar_engine::Published;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -118,7 +119,7 @@ fn servers(registry: &mut Registry, p: &Published) {
     );
     for t in totals {
         let server = label(&t.server);
-        let model = label(t.model.as_deref().unwrap_or("(unnamed)"));
+        let model = label(t.model.as_deref().unwrap_or(UNNAMED_MODEL));
         for (kind, n) in [
             ("prompt", t.prompt_tokens),
             ("completion", t.completion_tokens),
