@@ -377,7 +377,10 @@ fn a_router_records_its_own_inference_and_asks_for_any_window_and_the_cli_lists_
     assert_eq!(listed["records"].as_array().map(Vec::len), Some(2));
     let text = crate::common::run_cli(dir.path(), &["models", "--csv"]);
     assert!(text.starts_with("source,server,model,requests,"), "{text}");
-    assert!(text.contains("\nproxy,,openai/gpt-oss-20b,1,84,57,"), "{text}");
+    assert!(
+        text.contains("\nproxy,,openai/gpt-oss-20b,1,84,57,"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -219,7 +219,7 @@ fn inference_counters_are_pushed_per_model() {
     let tokens = |kind| {
         push.point(
             "wattbar.inference.tokens",
-            &[("model", "otlp-model"), ("kind", kind)],
+            &[("model", "otlp-model"), ("kind", kind), ("source", "proxy")],
         )
     };
     assert_eq!(tokens("completion").map(|p| p.1), Some(40.0), "{}", push.0);

@@ -10,7 +10,9 @@
 //!   monotonic cumulative counter: the headline's lifetime energy, as `/metrics` has it) and
 //!   `hw.host.power` (W, a gauge); per part `hw.energy` and `hw.power` with `hw.type` (`cpu`,
 //!   `gpu`, `memory`) and `hw.id`. Inference per model: `wattbar.inference.energy` (J),
-//!   `wattbar.inference.tokens` (`kind` prompt or completion) and `wattbar.inference.requests`.
+//!   `wattbar.inference.tokens` (`kind` prompt or completion) and `wattbar.inference.requests`,
+//!   each with its `source`: `proxy` (its records) or `server-metrics` (a server's own counters,
+//!   with its `server`; no requests there).
 //! - Every figure is read from the engine's published state at each push. A figure that is
 //!   unknown has no point: the receiver sees none, never 0.
 //! - Temporality is cumulative. Every sum is what the store committed
@@ -31,6 +33,9 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message;
 use std::time::Duration;
 use tokio::sync::watch;
+use wattbar_core::inference::server_window::{
+    ServerModel, ServerTotal, SOURCE_PROXY, SOURCE_SERVER_METRICS,
+};
 use wattbar_core::Domain;
 use wattbar_engine::Published;
 use wattbar_engine::{EngineReader, Error};
@@ -229,15 +234,27 @@ pub fn request(
         })
         .collect();
     let models = &p.committed.models;
+    let proxy = |model: &str| vec![kv("model", model), kv("source", SOURCE_PROXY)];
+    let servers: Vec<_> = p
+        .committed
+        .server_totals
+        .iter()
+        .map(ServerTotal::listed)
+        .collect();
+    let counted = |m: &ServerModel| {
+        vec![
+            kv("model", m.model.clone()),
+            kv("source", SOURCE_SERVER_METRICS),
+            kv("server", m.server.clone()),
+        ]
+    };
     let model_energy = models
         .iter()
-        .filter(|m| m.energy_joules.is_finite() && m.energy_joules >= 0.0)
-        .map(|m| {
-            total(
-                AsDouble(m.energy_joules),
-                vec![kv("model", m.model.clone())],
-            )
-        })
+        .filter_map(|m| Some(total(AsDouble(finite(m.energy_joules)?), proxy(&m.model))))
+        .chain(servers.iter().filter_map(|s| {
+            let m = &s.figures;
+            Some(total(AsDouble(finite(m.energy_joules)?), counted(m)))
+        }))
         .collect();
     let tokens = models
         .iter()
@@ -247,21 +264,34 @@ pub fn request(
                 ("completion", m.completion_tokens),
             ]
             .map(|(kind, n)| {
-                total(
-                    AsInt(i64::try_from(n).unwrap_or(i64::MAX)),
-                    vec![kv("model", m.model.clone()), kv("kind", kind)],
-                )
+                let mut labels = proxy(&m.model);
+                labels.push(kv("kind", kind));
+                total(AsInt(i64::try_from(n).unwrap_or(i64::MAX)), labels)
             })
         })
+        .chain(servers.iter().flat_map(|s| {
+            let m = &s.figures;
+            [
+                ("prompt", m.prompt_tokens),
+                ("completion", m.completion_tokens),
+            ]
+            .into_iter()
+            .filter_map(|(kind, n)| {
+                let n = finite(n)?;
+                let mut labels = counted(m);
+                labels.push(kv("kind", kind));
+                // Token counts are whole numbers; a server's counters are floats.
+                Some(total(AsInt(n.round() as i64), labels))
+            })
+        }))
         .collect();
     let requests = models
         .iter()
         .flat_map(|m| {
             m.requests_by_status.iter().map(|(status, n)| {
-                total(
-                    AsInt(i64::try_from(*n).unwrap_or(i64::MAX)),
-                    vec![kv("model", m.model.clone()), kv("status", status.clone())],
-                )
+                let mut labels = proxy(&m.model);
+                labels.push(kv("status", status.clone()));
+                total(AsInt(i64::try_from(*n).unwrap_or(i64::MAX)), labels)
             })
         })
         .collect();
