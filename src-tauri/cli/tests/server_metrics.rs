@@ -14,12 +14,29 @@ type Counters = Arc<Mutex<(u64, u64, u64)>>;
 
 /// The stand-in server on loopback; its URL.
 fn llama_server(counters: Counters) -> String {
+    llama_server_with_key(counters, None)
+}
+
+/// The stand-in, answering 401 to a scrape without `Authorization: Bearer {key}` where a key
+/// is set (as llama-server's `--api-key` does).
+fn llama_server_with_key(counters: Counters, key: Option<&'static str>) -> String {
     use std::io::{BufRead, BufReader, Write};
     crate::common::loopback_server(move |mut stream| {
         let mut reader = BufReader::new(&mut stream);
         let mut line = String::new();
+        let mut authorized = key.is_none();
         while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+            if let Some(key) = key {
+                authorized |= line.trim_end() == format!("authorization: Bearer {key}")
+                    || line.trim_end() == format!("Authorization: Bearer {key}");
+            }
             line.clear();
+        }
+        if !authorized {
+            let _ = stream.write_all(
+                b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+            );
+            return;
         }
         let (p, c, r) = counters.lock().map(|g| *g).unwrap_or_default();
         let body = format!(
@@ -187,4 +204,72 @@ fn sample(text: &str, name: &str, kind: &str) -> Option<f64> {
         .find(|l| kind.is_empty() || l.contains(&want))
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn the_preference_follows_a_server_with_its_token_kept_apart_and_checks_its_kind() {
+    use std::os::unix::fs::PermissionsExt;
+    let counters: Counters = Arc::new(Mutex::new((10, 20, 0)));
+    let url = llama_server_with_key(counters, Some("sk-llama-key"));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let serve = Serve::start(dir.path(), "t,watts\n0,100\n", &["--interval", "200ms"]);
+    let token = std::fs::read_to_string(dir.path().join("api-token"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .trim()
+        .to_string();
+    let client = serve.client().with_token(&token);
+    let set = |value: serde_json::Value| {
+        client
+            .put("/v1/preferences/server_metrics", &value)
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let status = |want: &dyn Fn(&serde_json::Value) -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let view = serve.get("/v1/server-metrics");
+            if want(&view["servers"][0]) {
+                return view["servers"][0].clone();
+            }
+            assert!(Instant::now() < deadline, "{view}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+
+    // Without its key the server refuses, and the reason is shown.
+    set(serde_json::json!([{"url": url}]));
+    let refused = status(&|s| s["error"].as_str().is_some_and(|e| e.contains("401")));
+    assert_eq!(refused["family"], serde_json::Value::Null, "{refused}");
+
+    // With it, followed; the key is in a file of its own, for this user alone.
+    let prefs = set(serde_json::json!([{"url": url, "token": "sk-llama-key"}]));
+    assert_eq!(prefs["server_metrics"][0]["has_secret"], true, "{prefs}");
+    assert!(!prefs.to_string().contains("sk-llama-key"), "{prefs}");
+    status(&|s| s["family"] == "llama.cpp" && s["error"].is_null());
+    let kept = std::fs::read_to_string(dir.path().join("preferences.json")).unwrap_or_default();
+    assert!(!kept.contains("sk-llama-key"), "{kept}");
+    let secret = dir.path().join("server-metrics.secret.json");
+    let mode = std::fs::metadata(&secret).map(|m| m.permissions().mode() & 0o777);
+    assert_eq!(mode.ok(), Some(0o600));
+
+    // Named as vLLM, which it is not: said, and not counted. The token set before is kept.
+    set(serde_json::json!([{"url": url, "kind": "vllm"}]));
+    let wrong = status(&|s| s["error"].as_str().is_some_and(|e| e.contains("not vLLM")));
+    assert!(
+        wrong["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("answers as llama.cpp")),
+        "{wrong}"
+    );
+
+    // Cleared: followed no more.
+    set(serde_json::json!([]));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while serve.get("/v1/server-metrics")["servers"]
+        .as_array()
+        .is_some_and(|s| !s.is_empty())
+    {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!secret.exists());
 }

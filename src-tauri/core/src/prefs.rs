@@ -12,8 +12,10 @@ use std::fmt;
 use std::time::Duration;
 
 pub mod integrations;
+pub mod server_metrics;
 pub mod wall_meter;
 pub use integrations::{MqttPref, OtlpPref};
+pub use server_metrics::ServerMetricsPref;
 pub use wall_meter::WallMeterPref;
 
 /// An ISO 4217 currency code: three ASCII capital letters.
@@ -114,6 +116,8 @@ pub struct Preferences {
     pub mqtt: Option<MqttPref>,
     /// Push OpenTelemetry metrics to a collector ([`integrations`]); `None`: not.
     pub otlp: Option<OtlpPref>,
+    /// Model servers followed by their own `/metrics` ([`server_metrics`]).
+    pub server_metrics: Vec<ServerMetricsPref>,
 }
 
 /// Inference records are kept this many days by default, and at most [`MAX_KEEP_DAYS`].
@@ -267,13 +271,14 @@ impl Default for Preferences {
             update_manifest_url: None,
             mqtt: None,
             otlp: None,
+            server_metrics: Vec::new(),
         }
     }
 }
 
 impl Preferences {
     /// The stored keys besides the low-power ones ([`POLICY_KEYS`]).
-    const OWN_KEYS: [&'static str; 22] = [
+    const OWN_KEYS: [&'static str; 23] = [
         "price_per_kwh",
         "currency",
         "interval_ms",
@@ -296,6 +301,7 @@ impl Preferences {
         "update_manifest_url",
         "mqtt",
         "otlp",
+        "server_metrics",
     ];
 
     /// Every stored key, as [`Preferences::set_field`] takes it and serde writes it.
@@ -448,6 +454,9 @@ impl Preferences {
             }
             "otlp" => {
                 self.otlp = OtlpPref::parse(value)?;
+            }
+            "server_metrics" => {
+                self.server_metrics = ServerMetricsPref::parse(value, &self.server_metrics)?;
             }
             "update_manifest_url" => {
                 let v = match value {

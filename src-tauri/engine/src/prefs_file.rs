@@ -12,6 +12,7 @@
 //! symlinked file is written where the link points, and the link stays.
 
 use crate::error::Error;
+use std::collections::BTreeMap;
 use std::path::Path;
 use wattbar_core::Preferences;
 
@@ -70,7 +71,67 @@ pub fn load(path: &Path) -> Result<(Preferences, Vec<wattbar_core::Error>), Erro
         };
         mqtt.has_secret = mqtt.password.is_some();
     }
+    if !prefs.server_metrics.is_empty() {
+        let tokens = read_server_tokens(&server_tokens_path(path)).unwrap_or_else(|e| {
+            let what = match e {
+                Error::Io { source, .. } => source.kind().to_string(),
+                _ => "not the JSON Wattbar writes".to_string(),
+            };
+            tracing::warn!(
+                "the model servers' tokens could not be read ({what}); asking without them"
+            );
+            BTreeMap::new()
+        });
+        for server in &mut prefs.server_metrics {
+            server.token = tokens.get(&server.url).cloned();
+            server.has_secret = server.token.is_some();
+        }
+    }
     Ok((prefs, problems))
+}
+
+/// Where the model servers' tokens are kept, by URL: beside the preferences file.
+pub fn server_tokens_path(preferences: &Path) -> std::path::PathBuf {
+    preferences.with_file_name("server-metrics.secret.json")
+}
+
+fn read_server_tokens(path: &Path) -> Result<BTreeMap<String, String>, Error> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text).map_err(|e| Error::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+        Err(source) => Err(Error::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// Keeps the model servers' tokens (0600, written whole or not at all), or removes the file
+/// when there are none.
+fn write_server_tokens(path: &Path, prefs: &Preferences) -> Result<(), Error> {
+    let io = |source: std::io::Error| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let tokens: BTreeMap<&str, &str> = prefs
+        .server_metrics
+        .iter()
+        .filter_map(|s| Some((s.url.as_str(), s.token.as_deref()?)))
+        .collect();
+    if tokens.is_empty() {
+        return match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(e)),
+            _ => Ok(()),
+        };
+    }
+    let text = serde_json::to_string(&tokens).map_err(|e| Error::Parse {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    write_whole(path, &text).map_err(io)
 }
 
 /// Where the MQTT broker's password is kept: beside the preferences file, the file
@@ -185,6 +246,9 @@ pub fn save_field(path: &Path, prefs: &Preferences, key: &str) -> Result<(), Err
     }
     if key == "mqtt" {
         write_mqtt_password(&mqtt_password_path(path), prefs)?;
+    }
+    if key == "server_metrics" {
+        write_server_tokens(&server_tokens_path(path), prefs)?;
     }
     let io = |source: std::io::Error| Error::Io {
         path: path.to_path_buf(),
@@ -434,6 +498,49 @@ mod tests {
         p.set_field("wall_meter", &serde_json::Value::Null)
             .unwrap_or_else(|e| panic!("{e}"));
         save_field(&path, &p, "wall_meter").unwrap_or_else(|e| panic!("{e}"));
+        assert!(!secret.exists());
+    }
+
+    #[test]
+    fn a_model_servers_token_is_kept_apart_for_its_user_alone_and_comes_back() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("preferences.json");
+        let mut p = Preferences::default();
+        p.set_field(
+            "server_metrics",
+            &serde_json::json!([
+                {"url": "http://127.0.0.1:8000", "kind": "vllm", "token": "sk-local-vllm"},
+                "http://127.0.0.1:8080"
+            ]),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        save_field(&path, &p, "server_metrics").unwrap_or_else(|e| panic!("{e}"));
+        let prefs_text = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(!prefs_text.contains("sk-local-vllm"), "{prefs_text}");
+        let secret = server_tokens_path(&path);
+        let mode = std::fs::metadata(&secret)
+            .map(|m| m.permissions().mode() & 0o777)
+            .unwrap_or(0);
+        assert_eq!(mode, 0o600);
+        let (loaded, problems) = load(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert!(problems.is_empty(), "{problems:?}");
+        let tokens: Vec<_> = loaded
+            .server_metrics
+            .iter()
+            .map(|s| (s.url.as_str(), s.kind.as_deref(), s.token.as_deref()))
+            .collect();
+        assert_eq!(
+            tokens,
+            [
+                ("http://127.0.0.1:8000", Some("vllm"), Some("sk-local-vllm")),
+                ("http://127.0.0.1:8080", None, None)
+            ]
+        );
+        // No server with a token: no file left behind.
+        p.set_field("server_metrics", &serde_json::json!([]))
+            .unwrap_or_else(|e| panic!("{e}"));
+        save_field(&path, &p, "server_metrics").unwrap_or_else(|e| panic!("{e}"));
         assert!(!secret.exists());
     }
 }

@@ -31,12 +31,49 @@ pub const WINDOW: Duration = Duration::from_secs(10);
 pub const KEPT: usize = 360;
 
 /// A model server to follow.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct ServerMetricsConfig {
     /// `http://127.0.0.1:8080` (`/metrics` is added) or the full metrics URL.
     pub url: String,
     /// Sent as `Authorization: Bearer` (vLLM's and SGLang's `--api-key`).
     pub token: Option<String>,
+    /// The family it must answer as, where the person named one.
+    pub kind: Option<Family>,
+}
+
+impl std::fmt::Debug for ServerMetricsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerMetricsConfig")
+            .field("url", &self.url)
+            .field("token", &self.token.as_ref().map(|_| "…"))
+            .field("kind", &self.kind)
+            .finish()
+    }
+}
+
+impl ServerMetricsConfig {
+    /// The servers the preference lists.
+    pub fn from_prefs(prefs: &[wattbar_core::prefs::ServerMetricsPref]) -> Vec<Self> {
+        prefs
+            .iter()
+            .map(|p| ServerMetricsConfig {
+                url: p.url.clone(),
+                token: p.token.clone(),
+                kind: p.kind.as_deref().and_then(Family::named),
+            })
+            .collect()
+    }
+}
+
+/// Why a server is followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// `serve --server-metrics`.
+    Flag,
+    /// The preference `server_metrics`.
+    Preference,
+    /// The proxy's upstream, found by itself.
+    Found,
 }
 
 /// Scrapes in a row that a server found by itself may fail before it is no longer followed
@@ -84,8 +121,9 @@ struct Followed {
     url: String,
     /// Its port, where it runs on this machine.
     port: Option<u16>,
-    /// Found by itself (the proxy's upstream), not named by the user.
-    found: bool,
+    origin: Origin,
+    /// What it was started from, to tell a changed preference.
+    config: ServerMetricsConfig,
     /// Failed scrapes since the last good one.
     failures: u32,
     /// Asked once already.
@@ -97,17 +135,16 @@ struct Followed {
 }
 
 impl Followed {
-    /// Starts asking `url` on a thread of its own; `unix`: the engine's wall clock.
+    /// Starts asking `config.url` on a thread of its own; `unix`: the engine's wall clock.
     fn start(
-        url: &str,
-        token: Option<String>,
-        found: bool,
+        config: &ServerMetricsConfig,
+        origin: Origin,
         unix: &Arc<dyn Fn() -> f64 + Send + Sync>,
     ) -> Followed {
-        let client = MetricsClient::new(url, token);
+        let client = MetricsClient::new(&config.url, config.token.clone());
         let shown = client
             .as_ref()
-            .map_or_else(|_| url.to_string(), |m| m.url().to_string());
+            .map_or_else(|_| config.url.clone(), |m| m.url().to_string());
         let port = client.as_ref().ok().and_then(MetricsClient::loopback_port);
         let clock = Arc::clone(unix);
         let worker = Background::spawn("server-metrics", WINDOW * 3, move || {
@@ -125,7 +162,8 @@ impl Followed {
         Followed {
             url: shown,
             port,
-            found,
+            origin,
+            config: config.clone(),
             failures: 0,
             asked: false,
             worker,
@@ -147,12 +185,23 @@ pub struct ServerMetrics {
 }
 
 impl ServerMetrics {
-    /// Follows each of `servers`; `unix`: the engine's wall clock, for the scrapes' times. A
-    /// server whose address cannot be used is said and kept, with its reason, in the view.
-    pub fn new(servers: &[ServerMetricsConfig], unix: Arc<dyn Fn() -> f64 + Send + Sync>) -> Self {
-        let followed = servers
+    /// Follows each of `flags` (`serve --server-metrics`) and `preferred` (the preference);
+    /// `unix`: the engine's wall clock, for the scrapes' times. A server whose address cannot be
+    /// used is said and kept, with its reason, in the view.
+    pub fn new(
+        flags: &[ServerMetricsConfig],
+        preferred: &[ServerMetricsConfig],
+        unix: Arc<dyn Fn() -> f64 + Send + Sync>,
+    ) -> Self {
+        let followed = flags
             .iter()
-            .map(|c| Followed::start(&c.url, c.token.clone(), false, &unix))
+            .map(|c| Followed::start(c, Origin::Flag, &unix))
+            .chain(
+                preferred
+                    .iter()
+                    .filter(|c| !flags.iter().any(|f| f.url == c.url))
+                    .map(|c| Followed::start(c, Origin::Preference, &unix)),
+            )
             .collect();
         let mut stage = ServerMetrics {
             servers: followed,
@@ -175,8 +224,27 @@ impl ServerMetrics {
         }
         let url = format!("http://127.0.0.1:{port}");
         tracing::info!("server metrics: asking the proxy's upstream {url} for its /metrics");
+        let config = ServerMetricsConfig {
+            url,
+            token: None,
+            kind: None,
+        };
         self.servers
-            .push(Followed::start(&url, None, true, &self.unix));
+            .push(Followed::start(&config, Origin::Found, &self.unix));
+        self.view = Arc::new(self.build_view());
+    }
+
+    /// The preference changed to `preferred`: servers it no longer lists (or lists otherwise)
+    /// stop being followed, new ones start; the others go on from their last scrape.
+    pub fn configure(&mut self, preferred: &[ServerMetricsConfig]) {
+        self.servers
+            .retain(|s| s.origin != Origin::Preference || preferred.contains(&s.config));
+        for c in preferred {
+            if !self.servers.iter().any(|s| s.config.url == c.url) {
+                self.servers
+                    .push(Followed::start(c, Origin::Preference, &self.unix));
+            }
+        }
         self.view = Arc::new(self.build_view());
     }
 
@@ -214,7 +282,7 @@ impl ServerMetrics {
                 Err(e) => {
                     let why = e.to_string();
                     s.failures += 1;
-                    if s.error.as_ref() != Some(&why) && !s.found {
+                    if s.error.as_ref() != Some(&why) && s.origin != Origin::Found {
                         tracing::warn!("server metrics: {}: {why}", s.url);
                     }
                     s.error = Some(why);
@@ -225,7 +293,8 @@ impl ServerMetrics {
         // A server found by itself that never answered as a model server is let go, and said.
         let mut i = 0;
         self.servers.retain(|s| {
-            let keep = !(s.found && s.family.is_none() && s.failures >= FOUND_TRIES);
+            let keep =
+                !(s.origin == Origin::Found && s.family.is_none() && s.failures >= FOUND_TRIES);
             if !keep {
                 tracing::info!(
                     "server metrics: the proxy's upstream {} gives no model server's /metrics \
@@ -260,6 +329,19 @@ impl ServerMetrics {
                 models: metrics.models,
             };
             if s.last.as_ref().is_some_and(|l| l.at >= now.at) {
+                continue;
+            }
+            if let Some(kind) = s.config.kind.filter(|k| *k != metrics.family) {
+                let why = format!(
+                    "answers as {}, not {} as set: not counted",
+                    metrics.family.name(),
+                    kind.name()
+                );
+                if s.error.as_ref() != Some(&why) {
+                    tracing::warn!("server metrics: {}: {why}", s.url);
+                }
+                s.error = Some(why);
+                s.last = None;
                 continue;
             }
             if s.family != Some(metrics.family) {

@@ -80,7 +80,11 @@ pub async fn serve(command: Cmd) -> Result<()> {
     config.notice = notice.clone();
     config.server_metrics = server_metrics
         .into_iter()
-        .map(|url| wattbar_engine::server_metrics::ServerMetricsConfig { url, token: None })
+        .map(|url| wattbar_engine::server_metrics::ServerMetricsConfig {
+            url,
+            token: None,
+            kind: None,
+        })
         .collect();
     let engine = wattbar_engine::spawn(chain, config)?;
     if let Some(notice) = engine

@@ -116,6 +116,13 @@ impl Engine {
                         .set_source(wattbar_sources::plugs::SOURCE_ID, source);
                     self.publication.sources = self.chain.ids();
                 }
+                if next.server_metrics != self.prefs.server_metrics {
+                    self.servers.configure(
+                        &crate::server_metrics::ServerMetricsConfig::from_prefs(
+                            &next.server_metrics,
+                        ),
+                    );
+                }
                 self.publication.prefs.send_replace(next.clone());
                 self.prefs = Arc::new(next);
                 self.measured_changed();

@@ -351,6 +351,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
     let scrape_clock = Arc::clone(&clock);
     let servers = crate::server_metrics::ServerMetrics::new(
         &config.server_metrics,
+        &crate::server_metrics::ServerMetricsConfig::from_prefs(&config.prefs.server_metrics),
         Arc::new(move || scrape_clock.unix()),
     );
     let mut engine = Engine {

@@ -63,6 +63,19 @@ impl Family {
         }
     }
 
+    /// The family a person named: its name in any case (`llamacpp` too).
+    pub fn named(kind: &str) -> Option<Family> {
+        let kind = kind.trim().to_ascii_lowercase();
+        let kind = if kind == "llamacpp" {
+            "llama.cpp"
+        } else {
+            &kind
+        };
+        Family::ALL
+            .into_iter()
+            .find(|f| f.name().eq_ignore_ascii_case(kind))
+    }
+
     /// When its token counters move.
     pub fn counting(self) -> Counting {
         match self {
