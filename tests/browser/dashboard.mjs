@@ -161,6 +161,14 @@ try {
     report.programs = await page.$$eval("#programs-rows tr", (rows) => rows.map((r) => r.dataset.program));
     report.programs_caption = await page.textContent("#programs-caption");
     report.same_page_after_request = await page.evaluate(() => window.__loadedOnce === true);
+    // A model counted from its server's own /metrics, listed with its source once committed.
+    const served = '#models-rows tr[data-source="server-metrics"]';
+    await page.waitForSelector(served, { timeout: 60000 });
+    report.server_model = await page.$eval(served, (tr) => ({
+      model: tr.dataset.model,
+      source: tr.querySelector("[data-field=source]").textContent,
+      joules_per_token: tr.querySelectorAll("td")[1].dataset.value,
+    }));
   }
   report.totals_order = await page.evaluate(() => window.__order);
   if (screenshot) await page.screenshot({ path: screenshot, fullPage: true });

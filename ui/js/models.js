@@ -118,12 +118,30 @@ function requestItem(r) {
     r.error ? el("div", { class: "error" }, r.error) : null);
 }
 
-function renderModels(inference) {
+// A model's figures from its server's own /metrics counters, read per window with no proxy:
+// no requests, rates or score are known there.
+function serverModelRow(m) {
+  const name = el("th", { scope: "row" }, m.model, " ",
+    el("span", { class: "badge source", "data-field": "source", "data-value": m.source,
+      title: `From ${m.server}: the server's own token counters, read once per 10 s window beside the energy measured in it.` },
+    "server metrics"));
+  return el("tr", { "data-model": m.model, "data-source": m.source, "data-server": m.server },
+    name,
+    cell("—", null),
+    cell(fmt.figure(m.joules_per_token), m.joules_per_token),
+    cell("—", null),
+    cell("—", null),
+    cell("—", null));
+}
+
+function renderModels(inference, serverModels) {
   const models = inference.models ?? [];
-  $("models-hint").hidden = models.length > 0;
-  $("models").hidden = models.length === 0;
+  const shown = models.length + serverModels.length;
+  $("models-hint").hidden = shown > 0;
+  $("models").hidden = shown === 0;
   $("models-rows").replaceChildren(
-    ...models.map((m) => modelRow(m, m.model === inference.most_efficient_model)));
+    ...models.map((m) => modelRow(m, m.model === inference.most_efficient_model)),
+    ...serverModels.map(serverModelRow));
   const scale = $("models-scale");
   scale.hidden = models.length === 0;
   // The ceiling is a preference, shown as the user set it.
@@ -193,8 +211,9 @@ function renderRequests(recent) {
 }
 
 // inference: the state's inference view (absent from an engine without one: the panel stays
-// hidden); inflight: requests now passing through the proxy.
-export function renderInference(inference, inflight) {
+// hidden); inflight: requests now passing through the proxy; serverModels: the models counted
+// from their servers' own /metrics.
+export function renderInference(inference, inflight, serverModels) {
   const panel = $("inference");
   panel.hidden = !inference;
   if (!inference) return;
@@ -202,10 +221,11 @@ export function renderInference(inference, inflight) {
   const flying = $("inflight");
   flying.hidden = !(n > 0);
   setText(flying, `${n} ${n === 1 ? "request" : "requests"} in flight`, n);
-  const key = `${inference.seq}/${inference.last?.id ?? ""}`;
+  const servers = serverModels ?? [];
+  const key = JSON.stringify([inference.seq, inference.last?.id ?? "", servers]);
   if (key === shownKey) return;
   shownKey = key;
-  renderModels(inference);
+  renderModels(inference, servers);
   renderBaseline(inference);
   renderRequests(inference.recent ?? []);
   panel.dataset.seq = String(inference.seq);

@@ -134,6 +134,8 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
             "127.0.0.1:0",
             "--llm-upstream",
             &upstream.url,
+            "--server-metrics",
+            &crate::server_metrics::busy_llama_server(),
         ],
     );
     let token = String::from_utf8_lossy(
@@ -278,6 +280,19 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
          must be measured both with gemma3:latest loaded and with no model loaded.",
         "{report}"
     );
+    // The stand-in llama-server, followed by its /metrics: 50 tokens a window, its row in the
+    // Models table says where its figures come from.
+    let served = &report["server_model"];
+    assert_eq!(
+        (&served["model"], &served["source"]),
+        (&"(unnamed)".into(), &"server metrics".into()),
+        "{report}"
+    );
+    let jpt: f64 = served["joules_per_token"]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(f64::NAN);
+    assert!(jpt > 0.0, "{report}");
     // The replayed trace has no CPU domain: no program gets a share, and the page says why
     // rather than showing programs at 0 W.
     assert_eq!(report["programs"], serde_json::json!([]), "{report}");

@@ -17,9 +17,20 @@ fn llama_server(counters: Counters) -> String {
     llama_server_with_key(counters, None)
 }
 
+/// A stand-in whose counters move by 10 prompt and 50 predicted tokens after each scrape, as a
+/// server in steady use; its URL.
+pub fn busy_llama_server() -> String {
+    stand_in(Arc::new(Mutex::new((0, 0, 0))), None, (10, 50))
+}
+
 /// The stand-in, answering 401 to a scrape without `Authorization: Bearer {key}` where a key
 /// is set (as llama-server's `--api-key` does).
 fn llama_server_with_key(counters: Counters, key: Option<&'static str>) -> String {
+    stand_in(counters, key, (0, 0))
+}
+
+/// The stand-in; `step`: prompt and predicted tokens added after each answer.
+fn stand_in(counters: Counters, key: Option<&'static str>, step: (u64, u64)) -> String {
     use std::io::{BufRead, BufReader, Write};
     crate::common::loopback_server(move |mut stream| {
         let mut reader = BufReader::new(&mut stream);
@@ -38,7 +49,15 @@ fn llama_server_with_key(counters: Counters, key: Option<&'static str>) -> Strin
             );
             return;
         }
-        let (p, c, r) = counters.lock().map(|g| *g).unwrap_or_default();
+        let (p, c, r) = counters
+            .lock()
+            .map(|mut g| {
+                let now = *g;
+                g.0 += step.0;
+                g.1 += step.1;
+                now
+            })
+            .unwrap_or_default();
         let body = format!(
             "# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.\n\
              # TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total {p}\n\

@@ -75,6 +75,13 @@ pub struct StatePayload {
     pub programs: wattbar_engine::programs::Top,
     /// Requests in flight through the inference proxy.
     pub inflight: usize,
+    /// The models counted from their servers' own `/metrics`, as committed.
+    #[serde(default)]
+    pub server_models: Vec<
+        wattbar_core::inference::server_window::Sourced<
+            wattbar_core::inference::server_window::ServerModel,
+        >,
+    >,
 }
 
 /// A stretch of stored history (`/v1/history`, the dashboard's history tabs).
@@ -220,6 +227,12 @@ impl From<&Published> for StatePayload {
                 .programs
                 .top(SHOWN_PROGRAMS, wattbar_engine::programs::Sort::Watts),
             inflight: p.inflight,
+            server_models: p
+                .committed
+                .server_totals
+                .iter()
+                .map(wattbar_core::inference::server_window::ServerTotal::listed)
+                .collect(),
         }
     }
 }

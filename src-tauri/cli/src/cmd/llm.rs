@@ -60,7 +60,7 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
     let proxied: Vec<Sourced<&ModelStats>> = models
         .iter()
         .map(|m| Sourced {
-            source: SOURCE_PROXY,
+            source: SOURCE_PROXY.into(),
             figures: m,
         })
         .collect();

@@ -70,15 +70,15 @@ pub const SOURCE_SERVER_METRICS: &str = "server-metrics";
 
 /// The figures of `figures` with their source, as `/v1/models` and `wattbar-cli models` list
 /// them.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Sourced<T> {
-    pub source: &'static str,
+    pub source: std::borrow::Cow<'static, str>,
     #[serde(flatten)]
     pub figures: T,
 }
 
 /// A model's figures from a server's own counters, beside the proxy's.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct ServerModel {
     /// Its name, or `(unnamed)` for the one model of a server that names none.
     pub model: String,
@@ -97,7 +97,7 @@ impl ServerTotal {
     /// The model's figures as listed beside the proxy's.
     pub fn listed(&self) -> Sourced<ServerModel> {
         Sourced {
-            source: SOURCE_SERVER_METRICS,
+            source: SOURCE_SERVER_METRICS.into(),
             figures: ServerModel {
                 model: self
                     .model

@@ -180,7 +180,7 @@ pub(super) async fn get_models(State(shared): State<Arc<Shared>>) -> Json<impl s
             .models
             .iter()
             .map(|m| Sourced {
-                source: SOURCE_PROXY,
+                source: SOURCE_PROXY.into(),
                 figures: m.clone(),
             })
             .collect(),
