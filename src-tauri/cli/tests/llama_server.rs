@@ -78,6 +78,7 @@ fn llama_servers_own_counters_give_every_token_its_clients_were_told_of_alone_an
         std::thread::sleep(Duration::from_millis(100));
     }
 
+    let started = serve.get("/v1/snapshot")["at"].as_f64().unwrap_or(f64::NAN);
     // 20 chats in a row: every prompt and completion token of their `usage`, no more, no less
     // (llama.cpp counts the prompt tokens it reused from its cache apart; both are prompt).
     let (requests, prompt, completion) = told(client(&server.url, 20, 1, None));
@@ -138,6 +139,17 @@ fn llama_servers_own_counters_give_every_token_its_clients_were_told_of_alone_an
     let cli: serde_json::Value = serde_json::from_str(&run_cli(dir.path(), &["models", "--json"]))
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(cli["server_models"], listed["server_models"]);
+    // Any range of /v1/energy: the windows wholly inside it, here all of them; none in the
+    // last half second, which holds no whole 10 s window.
+    let now = serve.get("/v1/snapshot")["at"].as_f64().unwrap_or(f64::NAN);
+    let range = serve.get(&format!("/v1/energy?from={started}&to={now}"));
+    assert_eq!(
+        range["server_models"][0]["completion_tokens"].as_f64(),
+        Some(all as f64),
+        "{range}"
+    );
+    let short = serve.get(&format!("/v1/energy?from={}&to={now}", now - 0.5));
+    assert_eq!(short["server_models"], serde_json::json!([]), "{short}");
     let table = run_cli(dir.path(), &["models"]);
     assert!(
         table

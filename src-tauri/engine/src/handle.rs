@@ -10,8 +10,13 @@ use crate::published::{Point, Published};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{oneshot, watch};
+use wattbar_core::inference::server_window::{sum_windows, ServerTotal};
 use wattbar_core::inference::{window_energy, Interval, Record, WindowEnergy};
 use wattbar_core::Preferences;
+
+/// Server windows read for one range at most: 400 days of one server's 10 s windows would be
+/// 3.5 million; a range that long is answered from its newest 100,000 (11 days of one server).
+const SERVER_WINDOWS_READ: usize = 100_000;
 /// How long [`EngineHandle::shutdown`] waits for the last batch to be written: longer than a
 /// write waits for a busy ledger (SQLite's 5 s), so that its answer comes first.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
@@ -121,6 +126,20 @@ impl EngineReader {
             }
         }
         Ok(window_energy(&intervals, from, to))
+    }
+
+    /// Each model's sums over the server windows that lie wholly inside `from`–`to` (Unix
+    /// seconds), as the ledger committed them; none without a ledger. Windows the proxy
+    /// measured, or whose energy is unknown, add to no sum ([`ServerTotal::add`]).
+    pub async fn server_totals(&self, from: f64, to: f64) -> Result<Vec<ServerTotal>, Error> {
+        let Some(ledger) = &self.ledger else {
+            return Ok(Vec::new());
+        };
+        let windows = ledger
+            .read(move |store| Ok(store.server_windows(from, to, SERVER_WINDOWS_READ)?))
+            .await?
+            .unwrap_or_default();
+        Ok(sum_windows(windows.iter().filter(|w| w.from >= from)))
     }
 
     /// The ledger's report of `from`–`to` (Unix seconds) as an SVG, in the preferences'

@@ -63,6 +63,24 @@ pub struct WindowTokens {
     pub coarse: bool,
 }
 
+/// Each model's sums over `windows`, by server then model.
+pub fn sum_windows<'a>(windows: impl Iterator<Item = &'a ServerWindow>) -> Vec<ServerTotal> {
+    let mut totals: BTreeMap<(String, Option<String>), ServerTotal> = BTreeMap::new();
+    for w in windows {
+        let key = (w.server.clone(), w.model.clone());
+        let total = totals.entry(key).or_insert_with(|| ServerTotal {
+            server: w.server.clone(),
+            model: w.model.clone(),
+            ..ServerTotal::default()
+        });
+        total.add(w);
+    }
+    totals
+        .into_values()
+        .filter(|t| t.completion_tokens > 0.0 || t.prompt_tokens > 0.0)
+        .collect()
+}
+
 /// Where a model's figures come from: the proxy's per-request records, or a server's own
 /// counters read per window.
 pub const SOURCE_PROXY: &str = "proxy";

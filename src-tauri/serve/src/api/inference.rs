@@ -222,10 +222,27 @@ pub(super) async fn get_energy(
             "ask for at most 400 days at a time",
         );
     }
-    match shared.engine.energy(q.from, to).await {
-        Ok(energy) => Json(energy).into_response(),
+    let energy = match shared.engine.energy(q.from, to).await {
+        Ok(energy) => energy,
+        Err(e) => return unavailable(&e),
+    };
+    match shared.engine.server_totals(q.from, to).await {
+        Ok(totals) => Json(EnergyBody {
+            energy,
+            server_models: totals.iter().map(ServerTotal::listed).collect(),
+        })
+        .into_response(),
         Err(e) => unavailable(&e),
     }
+}
+
+/// The energy of a range, and each model's tokens and energy over the server windows wholly
+/// inside it.
+#[derive(serde::Serialize)]
+struct EnergyBody {
+    #[serde(flatten)]
+    energy: wattbar_core::inference::WindowEnergy,
+    server_models: Vec<Sourced<ServerModel>>,
 }
 
 #[cfg(test)]
