@@ -97,6 +97,18 @@ fn parsers(c: &mut Criterion) {
     c.bench_function("parse a vLLM /metrics scrape (120 series)", |b| {
         b.iter(|| wattbar_sources::server_metrics::parse_server_metrics(black_box(&vllm)))
     });
+    // Two data-parallel ranks, as vLLM V1 labels them: the capture's vLLM series once per
+    // `engine` (a label added to the genuine lines, nothing else changed): 224 series, more than
+    // the 200 the goal names.
+    let ranks = two_ranks(&vllm);
+    let series = ranks
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .count();
+    assert_eq!(series, 224, "the two-rank exposition has {series} series");
+    c.bench_function("parse a vLLM /metrics scrape (224 series, 2 ranks)", |b| {
+        b.iter(|| wattbar_sources::server_metrics::parse_server_metrics(black_box(&ranks)))
+    });
 
     let root = fake_root();
     let model = CpuPowerModel::with_tdp(Watts(15.0), TdpOrigin::Configured);
@@ -117,3 +129,27 @@ fn parsers(c: &mut Criterion) {
 
 criterion_group!(benches, parsers);
 criterion_main!(benches);
+
+/// `text`'s `vllm:` series once per rank `engine="0"` and `engine="1"`, its other lines once.
+fn two_ranks(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        if !line.starts_with("vllm:") {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        for engine in ["0", "1"] {
+            let ranked = match line.split_once('{') {
+                Some((name, rest)) => format!("{name}{{engine=\"{engine}\",{rest}"),
+                None => match line.split_once(' ') {
+                    Some((name, value)) => format!("{name}{{engine=\"{engine}\"}} {value}"),
+                    None => line.to_string(),
+                },
+            };
+            out.push_str(&ranked);
+            out.push('\n');
+        }
+    }
+    out
+}
