@@ -68,15 +68,7 @@ fn llama_servers_own_counters_give_every_token_its_clients_were_told_of_alone_an
         &["--interval", "200ms", "--server-metrics", &server.url],
     );
     // The first scrape is the baseline: nothing is asked before it.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while serve.get("/v1/server-metrics")["servers"][0]["family"] != "llama.cpp" {
-        assert!(
-            Instant::now() < deadline,
-            "{}",
-            serve.get("/v1/server-metrics")
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    serve.followed("llama.cpp");
 
     let started = serve.get("/v1/snapshot")["at"].as_f64().unwrap_or(f64::NAN);
     // 20 chats in a row: every prompt and completion token of their `usage`, no more, no less
@@ -159,26 +151,13 @@ fn llama_servers_own_counters_give_every_token_its_clients_were_told_of_alone_an
     );
 }
 
-/// Waits until the followed server has said its family; the view then.
-fn followed(serve: &Serve) -> serde_json::Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let view = serve.get("/v1/server-metrics");
-        if view["servers"][0]["family"] == "llama.cpp" {
-            return view;
-        }
-        assert!(Instant::now() < deadline, "{view}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 #[test]
 fn the_proxys_upstream_is_followed_by_itself_and_what_the_proxy_measured_is_counted_once() {
     let server = ModelServer::llama();
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     // No --server-metrics: the proxy's upstream answers /metrics, so it is followed.
     let (serve, proxy) = crate::common::serve_with_proxy(dir.path(), &server.url, 100.0, &[]);
-    let view = followed(&serve);
+    let view = serve.followed("llama.cpp");
     let port = server.url.rsplit(':').next().unwrap_or_default();
     assert_eq!(
         view["servers"][0]["url"],

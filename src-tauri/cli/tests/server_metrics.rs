@@ -107,15 +107,7 @@ fn a_servers_own_counters_give_tokens_and_joules_per_token_per_window_and_a_rest
         "t,watts\n0,100\n",
         &["--interval", "200ms", "--server-metrics", &url],
     );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while serve.get("/v1/server-metrics")["servers"][0]["family"] != "llama.cpp" {
-        assert!(
-            Instant::now() < deadline,
-            "{}",
-            serve.get("/v1/server-metrics")
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    serve.followed("llama.cpp");
 
     // 40 prompt and 150 predicted tokens in a window of a 100 W machine: its energy is
     // 100 W × the window's span, and J/token that over the 150.

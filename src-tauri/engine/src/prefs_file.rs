@@ -45,7 +45,7 @@ pub fn load(path: &Path) -> Result<(Preferences, Vec<wattbar_core::Error>), Erro
     let (mut prefs, problems) = Preferences::from_entries(map.iter().map(|(k, v)| (k.as_str(), v)));
     if let Some(meter) = prefs.wall_meter.as_mut() {
         // A secrets file that cannot be read costs the secrets alone, said without their value.
-        let secrets = read_secrets(&secrets_path(path)).unwrap_or_else(|e| {
+        let secrets = read_secret_json::<Secrets>(&secrets_path(path)).unwrap_or_else(|e| {
             let what = match e {
                 Error::Io { source, .. } => source.kind().to_string(),
                 _ => "not the JSON Wattbar writes".to_string(),
@@ -72,16 +72,17 @@ pub fn load(path: &Path) -> Result<(Preferences, Vec<wattbar_core::Error>), Erro
         mqtt.has_secret = mqtt.password.is_some();
     }
     if !prefs.server_metrics.is_empty() {
-        let tokens = read_server_tokens(&server_tokens_path(path)).unwrap_or_else(|e| {
-            let what = match e {
-                Error::Io { source, .. } => source.kind().to_string(),
-                _ => "not the JSON Wattbar writes".to_string(),
-            };
-            tracing::warn!(
-                "the model servers' tokens could not be read ({what}); asking without them"
-            );
-            BTreeMap::new()
-        });
+        let tokens = read_secret_json::<BTreeMap<String, String>>(&server_tokens_path(path))
+            .unwrap_or_else(|e| {
+                let what = match e {
+                    Error::Io { source, .. } => source.kind().to_string(),
+                    _ => "not the JSON Wattbar writes".to_string(),
+                };
+                tracing::warn!(
+                    "the model servers' tokens could not be read ({what}); asking without them"
+                );
+                BTreeMap::new()
+            });
         for server in &mut prefs.server_metrics {
             server.token = tokens.get(&server.url).cloned();
             server.has_secret = server.token.is_some();
@@ -95,13 +96,25 @@ pub fn server_tokens_path(preferences: &Path) -> std::path::PathBuf {
     preferences.with_file_name("server-metrics.secret.json")
 }
 
-fn read_server_tokens(path: &Path) -> Result<BTreeMap<String, String>, Error> {
+/// Keeps the model servers' tokens (0600, written whole or not at all), or removes the file
+/// when there are none.
+fn write_server_tokens(path: &Path, prefs: &Preferences) -> Result<(), Error> {
+    let tokens: BTreeMap<&str, &str> = prefs
+        .server_metrics
+        .iter()
+        .filter_map(|s| Some((s.url.as_str(), s.token.as_deref()?)))
+        .collect();
+    write_secret_json(path, (!tokens.is_empty()).then_some(&tokens))
+}
+
+/// A secrets file of JSON: its contents, or the default where there is none.
+fn read_secret_json<T: serde::de::DeserializeOwned + Default>(path: &Path) -> Result<T, Error> {
     match std::fs::read_to_string(path) {
         Ok(text) => serde_json::from_str(&text).map_err(|e| Error::Parse {
             path: path.to_path_buf(),
             message: e.to_string(),
         }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(T::default()),
         Err(source) => Err(Error::Io {
             path: path.to_path_buf(),
             source,
@@ -109,25 +122,19 @@ fn read_server_tokens(path: &Path) -> Result<BTreeMap<String, String>, Error> {
     }
 }
 
-/// Keeps the model servers' tokens (0600, written whole or not at all), or removes the file
-/// when there are none.
-fn write_server_tokens(path: &Path, prefs: &Preferences) -> Result<(), Error> {
+/// Writes `secrets` as JSON (0600, whole or not at all), or removes the file for `None`.
+fn write_secret_json<T: serde::Serialize>(path: &Path, secrets: Option<&T>) -> Result<(), Error> {
     let io = |source: std::io::Error| Error::Io {
         path: path.to_path_buf(),
         source,
     };
-    let tokens: BTreeMap<&str, &str> = prefs
-        .server_metrics
-        .iter()
-        .filter_map(|s| Some((s.url.as_str(), s.token.as_deref()?)))
-        .collect();
-    if tokens.is_empty() {
+    let Some(secrets) = secrets else {
         return match std::fs::remove_file(path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(e)),
             _ => Ok(()),
         };
-    }
-    let text = serde_json::to_string(&tokens).map_err(|e| Error::Parse {
+    };
+    let text = serde_json::to_string(secrets).map_err(|e| Error::Parse {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;
@@ -169,27 +176,9 @@ pub fn secrets_path(preferences: &Path) -> std::path::PathBuf {
     preferences.with_file_name("wall-meter.secret.json")
 }
 
-fn read_secrets(path: &Path) -> Result<Secrets, Error> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => serde_json::from_str(&text).map_err(|e| Error::Parse {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Secrets::default()),
-        Err(source) => Err(Error::Io {
-            path: path.to_path_buf(),
-            source,
-        }),
-    }
-}
-
 /// Keeps the wall meter's secrets (0600, written whole or not at all), or removes the file
 /// when there are none.
 fn write_secrets(path: &Path, prefs: &Preferences) -> Result<(), Error> {
-    let io = |source: std::io::Error| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
     let secrets = prefs
         .wall_meter
         .as_ref()
@@ -197,17 +186,8 @@ fn write_secrets(path: &Path, prefs: &Preferences) -> Result<(), Error> {
             password: m.password.clone(),
             token: m.token.clone(),
         });
-    if secrets.password.is_none() && secrets.token.is_none() {
-        return match std::fs::remove_file(path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(e)),
-            _ => Ok(()),
-        };
-    }
-    let text = serde_json::to_string(&secrets).map_err(|e| Error::Parse {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
-    write_whole(path, &text).map_err(io)
+    let any = secrets.password.is_some() || secrets.token.is_some();
+    write_secret_json(path, any.then_some(&secrets))
 }
 
 /// [`load`] for an engine about to start: a file it cannot read as preferences is moved aside to

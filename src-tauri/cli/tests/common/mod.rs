@@ -297,6 +297,23 @@ impl Serve {
             .unwrap_or_else(|e| panic!("{path}: {e}"))
     }
 
+    /// Waits until the first model server followed by its `/metrics` has said it is of
+    /// `family` (its first scrape, the baseline of its windows, is in); the view then.
+    pub fn followed(&self, family: &str) -> serde_json::Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let view = self.get("/v1/server-metrics");
+            if view["servers"][0]["family"] == family {
+                return view;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never followed as {family}: {view}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// SIGTERM, then the exit status and everything it logged.
     pub fn terminate(mut self) -> (std::process::ExitStatus, Vec<String>) {
         let pid = self.child.id().to_string();
