@@ -876,3 +876,41 @@ fn the_cli_says_what_keeping_a_model_loaded_costs_a_day() {
         "{text}"
     );
 }
+
+#[test]
+fn an_upstream_without_metrics_is_asked_for_three_windows_and_then_never_again() {
+    // The fake Ollama answers /metrics 404, as Ollama does.
+    let upstream = Upstream::start(0);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (serve, _) = crate::common::serve_with_proxy(dir.path(), &upstream.url, 50.0, &[]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let line = serve
+            .log
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .unwrap_or_else(|e| panic!("never let go: {e}"));
+        if line.contains("gives no model server's /metrics") {
+            break;
+        }
+    }
+    assert_eq!(
+        serve.get("/v1/server-metrics")["servers"],
+        serde_json::json!([])
+    );
+    // The proxy reads /api/ps every 5 s: each read is five more 1 s windows. Between two of
+    // them nothing more was asked, and what was asked is a handful: its first ask, its three
+    // failed windows, and one in flight as it was let go.
+    let ps = |n: u64| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while upstream.stats()["ps"].as_u64().unwrap_or_default() < n {
+            assert!(Instant::now() < deadline, "{}", upstream.stats());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        upstream.stats()
+    };
+    let now = upstream.stats()["ps"].as_u64().unwrap_or_default();
+    let after = ps(now + 1)["metrics"].as_u64().unwrap_or_default();
+    let later = ps(now + 2)["metrics"].as_u64().unwrap_or_default();
+    assert_eq!(later, after, "{}", upstream.stats());
+    assert!((3..=6).contains(&after), "{after} asks");
+}

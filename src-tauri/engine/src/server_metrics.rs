@@ -2,7 +2,8 @@
 //! each window's tokens per model beside the energy measured in it.
 //!
 //! Rules:
-//! - Each server is scraped on a thread of its own ([`Background`]), asked once per [`WINDOW`]:
+//! - Each server is scraped on a thread of its own ([`Background`]), asked once per window
+//!   ([`WINDOW`], shorter only where the tests ask):
 //!   the engine's loop never waits for a server, and llama.cpp's gauges have one reader.
 //! - A window runs from one good scrape to the next, timed by the scrapes themselves; its energy
 //!   is the headline's over the same span, from the intervals the engine keeps, and net of the
@@ -27,6 +28,9 @@ use wattbar_sources::server_metrics::Family;
 
 /// How often each server is scraped: the span of a window.
 pub const WINDOW: Duration = Duration::from_secs(10);
+/// The shortest window that may be asked for (the tests' 1 s), and the longest.
+pub const WINDOW_RANGE: std::ops::RangeInclusive<Duration> =
+    Duration::from_millis(500)..=Duration::from_secs(600);
 /// Windows published, all servers together: an hour of one server.
 pub const KEPT: usize = 360;
 
@@ -135,10 +139,12 @@ struct Followed {
 }
 
 impl Followed {
-    /// Starts asking `config.url` on a thread of its own; `unix`: the engine's wall clock.
+    /// Starts asking `config.url` on a thread of its own, once per `window`; `unix`: the
+    /// engine's wall clock.
     fn start(
         config: &ServerMetricsConfig,
         origin: Origin,
+        window: Duration,
         unix: &Arc<dyn Fn() -> f64 + Send + Sync>,
     ) -> Followed {
         let client = MetricsClient::new(&config.url, config.token.clone());
@@ -147,7 +153,7 @@ impl Followed {
             .map_or_else(|_| config.url.clone(), |m| m.url().to_string());
         let port = client.as_ref().ok().and_then(MetricsClient::loopback_port);
         let clock = Arc::clone(unix);
-        let worker = Background::spawn("server-metrics", WINDOW * 3, move || {
+        let worker = Background::spawn("server-metrics", window * 3, move || {
             let client = client?;
             Ok(move || {
                 // A server that answers nothing useful now may later (started with --metrics,
@@ -181,7 +187,11 @@ pub struct ServerMetrics {
     view: Arc<ServerMetricsView>,
     /// When the servers are next asked (the engine's monotonic time).
     due: Option<Duration>,
+    window: Duration,
     unix: Arc<dyn Fn() -> f64 + Send + Sync>,
+    /// Ports of upstreams found by themselves that answered no model server's `/metrics`: not
+    /// asked again while the engine runs.
+    let_go: std::collections::BTreeSet<u16>,
 }
 
 impl ServerMetrics {
@@ -191,16 +201,18 @@ impl ServerMetrics {
     pub fn new(
         flags: &[ServerMetricsConfig],
         preferred: &[ServerMetricsConfig],
+        window: Duration,
         unix: Arc<dyn Fn() -> f64 + Send + Sync>,
     ) -> Self {
+        let window = window.clamp(*WINDOW_RANGE.start(), *WINDOW_RANGE.end());
         let followed = flags
             .iter()
-            .map(|c| Followed::start(c, Origin::Flag, &unix))
+            .map(|c| Followed::start(c, Origin::Flag, window, &unix))
             .chain(
                 preferred
                     .iter()
                     .filter(|c| !flags.iter().any(|f| f.url == c.url))
-                    .map(|c| Followed::start(c, Origin::Preference, &unix)),
+                    .map(|c| Followed::start(c, Origin::Preference, window, &unix)),
             )
             .collect();
         let mut stage = ServerMetrics {
@@ -208,18 +220,21 @@ impl ServerMetrics {
             windows: VecDeque::new(),
             view: Arc::default(),
             due: None,
+            window,
             unix,
+            let_go: std::collections::BTreeSet::new(),
         };
         stage.view = Arc::new(stage.build_view());
         stage
     }
 
     /// The proxy forwards to `port` on this machine: that server is followed too, unless it
-    /// already is, or answers no `/metrics` of a known family ([`FOUND_TRIES`] windows). One
-    /// address is asked, the upstream's own: no port is scanned.
+    /// already is. One that answers no `/metrics` of a known family for [`FOUND_TRIES`] windows
+    /// is let go, and not asked again while the engine runs. One address is asked, the
+    /// upstream's own: no port is scanned.
     pub fn follow_upstream(&mut self, port: Option<u16>) {
         let Some(port) = port else { return };
-        if self.servers.iter().any(|s| s.port == Some(port)) {
+        if self.let_go.contains(&port) || self.servers.iter().any(|s| s.port == Some(port)) {
             return;
         }
         let url = format!("http://127.0.0.1:{port}");
@@ -229,8 +244,12 @@ impl ServerMetrics {
             token: None,
             kind: None,
         };
-        self.servers
-            .push(Followed::start(&config, Origin::Found, &self.unix));
+        self.servers.push(Followed::start(
+            &config,
+            Origin::Found,
+            self.window,
+            &self.unix,
+        ));
         self.view = Arc::new(self.build_view());
     }
 
@@ -241,8 +260,12 @@ impl ServerMetrics {
             .retain(|s| s.origin != Origin::Preference || preferred.contains(&s.config));
         for c in preferred {
             if !self.servers.iter().any(|s| s.config.url == c.url) {
-                self.servers
-                    .push(Followed::start(c, Origin::Preference, &self.unix));
+                self.servers.push(Followed::start(
+                    c,
+                    Origin::Preference,
+                    self.window,
+                    &self.unix,
+                ));
             }
         }
         self.view = Arc::new(self.build_view());
@@ -267,7 +290,7 @@ impl ServerMetrics {
         if !self.following() || self.due.is_some_and(|d| at.monotonic < d) {
             return made_all;
         }
-        self.due = Some(at.monotonic + WINDOW);
+        self.due = Some(at.monotonic + self.window);
         let mut newest: Vec<Option<Scraped>> = Vec::new();
         for s in &mut self.servers {
             // A server's first ask only starts its worker: the first answer comes by the next.
@@ -292,10 +315,12 @@ impl ServerMetrics {
         }
         // A server found by itself that never answered as a model server is let go, and said.
         let mut i = 0;
+        let let_go = &mut self.let_go;
         self.servers.retain(|s| {
             let keep =
                 !(s.origin == Origin::Found && s.family.is_none() && s.failures >= FOUND_TRIES);
             if !keep {
+                let_go.extend(s.port);
                 tracing::info!(
                     "server metrics: the proxy's upstream {} gives no model server's /metrics \
                      ({}): its requests are measured by the proxy alone",

@@ -86,6 +86,14 @@ pub async fn serve(command: Cmd) -> Result<()> {
             kind: None,
         })
         .collect();
+    // The span of a server window; shorter only for the tests, which would otherwise wait
+    // tens of seconds for each window to close.
+    if let Some(ms) = std::env::var("WATTBAR_SERVER_METRICS_WINDOW_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        config.server_metrics_window = std::time::Duration::from_millis(ms);
+    }
     let engine = wattbar_engine::spawn(chain, config)?;
     if let Some(notice) = engine
         .current()

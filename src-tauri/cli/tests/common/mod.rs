@@ -18,6 +18,9 @@ pub fn cli(data: &Path) -> Command {
         .env("XDG_CONFIG_HOME", data)
         .env("TMPDIR", data)
         .env("RUST_LOG", "info")
+        // Model servers' windows of 1 s, not 10: the same rules, ten times the windows a test
+        // can wait for.
+        .env("WATTBAR_SERVER_METRICS_WINDOW_MS", "1000")
         .env_remove("WATTBAR_REPLAY");
     c
 }

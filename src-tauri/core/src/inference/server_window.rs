@@ -12,8 +12,11 @@
 //!   running at either end: part of the window's tokens belong to another.
 //! - A window's energy is the headline's over the same span ([`window_energy`]), and net of the
 //!   idle baseline where one is known. Where several models of one server made tokens in the
-//!   window, it is split by their completion tokens and each record says `shared`. A model that
-//!   made no token in the window has no record: the window was idle for it.
+//!   window, it is split by their completion tokens (by prompt tokens in a window that completed
+//!   none) and each record says `shared`. A model whose counters did not move has no record: the
+//!   window was idle for it. A window of prompt tokens alone (llama.cpp counts a prompt once it is
+//!   read, the answer's tokens at its end) is a record too, with no J/token: its energy and
+//!   prompt tokens count in the sums, and so in the J/token of the windows together.
 //! - Joules per token are per completion token, as the proxy's records give them.
 //! - Where the server times its GPU work by phase (SGLang's `gpu_execution_seconds_total`), a
 //!   record's energy is split between prefill and decode by those seconds; elsewhere the split
@@ -217,11 +220,22 @@ pub fn server_windows(
     for (model, now) in &after.models {
         let then = before.models.get(model).cloned().unwrap_or_default();
         let tokens = window_tokens(&then, now, counting)?;
-        if tokens.completion_tokens.is_some_and(|n| n > 0.0) {
+        let made = |n: Option<f64>| n.is_some_and(|n| n > 0.0);
+        if made(tokens.completion_tokens) || made(tokens.prompt_tokens) {
             moved.push((model.clone(), tokens));
         }
     }
-    let all: f64 = moved.iter().filter_map(|(_, t)| t.completion_tokens).sum();
+    // Shared by completion tokens; in a window that completed none (prompts read, answers not
+    // yet counted), by prompt tokens.
+    let completed: f64 = moved.iter().filter_map(|(_, t)| t.completion_tokens).sum();
+    let weight = |t: &WindowTokens| {
+        if completed > 0.0 {
+            t.completion_tokens.unwrap_or(0.0)
+        } else {
+            t.prompt_tokens.unwrap_or(0.0)
+        }
+    };
+    let all: f64 = moved.iter().map(|(_, t)| weight(t)).sum();
     let seconds = after.at - before.at;
     let net = match (energy.joules, baseline) {
         (Some(j), Some(b)) => Some((j - b.watts * seconds).max(0.0)),
@@ -232,7 +246,8 @@ pub fn server_windows(
         .into_iter()
         .map(|(model, t)| {
             let n = t.completion_tokens.unwrap_or(0.0);
-            let part = n / all;
+            let part = if all > 0.0 { weight(&t) / all } else { 0.0 };
+            let per_token = |j: f64| (n > 0.0).then(|| j / n);
             let energy_joules = energy.joules.map(|j| j * part);
             let net_energy_joules = net.map(|j| j * part);
             let (prefill_energy_joules, decode_energy_joules) =
@@ -244,8 +259,8 @@ pub fn server_windows(
                 to: after.at,
                 prompt_tokens: t.prompt_tokens,
                 completion_tokens: t.completion_tokens,
-                joules_per_token: energy_joules.map(|j| j / n),
-                net_joules_per_token: net_energy_joules.map(|j| j / n),
+                joules_per_token: energy_joules.and_then(per_token),
+                net_joules_per_token: net_energy_joules.and_then(per_token),
                 energy_joules,
                 net_energy_joules,
                 prefill_energy_joules,
@@ -545,6 +560,32 @@ mod tests {
                 total.energy_joules
             ),
             (20.0, 150.0, 3000.0)
+        );
+    }
+
+    /// llama.cpp read a prompt of 300 tokens in this window and will count the answer in the
+    /// next: the window is kept with its energy and prompt tokens, and no J/token.
+    #[test]
+    fn a_window_that_only_read_prompts_keeps_its_prompt_tokens_and_energy() {
+        let w = server_windows(
+            "llama",
+            &scrape(0.0, &[(None, at(100.0, 50.0, 1.0))]),
+            &scrape(1.0, &[(None, at(400.0, 50.0, 1.0))]),
+            Counting::AtRequestEnd,
+            &energy(100.0, 0.0, 1.0),
+            None,
+        )
+        .unwrap_or_default();
+        assert_eq!(
+            w.iter()
+                .map(|r| (
+                    r.prompt_tokens,
+                    r.completion_tokens,
+                    r.energy_joules,
+                    r.joules_per_token
+                ))
+                .collect::<Vec<_>>(),
+            [(Some(300.0), Some(0.0), Some(100.0), None)]
         );
     }
 

@@ -75,6 +75,8 @@ pub struct EngineConfig {
     pub notice: Option<String>,
     /// Model servers followed by their own `/metrics` ([`crate::server_metrics`]).
     pub server_metrics: Vec<crate::server_metrics::ServerMetricsConfig>,
+    /// How often they are scraped: the span of a window ([`crate::server_metrics::WINDOW`]).
+    pub server_metrics_window: std::time::Duration,
 }
 
 impl EngineConfig {
@@ -91,6 +93,7 @@ impl EngineConfig {
             proc_root: PathBuf::from("/"),
             notice: None,
             server_metrics: Vec::new(),
+            server_metrics_window: crate::server_metrics::WINDOW,
         }
     }
 
@@ -352,6 +355,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
     let servers = crate::server_metrics::ServerMetrics::new(
         &config.server_metrics,
         &crate::server_metrics::ServerMetricsConfig::from_prefs(&config.prefs.server_metrics),
+        config.server_metrics_window,
         Arc::new(move || scrape_clock.unix()),
     );
     let mut engine = Engine {
