@@ -10,7 +10,7 @@ use crate::published::{Point, Published};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{oneshot, watch};
-use wattbar_core::inference::server_window::{sum_windows, ServerTotal};
+use wattbar_core::inference::server_totals::{sum_windows, ServerTotal};
 use wattbar_core::inference::{window_energy, Interval, Record, WindowEnergy};
 use wattbar_core::Preferences;
 

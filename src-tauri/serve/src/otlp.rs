@@ -33,7 +33,7 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message;
 use std::time::Duration;
 use tokio::sync::watch;
-use wattbar_core::inference::server_window::{
+use wattbar_core::inference::server_totals::{
     ServerModel, ServerTotal, SOURCE_PROXY, SOURCE_SERVER_METRICS,
 };
 use wattbar_core::Domain;

@@ -78,8 +78,8 @@ pub struct StatePayload {
     /// The models counted from their servers' own `/metrics`, as committed.
     #[serde(default)]
     pub server_models: Vec<
-        wattbar_core::inference::server_window::Sourced<
-            wattbar_core::inference::server_window::ServerModel,
+        wattbar_core::inference::server_totals::Sourced<
+            wattbar_core::inference::server_totals::ServerModel,
         >,
     >,
 }
@@ -231,7 +231,7 @@ impl From<&Published> for StatePayload {
                 .committed
                 .server_totals
                 .iter()
-                .map(wattbar_core::inference::server_window::ServerTotal::listed)
+                .map(wattbar_core::inference::server_totals::ServerTotal::listed)
                 .collect(),
         }
     }

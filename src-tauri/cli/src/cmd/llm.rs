@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use wattbar_core::inference::resident::{Residency, ResidentCost};
-use wattbar_core::inference::server_window::{ServerTotal, Sourced, SOURCE_PROXY};
+use wattbar_core::inference::server_totals::{ServerTotal, Sourced, SOURCE_PROXY};
 use wattbar_core::inference::{ModelStats, Record};
 use wattbar_core::Preferences;
 use wattbar_engine::accounting::local_week_seconds;

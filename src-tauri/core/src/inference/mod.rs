@@ -28,6 +28,7 @@ pub mod resident;
 pub mod response;
 pub mod route;
 pub mod routing;
+pub mod server_totals;
 pub mod server_window;
 pub mod usage;
 pub mod window;

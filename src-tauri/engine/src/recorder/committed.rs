@@ -11,7 +11,7 @@
 //! Without a store nothing is committed and there are no lifetime counters.
 
 use serde::Serialize;
-use wattbar_core::inference::server_window::ServerTotal;
+use wattbar_core::inference::server_totals::ServerTotal;
 use wattbar_core::inference::ModelStats;
 use wattbar_core::Scope;
 use wattbar_ledger::store::Total;

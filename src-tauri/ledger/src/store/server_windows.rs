@@ -11,7 +11,8 @@
 
 use super::{Store, StoreError};
 use rusqlite::{params, Connection, Row};
-use wattbar_core::inference::server_window::{ServerTotal, ServerWindow};
+use wattbar_core::inference::server_totals::ServerTotal;
+use wattbar_core::inference::server_window::ServerWindow;
 
 pub(super) const MIGRATION: &str = r#"
 CREATE TABLE server_windows (id INTEGER PRIMARY KEY, server TEXT NOT NULL, model TEXT,

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
 use wattbar_core::inference::resident::ResidentCost;
-use wattbar_core::inference::server_window::{ServerModel, ServerTotal, Sourced, SOURCE_PROXY};
+use wattbar_core::inference::server_totals::{ServerModel, ServerTotal, Sourced, SOURCE_PROXY};
 use wattbar_core::inference::{ModelStats, Record};
 use wattbar_engine::command::External;
 use wattbar_engine::handle::Found;

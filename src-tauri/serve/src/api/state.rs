@@ -112,7 +112,7 @@ pub(super) struct CalibrationBody {
 pub(super) struct ServerMetricsBody {
     #[serde(flatten)]
     view: Arc<wattbar_engine::server_metrics::ServerMetricsView>,
-    totals: Vec<wattbar_core::inference::server_window::ServerTotal>,
+    totals: Vec<wattbar_core::inference::server_totals::ServerTotal>,
 }
 
 pub(super) async fn get_server_metrics(

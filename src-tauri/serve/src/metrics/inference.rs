@@ -6,7 +6,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::{Registry, Unit};
-use wattbar_core::inference::server_window::UNNAMED_MODEL;
+use wattbar_core::inference::server_totals::UNNAMED_MODEL;
 use wattbar_engine::Published;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

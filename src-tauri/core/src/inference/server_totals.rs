@@ -1,0 +1,155 @@
+//! Each model's sums over the windows of the servers followed by their own counters, and how
+//! the lists show them beside the proxy's figures.
+//!
+//! Rules:
+//! - A model's sums count only windows whose energy is known, tokens and joules alike, so that
+//!   the two divide into joules per token; and never a window whose requests the proxy measured
+//!   itself (`proxied`): those are counted once, as its records.
+//! - Joules per token are per completion token, as the proxy's records give them.
+
+use super::server_window::ServerWindow;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// One model's sums over the counted windows whose energy is known.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ServerTotal {
+    pub server: String,
+    pub model: Option<String>,
+    pub prompt_tokens: f64,
+    pub completion_tokens: f64,
+    pub energy_joules: f64,
+}
+
+impl ServerTotal {
+    /// Adds `w` when its energy is known and the proxy did not measure it; whether it was added.
+    pub fn add(&mut self, w: &ServerWindow) -> bool {
+        if w.proxied {
+            return false;
+        }
+        let Some(joules) = w.energy_joules.filter(|j| j.is_finite() && *j >= 0.0) else {
+            return false;
+        };
+        let tokens = |n: Option<f64>| n.filter(|n| n.is_finite() && *n >= 0.0).unwrap_or(0.0);
+        self.prompt_tokens += tokens(w.prompt_tokens);
+        self.completion_tokens += tokens(w.completion_tokens);
+        self.energy_joules += joules;
+        true
+    }
+}
+
+/// Each model's sums over `windows`, by server then model.
+pub fn sum_windows<'a>(windows: impl Iterator<Item = &'a ServerWindow>) -> Vec<ServerTotal> {
+    let mut totals: BTreeMap<(String, Option<String>), ServerTotal> = BTreeMap::new();
+    for w in windows {
+        let key = (w.server.clone(), w.model.clone());
+        let total = totals.entry(key).or_insert_with(|| ServerTotal {
+            server: w.server.clone(),
+            model: w.model.clone(),
+            ..ServerTotal::default()
+        });
+        total.add(w);
+    }
+    totals
+        .into_values()
+        .filter(|t| t.completion_tokens > 0.0 || t.prompt_tokens > 0.0)
+        .collect()
+}
+
+/// Where a model's figures come from: the proxy's per-request records, or a server's own
+/// counters read per window.
+pub const SOURCE_PROXY: &str = "proxy";
+pub const SOURCE_SERVER_METRICS: &str = "server-metrics";
+
+/// The figures of `figures` with their source, as `/v1/models` and `wattbar-cli models` list
+/// them.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct Sourced<T> {
+    pub source: std::borrow::Cow<'static, str>,
+    #[serde(flatten)]
+    pub figures: T,
+}
+
+/// A model's figures from a server's own counters, beside the proxy's.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct ServerModel {
+    /// Its name, or `(unnamed)` for the one model of a server that names none.
+    pub model: String,
+    pub server: String,
+    pub prompt_tokens: f64,
+    pub completion_tokens: f64,
+    pub energy_joules: f64,
+    /// Per completion token, as the proxy's; `None` before any token.
+    pub joules_per_token: Option<f64>,
+}
+
+/// The name of the model of a server that names none.
+pub const UNNAMED_MODEL: &str = "(unnamed)";
+
+impl ServerTotal {
+    /// The model's figures as listed beside the proxy's.
+    pub fn listed(&self) -> Sourced<ServerModel> {
+        Sourced {
+            source: SOURCE_SERVER_METRICS.into(),
+            figures: ServerModel {
+                model: self
+                    .model
+                    .clone()
+                    .unwrap_or_else(|| UNNAMED_MODEL.to_string()),
+                server: self.server.clone(),
+                prompt_tokens: self.prompt_tokens,
+                completion_tokens: self.completion_tokens,
+                energy_joules: self.energy_joules,
+                joules_per_token: (self.completion_tokens > 0.0)
+                    .then(|| self.energy_joules / self.completion_tokens),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two windows of 100 and 50 tokens at 2,000 and 1,000 J, and one of 30 tokens whose energy
+    /// was not measured: the sums are 150 tokens and 3,000 J, 20 J a token, never 180 tokens.
+    #[test]
+    fn a_window_without_energy_adds_to_no_sum() {
+        let window = |completion: f64, joules: Option<f64>| ServerWindow {
+            server: "s".into(),
+            model: None,
+            from: 0.0,
+            to: 10.0,
+            prompt_tokens: Some(10.0),
+            completion_tokens: Some(completion),
+            energy_joules: joules,
+            net_energy_joules: None,
+            joules_per_token: None,
+            net_joules_per_token: None,
+            prefill_energy_joules: None,
+            decode_energy_joules: None,
+            concurrent: false,
+            coarse: false,
+            shared: false,
+            proxied: false,
+        };
+        let mut total = ServerTotal::default();
+        assert!(total.add(&window(100.0, Some(2000.0))));
+        assert!(total.add(&window(50.0, Some(1000.0))));
+        assert!(!total.add(&window(30.0, None)));
+        assert!(!total.add(&window(30.0, Some(f64::NAN))));
+        let proxied = ServerWindow {
+            proxied: true,
+            ..window(40.0, Some(800.0))
+        };
+        assert!(!total.add(&proxied), "the proxy's records count it");
+        assert_eq!(
+            (
+                total.prompt_tokens,
+                total.completion_tokens,
+                total.energy_joules
+            ),
+            (20.0, 150.0, 3000.0)
+        );
+    }
+}
