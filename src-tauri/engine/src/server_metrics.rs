@@ -276,6 +276,12 @@ impl ServerMetrics {
         !self.servers.is_empty()
     }
 
+    /// Whether a window is due at `at`: only then is [`observe`](Self::observe) worth the
+    /// intervals and the proxy's spans it is given.
+    pub fn due(&self, at: Stamp) -> bool {
+        self.following() && self.due.is_none_or(|d| at.monotonic >= d)
+    }
+
     /// At `at`, once a window is due: each server's newest scrape closes its window against the
     /// one before. `intervals`: the engine's, in time order; `proxy`: what the proxy measured
     /// itself, whose windows say so and add to no sum. The windows made, to be kept.
@@ -287,7 +293,7 @@ impl ServerMetrics {
         proxy: &ProxySeen,
     ) -> Vec<ServerWindow> {
         let mut made_all = Vec::new();
-        if !self.following() || self.due.is_some_and(|d| at.monotonic < d) {
+        if !self.due(at) {
             return made_all;
         }
         self.due = Some(at.monotonic + self.window);

@@ -31,7 +31,9 @@ impl Engine {
             self.inference.book.push_interval(interval.clone(), &open);
             self.servers
                 .follow_upstream(self.inference.requests.upstream_port());
-            if self.servers.following() {
+            // Once a window (10 s), not every sample: the spans and intervals are gathered only
+            // when a window is due.
+            if self.servers.due(at) {
                 let proxy = ProxySeen {
                     upstream_port: self.inference.requests.upstream_port(),
                     spans: open
