@@ -106,6 +106,8 @@ impl Home {
             .env("TMPDIR", p)
             .env("WATTBAR_REPLAY", p.join("trace.csv"))
             .env("WATTBAR_BATCH_INTERVAL", "1s")
+            // The machine's own model servers are never followed by the app under test.
+            .env("WATTBAR_FIND_MODEL_SERVERS", "0")
             .env(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),

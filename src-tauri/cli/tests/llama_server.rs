@@ -200,3 +200,90 @@ fn the_proxys_upstream_is_followed_by_itself_and_what_the_proxy_measured_is_coun
     let records = serve.records(3);
     assert_eq!(records.len(), 3, "the direct requests made no record");
 }
+
+#[test]
+fn a_llama_server_nobody_named_is_found_by_its_process_listening_on_loopback() {
+    let server = ModelServer::llama();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.path().join("trace.csv"), "t,watts\n0,100\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    // No --server-metrics, no preference, no proxy: the programs' reads find the process
+    // `llama-server` and the port it listens on. Finding is allowed for this test alone (the
+    // others' servers, running beside it, are found too, and told apart by their address).
+    let mut c = crate::common::cli(dir.path());
+    c.env("WATTBAR_REPLAY", dir.path().join("trace.csv"))
+        .env("WATTBAR_FIND_MODEL_SERVERS", "1")
+        .args(["serve", "--listen", "127.0.0.1:0", "--batch", "500ms"]);
+    let serve = Serve::spawn(c);
+    let url = format!("{}/metrics", server.url);
+    let ours = |view: &serde_json::Value| {
+        view["servers"]
+            .as_array()
+            .and_then(|all| all.iter().find(|s| s["url"] == url.as_str()).cloned())
+    };
+    // The processes are read every 10 s (every minute on a machine at rest).
+    let deadline = Instant::now() + Duration::from_secs(150);
+    let found = loop {
+        let view = serve.get("/v1/server-metrics");
+        if let Some(s) = ours(&view).filter(|s| s["family"] == "llama.cpp") {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "{url} never followed: {view}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(found["origin"], "listening", "{found}");
+
+    // Its counters from here on: every token its clients were told of.
+    let (_, prompt, completion) = told(client(&server.url, 5, 1, None));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let view = serve.get("/v1/server-metrics");
+        let sums = view["totals"].as_array().and_then(|all| {
+            all.iter()
+                .find(|t| t["server"] == url.as_str())
+                .map(|t| (t["prompt_tokens"].as_f64(), t["completion_tokens"].as_f64()))
+        });
+        if let Some((Some(p), Some(c))) = sums {
+            if c >= completion as f64 {
+                assert_eq!((p, c), (prompt as f64, completion as f64), "{view}");
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "{view}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // Turned off by the preference: let go at once; on again: found again at a later read.
+    let token = std::fs::read_to_string(dir.path().join("api-token"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .trim()
+        .to_string();
+    let api = serve.client().with_token(&token);
+    let find = |on: bool| {
+        api.put(
+            "/v1/preferences/find_model_servers",
+            &serde_json::Value::Bool(on),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    assert_eq!(find(false)["find_model_servers"], false);
+    let view = serve.get("/v1/server-metrics");
+    assert_eq!(ours(&view), None, "{view}");
+    find(true);
+    let deadline = Instant::now() + Duration::from_secs(150);
+    while ours(&serve.get("/v1/server-metrics")).is_none() {
+        assert!(Instant::now() < deadline, "{url} not found again");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // The server ends: no longer followed once its process is gone.
+    drop(server);
+    let deadline = Instant::now() + Duration::from_secs(150);
+    while ours(&serve.get("/v1/server-metrics")).is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "{url} still followed after it ended"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

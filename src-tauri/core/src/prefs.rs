@@ -118,6 +118,9 @@ pub struct Preferences {
     pub otlp: Option<OtlpPref>,
     /// Model servers followed by their own `/metrics` ([`server_metrics`]).
     pub server_metrics: Vec<ServerMetricsPref>,
+    /// Follow by themselves the model servers this machine runs: the loopback ports that
+    /// processes named like one (`llama-server`, `vllm`, …) listen on are asked for `/metrics`.
+    pub find_model_servers: bool,
 }
 
 /// Inference records are kept this many days by default, and at most [`MAX_KEEP_DAYS`].
@@ -272,13 +275,14 @@ impl Default for Preferences {
             mqtt: None,
             otlp: None,
             server_metrics: Vec::new(),
+            find_model_servers: true,
         }
     }
 }
 
 impl Preferences {
     /// The stored keys besides the low-power ones ([`POLICY_KEYS`]).
-    const OWN_KEYS: [&'static str; 23] = [
+    const OWN_KEYS: [&'static str; 24] = [
         "price_per_kwh",
         "currency",
         "interval_ms",
@@ -302,6 +306,7 @@ impl Preferences {
         "mqtt",
         "otlp",
         "server_metrics",
+        "find_model_servers",
     ];
 
     /// Every stored key, as [`Preferences::set_field`] takes it and serde writes it.
@@ -409,11 +414,13 @@ impl Preferences {
                 self.title_above_w =
                     positive("title_above_w", optional_number("title_above_w", value)?)?;
             }
-            "cost_in_menu_bar" | "launch_at_login" | "api_enabled" | "llm_proxy_enabled" => {
+            "cost_in_menu_bar" | "launch_at_login" | "api_enabled" | "llm_proxy_enabled"
+            | "find_model_servers" => {
                 let field = match key {
                     "cost_in_menu_bar" => "cost_in_menu_bar",
                     "launch_at_login" => "launch_at_login",
                     "llm_proxy_enabled" => "llm_proxy_enabled",
+                    "find_model_servers" => "find_model_servers",
                     _ => "api_enabled",
                 };
                 let v = value
@@ -423,6 +430,7 @@ impl Preferences {
                     "cost_in_menu_bar" => self.cost_in_menu_bar = v,
                     "launch_at_login" => self.launch_at_login = v,
                     "llm_proxy_enabled" => self.llm_proxy_enabled = v,
+                    "find_model_servers" => self.find_model_servers = v,
                     _ => self.api_enabled = v,
                 }
             }

@@ -16,6 +16,9 @@
 //! - The model server is the program listening on the proxy's upstream port, where that is on
 //!   this machine and its process can be read; else any program named like a model server
 //!   ([`MODEL_SERVERS`]). It is shown with the models it serves ([`name_servers`]).
+//! - Where asked ([`ProgramMeter::find_model_servers`]), the loopback ports that the processes
+//!   of programs named like model servers listen on are found at the reads ([`listening`]), so
+//!   that those servers' own counters can be followed.
 //! - Σ programs + idle + unattributed = the headline's energy, window by window.
 //! - Where the process table gives each process's energy as the kernel counts it (macOS, as
 //!   root), programs share the CPU domain by it instead of CPU time.
@@ -41,9 +44,11 @@ use wattbar_sources::processes::ProcessTable;
 pub use wattbar_ledger::store::programs::{IDLE, UNATTRIBUTED};
 pub mod cadence;
 mod gpu;
+mod listening;
 mod upstream;
 mod view;
 pub use cadence::{READ_EVERY, READ_EVERY_AT_REST};
+pub use listening::Listener;
 pub use view::{
     fold_into_other, most_watts_first, name_servers, ProgramFigure, ProgramsView, Sort, Top,
     MAX_PROGRAMS, MAX_PROGRAM_SERIES, MODEL_SERVERS, OTHER,
@@ -67,6 +72,8 @@ const MAX_UNREAD_SHARE: f64 = 0.05;
 pub struct ProgramMeter {
     root: PathBuf,
     upstream: upstream::Upstream,
+    /// The model servers' loopback ports, while they are looked for.
+    listening: Option<listening::Listening>,
     table: ProcessTable,
     cpu: CpuTimes,
     /// All CPUs' busy and total ticks at the last read.
@@ -151,6 +158,7 @@ impl ProgramMeter {
         ProgramMeter {
             root: root.to_path_buf(),
             upstream: upstream::Upstream::default(),
+            listening: None,
             table,
             cpu: CpuTimes::default(),
             ticks: None,
@@ -218,6 +226,21 @@ impl ProgramMeter {
     }
 
     /// Adds one interval's energy to the window.
+    /// Whether the ports model servers listen on are looked for, at each read.
+    pub fn find_model_servers(&mut self, on: bool) {
+        if on != self.listening.is_some() {
+            self.listening = on.then(listening::Listening::default);
+        }
+    }
+
+    /// The model servers' processes found listening on loopback, as of the last read.
+    pub fn model_servers(&self) -> Vec<Listener> {
+        self.listening
+            .as_ref()
+            .map(listening::Listening::listeners)
+            .unwrap_or_default()
+    }
+
     pub fn add(&mut self, headline: f64, cpu: Option<f64>, seconds: f64, quality: Option<Quality>) {
         let w = &mut self.window;
         w.headline += headline;
@@ -276,6 +299,9 @@ impl ProgramMeter {
         let before = self.ticks.replace(ticks);
         let window = std::mem::take(&mut self.window);
         let own_ticks = self.own_ticks();
+        if let (Some(l), Some(used)) = (&mut self.listening, &used) {
+            l.update(&self.root, used, &MODEL_SERVERS);
+        }
         let (Some(used), Some(before)) = (used, before) else {
             return Ok(false);
         };

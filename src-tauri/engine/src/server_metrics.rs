@@ -15,15 +15,17 @@
 //!   each model's sums are what the ledger committed ([`Committed`](crate::recorder::committed)),
 //!   so that they never go back, across a crash or a restart.
 
+mod followed;
+
+use crate::programs::Listener;
+pub use followed::Origin;
+use followed::{Followed, LetGo, Scraped, FOUND_TRIES};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 use wattbar_core::inference::server_window::{server_windows, Scrape, ServerWindow};
 use wattbar_core::inference::{window_energy, Baseline, Interval};
 use wattbar_core::Stamp;
-use wattbar_sources::background::Background;
-use wattbar_sources::error::Error as SourceError;
-use wattbar_sources::server_metrics::scrape::MetricsClient;
 use wattbar_sources::server_metrics::Family;
 
 /// How often each server is scraped: the span of a window.
@@ -69,21 +71,6 @@ impl ServerMetricsConfig {
     }
 }
 
-/// Why a server is followed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Origin {
-    /// `serve --server-metrics`.
-    Flag,
-    /// The preference `server_metrics`.
-    Preference,
-    /// The proxy's upstream, found by itself.
-    Found,
-}
-
-/// Scrapes in a row that a server found by itself may fail before it is no longer followed
-/// (an Ollama upstream, which has no `/metrics`): three windows.
-const FOUND_TRIES: u32 = 3;
-
 /// What the proxy measured itself, for the windows of its upstream: its port on this machine,
 /// and the spans (Unix seconds) of its recent and open requests.
 #[derive(Debug, Default)]
@@ -104,6 +91,8 @@ impl ProxySeen {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ServerStatus {
     pub url: String,
+    /// Why it is followed: `flag`, `preference`, `upstream` or `listening`.
+    pub origin: Origin,
     /// `llama.cpp`, `vLLM`, `SGLang` or `TGI`, once a scrape has said.
     pub family: Option<&'static str>,
     /// Why the last scrape gave nothing, while that lasts.
@@ -118,68 +107,6 @@ pub struct ServerMetricsView {
     pub windows: Vec<ServerWindow>,
 }
 
-/// One scrape as the worker makes it: when it was answered, and what it said.
-type Scraped = (f64, wattbar_sources::server_metrics::ServerMetrics);
-
-struct Followed {
-    url: String,
-    /// Its port, where it runs on this machine.
-    port: Option<u16>,
-    origin: Origin,
-    /// What it was started from, to tell a changed preference.
-    config: ServerMetricsConfig,
-    /// Failed scrapes since the last good one.
-    failures: u32,
-    /// Asked once already.
-    asked: bool,
-    worker: Background<Scraped>,
-    last: Option<Scrape>,
-    family: Option<Family>,
-    error: Option<String>,
-}
-
-impl Followed {
-    /// Starts asking `config.url` on a thread of its own, once per `window`; `unix`: the
-    /// engine's wall clock.
-    fn start(
-        config: &ServerMetricsConfig,
-        origin: Origin,
-        window: Duration,
-        unix: &Arc<dyn Fn() -> f64 + Send + Sync>,
-    ) -> Followed {
-        let client = MetricsClient::new(&config.url, config.token.clone());
-        let shown = client
-            .as_ref()
-            .map_or_else(|_| config.url.clone(), |m| m.url().to_string());
-        let port = client.as_ref().ok().and_then(MetricsClient::loopback_port);
-        let clock = Arc::clone(unix);
-        let worker = Background::spawn("server-metrics", window * 3, move || {
-            let client = client?;
-            Ok(move || {
-                // A server that answers nothing useful now may later (started with --metrics,
-                // or a model loaded): the worker keeps asking.
-                let scraped = client.scrape().map_err(|e| match e {
-                    SourceError::Unavailable(m) => SourceError::Transient(m),
-                    other => other,
-                })?;
-                Ok((clock(), scraped))
-            })
-        });
-        Followed {
-            url: shown,
-            port,
-            origin,
-            config: config.clone(),
-            failures: 0,
-            asked: false,
-            worker,
-            last: None,
-            family: None,
-            error: None,
-        }
-    }
-}
-
 /// The stage: owns the followed servers and the windows they made.
 pub struct ServerMetrics {
     servers: Vec<Followed>,
@@ -189,9 +116,8 @@ pub struct ServerMetrics {
     due: Option<Duration>,
     window: Duration,
     unix: Arc<dyn Fn() -> f64 + Send + Sync>,
-    /// Ports of upstreams found by themselves that answered no model server's `/metrics`: not
-    /// asked again while the engine runs.
-    let_go: std::collections::BTreeSet<u16>,
+    /// Servers found by themselves that answered no model server's `/metrics`.
+    let_go: LetGo,
 }
 
 impl ServerMetrics {
@@ -222,7 +148,7 @@ impl ServerMetrics {
             due: None,
             window,
             unix,
-            let_go: std::collections::BTreeSet::new(),
+            let_go: LetGo::default(),
         };
         stage.view = Arc::new(stage.build_view());
         stage
@@ -234,22 +160,54 @@ impl ServerMetrics {
     /// upstream's own: no port is scanned.
     pub fn follow_upstream(&mut self, port: Option<u16>) {
         let Some(port) = port else { return };
-        if self.let_go.contains(&port) || self.servers.iter().any(|s| s.port == Some(port)) {
+        if self.let_go.holds(port, None) || self.servers.iter().any(|s| s.port == Some(port)) {
             return;
         }
         let url = format!("http://127.0.0.1:{port}");
         tracing::info!("server metrics: asking the proxy's upstream {url} for its /metrics");
+        self.found(url, Origin::Upstream, None);
+    }
+
+    /// The model servers' processes the programs' reads found listening on loopback
+    /// ([`crate::programs::Listener`]): each not yet followed (by port) is followed, and let go
+    /// as the upstream is; those whose process ended stop being followed (a new one on the
+    /// same port is found again, with a new baseline).
+    pub fn follow_listening(&mut self, found: &[Listener]) {
+        let before = self.servers.len();
+        self.servers.retain(|s| {
+            s.origin != Origin::Listening || found.iter().any(|l| Some(l.process) == s.process)
+        });
+        let mut changed = self.servers.len() != before;
+        for l in found {
+            let port = l.at.port();
+            if self.let_go.holds(port, Some(l.process))
+                || self.servers.iter().any(|s| s.port == Some(port))
+            {
+                continue;
+            }
+            let url = format!("http://{}", l.at);
+            tracing::info!(
+                "server metrics: {} (pid {}) listens on {url}: asking it for its /metrics",
+                l.program,
+                l.process.0
+            );
+            self.found(url, Origin::Listening, Some(l.process));
+            changed = true;
+        }
+        if changed {
+            self.view = Arc::new(self.build_view());
+        }
+    }
+
+    fn found(&mut self, url: String, origin: Origin, process: Option<(u32, u64)>) {
         let config = ServerMetricsConfig {
             url,
             token: None,
             kind: None,
         };
-        self.servers.push(Followed::start(
-            &config,
-            Origin::Found,
-            self.window,
-            &self.unix,
-        ));
+        let mut followed = Followed::start(&config, origin, self.window, &self.unix);
+        followed.process = process;
+        self.servers.push(followed);
         self.view = Arc::new(self.build_view());
     }
 
@@ -311,7 +269,7 @@ impl ServerMetrics {
                 Err(e) => {
                     let why = e.to_string();
                     s.failures += 1;
-                    if s.error.as_ref() != Some(&why) && s.origin != Origin::Found {
+                    if s.error.as_ref() != Some(&why) && !s.origin.found() {
                         tracing::warn!("server metrics: {}: {why}", s.url);
                     }
                     s.error = Some(why);
@@ -323,16 +281,24 @@ impl ServerMetrics {
         let mut i = 0;
         let let_go = &mut self.let_go;
         self.servers.retain(|s| {
-            let keep =
-                !(s.origin == Origin::Found && s.family.is_none() && s.failures >= FOUND_TRIES);
+            let keep = !(s.origin.found() && s.family.is_none() && s.failures >= FOUND_TRIES);
             if !keep {
-                let_go.extend(s.port);
-                tracing::info!(
-                    "server metrics: the proxy's upstream {} gives no model server's /metrics \
-                     ({}): its requests are measured by the proxy alone",
-                    s.url,
-                    s.error.as_deref().unwrap_or("no answer")
-                );
+                if let Some(port) = s.port {
+                    let_go.add(port, s.process);
+                }
+                let why = s.error.as_deref().unwrap_or("no answer");
+                match s.origin {
+                    Origin::Upstream => tracing::info!(
+                        "server metrics: the proxy's upstream {} gives no model server's \
+                         /metrics ({why}): its requests are measured by the proxy alone",
+                        s.url
+                    ),
+                    _ => tracing::info!(
+                        "server metrics: {} gives no model server's /metrics ({why}): not \
+                         asked again",
+                        s.url
+                    ),
+                }
                 newest.remove(i);
             } else {
                 i += 1;
@@ -426,6 +392,7 @@ impl ServerMetrics {
                 .iter()
                 .map(|s| ServerStatus {
                     url: s.url.clone(),
+                    origin: s.origin,
                     family: s.family.map(Family::name),
                     error: s.error.clone(),
                 })

@@ -143,7 +143,9 @@ fn start(launch: &Launch) -> Result<Started, Box<dyn std::error::Error>> {
     }
     let api = runtime.block_on(serve::bind_api(prefs.api_enabled))?;
     let db_path = wattbar_engine::paths::database_path()?;
-    let mut config = EngineConfig::new(prefs.clone()).with_store(db_path.clone());
+    let mut config = EngineConfig::new(prefs.clone())
+        .with_store(db_path.clone())
+        .finding_model_servers();
     config.notice = prefs_notice;
     if let Some(batch) = std::env::var(BATCH_ENV)
         .ok()

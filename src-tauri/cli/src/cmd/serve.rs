@@ -72,7 +72,9 @@ pub async fn serve(command: Cmd) -> Result<()> {
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     let addr = listener.local_addr()?;
-    let mut config = EngineConfig::new(prefs).with_store(db.clone());
+    let mut config = EngineConfig::new(prefs)
+        .with_store(db.clone())
+        .finding_model_servers();
     config.batch_interval = batch;
     config.api = Some(addr.to_string());
     config.advice_file = paths::advice_path().ok();

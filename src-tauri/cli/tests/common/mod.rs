@@ -21,6 +21,9 @@ pub fn cli(data: &Path) -> Command {
         // Model servers' windows of 1 s, not 10: the same rules, ten times the windows a test
         // can wait for.
         .env("WATTBAR_SERVER_METRICS_WINDOW_MS", "1000")
+        // This machine's own model servers, and the other tests', are never followed by
+        // themselves: only a test that asks for it finds any.
+        .env("WATTBAR_FIND_MODEL_SERVERS", "0")
         .env_remove("WATTBAR_REPLAY");
     c
 }

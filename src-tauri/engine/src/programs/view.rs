@@ -49,8 +49,19 @@ impl ProgramFigure {
     }
 }
 
-/// Names of model servers' programs, for when the upstream's process cannot be told.
-pub const MODEL_SERVERS: [&str; 4] = ["ollama", "llama-server", "vllm", "llama_cpp.server"];
+/// Names of model servers' programs: for when the upstream's process cannot be told, and whose
+/// processes' listening ports are asked for their counters. `vllm serve` and `python -m`
+/// launches alike; TGI's router, whose name the kernel cuts to 15 characters.
+pub const MODEL_SERVERS: [&str; 8] = [
+    "ollama",
+    "llama-server",
+    "vllm",
+    "vllm.entrypoints.openai.api_server",
+    "llama_cpp.server",
+    "sglang.launch_server",
+    "text-generation",
+    "text-generation-router",
+];
 
 /// Names the models the model server serves: those the proxy's upstream holds (`/api/ps`),
 /// else those its recent answers came from. The server is the program listening on the

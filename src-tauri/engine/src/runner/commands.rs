@@ -116,6 +116,11 @@ impl Engine {
                         .set_source(wattbar_sources::plugs::SOURCE_ID, source);
                     self.publication.sources = self.chain.ids();
                 }
+                if next.find_model_servers != self.prefs.find_model_servers {
+                    self.programs.find_model_servers(next.find_model_servers);
+                    self.servers
+                        .follow_listening(&self.programs.meter.model_servers());
+                }
                 if next.server_metrics != self.prefs.server_metrics {
                     self.servers.configure(
                         &crate::server_metrics::ServerMetricsConfig::from_prefs(

@@ -77,6 +77,10 @@ pub struct EngineConfig {
     pub server_metrics: Vec<crate::server_metrics::ServerMetricsConfig>,
     /// How often they are scraped: the span of a window ([`crate::server_metrics::WINDOW`]).
     pub server_metrics_window: std::time::Duration,
+    /// Whether model servers listening on this machine may be found by their processes, where
+    /// the preference `find_model_servers` also says so. Off unless a program asks
+    /// ([`EngineConfig::finding_model_servers`]).
+    pub find_model_servers: bool,
 }
 
 impl EngineConfig {
@@ -94,11 +98,20 @@ impl EngineConfig {
             notice: None,
             server_metrics: Vec::new(),
             server_metrics_window: crate::server_metrics::WINDOW,
+            find_model_servers: false,
         }
     }
 
     pub fn with_store(mut self, path: PathBuf) -> Self {
         self.store = Some(path);
+        self
+    }
+
+    /// Model servers listening on this machine may be found, unless the environment has
+    /// `WATTBAR_FIND_MODEL_SERVERS=0` (the tests, which never touch this machine's servers).
+    pub fn finding_model_servers(mut self) -> Self {
+        self.find_model_servers =
+            std::env::var("WATTBAR_FIND_MODEL_SERVERS").map_or(true, |v| v != "0");
         self
     }
 
@@ -351,6 +364,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
     let engaged = low_power.engagements();
     let low_power_events = low_power.events();
     let (prefs_tx, prefs_rx) = watch::channel(config.prefs.clone());
+    let find_model_servers = config.prefs.find_model_servers;
     let scrape_clock = Arc::clone(&clock);
     let servers = crate::server_metrics::ServerMetrics::new(
         &config.server_metrics,
@@ -381,7 +395,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
             book,
         },
         resident,
-        programs: Programs::new(programs),
+        programs: Programs::new(programs, config.find_model_servers, find_model_servers),
         servers,
         files: Files {
             advice: config.advice_file,

@@ -20,14 +20,25 @@ pub(super) struct Programs {
     pub meter: ProgramMeter,
     /// What readers see, as of the last process read.
     pub view: Arc<ProgramsView>,
+    /// Whether this engine may look for model servers' ports at all ([`super::EngineConfig`]).
+    may_find: bool,
 }
 
 impl Programs {
-    pub fn new(meter: ProgramMeter) -> Self {
+    /// `may_find`, and the preference `find`: whether model servers' listening ports are looked
+    /// for at the reads.
+    pub fn new(mut meter: ProgramMeter, may_find: bool, find: bool) -> Self {
+        meter.find_model_servers(may_find && find);
         Programs {
             meter,
             view: Arc::default(),
+            may_find,
         }
+    }
+
+    /// The preference `find_model_servers` changed to `find`.
+    pub fn find_model_servers(&mut self, find: bool) {
+        self.meter.find_model_servers(self.may_find && find);
     }
 
     /// Adds a measured interval's energy.

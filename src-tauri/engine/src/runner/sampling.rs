@@ -81,6 +81,8 @@ impl Engine {
             &self.inference.book.view().recent,
         );
         if let Some(joules) = read {
+            self.servers
+                .follow_listening(&self.programs.meter.model_servers());
             self.recorder.write(Write::Programs {
                 unix: at.unix_seconds,
                 joules,

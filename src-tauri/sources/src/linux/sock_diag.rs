@@ -14,9 +14,10 @@ use netlink_packet_sock_diag::inet::{ExtensionFlags, InetRequest, SocketId, Stat
 use netlink_packet_sock_diag::SockDiagMessage;
 use netlink_sys::{protocols::NETLINK_SOCK_DIAG, Socket, SocketAddr};
 
-/// A listening socket: its port, inode and owner.
+/// A listening socket: its local address and port, inode and owner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Listening {
+    pub addr: std::net::IpAddr,
     pub port: u16,
     pub inode: u64,
     pub uid: u32,
@@ -85,6 +86,7 @@ fn dump(
             match message.payload {
                 NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r)) => {
                     out.push(Listening {
+                        addr: r.header.socket_id.source_address,
                         port: r.header.socket_id.source_port,
                         inode: u64::from(r.header.inode),
                         uid: r.header.uid,
@@ -130,6 +132,7 @@ mod tests {
             &std::fs::metadata("/proc/self").unwrap_or_else(|e| panic!("{e}")),
         );
         assert_eq!(mine[0].uid, uid);
+        assert_eq!(mine[0].addr, std::net::Ipv4Addr::LOCALHOST);
         assert!(mine[0].inode > 0);
         assert!(all.iter().all(|l| l.port != client_port), "{all:?}");
     }
