@@ -69,6 +69,19 @@ impl fmt::Display for Currency {
 pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
 pub const MAX_INTERVAL: Duration = Duration::from_secs(60);
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
+/// The pace while nobody looks and a counter keeps the energy exact.
+pub const DEFAULT_REST_INTERVAL: Duration = Duration::from_secs(5);
+
+/// [`Preferences::validate_interval`] for the pace at rest, named as such.
+fn validate_rest_interval(ms: u64) -> Result<Duration, Error> {
+    Preferences::validate_interval(ms).map_err(|e| match e {
+        Error::Invalid { message, .. } => Error::Invalid {
+            field: "rest_interval",
+            message,
+        },
+        other => other,
+    })
+}
 
 /// Everything a person can set.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -82,6 +95,9 @@ pub struct Preferences {
     pub low_power: PolicyConfig,
     /// Sampling interval in milliseconds, 100 ms – 60 s.
     pub interval_ms: u64,
+    /// The slower interval while nobody looks and a counter keeps the energy exact, 100 ms –
+    /// 60 s; no slower than `interval_ms` takes effect.
+    pub rest_interval_ms: u64,
     /// Time-of-use rules over `price_per_kwh`.
     pub tariffs: Vec<TariffRule>,
     /// Grid carbon intensity, gCO₂ per kWh, when known.
@@ -255,6 +271,7 @@ impl Default for Preferences {
             currency: Currency::default(),
             low_power: PolicyConfig::default(),
             interval_ms: DEFAULT_INTERVAL.as_millis() as u64,
+            rest_interval_ms: DEFAULT_REST_INTERVAL.as_millis() as u64,
             tariffs: Vec::new(),
             carbon_g_per_kwh: None,
             daily_budget_kwh: None,
@@ -282,10 +299,11 @@ impl Default for Preferences {
 
 impl Preferences {
     /// The stored keys besides the low-power ones ([`POLICY_KEYS`]).
-    const OWN_KEYS: [&'static str; 24] = [
+    const OWN_KEYS: [&'static str; 25] = [
         "price_per_kwh",
         "currency",
         "interval_ms",
+        "rest_interval_ms",
         "tariffs",
         "carbon_g_per_kwh",
         "daily_budget_kwh",
@@ -322,6 +340,11 @@ impl Preferences {
         Duration::from_millis(self.interval_ms)
     }
 
+    /// The pace at rest: `rest_interval_ms`, never faster than [`Preferences::interval`].
+    pub fn rest_interval(&self) -> Duration {
+        Duration::from_millis(self.rest_interval_ms).max(self.interval())
+    }
+
     pub fn validate_interval(ms: u64) -> Result<Duration, Error> {
         let d = Duration::from_millis(ms);
         if d < MIN_INTERVAL || d > MAX_INTERVAL {
@@ -336,6 +359,7 @@ impl Preferences {
     /// Checks every field; returns the first problem.
     pub fn validate(&self) -> Result<(), Error> {
         Preferences::validate_interval(self.interval_ms)?;
+        validate_rest_interval(self.rest_interval_ms)?;
         self.tariff_schedule()?;
         Preferences::validate_carbon(self.carbon_g_per_kwh)?;
         positive("daily_budget_kwh", self.daily_budget_kwh)?;
@@ -495,6 +519,13 @@ impl Preferences {
                     .ok_or_else(|| wrong("interval", "a whole number of ms", value))?;
                 Preferences::validate_interval(ms)?;
                 self.interval_ms = ms;
+            }
+            "rest_interval_ms" => {
+                let ms = value
+                    .as_u64()
+                    .ok_or_else(|| wrong("rest_interval", "a whole number of ms", value))?;
+                validate_rest_interval(ms)?;
+                self.rest_interval_ms = ms;
             }
             "tariffs" => {
                 let rules: Vec<TariffRule> =

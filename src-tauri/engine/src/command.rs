@@ -28,6 +28,9 @@ pub enum Command {
         reply: oneshot::Sender<Result<Preferences, Error>>,
     },
     SetLowPower(bool),
+    /// Someone looks while the engine rests ([`crate::stages::rest`]): back to the configured
+    /// pace at once.
+    Wake,
     SetInterval(Duration),
     ResetSession,
     /// Make and store a record for inference a client measured itself; answers the record.

@@ -49,6 +49,8 @@ pub struct EngineReader {
     pub(crate) low_power_events: tokio::sync::broadcast::Sender<crate::low_power::LowPowerEvent>,
     /// The preferences, changed when they are.
     pub(crate) prefs: watch::Receiver<Preferences>,
+    /// Who looks, so that the engine rests only while nobody does ([`crate::stages::rest`]).
+    pub(crate) attention: Arc<crate::stages::rest::Attention>,
 }
 
 impl EngineReader {
@@ -251,6 +253,23 @@ impl EngineReader {
 
     pub fn send(&self, command: Command) -> Result<(), Error> {
         self.commands.send(command).map_err(|_| Error::Stopped)
+    }
+
+    /// Someone asked (an API request): the engine samples at the configured pace from now on,
+    /// woken at once if it rests. One atomic load while it is awake.
+    pub fn asked(&self) {
+        if self.attention.ask() {
+            let _ = self.commands.send(Command::Wake);
+        }
+    }
+
+    /// Someone watches (an event stream) while the guard is held: the engine does not rest.
+    pub fn watching(&self) -> crate::stages::rest::Watching {
+        let (watching, wake) = self.attention.watch();
+        if wake {
+            let _ = self.commands.send(Command::Wake);
+        }
+        watching
     }
 
     /// Asks the engine to set one preference (see [`Command::SetPreference`]); answers with every

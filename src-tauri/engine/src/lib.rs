@@ -32,6 +32,7 @@ pub mod ring;
 pub mod runner;
 pub mod server_metrics;
 pub mod setup;
+pub mod stages;
 pub mod time;
 pub mod token;
 /// The ledger ([`wattbar_ledger`]): its schema and queries, and the engine's one writer.

@@ -145,7 +145,8 @@ fn start(launch: &Launch) -> Result<Started, Box<dyn std::error::Error>> {
     let db_path = wattbar_engine::paths::database_path()?;
     let mut config = EngineConfig::new(prefs.clone())
         .with_store(db_path.clone())
-        .finding_model_servers();
+        .finding_model_servers()
+        .resting_when_unwatched();
     config.notice = prefs_notice;
     if let Some(batch) = std::env::var(BATCH_ENV)
         .ok()

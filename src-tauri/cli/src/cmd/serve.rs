@@ -74,7 +74,8 @@ pub async fn serve(command: Cmd) -> Result<()> {
     let addr = listener.local_addr()?;
     let mut config = EngineConfig::new(prefs)
         .with_store(db.clone())
-        .finding_model_servers();
+        .finding_model_servers()
+        .resting_when_unwatched();
     config.batch_interval = batch;
     config.api = Some(addr.to_string());
     config.advice_file = paths::advice_path().ok();

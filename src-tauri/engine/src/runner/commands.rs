@@ -45,6 +45,10 @@ impl Engine {
             }
             // Answered by `run` once nothing of it is pending, after the state is published.
             Command::AwaitSettled(id, reply) => self.inference.requests.await_settled(id, reply),
+            Command::Wake => {
+                let now = self.clock.elapsed();
+                self.rest.woken(now);
+            }
             Command::ResetSession => {
                 let currency = self.prefs.currency.clone();
                 self.reset_session(&currency);

@@ -81,6 +81,11 @@ pub struct EngineConfig {
     /// the preference `find_model_servers` also says so. Off unless a program asks
     /// ([`EngineConfig::finding_model_servers`]).
     pub find_model_servers: bool,
+    /// Whether this engine samples at the preference `rest_interval_ms` while nobody looks
+    /// ([`crate::stages::rest`]): `serve` and the tray, not the commands that are watched.
+    pub may_rest: bool,
+    /// How long after the last API request it may rest.
+    pub rest_after: Duration,
 }
 
 impl EngineConfig {
@@ -99,6 +104,8 @@ impl EngineConfig {
             server_metrics: Vec::new(),
             server_metrics_window: crate::server_metrics::WINDOW,
             find_model_servers: false,
+            may_rest: false,
+            rest_after: crate::stages::rest::DEFAULT_REST_AFTER,
         }
     }
 
@@ -112,6 +119,13 @@ impl EngineConfig {
     pub fn finding_model_servers(mut self) -> Self {
         self.find_model_servers =
             std::env::var("WATTBAR_FIND_MODEL_SERVERS").map_or(true, |v| v != "0");
+        self
+    }
+
+    /// Samples at the preference `rest_interval_ms` while nobody looks and a counter keeps the
+    /// energy exact ([`crate::stages::rest`]).
+    pub fn resting_when_unwatched(mut self) -> Self {
+        self.may_rest = true;
         self
     }
 
@@ -134,6 +148,7 @@ pub(crate) struct Engine {
     resident: Resident,
     programs: Programs,
     servers: crate::server_metrics::ServerMetrics,
+    rest: crate::stages::rest::Rest,
     files: Files,
     /// Held until the last batch is written; released before shutdown answers.
     lock: Option<EngineLock>,
@@ -365,6 +380,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
     let low_power_events = low_power.events();
     let (prefs_tx, prefs_rx) = watch::channel(config.prefs.clone());
     let find_model_servers = config.prefs.find_model_servers;
+    let rest_from = clock.elapsed();
     let scrape_clock = Arc::clone(&clock);
     let servers = crate::server_metrics::ServerMetrics::new(
         &config.server_metrics,
@@ -397,6 +413,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         resident,
         programs: Programs::new(programs, config.find_model_servers, find_model_servers),
         servers,
+        rest: crate::stages::rest::Rest::new(config.may_rest, config.rest_after, rest_from),
         files: Files {
             advice: config.advice_file,
             advice_written: None,
@@ -406,6 +423,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
     };
     engine.write_advice();
     engine.measured_changed();
+    let attention = engine.rest.attention();
     let inbox = Arc::new(Inbox::default());
     let reporter = Reporter::new(Arc::clone(&inbox), Arc::clone(&engine.clock), ids);
     let (state_tx, state_rx) = watch::channel(engine.published());
@@ -426,6 +444,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
             engaged,
             low_power_events,
             prefs: prefs_rx,
+            attention,
         },
         thread: Some(thread),
     })

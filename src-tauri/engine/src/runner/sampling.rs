@@ -88,8 +88,11 @@ impl Engine {
                 joules,
             });
         }
+        let headline = s.interval.as_ref().and_then(|i| i.method);
         self.meter.keep(s);
         self.settle_inference(at);
+        let busy = self.busy();
+        self.rest.observe(at.monotonic, headline, busy);
         self.write_if_due(at);
     }
 
@@ -132,14 +135,22 @@ impl Engine {
         });
     }
 
-    /// The configured pace while idle; the fast one while a request is in flight or waits for
-    /// the sample that settles it.
+    /// The configured pace while idle; the pace at rest while nobody looks
+    /// ([`crate::stages::rest`]); the fast one while a request is in flight or waits for the
+    /// sample that settles it.
     pub(super) fn period(&self) -> Duration {
-        if self.inference.requests.inflight() == 0 && !self.inference.requests.unsettled() {
-            period(&self.prefs, &self.chain)
-        } else {
+        if self.busy() {
             self.fast_period()
+        } else if self.rest.resting() {
+            period(&self.prefs, &self.chain).max(self.prefs.rest_interval())
+        } else {
+            period(&self.prefs, &self.chain)
         }
+    }
+
+    /// A proxy request is in flight, or waits for the sample that settles it.
+    fn busy(&self) -> bool {
+        self.inference.requests.inflight() > 0 || self.inference.requests.unsettled()
     }
 
     /// [`INFERENCE_INTERVAL`], or the configured pace if faster, never faster than the sources.

@@ -29,6 +29,11 @@ pub(super) async fn guard(
         }
         None => return error(StatusCode::MISDIRECTED_REQUEST, "a Host header is required"),
     }
+    // Someone looks: the engine samples at the configured pace, not its pace at rest. A
+    // Prometheus scrape does not count: its counters are exact at any pace.
+    if request.uri().path() != "/metrics" {
+        shared.engine.asked();
+    }
     let limit = shared.config.limits.request_timeout;
     let writes = !matches!(
         *request.method(),

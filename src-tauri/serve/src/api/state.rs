@@ -182,8 +182,11 @@ pub(super) async fn get_stream(State(shared): State<Arc<Shared>>, headers: Heade
     // the connection can take more, so a client that reads nothing would hold it forever.
     let (tx, rx) = tokio::sync::mpsc::channel::<Event>(1);
     let write_timeout = shared.config.limits.stream_write_timeout;
+    // While the stream is open the engine does not rest.
+    let watching = shared.engine.watching();
     tokio::spawn(async move {
         let _slot = slot;
+        let _watching = watching;
         let mut events = std::pin::pin!(events);
         while let Some(event) = events.next().await {
             // Gone (the body dropped), or reading nothing: either way the slot is free.

@@ -55,6 +55,18 @@ impl Server {
         if let Some(db) = db {
             config = config.with_store(db.to_path_buf());
         }
+        Server::start_engine(config, sources, listen, configure).await
+    }
+
+    /// A server whose engine is started as `config` says, reading `sources`.
+    async fn start_engine(
+        config: EngineConfig,
+        sources: Vec<Box<dyn Source>>,
+        listen: &str,
+        configure: impl FnOnce(&SocketAddr, &mut ApiConfig),
+    ) -> Server {
+        let db = config.store.clone();
+        let db = db.as_deref();
         let engine = spawn(Chain::new(sources), config).unwrap_or_else(|e| panic!("{e}"));
         let listener = tokio::net::TcpListener::bind(listen)
             .await
@@ -228,6 +240,7 @@ async fn engine_sampled(engine: &EngineHandle) {
 
 mod hosts;
 mod metrics;
+mod rest;
 mod scopes;
 mod stream;
 mod summary;

@@ -3,33 +3,6 @@
 use super::*;
 use wattbar_core::inference::WindowEnergy;
 
-/// A GPU at 100 W whose energy counter keeps counting, asleep or not.
-struct Gpu(ManualClock);
-
-impl Source for Gpu {
-    fn id(&self) -> &str {
-        "nvml"
-    }
-    fn quality(&self) -> Quality {
-        Quality::Measured
-    }
-    fn read(&mut self, at: Stamp) -> Result<Vec<wattbar_core::Reading>, wattbar_core::Error> {
-        use crate::time::clock::Clock;
-        let counted = 100.0 * self.0.elapsed().as_secs_f64();
-        Ok(vec![wattbar_core::Reading {
-            energy_counter: Some(wattbar_core::Joules(counted)),
-            ..wattbar_core::Reading::power(
-                wattbar_core::Domain::Gpu,
-                Watts(100.0),
-                "nvml",
-                Quality::Measured,
-                at,
-            )
-            .with_device("0")
-        }])
-    }
-}
-
 fn gpu_engine(clock: &ManualClock, db: PathBuf) -> EngineHandle {
     let config = EngineConfig::new(Preferences::default())
         .with_clock(Arc::new(clock.clone()))

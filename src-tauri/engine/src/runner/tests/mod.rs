@@ -6,6 +6,7 @@ mod prefs;
 mod programs;
 mod records;
 mod resident;
+mod rest;
 mod totals;
 
 use super::*;
@@ -29,6 +30,33 @@ fn replay(csv: &str) -> Chain {
     let trace = parse_trace(csv).unwrap_or_else(|e| panic!("{e}"));
     let sources: Vec<Box<dyn Source>> = vec![Box::new(ReplaySource::new(trace))];
     Chain::new(sources)
+}
+
+/// A GPU at 100 W whose energy counter keeps counting, asleep or not: a headline from a counter.
+struct Gpu(ManualClock);
+
+impl Source for Gpu {
+    fn id(&self) -> &str {
+        "nvml"
+    }
+    fn quality(&self) -> Quality {
+        Quality::Measured
+    }
+    fn read(&mut self, at: Stamp) -> Result<Vec<wattbar_core::Reading>, wattbar_core::Error> {
+        use crate::time::clock::Clock;
+        let counted = 100.0 * self.0.elapsed().as_secs_f64();
+        Ok(vec![wattbar_core::Reading {
+            energy_counter: Some(wattbar_core::Joules(counted)),
+            ..wattbar_core::Reading::power(
+                wattbar_core::Domain::Gpu,
+                Watts(100.0),
+                "nvml",
+                Quality::Measured,
+                at,
+            )
+            .with_device("0")
+        }])
+    }
 }
 
 async fn wait_for(
