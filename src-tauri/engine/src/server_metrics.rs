@@ -18,8 +18,8 @@
 mod followed;
 
 use crate::programs::Listener;
-pub use followed::Origin;
 use followed::{Followed, LetGo, Scraped, FOUND_TRIES};
+pub use followed::{Origin, ServerMetricsConfig};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,41 +35,6 @@ pub const WINDOW_RANGE: std::ops::RangeInclusive<Duration> =
     Duration::from_millis(500)..=Duration::from_secs(600);
 /// Windows published, all servers together: an hour of one server.
 pub const KEPT: usize = 360;
-
-/// A model server to follow.
-#[derive(Clone, PartialEq)]
-pub struct ServerMetricsConfig {
-    /// `http://127.0.0.1:8080` (`/metrics` is added) or the full metrics URL.
-    pub url: String,
-    /// Sent as `Authorization: Bearer` (vLLM's and SGLang's `--api-key`).
-    pub token: Option<String>,
-    /// The family it must answer as, where the person named one.
-    pub kind: Option<Family>,
-}
-
-impl std::fmt::Debug for ServerMetricsConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServerMetricsConfig")
-            .field("url", &self.url)
-            .field("token", &self.token.as_ref().map(|_| "…"))
-            .field("kind", &self.kind)
-            .finish()
-    }
-}
-
-impl ServerMetricsConfig {
-    /// The servers the preference lists.
-    pub fn from_prefs(prefs: &[wattbar_core::prefs::ServerMetricsPref]) -> Vec<Self> {
-        prefs
-            .iter()
-            .map(|p| ServerMetricsConfig {
-                url: p.url.clone(),
-                token: p.token.clone(),
-                kind: p.kind.as_deref().and_then(Family::named),
-            })
-            .collect()
-    }
-}
 
 /// What the proxy measured itself, for the windows of its upstream: its port on this machine,
 /// and the spans (Unix seconds) of its recent and open requests.

@@ -1,7 +1,6 @@
 //! One followed server: where it is asked, why, and what its last scrapes said; and the servers
 //! found by themselves that are no longer asked.
 
-use super::ServerMetricsConfig;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +9,41 @@ use wattbar_sources::background::Background;
 use wattbar_sources::error::Error as SourceError;
 use wattbar_sources::server_metrics::scrape::MetricsClient;
 use wattbar_sources::server_metrics::Family;
+
+/// A model server to follow.
+#[derive(Clone, PartialEq)]
+pub struct ServerMetricsConfig {
+    /// `http://127.0.0.1:8080` (`/metrics` is added) or the full metrics URL.
+    pub url: String,
+    /// Sent as `Authorization: Bearer` (vLLM's and SGLang's `--api-key`).
+    pub token: Option<String>,
+    /// The family it must answer as, where the person named one.
+    pub kind: Option<Family>,
+}
+
+impl std::fmt::Debug for ServerMetricsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerMetricsConfig")
+            .field("url", &self.url)
+            .field("token", &self.token.as_ref().map(|_| "…"))
+            .field("kind", &self.kind)
+            .finish()
+    }
+}
+
+impl ServerMetricsConfig {
+    /// The servers the preference lists.
+    pub fn from_prefs(prefs: &[wattbar_core::prefs::ServerMetricsPref]) -> Vec<Self> {
+        prefs
+            .iter()
+            .map(|p| ServerMetricsConfig {
+                url: p.url.clone(),
+                token: p.token.clone(),
+                kind: p.kind.as_deref().and_then(Family::named),
+            })
+            .collect()
+    }
+}
 
 /// Why a server is followed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
