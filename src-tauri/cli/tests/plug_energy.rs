@@ -117,7 +117,16 @@ fn every_5_s_window_of_a_plug_at_100_w_reads_500_j_whatever_its_counter_counts_i
                 let serve = serve(dir.path(), &device);
                 let from = wall_from(&serve);
                 std::thread::sleep(Duration::from_secs(seconds));
-                let at = num(&serve.get("/v1/snapshot")["at"]);
+                // Nobody asked for 40 s: the engine rests, and its newest sample may be 5 s old.
+                // Asking wakes it; the windows run to the first sample after that.
+                let asked = wattbar_engine::unix_now();
+                let at = loop {
+                    let at = num(&serve.get("/v1/snapshot")["at"]);
+                    if at >= asked {
+                        break at;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                };
                 let windows: Vec<(f64, f64)> = (0..)
                     .map(|k| from + 1.0 + 5.0 * f64::from(k))
                     .take_while(|t| t + 5.0 <= at)

@@ -9,6 +9,7 @@ pub mod chain;
 pub mod counter;
 pub mod energy;
 pub mod error;
+pub mod eval;
 pub mod inference;
 pub mod meter;
 pub mod policy;

@@ -112,3 +112,45 @@ async fn an_integrated_headline_keeps_its_pace_since_its_error_grows_with_the_in
     assert_eq!(next_gap(&mut rx, &later).await, Duration::from_secs(1));
     engine.stop();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_proxy_request_that_starts_at_rest_is_measured_whole_by_the_counter() {
+    use wattbar_core::inference::{ServerFigures, Status};
+    let clock = ManualClock::new(1_800_000_000.0);
+    let engine = resting_engine(&clock, Box::new(Gpu(clock.clone())));
+    let mut rx = engine.subscribe();
+    wait_for(&mut rx, |p| p.period_ms == 5000).await;
+    // Up to 5 s after the last sample at rest, a 2 s answer of 100 tokens: at 100 W counted,
+    // every second of it is 100 J, whatever the pace was when it began.
+    tokio::time::sleep(Duration::from_millis(2300)).await;
+    let request = engine
+        .reader()
+        .reporter()
+        .begin(Route::OllamaChat, Some("llama3".into()));
+    let id = request.record_id();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    request.finish(
+        Status::Ok,
+        ServerFigures {
+            model: Some("llama3".into()),
+            completion_tokens: Some(100),
+            ..ServerFigures::default()
+        },
+    );
+    let settled = wait_for(&mut rx, |p| p.records.iter().any(|r| r.id == id)).await;
+    let r = settled
+        .records
+        .iter()
+        .find(|r| r.id == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("record {id}"));
+    let seconds = r.end - r.start;
+    let joules = r.energy_joules.unwrap_or(f64::NAN);
+    assert!(seconds >= 2.0, "{seconds}");
+    assert!(
+        (joules - 100.0 * seconds).abs() < 1e-6,
+        "{joules} J over {seconds} s"
+    );
+    assert_eq!(r.covered, Some(1.0));
+    engine.stop();
+}
