@@ -271,9 +271,24 @@ pub enum Cmd {
     Profile {
         #[arg(long)]
         model: String,
-        /// JSON lines: `{"prompt": "...", "id": ..., "answer": "..."}` (id and answer optional).
+        /// JSON lines: `{"prompt": "...", "id": ..., "answer": "...", "grader": "..."}` (all but
+        /// the prompt optional), or GSM8K's `{"question", "answer"}` with `--format gsm8k`.
         #[arg(long)]
         prompts: PathBuf,
+        /// How the prompts file is written.
+        #[arg(long, value_enum, default_value = "wattbar")]
+        format: crate::cmd::profile::Format,
+        /// How each answer is graded against its reference: exact, contains, number, mcq,
+        /// regex:PATTERN or cmd:PROGRAM (the record as JSON on stdin; exit 0 correct, 1
+        /// incorrect). Default: number for GSM8K, else contains.
+        #[arg(long, value_name = "NAME")]
+        grader: Option<String>,
+        /// How far `number` may be from the reference and still be correct.
+        #[arg(long, default_value_t = 0.0)]
+        tolerance: f64,
+        /// At most this many generated tokens an answer (`max_tokens`, Ollama's `num_predict`).
+        #[arg(long, value_name = "N")]
+        max_tokens: Option<u32>,
         /// The model server; default: OLLAMA_HOST, else http://127.0.0.1:11434.
         #[arg(long, value_name = "URL")]
         upstream: Option<String>,

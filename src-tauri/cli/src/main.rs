@@ -167,6 +167,10 @@ fn run(cli: Cli) -> Result<()> {
             out,
             idle,
             interval,
+            format,
+            grader,
+            tolerance,
+            max_tokens,
         } => profile::profile(
             &runtime,
             profile::Options {
@@ -178,6 +182,10 @@ fn run(cli: Cli) -> Result<()> {
                 max,
                 idle,
                 interval,
+                format,
+                grader,
+                tolerance,
+                max_tokens,
             },
         ),
         Cmd::Report { from, to, out } => report::report(&from, &to, &out),

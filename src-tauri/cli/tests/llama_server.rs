@@ -287,3 +287,110 @@ fn a_llama_server_nobody_named_is_found_by_its_process_listening_on_loopback() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// Each line of `records.jsonl` in `out`.
+fn profile_records(out: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(out.join("records.jsonl"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect()
+}
+
+#[test]
+fn ten_gsm8k_questions_to_the_real_server_are_graded_and_summarised_in_ipws_terms() {
+    let server = ModelServer::llama();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.path().join("trace.csv"), "t,watts\n0,100\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let gsm8k = repo_root().join("../shared/fixtures/evals/gsm8k-test-first40.jsonl");
+    let out = dir.path().join("out");
+    let mut c = crate::common::cli(dir.path());
+    c.env("WATTBAR_REPLAY", dir.path().join("trace.csv"))
+        .args(["profile", "--model", "smollm2", "--api", "openai"])
+        .args([
+            "--upstream",
+            &server.url,
+            "--format",
+            "gsm8k",
+            "--grader",
+            "number",
+        ])
+        .args(["--max", "10", "--max-tokens", "48", "--idle", "1s"])
+        .arg("--prompts")
+        .arg(&gsm8k)
+        .arg("--out")
+        .arg(&out);
+    crate::common::assert_ok(&c.output().unwrap_or_else(|e| panic!("{e}")));
+    let rs = profile_records(&out);
+    assert_eq!(rs.len(), 10);
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("summary.json")).unwrap_or_else(|e| panic!("{e}")),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let f = |v: &serde_json::Value| v.as_f64().unwrap_or_else(|| panic!("{v} in {summary}"));
+
+    // Every answer graded by its last number against GSM8K's `####` (each reference has one).
+    let correct = rs.iter().filter(|r| r["verdict"] == "correct").count();
+    for r in &rs {
+        assert_eq!(r["grader"], "number", "{r}");
+        assert!(
+            r["verdict"] == "correct" || r["verdict"] == "incorrect",
+            "{r}"
+        );
+        assert!(r["why"].as_str().is_some_and(|w| !w.is_empty()), "{r}");
+        assert!(
+            r["expected"].as_str().is_some_and(|e| e.contains("####")),
+            "{r}"
+        );
+    }
+    assert_eq!(
+        (summary["correct"].as_u64(), summary["incorrect"].as_u64()),
+        (Some(correct as u64), Some(10 - correct as u64))
+    );
+    assert_eq!(summary["unevaluated"], 0);
+    // IPW's figures, worked apart from the records.
+    let energies: Vec<f64> = rs.iter().map(|r| f(&r["energy_joules"])).collect();
+    let mean_j = energies.iter().sum::<f64>() / 10.0;
+    let accuracy = correct as f64 / 10.0;
+    assert_eq!(f(&summary["accuracy"]), accuracy);
+    assert!((f(&summary["avg_per_query_energy_joules"]) - mean_j).abs() < 1e-9);
+    assert!((f(&summary["intelligence_per_joule"]) - accuracy / mean_j).abs() < 1e-12);
+    let mean_w = rs.iter().map(|r| f(&r["mean_watts"])).sum::<f64>() / 10.0;
+    assert!((f(&summary["intelligence_per_watt"]) - accuracy / mean_w).abs() < 1e-12);
+    assert!((f(&summary["wh_per_1000_queries"]) - mean_j * 1000.0 / 3600.0).abs() < 1e-9);
+    if correct == 0 {
+        // A 135M model: likely none right. No joules per correct answer, and why.
+        assert!(summary["joules_per_correct_answer"].is_null(), "{summary}");
+        assert_eq!(
+            summary["why"]["joules_per_correct_answer"],
+            "no answer was correct"
+        );
+    } else {
+        let per = energies.iter().sum::<f64>() / correct as f64;
+        assert!((f(&summary["joules_per_correct_answer"]) - per).abs() < 1e-9);
+    }
+    for key in [
+        "ttft_seconds_median",
+        "ttft_seconds_p90",
+        "itl_seconds_median",
+        "itl_seconds_p90",
+        "avg_per_query_net_energy_joules",
+        "net_intelligence_per_joule",
+        "baseline_watts",
+    ] {
+        assert!(summary[key].is_number(), "{key}: {summary}");
+    }
+
+    // The ledger holds the same ten queries with the same energy.
+    let models: serde_json::Value =
+        serde_json::from_str(&crate::common::run_cli(dir.path(), &["models", "--json"]))
+            .unwrap_or_else(|e| panic!("{e}"));
+    let smollm2 = models["models"]
+        .as_array()
+        .and_then(|ms| ms.iter().find(|m| m["model"] == "smollm2"))
+        .cloned()
+        .unwrap_or_else(|| panic!("{models}"));
+    assert_eq!(smollm2["requests"], 10, "{smollm2}");
+    assert!((f(&smollm2["energy_joules"]) - energies.iter().sum::<f64>()).abs() < 1e-6);
+}

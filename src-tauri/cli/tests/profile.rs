@@ -102,9 +102,12 @@ fn ollama_prompts_through_the_proxy_land_in_the_model_ledger_with_their_energy()
     }
     assert_eq!(rs[0]["id"], "joke");
     assert_eq!(rs[1]["id"], 2);
-    assert_eq!(rs[0]["matches_expected"], true);
-    assert_eq!(rs[1]["matches_expected"], false);
-    assert!(rs[2]["matches_expected"].is_null());
+    // Graded by `contains`, the default: the reference appears in the first answer, not in the
+    // second; the third has none, so it is not evaluated.
+    let verdicts: Vec<&serde_json::Value> = rs.iter().map(|r| &r["verdict"]).collect();
+    assert_eq!(verdicts, ["correct", "incorrect", "unevaluated"]);
+    assert!(rs.iter().all(|r| r["grader"] == "contains"));
+    assert_eq!(rs[1]["why"], "the answer lacks \"kubernetes\"");
 
     let summary: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(dir.path().join("out/summary.json"))
@@ -117,10 +120,20 @@ fn ollama_prompts_through_the_proxy_land_in_the_model_ledger_with_their_energy()
     assert!((f(&summary["totals"]["energy_joules"]) - total).abs() < 1e-9);
     let jpt = &summary["per_query"]["joules_per_token"];
     assert!(f(&jpt["min"]) <= f(&jpt["median"]) && f(&jpt["median"]) <= f(&jpt["max"]));
+    // One of the two evaluated is correct: 0.5 ÷ the mean of their two energies.
     assert_eq!(
-        summary["expected_answers"],
-        serde_json::json!({"checked": 2, "matched": 1})
+        (
+            &summary["correct"],
+            &summary["incorrect"],
+            &summary["unevaluated"]
+        ),
+        (&1.into(), &1.into(), &1.into())
     );
+    assert_eq!(summary["accuracy"], 0.5);
+    let two = (f(&rs[0]["energy_joules"]) + f(&rs[1]["energy_joules"])) / 2.0;
+    assert!((f(&summary["avg_per_query_energy_joules"]) - two).abs() < 1e-9);
+    assert!((f(&summary["intelligence_per_joule"]) - 0.5 / two).abs() < 1e-12);
+    assert!((f(&summary["joules_per_correct_answer"]) - 2.0 * two).abs() < 1e-9);
 
     // The records are in the model ledger, as a proxied request's are.
     let models = cli(dir.path())

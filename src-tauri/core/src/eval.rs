@@ -12,6 +12,7 @@
 //!   need a program or a model, which their callers run ([`Grader::Cmd`], [`Grader::Llm`]).
 
 mod extract;
+pub mod summary;
 
 pub use extract::{gsm8k_reference, last_number, mcq_letter, normalise};
 

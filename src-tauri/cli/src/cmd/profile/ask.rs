@@ -34,8 +34,9 @@ impl Api {
         }
     }
 
-    fn body(self, model: &str, prompt: &str) -> Value {
-        match self {
+    /// The request; `max_tokens`: at most this many generated tokens, where set.
+    fn body(self, model: &str, prompt: &str, max_tokens: Option<u32>) -> Value {
+        let mut body = match self {
             Api::Ollama => json!({ "model": model, "prompt": prompt, "stream": true }),
             Api::Openai => json!({
                 "model": model,
@@ -43,7 +44,14 @@ impl Api {
                 "stream": true,
                 "stream_options": { "include_usage": true },
             }),
+        };
+        if let (Some(n), Some(o)) = (max_tokens, body.as_object_mut()) {
+            match self {
+                Api::Ollama => o.insert("options".into(), json!({ "num_predict": n })),
+                Api::Openai => o.insert("max_tokens".into(), json!(n)),
+            };
         }
+        body
     }
 }
 
@@ -88,7 +96,13 @@ pub struct Answer {
 
 /// Sends `prompt` to `model` at `base` (e.g. `http://127.0.0.1:11434`) and reads the answer
 /// to its end.
-pub fn ask(base: &str, api: Api, model: &str, prompt: &str) -> Result<Answer> {
+pub fn ask(
+    base: &str,
+    api: Api,
+    model: &str,
+    prompt: &str,
+    max_tokens: Option<u32>,
+) -> Result<Answer> {
     let url = format!("{}{}", base.trim_end_matches('/'), api.path());
     let start = unix_now();
     // No overall limit: a long answer takes as long as it takes. Like the proxy, no HTTP_PROXY
@@ -101,7 +115,7 @@ pub fn ask(base: &str, api: Api, model: &str, prompt: &str) -> Result<Answer> {
         .into();
     let reply = agent
         .post(&url)
-        .send_json(api.body(model, prompt))
+        .send_json(api.body(model, prompt, max_tokens))
         .with_context(|| format!("is the model server at {base}?"))?;
     let status = reply.status().as_u16();
     if status >= 400 {

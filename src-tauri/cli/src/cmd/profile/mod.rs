@@ -15,8 +15,12 @@
 //!   and says which line.
 
 pub mod ask;
+pub mod grading;
+pub mod prompts;
 
 use ask::Api;
+use grading::Graders;
+pub use prompts::{parse_prompts, Format, Prompt};
 
 use crate::cmd::run::meter::Meter;
 use crate::cmd::run::summary::Stats;
@@ -26,6 +30,7 @@ use serde_json::{json, Value};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use wattbar_core::eval::summary::{summarise, Query};
 use wattbar_core::inference::Record;
 use wattbar_engine::unix_now;
 use wattbar_serve::proxy;
@@ -40,48 +45,12 @@ pub struct Options {
     pub out: PathBuf,
     pub idle: Duration,
     pub interval: Duration,
-}
-
-/// One line of the prompts file.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Prompt {
-    pub id: Value,
-    pub prompt: String,
-    pub answer: Option<String>,
-}
-
-/// Reads a prompts file: one JSON object a line with `prompt`, optionally `id` (else the line
-/// number) and an expected `answer`. Blank lines are skipped; anything else is an error naming
-/// its line.
-pub fn parse_prompts(text: &str) -> Result<Vec<Prompt>> {
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let n = i + 1;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let v: Value = serde_json::from_str(line).with_context(|| format!("line {n}: not JSON"))?;
-        let Some(prompt) = v["prompt"].as_str().filter(|p| !p.trim().is_empty()) else {
-            bail!("line {n}: no \"prompt\" string");
-        };
-        let answer = match &v["answer"] {
-            Value::Null => None,
-            Value::String(a) => Some(a.clone()),
-            other => bail!("line {n}: \"answer\" is {other}, not a string"),
-        };
-        out.push(Prompt {
-            id: match &v["id"] {
-                Value::Null => Value::from(n),
-                id => id.clone(),
-            },
-            prompt: prompt.to_string(),
-            answer,
-        });
-    }
-    if out.is_empty() {
-        bail!("no prompts");
-    }
-    Ok(out)
+    pub format: Format,
+    /// `--grader`; none: `number` for GSM8K, else `contains`.
+    pub grader: Option<String>,
+    pub tolerance: f64,
+    /// At most this many generated tokens an answer, where set.
+    pub max_tokens: Option<u32>,
 }
 
 /// One query's line of `records.jsonl`.
@@ -113,8 +82,13 @@ pub struct QueryRecord {
     pub record_id: u64,
     pub response: String,
     pub expected: Option<String>,
-    /// The expected answer appears in the response (case and surrounding space ignored).
-    pub matches_expected: Option<bool>,
+    /// Inter-token latency: the time after the first token over the tokens after it.
+    pub itl_seconds: Option<f64>,
+    /// Who graded the answer, what it read from it, its verdict and why.
+    pub grader: String,
+    pub extracted: Option<String>,
+    pub verdict: wattbar_core::eval::Verdict,
+    pub why: String,
 }
 
 /// Where the prompts go and where their records come from.
@@ -128,15 +102,23 @@ enum Route {
 pub fn profile(runtime: &tokio::runtime::Runtime, o: Options) -> Result<()> {
     let text = std::fs::read_to_string(&o.prompts)
         .with_context(|| format!("cannot read {}", o.prompts.display()))?;
-    let mut prompts = parse_prompts(&text).with_context(|| format!("{}", o.prompts.display()))?;
+    let mut prompts =
+        parse_prompts(&text, o.format).with_context(|| format!("{}", o.prompts.display()))?;
     if let Some(max) = o.max {
         prompts.truncate(max);
     }
+    // Every grader is checked before anything is sent.
+    let graders = Graders::new(o.grader.as_deref(), o.format == Format::Gsm8k, o.tolerance)?;
+    for p in &prompts {
+        graders
+            .check(p.grader.as_deref())
+            .with_context(|| format!("prompt {}", p.id))?;
+    }
     std::fs::create_dir_all(&o.out).with_context(|| format!("cannot make {}", o.out.display()))?;
-    runtime.block_on(profile_async(o, prompts))
+    runtime.block_on(profile_async(o, prompts, graders))
 }
 
-async fn profile_async(o: Options, prompts: Vec<Prompt>) -> Result<()> {
+async fn profile_async(o: Options, prompts: Vec<Prompt>, graders: Graders) -> Result<()> {
     let upstream_text = match &o.upstream {
         Some(u) if u.contains("://") => u.clone(),
         Some(u) => format!("http://{u}"),
@@ -173,7 +155,7 @@ async fn profile_async(o: Options, prompts: Vec<Prompt>) -> Result<()> {
             (meter, Route::Proxy { url }, Some(stop_tx))
         }
     };
-    let result = measure(&o, &prompts, &meter, &route, &upstream_text).await;
+    let result = measure(&o, &prompts, &graders, &meter, &route, &upstream_text).await;
     if let Some(stop) = stop {
         let _ = stop.send(true);
     }
@@ -192,6 +174,7 @@ async fn profile_async(o: Options, prompts: Vec<Prompt>) -> Result<()> {
 async fn measure(
     o: &Options,
     prompts: &[Prompt],
+    graders: &Graders,
     meter: &Meter,
     route: &Route,
     upstream: &str,
@@ -219,9 +202,11 @@ async fn measure(
             Route::Engine { .. } => upstream.to_string(),
         };
         let (api, model, prompt) = (o.api, o.model.clone(), p.prompt.clone());
-        let answer = tokio::task::spawn_blocking(move || ask::ask(&base, api, &model, &prompt))
-            .await?
-            .with_context(|| format!("prompt {}", p.id))?;
+        let max_tokens = o.max_tokens;
+        let answer =
+            tokio::task::spawn_blocking(move || ask::ask(&base, api, &model, &prompt, max_tokens))
+                .await?
+                .with_context(|| format!("prompt {}", p.id))?;
         meter.wait_past(answer.end).await?;
         let record = match route {
             Route::Proxy { .. } => proxied_record(meter, &o.model, &answer, &seen).await?,
@@ -238,23 +223,25 @@ async fn measure(
             .fold(None, |m: Option<f64>, w| Some(m.map_or(w, |m| m.max(w))));
         // The engine's window: the request as the proxy saw it pass (or as handed to the API).
         let wall = record.wall_seconds;
-        let q = QueryRecord {
+        let ttft = record
+            .ttft_seconds
+            .or(answer.first_token.map(|t| t - answer.start));
+        let completion = record
+            .completion_tokens
+            .or(answer.figures.completion_tokens);
+        let mut q = QueryRecord {
             id: p.id.clone(),
             model: o.model.clone(),
             start: record.start,
             end: record.end,
             wall_seconds: wall,
             prompt_tokens: record.prompt_tokens.or(answer.figures.prompt_tokens),
-            completion_tokens: record
-                .completion_tokens
-                .or(answer.figures.completion_tokens),
+            completion_tokens: completion,
             tokens_source: record.tokens_source.or(answer
                 .figures
                 .tokens_source
                 .filter(|_| record.completion_tokens.is_none())),
-            ttft_seconds: record
-                .ttft_seconds
-                .or(answer.first_token.map(|t| t - answer.start)),
+            ttft_seconds: ttft,
             tokens_per_second: record.tokens_per_second,
             covered: record.covered,
             energy_joules: record.energy_joules,
@@ -272,15 +259,24 @@ async fn measure(
             quality: record.quality,
             sources: record.sources.clone(),
             record_id: record.id,
-            matches_expected: p.answer.as_ref().map(|a| {
-                answer
-                    .text
-                    .to_lowercase()
-                    .contains(a.trim().to_lowercase().as_str())
-            }),
             expected: p.answer.clone(),
             response: answer.text,
+            itl_seconds: ttft
+                .zip(completion.filter(|n| *n >= 2))
+                .map(|(t, n)| (wall - t).max(0.0) / (n - 1) as f64),
+            grader: String::new(),
+            extracted: None,
+            verdict: wattbar_core::eval::Verdict::Unevaluated,
+            why: String::new(),
         };
+        let graded = graders.grade(
+            p.grader.as_deref(),
+            &q.response,
+            q.expected.as_deref(),
+            &serde_json::to_value(&q)?,
+        )?;
+        (q.grader, q.extracted, q.verdict, q.why) =
+            (graded.grader, graded.extracted, graded.verdict, graded.why);
         writeln!(file, "{}", serde_json::to_string(&q)?)?;
         out.push(q);
     }
@@ -342,8 +338,22 @@ fn summary(o: &Options, q: &[QueryRecord], idle_watts: Option<f64>, measured: St
         (!v.is_empty()).then(|| v.iter().sum::<f64>())
     };
     let tokens = |f: fn(&QueryRecord) -> Option<u64>| q.iter().filter_map(f).sum::<u64>();
-    let checked: Vec<bool> = q.iter().filter_map(|r| r.matches_expected).collect();
-    json!({
+    let graded = summarise(
+        &q.iter()
+            .map(|r| Query {
+                verdict: Some(r.verdict),
+                energy_joules: r.energy_joules,
+                net_energy_joules: r.net_energy_joules,
+                mean_watts: r.mean_watts,
+                ttft_seconds: r.ttft_seconds,
+                itl_seconds: r.itl_seconds,
+            })
+            .collect::<Vec<_>>(),
+    );
+    let mut graders: Vec<&str> = q.iter().map(|r| r.grader.as_str()).collect();
+    graders.sort_unstable();
+    graders.dedup();
+    let mut out = json!({
         "model": o.model,
         "machine": sysinfo::System::host_name(),
         "api": format!("{:?}", o.api).to_lowercase(),
@@ -360,9 +370,7 @@ fn summary(o: &Options, q: &[QueryRecord], idle_watts: Option<f64>, measured: St
             "prompt_tokens": tokens(|r| r.prompt_tokens),
             "completion_tokens": tokens(|r| r.completion_tokens),
         },
-        "expected_answers": if checked.is_empty() { Value::Null } else {
-            json!({ "checked": checked.len(), "matched": checked.iter().filter(|m| **m).count() })
-        },
+        "graders": graders,
         "per_query": {
             "ttft_seconds": stat(|r| r.ttft_seconds),
             "tokens_per_second": stat(|r| r.tokens_per_second),
@@ -372,8 +380,14 @@ fn summary(o: &Options, q: &[QueryRecord], idle_watts: Option<f64>, measured: St
             "mean_watts": stat(|r| r.mean_watts),
             "peak_watts": stat(|r| r.peak_watts),
             "wall_seconds": stat(|r| Some(r.wall_seconds)),
+            "itl_seconds": stat(|r| r.itl_seconds),
         },
-    })
+    });
+    // IPW's figures and the rest of the grading's, beside the others.
+    if let (Some(o), Ok(Value::Object(g))) = (out.as_object_mut(), serde_json::to_value(graded)) {
+        o.extend(g);
+    }
+    out
 }
 
 fn human(s: &Value) -> String {
@@ -411,13 +425,21 @@ fn human(s: &Value) -> String {
             f(&st["max"], 3)
         ));
     }
-    if let Some(m) = s["expected_answers"].as_object() {
-        t.push_str(&format!(
-            "  answers      {} of {} as expected\n",
-            m.get("matched").cloned().unwrap_or_default(),
-            m.get("checked").cloned().unwrap_or_default()
-        ));
-    }
+    t.push_str(&format!(
+        "  graded       {} correct, {} incorrect, {} unevaluated: accuracy {}\n",
+        s["correct"],
+        s["incorrect"],
+        s["unevaluated"],
+        f(&s["accuracy"], 3)
+    ));
+    t.push_str(&format!(
+        "  per answer   {} J a query, {} J a correct answer, {} correct per kJ\n",
+        f(&s["avg_per_query_energy_joules"], 1),
+        f(&s["joules_per_correct_answer"], 1),
+        s["intelligence_per_joule"]
+            .as_f64()
+            .map_or("—".to_string(), |x| format!("{:.3}", x * 1000.0))
+    ));
     t
 }
 
@@ -471,38 +493,4 @@ pub fn default_out(model: &str) -> PathBuf {
         })
         .collect();
     Path::new(".").join(format!("wattbar-profile-{name}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn prompts_are_read_whole_and_a_bad_line_is_named() {
-        let p = parse_prompts(
-            "{\"prompt\":\"Say hi\",\"id\":\"a\",\"answer\":\"hi\"}\n\n{\"prompt\":\"Count\"}\n",
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(p.len(), 2);
-        assert_eq!(
-            (p[0].id.clone(), p[0].answer.as_deref()),
-            (json!("a"), Some("hi"))
-        );
-        // Without an id, the line number (blank lines count).
-        assert_eq!(p[1].id, json!(3));
-        for (text, why) in [
-            ("{\"prompt\":\"ok\"}\nnot json\n", "line 2: not JSON"),
-            ("{\"id\":1}\n", "line 1: no \"prompt\""),
-            (
-                "{\"prompt\":\"x\",\"answer\":4}\n",
-                "line 1: \"answer\" is 4",
-            ),
-            ("\n\n", "no prompts"),
-        ] {
-            match parse_prompts(text) {
-                Ok(p) => panic!("{text:?} was taken: {p:?}"),
-                Err(e) => assert!(e.to_string().contains(why), "{e} lacks {why}"),
-            }
-        }
-    }
 }

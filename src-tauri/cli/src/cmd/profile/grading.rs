@@ -1,0 +1,185 @@
+//! Each answer graded as it comes: the pure graders of [`wattbar_core::eval`], and `cmd:`, a
+//! program given the record as JSON on stdin.
+
+use anyhow::{bail, Result};
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use wattbar_core::eval::{grade, Grade, Grader, Verdict};
+
+/// How long a `cmd:` grader may take over one answer before it is unevaluated.
+const CMD_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The graders of a profile: the one asked for, and each line's own.
+pub struct Graders {
+    default: Grader,
+    tolerance: f64,
+}
+
+impl Graders {
+    /// `name`: `--grader`; none: `number` for GSM8K, else `contains`.
+    pub fn new(name: Option<&str>, gsm8k: bool, tolerance: f64) -> Result<Graders> {
+        let name = name.unwrap_or(if gsm8k { "number" } else { "contains" });
+        let default = Grader::parse(name, tolerance).map_err(anyhow::Error::msg)?;
+        if matches!(default, Grader::Llm(_)) {
+            bail!("an llm: grader is not available in profile yet: use number, mcq, exact, contains, regex: or cmd:");
+        }
+        Ok(Graders { default, tolerance })
+    }
+
+    /// Checks a line's own grader before anything is sent.
+    pub fn check(&self, line: Option<&str>) -> Result<()> {
+        self.grader(line).map(|_| ())
+    }
+
+    fn grader(&self, line: Option<&str>) -> Result<Grader> {
+        match line {
+            None => Ok(self.default.clone()),
+            Some(name) => {
+                let g = Grader::parse(name, self.tolerance).map_err(anyhow::Error::msg)?;
+                if matches!(g, Grader::Llm(_)) {
+                    bail!("an llm: grader is not available in profile yet");
+                }
+                Ok(g)
+            }
+        }
+    }
+
+    /// The grade of `response` against `reference`; `record`: the query's record, for `cmd:`.
+    pub fn grade(
+        &self,
+        line: Option<&str>,
+        response: &str,
+        reference: Option<&str>,
+        record: &serde_json::Value,
+    ) -> Result<Grade> {
+        let grader = self.grader(line)?;
+        if let Some(g) = grade(&grader, response, reference) {
+            return Ok(g);
+        }
+        let Grader::Cmd(program) = &grader else {
+            bail!("grader {grader} cannot be run here");
+        };
+        Ok(run_cmd(&grader.to_string(), program, record))
+    }
+}
+
+/// Runs `program` (through `sh -c`) with `record` on stdin: exit 0 correct, 1 incorrect,
+/// anything else (or no exit within [`CMD_TIMEOUT`]) unevaluated. Its first line of output is
+/// kept as what it extracted.
+fn run_cmd(name: &str, program: &str, record: &serde_json::Value) -> Grade {
+    let made = |verdict: Verdict, extracted: Option<String>, why: String| Grade {
+        grader: name.to_string(),
+        extracted,
+        verdict,
+        why,
+    };
+    let child = Command::new("sh")
+        .args(["-c", program])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => return made(Verdict::Unevaluated, None, format!("{program}: {e}")),
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        // A grader that reads nothing closes its stdin early: not an error of the answer's.
+        let _ = writeln!(stdin, "{record}");
+    }
+    let started = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if started.elapsed() < CMD_TIMEOUT => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    let said = child.stdout.take().and_then(|mut out| {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut out, &mut text).ok()?;
+        text.lines()
+            .next()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+    });
+    match status.and_then(|s| s.code()) {
+        Some(0) => made(Verdict::Correct, said, format!("{program} exited 0")),
+        Some(1) => made(Verdict::Incorrect, said, format!("{program} exited 1")),
+        Some(code) => made(
+            Verdict::Unevaluated,
+            said,
+            format!("{program} exited {code}"),
+        ),
+        None if status.is_some() => made(
+            Verdict::Unevaluated,
+            said,
+            format!("{program} was killed by a signal"),
+        ),
+        None => made(
+            Verdict::Unevaluated,
+            said,
+            format!(
+                "{program} gave no verdict within {} s",
+                CMD_TIMEOUT.as_secs()
+            ),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grading_program_says_by_its_exit_status_and_reads_the_record() {
+        let g = Graders::new(Some("cmd:grep -q '\"response\":\"42\"'"), false, 0.0)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let record = |r: &str| serde_json::json!({"response": r, "expected": "42"});
+        let v = |r: &str| {
+            g.grade(None, r, Some("42"), &record(r))
+                .unwrap_or_else(|e| panic!("{e}"))
+                .verdict
+        };
+        assert_eq!(v("42"), Verdict::Correct);
+        assert_eq!(v("41"), Verdict::Incorrect);
+        let broken = Graders::new(Some("cmd:exit 3"), false, 0.0).unwrap_or_else(|e| panic!("{e}"));
+        let got = broken
+            .grade(None, "x", None, &record("x"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (got.verdict, got.why.as_str()),
+            (Verdict::Unevaluated, "exit 3 exited 3")
+        );
+    }
+
+    #[test]
+    fn the_default_grader_follows_the_format_and_a_line_may_name_its_own() {
+        let g = Graders::new(None, true, 0.0).unwrap_or_else(|e| panic!("{e}"));
+        let record = serde_json::Value::Null;
+        let got = g
+            .grade(None, "so 18", Some("#### 18"), &record)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (got.grader.as_str(), got.verdict),
+            ("number", Verdict::Correct)
+        );
+        let got = g
+            .grade(Some("mcq"), "Answer: (B)", Some("B"), &record)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (got.grader.as_str(), got.verdict),
+            ("mcq", Verdict::Correct)
+        );
+        assert!(g.check(Some("fuzzy")).is_err());
+        assert!(Graders::new(Some("llm:judge"), false, 0.0).is_err());
+    }
+}
