@@ -277,7 +277,7 @@ pub enum Cmd {
         prompts: PathBuf,
         /// How the prompts file is written.
         #[arg(long, value_enum, default_value = "wattbar")]
-        format: crate::cmd::profile::Format,
+        format: crate::cmd::profile::prompts::Format,
         /// How each answer is graded against its reference: exact, contains, number, mcq,
         /// regex:PATTERN or cmd:PROGRAM (the record as JSON on stdin; exit 0 correct, 1
         /// incorrect). Default: number for GSM8K, else contains.
