@@ -29,7 +29,8 @@ pub enum Grader {
     /// The last number in the answer equals the reference's number (a GSM8K reference: the one
     /// after `####`) within `tolerance`.
     Number { tolerance: f64 },
-    /// The letter A–J the answer chooses, from its final line, "Answer: X" or "(X)".
+    /// The letter A–J the answer chooses: its last "Answer: X" or "answer is (X)" anywhere, else
+    /// the last "(X)" of its final line, or that line being the letter alone.
     Mcq,
     /// The pattern matches the answer (the reference is not used).
     Regex(regex::Regex),

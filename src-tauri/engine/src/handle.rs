@@ -256,7 +256,7 @@ impl EngineReader {
     }
 
     /// Someone asked (an API request): the engine samples at the configured pace from now on,
-    /// woken at once if it rests. One atomic load while it is awake.
+    /// woken at once if it rests. Two atomic operations while it is awake.
     pub fn asked(&self) {
         if self.attention.ask() {
             let _ = self.commands.send(Command::Wake);

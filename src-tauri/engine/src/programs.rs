@@ -225,7 +225,6 @@ impl ProgramMeter {
         self.upstream.set_port(port);
     }
 
-    /// Adds one interval's energy to the window.
     /// Whether the ports model servers listen on are looked for, at each read.
     pub fn find_model_servers(&mut self, on: bool) {
         if on != self.listening.is_some() {
@@ -241,6 +240,7 @@ impl ProgramMeter {
             .unwrap_or_default()
     }
 
+    /// Adds one interval's energy to the window.
     pub fn add(&mut self, headline: f64, cpu: Option<f64>, seconds: f64, quality: Option<Quality>) {
         let w = &mut self.window;
         w.headline += headline;

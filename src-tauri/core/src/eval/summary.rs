@@ -2,12 +2,15 @@
 //!
 //! Rules:
 //! - accuracy = correct ÷ (correct + incorrect); unevaluated queries are left out of it and of
-//!   every per-query mean below (IPW's rule).
+//!   every per-query mean of energy and power below (IPW's rule). The latencies' median and p90
+//!   are over every query that reported them: a latency does not depend on the grade.
 //! - `intelligence_per_joule` = accuracy ÷ the mean energy per evaluated query;
 //!   `intelligence_per_watt` = accuracy ÷ their mean power.
 //! - Joules per correct answer = the evaluated queries' energy ÷ the correct ones.
 //! - Each figure that cannot be computed is `None` with its reason in `why` (no correct answer:
-//!   no joules per correct answer, never infinite or 0). Net figures stand beside gross ones.
+//!   no joules per correct answer, never infinite or 0). Net figures stand beside gross ones; a
+//!   net energy within [`NET_FLOOR`] of zero (the queries drew about what the idle machine did)
+//!   divides nothing.
 
 use super::Verdict;
 use serde::Serialize;
@@ -50,6 +53,9 @@ pub struct Summary {
     pub measured: usize,
     pub why: BTreeMap<&'static str, String>,
 }
+
+/// The share of the gross energy a net energy must reach to be divided by.
+pub const NET_FLOOR: f64 = 0.01;
 
 fn mean(v: &[f64]) -> Option<f64> {
     (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
@@ -107,24 +113,74 @@ pub fn summarise(queries: &[Query]) -> Summary {
             "no idle baseline was measured".into(),
         );
     }
+    // Divided by only where clearly above zero.
+    let net_divisor = avg_net.filter(|n| avg_energy.is_some_and(|g| *n > NET_FLOOR * g));
+    if avg_net.is_some() && net_divisor.is_none() {
+        why.insert(
+            "net_intelligence_per_joule",
+            "the queries drew about what the idle machine did: their net energy is within 1 % \
+             of zero"
+                .into(),
+        );
+    }
     let watts: Vec<f64> = evaluated.iter().filter_map(|q| q.mean_watts).collect();
     let avg_watts = mean(&watts).filter(|_| whole && watts.len() == measured);
+    if accuracy.is_some() && avg_energy.is_none() {
+        why.insert(
+            "intelligence_per_joule",
+            "the evaluated queries' energy is not all known".into(),
+        );
+    }
+    if accuracy.is_some() && avg_watts.is_none() {
+        why.insert(
+            "intelligence_per_watt",
+            "the evaluated queries' power is not all known".into(),
+        );
+    }
     let per = |a: Option<f64>, d: Option<f64>| match (a, d) {
         (Some(a), Some(d)) if d > 0.0 => Some(a / d),
         _ => None,
     };
-    let per_correct = |total: Option<f64>, key: &'static str, why: &mut BTreeMap<_, _>| {
-        if correct == 0 && accuracy.is_some() {
-            why.insert(key, "no answer was correct".to_string());
-            return None;
-        }
-        total.map(|t| t * evaluated.len() as f64 / correct as f64)
-    };
-    let joules_per_correct_answer = per_correct(avg_energy, "joules_per_correct_answer", &mut why);
-    let net_joules_per_correct_answer =
-        per_correct(avg_net, "net_joules_per_correct_answer", &mut why);
+    let per_correct =
+        |total: Option<f64>, key: &'static str, unknown: &str, why: &mut BTreeMap<_, _>| {
+            if correct == 0 && accuracy.is_some() {
+                why.insert(key, "no answer was correct".to_string());
+                return None;
+            }
+            if total.is_none() && accuracy.is_some() {
+                why.insert(key, "the energy per query is not known".to_string());
+            }
+            if total.is_none() && accuracy.is_some() {
+                why.insert(key, unknown.to_string());
+            }
+            total.map(|t| t * evaluated.len() as f64 / correct as f64)
+        };
+    let joules_per_correct_answer = per_correct(
+        avg_energy,
+        "joules_per_correct_answer",
+        "the evaluated queries' energy is not all known",
+        &mut why,
+    );
+    let net_joules_per_correct_answer = per_correct(
+        net_divisor,
+        "net_joules_per_correct_answer",
+        "no net energy clearly above zero is known",
+        &mut why,
+    );
     let ttft: Vec<f64> = queries.iter().filter_map(|q| q.ttft_seconds).collect();
     let itl: Vec<f64> = queries.iter().filter_map(|q| q.itl_seconds).collect();
+    if ttft.is_empty() {
+        why.insert(
+            "ttft_seconds_median",
+            "no query said when its first token came".into(),
+        );
+    }
+    if itl.is_empty() {
+        why.insert(
+            "itl_seconds_median",
+            "no query made two tokens or more with a first-token time".into(),
+        );
+    }
     Summary {
         accuracy,
         correct,
@@ -135,7 +191,7 @@ pub fn summarise(queries: &[Query]) -> Summary {
         avg_per_query_energy_joules: avg_energy,
         avg_per_query_power_watts: avg_watts,
         joules_per_correct_answer,
-        net_intelligence_per_joule: per(accuracy, avg_net),
+        net_intelligence_per_joule: per(accuracy, net_divisor),
         avg_per_query_net_energy_joules: avg_net,
         net_joules_per_correct_answer,
         wh_per_1000_queries: avg_energy.map(|j| j * 1000.0 / 3600.0),
@@ -218,6 +274,19 @@ mod tests {
             s.why["avg_per_query_energy_joules"],
             "1 of 2 evaluated queries were measured"
         );
+    }
+
+    #[test]
+    fn a_net_energy_about_zero_divides_nothing_and_says_why() {
+        // 100 J over 1 s at an idle draw of 100 W: nothing above idle.
+        let mut flat = q(Verdict::Correct, 100.0, 1.0);
+        flat.net_energy_joules = Some(1e-12);
+        let s = summarise(&[flat]);
+        assert_eq!(s.avg_per_query_net_energy_joules, Some(1e-12));
+        assert_eq!(s.net_intelligence_per_joule, None);
+        assert_eq!(s.net_joules_per_correct_answer, None);
+        assert!(s.why["net_intelligence_per_joule"].contains("within 1 % of zero"));
+        assert_eq!(s.intelligence_per_joule, Some(0.01));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use Verdict::{Correct, Incorrect, Unevaluated};
 
 #[test]
 fn number_takes_the_last_number_in_the_answer() {
-    let cases: [(&str, &str, Verdict); 22] = [
+    let cases: [(&str, &str, Verdict); 24] = [
         ("18", "18", Correct),
         ("The answer is 18.", "18", Correct),
         ("the answer is not 18 but 17", "17", Correct),
@@ -38,6 +38,8 @@ fn number_takes_the_last_number_in_the_answer() {
         ("1, 2, 3", "3", Correct),
         ("The farmer has eighteen eggs", "18", Incorrect),
         ("20%", "20", Correct),
+        ("12,3456", "3456", Correct),
+        ("items 4,5,6", "6", Correct),
     ];
     for (answer, reference, want) in cases {
         assert_eq!(
@@ -74,7 +76,7 @@ fn number_is_within_its_tolerance_and_no_further() {
 
 #[test]
 fn mcq_reads_the_letter_the_answer_chooses() {
-    let cases: [(&str, &str, Verdict); 21] = [
+    let cases: [(&str, &str, Verdict); 23] = [
         ("C", "C", Correct),
         ("Answer: (C)", "C", Correct),
         ("Answer: C", "C", Correct),
@@ -108,6 +110,8 @@ fn mcq_reads_the_letter_the_answer_chooses() {
         ("My final answer: E", "E", Correct),
         ("Answer: (C)\n", "C", Correct),
         ("The answer is A because A is the only prime", "A", Correct),
+        ("The answer I got is (C)", "C", Correct),
+        ("The answer is I.", "I", Correct),
     ];
     for (answer, reference, want) in cases {
         assert_eq!(

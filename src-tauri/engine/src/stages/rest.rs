@@ -14,8 +14,10 @@
 //! - Someone looking wakes it at once: an API request or a stream's start sends
 //!   [`Command::Wake`](crate::Command::Wake) while it rests, and the next sample comes one
 //!   configured interval later. A proxy request's start wakes it through its own event.
-//! - Readers and the engine share [`Attention`]: two atomics a reader touches at each request
-//!   (one load while the engine is awake) and a count of open streams. The engine alone decides.
+//! - Readers and the engine share [`Attention`]: a flag a reader sets at each request, a count of
+//!   open streams, and whether the engine rests. The engine alone decides. Each side writes its
+//!   own and then reads the other's (sequentially consistent), and the engine looks again after
+//!   it starts to rest: a request that comes as it decides is never missed.
 //!
 //! [`EngineConfig::may_rest`]: crate::EngineConfig::may_rest
 
@@ -41,15 +43,15 @@ pub struct Attention {
 impl Attention {
     /// An API request: whether the engine rests, and so must be woken.
     pub(crate) fn ask(&self) -> bool {
-        self.asked.store(true, Ordering::Relaxed);
-        self.resting.load(Ordering::Relaxed)
+        self.asked.store(true, Ordering::SeqCst);
+        self.resting.load(Ordering::SeqCst)
     }
 
     /// A stream opens, held while it stays open: whether the engine rests, and so must be woken.
     pub(crate) fn watch(self: &Arc<Self>) -> (Watching, bool) {
-        self.watchers.fetch_add(1, Ordering::Relaxed);
+        self.watchers.fetch_add(1, Ordering::SeqCst);
         let watching = Watching(Arc::clone(self));
-        (watching, self.resting.load(Ordering::Relaxed))
+        (watching, self.resting.load(Ordering::SeqCst))
     }
 }
 
@@ -59,7 +61,7 @@ pub struct Watching(Arc<Attention>);
 
 impl Drop for Watching {
     fn drop(&mut self) {
-        self.0.watchers.fetch_sub(1, Ordering::Relaxed);
+        self.0.watchers.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -104,14 +106,22 @@ impl Rest {
     /// At each sample (`now`, and how its headline was found), with `busy`: a proxy request in
     /// flight or unsettled. Whether the engine rests until the next.
     pub fn observe(&mut self, now: Duration, headline: Option<Method>, busy: bool) -> bool {
-        if self.attention.asked.swap(false, Ordering::Relaxed) {
+        if self.attention.asked.swap(false, Ordering::SeqCst) {
             self.asked_at = now;
         }
         self.counted = headline == Some(Method::Counter);
         let quiet = now.saturating_sub(self.asked_at) >= self.after;
-        let watched = self.attention.watchers.load(Ordering::Relaxed) > 0;
-        self.set(self.may && self.counted && !busy && !watched && quiet);
+        self.set(self.may && self.counted && !busy && !self.watched() && quiet);
+        // A reader that asked, or opened a stream, while this stage decided saw it awake and
+        // sent no wake: look again now that resting is said.
+        if self.resting && (self.attention.asked.load(Ordering::SeqCst) || self.watched()) {
+            self.set(false);
+        }
         self.resting
+    }
+
+    fn watched(&self) -> bool {
+        self.attention.watchers.load(Ordering::SeqCst) > 0
     }
 
     /// Whether the engine rests now.
@@ -121,7 +131,7 @@ impl Rest {
 
     fn set(&mut self, resting: bool) {
         self.resting = resting;
-        self.attention.resting.store(resting, Ordering::Relaxed);
+        self.attention.resting.store(resting, Ordering::SeqCst);
     }
 }
 

@@ -4,8 +4,9 @@
 //! `socket:[inode]`. It names the model server behind the proxy's upstream, and the ports a model
 //! server's process listens on.
 //!
-//! Scanning every process's descriptors costs a readlink each: callers look a port up again only
-//! when the process they found has ended. Another user's descriptors cannot be read without
+//! Scanning every process's descriptors costs a readlink each: [`find_listener`]'s callers look a
+//! port up again only when the process they found has ended; [`loopback_listeners`] reads only
+//! the descriptors of the processes it is given. Another user's descriptors cannot be read without
 //! privileges: such a listener is not found (`None`), which is not an error, and a socket
 //! another user owns is not looked for (unless this process runs as root).
 

@@ -84,10 +84,26 @@ fn run_cmd(name: &str, program: &str, record: &serde_json::Value) -> Grade {
         Ok(c) => c,
         Err(e) => return made(Verdict::Unevaluated, None, format!("{program}: {e}")),
     };
+    // Written and read on threads of their own: a grader that reads nothing, or says much, never
+    // holds the wait below past its limit.
     if let Some(mut stdin) = child.stdin.take() {
-        // A grader that reads nothing closes its stdin early: not an error of the answer's.
-        let _ = writeln!(stdin, "{record}");
+        let line = format!("{record}\n");
+        std::thread::spawn(move || {
+            // A grader that reads nothing closes its stdin early: not an error of the answer's.
+            let _ = stdin.write_all(line.as_bytes());
+        });
     }
+    let reader = child.stdout.take().map(|mut out| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut out, &mut text);
+            text.lines()
+                .next()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(String::from)
+        })
+    });
     let started = Instant::now();
     let status = loop {
         match child.try_wait() {
@@ -102,15 +118,11 @@ fn run_cmd(name: &str, program: &str, record: &serde_json::Value) -> Grade {
             }
         }
     };
-    let said = child.stdout.take().and_then(|mut out| {
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut out, &mut text).ok()?;
-        text.lines()
-            .next()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .map(String::from)
-    });
+    // Its output ends when it exits (unless a child of its own keeps it open); after a kill it is
+    // not waited for.
+    let said = reader
+        .filter(|_| status.is_some())
+        .and_then(|r| r.join().ok().flatten());
     match status.and_then(|s| s.code()) {
         Some(0) => made(Verdict::Correct, said, format!("{program} exited 0")),
         Some(1) => made(Verdict::Incorrect, said, format!("{program} exited 1")),

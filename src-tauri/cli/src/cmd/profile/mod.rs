@@ -269,11 +269,18 @@ async fn measure(
             verdict: wattbar_core::eval::Verdict::Unevaluated,
             why: String::new(),
         };
+        // The record as the grader sees it: everything but its own grade.
+        let mut seen_by_grader = serde_json::to_value(&q)?;
+        if let Some(o) = seen_by_grader.as_object_mut() {
+            for key in ["grader", "extracted", "verdict", "why"] {
+                o.remove(key);
+            }
+        }
         let graded = graders.grade(
             p.grader.as_deref(),
             &q.response,
             q.expected.as_deref(),
-            &serde_json::to_value(&q)?,
+            &seen_by_grader,
         )?;
         (q.grader, q.extracted, q.verdict, q.why) =
             (graded.grader, graded.extracted, graded.verdict, graded.why);
