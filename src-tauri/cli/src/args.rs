@@ -267,14 +267,17 @@ pub enum Cmd {
     Run(RunArgs),
     /// Run a model over a set of prompts, one at a time, each measured as the inference proxy
     /// measures a request: records.jsonl and summary.json in --out, the records added to the
-    /// model ledger.
+    /// model ledger. `profile compare DIR…` sets runs side by side.
+    #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
     Profile {
-        #[arg(long)]
-        model: String,
+        #[command(subcommand)]
+        action: Option<ProfileAction>,
+        #[arg(long, required = true)]
+        model: Option<String>,
         /// JSON lines: `{"prompt": "...", "id": ..., "answer": "...", "grader": "..."}` (all but
         /// the prompt optional), or GSM8K's `{"question", "answer"}` with `--format gsm8k`.
-        #[arg(long)]
-        prompts: PathBuf,
+        #[arg(long, required = true)]
+        prompts: Option<PathBuf>,
         /// How the prompts file is written.
         #[arg(long, value_enum, default_value = "wattbar")]
         format: crate::cmd::profile::prompts::Format,
@@ -539,4 +542,23 @@ mod tests {
         assert!(parse_interval("50ms").is_err());
         assert!(parse_interval("2m").is_err());
     }
+}
+
+/// What `profile` does besides running a profile.
+#[derive(Debug, Subcommand)]
+pub enum ProfileAction {
+    /// Profile runs side by side: accuracy with its 95 % interval (Wilson), J per query, J per
+    /// correct answer, correct answers per kJ, inter-token latency, and the efficient front. Runs
+    /// of other machines, energy sources or graders are listed apart, never ranked together.
+    Compare {
+        /// Each run's folder (its `summary.json`).
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// The comparison as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Also draw accuracy against energy per query, with each front, to this SVG file.
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
+    },
 }

@@ -159,6 +159,11 @@ fn run(cli: Cli) -> Result<()> {
             after,
         } => inspect::probe(&sysfs_root, then.as_deref(), after),
         Cmd::Profile {
+            action: Some(args::ProfileAction::Compare { dirs, json, svg }),
+            ..
+        } => profile::compare::run(&dirs, json, svg.as_deref()),
+        Cmd::Profile {
+            action: None,
             model,
             prompts,
             upstream,
@@ -171,23 +176,28 @@ fn run(cli: Cli) -> Result<()> {
             grader,
             tolerance,
             max_tokens,
-        } => profile::profile(
-            &runtime,
-            profile::Options {
-                out: out.unwrap_or_else(|| profile::default_out(&model)),
-                model,
-                prompts,
-                upstream,
-                api,
-                max,
-                idle,
-                interval,
-                format,
-                grader,
-                tolerance,
-                max_tokens,
-            },
-        ),
+        } => {
+            let (Some(model), Some(prompts)) = (model, prompts) else {
+                anyhow::bail!("profile needs --model and --prompts");
+            };
+            profile::profile(
+                &runtime,
+                profile::Options {
+                    out: out.unwrap_or_else(|| profile::default_out(&model)),
+                    model,
+                    prompts,
+                    upstream,
+                    api,
+                    max,
+                    idle,
+                    interval,
+                    format,
+                    grader,
+                    tolerance,
+                    max_tokens,
+                },
+            )
+        }
         Cmd::Report { from, to, out } => report::report(&from, &to, &out),
         Cmd::Version {
             check,

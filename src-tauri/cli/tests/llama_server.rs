@@ -297,17 +297,19 @@ fn profile_records(out: &std::path::Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
-#[test]
-fn ten_gsm8k_questions_to_the_real_server_are_graded_and_summarised_in_ipws_terms() {
-    let server = ModelServer::llama();
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(dir.path().join("trace.csv"), "t,watts\n0,100\n")
-        .unwrap_or_else(|e| panic!("{e}"));
+/// `profile` of `model` at `server` over GSM8K's first ten questions, graded by `number`, on a
+/// replayed 100 W machine: its records and summary.
+fn gsm8k_profile(
+    dir: &std::path::Path,
+    server: &ModelServer,
+    model: &str,
+    out: &std::path::Path,
+) -> (Vec<serde_json::Value>, serde_json::Value) {
+    std::fs::write(dir.join("trace.csv"), "t,watts\n0,100\n").unwrap_or_else(|e| panic!("{e}"));
     let gsm8k = repo_root().join("../shared/fixtures/evals/gsm8k-test-first40.jsonl");
-    let out = dir.path().join("out");
-    let mut c = crate::common::cli(dir.path());
-    c.env("WATTBAR_REPLAY", dir.path().join("trace.csv"))
-        .args(["profile", "--model", "smollm2", "--api", "openai"])
+    let mut c = crate::common::cli(dir);
+    c.env("WATTBAR_REPLAY", dir.join("trace.csv"))
+        .args(["profile", "--model", model, "--api", "openai"])
         .args([
             "--upstream",
             &server.url,
@@ -320,14 +322,22 @@ fn ten_gsm8k_questions_to_the_real_server_are_graded_and_summarised_in_ipws_term
         .arg("--prompts")
         .arg(&gsm8k)
         .arg("--out")
-        .arg(&out);
+        .arg(out);
     crate::common::assert_ok(&c.output().unwrap_or_else(|e| panic!("{e}")));
-    let rs = profile_records(&out);
-    assert_eq!(rs.len(), 10);
-    let summary: serde_json::Value = serde_json::from_str(
+    let summary = serde_json::from_str(
         &std::fs::read_to_string(out.join("summary.json")).unwrap_or_else(|e| panic!("{e}")),
     )
     .unwrap_or_else(|e| panic!("{e}"));
+    (profile_records(out), summary)
+}
+
+#[test]
+fn ten_gsm8k_questions_to_the_real_server_are_graded_and_summarised_in_ipws_terms() {
+    let server = ModelServer::llama();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = dir.path().join("smollm2");
+    let (rs, summary) = gsm8k_profile(dir.path(), &server, "smollm2", &out);
+    assert_eq!(rs.len(), 10);
     let f = |v: &serde_json::Value| v.as_f64().unwrap_or_else(|| panic!("{v} in {summary}"));
 
     // Every answer graded by its last number against GSM8K's `####` (each reference has one).
@@ -399,4 +409,46 @@ fn ten_gsm8k_questions_to_the_real_server_are_graded_and_summarised_in_ipws_term
         .unwrap_or_else(|| panic!("{models}"));
     assert_eq!(smollm2["requests"], 10, "{smollm2}");
     assert!((f(&smollm2["energy_joules"]) - energies.iter().sum::<f64>()).abs() < 1e-6);
+
+    // A second model (the same file under another name) through `profile compare`: one group
+    // (same machine, sources and grader), each run on the front unless the other beats it on
+    // both accuracy and energy, and a chart that names the front.
+    let other = ModelServer::llama_as("smollm2-b");
+    let out_b = dir.path().join("smollm2-b");
+    let (_, summary_b) = gsm8k_profile(dir.path(), &other, "smollm2-b", &out_b);
+    let chart = dir.path().join("front.svg");
+    let compared: serde_json::Value = serde_json::from_str(&crate::common::run_cli(
+        dir.path(),
+        &[
+            "profile",
+            "compare",
+            out.to_str().unwrap_or_default(),
+            out_b.to_str().unwrap_or_default(),
+            "--json",
+            "--svg",
+            chart.to_str().unwrap_or_default(),
+        ],
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let groups = compared.as_array().cloned().unwrap_or_default();
+    assert_eq!(groups.len(), 1, "{compared}");
+    let runs = groups[0]["runs"].as_array().cloned().unwrap_or_default();
+    assert_eq!(runs.len(), 2);
+    let point = |s: &serde_json::Value| (f(&s["accuracy"]), f(&s["avg_per_query_energy_joules"]));
+    let (a, b) = (point(&summary), point(&summary_b));
+    let beats = |x: (f64, f64), y: (f64, f64)| x.0 >= y.0 && x.1 <= y.1 && (x.0 > y.0 || x.1 < y.1);
+    assert_eq!(runs[0]["model"], "smollm2");
+    assert_eq!(runs[0]["efficient"], !beats(b, a), "{compared}");
+    assert_eq!(runs[1]["efficient"], !beats(a, b), "{compared}");
+    assert_eq!(runs[0]["accuracy"], summary["accuracy"]);
+    let svg = std::fs::read_to_string(&chart).unwrap_or_else(|e| panic!("{e}"));
+    let mut reader = quick_xml::Reader::from_str(&svg);
+    loop {
+        match reader.read_event() {
+            Ok(quick_xml::events::Event::Eof) => break,
+            Ok(_) => {}
+            Err(e) => panic!("the chart is not well-formed: {e}"),
+        }
+    }
+    assert!(svg.contains("efficient front") && svg.contains("smollm2-b"));
 }

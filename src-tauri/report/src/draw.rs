@@ -8,7 +8,7 @@ use plotters::prelude::*;
 use std::sync::OnceLock;
 
 static FONT: &[u8] = include_bytes!("../fonts/DejaVuSans.ttf");
-const FAMILY: &str = "sans-serif";
+pub(crate) const FAMILY: &str = "sans-serif";
 /// A phase or mark is named only where it has this share of the time axis to itself.
 const NAME_ROOM: f64 = 0.04;
 /// Up to this many marks are drawn dashed; more are drawn as plain lines, far smaller in SVG.
@@ -27,7 +27,7 @@ pub fn font() -> Result<(), Error> {
 }
 
 /// Colours that tell lines apart on paper and on screen.
-const COLORS: [RGBColor; 8] = [
+pub(crate) const COLORS: [RGBColor; 8] = [
     RGBColor(0, 90, 181),
     RGBColor(220, 50, 32),
     RGBColor(0, 140, 70),
@@ -38,7 +38,7 @@ const COLORS: [RGBColor; 8] = [
     RGBColor(90, 90, 90),
 ];
 
-fn err<E: std::fmt::Debug>(e: E) -> Error {
+pub(crate) fn err<E: std::fmt::Debug>(e: E) -> Error {
     Error::Draw(format!("{e:?}"))
 }
 

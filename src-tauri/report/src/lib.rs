@@ -1,5 +1,5 @@
 //! Wattbar's reports, drawn with plotters: power over time per domain, energy per day with its
-//! cost, and energy per model.
+//! cost, and energy per model; and profile runs' accuracy against their energy ([`pareto_svg`]).
 //!
 //! Rules:
 //! - Pure drawing: the caller passes the figures and the local time offset; nothing here reads a
@@ -13,9 +13,11 @@
 mod draw;
 mod error;
 mod model;
+mod pareto;
 
 pub use error::Error;
 pub use model::{Day, Line, Mark, ModelEnergy, Report, Span};
+pub use pareto::{Pareto, ParetoGroup, ParetoPoint};
 
 use std::path::Path;
 
@@ -38,10 +40,25 @@ pub fn svg(report: &Report, size: (u32, u32)) -> Result<String, Error> {
         let backend = plotters::prelude::SVGBackend::with_string(&mut out, size);
         draw::report(backend, report)?;
     }
-    // plotters escapes markup but not the characters XML forbids outright (NUL and most other
-    // C0 controls): a name holding one would make the whole document unreadable.
-    Ok(out
-        .chars()
+    Ok(xml_safe(&out))
+}
+
+/// Profile runs' accuracy against their energy per query, with each group's efficient front,
+/// as an SVG document of 1200×800.
+pub fn pareto_svg(chart: &Pareto) -> Result<String, Error> {
+    draw::font()?;
+    let mut out = String::new();
+    {
+        let backend = plotters::prelude::SVGBackend::with_string(&mut out, (1200, 800));
+        pareto::pareto(backend, chart)?;
+    }
+    Ok(xml_safe(&out))
+}
+
+/// `text` with each character XML forbids replaced: plotters escapes markup but not NUL and most
+/// other C0 controls, and a name holding one would make the whole document unreadable.
+fn xml_safe(text: &str) -> String {
+    text.chars()
         .map(|c| {
             if xml_char(c) {
                 c
@@ -49,7 +66,7 @@ pub fn svg(report: &Report, size: (u32, u32)) -> Result<String, Error> {
                 char::REPLACEMENT_CHARACTER
             }
         })
-        .collect())
+        .collect()
 }
 
 /// Whether XML 1.0 allows `c` in a document (its `Char` production).

@@ -180,3 +180,55 @@ fn names_with_markup_or_control_characters_leave_the_svg_well_formed() {
     assert!(!svg.contains('\0') && !svg.contains('\u{1b}'));
     assert!(!svg.contains("<script>"));
 }
+
+/// Every start tag's text content, for a document that must be well-formed.
+fn texts(svg: &str) -> Vec<String> {
+    let mut reader = quick_xml::Reader::from_str(svg);
+    let mut out = Vec::new();
+    loop {
+        match reader.read_event() {
+            Ok(quick_xml::events::Event::Eof) => break,
+            Ok(quick_xml::events::Event::Text(t)) => {
+                out.push(t.into_inner().trim().to_string());
+            }
+            Ok(_) => {}
+            Err(e) => panic!("not well-formed at {}: {e}", reader.buffer_position()),
+        }
+    }
+    out
+}
+
+#[test]
+fn the_pareto_chart_names_each_run_and_marks_the_front() {
+    let point = |label: &str, j: f64, a: f64, efficient: bool| ParetoPoint {
+        label: label.into(),
+        joules_per_query: j,
+        accuracy: a,
+        low: (a - 0.1).max(0.0),
+        high: (a + 0.1).min(1.0),
+        efficient,
+    };
+    let chart = Pareto {
+        title: "GSM8K, number: accuracy against energy".into(),
+        groups: vec![ParetoGroup {
+            name: "this machine".into(),
+            points: vec![
+                point("small", 10.0, 0.1, true),
+                point("big", 60.0, 0.7, true),
+                point("wasteful", 80.0, 0.5, false),
+            ],
+        }],
+    };
+    let svg = pareto_svg(&chart).unwrap_or_else(|e| panic!("{e}"));
+    let texts = texts(&svg);
+    for want in ["small", "big", "wasteful", "this machine: efficient front"] {
+        assert!(texts.iter().any(|t| t == want), "{want} not in {texts:?}");
+    }
+    // With no run on a front, none is drawn or named.
+    let mut none = chart.clone();
+    for q in &mut none.groups[0].points {
+        q.efficient = false;
+    }
+    let svg = pareto_svg(&none).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!svg.contains("efficient front"));
+}

@@ -26,9 +26,20 @@ impl ModelServer {
 
     /// llama.cpp's own `llama-server --metrics`, the model as `smollm2`.
     pub fn llama() -> ModelServer {
+        ModelServer::llama_as("smollm2")
+    }
+
+    /// [`ModelServer::llama`] with the model as `alias`: a second model, as far as clients tell.
+    pub fn llama_as(alias: &str) -> ModelServer {
         // `llama_server: listening on http://127.0.0.1:41234`.
         ModelServer::spawn(
-            &["serve".into(), "--port".into(), "0".into()],
+            &[
+                "serve".into(),
+                "--port".into(),
+                "0".into(),
+                "--alias".into(),
+                alias.into(),
+            ],
             "listening on ",
         )
     }

@@ -15,6 +15,7 @@
 //!   and says which line.
 
 pub mod ask;
+pub mod compare;
 pub mod grading;
 pub mod prompts;
 
@@ -360,6 +361,12 @@ fn summary(o: &Options, q: &[QueryRecord], idle_watts: Option<f64>, measured: St
     let mut graders: Vec<&str> = q.iter().map(|r| r.grader.as_str()).collect();
     graders.sort_unstable();
     graders.dedup();
+    let mut sources: Vec<&str> = q
+        .iter()
+        .flat_map(|r| r.sources.iter().map(String::as_str))
+        .collect();
+    sources.sort_unstable();
+    sources.dedup();
     let mut out = json!({
         "model": o.model,
         "machine": sysinfo::System::host_name(),
@@ -378,6 +385,7 @@ fn summary(o: &Options, q: &[QueryRecord], idle_watts: Option<f64>, measured: St
             "completion_tokens": tokens(|r| r.completion_tokens),
         },
         "graders": graders,
+        "sources": sources,
         "per_query": {
             "ttft_seconds": stat(|r| r.ttft_seconds),
             "tokens_per_second": stat(|r| r.tokens_per_second),
