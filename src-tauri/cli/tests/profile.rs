@@ -115,6 +115,15 @@ fn ollama_prompts_through_the_proxy_land_in_the_model_ledger_with_their_energy()
     )
     .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(summary["queries"], 3);
+    // How it was measured, in words, beside the graded figures (which count measured queries
+    // under a name of their own).
+    assert!(
+        summary["measured"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("sampled by this run every")),
+        "{summary}"
+    );
+    assert_eq!(summary["measured_queries"], 2);
     assert_eq!(summary["totals"]["completion_tokens"], 213);
     let total: f64 = rs.iter().map(|r| f(&r["energy_joules"])).sum();
     assert!((f(&summary["totals"]["energy_joules"]) - total).abs() < 1e-9);

@@ -50,7 +50,7 @@ pub struct Summary {
     pub itl_seconds_median: Option<f64>,
     pub itl_seconds_p90: Option<f64>,
     /// Queries whose energy was measured, of the evaluated ones.
-    pub measured: usize,
+    pub measured_queries: usize,
     pub why: BTreeMap<&'static str, String>,
 }
 
@@ -199,7 +199,7 @@ pub fn summarise(queries: &[Query]) -> Summary {
         ttft_seconds_p90: percentile(&ttft, 0.9),
         itl_seconds_median: percentile(&itl, 0.5),
         itl_seconds_p90: percentile(&itl, 0.9),
-        measured,
+        measured_queries: measured,
         why,
     }
 }
