@@ -121,13 +121,6 @@ fn start(data: &Path, receiver: &Receiver, forwarder: &Forwarder) -> Serve {
     serve
 }
 
-fn token(data: &Path) -> String {
-    std::fs::read_to_string(data.join("api-token"))
-        .unwrap_or_else(|e| panic!("{e}"))
-        .trim()
-        .to_string()
-}
-
 /// A record for work the client measured, ending just before the last sample.
 fn post_record(serve: &Serve, data: &Path) -> bool {
     let now = serve.get("/v1/snapshot")["at"].as_f64().unwrap_or(0.0);
@@ -137,7 +130,7 @@ fn post_record(serve: &Serve, data: &Path) -> bool {
     });
     serve
         .client()
-        .with_token(&token(data))
+        .with_token(&crate::common::api_token(data))
         .post("/v1/inference", Some(&body))
         .is_ok()
 }

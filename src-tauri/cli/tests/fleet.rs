@@ -26,10 +26,7 @@ fn instance(serve: &Serve) -> String {
 /// `POST /v1/inference` with the serve's token: `tokens` completion tokens at 20 tokens/s, ending
 /// 0.2 s before its last sample. Answers the record.
 fn record_inference(serve: &Serve, data: &Path, tokens: u64) -> serde_json::Value {
-    let token = std::fs::read_to_string(data.join("api-token"))
-        .unwrap_or_else(|e| panic!("{e}"))
-        .trim()
-        .to_string();
+    let token = crate::common::api_token(data);
     let now = num(&serve.get("/v1/snapshot")["at"]);
     let body = serde_json::json!({
         "model": MODEL, "completion_tokens": tokens, "tokens_per_second": 20.0, "end": now - 0.2

@@ -254,10 +254,7 @@ fn a_llama_server_nobody_named_is_found_by_its_process_listening_on_loopback() {
     }
 
     // Turned off by the preference: let go at once; on again: found again at a later read.
-    let token = std::fs::read_to_string(dir.path().join("api-token"))
-        .unwrap_or_else(|e| panic!("{e}"))
-        .trim()
-        .to_string();
+    let token = crate::common::api_token(dir.path());
     let api = serve.client().with_token(&token);
     let find = |on: bool| {
         api.put(

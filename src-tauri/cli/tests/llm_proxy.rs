@@ -326,10 +326,7 @@ fn a_router_records_its_own_inference_and_asks_for_any_window_and_the_cli_lists_
         assert!(Instant::now() < deadline, "no sample after the request");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let token = std::fs::read_to_string(dir.path().join("api-token"))
-        .unwrap_or_else(|e| panic!("{e}"))
-        .trim()
-        .to_string();
+    let token = crate::common::api_token(dir.path());
     let now = f(&serve.get("/v1/snapshot")["at"]);
 
     // 40 tokens at 20 tokens/s: the last 2 s before `end`, 200 J at 100 W.

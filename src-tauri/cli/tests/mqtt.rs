@@ -510,10 +510,7 @@ fn the_mqtt_preference_starts_stops_and_keeps_its_password_apart() {
     let broker = Broker::start(dir.path(), None);
     let mut sub = Subscriber::start(broker.port);
     let serve = Serve::start(data.path(), &format!("t,watts\n0,{WATTS}\n"), &[]);
-    let token = std::fs::read_to_string(data.path().join("api-token"))
-        .unwrap_or_else(|e| panic!("{e}"))
-        .trim()
-        .to_string();
+    let token = crate::common::api_token(data.path());
     let client = serve.client().with_token(&token);
     let set = |value: serde_json::Value| {
         client

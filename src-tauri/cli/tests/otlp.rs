@@ -196,10 +196,7 @@ fn inference_counters_are_pushed_per_model() {
     let serve = serve(data.path(), &receiver);
     let first = receiver.next(Duration::from_secs(20), |p| p.energy().is_some());
     assert_conventions(&first);
-    let token = std::fs::read_to_string(data.path().join("api-token"))
-        .unwrap_or_else(|e| panic!("{e}"))
-        .trim()
-        .to_string();
+    let token = crate::common::api_token(data.path());
     let now = serve.get("/v1/snapshot")["at"].as_f64().unwrap_or(0.0);
     let record = serve
         .client()

@@ -135,11 +135,10 @@ fn every_5_s_window_of_a_plug_at_100_w_reads_500_j_whatever_its_counter_counts_i
                 // The whole run, against what was drawn: 100 W from the first wall sample on.
                 let whole = (window(&serve, from, at), 100.0 * (at - from));
                 // A record a client measured itself over 3 s: 100 W × 3 s = 300 J.
-                let token = std::fs::read_to_string(dir.path().join("api-token"))
-                    .unwrap_or_else(|e| panic!("{e}"));
+                let token = crate::common::api_token(dir.path());
                 let record = serve
                     .client()
-                    .with_token(token.trim())
+                    .with_token(&token)
                     .post(
                         "/v1/inference",
                         Some(&serde_json::json!({

@@ -224,10 +224,7 @@ fn the_preference_follows_a_server_with_its_token_kept_apart_and_checks_its_kind
     let url = llama_server_with_key(counters, Some("sk-llama-key"));
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let serve = Serve::start(dir.path(), "t,watts\n0,100\n", &["--interval", "200ms"]);
-    let token = std::fs::read_to_string(dir.path().join("api-token"))
-        .unwrap_or_else(|e| panic!("{e}"))
-        .trim()
-        .to_string();
+    let token = crate::common::api_token(dir.path());
     let client = serve.client().with_token(&token);
     let set = |value: serde_json::Value| {
         client

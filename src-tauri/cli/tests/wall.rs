@@ -204,10 +204,7 @@ fn a_plug_set_in_the_preferences_is_read_at_once_and_its_password_never_shown() 
         "t,watts,domain\n0,50,cpu\n",
         &["--interval", "200ms"],
     );
-    let token = std::fs::read_to_string(dir.path().join("api-token"))
-        .unwrap_or_else(|e| panic!("{e}"))
-        .trim()
-        .to_string();
+    let token = crate::common::api_token(dir.path());
     let host = plug.url.trim_start_matches("http://");
     let with_password = serde_json::json!({"url": format!("http://admin:hunter2@{host}")});
     serve

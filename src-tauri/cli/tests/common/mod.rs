@@ -28,6 +28,14 @@ pub fn cli(data: &Path) -> Command {
     c
 }
 
+/// The API token `serve` keeps in its data folder `data`, for writes.
+pub fn api_token(data: &Path) -> String {
+    std::fs::read_to_string(data.join("api-token"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .trim()
+        .to_string()
+}
+
 /// `watch` arguments that give a ledger some history: fifteen samples 100 ms apart, written in
 /// batches every 500 ms.
 pub const FILL_LEDGER: [&str; 7] = [

@@ -11,13 +11,6 @@ use std::time::{Duration, Instant};
 
 const WATTS: f64 = 100.0;
 
-fn token(dir: &std::path::Path) -> String {
-    std::fs::read_to_string(dir.join("api-token"))
-        .unwrap_or_else(|e| panic!("{e}"))
-        .trim()
-        .to_string()
-}
-
 /// `POST path` with `body` and these headers; the status and body, whatever the status.
 fn post(url: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
     let mut req = http().post(url).header("Content-Type", "application/json");
@@ -92,7 +85,7 @@ fn crafted_model_names_through_the_proxy_and_the_api_never_break_the_scrape() {
     let upstream = Upstream::start(0);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (serve, proxy) = serve_with_proxy(dir.path(), &upstream.url, WATTS, &[]);
-    let token = format!("Bearer {}", token(dir.path()));
+    let token = format!("Bearer {}", crate::common::api_token(dir.path()));
     let inference = format!("{}/v1/inference", serve.url);
 
     let mut names: Vec<String> = vec![
