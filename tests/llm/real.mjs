@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// Drives a real OpenAI-compatible model server (scripts/llm-server start: llama-cpp-python
-// serving SmolLM2-135M-Instruct on CPU), or the energy-measuring proxy in front of it, with the
+// Drives a real OpenAI-compatible model server (scripts/llm-server serve: llama.cpp's own
+// llama-server serving SmolLM2-135M-Instruct on CPU), or the energy-measuring proxy in front of it, with the
 // official `openai` client (pinned in package.json), so the tests see what real client code sees.
 // Everything generates at temperature 0 with seed 1 and few tokens: the answers are the same on
 // every run on one machine, and each takes well under a second or two on 2 CPU cores.
@@ -19,9 +19,7 @@
 //   concurrent         4 different prompts at once, 2 streamed and 2 not
 //                                                         -> {answers: [{stream, text, usage}]}
 //   abort              streamed, max_tokens 300, aborted after 3 chunks -> {parts: 3, aborted: true}
-//   unknown-model      chat for model `no-such-model`     -> {status, model, content} when answered
-//                      (llama-cpp-python answers with its default model), else {status, error}
-//   too-long           chat with a prompt longer than the 2048-token context -> {status, error}
+//   too-long           chat with a prompt longer than the 4096-token context -> {status, error}
 //                      (status and message of the client's APIError)
 //   routed             chat as `chat`, with the response's headers
 //                                                         -> {content, model, usage, routed, request_id, wattbar}
@@ -177,18 +175,9 @@ const scenarios = {
     throw new Error(`stream ended after ${parts} parts without being aborted`);
   },
 
-  async 'unknown-model'(openai) {
-    try {
-      const res = await openai.chat.completions.create({ model: 'no-such-model', messages: MESSAGES, ...GEN });
-      return { status: 200, model: res.model, content: res.choices[0]?.message?.content ?? null };
-    } catch (err) {
-      return apiError(err);
-    }
-  },
-
   async 'too-long'(openai) {
-    // About 3000 tokens (each ' word' is one token for SmolLM2's tokenizer): over n_ctx 2048.
-    const long = 'Repeat after me:' + ' word'.repeat(3000);
+    // About 5000 tokens (each ' word' is one token for SmolLM2's tokenizer): over n_ctx 4096.
+    const long = 'Repeat after me:' + ' word'.repeat(5000);
     try {
       await openai.chat.completions.create({ model, messages: [{ role: 'user', content: long }], ...GEN });
     } catch (err) {

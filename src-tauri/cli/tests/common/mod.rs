@@ -154,7 +154,7 @@ pub fn listens_in_time(what: &str, child: &mut Child, port: u16, log: impl Fn() 
     }
 }
 
-/// The address a server's log names after `marker` (`Uvicorn running on http://127.0.0.1:41234`),
+/// The address a server's log names after `marker` (`listening on http://127.0.0.1:41234`),
 /// for a server told to listen on port 0.
 pub fn address_after(log: &str, marker: &str) -> Option<String> {
     log.lines().find_map(|l| {

@@ -1,6 +1,6 @@
-//! The real model servers of `scripts/llm-server` (installed by `scripts/setup`), both serving
-//! SmolLM2-135M-Instruct on this machine's CPU: llama-cpp-python's server and llama.cpp's own
-//! `llama-server --metrics`; and the official Python client from the same virtual environment.
+//! The real model server of `scripts/llm-server` (installed by `scripts/setup`): llama.cpp's own
+//! `llama-server --metrics` serving SmolLM2-135M-Instruct on this machine's CPU; and the official
+//! Python client from the same virtual environment.
 
 use super::{address_after, repo_root};
 use std::io::{BufRead, BufReader};
@@ -14,34 +14,25 @@ pub struct ModelServer {
 }
 
 impl ModelServer {
-    /// llama-cpp-python's server with the model under each of `aliases` (none: `smollm2`).
-    pub fn python(aliases: &[&str]) -> ModelServer {
-        let mut args = vec!["start".to_string(), "--port".into(), "0".into()];
-        for a in aliases {
-            args.extend(["--alias".to_string(), a.to_string()]);
-        }
-        // uvicorn names the port that 0 became: `Uvicorn running on http://127.0.0.1:41234`.
-        ModelServer::spawn(&args, "Uvicorn running on ")
-    }
-
-    /// llama.cpp's own `llama-server --metrics`, the model as `smollm2`.
+    /// `llama-server --metrics` with the model as `smollm2`.
     pub fn llama() -> ModelServer {
         ModelServer::llama_as("smollm2")
     }
 
     /// [`ModelServer::llama`] with the model as `alias`: a second model, as far as clients tell.
     pub fn llama_as(alias: &str) -> ModelServer {
+        ModelServer::serving(&[alias])
+    }
+
+    /// One port serving the model under each of `aliases`: with more than one, llama.cpp's
+    /// router mode, each alias loaded on demand by a child server and named in its answers.
+    pub fn serving(aliases: &[&str]) -> ModelServer {
+        let mut args = vec!["serve".to_string(), "--port".into(), "0".into()];
+        for a in aliases {
+            args.extend(["--alias".to_string(), a.to_string()]);
+        }
         // `llama_server: listening on http://127.0.0.1:41234`.
-        ModelServer::spawn(
-            &[
-                "serve".into(),
-                "--port".into(),
-                "0".into(),
-                "--alias".into(),
-                alias.into(),
-            ],
-            "listening on ",
-        )
+        ModelServer::spawn(&args, "listening on ")
     }
 
     fn spawn(args: &[String], marker: &str) -> ModelServer {
