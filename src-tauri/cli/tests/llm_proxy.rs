@@ -829,6 +829,7 @@ fn the_cli_says_what_keeping_a_model_loaded_costs_a_day() {
                 from: now - 600.0,
                 to: now,
                 method: "median".into(),
+                coverage: None,
             },
         };
         let day = ResidentDay {

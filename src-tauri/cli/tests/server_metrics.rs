@@ -168,6 +168,12 @@ fn a_servers_own_counters_give_tokens_and_joules_per_token_per_window_and_a_rest
         .as_array()
         .map(|ws| ws.iter().map(|w| f(&w["energy_joules"])).sum())
         .unwrap_or_default();
+    // The replayed draw is the whole machine's: each window says so.
+    assert!(
+        all.as_array()
+            .is_some_and(|ws| ws.iter().all(|w| w["scope"] == "system")),
+        "{all}"
+    );
 
     // /metrics counts the two windows once the ledger has them: 150 + 50 = 200 predicted tokens,
     // 40 + 20 = 60 prompt tokens, and the two windows' joules.
@@ -188,6 +194,12 @@ fn a_servers_own_counters_give_tokens_and_joules_per_token_per_window_and_a_rest
     );
     let exported = sample(&text, "wattbar_server_energy_joules_total", "").unwrap_or(f64::NAN);
     assert!((exported - energy).abs() < 1e-6, "{exported} vs {energy}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("wattbar_server_energy_joules_total{")
+                && l.contains("scope=\"system\"")),
+        "{text}"
+    );
 
     // Killed (SIGKILL, no goodbye) and started again on the same ledger: the series start where
     // they were, before the server is even scraped.

@@ -293,6 +293,7 @@ mod tests {
             from: 1_700_000_000.0,
             to: 1_700_000_030.0,
             method: "median".into(),
+            coverage: None,
         }
     }
 

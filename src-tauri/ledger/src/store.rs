@@ -48,6 +48,7 @@ use wattbar_core::Scope;
 
 mod batch;
 pub mod calibration;
+mod coverage;
 pub mod domains;
 pub mod inference;
 pub mod intervals;

@@ -8,13 +8,19 @@
 //! that each take the whole machine's energy count it once per request). Requests settled at
 //! different times share through [`Claims`]: what earlier records hold of a piece is theirs, and
 //! only the rest is shared ([`attribute_held`]).
+//! - A request's energy is in one scope, that of the latest measured interval its window
+//!   overlaps ([`span_coverage`]). Of an interval of another scope it takes nothing, and that
+//!   time is not measured for it; the others' shares of the piece are as if it took its part.
+//! - The idle baseline is taken in the scope of the latest measured interval, and only nets
+//!   energy of the same scope.
 //!
 //! Time is one timeline in seconds (the engine's elapsed clock), given by the caller.
 
 use super::bound::{self, Cut};
 use super::claims::Claims;
-pub use super::interval::{Answered, Interval};
+pub use super::interval::{span_coverage, Answered, Interval, Timeline};
 use crate::reading::Quality;
+use crate::scope::Coverage;
 use serde::Serialize;
 
 /// A request's window on the same timeline; `end: None` while it is still in flight.
@@ -56,6 +62,8 @@ pub struct Share {
     pub shared_by: usize,
     /// The energy of the window that records settled before this one already held.
     pub held_before_joules: f64,
+    /// What the energy covers; `None` where not known.
+    pub coverage: Option<Coverage>,
 }
 
 /// Splits each interval's energy among `windows`, settled together; one [`Share`] per window, in
@@ -82,10 +90,16 @@ pub fn attribute_held(
         .chain(settled)
         .copied()
         .collect();
+    let coverages: Vec<Option<Coverage>> = settling
+        .iter()
+        .map(|w| span_coverage(intervals.iter(), Timeline::Elapsed, w.start, w.end))
+        .collect();
     let mut shares: Vec<Share> = settling
         .iter()
-        .map(|w| Share {
+        .zip(&coverages)
+        .map(|(w, coverage)| Share {
             window_seconds: w.end.map_or(0.0, |e| (e - w.start).max(0.0)),
+            coverage: coverage.clone(),
             ..Share::default()
         })
         .collect();
@@ -123,7 +137,8 @@ pub fn attribute_held(
             let free_fraction = if watts > 0.0 { free / watts } else { 1.0 };
             let part = free * (b - a) / n as f64;
             let mut held_now = 0.0;
-            for i in (0..settling.len()).filter(active) {
+            let same = |i: &usize| coverages[*i].as_ref().map(|c| c.scope) == interval.scope();
+            for i in (0..settling.len()).filter(active).filter(same) {
                 taken[i].0 += b - a;
                 taken[i].1 += part;
                 held_now += free / n as f64;
@@ -181,14 +196,20 @@ pub struct Baseline {
     pub from: f64,
     pub to: f64,
     pub method: String,
+    /// What the idle draw covers; it nets only energy of the same scope. `None` where not
+    /// known (a baseline stored before coverage was kept).
+    #[serde(default)]
+    pub coverage: Option<Coverage>,
 }
 
 /// The median draw of the measured intervals during which no window was open; `None` with fewer
 /// than [`MIN_BASELINE_SAMPLES`].
 pub fn idle_baseline(intervals: &[Interval], windows: &[Window]) -> Option<Baseline> {
+    let coverage = span_coverage(intervals.iter(), Timeline::Elapsed, f64::NEG_INFINITY, None);
+    let scope = coverage.as_ref().map(|c| c.scope);
     let idle: Vec<&Interval> = intervals
         .iter()
-        .filter(|i| i.watts().is_some())
+        .filter(|i| i.watts().is_some() && i.scope() == scope)
         .filter(|i| {
             !windows
                 .iter()
@@ -216,7 +237,17 @@ pub fn idle_baseline(intervals: &[Interval], windows: &[Window]) -> Option<Basel
             idle.len(),
             to - from
         ),
+        coverage,
     })
+}
+
+impl Baseline {
+    /// The idle draw to take from energy of `coverage`; `None` where the two cover different
+    /// things (the baseline was taken at the wall and the energy is the CPU package's, say).
+    pub fn watts_for(&self, coverage: Option<&Coverage>) -> Option<f64> {
+        let scope = |c: Option<&Coverage>| c.map(|c| c.scope);
+        (scope(self.coverage.as_ref()) == scope(coverage)).then_some(self.watts)
+    }
 }
 
 /// The median of finite values; `None` for none.
@@ -336,6 +367,44 @@ mod tests {
         // [0.5,1) 50 J, [1,2) not measured, [2,3) 100 J.
         assert!((s.joules - 150.0).abs() < 1e-9);
         assert!((s.covered_seconds - 1.5).abs() < 1e-9);
+    }
+
+    /// 12 s idle at 60 W at the wall, the plug unplugged (1 s measured by nothing), then 12 s
+    /// idle at 15 W on the CPU package and a request from 25 s to 31 s at 40 W: the request's
+    /// energy is the package's 6 × 40 W = 240 J; the baseline is the package's 15 W, never the median of both (37.5 W),
+    /// and it nets nothing measured at the wall.
+    #[test]
+    fn energy_and_idle_draw_are_taken_in_one_scope() {
+        use crate::reading::Domain;
+        let mut w = vec![60.0; 12];
+        w.push(0.0);
+        w.extend([15.0; 12]);
+        w.extend([40.0; 6]);
+        let mut i = trace(0.0, &w);
+        let wall = Coverage::of_domain(Domain::Wall, None);
+        let package = Coverage::of_domain(Domain::Cpu, None);
+        for (k, interval) in i.iter_mut().enumerate() {
+            interval.coverage = Some(if k < 12 {
+                wall.clone()
+            } else {
+                package.clone()
+            });
+        }
+        i[12].joules = None;
+        let s = &attribute(&i, &[window(25.0, 31.0)])[0];
+        assert!((s.joules - 240.0).abs() < 1e-9, "{}", s.joules);
+        assert_eq!(s.coverage.as_ref(), Some(&package));
+        // A request from 8 s to 31 s took the package's 18 s (12 idle at 15 W, 6 at 40 W) and
+        // nothing of the wall's 4 s: 180 + 240 = 420 J over 18 s of 23.
+        let across = &attribute(&i, &[window(8.0, 31.0)])[0];
+        assert!((across.joules - 420.0).abs() < 1e-9, "{}", across.joules);
+        assert!((across.covered_seconds - 18.0).abs() < 1e-9);
+
+        let b = idle_baseline(&i, &[window(25.0, 31.0)])
+            .unwrap_or_else(|| panic!("12 idle intervals of the package"));
+        assert_eq!(b.watts, 15.0);
+        assert_eq!(b.watts_for(Some(&package)), Some(15.0));
+        assert_eq!(b.watts_for(Some(&wall)), None);
     }
 
     #[test]

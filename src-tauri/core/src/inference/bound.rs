@@ -205,6 +205,7 @@ mod tests {
                     source: Some("rapl".into()),
                     method: Some(Method::Counter),
                     answered: None,
+                    coverage: None,
                 }
             })
             .collect()

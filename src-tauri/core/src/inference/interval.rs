@@ -3,6 +3,7 @@
 
 use crate::meter::Method;
 use crate::reading::Quality;
+use crate::scope::{Coverage, Scope};
 use serde::{Deserialize, Serialize};
 
 /// One sampling interval: what the meter measured between two samples.
@@ -26,6 +27,9 @@ pub struct Interval {
     /// and the power its last answer said. The energy within was interpolated between answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answered: Option<Answered>,
+    /// What the headline covered; `None` where not known (rebuilt from stored samples).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<Coverage>,
 }
 
 /// A slow source's answers, as an interval saw them.
@@ -62,11 +66,47 @@ impl Interval {
         Some(self)
     }
 
+    /// The scope of what the headline covered, when known.
+    pub fn scope(&self) -> Option<Scope> {
+        self.coverage.as_ref().map(|c| c.scope)
+    }
+
     /// Mean headline watts, when measured.
     pub fn watts(&self) -> Option<f64> {
         let s = self.seconds();
         self.joules.filter(|_| s > 0.0).map(|j| j / s)
     }
+}
+
+/// Which of an interval's two clocks a span is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timeline {
+    /// The engine's elapsed seconds (`start`, `end`).
+    Elapsed,
+    /// Unix seconds (`unix_start`, `unix_end`).
+    Wall,
+}
+
+/// The coverage energy over `from..to` (`to: None` is open) is taken in: that of the latest
+/// measured interval overlapping it. Figures of different scope are different quantities, never
+/// added: intervals of any other scope count as not measured. (Within one scope the parts
+/// covered may differ, a GPU appearing, as the ledger's sums allow; the latest's are named.)
+pub fn span_coverage<'a>(
+    intervals: impl DoubleEndedIterator<Item = &'a Interval>,
+    timeline: Timeline,
+    from: f64,
+    to: Option<f64>,
+) -> Option<Coverage> {
+    intervals
+        .rev()
+        .find(|i| {
+            let (start, end) = match timeline {
+                Timeline::Elapsed => (i.start, i.end),
+                Timeline::Wall => (i.unix_start, i.unix_end),
+            };
+            i.joules.is_some() && end > from && to.is_none_or(|t| start < t)
+        })
+        .and_then(|i| i.coverage.clone())
 }
 
 /// One-second counter intervals from `t0` (elapsed seconds; the wall clock is 1.7e9 later) with
@@ -89,6 +129,7 @@ pub(crate) fn trace(t0: f64, watts: &[f64]) -> Vec<Interval> {
                 source: Some("rapl".into()),
                 method: Some(Method::Counter),
                 answered: None,
+                coverage: Some(Coverage::of_domain(crate::reading::Domain::System, None)),
             }
         })
         .collect()

@@ -2,7 +2,8 @@
 //!
 //! Definitions (each `None` when an input is unknown, never 0):
 //! - energy: the request's [`Share`](super::attribution::Share) of the measured energy (gross); net subtracts
-//!   the idle baseline times the request's share of time, floored at 0;
+//!   the idle baseline times the request's share of time, floored at 0, where the baseline was
+//!   taken in the energy's coverage (else unknown);
 //! - tokens per second: the server's decode rate, else completion tokens over the decode window;
 //! - tokens per second per watt = completion tokens ÷ decode joules (tokens/s over the mean watts of
 //!   the same window), the whole request's joules when the phases are unknown;
@@ -18,6 +19,7 @@ use super::attribution::Share;
 use super::response::{ServerFigures, TokensSource};
 use super::route::Route;
 use crate::reading::Quality;
+use crate::scope::Scope;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -110,6 +112,12 @@ pub struct Record {
     pub held_before_joules: Option<f64>,
     pub quality: Option<Quality>,
     pub sources: Vec<String>,
+    /// What the energy covers (`wall`, `system`, or `components` and which), as the snapshot
+    /// says it; `None` where not known. Records of different scope are never added together.
+    #[serde(default)]
+    pub scope: Option<Scope>,
+    #[serde(default)]
+    pub covers: Vec<String>,
     pub error: Option<String>,
 }
 
@@ -231,6 +239,11 @@ impl Record {
             held_before_joules: share.map(|s| s.held_before_joules),
             quality: share.and_then(|s| s.quality),
             sources: share.map(|s| s.sources.clone()).unwrap_or_default(),
+            scope: share.and_then(|s| s.coverage.as_ref()).map(|c| c.scope),
+            covers: share
+                .and_then(|s| s.coverage.as_ref())
+                .map(|c| c.covers.clone())
+                .unwrap_or_default(),
             error: o.error,
         }
     }
@@ -411,6 +424,7 @@ mod tests {
             bound_joules: 12.0,
             shared_by: 1,
             held_before_joules: 0.0,
+            coverage: None,
         }
     }
 

@@ -324,11 +324,12 @@ impl Residency {
         }
     }
 
-    /// The set's baseline minus the one with nothing loaded.
+    /// The set's baseline minus the one with nothing loaded; `None` where the two were taken in
+    /// different scopes.
     fn extra_watts(&self, key: &str) -> Option<f64> {
         let none = self.baselines.get("")?;
         let set = self.baselines.get(key)?;
-        Some(set.baseline.watts - none.baseline.watts)
+        Some(set.baseline.watts_for(none.baseline.coverage.as_ref())? - none.baseline.watts)
     }
 
     /// `model`'s idle draw: alone, else its share in the set measured last with it.
@@ -346,7 +347,8 @@ impl Residency {
             .iter()
             .position(|m| m == model)
             .and_then(|k| set.shares.get(k).copied())?;
-        let watts = ((set.baseline.watts - none.baseline.watts) * share).max(0.0);
+        let set_watts = set.baseline.watts_for(none.baseline.coverage.as_ref())?;
+        let watts = ((set_watts - none.baseline.watts) * share).max(0.0);
         let uncertainty_watts = match (
             standard_error(&set.baseline),
             standard_error(&none.baseline),

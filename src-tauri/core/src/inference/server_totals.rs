@@ -6,25 +6,41 @@
 //!   the two divide into joules per token; and never a window whose requests the proxy measured
 //!   itself (`proxied`): those are counted once, as its records.
 //! - Joules per token are per completion token, as the proxy's records give them.
+//! - Sums are kept per scope, as the ledger's are: windows measured at the wall and windows
+//!   measured on the CPU package are different quantities, never added.
 
 use super::server_window::ServerWindow;
+use crate::scope::Scope;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// One model's sums over the counted windows whose energy is known.
+/// One model's sums, in one scope, over the counted windows whose energy is known.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ServerTotal {
     pub server: String,
     pub model: Option<String>,
+    /// What the energy covers; `None` where not known.
+    pub scope: Option<Scope>,
     pub prompt_tokens: f64,
     pub completion_tokens: f64,
     pub energy_joules: f64,
 }
 
 impl ServerTotal {
-    /// Adds `w` when its energy is known and the proxy did not measure it; whether it was added.
+    /// Empty sums for `w`'s server, model and scope.
+    pub fn of(w: &ServerWindow) -> ServerTotal {
+        ServerTotal {
+            server: w.server.clone(),
+            model: w.model.clone(),
+            scope: w.scope,
+            ..ServerTotal::default()
+        }
+    }
+
+    /// Adds `w` when its energy is known, in these sums' scope, and the proxy did not measure
+    /// it; whether it was added.
     pub fn add(&mut self, w: &ServerWindow) -> bool {
-        if w.proxied {
+        if w.proxied || w.scope != self.scope {
             return false;
         }
         let Some(joules) = w.energy_joules.filter(|j| j.is_finite() && *j >= 0.0) else {
@@ -40,15 +56,14 @@ impl ServerTotal {
 
 /// Each model's sums over `windows`, by server then model.
 pub fn sum_windows<'a>(windows: impl Iterator<Item = &'a ServerWindow>) -> Vec<ServerTotal> {
-    let mut totals: BTreeMap<(String, Option<String>), ServerTotal> = BTreeMap::new();
+    type Key = (String, Option<String>, Option<Scope>);
+    let mut totals: BTreeMap<Key, ServerTotal> = BTreeMap::new();
     for w in windows {
-        let key = (w.server.clone(), w.model.clone());
-        let total = totals.entry(key).or_insert_with(|| ServerTotal {
-            server: w.server.clone(),
-            model: w.model.clone(),
-            ..ServerTotal::default()
-        });
-        total.add(w);
+        let key = (w.server.clone(), w.model.clone(), w.scope);
+        totals
+            .entry(key)
+            .or_insert_with(|| ServerTotal::of(w))
+            .add(w);
     }
     totals
         .into_values()
@@ -81,6 +96,9 @@ pub struct ServerModel {
     pub energy_joules: f64,
     /// Per completion token, as the proxy's; `None` before any token.
     pub joules_per_token: Option<f64>,
+    /// What the energy covers; `None` where not known.
+    #[serde(default)]
+    pub scope: Option<Scope>,
 }
 
 /// The name of the model of a server that names none.
@@ -102,6 +120,7 @@ impl ServerTotal {
                 energy_joules: self.energy_joules,
                 joules_per_token: (self.completion_tokens > 0.0)
                     .then(|| self.energy_joules / self.completion_tokens),
+                scope: self.scope,
             },
         }
     }
@@ -132,8 +151,10 @@ mod tests {
             coarse: false,
             shared: false,
             proxied: false,
+            scope: Some(Scope::Wall),
+            covers: Vec::new(),
         };
-        let mut total = ServerTotal::default();
+        let mut total = ServerTotal::of(&window(0.0, None));
         assert!(total.add(&window(100.0, Some(2000.0))));
         assert!(total.add(&window(50.0, Some(1000.0))));
         assert!(!total.add(&window(30.0, None)));
@@ -143,6 +164,23 @@ mod tests {
             ..window(40.0, Some(800.0))
         };
         assert!(!total.add(&proxied), "the proxy's records count it");
+        // 300 J on the CPU package alone is another quantity than the wall's joules.
+        let package = ServerWindow {
+            scope: Some(Scope::Components),
+            covers: vec!["cpu-package".into()],
+            ..window(40.0, Some(300.0))
+        };
+        assert!(!total.add(&package), "another scope");
+        let sums = sum_windows([window(100.0, Some(2000.0)), package].iter());
+        let by_scope: Vec<(Option<Scope>, f64)> =
+            sums.iter().map(|t| (t.scope, t.energy_joules)).collect();
+        assert_eq!(
+            by_scope,
+            vec![
+                (Some(Scope::Wall), 2000.0),
+                (Some(Scope::Components), 300.0)
+            ]
+        );
         assert_eq!(
             (
                 total.prompt_tokens,

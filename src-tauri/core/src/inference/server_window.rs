@@ -10,8 +10,9 @@
 //! - A window is `concurrent` when the server ran more than one request at either scrape, and
 //!   `coarse` when its tokens land only when a request ends (llama.cpp, TGI) and a request was
 //!   running at either end: part of the window's tokens belong to another.
-//! - A window's energy is the headline's over the same span ([`window_energy`]), and net of the
-//!   idle baseline where one is known. Where several models of one server made tokens in the
+//! - A window's energy is the headline's over the same span ([`window_energy`]), in one
+//!   coverage, which the record names; and net of the idle baseline where one was taken in that
+//!   coverage. Where several models of one server made tokens in the
 //!   window, it is split by their completion tokens (by prompt tokens in a window that completed
 //!   none) and each record says `shared`. A model whose counters did not move has no record: the
 //!   window was idle for it. A window of prompt tokens alone (llama.cpp counts a prompt once it is
@@ -25,6 +26,7 @@
 
 use super::attribution::Baseline;
 use super::window::WindowEnergy;
+use crate::scope::Scope;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -99,6 +101,9 @@ pub struct ServerWindow {
     /// The proxy measured this window's requests itself: its records are the figures, and the
     /// window adds to no sum.
     pub proxied: bool,
+    /// What the energy covers, as a record says it.
+    pub scope: Option<Scope>,
+    pub covers: Vec<String>,
 }
 
 /// One scrape of one server: its counters per model, at Unix seconds `at`.
@@ -139,8 +144,9 @@ pub fn server_windows(
     };
     let all: f64 = moved.iter().map(|(_, t)| weight(t)).sum();
     let seconds = after.at - before.at;
-    let net = match (energy.joules, baseline) {
-        (Some(j), Some(b)) => Some((j - b.watts * seconds).max(0.0)),
+    let idle = baseline.and_then(|b| b.watts_for(energy.coverage.as_ref()));
+    let net = match (energy.joules, idle) {
+        (Some(j), Some(watts)) => Some((j - watts * seconds).max(0.0)),
         _ => None,
     };
     let shared = moved.len() > 1;
@@ -171,6 +177,12 @@ pub fn server_windows(
                 coarse: t.coarse,
                 shared,
                 proxied: false,
+                scope: energy.coverage.as_ref().map(|c| c.scope),
+                covers: energy
+                    .coverage
+                    .as_ref()
+                    .map(|c| c.covers.clone())
+                    .unwrap_or_default(),
             }
         })
         .collect())
@@ -223,6 +235,8 @@ pub fn window_tokens(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reading::Domain;
+    use crate::scope::Coverage;
 
     fn at(prompt: f64, completion: f64, running: f64) -> ServerCounters {
         ServerCounters {
@@ -292,7 +306,12 @@ mod tests {
             covered_fraction: 1.0,
             quality: None,
             sources: Vec::new(),
+            coverage: Some(system()),
         }
+    }
+
+    fn system() -> Coverage {
+        Coverage::of_domain(Domain::System, None)
     }
 
     fn scrape(at: f64, models: &[(Option<&str>, ServerCounters)]) -> Scrape {
@@ -316,6 +335,7 @@ mod tests {
             from: 0.0,
             to: 30.0,
             method: "test".into(),
+            coverage: Some(system()),
         };
         let w = server_windows(
             "http://127.0.0.1:8080/metrics",
@@ -336,6 +356,31 @@ mod tests {
         let net = w[0].net_joules_per_token.unwrap_or(f64::NAN);
         assert!((net - 2000.0 / 150.0).abs() < 1e-9, "{net}");
         assert!(!w[0].shared && !w[0].coarse);
+        assert_eq!(w[0].scope, Some(Scope::System));
+
+        // The same window measured on the CPU package alone, with the idle draw taken at the
+        // wall: 100 W of the wall is no part of the package's 3,000 J, so nothing is netted.
+        let package = WindowEnergy {
+            coverage: Some(Coverage::of_domain(Domain::Cpu, None)),
+            ..energy(3000.0, 1000.0, 1010.0)
+        };
+        let at_the_wall = Baseline {
+            coverage: Some(Coverage::of_domain(Domain::Wall, None)),
+            ..baseline
+        };
+        let w = server_windows(
+            "http://127.0.0.1:8080/metrics",
+            &scrape(1000.0, &[(None, at(6886.0, 3469.0, 0.0))]),
+            &scrape(1010.0, &[(None, at(6926.0, 3619.0, 0.0))]),
+            Counting::AtRequestEnd,
+            &package,
+            Some(&at_the_wall),
+        )
+        .unwrap_or_default();
+        assert_eq!(w[0].joules_per_token, Some(20.0));
+        assert_eq!(w[0].net_energy_joules, None);
+        assert_eq!(w[0].scope, Some(Scope::Components));
+        assert_eq!(w[0].covers, vec!["cpu-package".to_string()]);
     }
 
     /// Two models on one vLLM: 3,000 J split 1:2 by their 50 and 100 generated tokens; a model

@@ -8,10 +8,15 @@
 //! interpolated between a slow device's answers, is known less well than a counter's whole
 //! interval. Where an interval does not say how it was measured (rebuilt from the store, which
 //! keeps no quality per sample) there is no bound: `None`, never a guess.
+//!
+//! A window's energy is in one scope, its latest measured interval's ([`span_coverage`]):
+//! intervals of another (before the plug was unplugged, say) are not measured for it, and lower
+//! its covered fraction.
 
 use super::bound::{self, Cut};
-use super::interval::Interval;
+use super::interval::{span_coverage, Interval, Timeline};
 use crate::reading::Quality;
+use crate::scope::Coverage;
 use serde::{Deserialize, Serialize};
 
 /// The energy of a wall-clock window.
@@ -33,6 +38,9 @@ pub struct WindowEnergy {
     pub covered_fraction: f64,
     pub quality: Option<Quality>,
     pub sources: Vec<String>,
+    /// What the energy covers; `None` where not known.
+    #[serde(default)]
+    pub coverage: Option<Coverage>,
 }
 
 /// Energy between `from` and `to` (Unix seconds). `intervals` in time order; those just outside
@@ -46,6 +54,8 @@ pub fn window_energy(intervals: &[Interval], from: f64, to: f64) -> WindowEnergy
     let mut by_domain: Vec<(String, f64)> = Vec::new();
     let mut quality = None;
     let mut sources: Vec<String> = Vec::new();
+    let coverage = span_coverage(intervals.iter(), Timeline::Wall, from, Some(to));
+    let scope = coverage.as_ref().map(|c| c.scope);
     for (k, i) in intervals.iter().enumerate() {
         let span = i.unix_end - i.unix_start;
         let overlap = i.unix_end.min(to) - i.unix_start.max(from);
@@ -53,7 +63,9 @@ pub fn window_energy(intervals: &[Interval], from: f64, to: f64) -> WindowEnergy
             continue;
         }
         samples += 1;
-        let Some(j) = i.joules else { continue };
+        let Some(j) = i.joules.filter(|_| i.scope() == scope) else {
+            continue;
+        };
         let f = overlap / span;
         joules += j * f;
         covered += overlap;
@@ -101,6 +113,7 @@ pub fn window_energy(intervals: &[Interval], from: f64, to: f64) -> WindowEnergy
         },
         quality,
         sources,
+        coverage,
     }
 }
 

@@ -277,6 +277,12 @@ impl Book {
         let mut made = Vec::with_capacity(finished.len());
         for (f, (window, remote)) in finished.into_iter().zip(mine) {
             let share = if remote { None } else { shares.next() };
+            // The idle draw nets only energy of its own coverage.
+            let baseline = self.baseline.as_ref().filter(|b| {
+                share
+                    .as_ref()
+                    .is_some_and(|s| b.watts_for(s.coverage.as_ref()).is_some())
+            });
             let status = if remote { Status::Remote } else { f.status };
             let observed = Observed {
                 route: f.route,
@@ -299,8 +305,8 @@ impl Book {
                 figures: f.figures,
                 share,
                 phases_known: window.split.is_some(),
-                baseline_watts: self.baseline.as_ref().map(|b| b.watts),
-                baseline_spread_watts: self.baseline.as_ref().and_then(|b| b.spread_watts),
+                baseline_watts: baseline.map(|b| b.watts),
+                baseline_spread_watts: baseline.and_then(|b| b.spread_watts),
                 ceiling: self.ceiling,
             };
             let record = Record::build(f.record_id, observed);

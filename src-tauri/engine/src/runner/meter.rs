@@ -105,6 +105,7 @@ impl Meter {
                         watts: h.watts?.0,
                     })
                 }),
+                coverage: headline.and_then(|_| snapshot.coverage()),
             }
         });
         Sampled {

@@ -13,7 +13,7 @@
 //! - Start-up reads the figures per model and the few newest records the view shows, never the
 //!   whole table.
 
-use super::{Store, StoreError};
+use super::{coverage, Store, StoreError};
 use rusqlite::{params, OptionalExtension};
 use std::collections::BTreeMap;
 use wattbar_core::inference::{Baseline, ModelStats, RatioSums, Record, Route, Routed, Status};
@@ -28,7 +28,7 @@ const COLUMNS: &str = "id, model, route, status, start, end, ttft_seconds, promp
     tokens_per_second_per_watt, score, baseline_watts, covered, partial, quality, sources, error";
 
 /// The columns added after v7, each nullable: older rows read them as unknown.
-const LATER_COLUMNS: &str = "requested_model, shared_by, held_before_joules";
+const LATER_COLUMNS: &str = "requested_model, shared_by, held_before_joules, scope, covers";
 
 const MODEL_COLUMNS: &str = "model, requests, ok, cancelled, error, remote, partial, \
     prompt_tokens, completion_tokens, energy_joules, last, jpt_joules, jpt_tokens, net_joules, \
@@ -103,6 +103,8 @@ fn record_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<Record> {
         error: row.get(28)?,
         shared_by: unsigned(row, 30)?,
         held_before_joules: row.get(31)?,
+        scope: coverage::scope_of(row.get(32)?),
+        covers: coverage::covers_of(row.get(33)?),
     })
 }
 
@@ -178,7 +180,7 @@ pub(super) fn put_record(tx: &rusqlite::Connection, r: &Record) -> rusqlite::Res
     tx.prepare_cached(&format!(
         "INSERT INTO inference ({COLUMNS}, {LATER_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5,
          ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22,
-         ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)"
+         ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34)"
     ))?
     .execute(params![
         count(Some(r.id)),
@@ -213,6 +215,8 @@ pub(super) fn put_record(tx: &rusqlite::Connection, r: &Record) -> rusqlite::Res
         r.requested_model,
         count(r.shared_by),
         r.held_before_joules,
+        coverage::scope_column(r.scope),
+        coverage::covers_column(&r.covers),
     ])?;
     let mut model = tx
         .prepare_cached(&format!(
@@ -385,7 +389,7 @@ impl Store {
     pub fn baseline(&self) -> Result<Option<Baseline>, StoreError> {
         self.conn
             .query_row(
-                "SELECT watts, spread_watts, samples, from_t, to_t, method
+                "SELECT watts, spread_watts, samples, from_t, to_t, method, scope, covers
                  FROM inference_baseline WHERE id = 1",
                 [],
                 |r| {
@@ -396,6 +400,7 @@ impl Store {
                         from: r.get(3)?,
                         to: r.get(4)?,
                         method: r.get(5)?,
+                        coverage: coverage::coverage_of(r.get(6)?, r.get(7)?),
                     })
                 },
             )
@@ -412,10 +417,11 @@ mod tests;
 
 /// Keeps `b` as the one idle baseline; `conn` may be a batch's transaction.
 pub(super) fn put_baseline(conn: &rusqlite::Connection, b: &Baseline) -> rusqlite::Result<()> {
+    let (scope, covers) = coverage::columns(b.coverage.as_ref());
     conn.prepare_cached(
         "INSERT OR REPLACE INTO inference_baseline
-             (id, watts, spread_watts, samples, from_t, to_t, method)
-         VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6)",
+             (id, watts, spread_watts, samples, from_t, to_t, method, scope, covers)
+         VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?
     .execute(params![
         b.watts,
@@ -423,7 +429,9 @@ pub(super) fn put_baseline(conn: &rusqlite::Connection, b: &Baseline) -> rusqlit
         i64::try_from(b.samples).unwrap_or(i64::MAX),
         b.from,
         b.to,
-        b.method
+        b.method,
+        scope,
+        covers
     ])?;
     Ok(())
 }

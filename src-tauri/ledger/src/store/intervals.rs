@@ -4,7 +4,8 @@
 //! its interval, its energy per domain, and how it was measured (quality, method, and a slow
 //! source's answer period and the power it said), so that `/v1/energy` gives the same joules,
 //! coverage, domains and bound from either. Rows written before a column was kept read it as
-//! unknown: no start (taken from the row before), no domains, no quality (so no bound).
+//! unknown: no start (taken from the row before), no domains, no quality (so no bound), no
+//! scope.
 
 use super::{Store, StoreError};
 use rusqlite::params;
@@ -62,6 +63,7 @@ struct Stored {
     answer_period: Option<f64>,
     answered_watts: Option<f64>,
     by_domain: Option<String>,
+    scope: Option<String>,
 }
 
 impl Stored {
@@ -91,6 +93,9 @@ impl Stored {
                 }),
                 _ => None,
             },
+            // The parts covered are not kept per sample: the scope alone, which is what the
+            // window's rule compares.
+            coverage: super::coverage::coverage_of(self.scope.clone(), None),
         }
     }
 }
@@ -105,7 +110,7 @@ impl Store {
             .conn
             .prepare_cached(
                 "SELECT t, watts, joules, start, quality, method, answer_period, answered_watts,
-                        by_domain
+                        by_domain, scope
                  FROM samples WHERE t >= ?1 AND t <= ?2 ORDER BY t",
             )
             .map_err(|e| self.sql(e))?;
@@ -123,6 +128,7 @@ impl Store {
                         answer_period: r.get(6)?,
                         answered_watts: r.get(7)?,
                         by_domain: r.get(8)?,
+                        scope: r.get(9)?,
                     })
                 },
             )

@@ -11,7 +11,7 @@
 //!
 //! Rows are written in the engine's batch transaction.
 
-use super::{local_day_month, Store, StoreError};
+use super::{coverage, local_day_month, Store, StoreError};
 use rusqlite::{params, Connection};
 use std::collections::BTreeMap;
 use wattbar_core::inference::resident::{Kept, ResidentDay, SetBaseline, Unload};
@@ -74,10 +74,11 @@ pub(super) fn put_unload(conn: &Connection, u: &Unload) -> rusqlite::Result<()> 
 pub(super) fn put(conn: &Connection, also: &Also<'_>) -> rusqlite::Result<()> {
     for s in also.set_baselines {
         let b = &s.baseline;
+        let (scope, covers) = coverage::columns(b.coverage.as_ref());
         conn.prepare_cached(
             "INSERT OR REPLACE INTO resident_baselines (set_key, models, shares, watts,
-                 spread_watts, samples, from_t, to_t, method)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                 spread_watts, samples, from_t, to_t, method, scope, covers)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
         )?
         .execute(params![
             s.key,
@@ -88,7 +89,9 @@ pub(super) fn put(conn: &Connection, also: &Also<'_>) -> rusqlite::Result<()> {
             i64::try_from(b.samples).unwrap_or(i64::MAX),
             b.from,
             b.to,
-            b.method
+            b.method,
+            scope,
+            covers
         ])?;
     }
     for d in also.resident_days {
@@ -125,7 +128,7 @@ impl Store {
             .conn
             .prepare(
                 "SELECT set_key, models, shares, watts, spread_watts, samples, from_t, to_t,
-                        method FROM resident_baselines",
+                        method, scope, covers FROM resident_baselines",
             )
             .and_then(|mut s| {
                 s.query_map([], |r| {
@@ -140,6 +143,7 @@ impl Store {
                             from: r.get(6)?,
                             to: r.get(7)?,
                             method: r.get(8)?,
+                            coverage: coverage::coverage_of(r.get(9)?, r.get(10)?),
                         },
                     })
                 })?

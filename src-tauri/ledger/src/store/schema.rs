@@ -2,16 +2,16 @@
 //! each, and the version check that refuses a ledger a newer Wattbar wrote.
 
 use super::{
-    calibration, domains, inference, intervals, programs, resident, scopes, server_windows, sql_at,
-    Store, StoreError,
+    calibration, coverage, domains, inference, intervals, programs, resident, scopes,
+    server_windows, sql_at, Store, StoreError,
 };
 use rusqlite::Connection;
 use std::path::Path;
 
 /// The schema this build writes and reads (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 16;
+pub const SCHEMA_VERSION: i64 = 17;
 
-pub(super) const MIGRATIONS: [&str; 16] = [
+pub(super) const MIGRATIONS: [&str; 17] = [
     r#"
 CREATE TABLE lifetime (domain TEXT PRIMARY KEY, joules REAL NOT NULL);
 CREATE TABLE sessions (id INTEGER PRIMARY KEY, start REAL NOT NULL, end REAL,
@@ -63,6 +63,7 @@ ALTER TABLE monthly_v4 RENAME TO monthly;
     "ALTER TABLE samples ADD COLUMN start REAL;",
     intervals::MIGRATION,
     server_windows::MIGRATION,
+    coverage::MIGRATION,
 ];
 
 impl Store {

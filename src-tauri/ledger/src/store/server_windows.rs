@@ -4,12 +4,13 @@
 //! - `server_windows(server, model, from_t, to_t, prompt_tokens, completion_tokens,
 //!   energy_joules, net_energy_joules, prefill_joules, decode_joules, concurrent, coarse,
 //!   shared, proxied)`: one row per model per window, kept as long as inference records.
-//! - `server_totals(server, model, prompt_tokens, completion_tokens, energy_joules)`: the sums
+//! - `server_totals(server, model, scope, prompt_tokens, completion_tokens, energy_joules)`
+//!   (v17: keyed by scope as well, [`super::coverage`]): the sums
 //!   over every window whose energy was known ([`ServerTotal::add`]), added to in the same
 //!   transaction as the window, never pruned: what `/metrics` exports, so it never goes back.
 //!   `model` is `''` for a server that names none (llama.cpp, TGI).
 
-use super::{Store, StoreError};
+use super::{coverage, Store, StoreError};
 use rusqlite::{params, Connection, Row};
 use wattbar_core::inference::server_totals::ServerTotal;
 use wattbar_core::inference::server_window::ServerWindow;
@@ -34,8 +35,8 @@ pub(super) fn put(conn: &Connection, windows: &[ServerWindow]) -> rusqlite::Resu
         conn.prepare_cached(
             "INSERT INTO server_windows (server, model, from_t, to_t, prompt_tokens,
                  completion_tokens, energy_joules, net_energy_joules, prefill_joules,
-                 decode_joules, concurrent, coarse, shared, proxied)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                 decode_joules, concurrent, coarse, shared, proxied, scope, covers)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
         )?
         .execute(params![
             w.server,
@@ -51,22 +52,25 @@ pub(super) fn put(conn: &Connection, windows: &[ServerWindow]) -> rusqlite::Resu
             w.concurrent,
             w.coarse,
             w.shared,
-            w.proxied
+            w.proxied,
+            coverage::scope_column(w.scope),
+            coverage::covers_column(&w.covers)
         ])?;
-        let mut added = ServerTotal::default();
+        let mut added = ServerTotal::of(w);
         if added.add(w) {
             conn.prepare_cached(
-                "INSERT INTO server_totals (server, model, prompt_tokens, completion_tokens,
-                                            energy_joules)
-                 VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT(server, model) DO UPDATE SET
-                   prompt_tokens = prompt_tokens + ?3,
-                   completion_tokens = completion_tokens + ?4,
-                   energy_joules = energy_joules + ?5",
+                "INSERT INTO server_totals (server, model, scope, prompt_tokens,
+                                            completion_tokens, energy_joules)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT(server, model, scope) DO UPDATE SET
+                   prompt_tokens = prompt_tokens + ?4,
+                   completion_tokens = completion_tokens + ?5,
+                   energy_joules = energy_joules + ?6",
             )?
             .execute(params![
                 w.server,
                 w.model.as_deref().unwrap_or(""),
+                super::scopes::to_text(w.scope),
                 added.prompt_tokens,
                 added.completion_tokens,
                 added.energy_joules
@@ -106,6 +110,8 @@ fn window(r: &Row<'_>) -> rusqlite::Result<ServerWindow> {
         coarse: r.get(11)?,
         shared: r.get(12)?,
         proxied: r.get(13)?,
+        scope: coverage::scope_of(r.get(14)?),
+        covers: coverage::covers_of(r.get(15)?),
     })
 }
 
@@ -114,8 +120,8 @@ impl Store {
     pub fn server_totals(&self) -> Result<Vec<ServerTotal>, StoreError> {
         self.conn
             .prepare_cached(
-                "SELECT server, model, prompt_tokens, completion_tokens, energy_joules
-                 FROM server_totals ORDER BY server, model",
+                "SELECT server, model, prompt_tokens, completion_tokens, energy_joules, scope
+                 FROM server_totals ORDER BY server, model, scope",
             )
             .and_then(|mut s| {
                 s.query_map([], |r| {
@@ -126,6 +132,7 @@ impl Store {
                         prompt_tokens: r.get(2)?,
                         completion_tokens: r.get(3)?,
                         energy_joules: r.get(4)?,
+                        scope: coverage::scope_of(r.get(5)?),
                     })
                 })?
                 .collect()
@@ -146,7 +153,7 @@ impl Store {
             .prepare_cached(
                 "SELECT server, model, from_t, to_t, prompt_tokens, completion_tokens,
                         energy_joules, net_energy_joules, prefill_joules, decode_joules,
-                        concurrent, coarse, shared, proxied
+                        concurrent, coarse, shared, proxied, scope, covers
                  FROM server_windows WHERE to_t >= ?1 AND to_t <= ?2
                  ORDER BY to_t DESC, id DESC LIMIT ?3",
             )
@@ -168,6 +175,7 @@ mod tests {
     use super::*;
     use crate::store::resident::Also;
     use crate::store::DB_FILE;
+    use wattbar_core::Scope;
 
     fn window(to: f64, model: Option<&str>, completion: f64, joules: Option<f64>) -> ServerWindow {
         ServerWindow {
@@ -187,6 +195,8 @@ mod tests {
             coarse: false,
             shared: false,
             proxied: false,
+            scope: Some(Scope::Wall),
+            covers: Vec::new(),
         }
     }
 
@@ -260,5 +270,52 @@ mod tests {
             Some(0)
         );
         assert_eq!(store.server_totals().ok(), Some(totals));
+    }
+
+    /// A v16 ledger kept 4,000 J over 200 tokens without saying what they covered. Migrated,
+    /// the sums stay whole with no scope, never a guessed one; a window measured at the wall
+    /// afterwards (1,000 J over 50 tokens) starts sums of its own beside them.
+    #[test]
+    fn sums_kept_before_scopes_stay_apart_from_those_of_the_wall() {
+        use crate::store::schema::MIGRATIONS;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join(DB_FILE);
+        {
+            let conn = Connection::open(&path).unwrap_or_else(|e| panic!("{e}"));
+            for step in &MIGRATIONS[..16] {
+                conn.execute_batch(step).unwrap_or_else(|e| panic!("{e}"));
+            }
+            conn.execute_batch(
+                "INSERT INTO server_totals VALUES ('http://127.0.0.1:8080/metrics', '', 80.0,
+                                                   200.0, 4000.0);
+                 PRAGMA user_version = 16;",
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let (mut store, _) = Store::open(&path, 1_000.0).unwrap_or_else(|e| panic!("{e}"));
+        let session = store
+            .start_session(1_000.0, "EUR")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let also = Also {
+            server_windows: &[window(1_010.0, None, 50.0, Some(1_000.0))],
+            ..Also::default()
+        };
+        store
+            .write_batch_with(session, &[], 0.0, 0.0, &also)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let got: Vec<_> = store
+            .server_totals()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .iter()
+            .map(|t| (t.scope, t.completion_tokens, t.energy_joules))
+            .collect();
+        assert_eq!(
+            got,
+            [(None, 200.0, 4_000.0), (Some(Scope::Wall), 50.0, 1_000.0)]
+        );
+        let kept = store
+            .server_windows(0.0, 2_000.0, 10)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(kept.first().and_then(|w| w.scope), Some(Scope::Wall));
     }
 }

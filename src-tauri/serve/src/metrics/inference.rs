@@ -85,19 +85,23 @@ pub(super) fn inference(registry: &mut Registry, p: &Published) {
 struct ServerLabels {
     server: Text,
     model: Text,
+    scope: Text,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ServerTokenLabels {
     server: Text,
     model: Text,
+    scope: Text,
     kind: Text,
 }
 
 /// What the model servers followed by their own counters made, and the energy of the windows they
 /// made it in, over every window the ledger committed with its energy known: they never go back,
 /// across crashes and restarts. A server that names no model (llama.cpp, TGI) is
-/// `model="(unnamed)"`.
+/// `model="(unnamed)"`. Each is per `scope` of the energy (`wall`, `system`, `components`, empty
+/// where not known): joules of two scopes are different quantities, and the tokens beside each
+/// are those its joules were spent on.
 fn servers(registry: &mut Registry, p: &Published) {
     let totals = &p.committed.server_totals;
     if totals.is_empty() && p.server_metrics.servers.is_empty() {
@@ -120,6 +124,7 @@ fn servers(registry: &mut Registry, p: &Published) {
     for t in totals {
         let server = label(&t.server);
         let model = label(t.model.as_deref().unwrap_or(UNNAMED_MODEL));
+        let scope = label(t.scope.map_or("", |s| s.as_str()));
         for (kind, n) in [
             ("prompt", t.prompt_tokens),
             ("completion", t.completion_tokens),
@@ -129,6 +134,7 @@ fn servers(registry: &mut Registry, p: &Published) {
                     .get_or_create(&ServerTokenLabels {
                         server: server.clone(),
                         model: model.clone(),
+                        scope: scope.clone(),
                         kind: label(kind),
                     })
                     .inc_by(n);
@@ -139,6 +145,7 @@ fn servers(registry: &mut Registry, p: &Published) {
                 .get_or_create(&ServerLabels {
                     server: server.clone(),
                     model: model.clone(),
+                    scope: scope.clone(),
                 })
                 .inc_by(t.energy_joules);
         }

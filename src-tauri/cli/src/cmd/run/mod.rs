@@ -375,6 +375,7 @@ fn unmeasured(from: f64, to: f64) -> wattbar_core::inference::WindowEnergy {
         covered_fraction: 0.0,
         quality: None,
         sources: Vec::new(),
+        coverage: None,
     }
 }
 

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use wattbar_core::inference::{Answered, Interval};
 use wattbar_core::meter::Method;
-use wattbar_core::{Quality, Unavailable};
+use wattbar_core::{Coverage, Quality, Unavailable};
 use wattbar_serve::view::StatePayload;
 
 /// One reading of one sample, as the engine publishes it.
@@ -144,6 +144,8 @@ struct CompactInterval {
     source: Option<u32>,
     method: Option<Method>,
     answered: Option<Answered>,
+    /// Index into [`Samples::coverages`]: a run sees one or two.
+    coverage: Option<u32>,
 }
 
 /// The states and intervals of a run, in the order they came in.
@@ -152,6 +154,7 @@ pub struct Samples {
     names: Names,
     states: Vec<CompactState>,
     intervals: Vec<CompactInterval>,
+    coverages: Vec<Coverage>,
     unavailable: Vec<Unavailable>,
 }
 
@@ -196,6 +199,18 @@ impl Samples {
 
     pub fn push_intervals(&mut self, intervals: impl IntoIterator<Item = Interval>) {
         let names = &mut self.names;
+        let coverages = &mut self.coverages;
+        let mut coverage_id = |c: Option<Coverage>| {
+            let c = c?;
+            let at = match coverages.iter().position(|known| *known == c) {
+                Some(at) => at,
+                None => {
+                    coverages.push(c);
+                    coverages.len() - 1
+                }
+            };
+            u32::try_from(at).ok()
+        };
         self.intervals
             .extend(intervals.into_iter().map(|i| CompactInterval {
                 start: i.start,
@@ -208,6 +223,7 @@ impl Samples {
                 source: i.source.as_deref().map(|n| names.id(n)),
                 method: i.method,
                 answered: i.answered,
+                coverage: coverage_id(i.coverage),
             }));
     }
 
@@ -278,6 +294,9 @@ impl Samples {
                 source: i.source.map(|s| self.names.name(s)),
                 method: i.method,
                 answered: i.answered,
+                coverage: i
+                    .coverage
+                    .and_then(|k| self.coverages.get(usize::try_from(k).ok()?).cloned()),
             })
             .collect()
     }
@@ -388,6 +407,7 @@ mod tests {
                 source: Some("rapl".into()),
                 method: Some(Method::Counter),
                 answered: None,
+                coverage: Some(Coverage::of_domain(wattbar_core::Domain::Cpu, None)),
             }
         }));
         let window = s.intervals(1e9 + 2.5, 1e9 + 5.0);
@@ -400,5 +420,9 @@ mod tests {
         assert_eq!(e.by_domain[0].0, "cpu");
         assert!((e.by_domain[0].1 - 100.0).abs() < 1e-9);
         assert_eq!(e.sources, ["rapl"]);
+        assert_eq!(
+            e.coverage.map(|c| c.covers),
+            Some(vec!["cpu-package".into()])
+        );
     }
 }

@@ -542,6 +542,7 @@ mod tests {
             covered_fraction: covered,
             quality: Some(Quality::Measured),
             sources: vec!["rapl".into()],
+            coverage: None,
         }
     }
 

@@ -176,6 +176,7 @@ mod tests {
             covered_fraction: 1.0,
             quality: None,
             sources: Vec::new(),
+            coverage: None,
         }
     }
 

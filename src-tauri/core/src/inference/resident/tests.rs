@@ -44,6 +44,7 @@ impl Trace {
                 source: None,
                 method: None,
                 answered: None,
+                coverage: None,
             };
             self.r.push(Step {
                 interval: &interval,

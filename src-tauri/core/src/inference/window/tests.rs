@@ -35,6 +35,39 @@ fn a_window_partly_measured_says_how_much_it_covers_and_how_well() {
     );
 }
 
+/// A plug read 100 W for 5 s, was unplugged (the meter measures nothing across the change),
+/// and RAPL's package read 30 W for 4 s: the window 0–10 s is the package's 4 × 30 W = 120 J
+/// over 0.4 of its length, never 500 J of the wall plus 120 J of the package.
+#[test]
+fn a_window_across_an_unplugged_plug_counts_only_the_scope_it_ends_in() {
+    use crate::reading::Domain;
+    use crate::scope::{Coverage, Scope};
+    let mut i = trace(
+        0.0,
+        &[
+            100.0, 100.0, 100.0, 100.0, 100.0, 0.0, 30.0, 30.0, 30.0, 30.0,
+        ],
+    );
+    for (k, interval) in i.iter_mut().enumerate() {
+        interval.coverage = Some(match k {
+            0..=4 => Coverage::of_domain(Domain::Wall, None),
+            _ => Coverage::of_domain(Domain::Cpu, None),
+        });
+    }
+    i[5].joules = None;
+    let e = window_energy(&i, 1.7e9, 1.7e9 + 10.0);
+    assert_eq!(e.joules, Some(120.0));
+    assert!((e.covered_fraction - 0.4).abs() < 1e-9);
+    assert_eq!(
+        e.coverage.as_ref().map(|c| c.scope),
+        Some(Scope::Components)
+    );
+    // A window that ends before the change is the wall's alone: 3 × 100 W.
+    let before = window_energy(&i, 1.7e9 + 1.0, 1.7e9 + 4.0);
+    assert_eq!(before.joules, Some(300.0));
+    assert_eq!(before.coverage.map(|c| c.scope), Some(Scope::Wall));
+}
+
 /// The intervals the engine keeps while it samples `plug` every 100 ms for `until` ms: each
 /// with the total's advance, and the power the plug's last answer said.
 fn plug_intervals(plug: &Plug, until: u64) -> Vec<Interval> {
@@ -60,6 +93,7 @@ fn plug_intervals(plug: &Plug, until: u64) -> Vec<Interval> {
                     period_seconds: 1.0,
                     watts: plug.watts(answered_at) * plug.reads,
                 }),
+                coverage: None,
             }
         })
         .collect()

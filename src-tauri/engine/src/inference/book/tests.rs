@@ -19,6 +19,10 @@ fn second(t: f64, watts: f64) -> Interval {
         source: Some("rapl".into()),
         method: Some(wattbar_core::meter::Method::Counter),
         answered: None,
+        coverage: Some(wattbar_core::Coverage::of_domain(
+            wattbar_core::Domain::Cpu,
+            None,
+        )),
     }
 }
 
@@ -126,6 +130,35 @@ fn the_baseline_comes_from_idle_intervals_and_nets_the_records() {
     // 260 J gross − 30 W × 2 s = 200 J net.
     assert_eq!(r[0].energy_joules, Some(260.0));
     assert_eq!(r[0].net_energy_joules, Some(200.0));
+}
+
+/// The idle draw was taken at the wall (a plug, 60 W); the plug is unplugged and a request is
+/// measured on the CPU package alone (130 W × 2 s = 260 J). 60 W of the wall is no part of the
+/// package's joules: the record has its gross energy, in its own scope, and no net figure.
+#[test]
+fn an_idle_draw_taken_at_the_wall_nets_nothing_measured_on_the_package() {
+    use wattbar_core::{Coverage, Domain, Scope};
+    let mut book = Book::new(Restored::default(), 5.0);
+    for k in 0..12 {
+        let at_the_wall = Interval {
+            coverage: Some(Coverage::of_domain(Domain::Wall, None)),
+            ..second(k as f64, 60.0)
+        };
+        // Baselines are taken every 30 s: take one after the idle part.
+        if k == 11 {
+            book.baseline_taken = None;
+        }
+        book.push_interval(at_the_wall, &[]);
+    }
+    assert_eq!(book.take_baseline_change().map(|b| b.watts), Some(60.0));
+    book.push_interval(second(12.0, 130.0), &[]);
+    book.push_interval(second(13.0, 130.0), &[]);
+    let r = book.settle(vec![finished("llama3", 12.0, 14.0)], &[]);
+    assert_eq!(r[0].energy_joules, Some(260.0));
+    assert_eq!(r[0].net_energy_joules, None);
+    assert_eq!(r[0].baseline_watts, None);
+    assert_eq!(r[0].scope, Some(Scope::Components));
+    assert_eq!(r[0].covers, vec!["cpu-package".to_string()]);
 }
 
 /// Work a client measured itself: 100 tokens at 20 tok/s, the 5 s ending at `end` (elapsed).

@@ -3,7 +3,7 @@
 
 use super::*;
 use wattbar_core::inference::{Observed, Route, ServerFigures, Share, Status, TokensSource};
-use wattbar_core::Quality;
+use wattbar_core::{Coverage, Quality, Scope};
 
 fn record(id: u64, model: &str, end: f64) -> Record {
     Record::build(
@@ -31,6 +31,10 @@ fn record(id: u64, model: &str, end: f64) -> Record {
                 quality: Some(Quality::Measured),
                 sources: vec!["rapl".into()],
                 bound_joules: 7.5,
+                coverage: Some(Coverage {
+                    scope: Scope::Components,
+                    covers: vec!["cpu-package".into(), "dram".into()],
+                }),
                 ..Share::default()
             }),
             phases_known: false,
@@ -62,6 +66,10 @@ fn records_survive_a_reopen_field_for_field_and_come_back_newest_first() {
             from: 10.0,
             to: 50.0,
             method: "median".into(),
+            coverage: Some(Coverage {
+                scope: Scope::Components,
+                covers: vec!["cpu-package".into(), "gpu:0".into()],
+            }),
         })
         .unwrap_or_else(|e| panic!("{e}"));
     }
@@ -74,8 +82,12 @@ fn records_survive_a_reopen_field_for_field_and_come_back_newest_first() {
     assert_eq!(recent[0].net_energy_bound_joules, Some(10.5));
     let b = s.baseline().ok().flatten();
     assert_eq!(
-        b.map(|b| (b.watts, b.spread_watts)),
+        b.as_ref().map(|b| (b.watts, b.spread_watts)),
         Some((21.5, Some(2.25)))
+    );
+    assert_eq!(
+        b.and_then(|b| b.coverage).map(|c| c.covers),
+        Some(vec!["cpu-package".to_string(), "gpu:0".to_string()])
     );
 }
 

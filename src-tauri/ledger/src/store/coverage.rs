@@ -1,0 +1,74 @@
+//! What LLM energy covers, in the ledger (v17): each inference record, model server window, idle
+//! baseline and resident set's baseline keeps the scope of its energy and the parts it covers,
+//! and a model server's sums are kept per scope, so that joules of the wall and of the CPU
+//! package are never added.
+//!
+//! - `scope`: `wall`, `system`, `components`, or NULL where not known; `covers`: the parts,
+//!   comma-separated (`cpu-package,dram`), NULL for none.
+//! - `server_totals` is keyed by `(server, model, scope)`, the scope `''` where not known. Rows
+//!   from before did not say what their energy covered: they keep the empty scope, never
+//!   guessed.
+//! - Samples already keep their scope (v12): intervals read back from them carry it, without
+//!   the parts.
+
+use wattbar_core::{Coverage, Scope};
+
+pub(super) const MIGRATION: &str = r#"
+ALTER TABLE inference ADD COLUMN scope TEXT;
+ALTER TABLE inference ADD COLUMN covers TEXT;
+ALTER TABLE server_windows ADD COLUMN scope TEXT;
+ALTER TABLE server_windows ADD COLUMN covers TEXT;
+ALTER TABLE inference_baseline ADD COLUMN scope TEXT;
+ALTER TABLE inference_baseline ADD COLUMN covers TEXT;
+ALTER TABLE resident_baselines ADD COLUMN scope TEXT;
+ALTER TABLE resident_baselines ADD COLUMN covers TEXT;
+CREATE TABLE server_totals_v17 (server TEXT NOT NULL, model TEXT NOT NULL, scope TEXT NOT NULL,
+                                prompt_tokens REAL NOT NULL, completion_tokens REAL NOT NULL,
+                                energy_joules REAL NOT NULL, PRIMARY KEY (server, model, scope));
+INSERT INTO server_totals_v17
+  SELECT server, model, '', prompt_tokens, completion_tokens, energy_joules FROM server_totals;
+DROP TABLE server_totals;
+ALTER TABLE server_totals_v17 RENAME TO server_totals;
+"#;
+
+/// A scope as stored: its name, NULL where not known.
+pub(super) fn scope_column(scope: Option<Scope>) -> Option<&'static str> {
+    scope.map(Scope::as_str)
+}
+
+/// Parts as stored: comma-separated, NULL for none.
+pub(super) fn covers_column(covers: &[String]) -> Option<String> {
+    (!covers.is_empty()).then(|| covers.join(","))
+}
+
+/// A stored scope; NULL, empty or unknown (a newer build's) is `None`.
+pub(super) fn scope_of(text: Option<String>) -> Option<Scope> {
+    text.as_deref().and_then(super::scopes::from_text)
+}
+
+/// Stored parts; NULL is none.
+pub(super) fn covers_of(text: Option<String>) -> Vec<String> {
+    text.map(|t| {
+        t.split(',')
+            .filter(|p| !p.is_empty())
+            .map(str::to_string)
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// A stored coverage: `None` where the scope is not known.
+pub(super) fn coverage_of(scope: Option<String>, covers: Option<String>) -> Option<Coverage> {
+    Some(Coverage {
+        scope: scope_of(scope)?,
+        covers: covers_of(covers),
+    })
+}
+
+/// The `(scope, covers)` columns of `coverage`.
+pub(super) fn columns(coverage: Option<&Coverage>) -> (Option<&'static str>, Option<String>) {
+    (
+        scope_column(coverage.map(|c| c.scope)),
+        coverage.and_then(|c| covers_column(&c.covers)),
+    )
+}
