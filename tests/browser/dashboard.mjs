@@ -134,6 +134,7 @@ try {
     hint: document.getElementById("models-hint").hidden ? null
       : document.getElementById("models-hint").textContent.replace(/\s+/g, " ").trim(),
     rows: [...document.querySelectorAll("#models-rows tr")].map((tr) => tr.dataset.model),
+    scopes: [...document.querySelectorAll("#models-rows tr [data-field=scope]")].map((b) => b.textContent),
     requests: [...document.querySelectorAll("#requests li")].map((li) => li.dataset.id),
   }));
   const before = await models();
@@ -148,6 +149,7 @@ try {
       before.requests, { timeout: 15000 });
     const after = await models();
     report.models_after_request = after.rows;
+    report.model_scopes_after_request = after.scopes;
     report.last_request = (await page.textContent("#requests li")).replace(/\s+/g, " ").trim();
     report.last_request_routed_from = await page.getAttribute("#requests li [data-field=requested-model]", "data-value");
     await page.waitForFunction(() => document.getElementById("routing").dataset.requests === "1", null, { timeout: 10000 });
@@ -167,6 +169,7 @@ try {
     report.server_model = await page.$eval(served, (tr) => ({
       model: tr.dataset.model,
       source: tr.querySelector("[data-field=source]").textContent,
+      scope: tr.querySelector("[data-field=scope]").textContent,
       joules_per_token: tr.querySelectorAll("td")[1].dataset.value,
     }));
   }

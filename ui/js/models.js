@@ -33,8 +33,17 @@ function onlyRemote(m) {
   return m.requests > 0 && (m.requests_by_status?.remote ?? 0) === m.requests;
 }
 
+// What the model's energy covers: a model measured at the wall and on the CPU package has a row
+// for each, never one sum of both.
+function scopeBadge(m) {
+  const scope = m.scope ?? "unrecorded";
+  return el("span", { class: "badge scope", "data-field": "scope", "data-value": m.scope ?? "",
+    title: "What this energy covers: wall, system (the whole machine) or components (parts only)" },
+  scope);
+}
+
 function modelRow(m, best) {
-  const name = el("th", { scope: "row" }, m.model);
+  const name = el("th", { scope: "row" }, m.model, " ", scopeBadge(m));
   if (best) name.append(" ", el("span", { class: "badge best" }, "most efficient"));
   // Requests that did not end in a local answer, under the name (the narrow window has no room
   // beside the count).
@@ -49,7 +58,7 @@ function modelRow(m, best) {
     : cell(fmt.figure(m.joules_per_token), m.joules_per_token,
       el("small", { class: "net", "data-value": m.net_joules_per_token ?? "" },
         `net ${fmt.figure(m.net_joules_per_token)}`));
-  return el("tr", { "data-model": m.model, "data-best": best ? "true" : null },
+  return el("tr", { "data-model": m.model, "data-scope": m.scope ?? "", "data-best": best ? "true" : null },
     name,
     cell(fmt.count(m.requests), m.requests),
     energy,
@@ -124,8 +133,9 @@ function serverModelRow(m) {
   const name = el("th", { scope: "row" }, m.model, " ",
     el("span", { class: "badge source", "data-field": "source", "data-value": m.source,
       title: `From ${m.server}: the server's own token counters, read once per 10 s window beside the energy measured in it.` },
-    "server metrics"));
-  return el("tr", { "data-model": m.model, "data-source": m.source, "data-server": m.server },
+    "server metrics"), " ", scopeBadge(m));
+  return el("tr", { "data-model": m.model, "data-source": m.source, "data-server": m.server,
+    "data-scope": m.scope ?? "" },
     name,
     cell("—", null),
     cell(fmt.figure(m.joules_per_token), m.joules_per_token),

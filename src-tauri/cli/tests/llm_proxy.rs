@@ -127,9 +127,14 @@ fn the_official_clients_get_their_answers_and_each_request_its_energy() {
     }
     let metrics = serve.text("/metrics");
     assert!(
-        metrics.contains("wattbar_inference_tokens_total{model=\"llama3\",kind=\"completion\"} 71")
+        metrics.contains(
+            "wattbar_inference_tokens_total{model=\"llama3\",kind=\"completion\",scope=\"system\"} 71"
+        ),
+        "{metrics}"
     );
-    assert!(metrics.contains("wattbar_inference_requests_total{model=\"llama3\",status=\"ok\"} 1"));
+    assert!(metrics.contains(
+        "wattbar_inference_requests_total{model=\"llama3\",status=\"ok\",scope=\"system\"} 1"
+    ));
     // The advice now has a score, beside its raw figure.
     let lp = serve.get("/v1/low-power");
     assert!(
@@ -373,9 +378,12 @@ fn a_router_records_its_own_inference_and_asks_for_any_window_and_the_cli_lists_
     .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(listed["records"].as_array().map(Vec::len), Some(2));
     let text = crate::common::run_cli(dir.path(), &["models", "--csv"]);
-    assert!(text.starts_with("source,server,model,requests,"), "{text}");
     assert!(
-        text.contains("\nproxy,,openai/gpt-oss-20b,1,84,57,"),
+        text.starts_with("source,server,model,scope,requests,"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nproxy,,openai/gpt-oss-20b,system,1,84,57,"),
         "{text}"
     );
 }

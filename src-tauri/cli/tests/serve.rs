@@ -288,6 +288,14 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
         (&"(unnamed)".into(), &"server metrics".into()),
         "{report}"
     );
+    // Each row names the scope of its energy: the replayed draw is the whole machine's.
+    assert_eq!(served["scope"], "system", "{report}");
+    assert!(
+        report["model_scopes_after_request"]
+            .as_array()
+            .is_some_and(|s| !s.is_empty() && s.iter().all(|s| s == "system")),
+        "{report}"
+    );
     let jpt: f64 = served["joules_per_token"]
         .as_str()
         .and_then(|v| v.parse().ok())

@@ -116,15 +116,16 @@ pub fn from_store(
             cost: total.map(|t| t.cost),
         });
     }
+    // Models' energy in the same scope as the days'.
     let mut by_model: BTreeMap<String, ModelStats> = BTreeMap::new();
     for r in store
         .inference(from, usize::MAX)?
         .iter()
-        .filter(|r| r.start <= to)
+        .filter(|r| r.start <= to && r.scope == scope)
     {
         by_model
             .entry(r.model.clone())
-            .or_insert_with(|| ModelStats::new(&r.model))
+            .or_insert_with(|| ModelStats::new(&r.model, r.scope))
             .add(r, score_ceiling);
     }
     let models = by_model

@@ -234,7 +234,14 @@ pub fn request(
         })
         .collect();
     let models = &p.committed.models;
-    let proxy = |model: &str| vec![kv("model", model), kv("source", SOURCE_PROXY)];
+    let scope_of = |s: Option<wattbar_core::Scope>| kv("scope", s.map_or("", |s| s.as_str()));
+    let proxy = |m: &wattbar_core::inference::ModelStats| {
+        vec![
+            kv("model", m.model.clone()),
+            kv("source", SOURCE_PROXY),
+            scope_of(m.scope),
+        ]
+    };
     let servers: Vec<_> = p
         .committed
         .server_totals
@@ -246,11 +253,12 @@ pub fn request(
             kv("model", m.model.clone()),
             kv("source", SOURCE_SERVER_METRICS),
             kv("server", m.server.clone()),
+            scope_of(m.scope),
         ]
     };
     let model_energy = models
         .iter()
-        .filter_map(|m| Some(total(AsDouble(finite(m.energy_joules)?), proxy(&m.model))))
+        .filter_map(|m| Some(total(AsDouble(finite(m.energy_joules)?), proxy(m))))
         .chain(servers.iter().filter_map(|s| {
             let m = &s.figures;
             Some(total(AsDouble(finite(m.energy_joules)?), counted(m)))
@@ -264,7 +272,7 @@ pub fn request(
                 ("completion", m.completion_tokens),
             ]
             .map(|(kind, n)| {
-                let mut labels = proxy(&m.model);
+                let mut labels = proxy(m);
                 labels.push(kv("kind", kind));
                 total(AsInt(i64::try_from(n).unwrap_or(i64::MAX)), labels)
             })
@@ -289,7 +297,7 @@ pub fn request(
         .iter()
         .flat_map(|m| {
             m.requests_by_status.iter().map(|(status, n)| {
-                let mut labels = proxy(&m.model);
+                let mut labels = proxy(m);
                 labels.push(kv("status", status.clone()));
                 total(AsInt(i64::try_from(*n).unwrap_or(i64::MAX)), labels)
             })

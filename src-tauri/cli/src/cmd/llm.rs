@@ -79,6 +79,7 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
                 "source",
                 "server",
                 "model",
+                "scope",
                 "requests",
                 "prompt_tokens",
                 "completion_tokens",
@@ -94,6 +95,7 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
                     SOURCE_PROXY.to_string(),
                     String::new(),
                     m.model.clone(),
+                    scope_name(m.scope).to_string(),
                     m.requests.to_string(),
                     m.prompt_tokens.to_string(),
                     m.completion_tokens.to_string(),
@@ -110,6 +112,7 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
                     source.to_string(),
                     m.server.clone(),
                     m.model.clone(),
+                    scope_name(m.scope).to_string(),
                     String::new(),
                     m.prompt_tokens.to_string(),
                     m.completion_tokens.to_string(),
@@ -134,9 +137,10 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
                 return Ok(());
             }
             crate::out!(
-                "{:<28} {:<14} {:>8} {:>10} {:>9} {:>9} {:>8} {:>9} {:>6}",
+                "{:<28} {:<14} {:<10} {:>8} {:>10} {:>9} {:>9} {:>8} {:>9} {:>6}",
                 "model",
                 "source",
+                "scope",
                 "requests",
                 "tokens",
                 "J/token",
@@ -147,9 +151,10 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
             )?;
             for m in &models {
                 crate::out!(
-                    "{:<28} {:<14} {:>8} {:>10} {:>9} {:>9} {:>8} {:>9} {:>6}",
+                    "{:<28} {:<14} {:<10} {:>8} {:>10} {:>9} {:>9} {:>8} {:>9} {:>6}",
                     m.model,
                     SOURCE_PROXY,
+                    scope_name(m.scope),
                     m.requests,
                     m.completion_tokens,
                     fmt(m.joules_per_token, 3),
@@ -161,9 +166,10 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
             }
             for Sourced { source, figures: m } in &servers {
                 crate::out!(
-                    "{:<28} {:<14} {:>8} {:>10} {:>9} {:>9} {:>8} {:>9} {:>6}",
+                    "{:<28} {:<14} {:<10} {:>8} {:>10} {:>9} {:>9} {:>8} {:>9} {:>6}",
                     m.model,
                     source,
+                    scope_name(m.scope),
                     "—",
                     m.completion_tokens,
                     fmt(m.joules_per_token, 3),
@@ -187,6 +193,11 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A scope as the lists show it: energy kept before scopes were recorded is `unrecorded`.
+fn scope_name(scope: Option<wattbar_core::Scope>) -> &'static str {
+    scope.map_or("unrecorded", |s| s.as_str())
 }
 
 /// "Keeping gemma3 loaded costs about 0.14 EUR/day", one line per model, before the table.

@@ -277,6 +277,9 @@ impl Routed {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct ModelStats {
     pub model: String,
+    /// The scope of its energy (`None` where not known): a model measured at the wall and on
+    /// the CPU package has figures for each, never one sum of both.
+    pub scope: Option<Scope>,
     pub requests: u64,
     pub requests_by_status: BTreeMap<String, u64>,
     /// Records less than [`MIN_COVERED`] measured: in `requests`, left out of every ratio.
@@ -320,11 +323,17 @@ pub struct RatioSums {
 pub const MAX_COUNT: u64 = i64::MAX as u64;
 
 impl ModelStats {
-    pub fn new(model: &str) -> Self {
+    pub fn new(model: &str, scope: Option<Scope>) -> Self {
         ModelStats {
             model: model.to_string(),
+            scope,
             ..ModelStats::default()
         }
+    }
+
+    /// The figures `r` adds to: its model's in its scope.
+    pub fn key(r: &Record) -> (String, Option<Scope>) {
+        (r.model.clone(), r.scope)
     }
 
     pub fn add(&mut self, r: &Record, ceiling: f64) {
@@ -483,7 +492,7 @@ mod tests {
 
     #[test]
     fn model_figures_weigh_records_by_their_tokens() {
-        let mut m = ModelStats::new("llama3");
+        let mut m = ModelStats::new("llama3", None);
         m.add(&Record::build(1, observed(Some(share()))), 5.0);
         let mut second = share();
         second.joules = 120.0;
@@ -502,7 +511,7 @@ mod tests {
 
     #[test]
     fn token_totals_saturate_instead_of_wrapping() {
-        let mut m = ModelStats::new("llama3");
+        let mut m = ModelStats::new("llama3", None);
         let mut o = observed(Some(share()));
         o.figures.completion_tokens = Some(u64::MAX - 10);
         o.figures.prompt_tokens = Some(u64::MAX);
@@ -532,7 +541,7 @@ mod tests {
             (r.joules_per_token, r.tokens_per_second_per_watt, r.score),
             (None, None, None)
         );
-        let mut m = ModelStats::new("llama3");
+        let mut m = ModelStats::new("llama3", None);
         m.add(&r, 5.0);
         m.add(&Record::build(5, observed(Some(share()))), 5.0);
         assert_eq!((m.requests, m.partial_requests), (2, 1));
@@ -546,7 +555,7 @@ mod tests {
 
     #[test]
     fn cancelled_and_error_records_never_feed_a_score() {
-        let mut m = ModelStats::new("llama3");
+        let mut m = ModelStats::new("llama3", None);
         for status in [Status::Cancelled, Status::Error] {
             let mut o = observed(Some(share()));
             o.status = status;

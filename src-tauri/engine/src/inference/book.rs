@@ -22,7 +22,7 @@ use wattbar_core::inference::{
     attribute_held, idle_baseline, is_remote_model, Baseline, Claims, Interval, ModelStats,
     Observed, Record, Route, Routed, ServerFigures, Status, TokensSource, Window,
 };
-use wattbar_core::Stamp;
+use wattbar_core::{Scope, Stamp};
 
 /// How long intervals (and request windows) are kept in memory.
 pub const WINDOW_KEEP: Duration = Duration::from_secs(15 * 60);
@@ -78,7 +78,7 @@ pub struct Book {
     claims: Claims,
     /// The last [`RECENT_RECORDS`], oldest first.
     records: Ring<Record>,
-    models: BTreeMap<String, ModelStats>,
+    models: BTreeMap<(String, Option<Scope>), ModelStats>,
     routed: Routed,
     baseline: Option<Baseline>,
     baseline_changed: bool,
@@ -108,7 +108,7 @@ impl Book {
             models: restored
                 .models
                 .into_iter()
-                .map(|m| (m.model.clone(), m))
+                .map(|m| ((m.model.clone(), m.scope), m))
                 .collect(),
             baseline: restored.baseline,
             routed: restored.routed,
@@ -365,8 +365,8 @@ impl Book {
     fn add_to_model(&mut self, r: &Record) {
         let ceiling = self.ceiling;
         self.models
-            .entry(r.model.clone())
-            .or_insert_with(|| ModelStats::new(&r.model))
+            .entry(ModelStats::key(r))
+            .or_insert_with(|| ModelStats::new(&r.model, r.scope))
             .add(r, ceiling);
     }
 
@@ -386,9 +386,12 @@ impl Book {
         };
         let score = mean(|r| r.score);
         let tpw = mean(|r| r.tokens_per_second_per_watt);
+        // Figures of one scope only are compared: the latest record's.
+        let scope = last.as_ref().map(|r| r.scope);
         let most_efficient_model = self
             .models
             .values()
+            .filter(|m| scope.is_none_or(|s| m.scope == s))
             .filter_map(|m| m.tokens_per_second_per_watt.map(|t| (t, &m.model)))
             .max_by(|a, b| a.0.total_cmp(&b.0))
             .map(|(_, m)| m.clone());

@@ -5,9 +5,9 @@
 //!
 //! - `scope`: `wall`, `system`, `components`, or NULL where not known; `covers`: the parts,
 //!   comma-separated (`cpu-package,dram`), NULL for none.
-//! - `server_totals` is keyed by `(server, model, scope)`, the scope `''` where not known. Rows
-//!   from before did not say what their energy covered: they keep the empty scope, never
-//!   guessed.
+//! - `server_totals` is keyed by `(server, model, scope)` and `inference_models` by
+//!   `(model, scope)`, the scope `''` where not known. Rows from before did not say what their
+//!   energy covered: they keep the empty scope, never guessed.
 //! - Samples already keep their scope (v12): intervals read back from them carry it, without
 //!   the parts.
 
@@ -29,6 +29,21 @@ INSERT INTO server_totals_v17
   SELECT server, model, '', prompt_tokens, completion_tokens, energy_joules FROM server_totals;
 DROP TABLE server_totals;
 ALTER TABLE server_totals_v17 RENAME TO server_totals;
+CREATE TABLE inference_models_v17 (
+    model TEXT NOT NULL, scope TEXT NOT NULL, requests INTEGER NOT NULL, ok INTEGER NOT NULL,
+    cancelled INTEGER NOT NULL, error INTEGER NOT NULL, remote INTEGER NOT NULL,
+    partial INTEGER NOT NULL, prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,
+    energy_joules REAL NOT NULL, last REAL NOT NULL,
+    jpt_joules REAL NOT NULL, jpt_tokens REAL NOT NULL, net_joules REAL NOT NULL,
+    net_tokens REAL NOT NULL, tps REAL NOT NULL, tps_n REAL NOT NULL,
+    eff_tokens REAL NOT NULL, eff_joules REAL NOT NULL, PRIMARY KEY (model, scope));
+INSERT INTO inference_models_v17
+  SELECT model, '', requests, ok, cancelled, error, remote, partial, prompt_tokens,
+         completion_tokens, energy_joules, last, jpt_joules, jpt_tokens, net_joules, net_tokens,
+         tps, tps_n, eff_tokens, eff_joules
+  FROM inference_models;
+DROP TABLE inference_models;
+ALTER TABLE inference_models_v17 RENAME TO inference_models;
 "#;
 
 /// A scope as stored: its name, NULL where not known.

@@ -30,9 +30,15 @@ const COLUMNS: &str = "id, model, route, status, start, end, ttft_seconds, promp
 /// The columns added after v7, each nullable: older rows read them as unknown.
 const LATER_COLUMNS: &str = "requested_model, shared_by, held_before_joules, scope, covers";
 
-const MODEL_COLUMNS: &str = "model, requests, ok, cancelled, error, remote, partial, \
+/// A model's figures as schema 7 to 16 kept them, one row per model.
+const V7_MODEL_COLUMNS: &str = "model, requests, ok, cancelled, error, remote, partial, \
     prompt_tokens, completion_tokens, energy_joules, last, jpt_joules, jpt_tokens, net_joules, \
     net_tokens, tps, tps_n, eff_tokens, eff_joules";
+
+/// From schema 17, one row per model and scope (`''` where not known).
+const MODEL_COLUMNS: &str = "model, requests, ok, cancelled, error, remote, partial, \
+    prompt_tokens, completion_tokens, energy_joules, last, jpt_joules, jpt_tokens, net_joules, \
+    net_tokens, tps, tps_n, eff_tokens, eff_joules, scope";
 
 /// An enum as the text serde gives it (`"server"`, `"measured"`).
 fn text_of<T: serde::Serialize>(v: &Option<T>) -> Option<String> {
@@ -136,41 +142,62 @@ fn model_of(row: &rusqlite::Row<'_>, ceiling: f64) -> rusqlite::Result<ModelStat
             eff_tokens: row.get(17)?,
             eff_joules: row.get(18)?,
         },
-        ..ModelStats::new(&model)
+        ..ModelStats::new(&model, super::scopes::from_text(&row.get::<_, String>(19)?))
     };
     stats.refresh(ceiling);
     Ok(stats)
 }
 
-fn write_model(tx: &rusqlite::Connection, m: &ModelStats) -> rusqlite::Result<()> {
-    let status = |s: &str| count(m.requests_by_status.get(s).copied()).unwrap_or(0);
+/// How `inference_models` is keyed: by model (schema 7 to 16), or by model and scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Keyed {
+    Model,
+    ModelAndScope,
+}
+
+pub(super) fn write_model(
+    tx: &rusqlite::Connection,
+    m: &ModelStats,
+    keyed: Keyed,
+) -> rusqlite::Result<()> {
+    use rusqlite::types::Value;
+    let n = |c: Option<i64>| Value::Integer(c.unwrap_or(0));
+    let status = |s: &str| n(count(m.requests_by_status.get(s).copied()));
     let s = &m.sums;
-    tx.prepare_cached(&format!(
-        "INSERT OR REPLACE INTO inference_models ({MODEL_COLUMNS})
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-                 ?18, ?19)"
-    ))?
-    .execute(params![
-        m.model,
-        count(Some(m.requests)),
+    let mut values = vec![
+        Value::Text(m.model.clone()),
+        n(count(Some(m.requests))),
         status("ok"),
         status("cancelled"),
         status("error"),
         status("remote"),
-        count(Some(m.partial_requests)),
-        count(Some(m.prompt_tokens)),
-        count(Some(m.completion_tokens)),
-        m.energy_joules,
-        m.last,
-        s.jpt_joules,
-        s.jpt_tokens,
-        s.net_joules,
-        s.net_tokens,
-        s.tps,
-        s.tps_n,
-        s.eff_tokens,
-        s.eff_joules,
-    ])?;
+        n(count(Some(m.partial_requests))),
+        n(count(Some(m.prompt_tokens))),
+        n(count(Some(m.completion_tokens))),
+        Value::Real(m.energy_joules),
+        Value::Real(m.last),
+        Value::Real(s.jpt_joules),
+        Value::Real(s.jpt_tokens),
+        Value::Real(s.net_joules),
+        Value::Real(s.net_tokens),
+        Value::Real(s.tps),
+        Value::Real(s.tps_n),
+        Value::Real(s.eff_tokens),
+        Value::Real(s.eff_joules),
+    ];
+    let columns = match keyed {
+        Keyed::Model => V7_MODEL_COLUMNS,
+        Keyed::ModelAndScope => {
+            values.push(Value::Text(super::scopes::to_text(m.scope).to_string()));
+            MODEL_COLUMNS
+        }
+    };
+    let marks: Vec<String> = (1..=values.len()).map(|k| format!("?{k}")).collect();
+    tx.prepare_cached(&format!(
+        "INSERT OR REPLACE INTO inference_models ({columns}) VALUES ({})",
+        marks.join(", ")
+    ))?
+    .execute(rusqlite::params_from_iter(values))?;
     Ok(())
 }
 
@@ -220,13 +247,15 @@ pub(super) fn put_record(tx: &rusqlite::Connection, r: &Record) -> rusqlite::Res
     ])?;
     let mut model = tx
         .prepare_cached(&format!(
-            "SELECT {MODEL_COLUMNS} FROM inference_models WHERE model = ?1"
+            "SELECT {MODEL_COLUMNS} FROM inference_models WHERE model = ?1 AND scope = ?2"
         ))?
-        .query_row([&r.model], |row| model_of(row, 1.0))
+        .query_row(params![r.model, super::scopes::to_text(r.scope)], |row| {
+            model_of(row, 1.0)
+        })
         .optional()?
-        .unwrap_or_else(|| ModelStats::new(&r.model));
+        .unwrap_or_else(|| ModelStats::new(&r.model, r.scope));
     model.add(r, 1.0);
-    write_model(tx, &model)?;
+    write_model(tx, &model, Keyed::ModelAndScope)?;
     Ok(())
 }
 

@@ -12,22 +12,32 @@ use wattbar_engine::Published;
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ModelLabels {
     model: Text,
+    scope: Text,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResidentLabels {
+    model: Text,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TokenLabels {
     model: Text,
     kind: Text,
+    scope: Text,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabels {
     model: Text,
     status: Text,
+    scope: Text,
 }
 
 /// Per-model inference counters, from every record the ledger committed: J per token over any
-/// range is `rate(energy) / rate(tokens{kind="completion"})`.
+/// range is `rate(energy) / rate(tokens{kind="completion"})`. Each is per `scope` of the
+/// records' energy (empty where not known), so that the joules and the tokens they were spent on
+/// pair up, and joules of two scopes are never one series.
 pub(super) fn inference(registry: &mut Registry, p: &Published) {
     let energy = Family::<ModelLabels, CounterF>::default();
     registry.register_with_unit(
@@ -49,10 +59,12 @@ pub(super) fn inference(registry: &mut Registry, p: &Published) {
         requests.clone(),
     );
     for m in &p.committed.models {
+        let scope = label(m.scope.map_or("", |s| s.as_str()));
         if m.energy_joules.is_finite() && m.energy_joules >= 0.0 {
             energy
                 .get_or_create(&ModelLabels {
                     model: label(&m.model),
+                    scope: scope.clone(),
                 })
                 .inc_by(m.energy_joules);
         }
@@ -64,6 +76,7 @@ pub(super) fn inference(registry: &mut Registry, p: &Published) {
                 .get_or_create(&TokenLabels {
                     model: label(&m.model),
                     kind: label(kind),
+                    scope: scope.clone(),
                 })
                 .inc_by(n);
         }
@@ -72,6 +85,7 @@ pub(super) fn inference(registry: &mut Registry, p: &Published) {
                 .get_or_create(&StatusLabels {
                     model: label(&m.model),
                     status: label(status),
+                    scope: scope.clone(),
                 })
                 .inc_by(*n);
         }
@@ -198,7 +212,7 @@ fn resident(registry: &mut Registry, p: &Published) {
     if p.resident.is_empty() {
         return;
     }
-    let energy = Family::<ModelLabels, CounterF>::default();
+    let energy = Family::<ResidentLabels, CounterF>::default();
     registry.register_with_unit(
         "wattbar_model_resident_idle",
         "Energy models drew while loaded and idle: the idle draw with each loaded, less the idle \
@@ -206,7 +220,7 @@ fn resident(registry: &mut Registry, p: &Published) {
         Unit::Joules,
         energy.clone(),
     );
-    let watts = Family::<ModelLabels, GaugeF>::default();
+    let watts = Family::<ResidentLabels, GaugeF>::default();
     registry.register_with_unit(
         "wattbar_model_idle_power",
         "What keeping each model loaded adds to the idle draw, where both were measured",
@@ -214,7 +228,7 @@ fn resident(registry: &mut Registry, p: &Published) {
         watts.clone(),
     );
     for r in p.resident.iter() {
-        let labels = ModelLabels {
+        let labels = ResidentLabels {
             model: label(&r.model),
         };
         if r.idle_joules_total.is_finite() && r.idle_joules_total >= 0.0 {

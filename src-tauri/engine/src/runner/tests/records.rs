@@ -130,18 +130,21 @@ async fn records_older_than_kept_are_pruned_yet_their_model_and_ids_stay() {
         p.inference.last.as_ref().map(|r| r.id) == Some(7)
     })
     .await;
-    let requests = |name: &str| {
+    // A model has figures per scope: the stored records said none, the new one is the
+    // replayed machine's (`system`).
+    let rows = |name: &str| -> Vec<(Option<wattbar_core::Scope>, u64)> {
         models
             .inference
             .models
             .iter()
-            .find(|m| m.model == name)
-            .map(|m| m.requests)
+            .filter(|m| m.model == name)
+            .map(|m| (m.scope, m.requests))
+            .collect()
     };
-    assert_eq!(
-        (requests("old-model"), requests("llama3")),
-        (Some(1), Some(2))
-    );
+    assert_eq!(rows("old-model"), [(None, 1)]);
+    let mut llama3 = rows("llama3");
+    llama3.sort();
+    assert_eq!(llama3, [(None, 1), (Some(wattbar_core::Scope::System), 1)]);
     engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
     let store = wattbar_ledger::store::Store::open_read_only(&db).unwrap_or_else(|e| panic!("{e}"));
     let kept: Vec<u64> = store

@@ -1,7 +1,7 @@
 //! The inference tables' migrations: v5 creates them, v7 types their columns and fills the
 //! figures per model, v8 keeps the model a routed request asked for.
 
-use super::{record_of, write_model, COLUMNS};
+use super::{record_of, write_model, Keyed, COLUMNS};
 use rusqlite::Transaction;
 use std::collections::BTreeMap;
 use wattbar_core::inference::ModelStats;
@@ -87,14 +87,14 @@ pub(in crate::store) fn fill_models(tx: &Transaction<'_>) -> rusqlite::Result<()
             match record_of(row) {
                 Ok(r) => models
                     .entry(r.model.clone())
-                    .or_insert_with(|| ModelStats::new(&r.model))
+                    .or_insert_with(|| ModelStats::new(&r.model, None))
                     .add(&r, 1.0),
                 Err(e) => tracing::warn!("an unreadable inference record was left out: {e}"),
             }
         }
     }
     for m in models.values() {
-        write_model(tx, m)?;
+        write_model(tx, m, Keyed::Model)?;
     }
     Ok(())
 }

@@ -169,6 +169,43 @@ fn pruned_records_leave_their_model_figures_and_their_ids_behind() {
     assert_eq!(s.next_inference_id().ok(), Some(3));
 }
 
+/// llama3 answered twice on the CPU package and DRAM (200 J over 50 tokens each, 4 J a token)
+/// and once at the wall (600 J over 50 tokens, 12 J a token): its figures are two rows, 4 and
+/// 12 J a token, never one of 1,000 J over 150 tokens (6.7 J a token), and they survive a
+/// reopen.
+#[test]
+fn a_models_figures_are_kept_per_scope_never_summed_across() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("wattbar.db");
+    {
+        let mut s = open(&path);
+        for id in [1, 2] {
+            s.insert_inference(&record(id, "llama3", 100.0 * id as f64))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let mut wall = record(3, "llama3", 300.0);
+        wall.scope = Some(Scope::Wall);
+        wall.covers = Vec::new();
+        wall.energy_joules = Some(600.0);
+        s.insert_inference(&wall).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let s = Store::open_read_only(&path).unwrap_or_else(|e| panic!("{e}"));
+    let mut got: Vec<(Option<Scope>, u64, Option<f64>)> = s
+        .inference_models(5.0)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .iter()
+        .map(|m| (m.scope, m.requests, m.joules_per_token))
+        .collect();
+    got.sort_by_key(|(scope, _, _)| *scope);
+    assert_eq!(
+        got,
+        [
+            (Some(Scope::Wall), 1, Some(12.0)),
+            (Some(Scope::Components), 2, Some(4.0))
+        ]
+    );
+}
+
 #[test]
 fn an_id_already_stored_is_refused_and_the_stored_record_kept() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
