@@ -379,6 +379,7 @@ pub fn split_with_gpus(
 }
 
 pub mod idle;
+pub mod process_gpu;
 
 #[cfg(test)]
 mod tests;

@@ -35,6 +35,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wattbar_core::programs::idle::{at_rest, IdleDraw, IdleLearner};
+use wattbar_core::programs::process_gpu::ProcessGpuWindow;
 use wattbar_core::programs::{
     split_with_gpus, CpuTimes, DeviceUse, IdleModel, Measured, TICKS_PER_SECOND,
 };
@@ -94,8 +95,13 @@ pub struct ProgramMeter {
     /// Joules per program (and the parts no program owns) not yet handed to the ledger.
     pending: BTreeMap<String, f64>,
     series: BTreeMap<String, f64>,
+    /// The last windows' GPU energy per process, oldest first, for the model servers' windows.
+    gpu_windows: Vec<ProcessGpuWindow>,
     view: ProgramsView,
 }
+
+/// GPU windows kept: a quarter of an hour of reads.
+const KEPT_GPU_WINDOWS: usize = 90;
 
 /// How the split is made, with the CPU domain's idle draw where known; `energy_from`: what the
 /// programs' shares come from where it is not CPU time.
@@ -175,12 +181,18 @@ impl ProgramMeter {
             day,
             pending: BTreeMap::new(),
             series: BTreeMap::new(),
+            gpu_windows: Vec::new(),
             view,
         }
     }
 
     pub fn view(&self) -> &ProgramsView {
         &self.view
+    }
+
+    /// The last windows' GPU energy per process, oldest first.
+    pub fn process_gpu(&self) -> &[ProcessGpuWindow] {
+        &self.gpu_windows
     }
 
     /// Reads this process's CPU time with `f` instead of the system's clock (tests).
@@ -354,6 +366,16 @@ impl ProgramMeter {
             None => busy,
         };
         let (gpus, gpu_note) = gpu::gpu_shares(&window.gpus, &gpu_use, &program_of);
+        if !window.gpus.is_empty() {
+            self.gpu_windows.push(ProcessGpuWindow::of(
+                unix - window.seconds,
+                unix,
+                &window.gpus,
+                &gpu_use,
+            ));
+            let old = self.gpu_windows.len().saturating_sub(KEPT_GPU_WINDOWS);
+            self.gpu_windows.drain(..old);
+        }
         if total > 0.0 && window.seconds > 0.0 {
             let cpus = total / (TICKS_PER_SECOND * window.seconds);
             if let Some(cpu) = window.cpu {

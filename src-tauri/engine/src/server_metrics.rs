@@ -7,7 +7,10 @@
 //!   the engine's loop never waits for a server, and llama.cpp's gauges have one reader.
 //! - A window runs from one good scrape to the next, timed by the scrapes themselves; its energy
 //!   is the headline's over the same span, from the intervals the engine keeps, and net of the
-//!   idle baseline where one is known ([`server_windows`]).
+//!   idle baseline where one is known ([`server_windows`]). Where the server's process is known
+//!   (found listening, or the process listening on a followed loopback port) and the programs'
+//!   reads saw it draw on GPUs that tell their use per process, it is that process's share of
+//!   the GPUs' energy instead ([`on_process_gpus`]).
 //! - A failed scrape is said once per new reason; the window then waits for the next good scrape
 //!   and spans the failures (the counters are cumulative: nothing is lost). A server restart
 //!   costs the window across it, and is said.
@@ -23,8 +26,11 @@ pub use followed::{Origin, ServerMetricsConfig};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
-use wattbar_core::inference::server_window::{server_windows, Scrape, ServerWindow};
+use wattbar_core::inference::server_window::{
+    on_process_gpus, server_windows, Scrape, ServerWindow,
+};
 use wattbar_core::inference::{window_energy, Baseline, Interval};
+use wattbar_core::programs::process_gpu::{process_gpu_share, ProcessGpuWindow};
 use wattbar_core::Stamp;
 use wattbar_sources::server_metrics::Family;
 
@@ -143,6 +149,13 @@ impl ServerMetrics {
             s.origin != Origin::Listening || found.iter().any(|l| Some(l.process) == s.process)
         });
         let mut changed = self.servers.len() != before;
+        // A server followed otherwise learns its process from the one listening on its port,
+        // for its GPU energy.
+        for s in &mut self.servers {
+            if let Some(l) = found.iter().find(|l| Some(l.at.port()) == s.port) {
+                s.process = Some(l.process);
+            }
+        }
         for l in found {
             let port = l.at.port();
             if self.let_go.holds(port, Some(l.process))
@@ -214,6 +227,7 @@ impl ServerMetrics {
         intervals: impl DoubleEndedIterator<Item = &'a Interval>,
         baseline: Option<&Baseline>,
         proxy: &ProxySeen,
+        gpu: &[ProcessGpuWindow],
     ) -> Vec<ServerWindow> {
         let mut made_all = Vec::new();
         if !self.due(at) {
@@ -315,13 +329,22 @@ impl ServerMetrics {
                 s.family = Some(metrics.family);
             }
             if let Some(before) = &s.last {
-                let energy = window_energy(&kept, before.at, now.at);
+                let headline = window_energy(&kept, before.at, now.at);
+                let own = s.process.and_then(|(pid, _)| {
+                    let share = process_gpu_share(gpu, pid, before.at, now.at)?;
+                    on_process_gpus(&headline, &share)
+                });
+                // The GPUs' idle draw is not known apart: no baseline nets a process's share.
+                let (energy, baseline) = match &own {
+                    Some(own) => (own, None),
+                    None => (&headline, baseline),
+                };
                 match server_windows(
                     &s.url,
                     before,
                     &now,
                     metrics.family.counting(),
-                    &energy,
+                    energy,
                     baseline,
                 ) {
                     Ok(mut made) => {
@@ -371,3 +394,6 @@ impl ServerMetrics {
         Arc::clone(&self.view)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -6,8 +6,8 @@
 //!   the two divide into joules per token; and never a window whose requests the proxy measured
 //!   itself (`proxied`): those are counted once, as its records.
 //! - Joules per token are per completion token, as the proxy's records give them.
-//! - Sums are kept per scope, as the ledger's are: windows measured at the wall and windows
-//!   measured on the CPU package are different quantities, never added.
+//! - Sums are kept per scope and parts covered: windows measured at the wall, on the CPU
+//!   package, or on the server's own share of a GPU are different quantities, never added.
 
 use super::server_window::ServerWindow;
 use crate::scope::Scope;
@@ -21,6 +21,7 @@ pub struct ServerTotal {
     pub model: Option<String>,
     /// What the energy covers; `None` where not known.
     pub scope: Option<Scope>,
+    pub covers: Vec<String>,
     pub prompt_tokens: f64,
     pub completion_tokens: f64,
     pub energy_joules: f64,
@@ -33,6 +34,7 @@ impl ServerTotal {
             server: w.server.clone(),
             model: w.model.clone(),
             scope: w.scope,
+            covers: w.covers.clone(),
             ..ServerTotal::default()
         }
     }
@@ -40,7 +42,7 @@ impl ServerTotal {
     /// Adds `w` when its energy is known, in these sums' scope, and the proxy did not measure
     /// it; whether it was added.
     pub fn add(&mut self, w: &ServerWindow) -> bool {
-        if w.proxied || w.scope != self.scope {
+        if w.proxied || w.scope != self.scope || w.covers != self.covers {
             return false;
         }
         let Some(joules) = w.energy_joules.filter(|j| j.is_finite() && *j >= 0.0) else {
@@ -56,10 +58,10 @@ impl ServerTotal {
 
 /// Each model's sums over `windows`, by server then model.
 pub fn sum_windows<'a>(windows: impl Iterator<Item = &'a ServerWindow>) -> Vec<ServerTotal> {
-    type Key = (String, Option<String>, Option<Scope>);
+    type Key = (String, Option<String>, Option<Scope>, Vec<String>);
     let mut totals: BTreeMap<Key, ServerTotal> = BTreeMap::new();
     for w in windows {
-        let key = (w.server.clone(), w.model.clone(), w.scope);
+        let key = (w.server.clone(), w.model.clone(), w.scope, w.covers.clone());
         totals
             .entry(key)
             .or_insert_with(|| ServerTotal::of(w))
@@ -99,6 +101,8 @@ pub struct ServerModel {
     /// What the energy covers; `None` where not known.
     #[serde(default)]
     pub scope: Option<Scope>,
+    #[serde(default)]
+    pub covers: Vec<String>,
 }
 
 /// The name of the model of a server that names none.
@@ -121,6 +125,7 @@ impl ServerTotal {
                 joules_per_token: (self.completion_tokens > 0.0)
                     .then(|| self.energy_joules / self.completion_tokens),
                 scope: self.scope,
+                covers: self.covers.clone(),
             },
         }
     }
@@ -164,13 +169,19 @@ mod tests {
             ..window(40.0, Some(800.0))
         };
         assert!(!total.add(&proxied), "the proxy's records count it");
-        // 300 J on the CPU package alone is another quantity than the wall's joules.
+        // 300 J on the CPU package alone, or on the server's share of GPU 0, is another
+        // quantity than the wall's joules.
         let package = ServerWindow {
             scope: Some(Scope::Components),
             covers: vec!["cpu-package".into()],
             ..window(40.0, Some(300.0))
         };
         assert!(!total.add(&package), "another scope");
+        let on_gpu = ServerWindow {
+            covers: vec!["gpu:0".into()],
+            ..package.clone()
+        };
+        assert!(!ServerTotal::of(&package).add(&on_gpu), "other parts");
         let sums = sum_windows([window(100.0, Some(2000.0)), package].iter());
         let by_scope: Vec<(Option<Scope>, f64)> =
             sums.iter().map(|t| (t.scope, t.energy_joules)).collect();

@@ -12,7 +12,9 @@
 //!   running at either end: part of the window's tokens belong to another.
 //! - A window's energy is the headline's over the same span ([`window_energy`]), in one
 //!   coverage, which the record names; and net of the idle baseline where one was taken in that
-//!   coverage. Where several models of one server made tokens in the
+//!   coverage. Where the server's own process is known to draw on GPUs that tell their use per
+//!   process, it is that process's share of the GPUs' energy instead ([`on_process_gpus`]),
+//!   covering those GPUs alone, with no net figure. Where several models of one server made tokens in the
 //!   window, it is split by their completion tokens (by prompt tokens in a window that completed
 //!   none) and each record says `shared`. A model whose counters did not move has no record: the
 //!   window was idle for it. A window of prompt tokens alone (llama.cpp counts a prompt once it is
@@ -26,7 +28,9 @@
 
 use super::attribution::Baseline;
 use super::window::WindowEnergy;
-use crate::scope::Scope;
+use crate::programs::process_gpu::ProcessGpuShare;
+use crate::reading::{Domain, Quality};
+use crate::scope::{Coverage, Scope};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -188,6 +192,33 @@ pub fn server_windows(
         .collect())
 }
 
+/// `energy` as a server's own process drew it on the GPUs: the GPU domain's energy over the
+/// window times the process's `share` of it ([`crate::programs::process_gpu`]), covering those
+/// GPUs alone; `None` where the window has no GPU energy. A share is an estimate, and the GPUs'
+/// idle draw is not known apart: the figure is at best `estimated`, and has no bound.
+pub fn on_process_gpus(energy: &WindowEnergy, share: &ProcessGpuShare) -> Option<WindowEnergy> {
+    let gpu = energy
+        .by_domain
+        .iter()
+        .find(|(d, _)| d == Domain::Gpu.as_str())
+        .map(|(_, j)| *j)
+        .filter(|j| j.is_finite() && *j >= 0.0)?;
+    let joules = gpu * share.share;
+    let covered = energy.covered_fraction * (energy.to - energy.from);
+    Some(WindowEnergy {
+        joules: Some(joules),
+        bound_joules: None,
+        by_domain: vec![(Domain::Gpu.as_str().to_string(), joules)],
+        mean_watts: (covered > 0.0).then(|| joules / covered),
+        quality: energy.quality.max(Some(Quality::Estimated)),
+        coverage: Some(Coverage {
+            scope: Scope::Components,
+            covers: share.covers.clone(),
+        }),
+        ..energy.clone()
+    })
+}
+
 /// `joules` split by the GPU seconds spent on prefill and on decode; unknown without both, or
 /// when neither phase ran.
 fn by_phase(
@@ -235,8 +266,6 @@ pub fn window_tokens(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reading::Domain;
-    use crate::scope::Coverage;
 
     fn at(prompt: f64, completion: f64, running: f64) -> ServerCounters {
         ServerCounters {
@@ -324,28 +353,38 @@ mod tests {
         }
     }
 
-    /// 300 W for 10 s = 3,000 J over 150 generated tokens = 20 J a token; over an idle draw of
-    /// 100 W, 2,000 J net = 13.3 J a token.
-    #[test]
-    fn a_windows_energy_over_its_tokens_is_its_joules_per_token() {
-        let baseline = Baseline {
-            watts: 100.0,
+    /// An idle draw of `watts` over 30 s, in `coverage`.
+    fn idle(watts: f64, coverage: Coverage) -> Baseline {
+        Baseline {
+            watts,
             spread_watts: None,
             samples: 30,
             from: 0.0,
             to: 30.0,
             method: "test".into(),
-            coverage: Some(system()),
-        };
-        let w = server_windows(
+            coverage: Some(coverage),
+        }
+    }
+
+    /// llama.cpp's window from 1,000 to 1,010 s: 40 prompt and 150 predicted tokens.
+    fn llama_window(energy: &WindowEnergy, baseline: &Baseline) -> Vec<ServerWindow> {
+        server_windows(
             "http://127.0.0.1:8080/metrics",
             &scrape(1000.0, &[(None, at(6886.0, 3469.0, 0.0))]),
             &scrape(1010.0, &[(None, at(6926.0, 3619.0, 0.0))]),
             Counting::AtRequestEnd,
-            &energy(3000.0, 1000.0, 1010.0),
-            Some(&baseline),
+            energy,
+            Some(baseline),
         )
-        .unwrap_or_default();
+        .unwrap_or_default()
+    }
+
+    /// 300 W for 10 s = 3,000 J over 150 generated tokens = 20 J a token; over an idle draw of
+    /// 100 W, 2,000 J net = 13.3 J a token.
+    #[test]
+    fn a_windows_energy_over_its_tokens_is_its_joules_per_token() {
+        let baseline = idle(100.0, system());
+        let w = llama_window(&energy(3000.0, 1000.0, 1010.0), &baseline);
         assert_eq!(w.len(), 1);
         assert_eq!(
             (w[0].prompt_tokens, w[0].completion_tokens),
@@ -368,19 +407,45 @@ mod tests {
             coverage: Some(Coverage::of_domain(Domain::Wall, None)),
             ..baseline
         };
-        let w = server_windows(
-            "http://127.0.0.1:8080/metrics",
-            &scrape(1000.0, &[(None, at(6886.0, 3469.0, 0.0))]),
-            &scrape(1010.0, &[(None, at(6926.0, 3619.0, 0.0))]),
-            Counting::AtRequestEnd,
-            &package,
-            Some(&at_the_wall),
-        )
-        .unwrap_or_default();
+        let w = llama_window(&package, &at_the_wall);
         assert_eq!(w[0].joules_per_token, Some(20.0));
         assert_eq!(w[0].net_energy_joules, None);
         assert_eq!(w[0].scope, Some(Scope::Components));
         assert_eq!(w[0].covers, vec!["cpu-package".to_string()]);
+    }
+
+    /// A plug measured 3,000 J at the wall over the window, 2,000 J of it on the GPU, and the
+    /// server's process had 0.75 of the GPU's use: its window is 1,500 J over 150 tokens, 10 J
+    /// a token, covering GPU 0 alone, with no net figure (the GPU's idle draw is not known
+    /// apart), never the wall's 20 J a token.
+    #[test]
+    fn a_server_drawing_on_a_gpu_has_its_own_share_of_the_gpus_energy() {
+        let wall = WindowEnergy {
+            by_domain: vec![("gpu".into(), 2000.0)],
+            coverage: Some(Coverage::of_domain(Domain::Wall, None)),
+            quality: Some(Quality::Measured),
+            ..energy(3000.0, 1000.0, 1010.0)
+        };
+        let share = ProcessGpuShare {
+            share: 0.75,
+            covers: vec!["gpu:0".into()],
+        };
+        let own = on_process_gpus(&wall, &share).unwrap_or_else(|| panic!("a GPU's energy"));
+        assert_eq!(own.quality, Some(Quality::Estimated));
+        let baseline = idle(100.0, Coverage::of_domain(Domain::Wall, None));
+        let w = llama_window(&own, &baseline);
+        assert_eq!(w[0].energy_joules, Some(1500.0));
+        assert_eq!(w[0].joules_per_token, Some(10.0));
+        assert_eq!(w[0].net_energy_joules, None);
+        assert_eq!(
+            (w[0].scope, w[0].covers.clone()),
+            (Some(Scope::Components), vec!["gpu:0".to_string()])
+        );
+        // A window with no GPU energy has no such figure: the headline's stays.
+        assert_eq!(
+            on_process_gpus(&energy(3000.0, 1000.0, 1010.0), &share),
+            None
+        );
     }
 
     /// Two models on one vLLM: 3,000 J split 1:2 by their 50 and 100 generated tokens; a model

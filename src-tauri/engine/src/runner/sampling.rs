@@ -55,9 +55,13 @@ impl Engine {
                 };
                 let intervals = self.inference.book.intervals();
                 let baseline = self.inference.book.view().baseline.clone();
-                let made = self
-                    .servers
-                    .observe(at, intervals.iter(), baseline.as_ref(), &proxy);
+                let made = self.servers.observe(
+                    at,
+                    intervals.iter(),
+                    baseline.as_ref(),
+                    &proxy,
+                    self.programs.meter.process_gpu(),
+                );
                 if !made.is_empty() {
                     self.recorder.write(Write::ServerWindows(made));
                 }

@@ -5,8 +5,9 @@
 //!
 //! - `scope`: `wall`, `system`, `components`, or NULL where not known; `covers`: the parts,
 //!   comma-separated (`cpu-package,dram`), NULL for none.
-//! - `server_totals` is keyed by `(server, model, scope)` and `inference_models` by
-//!   `(model, scope)`, the scope `''` where not known. Rows from before did not say what their
+//! - `server_totals` is keyed by `(server, model, scope, covers)` (a server's own share of a GPU
+//!   is other parts than the headline's) and `inference_models` by `(model, scope)`, the scope
+//!   and parts `''` where not known. Rows from before did not say what their
 //!   energy covered: they keep the empty scope, never guessed.
 //! - Samples already keep their scope (v12): intervals read back from them carry it, without
 //!   the parts.
@@ -23,10 +24,12 @@ ALTER TABLE inference_baseline ADD COLUMN covers TEXT;
 ALTER TABLE resident_baselines ADD COLUMN scope TEXT;
 ALTER TABLE resident_baselines ADD COLUMN covers TEXT;
 CREATE TABLE server_totals_v17 (server TEXT NOT NULL, model TEXT NOT NULL, scope TEXT NOT NULL,
-                                prompt_tokens REAL NOT NULL, completion_tokens REAL NOT NULL,
-                                energy_joules REAL NOT NULL, PRIMARY KEY (server, model, scope));
+                                covers TEXT NOT NULL, prompt_tokens REAL NOT NULL,
+                                completion_tokens REAL NOT NULL, energy_joules REAL NOT NULL,
+                                PRIMARY KEY (server, model, scope, covers));
 INSERT INTO server_totals_v17
-  SELECT server, model, '', prompt_tokens, completion_tokens, energy_joules FROM server_totals;
+  SELECT server, model, '', '', prompt_tokens, completion_tokens, energy_joules
+  FROM server_totals;
 DROP TABLE server_totals;
 ALTER TABLE server_totals_v17 RENAME TO server_totals;
 CREATE TABLE inference_models_v17 (

@@ -4,8 +4,8 @@
 //! - `server_windows(server, model, from_t, to_t, prompt_tokens, completion_tokens,
 //!   energy_joules, net_energy_joules, prefill_joules, decode_joules, concurrent, coarse,
 //!   shared, proxied)`: one row per model per window, kept as long as inference records.
-//! - `server_totals(server, model, scope, prompt_tokens, completion_tokens, energy_joules)`
-//!   (v17: keyed by scope as well, [`super::coverage`]): the sums
+//! - `server_totals(server, model, scope, covers, prompt_tokens, completion_tokens,
+//!   energy_joules)` (v17: keyed by scope and parts as well, [`super::coverage`]): the sums
 //!   over every window whose energy was known ([`ServerTotal::add`]), added to in the same
 //!   transaction as the window, never pruned: what `/metrics` exports, so it never goes back.
 //!   `model` is `''` for a server that names none (llama.cpp, TGI).
@@ -59,18 +59,19 @@ pub(super) fn put(conn: &Connection, windows: &[ServerWindow]) -> rusqlite::Resu
         let mut added = ServerTotal::of(w);
         if added.add(w) {
             conn.prepare_cached(
-                "INSERT INTO server_totals (server, model, scope, prompt_tokens,
+                "INSERT INTO server_totals (server, model, scope, covers, prompt_tokens,
                                             completion_tokens, energy_joules)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT(server, model, scope) DO UPDATE SET
-                   prompt_tokens = prompt_tokens + ?4,
-                   completion_tokens = completion_tokens + ?5,
-                   energy_joules = energy_joules + ?6",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT(server, model, scope, covers) DO UPDATE SET
+                   prompt_tokens = prompt_tokens + ?5,
+                   completion_tokens = completion_tokens + ?6,
+                   energy_joules = energy_joules + ?7",
             )?
             .execute(params![
                 w.server,
                 w.model.as_deref().unwrap_or(""),
                 super::scopes::to_text(w.scope),
+                coverage::covers_column(&w.covers).unwrap_or_default(),
                 added.prompt_tokens,
                 added.completion_tokens,
                 added.energy_joules
@@ -120,8 +121,9 @@ impl Store {
     pub fn server_totals(&self) -> Result<Vec<ServerTotal>, StoreError> {
         self.conn
             .prepare_cached(
-                "SELECT server, model, prompt_tokens, completion_tokens, energy_joules, scope
-                 FROM server_totals ORDER BY server, model, scope",
+                "SELECT server, model, prompt_tokens, completion_tokens, energy_joules, scope,
+                        covers
+                 FROM server_totals ORDER BY server, model, scope, covers",
             )
             .and_then(|mut s| {
                 s.query_map([], |r| {
@@ -133,6 +135,7 @@ impl Store {
                         completion_tokens: r.get(3)?,
                         energy_joules: r.get(4)?,
                         scope: coverage::scope_of(r.get(5)?),
+                        covers: coverage::covers_of(r.get(6)?),
                     })
                 })?
                 .collect()

@@ -100,6 +100,7 @@ struct ServerLabels {
     server: Text,
     model: Text,
     scope: Text,
+    covers: Text,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -107,6 +108,7 @@ struct ServerTokenLabels {
     server: Text,
     model: Text,
     scope: Text,
+    covers: Text,
     kind: Text,
 }
 
@@ -114,8 +116,9 @@ struct ServerTokenLabels {
 /// made it in, over every window the ledger committed with its energy known: they never go back,
 /// across crashes and restarts. A server that names no model (llama.cpp, TGI) is
 /// `model="(unnamed)"`. Each is per `scope` of the energy (`wall`, `system`, `components`, empty
-/// where not known): joules of two scopes are different quantities, and the tokens beside each
-/// are those its joules were spent on.
+/// where not known) and the parts it `covers` (`gpu:0` for a server's own share of a GPU):
+/// joules of two scopes are different quantities, and the tokens beside each are those its
+/// joules were spent on.
 fn servers(registry: &mut Registry, p: &Published) {
     let totals = &p.committed.server_totals;
     if totals.is_empty() && p.server_metrics.servers.is_empty() {
@@ -139,6 +142,7 @@ fn servers(registry: &mut Registry, p: &Published) {
         let server = label(&t.server);
         let model = label(t.model.as_deref().unwrap_or(UNNAMED_MODEL));
         let scope = label(t.scope.map_or("", |s| s.as_str()));
+        let covers = label(t.covers.join(","));
         for (kind, n) in [
             ("prompt", t.prompt_tokens),
             ("completion", t.completion_tokens),
@@ -149,6 +153,7 @@ fn servers(registry: &mut Registry, p: &Published) {
                         server: server.clone(),
                         model: model.clone(),
                         scope: scope.clone(),
+                        covers: covers.clone(),
                         kind: label(kind),
                     })
                     .inc_by(n);
@@ -160,6 +165,7 @@ fn servers(registry: &mut Registry, p: &Published) {
                     server: server.clone(),
                     model: model.clone(),
                     scope: scope.clone(),
+                    covers: covers.clone(),
                 })
                 .inc_by(t.energy_joules);
         }
