@@ -2,6 +2,9 @@
 //! republished at once, on the engine's thread; a refused one changes nothing and says why.
 
 use crate::error::Error;
+use crate::inference::events::RequestEvent;
+use crate::inference::reporter::Sink;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 use wattbar_core::inference::Record;
@@ -9,6 +12,18 @@ use wattbar_core::Preferences;
 
 /// Where the engine says whether it took a change.
 pub type Reply = oneshot::Sender<Result<(), Error>>;
+
+pub use crate::inference::events::External;
+
+/// The engine thread's inbox: readers' commands and the proxy's events.
+pub type EngineInbox = crate::inbox::Inbox<Command, RequestEvent>;
+
+/// Where a [`Reporter`](crate::inference::reporter::Reporter) sends the proxy's events: into
+/// `inbox`.
+pub fn events_into(inbox: &Arc<EngineInbox>) -> Sink {
+    let inbox = Arc::clone(inbox);
+    Arc::new(move |event| inbox.report(event))
+}
 
 /// Requests to the engine. Each one is applied and republished at once.
 #[derive(Debug)]
@@ -38,15 +53,4 @@ pub enum Command {
     /// Answers once record `id` is settled (published), or at once when nothing of it is
     /// pending: its request never began, was abandoned, or was settled already.
     AwaitSettled(u64, oneshot::Sender<()>),
-}
-
-/// A record a client measured itself (`POST /v1/inference`), in wall-clock seconds.
-#[derive(Debug, Clone)]
-pub struct External {
-    pub model: String,
-    pub prompt_tokens: Option<u64>,
-    pub completion_tokens: u64,
-    pub start: f64,
-    pub end: f64,
-    pub tokens_per_second: Option<f64>,
 }

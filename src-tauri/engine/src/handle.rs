@@ -40,7 +40,7 @@ pub enum Found {
 #[derive(Clone)]
 pub struct EngineReader {
     pub(crate) state: watch::Receiver<Arc<Published>>,
-    pub(crate) commands: Arc<crate::inbox::Inbox>,
+    pub(crate) commands: Arc<crate::command::EngineInbox>,
     /// The ledger, read-only for readers.
     pub(crate) ledger: Option<LedgerReader>,
     pub(crate) reporter: crate::inference::Reporter,

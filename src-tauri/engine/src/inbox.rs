@@ -1,5 +1,6 @@
 //! The engine thread's inbox: readers' commands and the proxy's events in one queue, and the one
-//! timed wait between samples.
+//! timed wait between samples. It knows nothing of what the messages say: commands `C` are
+//! taken one at a time, events `E` in runs.
 //!
 //! Rules:
 //! - Commands and events are taken in the order they were sent: a reader that learnt of a
@@ -12,45 +13,54 @@
 //! - The wait is timed on the engine's clock: in real time for the machine's clock, on tokio's
 //!   pausable time for a clock that follows a runtime ([`Clock::runtime`], tests).
 
-use crate::command::Command;
-use crate::inference::events::RequestEvent;
 use crate::time::clock::Clock;
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// Why the engine thread woke.
-pub enum Woken {
-    Command(Command),
-    /// What the proxy saw since the engine last looked, oldest first.
-    Events(Vec<RequestEvent>),
+pub enum Woken<C, E> {
+    Command(C),
+    /// The events sent since the engine last looked, oldest first.
+    Events(Vec<E>),
     /// The next sample is due.
     Due,
     /// Nobody will send anything more: stop.
     Closed,
 }
 
-enum Message {
-    Command(Command),
-    Event(RequestEvent),
+enum Message<C, E> {
+    Command(C),
+    Event(E),
 }
 
-#[derive(Default)]
-struct Queue {
-    messages: VecDeque<Message>,
+struct Queue<C, E> {
+    messages: VecDeque<Message<C, E>>,
     closed: bool,
 }
 
-#[derive(Default)]
-pub struct Inbox {
-    queue: Mutex<Queue>,
+pub struct Inbox<C, E> {
+    queue: Mutex<Queue<C, E>>,
     ready: Condvar,
     /// The same signal for a waiter on tokio's clock (tests).
     notify: tokio::sync::Notify,
 }
 
-impl Inbox {
-    fn lock(&self) -> MutexGuard<'_, Queue> {
+impl<C, E> Default for Inbox<C, E> {
+    fn default() -> Self {
+        Inbox {
+            queue: Mutex::new(Queue {
+                messages: VecDeque::new(),
+                closed: false,
+            }),
+            ready: Condvar::new(),
+            notify: tokio::sync::Notify::new(),
+        }
+    }
+}
+
+impl<C, E> Inbox<C, E> {
+    fn lock(&self) -> MutexGuard<'_, Queue<C, E>> {
         self.queue.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -60,7 +70,7 @@ impl Inbox {
     }
 
     /// Queues `command`; gives it back when the engine has stopped.
-    pub fn send(&self, command: Command) -> Result<(), Command> {
+    pub fn send(&self, command: C) -> Result<(), C> {
         let mut q = self.lock();
         if q.closed {
             return Err(command);
@@ -71,8 +81,8 @@ impl Inbox {
         Ok(())
     }
 
-    /// Queues what the proxy saw; gives it back when the engine has stopped.
-    pub fn report(&self, event: RequestEvent) -> Result<(), RequestEvent> {
+    /// Queues an event; gives it back when the engine has stopped.
+    pub fn report(&self, event: E) -> Result<(), E> {
         let mut q = self.lock();
         if q.closed {
             return Err(event);
@@ -94,11 +104,11 @@ impl Inbox {
     }
 
     /// What is waiting, oldest first; `None` when nothing is.
-    pub fn take(&self) -> Option<Woken> {
+    pub fn take(&self) -> Option<Woken<C, E>> {
         Self::take_from(&mut self.lock())
     }
 
-    fn take_from(q: &mut Queue) -> Option<Woken> {
+    fn take_from(q: &mut Queue<C, E>) -> Option<Woken<C, E>> {
         match q.messages.pop_front() {
             Some(Message::Command(c)) => Some(Woken::Command(c)),
             Some(Message::Event(e)) => {
@@ -115,7 +125,7 @@ impl Inbox {
     }
 
     /// Waits until a message arrives or `clock` reaches `deadline`.
-    pub fn wait(&self, clock: &dyn Clock, deadline: Duration) -> Woken {
+    pub fn wait(&self, clock: &dyn Clock, deadline: Duration) -> Woken<C, E> {
         let Some(runtime) = clock.runtime() else {
             return self.wait_until(deadline, || clock.elapsed());
         };
@@ -139,7 +149,7 @@ impl Inbox {
     }
 
     /// Waits in real time until a message arrives or `now()` reaches `deadline`.
-    pub fn wait_until(&self, deadline: Duration, now: impl Fn() -> Duration) -> Woken {
+    pub fn wait_until(&self, deadline: Duration, now: impl Fn() -> Duration) -> Woken<C, E> {
         let mut q = self.lock();
         loop {
             if let Some(w) = Self::take_from(&mut q) {
@@ -163,9 +173,14 @@ mod tests {
     use std::sync::Arc;
     use std::time::Instant;
 
+    /// A command, and an event naming a port, as the engine's are.
+    #[derive(Debug, PartialEq)]
+    struct Reset;
+    type Port = Option<u16>;
+
     #[test]
     fn a_message_ends_the_wait_and_without_one_the_deadline_does() {
-        let inbox = Arc::new(Inbox::default());
+        let inbox: Arc<Inbox<Reset, Port>> = Arc::new(Inbox::default());
         let origin = Instant::now();
         let now = move || origin.elapsed();
         assert!(matches!(
@@ -176,7 +191,7 @@ mod tests {
         let sender = Arc::clone(&inbox);
         let t = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(20));
-            let _ = sender.report(RequestEvent::Upstream(Some(11434)));
+            let _ = sender.report(Some(11434));
         });
         assert!(matches!(
             inbox.wait_until(Duration::from_secs(60), now),
@@ -186,33 +201,24 @@ mod tests {
         let _ = t.join();
         inbox.close();
         assert!(matches!(inbox.take(), Some(Woken::Closed)));
-        assert!(inbox.send(Command::ResetSession).is_err());
-        assert!(inbox.report(RequestEvent::Upstream(None)).is_err());
+        assert!(inbox.send(Reset).is_err());
+        assert!(inbox.report(None).is_err());
     }
 
     #[test]
     fn events_arriving_together_are_one_wake_up_and_keep_their_place_among_commands() {
-        let inbox = Inbox::default();
-        let event = |port| RequestEvent::Upstream(Some(port));
+        let inbox: Inbox<Reset, Port> = Inbox::default();
+        let event = Some;
         assert!(inbox.report(event(1)).is_ok());
         assert!(inbox.report(event(2)).is_ok());
-        assert!(inbox.send(Command::ResetSession).is_ok());
+        assert!(inbox.send(Reset).is_ok());
         assert!(inbox.report(event(3)).is_ok());
-        let ports = |w: Option<Woken>| match w {
-            Some(Woken::Events(e)) => e
-                .into_iter()
-                .map(|e| match e {
-                    RequestEvent::Upstream(p) => p,
-                    _ => None,
-                })
-                .collect::<Vec<_>>(),
+        let ports = |w: Option<Woken<Reset, Port>>| match w {
+            Some(Woken::Events(e)) => e,
             _ => Vec::new(),
         };
         assert_eq!(ports(inbox.take()), [Some(1), Some(2)]);
-        assert!(matches!(
-            inbox.take(),
-            Some(Woken::Command(Command::ResetSession))
-        ));
+        assert!(matches!(inbox.take(), Some(Woken::Command(Reset))));
         assert_eq!(ports(inbox.take()), [Some(3)]);
         assert!(inbox.take().is_none());
     }

@@ -11,8 +11,7 @@
 //!   they arrive in, and a record once returned never changes.
 //! - Remote (cloud) requests draw nothing locally: they take no share and dilute nobody's.
 
-use super::events::{Finished, Open};
-use crate::command::External;
+use super::events::{External, Finished, Open};
 use crate::ring::{Ring, Shared};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};

@@ -109,3 +109,14 @@ impl RecordIds {
         self.0.fetch_add(1, Ordering::SeqCst)
     }
 }
+
+/// A record a client measured itself (`POST /v1/inference`), in wall-clock seconds.
+#[derive(Debug, Clone)]
+pub struct External {
+    pub model: String,
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: u64,
+    pub start: f64,
+    pub end: f64,
+    pub tokens_per_second: Option<f64>,
+}

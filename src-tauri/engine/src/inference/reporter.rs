@@ -3,24 +3,26 @@
 //! that reports its own end, as cancelled when it is dropped unfinished.
 
 use super::events::{Finished, RecordIds, RequestEvent};
-use crate::inbox::Inbox;
 use crate::time::clock::Clock;
 use std::sync::Arc;
 use wattbar_core::inference::resident::{Loaded, Unload};
 use wattbar_core::inference::{check_model_name, is_remote_model, Route, ServerFigures, Status};
 use wattbar_core::Stamp;
 
+/// Where the events go; gives one back when the engine has stopped.
+pub type Sink = Arc<dyn Fn(RequestEvent) -> Result<(), RequestEvent> + Send + Sync>;
+
 /// The proxy's side: stamps on the engine's clock and sends each event to the engine.
 #[derive(Clone)]
 pub struct Reporter {
-    inbox: Arc<Inbox>,
+    sink: Sink,
     clock: Arc<dyn Clock>,
     ids: RecordIds,
 }
 
 impl Reporter {
-    pub(crate) fn new(inbox: Arc<Inbox>, clock: Arc<dyn Clock>, ids: RecordIds) -> Reporter {
-        Reporter { inbox, clock, ids }
+    pub(crate) fn new(sink: Sink, clock: Arc<dyn Clock>, ids: RecordIds) -> Reporter {
+        Reporter { sink, clock, ids }
     }
 
     fn now(&self) -> Stamp {
@@ -29,7 +31,7 @@ impl Reporter {
 
     fn send(&self, event: RequestEvent) {
         // A stopped engine records nothing more; the proxy goes on forwarding until it stops.
-        let _ = self.inbox.report(event);
+        let _ = (self.sink)(event);
     }
 
     /// A request starts now.

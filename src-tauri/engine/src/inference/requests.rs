@@ -183,7 +183,8 @@ impl Requests {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inbox::{Inbox, Woken};
+    use crate::command::EngineInbox;
+    use crate::inbox::Woken;
     use crate::inference::events::RecordIds;
     use crate::inference::reporter::Reporter;
     use crate::time::clock::{Clock, ManualClock};
@@ -192,15 +193,19 @@ mod tests {
     // Each test runs on tokio's paused clock, which the manual clock follows: elapsed time moves
     // only when a test moves it.
 
-    fn reporter(clock: &Arc<ManualClock>) -> (Arc<Inbox>, Reporter) {
-        let inbox = Arc::new(Inbox::default());
+    fn reporter(clock: &Arc<ManualClock>) -> (Arc<EngineInbox>, Reporter) {
+        let inbox = Arc::new(EngineInbox::default());
         let clock: Arc<dyn Clock> = clock.clone();
-        let reporter = Reporter::new(Arc::clone(&inbox), clock, RecordIds::default());
+        let reporter = Reporter::new(
+            crate::command::events_into(&inbox),
+            clock,
+            RecordIds::default(),
+        );
         (inbox, reporter)
     }
 
     /// Hands every queued event to `requests`; `true` when one would make the engine sample.
-    fn deliver(inbox: &Inbox, requests: &mut Requests) -> bool {
+    fn deliver(inbox: &EngineInbox, requests: &mut Requests) -> bool {
         let mut wake = false;
         while let Some(Woken::Events(events)) = inbox.take() {
             for e in events {
@@ -303,7 +308,8 @@ mod tests {
         let clock = Arc::new(ManualClock::new(1_800_000_000.0));
         let ids = RecordIds::default();
         let clock_dyn: Arc<dyn Clock> = clock.clone();
-        let reporter = Reporter::new(Arc::new(Inbox::default()), clock_dyn, ids.clone());
+        let inbox = Arc::new(EngineInbox::default());
+        let reporter = Reporter::new(crate::command::events_into(&inbox), clock_dyn, ids.clone());
         // The ledger has given ids up to 41.
         ids.number_from(42);
         let a = reporter.begin(Route::OllamaChat, Some("llama3".into()));

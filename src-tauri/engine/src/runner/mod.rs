@@ -25,9 +25,10 @@ mod tests;
 
 use crate::accounting::Accounting;
 use crate::command::Command;
+use crate::command::EngineInbox;
 use crate::error::Error;
 use crate::handle::{EngineHandle, EngineReader};
-use crate::inbox::{Inbox, Woken};
+use crate::inbox::Woken;
 use crate::inference::book::{BASELINE_EVERY, BASELINE_SPAN};
 use crate::inference::{Book, RecordIds, Reporter, RequestEvent, Requests};
 use crate::lock::EngineLock;
@@ -424,8 +425,12 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
     engine.write_advice();
     engine.measured_changed();
     let attention = engine.rest.attention();
-    let inbox = Arc::new(Inbox::default());
-    let reporter = Reporter::new(Arc::clone(&inbox), Arc::clone(&engine.clock), ids);
+    let inbox = Arc::new(EngineInbox::default());
+    let reporter = Reporter::new(
+        crate::command::events_into(&inbox),
+        Arc::clone(&engine.clock),
+        ids,
+    );
     let (state_tx, state_rx) = watch::channel(engine.published());
     let messages = Arc::clone(&inbox);
     let thread = std::thread::Builder::new()
@@ -453,7 +458,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
 /// The engine thread: samples when due, takes commands and wake-ups as they come, publishes after
 /// each, until told to stop. A late sample (a stalled source, a suspend) is not caught up: the
 /// next is one period after it.
-fn run_engine(mut engine: Engine, inbox: &Inbox, state: &watch::Sender<Arc<Published>>) {
+fn run_engine(mut engine: Engine, inbox: &EngineInbox, state: &watch::Sender<Arc<Published>>) {
     let mut period = engine.period();
     engine.chain.set_pace(period);
     let mut next = engine.clock.elapsed();
