@@ -15,7 +15,7 @@ const FIND_TIMEOUT: Duration = Duration::from_secs(10);
 /// The engine recording into this user's data folder, waiting up to [`FIND_TIMEOUT`] for one
 /// that is starting.
 pub fn find() -> Result<Engine, String> {
-    let dir = wattbar_engine::paths::data_dir().map_err(|e| e.to_string())?;
+    let dir = wattbar_engine::home::paths::data_dir().map_err(|e| e.to_string())?;
     Engine::find(&dir, FIND_TIMEOUT).map_err(|e| e.to_string())
 }
 

@@ -4,7 +4,7 @@
 
 use anyhow::Result;
 pub use wattbar_client::Client;
-use wattbar_engine::paths;
+use wattbar_engine::home::paths;
 
 /// The engine recording into this data folder, if one runs; an error for one that serves no
 /// API (`wattbar-cli watch`), saying what to do.

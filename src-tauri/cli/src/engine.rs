@@ -2,7 +2,8 @@
 //! the stored preferences, and the signal that ends it.
 
 use anyhow::Result;
-use wattbar_engine::{build_chain, paths, prefs_file, ChainOptions};
+use wattbar_engine::home::{paths, prefs_file};
+use wattbar_engine::{build_chain, ChainOptions};
 
 /// Opens the sources off the async worker: NVML measures its counter's update period at start
 /// (up to a second). `wall_meter` is a plug's address given on the command line, over the
@@ -33,7 +34,7 @@ fn wall_meter(
         wattbar_outbound::address(&url, "the wall meter", Some("--wall-meter-password-file"))?;
     }
     let secret = |file: Option<&std::path::Path>| {
-        file.map(wattbar_engine::token::read_secret_file)
+        file.map(wattbar_engine::home::secrets::read_secret_file)
             .transpose()
     };
     Ok(wattbar_sources::plugs::WallMeter {

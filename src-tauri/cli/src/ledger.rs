@@ -2,7 +2,7 @@
 //! `report`): beside a running engine, never for writing.
 
 use anyhow::{bail, Result};
-use wattbar_engine::paths;
+use wattbar_engine::home::paths;
 use wattbar_engine::store::Store;
 
 pub fn open_read_only() -> Result<Store> {

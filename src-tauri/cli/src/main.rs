@@ -94,8 +94,8 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::ResetSession => reset_session::reset_session(),
         serve @ Cmd::Serve { .. } => runtime.block_on(serve::serve(serve)),
         Cmd::Token => {
-            let dir = wattbar_engine::paths::data_dir()?;
-            out!("{}", wattbar_engine::token::load_or_create(&dir)?)?;
+            let dir = wattbar_engine::home::paths::data_dir()?;
+            out!("{}", wattbar_engine::home::secrets::load_or_create(&dir)?)?;
             Ok(())
         }
         Cmd::LowPower { state, api } => low_power::low_power(state, api),

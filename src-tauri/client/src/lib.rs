@@ -15,7 +15,7 @@ use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use wattbar_engine::lock::{EngineLock, Holder};
+use wattbar_engine::home::lock::{EngineLock, Holder};
 
 /// How long a connection may take to open: the API is on this machine.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -178,7 +178,7 @@ impl Client {
     fn token(&self) -> Result<Option<String>, Error> {
         match (&self.token, &self.dir) {
             (Some(t), _) => Ok(Some(t.clone())),
-            (None, Some(dir)) => Ok(Some(wattbar_engine::token::load_or_create(dir)?)),
+            (None, Some(dir)) => Ok(Some(wattbar_engine::home::secrets::load_or_create(dir)?)),
             (None, None) => Ok(None),
         }
     }

@@ -30,7 +30,8 @@ fn engine_in(dir: &Path) -> (tokio::runtime::Runtime, wattbar_engine::EngineHand
     .with_store(dir.join("wattbar.db"));
     config.api = Some(addr.to_string());
     let engine = spawn(Chain::new(sources), config).unwrap_or_else(|e| panic!("{e}"));
-    let token = wattbar_engine::token::load_or_create(dir).unwrap_or_else(|e| panic!("{e}"));
+    let token =
+        wattbar_engine::home::secrets::load_or_create(dir).unwrap_or_else(|e| panic!("{e}"));
     let api_config = ApiConfig {
         token,
         ..ApiConfig::default()

@@ -1,5 +1,5 @@
 //! Low-power mode as routers and the UI read it: `GET /v1/low-power` and the advice file the
-//! engine keeps current ([`crate::paths::advice_path`]) are this one view.
+//! engine keeps current ([`crate::home::paths::advice_path`]) are this one view.
 
 use crate::published::Published;
 use serde::{Deserialize, Serialize};

@@ -144,19 +144,15 @@ impl EngineReader {
         Ok(sum_windows(windows.iter().filter(|w| w.from >= from)))
     }
 
-    /// The ledger's report of `from`–`to` (Unix seconds) as an SVG, in the preferences'
-    /// currency and this machine's local time; read and drawn on the blocking pool.
-    pub async fn report_svg(&self, from: f64, to: f64) -> Result<String, Error> {
+    /// The ledger's report of `from`–`to` (Unix seconds), in the preferences' currency and this
+    /// machine's local time, read on the blocking pool; its readers draw it.
+    pub async fn report(&self, from: f64, to: f64) -> Result<wattbar_report::Report, Error> {
         let nothing =
             || Error::Refused("this engine keeps no ledger yet: nothing to report".into());
         let ledger = self.ledger.as_ref().ok_or_else(nothing)?;
         let prefs = self.current().prefs.clone();
         ledger
-            .read(move |store| {
-                let report = crate::report::local(store, &prefs, from, to)?;
-                wattbar_report::svg(&report, report.default_size())
-                    .map_err(|e| Error::Refused(e.to_string()))
-            })
+            .read(move |store| Ok(crate::report::local(store, &prefs, from, to)?))
             .await?
             .ok_or_else(nothing)
     }

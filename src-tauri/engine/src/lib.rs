@@ -15,15 +15,13 @@ pub mod calibration;
 pub mod command;
 pub mod error;
 pub mod handle;
+pub mod home;
 pub mod inbox;
 pub mod inference;
 pub mod ledger_reader;
-pub mod lock;
 pub mod logging;
 pub mod low_power;
 pub mod os_power;
-pub mod paths;
-pub mod prefs_file;
 pub mod programs;
 pub mod published;
 pub mod recorder;
@@ -34,7 +32,6 @@ pub mod server_metrics;
 pub mod setup;
 pub mod stages;
 pub mod time;
-pub mod token;
 /// The ledger ([`wattbar_ledger`]): its schema and queries, and the engine's one writer.
 pub use wattbar_ledger::{ledger, store};
 

@@ -1,6 +1,7 @@
 //! The ledger's report: power over the period, energy and cost per local day, and energy per
-//! token per model, ready for [`wattbar_report`] to draw. `wattbar-cli report` and the API's
-//! `/v1/report.svg` (the dashboard's "Report") make the same one.
+//! token per model, as figures for [`wattbar_report`] to draw; the engine draws nothing.
+//! `wattbar-cli report` and the API's `/v1/report.svg` (the dashboard's "Report") draw the same
+//! one.
 //!
 //! Rules:
 //! - Power is the stored headline and each stored domain, one line each (a domain is part of the

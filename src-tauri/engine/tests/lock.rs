@@ -4,7 +4,7 @@
 //! open holds a copy until it calls exec, so another test starting a program at that moment
 //! would keep the folder locked a moment after the lock was dropped. Here nothing else runs.
 
-use wattbar_engine::lock::EngineLock;
+use wattbar_engine::home::lock::EngineLock;
 use wattbar_engine::Error;
 
 #[test]

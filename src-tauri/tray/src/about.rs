@@ -77,7 +77,7 @@ impl About {
 pub fn check(url: &str) -> Checked {
     let keys = wattbar_release::trusted_keys();
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let seen_file = wattbar_engine::paths::data_dir()
+    let seen_file = wattbar_engine::home::paths::data_dir()
         .map(|d| d.join(update::SEEN_FILE))
         .ok();
     let seen = seen_file.as_deref().and_then(update::seen);

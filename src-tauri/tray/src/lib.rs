@@ -104,8 +104,8 @@ fn start(launch: &Launch) -> Result<Started, Box<dyn std::error::Error>> {
         .thread_name("wattbar-io")
         .enable_all()
         .build()?;
-    let data_dir = wattbar_engine::paths::data_dir()?;
-    if let Some(holder) = wattbar_engine::lock::EngineLock::holder(&data_dir) {
+    let data_dir = wattbar_engine::home::paths::data_dir()?;
+    if let Some(holder) = wattbar_engine::home::lock::EngineLock::holder(&data_dir) {
         // A second launch (from a menu, say) shows the running engine's dashboard (a tray's, or
         // `wattbar-cli serve`'s), or the preferences it names. An engine without an API has no
         // windows to offer: say who it is rather than count the machine twice.
@@ -128,10 +128,10 @@ fn start(launch: &Launch) -> Result<Started, Box<dyn std::error::Error>> {
         })?;
         return Ok(Started::HandedOver);
     }
-    let prefs_path = wattbar_engine::paths::preferences_path()?;
+    let prefs_path = wattbar_engine::home::paths::preferences_path()?;
     // A value the schema refuses keeps its default and stays in the file as written; a file
     // that is not preferences at all is set aside, and the menu says so (the engine's notice).
-    let (prefs, problems, prefs_notice) = wattbar_engine::prefs_file::load_or_set_aside(
+    let (prefs, problems, prefs_notice) = wattbar_engine::home::prefs_file::load_or_set_aside(
         &prefs_path,
         wattbar_engine::unix_now() as u64,
     )?;
@@ -142,7 +142,7 @@ fn start(launch: &Launch) -> Result<Started, Box<dyn std::error::Error>> {
         tracing::warn!("{n}");
     }
     let api = runtime.block_on(serve::bind_api(prefs.api_enabled))?;
-    let db_path = wattbar_engine::paths::database_path()?;
+    let db_path = wattbar_engine::home::paths::database_path()?;
     let mut config = EngineConfig::new(prefs.clone())
         .with_store(db_path.clone())
         .finding_model_servers()
@@ -154,7 +154,7 @@ fn start(launch: &Launch) -> Result<Started, Box<dyn std::error::Error>> {
     {
         config.batch_interval = batch;
     }
-    config.advice_file = wattbar_engine::paths::advice_path().ok();
+    config.advice_file = wattbar_engine::home::paths::advice_path().ok();
     config.preferences_file = Some(prefs_path);
     config.api = Some(api.local_addr()?.to_string());
     let chain = build_chain(&ChainOptions::from_env())?;

@@ -45,8 +45,8 @@ pub async fn bind_api(enabled: bool) -> std::io::Result<TcpListener> {
 
 /// Serves the API until the process ends; a failure is logged.
 pub async fn api(listener: TcpListener, engine: EngineReader, db_path: std::path::PathBuf) {
-    let token = match wattbar_engine::paths::data_dir()
-        .and_then(|d| wattbar_engine::token::load_or_create(&d))
+    let token = match wattbar_engine::home::paths::data_dir()
+        .and_then(|d| wattbar_engine::home::secrets::load_or_create(&d))
     {
         Ok(t) => t,
         Err(e) => {

@@ -2,9 +2,10 @@
 //! data folder's lock and changing the ledger itself.
 
 use anyhow::{bail, Result};
-use wattbar_engine::lock::EngineLock;
+use wattbar_engine::home::lock::EngineLock;
+use wattbar_engine::home::paths;
 use wattbar_engine::store::Store;
-use wattbar_engine::{paths, unix_now};
+use wattbar_engine::unix_now;
 
 pub fn reset_session() -> Result<()> {
     if let Some(client) = crate::client::running()? {

@@ -5,7 +5,8 @@
 use crate::args::Cmd;
 use anyhow::{bail, Context, Result};
 use wattbar_core::prefs::integrations::{DEFAULT_MQTT_INTERVAL_MS, DEFAULT_OTLP_INTERVAL_MS};
-use wattbar_engine::{paths, Command, EngineConfig};
+use wattbar_engine::home::paths;
+use wattbar_engine::{Command, EngineConfig};
 use wattbar_serve::api;
 use wattbar_serve::integrations;
 use wattbar_serve::mqtt;
@@ -64,7 +65,7 @@ pub async fn serve(command: Cmd) -> Result<()> {
             "serving on {listen}, beyond this machine: reads need no token, writes need the token"
         );
     }
-    let token = wattbar_engine::token::load_or_create(&paths::data_dir()?)?;
+    let token = wattbar_engine::home::secrets::load_or_create(&paths::data_dir()?)?;
     let (prefs, notice) = crate::engine::load_prefs(|m| tracing::warn!("{m}"))?;
     let db = paths::database_path()?;
     let chain = crate::engine::open_sources(wall).await?;
@@ -179,12 +180,13 @@ pub async fn serve(command: Cmd) -> Result<()> {
     ))];
     // The flags make the same preferences the app's form does, and go the same way.
     if let Some(url) = mqtt {
-        let default_file = paths::data_dir()?.join(wattbar_engine::token::MQTT_PASSWORD_FILE);
+        let default_file =
+            paths::data_dir()?.join(wattbar_engine::home::secrets::MQTT_PASSWORD_FILE);
         let password = match mqtt_password_file {
-            Some(file) => Some(wattbar_engine::token::read_secret_file(&file)?),
-            None if default_file.exists() => {
-                Some(wattbar_engine::token::read_secret_file(&default_file)?)
-            }
+            Some(file) => Some(wattbar_engine::home::secrets::read_secret_file(&file)?),
+            None if default_file.exists() => Some(wattbar_engine::home::secrets::read_secret_file(
+                &default_file,
+            )?),
             None => None,
         };
         let pref = wattbar_core::MqttPref {

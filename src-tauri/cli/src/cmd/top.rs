@@ -4,7 +4,7 @@
 use anyhow::{Context, Result};
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
-use wattbar_engine::paths;
+use wattbar_engine::home::paths;
 use wattbar_engine::programs::{Sort, Top};
 use wattbar_engine::runner::EngineConfig;
 

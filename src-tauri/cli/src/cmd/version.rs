@@ -30,7 +30,7 @@ pub fn version(check: bool, manifest: Option<String>, json: bool) -> Result<()> 
     };
     let keys = wattbar_release::trusted_keys();
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let seen_file = wattbar_engine::paths::data_dir()?.join(update::SEEN_FILE);
+    let seen_file = wattbar_engine::home::paths::data_dir()?.join(update::SEEN_FILE);
     let latest = update::fetch(
         &url,
         &keys,

@@ -4,7 +4,8 @@
 use anyhow::{Context, Result};
 use std::io::Write;
 use std::time::Duration;
-use wattbar_engine::{paths, Command, EngineConfig};
+use wattbar_engine::home::paths;
+use wattbar_engine::{Command, EngineConfig};
 use wattbar_serve::view::StatePayload;
 
 #[derive(Clone, Copy, PartialEq)]

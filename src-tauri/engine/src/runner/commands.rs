@@ -88,7 +88,7 @@ impl Engine {
         next.validate().map_err(Error::Invalid)?;
         next.tariff_schedule().map_err(Error::Invalid)?;
         if let Some(path) = &self.files.preferences {
-            crate::prefs_file::save_field(path, &next, key)?;
+            crate::home::prefs_file::save_field(path, &next, key)?;
         }
         self.set_preferences(next)?;
         Ok(Preferences::clone(&self.prefs))

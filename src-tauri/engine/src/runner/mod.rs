@@ -28,10 +28,10 @@ use crate::command::Command;
 use crate::command::EngineInbox;
 use crate::error::Error;
 use crate::handle::{EngineHandle, EngineReader};
+use crate::home::lock::EngineLock;
 use crate::inbox::Woken;
 use crate::inference::book::{BASELINE_EVERY, BASELINE_SPAN};
 use crate::inference::{Book, RecordIds, Reporter, RequestEvent, Requests};
-use crate::lock::EngineLock;
 use crate::low_power::LowPower;
 use crate::programs::ProgramMeter;
 use crate::published::Published;
@@ -65,9 +65,9 @@ pub struct EngineConfig {
     /// The API address this engine serves, written in the lock file for clients to find.
     pub api: Option<String>,
     /// Where the low-power advice is kept current for routers that read a file
-    /// ([`crate::paths::advice_path`]); `None`: nowhere.
+    /// ([`crate::home::paths::advice_path`]); `None`: nowhere.
     pub advice_file: Option<PathBuf>,
-    /// Where a preference set one field at a time is saved ([`crate::paths::preferences_path`]);
+    /// Where a preference set one field at a time is saved ([`crate::home::paths::preferences_path`]);
     /// `None`: such changes last for this run only.
     pub preferences_file: Option<PathBuf>,
     /// Where processes are read for energy per program (`/`; tests give a fake tree).

@@ -87,10 +87,7 @@ pub(super) fn authorised(shared: &Shared, headers: &HeaderMap) -> bool {
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, token)| token.trim());
     match given {
-        Some(t) => {
-            !shared.config.token.is_empty()
-                && wattbar_engine::token::matches(&shared.config.token, t)
-        }
+        Some(t) => !shared.config.token.is_empty() && matches(&shared.config.token, t),
         None => false,
     }
 }
@@ -115,4 +112,23 @@ pub(super) async fn method_not_allowed(request: Request) -> Response {
             request.uri().path()
         ),
     )
+}
+
+/// Compares in time independent of where the strings differ (`subtle`'s constant-time equality;
+/// only the length, which is public, ends it early).
+fn matches(expected: &str, given: &str) -> bool {
+    use subtle::ConstantTimeEq;
+    expected.as_bytes().ct_eq(given.as_bytes()).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::matches;
+
+    #[test]
+    fn comparison_needs_every_byte() {
+        assert!(matches("abcd", "abcd"));
+        assert!(!matches("abcd", "abce"));
+        assert!(!matches("abcd", "abc"));
+    }
 }

@@ -42,7 +42,17 @@ pub(super) async fn get_report(
             "ask for at most 400 days at a time",
         );
     }
-    match shared.engine.report_svg(from, to).await {
+    let drawn = match shared.engine.report(from, to).await {
+        // Drawing is seconds of CPU for a long period: off the async workers.
+        Ok(report) => tokio::task::spawn_blocking(move || {
+            wattbar_report::svg(&report, report.default_size())
+                .map_err(|e| wattbar_engine::Error::Refused(e.to_string()))
+        })
+        .await
+        .unwrap_or_else(|e| Err(wattbar_engine::Error::Refused(e.to_string()))),
+        Err(e) => Err(e),
+    };
+    match drawn {
         Ok(svg) => {
             let name = chrono::Local::now()
                 .format("attachment; filename=\"wattbar-report-%Y-%m-%d.svg\"")

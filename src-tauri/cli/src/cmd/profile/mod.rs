@@ -135,7 +135,7 @@ async fn profile_async(o: Options, prompts: Vec<Prompt>, graders: Graders) -> Re
         ),
         None => {
             let chain = crate::engine::open_sources(Default::default()).await?;
-            let db = wattbar_engine::paths::database_path()?;
+            let db = wattbar_engine::home::paths::database_path()?;
             let meter = Meter::here_recording(chain, prefs, o.interval, Some(db)).await?;
             let reader = meter
                 .reader()

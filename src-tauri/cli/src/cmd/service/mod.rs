@@ -46,7 +46,7 @@ fn target(scope: Scope) -> Result<Target> {
         let (file, data_dir, domain) = match scope {
             Scope::User => (
                 home()?.join("Library/LaunchAgents/dev.wattbar.daemon.plist"),
-                wattbar_engine::paths::data_dir()?,
+                wattbar_engine::home::paths::data_dir()?,
                 "gui/$(id -u)",
             ),
             Scope::System => (
@@ -71,7 +71,7 @@ fn target(scope: Scope) -> Result<Target> {
                     .map_or_else(|| home().map(|h| h.join(".config")), Ok)?;
                 Ok(Target {
                     file: config.join("systemd/user/wattbar.service"),
-                    data_dir: wattbar_engine::paths::data_dir()?,
+                    data_dir: wattbar_engine::home::paths::data_dir()?,
                     enable:
                         "systemctl --user daemon-reload && systemctl --user enable --now wattbar"
                             .into(),
@@ -169,7 +169,7 @@ fn uninstall(scope: Scope, force: bool) -> Result<()> {
     std::fs::remove_file(&target.file)
         .with_context(|| format!("cannot remove {}", target.file.display()))?;
     println!("removed {}", target.file.display());
-    if wattbar_engine::lock::EngineLock::holder(&target.data_dir).is_some() {
+    if wattbar_engine::home::lock::EngineLock::holder(&target.data_dir).is_some() {
         println!("its engine still runs: stop it with {}", target.disable);
     }
     Ok(())
@@ -189,7 +189,7 @@ fn status(scope: Scope) -> Result<i32> {
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", target.file.display())),
     };
     println!("service file: {file}");
-    match wattbar_engine::lock::EngineLock::holder(&target.data_dir) {
+    match wattbar_engine::home::lock::EngineLock::holder(&target.data_dir) {
         Some(holder) => {
             let pid = holder
                 .pid

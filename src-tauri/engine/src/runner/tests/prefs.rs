@@ -50,7 +50,7 @@ async fn quick_changes_each_start_from_the_last_so_none_undoes_another() {
         reader.set_preference("carbon_g_per_kwh", serde_json::json!(120)),
     );
     assert!(a.is_ok() && b.is_ok(), "{a:?} {b:?}");
-    let (loaded, problems) = crate::prefs_file::load(&file).unwrap_or_else(|e| panic!("{e}"));
+    let (loaded, problems) = crate::home::prefs_file::load(&file).unwrap_or_else(|e| panic!("{e}"));
     assert!(problems.is_empty(), "{problems:?}");
     assert_eq!(loaded.price_per_kwh.per_kwh(), 0.2);
     assert_eq!(loaded.carbon_g_per_kwh, Some(120.0));

@@ -11,8 +11,8 @@
 //! a temporary file first and is renamed over the old one: a crash leaves one or the other. A
 //! symlinked file is written where the link points, and the link stays.
 
+use super::kept_apart;
 use crate::error::Error;
-use std::collections::BTreeMap;
 use std::path::Path;
 use wattbar_core::Preferences;
 
@@ -43,151 +43,8 @@ pub fn load(path: &Path) -> Result<(Preferences, Vec<wattbar_core::Error>), Erro
         .as_object()
         .ok_or_else(|| parse_error("not a JSON object".into()))?;
     let (mut prefs, problems) = Preferences::from_entries(map.iter().map(|(k, v)| (k.as_str(), v)));
-    if let Some(meter) = prefs.wall_meter.as_mut() {
-        // A secrets file that cannot be read costs the secrets alone, said without their value.
-        let secrets = read_secret_json::<Secrets>(&secrets_path(path)).unwrap_or_else(|e| {
-            let what = match e {
-                Error::Io { source, .. } => source.kind().to_string(),
-                _ => "not the JSON Wattbar writes".to_string(),
-            };
-            tracing::warn!(
-                "the wall meter's password and token could not be read ({what}); asking without them"
-            );
-            Secrets::default()
-        });
-        meter.password = meter.password.take().or(secrets.password);
-        meter.token = secrets.token;
-        meter.has_secret = meter.password.is_some() || meter.token.is_some();
-    }
-    if let Some(mqtt) = prefs.mqtt.as_mut() {
-        let file = mqtt_password_path(path);
-        mqtt.password = match crate::token::read_secret_file(&file) {
-            Ok(p) => Some(p),
-            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => {
-                tracing::warn!("the MQTT broker's password could not be read: {e}");
-                None
-            }
-        };
-        mqtt.has_secret = mqtt.password.is_some();
-    }
-    if !prefs.server_metrics.is_empty() {
-        let tokens = read_secret_json::<BTreeMap<String, String>>(&server_tokens_path(path))
-            .unwrap_or_else(|e| {
-                let what = match e {
-                    Error::Io { source, .. } => source.kind().to_string(),
-                    _ => "not the JSON Wattbar writes".to_string(),
-                };
-                tracing::warn!(
-                    "the model servers' tokens could not be read ({what}); asking without them"
-                );
-                BTreeMap::new()
-            });
-        for server in &mut prefs.server_metrics {
-            server.token = tokens.get(&server.url).cloned();
-            server.has_secret = server.token.is_some();
-        }
-    }
+    kept_apart::fill(path, &mut prefs);
     Ok((prefs, problems))
-}
-
-/// Where the model servers' tokens are kept, by URL: beside the preferences file.
-pub fn server_tokens_path(preferences: &Path) -> std::path::PathBuf {
-    preferences.with_file_name("server-metrics.secret.json")
-}
-
-/// Keeps the model servers' tokens (0600, written whole or not at all), or removes the file
-/// when there are none.
-fn write_server_tokens(path: &Path, prefs: &Preferences) -> Result<(), Error> {
-    let tokens: BTreeMap<&str, &str> = prefs
-        .server_metrics
-        .iter()
-        .filter_map(|s| Some((s.url.as_str(), s.token.as_deref()?)))
-        .collect();
-    write_secret_json(path, (!tokens.is_empty()).then_some(&tokens))
-}
-
-/// A secrets file of JSON: its contents, or the default where there is none.
-fn read_secret_json<T: serde::de::DeserializeOwned + Default>(path: &Path) -> Result<T, Error> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => serde_json::from_str(&text).map_err(|e| Error::Parse {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(T::default()),
-        Err(source) => Err(Error::Io {
-            path: path.to_path_buf(),
-            source,
-        }),
-    }
-}
-
-/// Writes `secrets` as JSON (0600, whole or not at all), or removes the file for `None`.
-fn write_secret_json<T: serde::Serialize>(path: &Path, secrets: Option<&T>) -> Result<(), Error> {
-    let io = |source: std::io::Error| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let Some(secrets) = secrets else {
-        return match std::fs::remove_file(path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(e)),
-            _ => Ok(()),
-        };
-    };
-    let text = serde_json::to_string(secrets).map_err(|e| Error::Parse {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
-    write_whole(path, &text).map_err(io)
-}
-
-/// Where the MQTT broker's password is kept: beside the preferences file, the file
-/// `wattbar-cli serve --mqtt` reads by default.
-pub fn mqtt_password_path(preferences: &Path) -> std::path::PathBuf {
-    preferences.with_file_name(crate::token::MQTT_PASSWORD_FILE)
-}
-
-/// Keeps the broker's password (0600, written whole or not at all), or removes the file when
-/// there is none.
-fn write_mqtt_password(path: &Path, prefs: &Preferences) -> Result<(), Error> {
-    let io = |source: std::io::Error| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    match prefs.mqtt.as_ref().and_then(|m| m.password.as_ref()) {
-        Some(password) => write_whole(path, &format!("{password}\n")).map_err(io),
-        None => match std::fs::remove_file(path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(e)),
-            _ => Ok(()),
-        },
-    }
-}
-
-/// The wall meter's password and token, kept apart from the preferences (which readers of the
-/// API see): readable by this user alone, never logged.
-#[derive(Default, serde::Serialize, serde::Deserialize)]
-struct Secrets {
-    password: Option<String>,
-    token: Option<String>,
-}
-
-/// Where the wall meter's secrets are kept: beside the preferences file.
-pub fn secrets_path(preferences: &Path) -> std::path::PathBuf {
-    preferences.with_file_name("wall-meter.secret.json")
-}
-
-/// Keeps the wall meter's secrets (0600, written whole or not at all), or removes the file
-/// when there are none.
-fn write_secrets(path: &Path, prefs: &Preferences) -> Result<(), Error> {
-    let secrets = prefs
-        .wall_meter
-        .as_ref()
-        .map_or(Secrets::default(), |m| Secrets {
-            password: m.password.clone(),
-            token: m.token.clone(),
-        });
-    let any = secrets.password.is_some() || secrets.token.is_some();
-    write_secret_json(path, any.then_some(&secrets))
 }
 
 /// [`load`] for an engine about to start: a file it cannot read as preferences is moved aside to
@@ -221,15 +78,7 @@ pub fn load_or_set_aside(
 /// Writes `key` as `prefs` has it (the schema's canonical form) into the file at `path`, keeping
 /// every other key. A file that is not a JSON object is not overwritten: that is an error.
 pub fn save_field(path: &Path, prefs: &Preferences, key: &str) -> Result<(), Error> {
-    if key == "wall_meter" {
-        write_secrets(&secrets_path(path), prefs)?;
-    }
-    if key == "mqtt" {
-        write_mqtt_password(&mqtt_password_path(path), prefs)?;
-    }
-    if key == "server_metrics" {
-        write_server_tokens(&server_tokens_path(path), prefs)?;
-    }
+    kept_apart::save(path, prefs, key)?;
     let io = |source: std::io::Error| Error::Io {
         path: path.to_path_buf(),
         source,
@@ -267,24 +116,13 @@ pub fn save_field(path: &Path, prefs: &Preferences, key: &str) -> Result<(), Err
         true => std::fs::canonicalize(path).map_err(io)?,
         false => path.to_path_buf(),
     };
-    write_whole(&target, &text).map_err(io)
-}
-
-/// Writes `text` to `path` whole or not at all: a temporary file beside it (readable by its
-/// user alone, as the rename keeps it), synced, then renamed over it.
-fn write_whole(path: &Path, text: &str) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    crate::paths::create_private_dir(dir)?;
-    let mut file = tempfile::NamedTempFile::new_in(dir)?;
-    std::io::Write::write_all(&mut file, text.as_bytes())?;
-    file.as_file().sync_all()?;
-    file.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    crate::home::paths::write_whole(&target, &text).map_err(io)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::home::kept_apart::{secrets_path, server_tokens_path};
 
     #[test]
     fn a_missing_file_gives_defaults() {

@@ -58,7 +58,7 @@ impl EngineLock {
             path: path.clone(),
             source,
         };
-        crate::paths::create_private_dir(dir).map_err(io)?;
+        crate::home::paths::create_private_dir(dir).map_err(io)?;
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)

@@ -42,3 +42,15 @@ pub fn advice_path() -> Result<PathBuf, Error> {
         None => Ok(data_dir()?.join(ADVICE_FILE)),
     }
 }
+
+/// Writes `text` to `path` whole or not at all: a temporary file beside it (readable by its
+/// user alone, as the rename keeps it), synced, then renamed over it.
+pub fn write_whole(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or_else(|| std::path::Path::new("."));
+    create_private_dir(dir)?;
+    let mut file = tempfile::NamedTempFile::new_in(dir)?;
+    std::io::Write::write_all(&mut file, text.as_bytes())?;
+    file.as_file().sync_all()?;
+    file.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}

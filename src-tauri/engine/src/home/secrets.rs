@@ -1,5 +1,7 @@
-//! The bearer token that guards the API's writes: 32 random bytes as hex, created on first use in
-//! the data folder with mode 0600 (readable by its user only). `wattbar-cli token` prints it.
+//! Secret files in the data folder, readable by their user alone: the bearer token that guards
+//! the API's writes (32 random bytes as hex, created on first use with mode 0600; `wattbar-cli
+//! token` prints it, and `serve` checks it), and a secret read from a file, which is refused
+//! while others may read it.
 
 use crate::error::Error;
 use std::io::Write;
@@ -78,7 +80,7 @@ pub fn read_secret_file(path: &Path) -> Result<String, Error> {
 }
 
 fn create(data_dir: &Path, path: &Path) -> std::io::Result<String> {
-    crate::paths::create_private_dir(data_dir)?;
+    crate::home::paths::create_private_dir(data_dir)?;
     let mut bytes = [0u8; TOKEN_BYTES];
     getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
     let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
@@ -117,13 +119,6 @@ fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
         .write(true)
         .create_new(true)
         .open(path)
-}
-
-/// Compares in time independent of where the strings differ (`subtle`'s constant-time equality;
-/// only the length, which is public, ends it early).
-pub fn matches(expected: &str, given: &str) -> bool {
-    use subtle::ConstantTimeEq;
-    expected.as_bytes().ct_eq(given.as_bytes()).into()
 }
 
 #[cfg(test)]
@@ -213,12 +208,5 @@ mod tests {
         load_or_create(&data).unwrap_or_else(|e| panic!("{e}"));
         let mode = std::fs::metadata(&data).map(|m| m.permissions().mode() & 0o777);
         assert_eq!(mode.ok(), Some(0o700));
-    }
-
-    #[test]
-    fn comparison_needs_every_byte() {
-        assert!(matches("abcd", "abcd"));
-        assert!(!matches("abcd", "abce"));
-        assert!(!matches("abcd", "abc"));
     }
 }

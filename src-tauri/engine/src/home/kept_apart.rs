@@ -1,0 +1,164 @@
+//! The secrets the preferences keep apart, beside the preferences file: the wall meter's
+//! password and token, the MQTT broker's password and the model servers' tokens. The
+//! preferences (which readers of the API see) never hold them; each file is readable by its
+//! user alone (0600), written whole or not at all, removed when there is nothing to keep, and
+//! never logged. A file that cannot be read costs its secrets alone, said without their value.
+
+use crate::error::Error;
+use crate::home::paths::write_whole;
+use std::collections::BTreeMap;
+use std::path::Path;
+use wattbar_core::Preferences;
+
+/// Fills `prefs`, just read from the preferences file at `path`, with the secrets kept apart.
+pub(super) fn fill(path: &Path, prefs: &mut Preferences) {
+    if let Some(meter) = prefs.wall_meter.as_mut() {
+        let secrets: Secrets =
+            read_or_say(&secrets_path(path), "the wall meter's password and token");
+        meter.password = meter.password.take().or(secrets.password);
+        meter.token = secrets.token;
+        meter.has_secret = meter.password.is_some() || meter.token.is_some();
+    }
+    if let Some(mqtt) = prefs.mqtt.as_mut() {
+        let file = mqtt_password_path(path);
+        mqtt.password = match crate::home::secrets::read_secret_file(&file) {
+            Ok(p) => Some(p),
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => {
+                tracing::warn!("the MQTT broker's password could not be read: {e}");
+                None
+            }
+        };
+        mqtt.has_secret = mqtt.password.is_some();
+    }
+    if !prefs.server_metrics.is_empty() {
+        let tokens: BTreeMap<String, String> =
+            read_or_say(&server_tokens_path(path), "the model servers' tokens");
+        for server in &mut prefs.server_metrics {
+            server.token = tokens.get(&server.url).cloned();
+            server.has_secret = server.token.is_some();
+        }
+    }
+}
+
+/// The secrets of the JSON file at `path`; where it cannot be read, none, said without their
+/// value (`what` names them).
+fn read_or_say<T: serde::de::DeserializeOwned + Default>(path: &Path, what: &str) -> T {
+    read_secret_json(path).unwrap_or_else(|e| {
+        let why = match e {
+            Error::Io { source, .. } => source.kind().to_string(),
+            _ => "not the JSON Wattbar writes".to_string(),
+        };
+        tracing::warn!("{what} could not be read ({why}); asking without them");
+        T::default()
+    })
+}
+
+/// Keeps the secrets of preference `key`, as `prefs` has them, beside the file at `path`.
+pub(super) fn save(path: &Path, prefs: &Preferences, key: &str) -> Result<(), Error> {
+    match key {
+        "wall_meter" => write_secrets(&secrets_path(path), prefs),
+        "mqtt" => write_mqtt_password(&mqtt_password_path(path), prefs),
+        "server_metrics" => write_server_tokens(&server_tokens_path(path), prefs),
+        _ => Ok(()),
+    }
+}
+
+/// Where the model servers' tokens are kept, by URL: beside the preferences file.
+pub fn server_tokens_path(preferences: &Path) -> std::path::PathBuf {
+    preferences.with_file_name("server-metrics.secret.json")
+}
+
+/// Keeps the model servers' tokens (0600, written whole or not at all), or removes the file
+/// when there are none.
+fn write_server_tokens(path: &Path, prefs: &Preferences) -> Result<(), Error> {
+    let tokens: BTreeMap<&str, &str> = prefs
+        .server_metrics
+        .iter()
+        .filter_map(|s| Some((s.url.as_str(), s.token.as_deref()?)))
+        .collect();
+    write_secret_json(path, (!tokens.is_empty()).then_some(&tokens))
+}
+
+/// A secrets file of JSON: its contents, or the default where there is none.
+fn read_secret_json<T: serde::de::DeserializeOwned + Default>(path: &Path) -> Result<T, Error> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text).map_err(|e| Error::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(T::default()),
+        Err(source) => Err(Error::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// Writes `secrets` as JSON (0600, whole or not at all), or removes the file for `None`.
+fn write_secret_json<T: serde::Serialize>(path: &Path, secrets: Option<&T>) -> Result<(), Error> {
+    let io = |source: std::io::Error| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let Some(secrets) = secrets else {
+        return match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(e)),
+            _ => Ok(()),
+        };
+    };
+    let text = serde_json::to_string(secrets).map_err(|e| Error::Parse {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    write_whole(path, &text).map_err(io)
+}
+
+/// Where the MQTT broker's password is kept: beside the preferences file, the file
+/// `wattbar-cli serve --mqtt` reads by default.
+pub fn mqtt_password_path(preferences: &Path) -> std::path::PathBuf {
+    preferences.with_file_name(crate::home::secrets::MQTT_PASSWORD_FILE)
+}
+
+/// Keeps the broker's password (0600, written whole or not at all), or removes the file when
+/// there is none.
+fn write_mqtt_password(path: &Path, prefs: &Preferences) -> Result<(), Error> {
+    let io = |source: std::io::Error| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    match prefs.mqtt.as_ref().and_then(|m| m.password.as_ref()) {
+        Some(password) => write_whole(path, &format!("{password}\n")).map_err(io),
+        None => match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(e)),
+            _ => Ok(()),
+        },
+    }
+}
+
+/// The wall meter's password and token, kept apart from the preferences (which readers of the
+/// API see): readable by this user alone, never logged.
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+struct Secrets {
+    password: Option<String>,
+    token: Option<String>,
+}
+
+/// Where the wall meter's secrets are kept: beside the preferences file.
+pub fn secrets_path(preferences: &Path) -> std::path::PathBuf {
+    preferences.with_file_name("wall-meter.secret.json")
+}
+
+/// Keeps the wall meter's secrets (0600, written whole or not at all), or removes the file
+/// when there are none.
+fn write_secrets(path: &Path, prefs: &Preferences) -> Result<(), Error> {
+    let secrets = prefs
+        .wall_meter
+        .as_ref()
+        .map_or(Secrets::default(), |m| Secrets {
+            password: m.password.clone(),
+            token: m.token.clone(),
+        });
+    let any = secrets.password.is_some() || secrets.token.is_some();
+    write_secret_json(path, any.then_some(&secrets))
+}
