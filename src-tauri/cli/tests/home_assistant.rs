@@ -18,6 +18,17 @@ struct HomeAssistant {
 
 impl HomeAssistant {
     fn start(config: &std::path::Path, broker_port: u16) -> HomeAssistant {
+        // Waits for an install still running in the background (scripts/setup), and says why
+        // it failed if it did.
+        let installed = Command::new(repo_root().join("scripts/homeassistant"))
+            .arg("python")
+            .output()
+            .unwrap_or_else(|e| panic!("scripts/homeassistant: {e}"));
+        assert!(
+            installed.status.success(),
+            "run scripts/setup: {}",
+            String::from_utf8_lossy(&installed.stderr)
+        );
         let mut child = Command::new(repo_root().join("scripts/homeassistant"))
             .args([
                 "run",

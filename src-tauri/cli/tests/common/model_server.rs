@@ -36,6 +36,17 @@ impl ModelServer {
     }
 
     fn spawn(args: &[String], marker: &str) -> ModelServer {
+        // Waits for an install still running in the background (scripts/setup), before the
+        // server's own deadline starts.
+        let built = Command::new(repo_root().join("scripts/llm-server"))
+            .arg("llama-server")
+            .output()
+            .unwrap_or_else(|e| panic!("scripts/llm-server: {e}"));
+        assert!(
+            built.status.success(),
+            "run scripts/setup: {}",
+            String::from_utf8_lossy(&built.stderr)
+        );
         let mut child = Command::new(repo_root().join("scripts/llm-server"))
             .args(args)
             .stdout(Stdio::null())
