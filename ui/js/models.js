@@ -150,7 +150,10 @@ function renderModels(inference, serverModels) {
   $("models-hint").hidden = shown > 0;
   $("models").hidden = shown === 0;
   $("models-rows").replaceChildren(
-    ...models.map((m) => modelRow(m, m.model === inference.most_efficient_model)),
+    // The most efficient is chosen within the newest records' scope: its newest row (the rows
+    // come newest first), not its rows of other scopes.
+    ...models.map((m, i) => modelRow(m, m.model === inference.most_efficient_model
+      && models.findIndex((o) => o.model === m.model) === i)),
     ...serverModels.map(serverModelRow));
   const scale = $("models-scale");
   scale.hidden = models.length === 0;

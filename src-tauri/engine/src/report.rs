@@ -117,16 +117,23 @@ pub fn from_store(
             cost: total.map(|t| t.cost),
         });
     }
-    // Models' energy in the same scope as the days'.
-    let mut by_model: BTreeMap<String, ModelStats> = BTreeMap::new();
+    // Each model's energy per scope: one of another scope than the days' is named with it
+    // ("llama3 (wall)", "unrecorded" before scopes were kept), never added to it.
+    let mut by_model: BTreeMap<(String, Option<Scope>), ModelStats> = BTreeMap::new();
     for r in store
         .inference(from, usize::MAX)?
         .iter()
-        .filter(|r| r.start <= to && r.scope == scope)
+        .filter(|r| r.start <= to)
     {
+        let name = if r.scope == scope {
+            r.model.clone()
+        } else {
+            let other = r.scope.map_or("unrecorded", Scope::as_str);
+            format!("{} ({other})", r.model)
+        };
         by_model
-            .entry(r.model.clone())
-            .or_insert_with(|| ModelStats::new(&r.model, r.scope))
+            .entry(ModelStats::key(r))
+            .or_insert_with(|| ModelStats::new(&name, r.scope))
             .add(r, score_ceiling);
     }
     let models = by_model

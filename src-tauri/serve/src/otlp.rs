@@ -254,6 +254,7 @@ pub fn request(
             kv("source", SOURCE_SERVER_METRICS),
             kv("server", m.server.clone()),
             scope_of(m.scope),
+            kv("covers", m.covers.join(",")),
         ]
     };
     let model_energy = models

@@ -89,6 +89,7 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
                 "tokens_per_second",
                 "tokens_per_second_per_watt",
                 "score",
+                "covers",
             ])?;
             for m in &models {
                 w.write_record([
@@ -105,6 +106,7 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
                     csv_cell(m.tokens_per_second),
                     csv_cell(m.tokens_per_second_per_watt),
                     csv_cell(m.score),
+                    String::new(),
                 ])?;
             }
             for Sourced { source, figures: m } in &servers {
@@ -122,6 +124,7 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
                     String::new(),
                     String::new(),
                     String::new(),
+                    m.covers.join(","),
                 ])?;
             }
             w.flush()?;
@@ -169,7 +172,7 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
                     "{:<28} {:<14} {:<10} {:>8} {:>10} {:>9} {:>9} {:>8} {:>9} {:>6}",
                     m.model,
                     source,
-                    scope_name(m.scope),
+                    scoped(m.scope, &m.covers),
                     "—",
                     m.completion_tokens,
                     fmt(m.joules_per_token, 3),
@@ -195,7 +198,17 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
     Ok(())
 }
 
-/// A scope as the lists show it: energy kept before scopes were recorded is `unrecorded`.
+/// A server row's scope with the parts it covers, where it names them (`components:gpu:0`): its
+/// share of a GPU is another quantity than the CPU package's.
+fn scoped(scope: Option<wattbar_core::Scope>, covers: &[String]) -> String {
+    match covers {
+        [] => scope_name(scope).to_string(),
+        parts => format!("{}:{}", scope_name(scope), parts.join(",")),
+    }
+}
+
+/// A scope as the lists show it: `unrecorded` where none is known (figures kept before scopes
+/// were, or requests that measured nothing here, such as a cloud model's).
 fn scope_name(scope: Option<wattbar_core::Scope>) -> &'static str {
     scope.map_or("unrecorded", |s| s.as_str())
 }

@@ -102,7 +102,8 @@ pub fn python() -> String {
         .unwrap_or_else(|e| panic!("scripts/llm-server python: {e}"));
     assert!(
         out.status.success(),
-        "run scripts/setup: the test venv is missing"
+        "run scripts/setup: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }

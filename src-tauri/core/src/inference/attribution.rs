@@ -242,8 +242,9 @@ pub fn idle_baseline(intervals: &[Interval], windows: &[Window]) -> Option<Basel
 }
 
 impl Baseline {
-    /// The idle draw to take from energy of `coverage`; `None` where the two cover different
-    /// things (the baseline was taken at the wall and the energy is the CPU package's, say).
+    /// The idle draw to take from energy of `coverage`; `None` where the two are of different
+    /// scopes (the baseline was taken at the wall and the energy is the CPU package's, say).
+    /// Within one scope the parts are not compared, as the ledger's sums do not.
     pub fn watts_for(&self, coverage: Option<&Coverage>) -> Option<f64> {
         let scope = |c: Option<&Coverage>| c.map(|c| c.scope);
         (scope(self.coverage.as_ref()) == scope(coverage)).then_some(self.watts)

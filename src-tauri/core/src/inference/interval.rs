@@ -27,7 +27,8 @@ pub struct Interval {
     /// and the power its last answer said. The energy within was interpolated between answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answered: Option<Answered>,
-    /// What the headline covered; `None` where not known (rebuilt from stored samples).
+    /// What the headline covered; `None` where not known. Rebuilt from stored samples, its
+    /// scope alone (samples keep no parts), or nothing for samples kept before scopes were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<Coverage>,
 }

@@ -3,7 +3,7 @@
 //! Definitions (each `None` when an input is unknown, never 0):
 //! - energy: the request's [`Share`](super::attribution::Share) of the measured energy (gross); net subtracts
 //!   the idle baseline times the request's share of time, floored at 0, where the baseline was
-//!   taken in the energy's coverage (else unknown);
+//!   taken in the energy's scope (else unknown);
 //! - tokens per second: the server's decode rate, else completion tokens over the decode window;
 //! - tokens per second per watt = completion tokens ÷ decode joules (tokens/s over the mean watts of
 //!   the same window), the whole request's joules when the phases are unknown;

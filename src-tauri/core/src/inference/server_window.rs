@@ -10,9 +10,9 @@
 //! - A window is `concurrent` when the server ran more than one request at either scrape, and
 //!   `coarse` when its tokens land only when a request ends (llama.cpp, TGI) and a request was
 //!   running at either end: part of the window's tokens belong to another.
-//! - A window's energy is the headline's over the same span ([`window_energy`]), in one
-//!   coverage, which the record names; and net of the idle baseline where one was taken in that
-//!   coverage. Where the server's own process is known to draw on GPUs that tell their use per
+//! - A window's energy is the headline's over the same span ([`window_energy`]), in one scope,
+//!   which the record names with its parts; and net of the idle baseline where one was taken in
+//!   that scope. Where the server's own process is known to draw on GPUs that tell their use per
 //!   process, it is that process's share of the GPUs' energy instead ([`on_process_gpus`]),
 //!   covering those GPUs alone, with no net figure. Where several models of one server made tokens in the
 //!   window, it is split by their completion tokens (by prompt tokens in a window that completed

@@ -5,8 +5,9 @@
 //! - In a window, a process gets of each GPU `joules × its use ÷ every process's use` (the
 //!   sources' per-process use: NVML's SM samples), as energy per program does. A GPU whose use
 //!   per process is not known gives nobody anything, and counts in no share.
-//! - Over a span, its share is its joules over every process's, from the windows that overlap
-//!   the span, each in proportion to its overlap; where none overlaps it yet (the programs are
+//! - Over a span, its share is its joules over every GPU's (those that tell no use per process,
+//!   or that nobody used, included), from the windows that overlap the span, each in proportion
+//!   to its overlap; where none overlaps it yet (the programs are
 //!   read every 10 s, a minute at rest), the newest window that ended at most [`MAX_AGE_S`]
 //!   before it. A process that drew on no GPU there has no share: unknown, never 0.
 //! - The span's GPU energy times that share is the process's, and covers only the GPUs it drew
@@ -26,6 +27,8 @@ pub struct ProcessGpuWindow {
     pub from: f64,
     pub to: f64,
     pub by_pid: BTreeMap<u32, BTreeMap<String, f64>>,
+    /// Every GPU's energy in the window, whoever used it.
+    pub all_joules: f64,
 }
 
 impl ProcessGpuWindow {
@@ -38,6 +41,7 @@ impl ProcessGpuWindow {
         uses: &[DeviceUse],
     ) -> ProcessGpuWindow {
         let mut by_pid: BTreeMap<u32, BTreeMap<String, f64>> = BTreeMap::new();
+        let all_joules = gpus.values().filter(|j| j.is_finite() && **j > 0.0).sum();
         for ((source, device), joules) in gpus {
             let Some(u) = uses
                 .iter()
@@ -57,7 +61,12 @@ impl ProcessGpuWindow {
                     .or_default() += joules * v / used;
             }
         }
-        ProcessGpuWindow { from, to, by_pid }
+        ProcessGpuWindow {
+            from,
+            to,
+            by_pid,
+            all_joules,
+        }
     }
 }
 
@@ -96,13 +105,9 @@ pub fn process_gpu_share(
     let mut mine: BTreeMap<&str, f64> = BTreeMap::new();
     let mut all = 0.0;
     for (w, part) in chosen {
-        for (p, gpus) in &w.by_pid {
-            for (gpu, joules) in gpus {
-                all += joules * part;
-                if *p == pid {
-                    *mine.entry(gpu).or_default() += joules * part;
-                }
-            }
+        all += w.all_joules * part;
+        for (gpu, joules) in w.by_pid.get(&pid).into_iter().flatten() {
+            *mine.entry(gpu).or_default() += joules * part;
         }
     }
     let own: f64 = mine.values().sum();
@@ -144,6 +149,10 @@ mod tests {
             Some(&750.0)
         );
         assert!(w.by_pid.values().all(|g| !g.contains_key("gpu:1")));
+        // Over the window, the server's share is of both GPUs' 4,000 J: 2,250 J of it, 0.5625,
+        // never 0.75 of GPU 1's energy too.
+        let share = process_gpu_share(&[w], 100, 0.0, 10.0).map(|s| s.share);
+        assert_eq!(share, Some(2250.0 / 4000.0));
     }
 
     /// The server (pid 100) drew 2,000 J of the GPUs' 4,000 J in the window 0–10 s, and all
@@ -158,6 +167,7 @@ mod tests {
                 .iter()
                 .map(|(p, j)| (*p, BTreeMap::from([("gpu:0".to_string(), *j)])))
                 .collect(),
+            all_joules: by_pid.iter().map(|(_, j)| j).sum(),
         };
         let windows = [
             window(0.0, &[(100, 2000.0), (200, 2000.0)]),

@@ -373,10 +373,13 @@ impl Book {
         let recent = &self.records;
         let last = recent.back().cloned();
         let shown: Vec<Record> = recent.iter().rev().take(SHOWN_RECORDS).cloned().collect();
+        // Figures of one scope only are compared and averaged: that of the latest record that
+        // measured any (a cloud request's has none).
+        let scope = recent.iter().rev().find_map(|r| r.scope);
         let scored: Vec<&Record> = recent
             .iter()
             .rev()
-            .filter(|r| r.score.is_some())
+            .filter(|r| r.score.is_some() && r.scope == scope)
             .take(SCORED_RECORDS)
             .collect();
         let mean = |f: fn(&Record) -> Option<f64>| {
@@ -385,12 +388,10 @@ impl Book {
         };
         let score = mean(|r| r.score);
         let tpw = mean(|r| r.tokens_per_second_per_watt);
-        // Figures of one scope only are compared: the latest record's.
-        let scope = last.as_ref().map(|r| r.scope);
         let most_efficient_model = self
             .models
             .values()
-            .filter(|m| scope.is_none_or(|s| m.scope == s))
+            .filter(|m| m.scope == scope)
             .filter_map(|m| m.tokens_per_second_per_watt.map(|t| (t, &m.model)))
             .max_by(|a, b| a.0.total_cmp(&b.0))
             .map(|(_, m)| m.clone());

@@ -72,10 +72,29 @@ fn first_windows(
     intervals: &[Interval],
     gpu: &[ProcessGpuWindow],
 ) -> Vec<ServerWindow> {
+    // An idle draw of 20 W on the GPU alone: were it netted, the server's windows would say so.
+    let idle = Baseline {
+        watts: 20.0,
+        spread_watts: None,
+        samples: 30,
+        from: 0.0,
+        to: 30.0,
+        method: "test".into(),
+        coverage: Some(Coverage {
+            scope: Scope::Components,
+            covers: vec!["gpu:0".into()],
+        }),
+    };
     let started = std::time::Instant::now();
     loop {
         let at = Stamp::new(started.elapsed(), crate::unix_now());
-        let made = stage.observe(at, intervals.iter(), None, &ProxySeen::default(), gpu);
+        let made = stage.observe(
+            at,
+            intervals.iter(),
+            Some(&idle),
+            &ProxySeen::default(),
+            gpu,
+        );
         if !made.is_empty() {
             return made;
         }
@@ -100,6 +119,7 @@ fn a_server_whose_process_draws_on_a_gpu_is_given_its_share_of_the_gpus_energy()
             .into_iter()
             .map(|(pid, j)| (pid, [("gpu:0".to_string(), j)].into_iter().collect()))
             .collect(),
+        all_joules: 4000.0,
     }];
     let follow = |port: u16| {
         let config = ServerMetricsConfig {

@@ -10,7 +10,9 @@
 //!   and parts `''` where not known. Rows from before did not say what their
 //!   energy covered: they keep the empty scope, never guessed.
 //! - Samples already keep their scope (v12): intervals read back from them carry it, without
-//!   the parts.
+//!   the parts. An idle baseline kept before v17 takes the scope most of the samples of its
+//!   span still kept had (samples are kept a day); an older one stays unknown, and nets nothing
+//!   until it is taken again.
 
 use wattbar_core::{Coverage, Scope};
 
@@ -47,6 +49,14 @@ INSERT INTO inference_models_v17
   FROM inference_models;
 DROP TABLE inference_models;
 ALTER TABLE inference_models_v17 RENAME TO inference_models;
+UPDATE inference_baseline SET scope = (
+  SELECT s.scope FROM samples s
+  WHERE s.t BETWEEN inference_baseline.from_t AND inference_baseline.to_t AND s.scope != ''
+  GROUP BY s.scope ORDER BY COUNT(*) DESC LIMIT 1);
+UPDATE resident_baselines SET scope = (
+  SELECT s.scope FROM samples s
+  WHERE s.t BETWEEN resident_baselines.from_t AND resident_baselines.to_t AND s.scope != ''
+  GROUP BY s.scope ORDER BY COUNT(*) DESC LIMIT 1);
 "#;
 
 /// A scope as stored: its name, NULL where not known.

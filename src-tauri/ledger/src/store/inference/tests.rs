@@ -392,3 +392,46 @@ fn a_refused_record_in_a_batch_is_dropped_alone_and_the_energy_beside_it_is_writ
     // The reserve went in with the batch.
     assert_eq!(s.next_inference_id().ok(), Some(1001));
 }
+
+/// A v16 ledger: llama3's figures (2 requests, 1,000 J over 200 tokens), an idle baseline of
+/// 40 W over 100 s, and the samples of that span at the wall. Migrated, the figures stay whole
+/// with no scope (never a guessed one), and the baseline takes its samples' scope, so it still
+/// nets what is measured at the wall.
+#[test]
+fn a_version_16_ledger_keeps_its_model_figures_and_its_baseline_learns_its_scope() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("wattbar.db");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap_or_else(|e| panic!("{e}"));
+        for step in &super::super::schema::MIGRATIONS[..16] {
+            conn.execute_batch(step).unwrap_or_else(|e| panic!("{e}"));
+        }
+        conn.execute_batch(
+            "INSERT INTO inference_models VALUES ('llama3', 2, 2, 0, 0, 0, 0, 80, 200, 1000.0,
+                                                  500.0, 1000.0, 200.0, 600.0, 200.0, 40.0, 2.0,
+                                                  200.0, 1000.0);
+             INSERT INTO inference_baseline (id, watts, spread_watts, samples, from_t, to_t, method)
+                 VALUES (1, 40.0, 2.0, 100, 1000.0, 1100.0, 'median');
+             INSERT INTO samples (t, watts, joules, scope) VALUES (1050.0, 40.0, 40.0, 'wall');
+             INSERT INTO samples (t, watts, joules, scope) VALUES (1060.0, 40.0, 40.0, 'wall');
+             PRAGMA user_version = 16;",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let s = open(&path);
+    let models = s.inference_models(5.0).unwrap_or_else(|e| panic!("{e}"));
+    let got: Vec<_> = models
+        .iter()
+        .map(|m| (m.model.as_str(), m.scope, m.requests, m.joules_per_token))
+        .collect();
+    assert_eq!(got, [("llama3", None, 2, Some(5.0))]);
+    let b = s.baseline().ok().flatten();
+    assert_eq!(
+        b.as_ref()
+            .and_then(|b| b.coverage.as_ref())
+            .map(|c| c.scope),
+        Some(Scope::Wall)
+    );
+    let wall = Coverage::of_domain(wattbar_core::Domain::Wall, None);
+    assert_eq!(b.and_then(|b| b.watts_for(Some(&wall))), Some(40.0));
+}
