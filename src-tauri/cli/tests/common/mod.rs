@@ -251,14 +251,24 @@ impl Serve {
                 let _ = tx.send(line);
             }
         });
-        let deadline = Instant::now() + Duration::from_secs(20);
+        // A deadline for a hung start, not a measure of speed: a debug build starting beside
+        // the rest of the suite on 2 cores once took more than 20 s.
+        let deadline = Instant::now() + Duration::from_secs(60);
         let (mut url, mut proxy) = (None, None);
+        let mut said = Vec::new();
         while url.is_none() || (proxied && proxy.is_none()) {
             let line = log
                 .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                .unwrap_or_else(|e| panic!("serve printed no address: {e}"));
+                .unwrap_or_else(|e| {
+                    let status = child.try_wait().ok().flatten();
+                    panic!(
+                        "serve printed no address ({e}; exited: {status:?}):\n{}",
+                        said.join("\n")
+                    )
+                });
             url = url.or_else(|| url_after(&line, "serving on "));
             proxy = proxy.or_else(|| url_after(&line, "inference proxy on "));
+            said.push(line);
         }
         Serve {
             child,
