@@ -40,6 +40,17 @@ impl Scope {
             Scope::Components => "components",
         }
     }
+
+    /// A scope as people read it: `unrecorded` where none is known (energy kept before scopes
+    /// were, or nothing measured here).
+    pub fn shown(scope: Option<Scope>) -> &'static str {
+        scope.map_or("unrecorded", Scope::as_str)
+    }
+
+    /// A scope as a metric's label: empty where none is known.
+    pub fn label(scope: Option<Scope>) -> &'static str {
+        scope.map_or("", Scope::as_str)
+    }
 }
 
 impl fmt::Display for Scope {

@@ -128,7 +128,7 @@ pub fn from_store(
         let name = if r.scope == scope {
             r.model.clone()
         } else {
-            let other = r.scope.map_or("unrecorded", Scope::as_str);
+            let other = Scope::shown(r.scope);
             format!("{} ({other})", r.model)
         };
         by_model

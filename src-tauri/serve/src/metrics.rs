@@ -196,7 +196,7 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
                         device: label(r.device.as_deref().unwrap_or_default()),
                         source: label(&r.source),
                         quality: label(r.quality.as_str()),
-                        scope: label(scope.map_or("", |s| s.as_str())),
+                        scope: label(wattbar_core::Scope::label(scope)),
                     })
                     .set(w.0);
             }

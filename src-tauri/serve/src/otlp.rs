@@ -234,7 +234,7 @@ pub fn request(
         })
         .collect();
     let models = &p.committed.models;
-    let scope_of = |s: Option<wattbar_core::Scope>| kv("scope", s.map_or("", |s| s.as_str()));
+    let scope_of = |s: Option<wattbar_core::Scope>| kv("scope", wattbar_core::Scope::label(s));
     let proxy = |m: &wattbar_core::inference::ModelStats| {
         vec![
             kv("model", m.model.clone()),

@@ -117,7 +117,7 @@ impl HistoryPayload {
             if p.scope == scope {
                 joules += p.joules;
             } else {
-                let name = p.scope.map_or("unrecorded", Scope::as_str);
+                let name = Scope::shown(p.scope);
                 *other_scopes_kwh.entry(name).or_default() += p.joules / JOULES_PER_KWH;
             }
         }

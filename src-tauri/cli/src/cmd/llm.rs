@@ -96,7 +96,7 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
                     SOURCE_PROXY.to_string(),
                     String::new(),
                     m.model.clone(),
-                    scope_name(m.scope).to_string(),
+                    wattbar_core::Scope::shown(m.scope).to_string(),
                     m.requests.to_string(),
                     m.prompt_tokens.to_string(),
                     m.completion_tokens.to_string(),
@@ -114,7 +114,7 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
                     source.to_string(),
                     m.server.clone(),
                     m.model.clone(),
-                    scope_name(m.scope).to_string(),
+                    wattbar_core::Scope::shown(m.scope).to_string(),
                     String::new(),
                     m.prompt_tokens.to_string(),
                     m.completion_tokens.to_string(),
@@ -157,7 +157,7 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
                     "{:<28} {:<14} {:<10} {:>8} {:>10} {:>9} {:>9} {:>8} {:>9} {:>6}",
                     m.model,
                     SOURCE_PROXY,
-                    scope_name(m.scope),
+                    wattbar_core::Scope::shown(m.scope),
                     m.requests,
                     m.completion_tokens,
                     fmt(m.joules_per_token, 3),
@@ -202,15 +202,9 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
 /// share of a GPU is another quantity than the CPU package's.
 fn scoped(scope: Option<wattbar_core::Scope>, covers: &[String]) -> String {
     match covers {
-        [] => scope_name(scope).to_string(),
-        parts => format!("{}:{}", scope_name(scope), parts.join(",")),
+        [] => wattbar_core::Scope::shown(scope).to_string(),
+        parts => format!("{}:{}", wattbar_core::Scope::shown(scope), parts.join(",")),
     }
-}
-
-/// A scope as the lists show it: `unrecorded` where none is known (figures kept before scopes
-/// were, or requests that measured nothing here, such as a cloud model's).
-fn scope_name(scope: Option<wattbar_core::Scope>) -> &'static str {
-    scope.map_or("unrecorded", |s| s.as_str())
 }
 
 /// "Keeping gemma3 loaded costs about 0.14 EUR/day", one line per model, before the table.

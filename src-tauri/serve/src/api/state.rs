@@ -83,7 +83,7 @@ pub(super) async fn get_totals(State(shared): State<Arc<Shared>>) -> Json<Totals
             .committed
             .by_scope
             .iter()
-            .map(|(s, j)| (s.map_or("unrecorded", wattbar_core::Scope::as_str), *j))
+            .map(|(s, j)| (wattbar_core::Scope::shown(*s), *j))
             .collect(),
     })
 }

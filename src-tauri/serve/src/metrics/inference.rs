@@ -59,7 +59,7 @@ pub(super) fn inference(registry: &mut Registry, p: &Published) {
         requests.clone(),
     );
     for m in &p.committed.models {
-        let scope = label(m.scope.map_or("", |s| s.as_str()));
+        let scope = label(wattbar_core::Scope::label(m.scope));
         if m.energy_joules.is_finite() && m.energy_joules >= 0.0 {
             energy
                 .get_or_create(&ModelLabels {
@@ -141,7 +141,7 @@ fn servers(registry: &mut Registry, p: &Published) {
     for t in totals {
         let server = label(&t.server);
         let model = label(t.model.as_deref().unwrap_or(UNNAMED_MODEL));
-        let scope = label(t.scope.map_or("", |s| s.as_str()));
+        let scope = label(wattbar_core::Scope::label(t.scope));
         let covers = label(t.covers.join(","));
         for (kind, n) in [
             ("prompt", t.prompt_tokens),

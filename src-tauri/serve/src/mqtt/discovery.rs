@@ -217,12 +217,7 @@ pub fn attributes(p: &Published) -> Value {
         .committed
         .by_scope
         .iter()
-        .map(|(scope, j)| {
-            (
-                scope.map_or("unrecorded", Scope::as_str).to_string(),
-                json!(j / JOULES_PER_KWH),
-            )
-        })
+        .map(|(scope, j)| (Scope::shown(*scope).to_string(), json!(j / JOULES_PER_KWH)))
         .collect();
     json!({
         "scope": coverage.as_ref().map(|c| c.scope),
