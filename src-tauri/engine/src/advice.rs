@@ -1,8 +1,13 @@
 //! Low-power mode as routers and the UI read it: `GET /v1/low-power` and the advice file the
 //! engine keeps current ([`crate::home::paths::advice_path`]) are this one view.
+//!
+//! Rule: the file is written only when the view changed, as a whole new file renamed over the
+//! old one, so that a reader never sees half of it; a folder that cannot be written is said once
+//! and given up.
 
 use crate::published::Published;
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 use wattbar_core::inference::Routed;
 use wattbar_core::policy::Advice;
 use wattbar_core::{LowPowerAction, Reason};
@@ -58,11 +63,59 @@ impl LowPowerView {
 impl From<&Published> for LowPowerView {
     fn from(p: &Published) -> Self {
         LowPowerView::from_parts(
-            &p.low_power,
-            &p.advice,
+            &p.low_power.state,
+            &p.low_power.advice,
             p.prefs.low_power.action,
-            &p.inference.routed,
-            p.low_power_event.as_ref(),
+            &p.inference.view.routed,
+            p.low_power.event.as_ref(),
         )
+    }
+}
+
+/// The advice file, kept current by the engine.
+pub(crate) struct AdviceFile {
+    /// `None`: nowhere (none asked for, or it could not be written).
+    path: Option<PathBuf>,
+    /// The view as last written there.
+    written: Option<LowPowerView>,
+}
+
+impl AdviceFile {
+    pub fn new(path: Option<PathBuf>) -> Self {
+        AdviceFile {
+            path,
+            written: None,
+        }
+    }
+
+    /// Whether there is a file to keep: the view need not be built otherwise.
+    pub fn kept(&self) -> bool {
+        self.path.is_some()
+    }
+
+    /// Writes `view` when it differs from what the file holds.
+    pub fn keep(&mut self, view: LowPowerView) {
+        let Some(path) = self.path.as_ref() else {
+            return;
+        };
+        if self.written.as_ref() == Some(&view) {
+            return;
+        }
+        let Ok(json) = serde_json::to_string(&view) else {
+            return;
+        };
+        let tmp = path.with_extension("json.tmp");
+        let written = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&tmp, format!("{json}\n")))
+            .and_then(|()| std::fs::rename(&tmp, path));
+        match written {
+            Ok(()) => self.written = Some(view),
+            Err(e) => {
+                tracing::warn!("{}: {e}", path.display());
+                self.path = None;
+            }
+        }
     }
 }

@@ -46,7 +46,8 @@ pub struct EngineReader {
     pub(crate) reporter: crate::inference::Reporter,
     /// Changes each time low-power mode switches on, and only then.
     pub(crate) engaged: watch::Receiver<u64>,
-    pub(crate) low_power_events: tokio::sync::broadcast::Sender<crate::low_power::LowPowerEvent>,
+    pub(crate) low_power_events:
+        tokio::sync::broadcast::Sender<crate::stages::low_power::LowPowerEvent>,
     /// The preferences, changed when they are.
     pub(crate) prefs: watch::Receiver<Preferences>,
     /// Who looks, so that the engine rests only while nobody does ([`crate::stages::rest`]).
@@ -92,10 +93,10 @@ impl EngineReader {
 
     /// Each low-power event from now on, as it happens, in order: a switch and what it did
     /// (an unload) are two events, never one sampled state. A receiver that falls more than
-    /// [`EVENTS_BUFFERED`](crate::low_power::EVENTS_BUFFERED) behind is told how many it missed.
+    /// [`EVENTS_BUFFERED`](crate::stages::low_power::EVENTS_BUFFERED) behind is told how many it missed.
     pub fn low_power_events(
         &self,
-    ) -> tokio::sync::broadcast::Receiver<crate::low_power::LowPowerEvent> {
+    ) -> tokio::sync::broadcast::Receiver<crate::stages::low_power::LowPowerEvent> {
         self.low_power_events.subscribe()
     }
 
@@ -107,7 +108,8 @@ impl EngineReader {
     /// The energy of a wall-clock window: exact at the sampling resolution over the last
     /// [`WINDOW_KEEP`](crate::inference::book::WINDOW_KEEP), from the stored samples before.
     pub async fn energy(&self, from: f64, to: f64) -> Result<WindowEnergy, Error> {
-        let mut intervals: Vec<Interval> = self.current().intervals.iter().cloned().collect();
+        let mut intervals: Vec<Interval> =
+            self.current().inference.intervals.iter().cloned().collect();
         let kept_from = intervals.first().map_or(f64::INFINITY, |i| i.unix_start);
         if from < kept_from {
             if let Some(ledger) = &self.ledger {
@@ -162,6 +164,7 @@ impl EngineReader {
     /// record of a longer stretch.
     pub fn intervals_after(&self, after: f64) -> Vec<Interval> {
         self.current()
+            .inference
             .intervals
             .iter()
             .filter(|i| i.unix_end > after)
@@ -174,6 +177,7 @@ impl EngineReader {
     pub async fn inference(&self, since: f64, limit: usize) -> Result<Vec<Record>, Error> {
         let kept = self.current();
         let mut records: Vec<Record> = kept
+            .inference
             .records
             .iter()
             .rev()
@@ -208,6 +212,7 @@ impl EngineReader {
         }
         let kept = self
             .current()
+            .inference
             .records
             .iter()
             .rev()
@@ -244,7 +249,7 @@ impl EngineReader {
 
     /// Headline watts over the last [`RECENT_WINDOW`](crate::published::RECENT_WINDOW), oldest first.
     pub fn recent(&self) -> Vec<Point> {
-        self.current().history.iter().copied().collect()
+        self.current().energy.history.iter().copied().collect()
     }
 
     pub fn send(&self, command: Command) -> Result<(), Error> {

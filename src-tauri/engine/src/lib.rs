@@ -1,17 +1,16 @@
 //! wattbar-engine: the engine shared by the tray app and the CLI, in parts.
 //!
 //! Data flows one way: sources feed the [`Chain`](wattbar_core::Chain), the chain gives a
-//! snapshot, [`accounting`] turns it into energy, cost and carbon, [`recorder`] writes it to the
-//! ledger, and the [`runner`] publishes the result on a tokio `watch` channel as a [`Published`]
-//! state ([`published`]). Everything that shows Wattbar's numbers reads that state through a
-//! [`handle`]; changes come back only as [`Command`]s. [`time`] holds the engine's clock and its
-//! one timed wait, [`lock`] makes it the only engine of its data folder, [`low_power`] runs the
-//! policy and its advice.
+//! snapshot, the [`stages`] observe it in turn ([`stages::meter`] turns it into energy, cost and
+//! carbon through [`accounting`]), [`recorder`] writes it to the ledger, and the [`runner`]
+//! publishes the result on a tokio `watch` channel as a [`Published`] state ([`published`]).
+//! Everything that shows Wattbar's numbers reads that state through a [`handle`]; changes come
+//! back only as [`Command`]s. [`time`] holds the engine's clock and its one timed wait, [`home`]
+//! the data folder's files (its lock makes the engine the only one of its folder).
 
 pub mod accounting;
 pub mod advice;
 pub mod budget;
-pub mod calibration;
 pub mod command;
 pub mod error;
 pub mod handle;
@@ -20,7 +19,6 @@ pub mod inbox;
 pub mod inference;
 pub mod ledger_reader;
 pub mod logging;
-pub mod low_power;
 pub mod os_power;
 pub mod programs;
 pub mod published;

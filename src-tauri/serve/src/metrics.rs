@@ -229,7 +229,7 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
         Unit::Joules,
         energy.clone(),
     );
-    let committed = &p.committed;
+    let committed = &p.kept.committed;
     let headline = committed
         .by_scope
         .iter()
@@ -257,8 +257,8 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
         Unit::Joules,
         unwritten.clone(),
     );
-    if p.unwritten_joules.is_finite() && !committed.by_scope.is_empty() {
-        unwritten.set(p.unwritten_joules);
+    if p.kept.unwritten_joules.is_finite() && !committed.by_scope.is_empty() {
+        unwritten.set(p.kept.unwritten_joules);
     }
 
     let cost = Family::<CostLabels, CounterF>::default();
@@ -319,7 +319,7 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
         "The cost of today's energy at the prices in force, from the store",
         today_cost.clone(),
     );
-    if let Some(today) = p.totals.as_ref().map(|t| &t.today) {
+    if let Some(today) = p.kept.totals.as_ref().map(|t| &t.today) {
         // The headline's own row is always there, 0 included; another scope's where it holds
         // energy (a row of money in another currency holds none).
         for (scope, currency, joules, cost) in today.rows() {
@@ -342,7 +342,7 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
     }
 
     let low_power = Gauge::<i64>::default();
-    low_power.set(i64::from(p.low_power.enabled));
+    low_power.set(i64::from(p.low_power.state.enabled));
     registry.register(
         "wattbar_low_power_mode",
         "1 while low-power mode is on",
@@ -366,7 +366,7 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
         "1 when the source gave a reading or answered at the last sample, 0 when it could not",
         up.clone(),
     );
-    for id in &p.sources {
+    for id in &p.sources.ids {
         let down = p
             .snapshot
             .as_ref()
@@ -389,7 +389,7 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
         Unit::Seconds,
         read_time.clone(),
     );
-    for c in p.reads.iter() {
+    for c in p.sources.reads.iter() {
         let labels = SourceLabels {
             source: label(&c.id),
         };

@@ -171,6 +171,7 @@ pub fn request(
     let at = |value, attributes| point(value, attributes, start, now);
     // A sum is the store's as of its newest committed sample: that is its time.
     let committed_at = p
+        .kept
         .committed
         .through_unix
         .map_or(now, |t| (t * 1e9).clamp(0.0, u64::MAX as f64) as u64)
@@ -201,6 +202,7 @@ pub fn request(
         .into_iter()
         .collect();
     let part_energy = p
+        .kept
         .committed
         .by_domain
         .iter()
@@ -233,7 +235,7 @@ pub fn request(
             ))
         })
         .collect();
-    let models = &p.committed.models;
+    let models = &p.kept.committed.models;
     let scope_of = |s: Option<wattbar_core::Scope>| kv("scope", wattbar_core::Scope::label(s));
     let proxy = |m: &wattbar_core::inference::ModelStats| {
         vec![
@@ -243,6 +245,7 @@ pub fn request(
         ]
     };
     let servers: Vec<_> = p
+        .kept
         .committed
         .server_totals
         .iter()
@@ -411,6 +414,7 @@ pub fn start(config: &OtlpConfig, engine: EngineReader) -> Result<Otlp, Error> {
                 (s.at.unix_seconds * 1e9).clamp(0.0, u64::MAX as f64) as u64
             });
             let start = p
+                .kept
                 .committed
                 .since_unix
                 .map_or(started, |s| (s * 1e9).clamp(0.0, u64::MAX as f64) as u64);

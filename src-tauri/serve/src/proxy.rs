@@ -468,7 +468,7 @@ impl Proxy {
             .is_some_and(|v| v.trim().eq_ignore_ascii_case("off"));
         let published = Arc::clone(&self.state.borrow());
         let config = &published.prefs.low_power;
-        (!opted_out && published.low_power.enabled && config.action == LowPowerAction::Route)
+        (!opted_out && published.low_power.state.enabled && config.action == LowPowerAction::Route)
             .then(|| config.clone())
     }
 }

@@ -85,14 +85,14 @@ impl Summary {
             host,
             at,
             age_seconds: at.map(|at| (now_unix - at).max(0.0)),
-            period_seconds: p.period_ms as f64 / 1000.0,
+            period_seconds: p.pace.period_ms as f64 / 1000.0,
             watts,
             scope: coverage.as_ref().map(|c| c.scope),
             covers: coverage.map(|c| c.covers).unwrap_or_default(),
             quality: head.map(|h| h.quality),
             source: head.map(|h| h.source.clone()),
             unavailable,
-            today: p.totals.as_ref().map(|t| {
+            today: p.kept.totals.as_ref().map(|t| {
                 let across = t.today.across_scopes();
                 Today {
                     kwh: across.kwh,
@@ -102,7 +102,7 @@ impl Summary {
                     scopes: across.scopes,
                 }
             }),
-            low_power: p.low_power.enabled,
+            low_power: p.low_power.state.enabled,
             top_program: top.programs.first().map(|f| TopProgram {
                 name: f.shown_name(),
                 watts: f.watts,
@@ -119,5 +119,5 @@ pub fn host_name() -> Option<String> {
 /// The headline's committed lifetime energy, joules: every scope's, each joule once; `None`
 /// without a store.
 pub fn lifetime_joules(p: &Published) -> Option<f64> {
-    p.committed.joules_across_scopes()
+    p.kept.committed.joules_across_scopes()
 }

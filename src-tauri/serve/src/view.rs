@@ -168,7 +168,7 @@ impl From<&Published> for StatePayload {
             wall_watts: wall.as_ref().map(|(w, _, _)| w.0),
             sensors_watts: wall.as_ref().map(|(_, s, _)| s.0),
             sensors_scope_text: wall.as_ref().map(|(_, _, c)| c.describe()),
-            bound_watts: p.calibration.bound_watts,
+            bound_watts: p.energy.calibration.bound_watts,
             covers: coverage.map(|c| c.covers).unwrap_or_default(),
             unavailable: p
                 .snapshot
@@ -196,6 +196,7 @@ impl From<&Published> for StatePayload {
                                 scope: coverage.scope,
                                 covers: coverage.covers,
                                 total_joules: p
+                                    .energy
                                     .part_totals
                                     .iter()
                                     .find(|(q, _)| is_its_part(q))
@@ -205,29 +206,30 @@ impl From<&Published> for StatePayload {
                         .collect()
                 })
                 .unwrap_or_default(),
-            session_kwh: p.session.kwh,
-            session_joules: p.session.joules.0,
-            energy_method: p.energy_method,
-            session_cost: p.session.cost,
-            session_scope: p.session.scope,
-            session_other_scopes: p.session.other_scopes.clone(),
-            session_scope_changes: p.session.scope_changes.clone(),
-            currency: p.session.currency.to_string(),
-            price_per_kwh: p.price_per_kwh,
+            session_kwh: p.energy.session.kwh,
+            session_joules: p.energy.session.joules.0,
+            energy_method: p.energy.method,
+            session_cost: p.energy.session.cost,
+            session_scope: p.energy.session.scope,
+            session_other_scopes: p.energy.session.other_scopes.clone(),
+            session_scope_changes: p.energy.session.scope_changes.clone(),
+            currency: p.energy.session.currency.to_string(),
+            price_per_kwh: p.energy.price_per_kwh,
             low_power: LowPowerView::from(p),
-            os_low_power_mode: p.os_low_power_mode,
-            interval_ms: p.interval_ms,
-            period_ms: p.period_ms,
-            notice: p.notice.clone(),
-            carbon_g: p.session.carbon_g,
-            totals: p.totals.clone(),
-            inference: std::sync::Arc::clone(&p.inference),
-            resident: std::sync::Arc::clone(&p.resident),
+            os_low_power_mode: p.low_power.os_mode,
+            interval_ms: p.pace.interval_ms,
+            period_ms: p.pace.period_ms,
+            notice: p.kept.notice.clone(),
+            carbon_g: p.energy.session.carbon_g,
+            totals: p.kept.totals.clone(),
+            inference: std::sync::Arc::clone(&p.inference.view),
+            resident: std::sync::Arc::clone(&p.inference.resident),
             programs: p
                 .programs
                 .top(SHOWN_PROGRAMS, wattbar_engine::programs::Sort::Watts),
-            inflight: p.inflight,
+            inflight: p.inference.inflight,
             server_models: p
+                .kept
                 .committed
                 .server_totals
                 .iter()

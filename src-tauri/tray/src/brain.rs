@@ -18,7 +18,7 @@ use crate::{autostart, notify, windows};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, mpsc};
-use wattbar_engine::low_power::LowPowerEvent;
+use wattbar_engine::stages::low_power::LowPowerEvent;
 use wattbar_engine::{Command, EngineHandle, Published};
 
 /// The tray refreshes at most this often.
@@ -171,13 +171,13 @@ impl Follower {
     }
 
     fn follow(&mut self, published: &Published) {
-        if published.alert_seq > self.alerts_seen {
-            self.alerts_seen = published.alert_seq;
-            notify::budget(&published.alerts);
+        if published.kept.alert_seq > self.alerts_seen {
+            self.alerts_seen = published.kept.alert_seq;
+            notify::budget(&published.kept.alerts);
         }
-        if published.notice != self.notice_seen {
-            self.notice_seen.clone_from(&published.notice);
-            if let Some(message) = &published.notice {
+        if published.kept.notice != self.notice_seen {
+            self.notice_seen.clone_from(&published.kept.notice);
+            if let Some(message) = &published.kept.notice {
                 notify::notice(message);
             }
         }
@@ -193,17 +193,17 @@ impl Follower {
 fn clicked(engine: &EngineHandle, id: MenuId) -> Option<Taken> {
     let (sent, taken): (_, Taken) = match id {
         MenuId::LowPower => {
-            let on = !engine.current().low_power.enabled;
+            let on = !engine.current().low_power.state.enabled;
             (
                 engine.send(Command::SetLowPower(on)),
-                Box::new(move |p| p.low_power.enabled == on),
+                Box::new(move |p| p.low_power.state.enabled == on),
             )
         }
         MenuId::ResetSession => {
-            let before = engine.current().session.started_unix;
+            let before = engine.current().energy.session.started_unix;
             (
                 engine.send(Command::ResetSession),
-                Box::new(move |p| p.session.started_unix != before),
+                Box::new(move |p| p.energy.session.started_unix != before),
             )
         }
         MenuId::OpenDashboard => {

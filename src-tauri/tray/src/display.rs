@@ -86,7 +86,7 @@ impl Display {
     /// What to show for `p` at `now`, where anything shown changes; what it returns counts as
     /// shown. `clicked`: a menu item was clicked, so what it changed shows at once.
     pub fn next(&mut self, p: &Published, now: Instant, clicked: bool) -> Option<Shown> {
-        let low_power = p.low_power.enabled;
+        let low_power = p.low_power.state.enabled;
         let headline = p
             .snapshot
             .as_ref()

@@ -21,7 +21,7 @@ pub fn watts_text(p: &Published) -> String {
         Some((w, Quality::Measured)) if w < 100.0 => format!("{w:.1} W"),
         Some((w, Quality::Measured)) => format!("{w:.0} W"),
         // Learned against the wall and standing in for it: the bound says how far to trust it.
-        Some((w, Quality::Calibrated)) => match p.calibration.bound_watts {
+        Some((w, Quality::Calibrated)) => match p.energy.calibration.bound_watts {
             Some(b) => format!("{w:.0} ±{b:.0} W"),
             None => format!("≈{w:.0} W"),
         },
@@ -42,7 +42,7 @@ pub fn title(p: &Published) -> String {
         format!(
             "{} · {}",
             watts_text(p),
-            money(p.session.cost, p.session.currency.as_str())
+            money(p.energy.session.cost, p.energy.session.currency.as_str())
         )
     } else {
         watts_text(p)
@@ -78,10 +78,11 @@ pub fn now_line(p: &Published) -> String {
 pub fn session_line(p: &Published) -> String {
     let line = format!(
         "Session {} · {}",
-        kwh(p.session.kwh),
-        money(p.session.cost, p.session.currency.as_str())
+        kwh(p.energy.session.kwh),
+        money(p.energy.session.cost, p.energy.session.currency.as_str())
     );
     let apart: Vec<String> = p
+        .energy
         .session
         .other_scopes
         .iter()
@@ -104,7 +105,7 @@ fn scope_words(scope: wattbar_core::Scope) -> &'static str {
 
 /// The menu line for the last inference request: `Last answer 412 J · 1.9 J/token`.
 pub fn last_answer_line(p: &Published) -> String {
-    let Some(r) = &p.inference.last else {
+    let Some(r) = &p.inference.view.last else {
         return "No answer measured yet".to_string();
     };
     match (r.energy_joules, r.joules_per_token) {
@@ -144,7 +145,7 @@ pub fn top_line(p: &Published) -> String {
 /// The third menu line: today's energy and cost from the store, across scopes (one figure: each
 /// interval in the scope it was measured in), with `+` when it holds more than one.
 pub fn today_line(p: &Published) -> String {
-    match &p.totals {
+    match &p.kept.totals {
         Some(t) => {
             let today = t.today.across_scopes();
             let mixed = if today.scopes.len() > 1 {
@@ -155,7 +156,7 @@ pub fn today_line(p: &Published) -> String {
             format!(
                 "Today {}{mixed} · {}",
                 kwh(today.kwh),
-                money(today.cost, p.session.currency.as_str())
+                money(today.cost, p.energy.session.currency.as_str())
             )
         }
         None => "Today —".to_string(),
@@ -166,12 +167,13 @@ pub fn today_line(p: &Published) -> String {
 /// The tooltip: the "now" and session lines as the menu writes them (`now`, `session`), with
 /// low-power mode and any notice.
 pub fn tooltip(p: &Published, now: &str, session: &str) -> String {
-    let low = if p.low_power.enabled {
+    let low = if p.low_power.state.enabled {
         "\nLow-power mode on"
     } else {
         ""
     };
     let notice = p
+        .kept
         .notice
         .as_deref()
         .map_or(String::new(), |n| format!("\n⚠ {n}"));
@@ -199,6 +201,7 @@ pub(crate) mod tests {
     use super::*;
     use std::time::Duration;
     use wattbar_core::{Currency, Domain, Quality, Reading, Session, Snapshot, Stamp, Watts};
+    use wattbar_engine::published;
 
     fn published(watts: Option<f64>) -> Published {
         with_quality(watts, Quality::Measured)
@@ -221,41 +224,53 @@ pub(crate) mod tests {
                 headline_parts,
                 answer_period_seconds: None,
             }),
-            part_totals: Vec::new(),
-            energy_method: None,
-            session: Session::new(0.0, Duration::from_secs(10)).totals(&Currency::default()),
-            low_power: wattbar_core::LowPowerState::off(),
-            advice: wattbar_core::policy::advice(
-                &Default::default(),
-                &wattbar_core::LowPowerState::off(),
-                &Default::default(),
-            ),
-            low_power_event: None,
-            low_power_seq: 0,
-            low_power_events: Vec::new().into(),
-            os_low_power_mode: None,
             prefs: Default::default(),
-            price_per_kwh: 0.3,
-            interval_ms: 1000,
-            period_ms: 1000,
-            totals: None,
-            committed: Default::default(),
-            unwritten_joules: 0.0,
-            calibration: Default::default(),
-            sources: Vec::new(),
-            reads: Vec::new().into(),
-            notice: None,
-            alerts: Vec::new(),
-            alert_seq: 0,
-            inference: Default::default(),
-            inflight: 0,
-            models_in_flight: Vec::new().into(),
-            history: Default::default(),
-            intervals: Default::default(),
-            records: Default::default(),
-            resident: Vec::new().into(),
+            pace: published::Pace {
+                interval_ms: 1000,
+                period_ms: 1000,
+            },
+            energy: published::Energy {
+                part_totals: Vec::new(),
+                session: Session::new(0.0, Duration::from_secs(10)).totals(&Currency::default()),
+                method: None,
+                price_per_kwh: 0.3,
+                calibration: Default::default(),
+                history: Default::default(),
+            },
+            kept: published::Kept {
+                totals: None,
+                committed: Default::default(),
+                unwritten_joules: 0.0,
+                notice: None,
+                alerts: Vec::new(),
+                alert_seq: 0,
+            },
+            sources: published::Sources {
+                ids: Vec::new(),
+                reads: Vec::new().into(),
+            },
+            low_power: published::LowPowerNow {
+                state: wattbar_core::LowPowerState::off(),
+                advice: wattbar_core::policy::advice(
+                    &Default::default(),
+                    &wattbar_core::LowPowerState::off(),
+                    &Default::default(),
+                ),
+                event: None,
+                seq: 0,
+                events: Vec::new().into(),
+                os_mode: None,
+            },
+            inference: published::InferenceNow {
+                view: Default::default(),
+                inflight: 0,
+                models_in_flight: Vec::new().into(),
+                resident: Vec::new().into(),
+                servers: Default::default(),
+                intervals: Default::default(),
+                records: Default::default(),
+            },
             programs: Default::default(),
-            server_metrics: Default::default(),
         }
     }
 
@@ -264,7 +279,7 @@ pub(crate) mod tests {
         let mut p = published(Some(14.2));
         let tip = |p: &Published| tooltip(p, &now_line(p), &session_line(p));
         assert!(!tip(&p).contains('⚠'));
-        p.notice = Some("The preferences file could not be read".into());
+        p.kept.notice = Some("The preferences file could not be read".into());
         assert!(tip(&p).ends_with("\n⚠ The preferences file could not be read"));
     }
 
@@ -355,7 +370,7 @@ pub(crate) mod tests {
             .other_scopes
             .push(part(0.12, 0.036, wattbar_core::Scope::System));
         let mut p = published(Some(1.0));
-        p.totals = Some(LedgerTotals {
+        p.kept.totals = Some(LedgerTotals {
             today,
             ..LedgerTotals::default()
         });
@@ -441,7 +456,7 @@ pub(crate) mod tests {
         let until = std::time::Instant::now() + Duration::from_secs(3);
         while std::time::Instant::now() < until {
             let p = engine.current();
-            if p.seq != seen && p.totals.is_some() {
+            if p.seq != seen && p.kept.totals.is_some() {
                 seen = p.seq;
                 let (session, today) = (session_line(&p), today_line(&p));
                 assert!(

@@ -94,7 +94,7 @@ struct App {
     runtime: tokio::runtime::Runtime,
     engine: Arc<EngineHandle>,
     /// Low-power events from the engine's start on: none is missed before the tray runs.
-    events: tokio::sync::broadcast::Receiver<wattbar_engine::low_power::LowPowerEvent>,
+    events: tokio::sync::broadcast::Receiver<wattbar_engine::stages::low_power::LowPowerEvent>,
 }
 
 fn start(launch: &Launch) -> Result<Started, Box<dyn std::error::Error>> {

@@ -26,7 +26,7 @@ fn from_file(file: &Path, json: bool) -> Result<()> {
     let pairs = parse_trace(&text).with_context(|| format!("{}", file.display()))?;
     let windows = calibration::windows(&pairs);
     let fit = calibration::fit(&windows).map_err(|r| anyhow!("calibration refused: {r}"))?;
-    let before = wattbar_engine::calibration::before_mape(&windows);
+    let before = wattbar_engine::stages::calibration::before_mape(&windows);
     let mid = (fit.components_min_watts + fit.components_max_watts) / 2.0;
     if json {
         let mut v = serde_json::to_value(fit)?;

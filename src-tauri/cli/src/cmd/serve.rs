@@ -101,6 +101,7 @@ pub async fn serve(command: Cmd) -> Result<()> {
     let engine = wattbar_engine::spawn(chain, config)?;
     if let Some(notice) = engine
         .current()
+        .kept
         .notice
         .as_ref()
         .filter(|n| Some(*n) != notice.as_ref())

@@ -155,6 +155,7 @@ async fn watch_here(
     let engine = wattbar_engine::spawn(chain, config)?;
     let current = engine.current();
     if let Some(notice) = current
+        .kept
         .notice
         .as_ref()
         .filter(|n| Some(*n) != prefs_notice.as_ref())

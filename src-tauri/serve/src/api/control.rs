@@ -41,8 +41,8 @@ pub(super) async fn put_low_power(
     }
     let applied = tokio::time::timeout(APPLY_TIMEOUT, async {
         rx.wait_for(|p| {
-            p.low_power.enabled == want.enabled
-                && p.low_power.reason == Some(wattbar_core::Reason::Manual)
+            p.low_power.state.enabled == want.enabled
+                && p.low_power.state.reason == Some(wattbar_core::Reason::Manual)
         })
         .await
         .map(|p| Arc::clone(&p))
@@ -63,19 +63,19 @@ struct ResetBody {
 
 pub(super) async fn post_reset(State(shared): State<Arc<Shared>>) -> Response {
     let mut rx = shared.engine.subscribe();
-    let before = shared.engine.current().session.started_unix;
+    let before = shared.engine.current().energy.session.started_unix;
     if shared.engine.send(Command::ResetSession).is_err() {
         return error(StatusCode::SERVICE_UNAVAILABLE, "the engine has stopped");
     }
     let reset = tokio::time::timeout(APPLY_TIMEOUT, async {
-        rx.wait_for(|p| p.session.started_unix != before)
+        rx.wait_for(|p| p.energy.session.started_unix != before)
             .await
             .map(|p| Arc::clone(&p))
     })
     .await;
     match reset {
         Ok(Ok(p)) => Json(ResetBody {
-            started: p.session.started_unix,
+            started: p.energy.session.started_unix,
         })
         .into_response(),
         Ok(Err(_)) => error(StatusCode::SERVICE_UNAVAILABLE, "the engine has stopped"),

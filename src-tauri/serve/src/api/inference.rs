@@ -177,6 +177,7 @@ pub(super) async fn get_models(State(shared): State<Arc<Shared>>) -> Json<impl s
     Json(Models {
         models: current
             .inference
+            .view
             .models
             .iter()
             .map(|m| Sourced {
@@ -185,12 +186,13 @@ pub(super) async fn get_models(State(shared): State<Arc<Shared>>) -> Json<impl s
             })
             .collect(),
         server_models: current
+            .kept
             .committed
             .server_totals
             .iter()
             .map(ServerTotal::listed)
             .collect(),
-        resident: current.resident.to_vec(),
+        resident: current.inference.resident.to_vec(),
     })
 }
 

@@ -76,10 +76,11 @@ pub(super) struct TotalsBody {
 pub(super) async fn get_totals(State(shared): State<Arc<Shared>>) -> Json<TotalsBody> {
     let p = shared.engine.current();
     Json(TotalsBody {
-        session: p.session.clone(),
-        stored: p.totals.clone(),
-        lifetime_joules_by_domain: p.committed.by_domain.iter().cloned().collect(),
+        session: p.energy.session.clone(),
+        stored: p.kept.totals.clone(),
+        lifetime_joules_by_domain: p.kept.committed.by_domain.iter().cloned().collect(),
         lifetime_joules_by_scope: p
+            .kept
             .committed
             .by_scope
             .iter()
@@ -94,7 +95,7 @@ pub(super) async fn get_totals(State(shared): State<Arc<Shared>>) -> Json<Totals
 #[derive(Serialize)]
 pub(super) struct CalibrationBody {
     #[serde(flatten)]
-    view: wattbar_engine::calibration::CalibrationView,
+    view: wattbar_engine::stages::calibration::CalibrationView,
     components_watts: Option<f64>,
     components_covers: Vec<String>,
     reference_watts: Option<f64>,
@@ -120,8 +121,8 @@ pub(super) async fn get_server_metrics(
 ) -> Json<ServerMetricsBody> {
     let p = shared.engine.current();
     Json(ServerMetricsBody {
-        view: Arc::clone(&p.server_metrics),
-        totals: p.committed.server_totals.clone(),
+        view: Arc::clone(&p.inference.servers),
+        totals: p.kept.committed.server_totals.clone(),
     })
 }
 
@@ -130,7 +131,7 @@ pub(super) async fn get_calibration(State(shared): State<Arc<Shared>>) -> Json<C
     let snapshot = p.snapshot.as_ref();
     let parts = snapshot.and_then(|s| s.components());
     let reference = snapshot.and_then(|s| s.reference());
-    let view = p.calibration.as_ref().clone();
+    let view = p.energy.calibration.as_ref().clone();
     let fit = view.learned.as_ref().map(|l| &l.fit);
     let calibrated = fit
         .zip(parts.as_ref())

@@ -58,7 +58,7 @@ pub(super) fn inference(registry: &mut Registry, p: &Published) {
         "Inference requests, per model and status (ok, cancelled, error, remote)",
         requests.clone(),
     );
-    for m in &p.committed.models {
+    for m in &p.kept.committed.models {
         let scope = label(wattbar_core::Scope::label(m.scope));
         if m.energy_joules.is_finite() && m.energy_joules >= 0.0 {
             energy
@@ -120,8 +120,8 @@ struct ServerTokenLabels {
 /// joules of two scopes are different quantities, and the tokens beside each are those its
 /// joules were spent on.
 fn servers(registry: &mut Registry, p: &Published) {
-    let totals = &p.committed.server_totals;
-    if totals.is_empty() && p.server_metrics.servers.is_empty() {
+    let totals = &p.kept.committed.server_totals;
+    if totals.is_empty() && p.inference.servers.servers.is_empty() {
         return;
     }
     let tokens = Family::<ServerTokenLabels, CounterF>::default();
@@ -215,7 +215,7 @@ fn programs(registry: &mut Registry, p: &Published) {
 /// What keeping each model loaded costs: the energy priced so far (it only grows: seconds
 /// waiting for a measured draw join it once priced) and the draw, where measured.
 fn resident(registry: &mut Registry, p: &Published) {
-    if p.resident.is_empty() {
+    if p.inference.resident.is_empty() {
         return;
     }
     let energy = Family::<ResidentLabels, CounterF>::default();
@@ -233,7 +233,7 @@ fn resident(registry: &mut Registry, p: &Published) {
         Unit::Other("watts".into()),
         watts.clone(),
     );
-    for r in p.resident.iter() {
+    for r in p.inference.resident.iter() {
         let labels = ResidentLabels {
             model: label(&r.model),
         };

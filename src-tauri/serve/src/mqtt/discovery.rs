@@ -197,14 +197,14 @@ pub fn state(p: &Published) -> Value {
         .and_then(|h| h.watts)
         .map(|w| w.0)
         .filter(|w| w.is_finite());
-    let currency = p.session.currency.as_str();
+    let currency = p.energy.session.currency.as_str();
     json!({
         "at": p.snapshot.as_ref().map(|s| s.at.unix_seconds),
         POWER: watts,
         ENERGY: crate::summary::lifetime_joules(p).map(|j| j / JOULES_PER_KWH),
-        COST: p.committed.cost_in(currency),
+        COST: p.kept.committed.cost_in(currency),
         "currency": currency,
-        LOW_POWER: if p.low_power.enabled { "ON" } else { "OFF" },
+        LOW_POWER: if p.low_power.state.enabled { "ON" } else { "OFF" },
     })
 }
 
@@ -214,6 +214,7 @@ pub fn attributes(p: &Published) -> Value {
     let head = snapshot.and_then(|s| s.headline.as_ref());
     let coverage = snapshot.and_then(|s| s.coverage());
     let energy_by_scope: serde_json::Map<String, Value> = p
+        .kept
         .committed
         .by_scope
         .iter()

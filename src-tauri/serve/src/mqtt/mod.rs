@@ -371,7 +371,7 @@ pub async fn run(
                     break;
                 }
                 let p = state.borrow_and_update().clone();
-                if publisher.last_low_power.is_some_and(|l| l != p.low_power.enabled) {
+                if publisher.last_low_power.is_some_and(|l| l != p.low_power.state.enabled) {
                     publisher.publish_state(&p);
                 }
             }
@@ -415,7 +415,7 @@ impl Publisher {
         for (topic, doc) in discovery::documents(
             &topics,
             &self.config.host_name,
-            p.session.currency.as_str(),
+            p.energy.session.currency.as_str(),
             version,
         ) {
             self.send(topic, true, doc.to_string());
@@ -434,7 +434,7 @@ impl Publisher {
         if !self.connected {
             return;
         }
-        self.last_low_power = Some(p.low_power.enabled);
+        self.last_low_power = Some(p.low_power.state.enabled);
         let topics = self.config.topics.clone();
         let state = discovery::state(p);
         self.send(

@@ -71,6 +71,7 @@ pub(super) async fn unload_idle(
     // As the engine last published them: every start and end is published at once.
     let in_flight: std::collections::BTreeSet<String> = engine
         .current()
+        .inference
         .models_in_flight
         .iter()
         .map(|m| model_key(m))

@@ -26,7 +26,7 @@ async fn the_published_state_crosses_the_wire_unchanged() {
     let engine = spawn(Chain::new(sources), config).unwrap_or_else(|e| panic!("{e}"));
     let mut rx = engine.subscribe();
     let _ = rx
-        .wait_for(|p| p.session.joules.0 >= 500.0)
+        .wait_for(|p| p.energy.session.joules.0 >= 500.0)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let end = clock.unix();
@@ -43,7 +43,9 @@ async fn the_published_state_crosses_the_wire_unchanged() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let p = rx
-        .wait_for(|p| p.inference.last.is_some() && p.totals.is_some() && p.snapshot.is_some())
+        .wait_for(|p| {
+            p.inference.view.last.is_some() && p.kept.totals.is_some() && p.snapshot.is_some()
+        })
         .await
         .unwrap_or_else(|e| panic!("{e}"))
         .clone();

@@ -87,7 +87,7 @@ async fn the_energy_counter_never_decreases_across_a_reset_and_a_restart() {
     assert!(first > 0.0);
     let reset = server.write("POST", "/v1/session/reset", "").await;
     assert_eq!(reset.status, 200, "{reset:?}");
-    assert!(server.engine.current().session.joules.0 < 3600.0 * 0.5);
+    assert!(server.engine.current().energy.session.joules.0 < 3600.0 * 0.5);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after_reset = energy_counter(&server.get("/metrics").await.body);
     assert!(after_reset >= first, "{after_reset} < {first}");

@@ -72,24 +72,24 @@ async fn next_sample(server: &Server) -> Arc<Published> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_wakes_the_resting_engine_and_a_prometheus_scrape_does_not() {
     let server = resting_server().await;
-    published_after(&server, 0, |p| p.period_ms == 1000).await;
+    published_after(&server, 0, |p| p.pace.period_ms == 1000).await;
     // Prometheus asks every second: the engine stays at rest.
     for _ in 0..3 {
         let scrape = server.get("/metrics").await;
         assert_eq!(scrape.status, 200);
         assert!(scrape.body.contains("wattbar_sample_age_seconds"));
-        assert_eq!(next_sample(&server).await.period_ms, 1000);
+        assert_eq!(next_sample(&server).await.pace.period_ms, 1000);
     }
     // Anything else is someone looking: the configured pace from the next sample on.
     assert_eq!(server.get("/v1/snapshot").await.status, 200);
-    assert_eq!(next_sample(&server).await.period_ms, 100);
+    assert_eq!(next_sample(&server).await.pace.period_ms, 100);
     server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_open_event_stream_holds_the_pace_until_it_closes() {
     let server = resting_server().await;
-    published_after(&server, 0, |p| p.period_ms == 1000).await;
+    published_after(&server, 0, |p| p.pace.period_ms == 1000).await;
     let (addr, host) = (server.addr, server.host());
     let mut stream = tokio::task::spawn_blocking(move || {
         let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("{e}"));
@@ -100,7 +100,7 @@ async fn an_open_event_stream_holds_the_pace_until_it_closes() {
     })
     .await
     .unwrap_or_else(|e| panic!("{e}"));
-    let awake = published_after(&server, 0, |p| p.period_ms == 100).await;
+    let awake = published_after(&server, 0, |p| p.pace.period_ms == 100).await;
     // Twice the quiet it rests after, and still at the configured pace.
     let held = published_after(&server, awake.seq, |p| {
         p.snapshot
@@ -109,10 +109,10 @@ async fn an_open_event_stream_holds_the_pace_until_it_closes() {
             .is_some_and(|(a, b)| a.at.monotonic >= b.at.monotonic + Duration::from_secs(6))
     })
     .await;
-    assert_eq!(held.period_ms, 100);
+    assert_eq!(held.pace.period_ms, 100);
     // Closed: at rest again.
     let _ = stream.write_all(b"");
     drop(stream);
-    published_after(&server, held.seq, |p| p.period_ms == 1000).await;
+    published_after(&server, held.seq, |p| p.pace.period_ms == 1000).await;
     server.stop().await;
 }

@@ -49,7 +49,8 @@ async fn wait_until(
 }
 
 fn today_in(p: &Published, scope: Scope) -> f64 {
-    p.totals
+    p.kept
+        .totals
         .as_ref()
         .map_or(0.0, |t| t.today.joules_in(Some(scope)))
 }
@@ -79,25 +80,26 @@ async fn a_day_split_between_sensors_and_plug_counts_once_across_scopes_in_every
         today_in(p, Scope::System) >= 3_000.0
     })
     .await;
-    assert!(sensors.alerts.is_empty(), "{:?}", sensors.alerts);
+    assert!(sensors.kept.alerts.is_empty(), "{:?}", sensors.kept.alerts);
     plugged.store(true, Ordering::SeqCst);
     // The budget is crossed by the day's sum, while the wall's part alone is below it.
-    let crossed = wait_until(&mut rx, "the budget", |p| !p.alerts.is_empty()).await;
+    let crossed = wait_until(&mut rx, "the budget", |p| !p.kept.alerts.is_empty()).await;
     let wall = today_in(&crossed, Scope::Wall);
     let system = today_in(&crossed, Scope::System);
     assert!(
         wall > 0.0 && wall < 6_000.0 && system < 6_000.0,
         "{wall} J at the wall, {system} J of sensors"
     );
-    assert_eq!(crossed.alerts[0].kind, "daily-kwh");
+    assert_eq!(crossed.kept.alerts[0].kind, "daily-kwh");
     let today = crossed
+        .kept
         .totals
         .as_ref()
         .map(|t| t.today.across_scopes())
         .unwrap_or_default();
     assert!((today.joules - (wall + system)).abs() < 1e-6, "{today:?}");
     assert_eq!(today.scopes, vec![Some(Scope::Wall), Some(Scope::System)]);
-    assert!((crossed.alerts[0].used - today.kwh).abs() < 1e-12);
+    assert!((crossed.kept.alerts[0].used - today.kwh).abs() < 1e-12);
 
     // The fleet's summary: today across scopes, labelled with both.
     let summary = wattbar_serve::summary::Summary::new(&crossed, None, wattbar_engine::unix_now());
@@ -125,8 +127,15 @@ async fn a_day_split_between_sensors_and_plug_counts_once_across_scopes_in_every
 
     // The lifetime counters others read: Home Assistant's energy and OTLP's hw.host.energy are
     // both scopes' committed energy, summed; neither goes back when the scope changed.
-    let lifetime: f64 = crossed.committed.by_scope.iter().map(|(_, j)| *j).sum();
+    let lifetime: f64 = crossed
+        .kept
+        .committed
+        .by_scope
+        .iter()
+        .map(|(_, j)| *j)
+        .sum();
     let committed_wall = crossed
+        .kept
         .committed
         .by_scope
         .iter()

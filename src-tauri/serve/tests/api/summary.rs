@@ -42,6 +42,7 @@ async fn the_summary_and_the_metrics_give_one_machine_as_its_menu_does() {
     while server
         .engine
         .current()
+        .kept
         .totals
         .as_ref()
         .is_none_or(|t| t.today.joules < 360.0)

@@ -30,13 +30,13 @@ async fn writes_need_the_bearer_token() {
     let reset = server.send("POST", "/v1/session/reset", &[host], b"").await;
     assert_eq!(reset.status, 401);
     assert!(
-        !server.engine.current().low_power.enabled,
+        !server.engine.current().low_power.state.enabled,
         "nothing changed"
     );
     // An array of the fields in order is not the documented object.
     let array = server.write("PUT", "/v1/low-power", "[true]").await;
     assert_eq!(array.status, 400, "{array:?}");
-    assert!(!server.engine.current().low_power.enabled);
+    assert!(!server.engine.current().low_power.state.enabled);
     // The scheme's case is free (RFC 9110 §11.1).
     let ok = server
         .send(
@@ -81,7 +81,7 @@ async fn a_write_from_another_origin_is_refused_even_with_the_token() {
         let r = with_origin(&server, origin.clone()).await;
         assert_eq!(r.status, 403, "{origin}: {r:?}");
     }
-    assert!(!server.engine.current().low_power.enabled);
+    assert!(!server.engine.current().low_power.state.enabled);
     let same = with_origin(&server, format!("http://localhost:{port}")).await;
     assert_eq!(same.status, 200, "{same:?}");
     server.stop().await;
@@ -221,7 +221,7 @@ async fn a_change_the_engine_has_not_applied_yet_is_accepted_not_refused() {
     let mut rx = server.engine.subscribe();
     let applied = tokio::time::timeout(
         Duration::from_secs(10),
-        rx.wait_for(|p| p.low_power.enabled),
+        rx.wait_for(|p| p.low_power.state.enabled),
     )
     .await
     .is_ok_and(|seen| seen.is_ok());

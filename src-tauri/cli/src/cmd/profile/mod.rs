@@ -308,7 +308,7 @@ async fn proxied_record(
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {
         let published = reader.current();
-        if let Some(r) = published.inference.recent.iter().find(|r| {
+        if let Some(r) = published.inference.view.recent.iter().find(|r| {
             !seen.contains(&r.id)
                 && r.model == model
                 && r.start >= answer.start - 1.0

@@ -69,8 +69,9 @@ async fn a_fit_learned_beside_a_plug_stands_in_for_it_when_unplugged_and_after_a
     let engine = start(chain, config(Preferences::default()).with_store(db.clone()));
     let mut rx = engine.subscribe();
     // Twelve windows of 30 s at the least: a fit within 2 % of the truth.
-    let learned = wait_for(&mut rx, |p| p.calibration.learned.is_some()).await;
+    let learned = wait_for(&mut rx, |p| p.energy.calibration.learned.is_some()).await;
     let fit = learned
+        .energy
         .calibration
         .learned
         .clone()
@@ -99,6 +100,7 @@ async fn a_fit_learned_beside_a_plug_stands_in_for_it_when_unplugged_and_after_a
         .map(|(w, _)| w.0)
         .unwrap_or_else(|| panic!("no parts"));
     let bound = calibrated
+        .energy
         .calibration
         .bound_watts
         .unwrap_or_else(|| panic!("no bound"));
@@ -111,11 +113,11 @@ async fn a_fit_learned_beside_a_plug_stands_in_for_it_when_unplugged_and_after_a
     );
     // Unplugging changed no scope: the session is still the wall's.
     let later = wait_for(&mut rx, |p| {
-        p.session.joules.0 > calibrated.session.joules.0
+        p.energy.session.joules.0 > calibrated.energy.session.joules.0
     })
     .await;
-    assert_eq!(later.session.scope, Some(Scope::Wall));
-    assert!(later.session.scope_changes.is_empty());
+    assert_eq!(later.energy.session.scope, Some(Scope::Wall));
+    assert!(later.energy.session.scope_changes.is_empty());
     engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
 
     // Restarted without the plug: the kept fit stands in from the first sample.
@@ -128,6 +130,9 @@ async fn a_fit_learned_beside_a_plug_stands_in_for_it_when_unplugged_and_after_a
         Some(Quality::Calibrated)
     );
     // The fit in use when the plug went, as it was.
-    assert_eq!(first.calibration.learned, calibrated.calibration.learned);
+    assert_eq!(
+        first.energy.calibration.learned,
+        calibrated.energy.calibration.learned
+    );
     engine.stop();
 }

@@ -11,7 +11,8 @@ fn gpu_engine(clock: &ManualClock, db: PathBuf) -> EngineHandle {
 }
 
 fn gpu_lifetime(p: &Published) -> f64 {
-    p.committed
+    p.kept
+        .committed
         .by_domain
         .iter()
         .find(|(d, _)| d == "gpu")
@@ -25,21 +26,24 @@ async fn a_suspend_adds_nothing_not_even_from_a_counter_that_kept_counting() {
     let clock = ManualClock::new(1_800_000_000.0);
     let engine = gpu_engine(&clock, dir.path().join("wattbar.db"));
     let mut rx = engine.subscribe();
-    let before = wait_for(&mut rx, |p| p.session.joules.0 >= 1_000.0).await;
-    assert_eq!(before.energy_method, Some(Method::Counter));
-    let asleep_at = before.session.joules.0;
+    let before = wait_for(&mut rx, |p| p.energy.session.joules.0 >= 1_000.0).await;
+    assert_eq!(before.energy.method, Some(Method::Counter));
+    let asleep_at = before.energy.session.joules.0;
     // An hour asleep: the counter says 360 kJ more.
     clock.sleep(Duration::from_secs(3600));
-    let after = wait_for(&mut rx, |p| p.session.joules.0 >= asleep_at + 1_000.0).await;
-    assert_eq!(after.session.gaps, 1);
+    let after = wait_for(&mut rx, |p| {
+        p.energy.session.joules.0 >= asleep_at + 1_000.0
+    })
+    .await;
+    assert_eq!(after.energy.session.gaps, 1);
     // 10 s after waking at 100 W, give or take the interval the gap swallowed.
     assert!(
-        after.session.joules.0 <= asleep_at + 1_100.0,
+        after.energy.session.joules.0 <= asleep_at + 1_100.0,
         "{}",
-        after.session.joules.0
+        after.energy.session.joules.0
     );
     assert!(
-        gpu_lifetime(&after) <= after.session.joules.0 + 1e-6,
+        gpu_lifetime(&after) <= after.energy.session.joules.0 + 1e-6,
         "{after:?}"
     );
     engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
@@ -51,14 +55,14 @@ async fn wall_clock_steps_either_way_move_no_energy() {
     let clock = ManualClock::new(1_800_000_000.0);
     let engine = gpu_engine(&clock, dir.path().join("wattbar.db"));
     let mut rx = engine.subscribe();
-    wait_for(&mut rx, |p| p.session.joules.0 >= 1_000.0).await;
+    wait_for(&mut rx, |p| p.energy.session.joules.0 >= 1_000.0).await;
     clock.step_wall(3600.0);
-    wait_for(&mut rx, |p| p.session.joules.0 >= 2_000.0).await;
+    wait_for(&mut rx, |p| p.energy.session.joules.0 >= 2_000.0).await;
     clock.step_wall(-7200.0);
-    let done = wait_for(&mut rx, |p| p.session.joules.0 >= 4_000.0).await;
+    let done = wait_for(&mut rx, |p| p.energy.session.joules.0 >= 4_000.0).await;
     // 40 s at 100 W, by counter, with no gap and nothing lost or added at either step.
-    assert_eq!(done.session.gaps, 0);
-    assert_eq!(done.session.joules.0, 4_000.0);
+    assert_eq!(done.energy.session.gaps, 0);
+    assert_eq!(done.energy.session.joules.0, 4_000.0);
     // The committed lifetime trails by at most one batch (10 s at 100 W), and gained nothing.
     let committed = gpu_lifetime(&done);
     assert!(
@@ -116,11 +120,11 @@ async fn a_window_reads_the_same_from_memory_and_once_it_left_memory_from_the_st
     let clock = ManualClock::new(1_800_000_000.0);
     let engine = gpu_engine(&clock, dir.path().join("wattbar.db"));
     let mut rx = engine.subscribe();
-    let before = wait_for(&mut rx, |p| p.session.joules.0 >= 1_000.0).await;
+    let before = wait_for(&mut rx, |p| p.energy.session.joules.0 >= 1_000.0).await;
     let from = before.snapshot.as_ref().map_or(0.0, |s| s.at.unix_seconds) - 4.5;
     // 30 s asleep: not measured, in memory or in the store.
     clock.sleep(Duration::from_secs(30));
-    let after = wait_for(&mut rx, |p| p.session.joules.0 >= 2_000.0).await;
+    let after = wait_for(&mut rx, |p| p.energy.session.joules.0 >= 2_000.0).await;
     let to = after.snapshot.as_ref().map_or(0.0, |s| s.at.unix_seconds) - 2.5;
     let reader = engine.reader();
     let in_memory = reader
@@ -136,7 +140,11 @@ async fn a_window_reads_the_same_from_memory_and_once_it_left_memory_from_the_st
     );
     // Some fifteen minutes on, the window has left memory and is read from the store.
     wait_for(&mut rx, |p| {
-        p.intervals.iter().next().is_some_and(|i| i.unix_start > to)
+        p.inference
+            .intervals
+            .iter()
+            .next()
+            .is_some_and(|i| i.unix_start > to)
     })
     .await;
     let stored = reader

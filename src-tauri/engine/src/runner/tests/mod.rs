@@ -13,8 +13,9 @@ use super::*;
 use crate::command::External;
 use crate::published::Point;
 use crate::time::clock::ManualClock;
+use std::time::Duration;
 use wattbar_core::meter::Method;
-use wattbar_core::{Currency, Price, Quality, Source, Watts};
+use wattbar_core::{Currency, Preferences, Price, Quality, Source, Stamp, Watts};
 use wattbar_sources::{replay::parse_trace, ReplaySource};
 
 /// Tests run on tokio's paused clock; the engine's clock follows it.
@@ -91,10 +92,10 @@ async fn ten_minutes_at_300_w_publish_180_kj_and_its_cost() {
     assert_eq!(head.watts, Some(Watts(300.0)));
     assert_eq!(head.quality, Quality::Measured);
     assert_eq!(head.source, "replay");
-    let done = wait_for(&mut rx, |p| p.session.joules.0 >= 180_000.0 - 1e-6).await;
-    assert!((done.session.joules.0 - 180_000.0).abs() < 1e-6);
-    assert!((done.session.kwh - 0.05).abs() < 1e-9);
-    assert!((done.session.cost - 0.02).abs() < 1e-9);
+    let done = wait_for(&mut rx, |p| p.energy.session.joules.0 >= 180_000.0 - 1e-6).await;
+    assert!((done.energy.session.joules.0 - 180_000.0).abs() < 1e-6);
+    assert!((done.energy.session.kwh - 0.05).abs() < 1e-9);
+    assert!((done.energy.session.cost - 0.02).abs() < 1e-9);
     engine.stop();
 }
 
@@ -109,8 +110,8 @@ async fn a_new_price_applies_from_then_on_and_is_published_at_once() {
     );
     let mut rx = engine.subscribe();
     // 1000 s at 3600 W = 1 kWh, free.
-    let free = wait_for(&mut rx, |p| p.session.kwh >= 1.0 - 1e-9).await;
-    assert_eq!(free.session.cost, 0.0);
+    let free = wait_for(&mut rx, |p| p.energy.session.kwh >= 1.0 - 1e-9).await;
+    assert_eq!(free.energy.session.cost, 0.0);
     engine
         .reader()
         .set_preference("price_per_kwh", serde_json::json!(0.5))
@@ -118,26 +119,29 @@ async fn a_new_price_applies_from_then_on_and_is_published_at_once() {
         .unwrap_or_else(|e| panic!("{e}"));
     // The engine thread may sample again before this task sees the change (the channel
     // keeps the latest state): at most what was drawn since `free` is at the new price.
-    let priced = wait_for(&mut rx, |p| p.price_per_kwh == 0.5).await;
-    let since_free = priced.session.kwh - free.session.kwh;
+    let priced = wait_for(&mut rx, |p| p.energy.price_per_kwh == 0.5).await;
+    let since_free = priced.energy.session.kwh - free.energy.session.kwh;
     assert!(
-        priced.session.cost >= 0.0 && priced.session.cost <= 0.5 * since_free + 1e-9,
+        priced.energy.session.cost >= 0.0 && priced.energy.session.cost <= 0.5 * since_free + 1e-9,
         "{} EUR for {since_free} kWh since the change",
-        priced.session.cost
+        priced.energy.session.cost
     );
     // From then on every kWh costs 0.5: one more kWh, 0.5 more.
     let later = wait_for(&mut rx, |p| {
-        p.session.kwh >= priced.session.kwh + 1.0 - 1e-9
+        p.energy.session.kwh >= priced.energy.session.kwh + 1.0 - 1e-9
     })
     .await;
-    let added = later.session.kwh - priced.session.kwh;
+    let added = later.energy.session.kwh - priced.energy.session.kwh;
     assert!(
-        (later.session.cost - priced.session.cost - 0.5 * added).abs() < 1e-9,
+        (later.energy.session.cost - priced.energy.session.cost - 0.5 * added).abs() < 1e-9,
         "{} EUR for {added} kWh",
-        later.session.cost - priced.session.cost
+        later.energy.session.cost - priced.energy.session.cost
     );
     // The kWh before the change stayed free.
-    assert!(later.session.cost <= 0.5 * (later.session.kwh - free.session.kwh) + 1e-9);
+    assert!(
+        later.energy.session.cost
+            <= 0.5 * (later.energy.session.kwh - free.energy.session.kwh) + 1e-9
+    );
     engine.stop();
 }
 
@@ -145,15 +149,15 @@ async fn a_new_price_applies_from_then_on_and_is_published_at_once() {
 async fn reset_starts_a_new_session_and_low_power_is_published() {
     let engine = start(replay("t,watts\n0,100\n"), config(Preferences::default()));
     let mut rx = engine.subscribe();
-    wait_for(&mut rx, |p| p.session.joules.0 >= 1000.0).await;
+    wait_for(&mut rx, |p| p.energy.session.joules.0 >= 1000.0).await;
     engine
         .send(Command::ResetSession)
         .unwrap_or_else(|e| panic!("{e}"));
     engine
         .send(Command::SetLowPower(true))
         .unwrap_or_else(|e| panic!("{e}"));
-    let after = wait_for(&mut rx, |p| p.low_power.enabled).await;
-    assert_eq!(after.session.joules.0, 0.0);
+    let after = wait_for(&mut rx, |p| p.low_power.state.enabled).await;
+    assert_eq!(after.energy.session.joules.0, 0.0);
     engine.stop();
 }
 
@@ -172,23 +176,24 @@ async fn resets_between_samples_lose_no_energy_from_the_lifetime() {
     };
     // What the store committed plus what waits for the next batch (one scope here).
     let system = |p: &Published| {
-        p.committed
+        p.kept
+            .committed
             .by_scope
             .iter()
             .find(|(s, _)| *s == Some(wattbar_core::Scope::System))
             .map_or(0.0, |(_, j)| *j)
-            + p.unwritten_joules
+            + p.kept.unwritten_joules
     };
     let first = wait_for(&mut rx, |p| p.snapshot.is_some()).await;
     // Five resets, each half-way between two samples (one a second).
     for _ in 0..5 {
-        wait_for(&mut rx, |p| p.session.joules.0 > 0.0).await;
+        wait_for(&mut rx, |p| p.energy.session.joules.0 > 0.0).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         engine
             .send(Command::ResetSession)
             .unwrap_or_else(|e| panic!("{e}"));
     }
-    let last = wait_for(&mut rx, |p| p.session.joules.0 >= 2.0 * 3600.0).await;
+    let last = wait_for(&mut rx, |p| p.energy.session.joules.0 >= 2.0 * 3600.0).await;
     // 3600 W over every second between the first sample and the last: nothing dropped at the
     // resets (each lost half a second, 1800 J, before).
     let expected = 3600.0 * (mono(&last) - mono(&first));
@@ -209,9 +214,10 @@ async fn the_ledger_keeps_what_was_integrated_after_a_shutdown() {
         config(Preferences::default()).with_store(db.clone()),
     );
     let mut rx = engine.subscribe();
-    let done = wait_for(&mut rx, |p| p.session.joules.0 >= 180_000.0 - 1e-6).await;
+    let done = wait_for(&mut rx, |p| p.energy.session.joules.0 >= 180_000.0 - 1e-6).await;
     // Stored totals trail by at most one batch (5 s at 300 W = 1.5 kJ).
     let stored = done
+        .kept
         .totals
         .as_ref()
         .map(|t| t.lifetime.joules)
@@ -243,25 +249,25 @@ async fn a_high_trace_engages_low_power_and_the_store_remembers_it() {
         config(Preferences::default()).with_store(db.clone()),
     );
     let mut rx = engine.subscribe();
-    let on = wait_for(&mut rx, |p| p.low_power.enabled).await;
+    let on = wait_for(&mut rx, |p| p.low_power.state.enabled).await;
     assert_eq!(
-        on.low_power.reason,
+        on.low_power.state.reason,
         Some(wattbar_core::Reason::AutoThreshold)
     );
-    assert_eq!(on.low_power_seq, 1);
+    assert_eq!(on.low_power.seq, 1);
     assert_eq!(
-        on.low_power_event.as_deref(),
+        on.low_power.event.as_deref(),
         Some("Low-power mode on: above 15 W for 30 s")
     );
-    assert!(on.advice.recommendation.contains("qwen3:1b"));
+    assert!(on.low_power.advice.recommendation.contains("qwen3:1b"));
     let mono = |p: &Published| p.snapshot.as_ref().map(|s| s.at.monotonic.as_secs_f64());
     let engaged_at = mono(&on).unwrap_or(0.0);
     assert!(
         (engaged_at - 30.0).abs() <= 1.0,
         "engaged at {engaged_at} s"
     );
-    let off = wait_for(&mut rx, |p| p.low_power_seq == 2).await;
-    assert!(!off.low_power.enabled);
+    let off = wait_for(&mut rx, |p| p.low_power.seq == 2).await;
+    assert!(!off.low_power.state.enabled);
     // Released 30 s after the draw fell below 12 W at t = 60.
     let released_at = mono(&off).unwrap_or(0.0);
     assert!(
@@ -271,7 +277,7 @@ async fn a_high_trace_engages_low_power_and_the_store_remembers_it() {
     engine
         .send(Command::SetLowPower(true))
         .unwrap_or_else(|e| panic!("{e}"));
-    wait_for(&mut rx, |p| p.low_power_seq == 3).await;
+    wait_for(&mut rx, |p| p.low_power.seq == 3).await;
     engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
     // A restart restores the manual choice, which the low trace does not undo.
     let engine = start(
@@ -279,10 +285,13 @@ async fn a_high_trace_engages_low_power_and_the_store_remembers_it() {
         config(Preferences::default()).with_store(db.clone()),
     );
     let mut rx = engine.subscribe();
-    let later = wait_for(&mut rx, |p| p.session.joules.0 >= 5.0 * 120.0).await;
-    assert!(later.low_power.enabled);
-    assert_eq!(later.low_power.reason, Some(wattbar_core::Reason::Manual));
-    assert_eq!(later.low_power_seq, 0, "nothing changed after the restart");
+    let later = wait_for(&mut rx, |p| p.energy.session.joules.0 >= 5.0 * 120.0).await;
+    assert!(later.low_power.state.enabled);
+    assert_eq!(
+        later.low_power.state.reason,
+        Some(wattbar_core::Reason::Manual)
+    );
+    assert_eq!(later.low_power.seq, 0, "nothing changed after the restart");
     engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
     let (store, _) = wattbar_ledger::store::Store::open(&db, 0.0).unwrap_or_else(|e| panic!("{e}"));
     assert!(store.low_power().map(|s| s.enabled).unwrap_or(false));
@@ -297,29 +306,31 @@ async fn a_ledger_that_refuses_writes_is_said_until_it_takes_them_and_loses_noth
     // 3600 W: 3600 J a second.
     let engine = start(replay("t,watts\n0,3600\n"), c);
     let mut rx = engine.subscribe();
-    wait_for(&mut rx, |p| p.totals.is_some()).await;
+    wait_for(&mut rx, |p| p.kept.totals.is_some()).await;
     // Another writer holds the ledger (as a full disk would refuse): every batch fails.
     let other = rusqlite::Connection::open(&db).unwrap_or_else(|e| panic!("{e}"));
     other
         .execute_batch("BEGIN IMMEDIATE")
         .unwrap_or_else(|e| panic!("{e}"));
     let failing = wait_for(&mut rx, |p| {
-        p.notice
+        p.kept
+            .notice
             .as_deref()
             .is_some_and(|n| n.contains("not being saved"))
     })
     .await;
-    assert!(failing.session.joules.0 > 0.0);
+    assert!(failing.energy.session.joules.0 > 0.0);
     other
         .execute_batch("COMMIT")
         .unwrap_or_else(|e| panic!("{e}"));
-    let recovered = wait_for(&mut rx, |p| p.notice.is_none()).await;
+    let recovered = wait_for(&mut rx, |p| p.kept.notice.is_none()).await;
     // Nothing measured while it failed was lost: the ledger holds all the session had then.
     let stored = recovered
+        .kept
         .totals
         .as_ref()
         .map_or(0.0, |t| t.lifetime.kwh * 3.6e6);
-    assert!(stored >= failing.session.joules.0 - 1e-6, "{stored}");
+    assert!(stored >= failing.energy.session.joules.0 - 1e-6, "{stored}");
     // A last batch the ledger refuses is an error, not "written".
     other
         .execute_batch("BEGIN IMMEDIATE")
@@ -340,12 +351,12 @@ async fn crossing_a_daily_budget_alerts_once() {
         config(prefs).with_store(dir.path().join("wattbar.db")),
     );
     let mut rx = engine.subscribe();
-    let first = wait_for(&mut rx, |p| p.alert_seq > 0).await;
-    assert_eq!(first.alerts.len(), 1);
-    assert_eq!(first.alerts[0].kind, "daily-kwh");
-    assert!(first.alerts[0].used >= 0.01);
-    let later = wait_for(&mut rx, |p| p.session.kwh > 0.05).await;
-    assert_eq!(later.alert_seq, 1, "the alert came again");
+    let first = wait_for(&mut rx, |p| p.kept.alert_seq > 0).await;
+    assert_eq!(first.kept.alerts.len(), 1);
+    assert_eq!(first.kept.alerts[0].kind, "daily-kwh");
+    assert!(first.kept.alerts[0].used >= 0.01);
+    let later = wait_for(&mut rx, |p| p.energy.session.kwh > 0.05).await;
+    assert_eq!(later.kept.alert_seq, 1, "the alert came again");
     engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
 }
 
@@ -383,7 +394,7 @@ async fn sampling_never_goes_faster_than_the_slowest_source_updates() {
     let t1 = mono(&b).unwrap_or_default();
     assert!(t1 - t0 >= Duration::from_millis(250), "{:?}", t1 - t0);
     // What was asked for and what is done are both said: a run's figures depend on the latter.
-    assert_eq!((b.interval_ms, b.period_ms), (100, 250));
+    assert_eq!((b.pace.interval_ms, b.pace.period_ms), (100, 250));
     engine.stop();
 }
 
@@ -401,7 +412,7 @@ async fn the_interval_can_change_while_running() {
             .map(|s| s.at.monotonic)
             .unwrap_or_default()
     };
-    let a = wait_for(&mut rx, |p| p.interval_ms == 100).await;
+    let a = wait_for(&mut rx, |p| p.pace.interval_ms == 100).await;
     // The paused clock may run on to the old 1 s tick before the change is applied, so
     // the sample after the change is the reference: the one after it comes 100 ms later.
     let t0 = at(&a);
@@ -428,9 +439,9 @@ async fn a_twelve_second_interval_accounts_every_interval() {
     let mut rx = engine.subscribe();
     let mono = |p: &Published| p.snapshot.as_ref().map(|s| s.at.monotonic);
     let fourth = wait_for(&mut rx, |p| mono(p) >= Some(Duration::from_secs(36))).await;
-    assert_eq!(fourth.session.joules.0, 3_600.0);
-    assert_eq!(fourth.session.gaps, 0);
-    assert_eq!(fourth.energy_method, Some(Method::Trapezoid));
+    assert_eq!(fourth.energy.session.joules.0, 3_600.0);
+    assert_eq!(fourth.energy.session.gaps, 0);
+    assert_eq!(fourth.energy.method, Some(Method::Trapezoid));
     engine.stop();
 }
 
@@ -453,7 +464,7 @@ async fn a_second_engine_on_the_same_ledger_is_refused_and_the_first_goes_on() {
         Ok(_) => panic!("a second engine was started on the same ledger"),
     }
     let mut rx = first.subscribe();
-    let later = wait_for(&mut rx, |p| p.session.joules.0 >= 2_000.0).await;
-    assert_eq!(later.session.joules.0, 2_000.0);
+    let later = wait_for(&mut rx, |p| p.energy.session.joules.0 >= 2_000.0).await;
+    assert_eq!(later.energy.session.joules.0, 2_000.0);
     first.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
 }

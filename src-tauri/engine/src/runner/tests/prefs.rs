@@ -28,7 +28,7 @@ async fn a_preference_is_saved_and_published_before_the_answer() {
     assert_eq!(prefs.price_per_kwh.per_kwh(), 0.31);
     // Whoever was answered reads the new state at once, with no waiting.
     assert_eq!(reader.current().prefs.price_per_kwh.per_kwh(), 0.31);
-    assert_eq!(reader.current().price_per_kwh, 0.31);
+    assert_eq!(reader.current().energy.price_per_kwh, 0.31);
     let stored: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&file).unwrap_or_default())
             .unwrap_or_default();
@@ -108,7 +108,7 @@ async fn a_refused_preference_tells_whoever_asked_why() {
 async fn a_new_currency_starts_a_new_session_so_no_session_mixes_two() {
     let engine = start(replay("t,watts\n0,3600\n"), config(Preferences::default()));
     let mut rx = engine.subscribe();
-    wait_for(&mut rx, |p| p.session.kwh >= 0.01).await;
+    wait_for(&mut rx, |p| p.energy.session.kwh >= 0.01).await;
     let usd = Currency::parse("USD").unwrap_or_else(|e| panic!("{e}"));
     let prefs = engine
         .reader()
@@ -117,8 +117,12 @@ async fn a_new_currency_starts_a_new_session_so_no_session_mixes_two() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(prefs.currency, usd);
     let after = wait_for(&mut rx, |p| p.prefs.currency == usd).await;
-    assert_eq!(after.session.currency, usd);
-    assert!(after.session.kwh < 0.01, "{:?}", after.session);
+    assert_eq!(after.energy.session.currency, usd);
+    assert!(
+        after.energy.session.kwh < 0.01,
+        "{:?}",
+        after.energy.session
+    );
     engine.stop();
 }
 

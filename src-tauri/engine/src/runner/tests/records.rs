@@ -22,7 +22,7 @@ async fn a_client_window_ending_now_is_measured_whole_at_any_moment_between_samp
     let engine = start(replay("t,watts\n0,50\n"), config);
     let mut rx = engine.subscribe();
     // Ten seconds of 1 s samples, so the 5 s windows below start after the engine did.
-    wait_for(&mut rx, |p| p.session.joules.0 >= 500.0).await;
+    wait_for(&mut rx, |p| p.energy.session.joules.0 >= 500.0).await;
     for offset_ms in [0, 1, 250, 500, 999] {
         // Whole seconds apart plus the offset, so no window overlaps the one before (windows
         // that overlap share their energy, as concurrent requests do).
@@ -49,7 +49,7 @@ async fn a_client_window_half_before_the_engine_is_partial_and_never_scaled_up()
     let config = EngineConfig::new(Preferences::default()).with_clock(Arc::new(clock.clone()));
     let engine = start(replay("t,watts\n0,50\n"), config);
     let mut rx = engine.subscribe();
-    wait_for(&mut rx, |p| p.session.joules.0 >= 250.0).await;
+    wait_for(&mut rx, |p| p.energy.session.joules.0 >= 250.0).await;
     // 10 s ending now, 5 of them before the first sample: 250 J measured, covered 0.5.
     let r = engine
         .reader()
@@ -62,11 +62,12 @@ async fn a_client_window_half_before_the_engine_is_partial_and_never_scaled_up()
     let joules = r.energy_joules.unwrap_or_default();
     assert!((joules - 50.0 * covered * 10.0).abs() < 1e-6, "{r:?}");
     assert_eq!((r.score, r.joules_per_token), (None, None));
-    let published = wait_for(&mut rx, |p| p.inference.last.is_some()).await;
-    assert_eq!(published.inference.score, None);
+    let published = wait_for(&mut rx, |p| p.inference.view.last.is_some()).await;
+    assert_eq!(published.inference.view.score, None);
     assert_eq!(
         published
             .inference
+            .view
             .models
             .first()
             .map(|m| (m.partial_requests, m.joules_per_token)),
@@ -119,7 +120,7 @@ async fn records_older_than_kept_are_pruned_yet_their_model_and_ids_stay() {
     );
     let mut rx = engine.subscribe();
     // A batch is written (and old records pruned) within the first 5 s.
-    wait_for(&mut rx, |p| p.session.joules.0 >= 50.0 * 10.0).await;
+    wait_for(&mut rx, |p| p.energy.session.joules.0 >= 50.0 * 10.0).await;
     let r = engine
         .reader()
         .record_inference(external(&ManualClock::new(now + 10.0), 5.0, 100))
@@ -127,7 +128,7 @@ async fn records_older_than_kept_are_pruned_yet_their_model_and_ids_stay() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(r.id, 7, "ids go on after the highest ever stored");
     let models = wait_for(&mut rx, |p| {
-        p.inference.last.as_ref().map(|r| r.id) == Some(7)
+        p.inference.view.last.as_ref().map(|r| r.id) == Some(7)
     })
     .await;
     // A model has figures per scope: the stored records said none, the new one is the
@@ -135,6 +136,7 @@ async fn records_older_than_kept_are_pruned_yet_their_model_and_ids_stay() {
     let rows = |name: &str| -> Vec<(Option<wattbar_core::Scope>, u64)> {
         models
             .inference
+            .view
             .models
             .iter()
             .filter(|m| m.model == name)

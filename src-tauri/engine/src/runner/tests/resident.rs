@@ -23,7 +23,8 @@ fn gemma() -> Vec<Loaded> {
 }
 
 fn gemma_cost(p: &Published) -> Option<ResidentCost> {
-    p.resident
+    p.inference
+        .resident
         .iter()
         .find(|r| r.model == "gemma3:latest")
         .cloned()
@@ -87,7 +88,7 @@ async fn a_model_loaded_at_30_w_over_10_w_with_none_costs_20_w_and_its_idle_seco
     assert!(c.loaded);
     poll(&reporter, &mut rx, first, (1200, 2600), set).await;
     let p = wait_for(&mut rx, |p| {
-        p.resident.iter().any(|r| r.idle_watts.is_some())
+        p.inference.resident.iter().any(|r| r.idle_watts.is_some())
     })
     .await;
     let c = gemma_cost(&p).unwrap_or_else(|| panic!("gemma3 is listed"));
@@ -138,7 +139,7 @@ async fn an_unload_is_recorded_and_said_once() {
         config(Preferences::default()).with_store(db.clone()),
     );
     let mut rx = engine.subscribe();
-    let seq = wait_for(&mut rx, |p| p.seq > 1).await.low_power_seq;
+    let seq = wait_for(&mut rx, |p| p.seq > 1).await.low_power.seq;
     engine.reader().reporter().unloaded(Unload {
         t: 0.0,
         server: "http://127.0.0.1:11434".into(),
@@ -146,14 +147,14 @@ async fn an_unload_is_recorded_and_said_once() {
         kept: Vec::new(),
         error: None,
     });
-    let p = wait_for(&mut rx, |p| p.low_power_seq > seq).await;
+    let p = wait_for(&mut rx, |p| p.low_power.seq > seq).await;
     assert_eq!(
-        p.low_power_event.as_deref(),
+        p.low_power.event.as_deref(),
         Some("Low-power mode unloaded gemma3:latest from http://127.0.0.1:11434.")
     );
     // Said once: later samples do not say it again.
     tokio::time::sleep(Duration::from_secs(10)).await;
-    assert_eq!(engine.current().low_power_seq, seq + 1);
+    assert_eq!(engine.current().low_power.seq, seq + 1);
     engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
     drop(engine);
     let (store, _) = wattbar_ledger::store::Store::open(&db, 0.0).unwrap_or_else(|e| panic!("{e}"));

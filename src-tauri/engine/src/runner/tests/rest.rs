@@ -35,15 +35,15 @@ async fn on_a_counter_nobody_looking_it_samples_every_5_s_and_one_request_brings
     let mut rx = engine.subscribe();
     let first = wait_for(&mut rx, |p| p.snapshot.is_some()).await;
     let started = at(&first);
-    assert_eq!(first.period_ms, 1000);
+    assert_eq!(first.pace.period_ms, 1000);
     // Nobody asked for 30 s: at rest.
-    let resting = wait_for(&mut rx, |p| p.period_ms == 5000).await;
+    let resting = wait_for(&mut rx, |p| p.pace.period_ms == 5000).await;
     assert!(at(&resting) - started >= Duration::from_secs(30));
     assert_eq!(next_gap(&mut rx, &resting).await, Duration::from_secs(5));
     // The counter keeps every joule: 100 W over every second since the first sample.
     let later = wait_for(&mut rx, |p| at(p) >= at(&resting) + Duration::from_secs(20)).await;
     let seconds = (at(&later) - started).as_secs_f64();
-    let joules = later.session.joules.0;
+    let joules = later.energy.session.joules.0;
     assert!(
         (joules - 100.0 * seconds).abs() < 1e-6,
         "{joules} J in {seconds} s"
@@ -53,7 +53,7 @@ async fn on_a_counter_nobody_looking_it_samples_every_5_s_and_one_request_brings
     // interval, and the one after 1 s later. (Its thread takes the request while the test's
     // paused clock may run on: the interval is counted from when the engine said it was awake.)
     engine.reader().asked();
-    let awake = wait_for(&mut rx, |p| p.period_ms == 1000).await;
+    let awake = wait_for(&mut rx, |p| p.pace.period_ms == 1000).await;
     let told = clock.elapsed();
     let next = wait_for(&mut rx, |p| at(p) > at(&awake)).await;
     assert!(
@@ -71,13 +71,13 @@ async fn a_proxy_request_or_an_open_stream_keeps_it_at_its_pace() {
     let clock = ManualClock::new(1_800_000_000.0);
     let engine = resting_engine(&clock, Box::new(Gpu(clock.clone())));
     let mut rx = engine.subscribe();
-    wait_for(&mut rx, |p| p.period_ms == 5000).await;
+    wait_for(&mut rx, |p| p.pace.period_ms == 5000).await;
     // A proxy request starts: sampled at the fast pace from when the engine has it.
     let request = engine
         .reader()
         .reporter()
         .begin(Route::OllamaChat, Some("llama3".into()));
-    let began = wait_for(&mut rx, |p| p.inflight == 1).await;
+    let began = wait_for(&mut rx, |p| p.inference.inflight == 1).await;
     let told = clock.elapsed();
     let fast = wait_for(&mut rx, |p| at(p) > at(&began)).await;
     assert!(
@@ -89,14 +89,14 @@ async fn a_proxy_request_or_an_open_stream_keeps_it_at_its_pace() {
     request.abandon();
     // An open stream: awake however long nobody asks anything else.
     let stream = engine.reader().watching();
-    let awake = wait_for(&mut rx, |p| p.period_ms == 1000).await;
+    let awake = wait_for(&mut rx, |p| p.pace.period_ms == 1000).await;
     let held = wait_for(&mut rx, |p| at(p) >= at(&awake) + Duration::from_secs(120)).await;
-    assert_eq!(held.period_ms, 1000);
+    assert_eq!(held.pace.period_ms, 1000);
     assert_eq!(next_gap(&mut rx, &held).await, Duration::from_secs(1));
     // Closed, nobody having asked for far longer than 30 s: at rest from the next sample.
     drop(stream);
     let closed = clock.elapsed();
-    let resting = wait_for(&mut rx, |p| p.period_ms == 5000).await;
+    let resting = wait_for(&mut rx, |p| p.pace.period_ms == 5000).await;
     assert!(
         at(&resting) <= closed + Duration::from_secs(1),
         "{:?}",
@@ -112,7 +112,7 @@ async fn an_integrated_headline_keeps_its_pace_since_its_error_grows_with_the_in
     let engine = resting_engine(&clock, Box::new(ReplaySource::new(trace)));
     let mut rx = engine.subscribe();
     let later = wait_for(&mut rx, |p| at(p) >= Duration::from_secs(120)).await;
-    assert_eq!(later.period_ms, 1000);
+    assert_eq!(later.pace.period_ms, 1000);
     assert_eq!(next_gap(&mut rx, &later).await, Duration::from_secs(1));
     engine.stop();
 }
@@ -123,7 +123,7 @@ async fn a_proxy_request_that_starts_at_rest_is_measured_whole_by_the_counter() 
     let clock = ManualClock::new(1_800_000_000.0);
     let engine = resting_engine(&clock, Box::new(Gpu(clock.clone())));
     let mut rx = engine.subscribe();
-    wait_for(&mut rx, |p| p.period_ms == 5000).await;
+    wait_for(&mut rx, |p| p.pace.period_ms == 5000).await;
     // Up to 5 s after the last sample at rest, a 2 s answer of 100 tokens: at 100 W counted,
     // every second of it is 100 J, whatever the pace was when it began.
     tokio::time::sleep(Duration::from_millis(2300)).await;
@@ -141,8 +141,9 @@ async fn a_proxy_request_that_starts_at_rest_is_measured_whole_by_the_counter() 
             ..ServerFigures::default()
         },
     );
-    let settled = wait_for(&mut rx, |p| p.records.iter().any(|r| r.id == id)).await;
+    let settled = wait_for(&mut rx, |p| p.inference.records.iter().any(|r| r.id == id)).await;
     let r = settled
+        .inference
         .records
         .iter()
         .find(|r| r.id == id)

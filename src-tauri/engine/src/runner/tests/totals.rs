@@ -21,8 +21,8 @@ async fn session_today_month_and_lifetime_never_lag_one_another_between_batches(
     let mut last: Option<(f64, f64)> = None;
     loop {
         let p = rx.borrow_and_update().clone();
-        if let Some(t) = &p.totals {
-            let s = &p.session;
+        if let Some(t) = &p.kept.totals {
+            let s = &p.energy.session;
             let joules = [
                 s.joules.0,
                 t.today.joules,
@@ -75,7 +75,7 @@ async fn a_restart_in_another_scope_is_one_change_the_session_finds_and_the_ledg
         config(Preferences::default()).with_store(db.clone()),
     );
     let mut rx = engine.subscribe();
-    wait_for(&mut rx, |p| p.session.joules.0 >= 3_000.0).await;
+    wait_for(&mut rx, |p| p.energy.session.joules.0 >= 3_000.0).await;
     engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
 
     let later = EngineConfig::new(Preferences::default())
@@ -85,6 +85,7 @@ async fn a_restart_in_another_scope_is_one_change_the_session_finds_and_the_ledg
     let mut rx = engine.subscribe();
     let first = wait_for(&mut rx, |p| p.snapshot.is_some()).await;
     let said: Vec<_> = first
+        .energy
         .session
         .scope_changes
         .iter()
@@ -92,19 +93,20 @@ async fn a_restart_in_another_scope_is_one_change_the_session_finds_and_the_ledg
         .collect();
     assert_eq!(said, [(1_800_001_000.0, Scope::System, Scope::Components)]);
     let p = wait_for(&mut rx, |p| {
-        p.session.joules.0 >= 600.0 && p.totals.is_some()
+        p.energy.session.joules.0 >= 600.0 && p.kept.totals.is_some()
     })
     .await;
-    assert_eq!(p.session.scope, Some(Scope::Components));
-    assert_eq!(p.session.scope_changes.len(), 1);
+    assert_eq!(p.energy.session.scope, Some(Scope::Components));
+    assert_eq!(p.energy.session.scope_changes.len(), 1);
     let today = p
+        .kept
         .totals
         .as_ref()
         .map(|t| t.today.clone())
         .unwrap_or_default();
     assert_eq!(today.scope, Some(Scope::Components));
     assert!(
-        (today.joules - p.session.joules.0).abs() < 1e-6,
+        (today.joules - p.energy.session.joules.0).abs() < 1e-6,
         "{today:?}"
     );
     assert!(

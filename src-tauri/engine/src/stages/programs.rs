@@ -16,11 +16,11 @@ use wattbar_core::{Chain, Domain};
 /// How long a model answered through the proxy still names its server.
 const ANSWERED_SECONDS: f64 = 600.0;
 
-pub(super) struct Programs {
+pub(crate) struct Programs {
     pub meter: ProgramMeter,
     /// What readers see, as of the last process read.
     pub view: Arc<ProgramsView>,
-    /// Whether this engine may look for model servers' ports at all ([`super::EngineConfig`]).
+    /// Whether this engine may look for model servers' ports at all ([`crate::EngineConfig`]).
     may_find: bool,
 }
 

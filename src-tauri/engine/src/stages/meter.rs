@@ -1,4 +1,4 @@
-//! The first stage of each sample: a snapshot is calibrated (a fit stands in for a whole-machine
+//! The meter, the first stage of each sample: a snapshot is calibrated (a fit stands in for a whole-machine
 //! reference that is gone), accounted (session, cost, per domain and part) and becomes the
 //! interval since the sample before, which every later stage observes.
 //!
@@ -10,19 +10,22 @@
 //! - The wall clock labels samples and never moves energy; a step of it is said once.
 
 use crate::accounting::{Accounting, LocalWeek, Step};
-use crate::calibration::Calibration;
-use crate::published::{remember, Point};
-use crate::ring::Ring;
+use crate::ring::{Ring, Shared};
+use crate::stages::calibration::Calibration;
+use serde::Serialize;
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 use wattbar_core::inference::{Answered, Interval};
-use wattbar_core::{Part, Snapshot, Stamp};
+use wattbar_core::meter::Method;
+use wattbar_core::{Currency, Part, SessionTotals, Snapshot, Stamp};
 use wattbar_ledger::store::Row;
 
 /// A wall clock that moved this much more or less than elapsed time was stepped.
 const WALL_STEP_SECONDS: f64 = 2.0;
 
 /// Energy and cost as accounted, and the last sample.
-pub(super) struct Meter {
+pub(crate) struct Meter {
     /// Learns the parts against a whole-machine reference, and stands in for it when it goes.
     pub calibration: Calibration,
     pub accounting: Accounting,
@@ -35,8 +38,28 @@ pub(super) struct Meter {
     pub recent: Ring<Point>,
 }
 
+/// The energy this run accounted, and how.
+#[derive(Debug, Clone, Serialize)]
+pub struct Energy {
+    /// The energy each owned part (domain, device, source) has added since the engine started,
+    /// by counter or trapezoid as the ledger counts it: a counter, whose differences between two
+    /// states are the energy between them however many samples lie between. A part not here has
+    /// added nothing that counts (another source owns its domain).
+    pub part_totals: Vec<(Part, f64)>,
+    pub session: SessionTotals,
+    /// How the last sample's headline energy was found: `counter` or `trapezoid`.
+    pub method: Option<Method>,
+    /// The flat price the preferences set.
+    pub price_per_kwh: f64,
+    /// What calibration learned and whether it stands in for the reference now.
+    pub calibration: Arc<crate::stages::calibration::CalibrationView>,
+    /// Headline watts over the last [`RECENT_WINDOW`], oldest first.
+    #[serde(skip)]
+    pub history: Shared<Point>,
+}
+
 /// One sample, accounted: what every later stage of the sample observes.
-pub(super) struct Sampled {
+pub(crate) struct Sampled {
     pub at: Stamp,
     pub snapshot: Snapshot,
     pub step: Step,
@@ -62,7 +85,7 @@ impl Meter {
     }
 
     /// Accounts `snapshot`, taken at `at`.
-    pub fn take(&mut self, at: Stamp, snapshot: Snapshot) -> Sampled {
+    pub fn observe(&mut self, at: Stamp, snapshot: Snapshot) -> Sampled {
         let snapshot = self.calibration.take(snapshot, at.unix_seconds);
         let prev = self.last;
         self.notice_wall_step(at);
@@ -115,6 +138,23 @@ impl Meter {
             interval,
             seconds,
             week_seconds,
+        }
+    }
+
+    /// What readers see of the energy now, the session priced in `currency`; `price_per_kwh`
+    /// is the flat price the preferences set.
+    pub fn now(&mut self, currency: &Currency, price_per_kwh: f64) -> Energy {
+        Energy {
+            part_totals: self
+                .part_totals
+                .iter()
+                .map(|(p, j)| (p.clone(), *j))
+                .collect(),
+            session: self.accounting.totals(currency),
+            method: self.accounting.method(),
+            price_per_kwh,
+            calibration: self.calibration.view(),
+            history: self.recent.shared(),
         }
     }
 
@@ -172,5 +212,52 @@ impl Sampled {
                 .collect(),
             currency: currency.to_string(),
         }
+    }
+}
+
+/// One point of the recent-watts history.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Point {
+    /// Wall-clock time, seconds since the Unix epoch.
+    pub t: f64,
+    /// `None` where no headline could be read: a hole in the line, not a zero.
+    pub watts: Option<f64>,
+}
+
+/// How much recent history the engine keeps for sparklines.
+pub const RECENT_WINDOW: Duration = Duration::from_secs(5 * 60);
+
+/// Adds a point and forgets what is older than [`RECENT_WINDOW`] or, after the wall clock went
+/// back, newer than the point itself.
+pub(crate) fn remember(recent: &mut Ring<Point>, point: Point) {
+    while recent.back().is_some_and(|p| p.t > point.t) {
+        recent.pop_back();
+    }
+    recent.push_back(point);
+    let oldest = point.t - RECENT_WINDOW.as_secs_f64();
+    while recent.front().is_some_and(|p| p.t < oldest) {
+        recent.pop_front();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recent_points_older_than_the_window_or_after_a_backward_step_are_forgotten() {
+        let mut recent = Ring::default();
+        let at = |t: f64| Point {
+            t,
+            watts: Some(1.0),
+        };
+        for t in [0.0, 100.0, 200.0, 301.0] {
+            remember(&mut recent, at(t));
+        }
+        let ts = |r: &Ring<Point>| r.iter().map(|p| p.t).collect::<Vec<_>>();
+        assert_eq!(ts(&recent), vec![100.0, 200.0, 301.0]);
+        // The wall clock went back by 150 s.
+        remember(&mut recent, at(151.0));
+        assert_eq!(ts(&recent), vec![100.0, 151.0]);
     }
 }

@@ -6,6 +6,7 @@
 //! never on the sampling path.
 
 use crate::os_power::{OsPowerMode, ProfilesCtl};
+use serde::Serialize;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wattbar_core::policy::{advice, Advice, Measured};
@@ -18,6 +19,23 @@ pub const EVENTS_BUFFERED: usize = 64;
 
 /// One thing low-power mode did, numbered from 1 in this run, as a sentence.
 pub type LowPowerEvent = (u64, String);
+
+/// Low-power mode now, its advice and what it did.
+#[derive(Debug, Clone, Serialize)]
+pub struct LowPowerNow {
+    /// On or off, since when and why.
+    pub state: LowPowerState,
+    /// The model to run and a sentence for routers.
+    pub advice: Advice,
+    /// The last change of low-power mode, as a sentence; `seq` increases with each.
+    pub event: Option<String>,
+    pub seq: u64,
+    /// The last few events with their `seq`, oldest first, so that one reading shows every
+    /// event since the last.
+    pub events: Arc<[(u64, String)]>,
+    /// macOS Low Power Mode as the system last said (read once a minute); `None` elsewhere.
+    pub os_mode: Option<bool>,
+}
 
 pub struct LowPower {
     policy: Policy,
@@ -159,6 +177,18 @@ impl LowPower {
             .os_low_power_mode
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What readers see of the mode now.
+    pub fn now(&self) -> LowPowerNow {
+        LowPowerNow {
+            state: self.state().clone(),
+            advice: self.advice.clone(),
+            event: self.event().cloned(),
+            seq: self.seq,
+            events: self.recent(),
+            os_mode: self.os_low_power_mode(),
+        }
     }
 }
 

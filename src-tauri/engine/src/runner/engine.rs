@@ -1,0 +1,502 @@
+//! The engine's state and everything it does, in one place: [`Engine::sample`] runs the stages
+//! of a sample in order ([`crate::stages`]), [`Engine::apply`] applies what readers ask, and
+//! [`Engine::published`] gathers what readers see.
+//!
+//! Rules:
+//! - Each stage owns its state; the engine only orders them and carries what one stage gives to
+//!   the next or to the recorder, the ledger's one writer.
+//! - What a command changes is published before it is answered ([`Engine::after_publish`]).
+
+use crate::advice::{AdviceFile, LowPowerView};
+use crate::command::{Command, External};
+use crate::error::Error;
+use crate::home::lock::EngineLock;
+use crate::inference::RequestEvent;
+use crate::published::{InferenceNow, Kept, Pace, Published, Sources};
+use crate::recorder::{Recorder, Write};
+use crate::server_metrics::ServerMetrics;
+use crate::stages::inference::Inference;
+use crate::stages::low_power::LowPower;
+use crate::stages::meter::Meter;
+use crate::stages::programs::Programs;
+use crate::stages::residency::{unload_message, Resident};
+use crate::stages::rest::Rest;
+use crate::time::clock::Clock;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use wattbar_core::inference::resident::Unload;
+use wattbar_core::inference::Record;
+use wattbar_core::{Chain, Preferences, Stamp, Transition};
+
+/// The sampling period while a request is in flight, unless the sources update slower.
+pub const INFERENCE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The sampling period: the preference, but never faster than the slowest source can give new
+/// values (half NVML's counter update period, for one).
+pub(super) fn period(prefs: &Preferences, chain: &Chain) -> Duration {
+    let chosen = prefs.interval();
+    match chain.min_interval() {
+        Some(min) if min > chosen => min,
+        _ => chosen,
+    }
+}
+
+/// The engine's state: the chain and the clock it samples with, the preferences it owns, and one
+/// field per stage of a sample, each owning its own state.
+pub(super) struct Engine {
+    pub chain: Chain,
+    pub clock: Arc<dyn Clock>,
+    pub prefs: Arc<Preferences>,
+    pub meter: Meter,
+    pub programs: Programs,
+    pub resident: Resident,
+    pub inference: Inference,
+    pub servers: ServerMetrics,
+    pub low_power: LowPower,
+    pub rest: Rest,
+    pub recorder: Recorder,
+    pub advice_file: AdviceFile,
+    /// Where a preference set one field at a time is saved.
+    pub preferences_file: Option<PathBuf>,
+    /// Held until the last batch is written; released before shutdown answers.
+    pub lock: Option<EngineLock>,
+    pub publication: Publication,
+}
+
+/// What publishing needs beyond the stages' own state.
+pub(super) struct Publication {
+    pub seq: u64,
+    /// The chain's source ids, in order.
+    pub sources: Vec<String>,
+    /// Start-up's notice ([`super::EngineConfig::notice`]).
+    pub start_notice: Option<String>,
+    /// Answers to send once the state they caused is published, so that whoever is answered
+    /// reads that state, not the one before.
+    pub answers: Vec<Box<dyn FnOnce() + Send>>,
+    /// The preferences, sent when they change and only then: what follows them (MQTT, OTLP)
+    /// wakes for a change, not for every sample.
+    pub prefs: watch::Sender<Preferences>,
+}
+
+/// What woke the engine.
+pub(super) enum Work {
+    Sample,
+    /// What the proxy saw. A request that started or ended makes a sample now, unless the last
+    /// sample is more recent than the fast period.
+    Events(Vec<RequestEvent>),
+    Apply(Command),
+}
+
+impl Engine {
+    fn stamp(&self) -> Stamp {
+        Stamp::new(self.clock.elapsed(), self.clock.unix())
+    }
+
+    /// Does `work`, then keeps the advice file current and queues the answers it made due.
+    pub fn run(&mut self, work: Work) {
+        match work {
+            Work::Sample => self.sample(),
+            Work::Events(events) => self.events(events),
+            Work::Apply(command) => self.apply(command),
+        }
+        self.write_advice();
+        for reply in self.inference.requests.take_answerable() {
+            self.after_publish(move || {
+                let _ = reply.send(());
+            });
+        }
+    }
+
+    fn after_publish(&mut self, answer: impl FnOnce() + Send + 'static) {
+        self.publication.answers.push(Box::new(answer));
+    }
+
+    /// One sample, as a pipeline of stages: the meter accounts it; programs, residency, the
+    /// inference book and the model servers observe its interval; low-power mode its draw; the
+    /// recorder keeps its row; then the processes are read when due, the requests that ended are
+    /// settled, rest decides the pace, and the batch is written when due.
+    fn sample(&mut self) {
+        // Every request's start wakes a sample: ids stay reserved ahead of those given.
+        self.recorder.reserve_record_ids(self.inference.ids_ahead());
+        let at = self.stamp();
+        let snapshot = self.chain.sample(at);
+        let s = self.meter.observe(at, snapshot);
+        if let Some(learned) = self.meter.calibration.take_fresh() {
+            self.recorder.write(Write::Calibration(learned));
+        }
+        if let Some(interval) = &s.interval {
+            self.programs.observe(&s);
+            let local_busy = self.inference.observe(interval);
+            let loaded = self.inference.requests.loaded(self.clock.elapsed());
+            let price = self.meter.accounting.price_per_kwh(s.week_seconds);
+            if let Some(c) = self.resident.observe(interval, loaded, local_busy, price) {
+                self.recorder.write(Write::Residency {
+                    sets: c.sets,
+                    days: c.days,
+                });
+            }
+            self.servers
+                .follow_upstream(self.inference.requests.upstream_port());
+            // Once a window (10 s), not every sample: the spans and intervals are gathered only
+            // when a window is due.
+            if self.servers.due(at) {
+                let intervals = self.inference.book.intervals();
+                let made = self.servers.observe(
+                    at,
+                    intervals.iter(),
+                    self.inference.view().baseline.as_ref(),
+                    &self.inference.proxy_seen(),
+                    self.programs.meter.process_gpu(),
+                );
+                if !made.is_empty() {
+                    self.recorder.write(Write::ServerWindows(made));
+                }
+            }
+        }
+        let (watts, battery) = (s.snapshot.headline_watts(), s.snapshot.battery);
+        if let Some(t) = self.low_power.observe(at, watts, battery) {
+            self.low_power_changed(&t);
+        }
+        if let Some(change) = s.step.headline.scope_change {
+            self.recorder.write(Write::ScopeChange(change));
+        }
+        self.recorder
+            .write(Write::Row(s.row(self.prefs.currency.as_str())));
+        let requests = &self.inference.requests;
+        let read = self.programs.read_if_due(
+            &s,
+            &mut self.chain,
+            requests.upstream_port(),
+            requests.loaded(at.monotonic),
+            &self.inference.book.view().recent,
+        );
+        if let Some(joules) = read {
+            self.servers
+                .follow_listening(&self.programs.meter.model_servers());
+            self.recorder.write(Write::Programs {
+                unix: at.unix_seconds,
+                joules,
+            });
+        }
+        let headline = s.interval.as_ref().and_then(|i| i.method);
+        self.meter.keep(s);
+        self.settle_inference(at);
+        self.rest
+            .observe(at.monotonic, headline, self.inference.busy());
+        self.write_if_due(at);
+    }
+
+    /// What the proxy reported: unloads are recorded and said; a request that started or ended
+    /// makes a sample, at most one per fast period however many requests start and end (a flood
+    /// of short requests must not become a flood of samples). A request whose client waits for
+    /// its receipt is settled at once: that client pays the sample.
+    fn events(&mut self, events: Vec<RequestEvent>) {
+        let mut started_or_ended = false;
+        for event in events {
+            match event {
+                RequestEvent::Unloaded(u) => self.unloaded(&u),
+                event => started_or_ended |= self.inference.requests.apply(event),
+            }
+        }
+        if !started_or_ended {
+            return;
+        }
+        let since = self
+            .meter
+            .last
+            .map(|l| self.clock.elapsed().saturating_sub(l.monotonic));
+        let fast = self.fast_period();
+        if since.is_none_or(|s| s >= fast) || self.inference.requests.urgent() {
+            self.sample();
+        }
+    }
+
+    /// Writes the batch when its interval has passed, or at once when something in it cannot
+    /// wait ([`Recorder::due`]).
+    fn write_if_due(&mut self, at: Stamp) {
+        if self.recorder.due(at.monotonic) {
+            let session = self.meter.accounting.totals(&self.prefs.currency);
+            self.recorder
+                .flush(at.monotonic, &session, at.unix_seconds, &self.prefs);
+        }
+    }
+
+    /// Turns the requests that ended by `at` into records, and stores them.
+    fn settle_inference(&mut self, at: Stamp) {
+        if let Some(settled) = self.inference.settle(at) {
+            self.recorder.write(Write::Records {
+                records: settled.records,
+                at_once: settled.at_once,
+            });
+            self.measured_changed();
+        }
+        if let Some(b) = self.inference.take_baseline_change() {
+            self.recorder.write(Write::Baseline(b));
+        }
+    }
+
+    /// The records changed: low-power mode's advice weighs them anew.
+    pub fn measured_changed(&mut self) {
+        self.low_power.set_measured(self.inference.measured());
+    }
+
+    /// The configured pace while idle; the pace at rest while nobody looks
+    /// ([`crate::stages::rest`]); the fast one while a request is in flight or waits for the
+    /// sample that settles it.
+    pub fn period(&self) -> Duration {
+        if self.inference.busy() {
+            self.fast_period()
+        } else if self.rest.resting() {
+            period(&self.prefs, &self.chain).max(self.prefs.rest_interval())
+        } else {
+            period(&self.prefs, &self.chain)
+        }
+    }
+
+    /// [`INFERENCE_INTERVAL`], or the configured pace if faster, never faster than the sources.
+    fn fast_period(&self) -> Duration {
+        let fast = period(&self.prefs, &self.chain).min(INFERENCE_INTERVAL);
+        match self.chain.min_interval() {
+            Some(min) if min > fast => min,
+            _ => fast,
+        }
+    }
+
+    /// Applies what a reader asked; its answer, if any, waits for the state it caused.
+    fn apply(&mut self, command: Command) {
+        match command {
+            Command::SetPreferences(p, reply) => {
+                let verdict = self.set_preferences(*p);
+                if let Some(reply) = reply {
+                    self.after_publish(move || {
+                        let _ = reply.send(verdict);
+                    });
+                }
+            }
+            Command::SetPreference { key, value, reply } => {
+                let verdict = self.set_preference(&key, &value);
+                self.after_publish(move || {
+                    let _ = reply.send(verdict);
+                });
+            }
+            Command::SetLowPower(on) => {
+                let at = self.stamp();
+                if let Some(t) = self.low_power.set_manual(on, at) {
+                    self.low_power_changed(&t);
+                    self.write_if_due(self.meter.last.unwrap_or(at));
+                }
+            }
+            Command::SetInterval(d) => {
+                let mut next = Preferences::clone(&self.prefs);
+                next.interval_ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+                if let Err(e) = self.set_preferences(next) {
+                    tracing::warn!("{e}");
+                }
+            }
+            Command::RecordInference(e, reply) => {
+                let _ = reply.send(self.record_external(*e));
+            }
+            // Answered by `run` once nothing of it is pending, after the state is published.
+            Command::AwaitSettled(id, reply) => self.inference.requests.await_settled(id, reply),
+            Command::Wake => {
+                let now = self.clock.elapsed();
+                self.rest.woken(now);
+            }
+            Command::ResetSession => {
+                let currency = self.prefs.currency.clone();
+                self.reset_session(&currency);
+            }
+            Command::Shutdown(done) => {
+                let session = self.meter.accounting.totals(&self.prefs.currency);
+                let written = self.recorder.end(&session, self.clock.unix());
+                self.lock = None;
+                let _ = done.send(written);
+            }
+        }
+    }
+
+    /// Ends the session and starts another, priced in `currency`. A sample first closes the
+    /// interval in progress, so that its energy is the old session's (and lifetime's, today's,
+    /// the month's) and the new one starts from this moment.
+    fn reset_session(&mut self, currency: &wattbar_core::Currency) {
+        self.sample();
+        let now = self.clock.unix();
+        let ended = self.meter.accounting.totals(&self.prefs.currency);
+        self.recorder.new_session(&ended, now, currency.as_str());
+        self.meter.accounting.reset(now);
+    }
+
+    /// One field, from the engine's own preferences; saved before it is applied, so what is in
+    /// force is what the next start reads.
+    fn set_preference(
+        &mut self,
+        key: &str,
+        value: &serde_json::Value,
+    ) -> Result<Preferences, Error> {
+        if !Preferences::is_key(key) {
+            return Err(Error::Refused(format!("unknown preference {key:?}")));
+        }
+        let mut next = Preferences::clone(&self.prefs);
+        next.set_field(key, value).map_err(Error::Invalid)?;
+        next.validate().map_err(Error::Invalid)?;
+        next.tariff_schedule().map_err(Error::Invalid)?;
+        if let Some(path) = &self.preferences_file {
+            crate::home::prefs_file::save_field(path, &next, key)?;
+        }
+        self.set_preferences(next)?;
+        Ok(Preferences::clone(&self.prefs))
+    }
+
+    /// Checks `next` whole, then hands each stage what changed for it.
+    fn set_preferences(&mut self, next: Preferences) -> Result<(), Error> {
+        let checked = next
+            .validate()
+            .and_then(|()| next.tariff_schedule())
+            .map_err(|e| Error::Refused(e.to_string()));
+        let tariffs = match checked {
+            Ok(tariffs) => tariffs,
+            Err(e) => {
+                tracing::warn!("preferences refused: {e}");
+                return Err(e);
+            }
+        };
+        if next.currency != self.prefs.currency {
+            // A session's cost is in one currency: a new currency starts a new session.
+            self.reset_session(&next.currency);
+        }
+        self.meter
+            .accounting
+            .set_prices(tariffs, next.carbon_g_per_kwh);
+        self.low_power.set_config(next.low_power.clone());
+        self.inference.book.set_ceiling(next.score_ceiling);
+        if next.wall_meter != self.prefs.wall_meter {
+            let source = next
+                .wall_meter
+                .as_ref()
+                .map(|m| crate::setup::wall_meter_source(&crate::setup::wall_meter_of(m)));
+            self.chain
+                .set_source(wattbar_sources::plugs::SOURCE_ID, source);
+            self.publication.sources = self.chain.ids();
+        }
+        if next.find_model_servers != self.prefs.find_model_servers {
+            self.programs.find_model_servers(next.find_model_servers);
+            self.servers
+                .follow_listening(&self.programs.meter.model_servers());
+        }
+        if next.server_metrics != self.prefs.server_metrics {
+            self.servers
+                .configure(&crate::server_metrics::ServerMetricsConfig::from_prefs(
+                    &next.server_metrics,
+                ));
+        }
+        self.publication.prefs.send_replace(next.clone());
+        self.prefs = Arc::new(next);
+        self.measured_changed();
+        let period = self.period();
+        self.meter.accounting.set_interval(period);
+        Ok(())
+    }
+
+    /// Records a change of low-power mode in the store at once and announces it.
+    fn low_power_changed(&mut self, t: &Transition) {
+        self.low_power
+            .changed(t, &self.prefs.low_power, self.prefs.low_power.os_power_mode);
+        self.recorder.write(Write::LowPower {
+            state: t.state.clone(),
+            message: t.message.clone(),
+        });
+    }
+
+    /// Records an unload the proxy reported and says it once.
+    fn unloaded(&mut self, u: &Unload) {
+        self.recorder.write(Write::Unload(u.clone()));
+        self.low_power.announce(unload_message(u));
+    }
+
+    /// A record for work a client measured itself, over a window that has ended. Its client
+    /// reads it back from the ledger: it is written before the answer.
+    fn record_external(&mut self, e: External) -> Result<Record, Error> {
+        Inference::check_external(&e, self.clock.unix())
+            .map_err(|r| Error::Refused(r.to_string()))?;
+        if self.meter.last.is_none_or(|l| l.unix_seconds < e.end) {
+            self.sample();
+        }
+        let last = self.meter.last.unwrap_or_else(|| self.stamp());
+        let record = self
+            .inference
+            .external(e, last)
+            .map_err(|r| Error::Refused(r.to_string()))?;
+        self.recorder.write(Write::Records {
+            records: vec![record.clone()],
+            at_once: true,
+        });
+        self.write_if_due(last);
+        self.measured_changed();
+        Ok(record)
+    }
+
+    /// Keeps the advice file current, where there is one.
+    pub fn write_advice(&mut self) {
+        if !self.advice_file.kept() {
+            return;
+        }
+        let view = LowPowerView::from_parts(
+            self.low_power.state(),
+            self.low_power.advice(),
+            self.prefs.low_power.action,
+            &self.inference.view().routed,
+            self.low_power.event(),
+        );
+        self.advice_file.keep(view);
+    }
+
+    /// What readers see now, each stage's part whole.
+    pub fn published(&mut self) -> Arc<Published> {
+        self.publication.seq += 1;
+        let energy = self
+            .meter
+            .now(&self.prefs.currency, self.prefs.price_per_kwh.per_kwh());
+        let meter = &self.meter;
+        let kept = Kept {
+            totals: self
+                .recorder
+                .totals(self.clock.unix(), meter.accounting.scope()),
+            committed: self.recorder.committed(),
+            unwritten_joules: self.recorder.unwritten_joules(),
+            notice: (self.recorder.notice())
+                .or(self.publication.start_notice.as_ref())
+                .cloned(),
+            alerts: self.recorder.alerts().to_vec(),
+            alert_seq: self.recorder.alert_seq(),
+        };
+        let inference = InferenceNow {
+            view: self.inference.view(),
+            inflight: self.inference.requests.inflight(),
+            models_in_flight: self.inference.requests.models_in_flight(),
+            resident: self.resident.costs(),
+            servers: self.servers.view(),
+            intervals: self.inference.book.intervals(),
+            records: self.inference.book.records(),
+        };
+        Arc::new(Published {
+            seq: self.publication.seq,
+            snapshot: self.meter.snapshot.clone(),
+            prefs: Arc::clone(&self.prefs),
+            pace: Pace {
+                interval_ms: self.prefs.interval_ms,
+                period_ms: u64::try_from(self.period().as_millis()).unwrap_or(u64::MAX),
+            },
+            energy,
+            kept,
+            sources: Sources {
+                ids: self.publication.sources.clone(),
+                reads: self.chain.counters(),
+            },
+            low_power: self.low_power.now(),
+            inference,
+            programs: Arc::clone(&self.programs.view),
+        })
+    }
+}
