@@ -11,6 +11,7 @@
 //! - `exact`, `contains`, `number`, `mcq` and `regex:` are pure ([`grade`]); `cmd:` and `llm:`
 //!   need a program or a model, which their callers run ([`Grader::Cmd`], [`Grader::Llm`]).
 
+pub mod best;
 pub mod compare;
 mod extract;
 pub mod summary;

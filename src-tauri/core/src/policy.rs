@@ -71,9 +71,17 @@ pub struct PolicyConfig {
     /// Engage when the charge falls below this percent.
     #[serde(rename = "low_power_battery_below_percent")]
     pub battery_below_percent: Option<f64>,
-    /// The model a local router should switch to while the mode is on.
+    /// The model a local router should switch to while the mode is on; [`AUTO_MODEL`]: the
+    /// cheapest model good enough by the profiles kept ([`crate::eval::best`]).
     #[serde(rename = "low_power_model")]
     pub model: String,
+    /// With [`AUTO_MODEL`], the accuracy the chosen model must have reached, a fraction.
+    #[serde(rename = "low_power_min_accuracy")]
+    pub min_accuracy: f64,
+    /// With [`AUTO_MODEL`], the highest median inter-token latency it may have, ms; `None`:
+    /// any.
+    #[serde(rename = "low_power_max_itl_ms")]
+    pub max_itl_ms: Option<f64>,
     /// Also switch the operating system's power mode (power-profiles-daemon, macOS Low Power Mode).
     pub os_power_mode: bool,
     /// What the inference proxy does while the mode is on.
@@ -103,7 +111,7 @@ pub enum LowPowerAction {
 }
 
 /// The preference keys of [`PolicyConfig`], as stored.
-pub const POLICY_KEYS: [&str; 13] = [
+pub const POLICY_KEYS: [&str; 15] = [
     "low_power_auto",
     "low_power_threshold_w",
     "low_power_hysteresis_w",
@@ -112,6 +120,8 @@ pub const POLICY_KEYS: [&str; 13] = [
     "low_power_on_battery",
     "low_power_battery_below_percent",
     "low_power_model",
+    "low_power_min_accuracy",
+    "low_power_max_itl_ms",
     "os_power_mode",
     "low_power_action",
     "low_power_routes",
@@ -124,6 +134,8 @@ pub const DEFAULT_HYSTERESIS_W: f64 = 3.0;
 pub const DEFAULT_ENGAGE_AFTER_S: f64 = 30.0;
 pub const DEFAULT_RELEASE_AFTER_S: f64 = 30.0;
 pub const DEFAULT_MODEL: &str = "qwen3:1b";
+/// `low_power_model` for the cheapest model good enough by the profiles kept.
+pub const AUTO_MODEL: &str = "auto";
 /// Longest engage or release delay a person may choose: one day.
 pub const MAX_DELAY_S: f64 = 86_400.0;
 /// Highest threshold: anything above is a unit mistake (kW typed as W is caught the other way).
@@ -146,6 +158,8 @@ impl Default for PolicyConfig {
             on_battery: false,
             battery_below_percent: None,
             model: DEFAULT_MODEL.to_string(),
+            min_accuracy: crate::eval::best::DEFAULT_MIN_ACCURACY,
+            max_itl_ms: None,
             os_power_mode: false,
             action: LowPowerAction::Advise,
             routes: BTreeMap::new(),
@@ -206,6 +220,20 @@ impl PolicyConfig {
                 "enter a model name such as qwen3:1b".to_string(),
             ));
         }
+        if !(self.min_accuracy.is_finite() && (0.0..=1.0).contains(&self.min_accuracy)) {
+            return Err(invalid(
+                "low_power_min_accuracy",
+                format!("{} is not a fraction between 0 and 1", self.min_accuracy),
+            ));
+        }
+        if let Some(ms) = self.max_itl_ms {
+            if !(ms.is_finite() && ms > 0.0 && ms <= 60_000.0) {
+                return Err(invalid(
+                    "low_power_max_itl_ms",
+                    format!("{ms} ms is not between 0 and 60000 ms"),
+                ));
+            }
+        }
         if self.routes.len() > MAX_ROUTES {
             return Err(invalid(
                 "low_power_routes",
@@ -232,6 +260,20 @@ impl PolicyConfig {
             }
         }
         Ok(())
+    }
+
+    /// Whether the low-power model is chosen from the profiles kept ([`AUTO_MODEL`]).
+    pub fn auto_model(&self) -> bool {
+        self.model.trim() == AUTO_MODEL
+    }
+
+    /// What a model chosen for `low_power_model: "auto"` must meet.
+    pub fn targets(&self) -> crate::eval::best::Targets {
+        crate::eval::best::Targets {
+            min_accuracy: self.min_accuracy,
+            max_itl_seconds: self.max_itl_ms.map(|ms| ms / 1000.0),
+            eval: None,
+        }
     }
 
     fn release_level(&self) -> f64 {
@@ -500,15 +542,42 @@ pub struct Measured {
     pub score: Option<f64>,
     pub tokens_per_second_per_watt: Option<f64>,
     pub most_efficient_model: Option<String>,
+    /// The cheapest model good enough by the profiles kept, for [`AUTO_MODEL`]: the model, and
+    /// the evaluation it was profiled on; `None` where none meets the targets.
+    pub good_enough: Option<(String, String)>,
 }
 
 pub const NO_INFERENCE_DATA: &str = "No inference data yet.";
 
 /// Advice for the current state and what inference measured. The bands use the mean score of
-/// the last records; the model to switch to is the configured low-power model.
+/// the last records; the model to switch to is the configured low-power model, or with
+/// [`AUTO_MODEL`] the one the profiles chose (`auto` itself, and a sentence saying why, while
+/// none is good enough).
 pub fn advice(config: &PolicyConfig, state: &LowPowerState, measured: &Measured) -> Advice {
-    let model = config.model.trim().to_string();
     let score = measured.score.filter(|s| s.is_finite());
+    let model = match (config.auto_model(), &measured.good_enough) {
+        (false, _) => config.model.trim().to_string(),
+        (true, Some((model, _))) => model.clone(),
+        (true, None) => {
+            return Advice {
+                recommended_model: AUTO_MODEL.to_string(),
+                score,
+                tokens_per_second_per_watt: measured.tokens_per_second_per_watt,
+                most_efficient_model: measured.most_efficient_model.clone(),
+                recommendation: format!(
+                    "No profiled model is good enough yet (accuracy at least {:.0} %): profile \
+                     your models with `wattbar-cli profile`, and see `wattbar-cli models --best`.",
+                    config.min_accuracy * 100.0
+                ),
+            }
+        }
+    };
+    let chosen = match &measured.good_enough {
+        Some((_, eval)) if config.auto_model() => {
+            format!(" ({model} is the cheapest model good enough on {eval})")
+        }
+        _ => String::new(),
+    };
     let recommendation = match score {
         None if state.enabled => {
             format!("Low-power mode is on: route requests to {model}. {NO_INFERENCE_DATA}")
@@ -528,11 +597,11 @@ pub fn advice(config: &PolicyConfig, state: &LowPowerState, measured: &Measured)
         ),
     };
     Advice {
+        recommendation: format!("{recommendation}{chosen}"),
         recommended_model: model,
         score,
         tokens_per_second_per_watt: measured.tokens_per_second_per_watt,
         most_efficient_model: measured.most_efficient_model.clone(),
-        recommendation,
     }
 }
 
@@ -763,6 +832,55 @@ mod tests {
             "low_power_model"
         );
         assert!(d().validate().is_ok());
+    }
+
+    #[test]
+    fn auto_advises_the_model_the_profiles_chose_and_says_why_none_when_none() {
+        let c = PolicyConfig {
+            model: AUTO_MODEL.into(),
+            min_accuracy: 0.7,
+            ..PolicyConfig::default()
+        };
+        assert!(c.validate().is_ok());
+        let off = LowPowerState::off();
+        let none = advice(&c, &off, &Measured::default());
+        assert_eq!(none.recommended_model, AUTO_MODEL);
+        assert!(
+            none.recommendation
+                .starts_with("No profiled model is good enough yet (accuracy at least 70 %)"),
+            "{}",
+            none.recommendation
+        );
+        let chosen = Measured {
+            score: Some(3.0),
+            good_enough: Some(("smollm2".into(), "gsm8k".into())),
+            ..Measured::default()
+        };
+        let a = advice(&c, &off, &chosen);
+        assert_eq!(a.recommended_model, "smollm2");
+        assert_eq!(
+            a.recommendation,
+            "Efficiency 3.0/10: fair; smollm2 would answer for less energy per token. (smollm2 \
+             is the cheapest model good enough on gsm8k)"
+        );
+        // A named model is advised as it is, whatever the profiles chose.
+        let named = advice(&PolicyConfig::default(), &off, &chosen);
+        assert_eq!(named.recommended_model, DEFAULT_MODEL);
+        assert!(!named.recommendation.contains("cheapest"));
+        // Targets out of range are refused with the field.
+        for bad in [-0.1, 1.5, f64::NAN] {
+            let c = PolicyConfig {
+                min_accuracy: bad,
+                ..PolicyConfig::default()
+            };
+            assert!(c.validate().is_err(), "{bad}");
+        }
+        let slow = PolicyConfig {
+            max_itl_ms: Some(0.0),
+            ..PolicyConfig::default()
+        };
+        assert!(slow.validate().is_err());
+        assert_eq!(c.targets().min_accuracy, 0.7);
     }
 
     #[test]

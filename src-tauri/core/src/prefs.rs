@@ -595,6 +595,8 @@ fn kind_of(key: &str) -> &'static str {
         "low_power_routes" => "an object mapping model names to model names",
         "low_power_max_tokens" => "a whole number of tokens or null",
         "low_power_battery_below_percent" => "a percentage or null",
+        "low_power_min_accuracy" => "a fraction between 0 and 1",
+        "low_power_max_itl_ms" => "a number of milliseconds or null",
         _ => "a number",
     }
 }

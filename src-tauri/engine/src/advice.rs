@@ -88,16 +88,24 @@ impl AdviceFile {
         }
     }
 
-    /// Whether there is a file to keep: the view need not be built otherwise.
-    pub fn kept(&self) -> bool {
-        self.path.is_some()
-    }
-
-    /// Writes `view` when it differs from what the file holds.
-    pub fn keep(&mut self, view: LowPowerView) {
+    /// Writes the view of `low_power` and `routed` (the requests it routed) under `config`
+    /// when it differs from what the file holds.
+    pub fn keep(
+        &mut self,
+        low_power: &crate::stages::low_power::LowPower,
+        config: &wattbar_core::PolicyConfig,
+        routed: &Routed,
+    ) {
         let Some(path) = self.path.as_ref() else {
             return;
         };
+        let view = LowPowerView::from_parts(
+            low_power.state(),
+            low_power.advice(),
+            config.action,
+            routed,
+            low_power.event(),
+        );
         if self.written.as_ref() == Some(&view) {
             return;
         }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use wattbar_core::inference::Record;
 use wattbar_core::Preferences;
+use wattbar_ledger::store::profiles::StoredProfile;
 
 /// Where the engine says whether it took a change.
 pub type Reply = oneshot::Sender<Result<(), Error>>;
@@ -50,6 +51,8 @@ pub enum Command {
     ResetSession,
     /// Make and store a record for inference a client measured itself; answers the record.
     RecordInference(Box<External>, oneshot::Sender<Result<Record, Error>>),
+    /// Keep a graded profile of a model (`wattbar-cli profile`); answers once it is written.
+    RecordProfile(Box<StoredProfile>, Reply),
     /// Answers once record `id` is settled (published), or at once when nothing of it is
     /// pending: its request never began, was abandoned, or was settled already.
     AwaitSettled(u64, oneshot::Sender<()>),

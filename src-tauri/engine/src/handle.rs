@@ -243,6 +243,16 @@ impl EngineReader {
         rx.await.map_err(|_| Error::Stopped)?
     }
 
+    /// Keeps a graded profile; answers once the ledger holds it, or why it was refused.
+    pub async fn record_profile(
+        &self,
+        profile: wattbar_ledger::store::profiles::StoredProfile,
+    ) -> Result<(), Error> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Command::RecordProfile(Box::new(profile), tx))?;
+        rx.await.map_err(|_| Error::Stopped)?
+    }
+
     pub fn current(&self) -> Arc<Published> {
         self.state.borrow().clone()
     }

@@ -463,42 +463,8 @@ impl ProgramMeter {
         );
         fold_into_other(&mut self.today, |j| *j, active, |o, j| *o += j);
         let today = |name: &str| self.today.get(name).copied().unwrap_or(0.0);
-        let names: std::collections::BTreeSet<&String> = self
-            .totals
-            .keys()
-            .chain(
-                self.today
-                    .keys()
-                    .filter(|k| *k != IDLE && *k != UNATTRIBUTED),
-            )
-            .collect();
-        let mut programs: Vec<ProgramFigure> = names
-            .into_iter()
-            .map(|name| {
-                let (joules, quality) = self.totals.get(name).copied().unwrap_or((0.0, None));
-                ProgramFigure {
-                    program: name.clone(),
-                    watts: Some(per_second(s.programs.get(name).copied().unwrap_or(0.0))),
-                    gpu_watts: Some(per_second(s.gpu.get(name).copied().unwrap_or(0.0))),
-                    joules,
-                    today_joules: today(name),
-                    quality,
-                    serving: Vec::new(),
-                }
-            })
-            .collect();
-        programs.sort_by(most_watts_first);
-        let mut by_energy: Vec<&ProgramFigure> = programs
-            .iter()
-            .filter(|p| p.joules > 0.0 && p.program != OTHER)
-            .collect();
-        by_energy.sort_by(|a, b| b.joules.total_cmp(&a.joules));
-        by_energy.truncate(MAX_PROGRAM_SERIES);
-        self.series
-            .retain(|name, _| by_energy.iter().any(|p| &p.program == name));
-        for p in by_energy {
-            self.series.entry(p.program.clone()).or_insert(p.joules);
-        }
+        let programs = view::figures(&self.totals, &self.today, &s, seconds);
+        view::keep_series(&mut self.series, &programs);
         self.view = ProgramsView {
             at: Some(unix),
             window_seconds: seconds,

@@ -97,4 +97,6 @@ pub struct InferenceNow {
     /// oldest first.
     #[serde(skip)]
     pub records: Shared<wattbar_core::inference::Record>,
+    /// Every graded profile kept, oldest first.
+    pub profiles: Arc<[wattbar_core::eval::best::KeptProfile]>,
 }

@@ -130,6 +130,24 @@ impl Recorder {
         self.budgets.alerts()
     }
 
+    /// What readers see of the ledger now, at wall-clock `now_unix` in the headline's `scope`;
+    /// `start_notice`: what start-up had to say, shown until the ledger has something newer.
+    pub fn kept(
+        &self,
+        now_unix: f64,
+        scope: Option<Scope>,
+        start_notice: Option<&String>,
+    ) -> crate::published::Kept {
+        crate::published::Kept {
+            totals: self.totals(now_unix, scope),
+            committed: self.committed(),
+            unwritten_joules: self.unwritten_joules(),
+            notice: self.notice().or(start_notice).cloned(),
+            alerts: self.alerts().to_vec(),
+            alert_seq: self.alert_seq(),
+        }
+    }
+
     pub fn alert_seq(&self) -> u64 {
         self.budgets.seq()
     }
@@ -153,6 +171,11 @@ impl Recorder {
     /// The fit the ledger kept last; `None` without one.
     pub fn restored_calibration(&self) -> Option<Learned> {
         self.writer.restored_calibration()
+    }
+
+    /// The graded profiles kept, oldest first.
+    pub fn restored_profiles(&self) -> Vec<wattbar_core::eval::best::KeptProfile> {
+        self.writer.restored_profiles()
     }
 
     /// What residency starts from: the stored set baselines and today's rows.

@@ -5,6 +5,7 @@
 //! A failed write is logged, kept for the next batch (up to [`MAX_PENDING`] rows and
 //! [`MAX_PENDING_RECORDS`] records) and shown to the user; it never stops sampling.
 
+use crate::store::profiles::StoredProfile;
 use crate::store::resident::Also;
 use crate::store::scopes::ScopeChange;
 use crate::store::{MovedAside, Row, Store, StoreError, Total};
@@ -40,6 +41,7 @@ struct Batch {
     scope_changes: Vec<ScopeChange>,
     calibration: Option<Learned>,
     server_windows: Vec<ServerWindow>,
+    profiles: Vec<StoredProfile>,
 }
 
 /// What the UI and CLI show from the ledger.
@@ -174,6 +176,11 @@ impl Ledger {
         self.batch.unloads.push(unload);
     }
 
+    /// Keeps a graded profile for the next batch.
+    pub fn record_profile(&mut self, profile: StoredProfile) {
+        self.batch.profiles.push(profile);
+    }
+
     /// Keeps a new fit for the next batch (the newest wins).
     pub fn record_calibration(&mut self, learned: Learned) {
         self.batch.calibration = Some(learned);
@@ -216,6 +223,7 @@ impl Ledger {
                 scope_changes: &b.scope_changes,
                 calibration: b.calibration.as_ref(),
                 server_windows: &b.server_windows,
+                profiles: &b.profiles,
             },
         )?;
         self.batch = Batch::default();

@@ -33,6 +33,9 @@
 //! - `samples.start` (v14): see `samples`.
 //! - `server_windows`, `server_totals` (v16): model servers followed by their own counters,
 //!   each window and each model's sums ([`server_windows`]).
+//! - scopes of records, windows and sums (v17).
+//! - `profiles` (v18): graded profiles of models, the evidence of `models --best`
+//!   ([`profiles`]).
 //!
 //! Writes come in batches, each one transaction: a kill -9 loses at most the batch in memory and
 //! never leaves a half-written one. A file that is not a database, or fails its integrity
@@ -52,6 +55,7 @@ mod coverage;
 pub mod domains;
 pub mod inference;
 pub mod intervals;
+pub mod profiles;
 pub mod programs;
 mod reads;
 pub mod resident;

@@ -81,6 +81,7 @@ use wattbar_core::inference::usage::UsageChunkFilter;
 use wattbar_core::inference::{
     check_model_name, Framing, ResponseMeter, Route, ServerFigures, Status,
 };
+use wattbar_core::policy::AUTO_MODEL;
 use wattbar_core::{LowPowerAction, PolicyConfig};
 use wattbar_engine::inference::reporter::{InFlight, Reporter};
 use wattbar_engine::published::Published;
@@ -468,7 +469,17 @@ impl Proxy {
             .is_some_and(|v| v.trim().eq_ignore_ascii_case("off"));
         let published = Arc::clone(&self.state.borrow());
         let config = &published.prefs.low_power;
-        (!opted_out && published.low_power.state.enabled && config.action == LowPowerAction::Route)
-            .then(|| config.clone())
+        let routes = !opted_out
+            && published.low_power.state.enabled
+            && config.action == LowPowerAction::Route;
+        routes.then(|| {
+            let mut config = config.clone();
+            // `auto`: the model the profiles chose, once one is good enough.
+            let chosen = &published.low_power.advice.recommended_model;
+            if config.auto_model() && chosen != AUTO_MODEL {
+                config.model.clone_from(chosen);
+            }
+            config
+        })
     }
 }

@@ -269,6 +269,7 @@ pub(crate) mod tests {
                 servers: Default::default(),
                 intervals: Default::default(),
                 records: Default::default(),
+                profiles: Vec::new().into(),
             },
             programs: Default::default(),
         }

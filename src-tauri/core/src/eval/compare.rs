@@ -10,6 +10,7 @@
 //! - A run whose accuracy or energy is unknown is listed, never ranked.
 
 use serde::Serialize;
+use serde_json::Value;
 
 /// What a comparison needs of one run's `summary.json`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -29,6 +30,43 @@ pub struct Run {
     pub joules_per_correct_answer: Option<f64>,
     pub intelligence_per_joule: Option<f64>,
     pub itl_seconds_median: Option<f64>,
+}
+
+impl Run {
+    /// The run a profile's `summary.json` describes, labelled `label`. Sources and graders are
+    /// sorted, each once; a figure the summary lacks or gives as `null` is `None`.
+    pub fn from_summary(label: String, s: &Value) -> Run {
+        let strings = |v: &Value| -> Vec<String> {
+            let mut out: Vec<String> = v
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect();
+            out.sort();
+            out.dedup();
+            out
+        };
+        Run {
+            label,
+            model: s["model"].as_str().unwrap_or_default().to_string(),
+            machine: s["machine"].as_str().map(String::from),
+            sources: strings(&s["sources"]),
+            graders: strings(&s["graders"]),
+            correct: s["correct"].as_u64().unwrap_or(0),
+            incorrect: s["incorrect"].as_u64().unwrap_or(0),
+            accuracy: s["accuracy"].as_f64().filter(|a| (0.0..=1.0).contains(a)),
+            avg_per_query_energy_joules: finite(&s["avg_per_query_energy_joules"]),
+            joules_per_correct_answer: finite(&s["joules_per_correct_answer"]),
+            intelligence_per_joule: finite(&s["intelligence_per_joule"]),
+            itl_seconds_median: finite(&s["itl_seconds_median"]),
+        }
+    }
+}
+
+/// A figure that is a finite number not below 0; `None` otherwise.
+fn finite(v: &Value) -> Option<f64> {
+    v.as_f64().filter(|x| x.is_finite() && *x >= 0.0)
 }
 
 /// A run as compared: its interval and whether it is on its group's front.

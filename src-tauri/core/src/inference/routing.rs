@@ -56,13 +56,24 @@ impl Rewritten {
     }
 }
 
-/// The model that serves a request for `requested` while routing.
-pub fn served_model<'a>(config: &'a PolicyConfig, requested: &str) -> &'a str {
+/// The model that serves a request for `requested` while routing. With
+/// [`AUTO_MODEL`](crate::policy::AUTO_MODEL) the caller puts the chosen model in its place, and
+/// where none is chosen a request no route names keeps its model.
+pub fn served_model<'a>(config: &'a PolicyConfig, requested: &'a str) -> &'a str {
     config
         .routes
         .get(requested)
         .or_else(|| config.routes.get("*"))
-        .unwrap_or(&config.model)
+        .map_or_else(
+            || {
+                if config.auto_model() {
+                    requested
+                } else {
+                    config.model.as_str()
+                }
+            },
+            String::as_str,
+        )
 }
 
 /// The members of a request that routing reads.
@@ -225,6 +236,17 @@ mod tests {
         assert_eq!(served_model(&c, "mistral"), "smollm2");
         let plain = config(&[("llama3.1:70b", "llama3.2:3b")], None);
         assert_eq!(served_model(&plain, "mistral"), "qwen3:1b");
+    }
+
+    #[test]
+    fn auto_routes_only_where_a_route_names_the_model_until_one_is_chosen() {
+        let mut c = config(&[("llama3.1:70b", "llama3.2:3b")], None);
+        c.model = crate::policy::AUTO_MODEL.into();
+        // Nothing chosen: a request no route names keeps its model, never goes to "auto".
+        assert_eq!(served_model(&c, "gemma3:27b"), "gemma3:27b");
+        assert_eq!(served_model(&c, "llama3.1:70b"), "llama3.2:3b");
+        c.routes.insert("*".into(), "qwen3:1b".into());
+        assert_eq!(served_model(&c, "gemma3:27b"), "qwen3:1b");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use wattbar_core::programs::Split;
 use wattbar_core::Quality;
 use wattbar_ledger::store::programs::{IDLE, UNATTRIBUTED};
 
@@ -283,5 +284,54 @@ impl ProgramsView {
             idle_draw_watts: self.idle_draw_watts,
             unavailable: self.unavailable.clone(),
         }
+    }
+}
+
+/// Each program kept, after a window of `seconds` split as `window`: its watts over the window,
+/// its joules since the start and today (`totals`, `today`), most watts first.
+pub(super) fn figures(
+    totals: &BTreeMap<String, (f64, Option<Quality>)>,
+    today: &BTreeMap<String, f64>,
+    window: &Split,
+    seconds: f64,
+) -> Vec<ProgramFigure> {
+    let per_second = |j: f64| if seconds > 0.0 { j / seconds } else { 0.0 };
+    let names: std::collections::BTreeSet<&String> = totals
+        .keys()
+        .chain(today.keys().filter(|k| *k != IDLE && *k != UNATTRIBUTED))
+        .collect();
+    let mut programs: Vec<ProgramFigure> = names
+        .into_iter()
+        .map(|name| {
+            let (joules, quality) = totals.get(name).copied().unwrap_or((0.0, None));
+            ProgramFigure {
+                program: name.clone(),
+                watts: Some(per_second(
+                    window.programs.get(name).copied().unwrap_or(0.0),
+                )),
+                gpu_watts: Some(per_second(window.gpu.get(name).copied().unwrap_or(0.0))),
+                joules,
+                today_joules: today.get(name).copied().unwrap_or(0.0),
+                quality,
+                serving: Vec::new(),
+            }
+        })
+        .collect();
+    programs.sort_by(most_watts_first);
+    programs
+}
+
+/// Keeps a series for the [`MAX_PROGRAM_SERIES`] programs with the most energy (never
+/// [`OTHER`]), each from the joules it had when it joined.
+pub(super) fn keep_series(series: &mut BTreeMap<String, f64>, programs: &[ProgramFigure]) {
+    let mut by_energy: Vec<&ProgramFigure> = programs
+        .iter()
+        .filter(|p| p.joules > 0.0 && p.program != OTHER)
+        .collect();
+    by_energy.sort_by(|a, b| b.joules.total_cmp(&a.joules));
+    by_energy.truncate(MAX_PROGRAM_SERIES);
+    series.retain(|name, _| by_energy.iter().any(|p| &p.program == name));
+    for p in by_energy {
+        series.entry(p.program.clone()).or_insert(p.joules);
     }
 }

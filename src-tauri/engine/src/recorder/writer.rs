@@ -10,12 +10,14 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 use wattbar_core::calibration::Learned;
+use wattbar_core::eval::best::KeptProfile;
 use wattbar_core::inference::resident::{Kept, ResidentDay, SetBaseline, Unload};
 use wattbar_core::inference::server_window::ServerWindow;
 use wattbar_core::inference::{Baseline, Record, Routed};
 use wattbar_core::session::ScopeChange;
 use wattbar_core::{LowPowerState, Preferences, Scope, SessionTotals};
 use wattbar_ledger::ledger::Ledger;
+use wattbar_ledger::store::profiles::StoredProfile;
 use wattbar_ledger::store::{Row, StoreError};
 
 /// How many record ids are reserved at once; more are reserved when half are given.
@@ -48,6 +50,9 @@ pub enum Write {
     Unload(Unload),
     /// Windows of model servers followed by their own counters.
     ServerWindows(Vec<ServerWindow>),
+    /// A graded profile of a model, written at the next chance: its client is answered once it
+    /// is kept.
+    Profile(StoredProfile),
     /// A change of low-power mode, written at the next chance: a choice the user made is not
     /// lost to a crash in the seconds after it.
     LowPower {
@@ -129,6 +134,10 @@ impl Writer {
             Write::ServerWindows(windows) => ledger.record_server_windows(windows),
             Write::LowPower { state, message } => {
                 ledger.record_low_power(state, message);
+                self.urgent = true;
+            }
+            Write::Profile(profile) => {
+                ledger.record_profile(profile);
                 self.urgent = true;
             }
         }
@@ -289,6 +298,20 @@ impl Writer {
             tracing::warn!("the stored calibration could not be read: {e}");
             None
         })
+    }
+
+    /// The graded profiles kept, oldest first.
+    pub(super) fn restored_profiles(&self) -> Vec<KeptProfile> {
+        let Some(ledger) = self.ledger.as_ref() else {
+            return Vec::new();
+        };
+        match ledger.store().profiles() {
+            Ok(kept) => kept.into_iter().map(|p| p.profile).collect(),
+            Err(e) => {
+                tracing::warn!("the stored profiles could not be read: {e}");
+                Vec::new()
+            }
+        }
     }
 
     /// What residency starts from: the stored set baselines and today's rows.

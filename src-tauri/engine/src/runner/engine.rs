@@ -7,12 +7,12 @@
 //!   the next or to the recorder, the ledger's one writer.
 //! - What a command changes is published before it is answered ([`Engine::after_publish`]).
 
-use crate::advice::{AdviceFile, LowPowerView};
+use crate::advice::AdviceFile;
 use crate::command::{Command, External};
 use crate::error::Error;
 use crate::home::lock::EngineLock;
 use crate::inference::RequestEvent;
-use crate::published::{InferenceNow, Kept, Pace, Published, Sources};
+use crate::published::{InferenceNow, Pace, Published, Sources};
 use crate::recorder::{Recorder, Write};
 use crate::server_metrics::ServerMetrics;
 use crate::stages::inference::Inference;
@@ -29,6 +29,7 @@ use tokio::sync::watch;
 use wattbar_core::inference::resident::Unload;
 use wattbar_core::inference::Record;
 use wattbar_core::{Chain, Preferences, Stamp, Transition};
+use wattbar_ledger::store::profiles::StoredProfile;
 
 /// The sampling period while a request is in flight, unless the sources update slower.
 pub const INFERENCE_INTERVAL: Duration = Duration::from_millis(100);
@@ -237,9 +238,11 @@ impl Engine {
         }
     }
 
-    /// The records changed: low-power mode's advice weighs them anew.
+    /// The records, the profiles or the preferences changed: low-power mode's advice weighs
+    /// them anew.
     pub fn measured_changed(&mut self) {
-        self.low_power.set_measured(self.inference.measured());
+        let measured = self.inference.measured(&self.prefs.low_power);
+        self.low_power.set_measured(measured);
     }
 
     /// The configured pace while idle; the pace at rest while nobody looks
@@ -297,6 +300,12 @@ impl Engine {
             }
             Command::RecordInference(e, reply) => {
                 let _ = reply.send(self.record_external(*e));
+            }
+            Command::RecordProfile(p, reply) => {
+                let verdict = self.record_profile(*p);
+                self.after_publish(move || {
+                    let _ = reply.send(verdict);
+                });
             }
             // Answered by `run` once nothing of it is pending, after the state is published.
             Command::AwaitSettled(id, reply) => self.inference.requests.await_settled(id, reply),
@@ -437,19 +446,23 @@ impl Engine {
         Ok(record)
     }
 
+    /// Keeps a graded profile: checked, written at once, weighed by the advice.
+    fn record_profile(&mut self, p: StoredProfile) -> Result<(), Error> {
+        self.inference
+            .keep_profile(p.profile.clone())
+            .map_err(Error::Refused)?;
+        self.recorder.write(Write::Profile(p));
+        let at = self.meter.last.unwrap_or_else(|| self.stamp());
+        self.write_if_due(at);
+        self.measured_changed();
+        Ok(())
+    }
+
     /// Keeps the advice file current, where there is one.
     pub fn write_advice(&mut self) {
-        if !self.advice_file.kept() {
-            return;
-        }
-        let view = LowPowerView::from_parts(
-            self.low_power.state(),
-            self.low_power.advice(),
-            self.prefs.low_power.action,
-            &self.inference.view().routed,
-            self.low_power.event(),
-        );
-        self.advice_file.keep(view);
+        let routed = &self.inference.view().routed;
+        self.advice_file
+            .keep(&self.low_power, &self.prefs.low_power, routed);
     }
 
     /// What readers see now, each stage's part whole.
@@ -458,19 +471,9 @@ impl Engine {
         let energy = self
             .meter
             .now(&self.prefs.currency, self.prefs.price_per_kwh.per_kwh());
-        let meter = &self.meter;
-        let kept = Kept {
-            totals: self
-                .recorder
-                .totals(self.clock.unix(), meter.accounting.scope()),
-            committed: self.recorder.committed(),
-            unwritten_joules: self.recorder.unwritten_joules(),
-            notice: (self.recorder.notice())
-                .or(self.publication.start_notice.as_ref())
-                .cloned(),
-            alerts: self.recorder.alerts().to_vec(),
-            alert_seq: self.recorder.alert_seq(),
-        };
+        let start_notice = self.publication.start_notice.as_ref();
+        let scope = self.meter.accounting.scope();
+        let kept = self.recorder.kept(self.clock.unix(), scope, start_notice);
         let inference = InferenceNow {
             view: self.inference.view(),
             inflight: self.inference.requests.inflight(),
@@ -479,6 +482,7 @@ impl Engine {
             servers: self.servers.view(),
             intervals: self.inference.book.intervals(),
             records: self.inference.book.records(),
+            profiles: self.inference.profiles(),
         };
         Arc::new(Published {
             seq: self.publication.seq,

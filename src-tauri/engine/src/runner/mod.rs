@@ -150,7 +150,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         ),
         programs: Programs::new(programs, config.find_model_servers, find_model_servers),
         resident,
-        inference: Inference::new(book, ids.clone()),
+        inference: Inference::new(book, ids.clone(), recorder.restored_profiles()),
         servers,
         low_power,
         rest: Rest::new(config.may_rest, config.rest_after, rest_from),

@@ -13,15 +13,18 @@ use crate::inference::events::External;
 use crate::inference::{Book, InferenceView, RecordIds, Requests};
 use crate::server_metrics::ProxySeen;
 use std::sync::Arc;
+use wattbar_core::eval::best::{best, KeptProfile};
 use wattbar_core::inference::{Baseline, Interval, Record};
 use wattbar_core::policy::Measured;
-use wattbar_core::Stamp;
+use wattbar_core::{PolicyConfig, Stamp};
 
-/// The stage: requests, the ids handed to the proxy, and the book of records.
+/// The stage: requests, the ids handed to the proxy, the book of records, and the graded
+/// profiles that choose the low-power model where it is `auto`.
 pub(crate) struct Inference {
     pub requests: Requests,
     pub ids: RecordIds,
     pub book: Book,
+    profiles: Arc<[KeptProfile]>,
 }
 
 /// What one sample settled, for the ledger.
@@ -53,12 +56,52 @@ impl std::fmt::Display for Refused {
 }
 
 impl Inference {
-    pub fn new(book: Book, ids: RecordIds) -> Self {
+    /// Starts from `book` and the `profiles` the ledger kept.
+    pub fn new(book: Book, ids: RecordIds, profiles: Vec<KeptProfile>) -> Self {
         Inference {
             requests: Requests::default(),
             ids,
             book,
+            profiles: profiles.into(),
         }
+    }
+
+    /// Keeps a new profile; whether it is one: a model and an evaluation named, its counts
+    /// within its queries, its figures finite.
+    pub fn keep_profile(&mut self, p: KeptProfile) -> Result<(), String> {
+        let r = &p.run;
+        let figures = [
+            r.accuracy,
+            r.avg_per_query_energy_joules,
+            r.joules_per_correct_answer,
+            r.intelligence_per_joule,
+            r.itl_seconds_median,
+        ];
+        if r.model.trim().is_empty() || p.eval.trim().is_empty() {
+            return Err("a profile names its model and its evaluation".into());
+        }
+        if r.correct + r.incorrect > p.queries {
+            return Err(format!(
+                "{} graded answers of {} queries",
+                r.correct + r.incorrect,
+                p.queries
+            ));
+        }
+        if !p.at.is_finite() || figures.iter().flatten().any(|x| !x.is_finite() || *x < 0.0) {
+            return Err("a profile's figures are finite numbers, none below 0".into());
+        }
+        if r.accuracy.is_some_and(|a| a > 1.0) {
+            return Err("accuracy is a fraction".into());
+        }
+        let mut kept = self.profiles.to_vec();
+        kept.push(p);
+        self.profiles = kept.into();
+        Ok(())
+    }
+
+    /// Every profile kept, oldest first.
+    pub fn profiles(&self) -> Arc<[KeptProfile]> {
+        Arc::clone(&self.profiles)
     }
 
     /// The first id not yet handed out: the ledger reserves ids up to it before any is used.
@@ -134,13 +177,19 @@ impl Inference {
             .ok_or(Refused::Unmade)
     }
 
-    /// What low-power mode's advice weighs: the score, the efficiency and the best model.
-    pub fn measured(&self) -> Measured {
+    /// What low-power mode's advice weighs: the score, the efficiency, the most efficient model
+    /// and, where the low-power model is `auto`, the cheapest one good enough for `config`.
+    pub fn measured(&self, config: &PolicyConfig) -> Measured {
         let v = self.book.view();
+        let good_enough = config.auto_model().then(|| {
+            let choice = best(&self.profiles, &config.targets());
+            choice.chosen.zip(choice.eval)
+        });
         Measured {
             score: v.score,
             tokens_per_second_per_watt: v.tokens_per_second_per_watt,
             most_efficient_model: v.most_efficient_model.clone(),
+            good_enough: good_enough.flatten(),
         }
     }
 

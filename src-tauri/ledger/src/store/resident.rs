@@ -53,6 +53,8 @@ pub struct Also<'a> {
     pub calibration: Option<&'a wattbar_core::calibration::Learned>,
     /// Windows of model servers followed by their own counters.
     pub server_windows: &'a [wattbar_core::inference::server_window::ServerWindow],
+    /// Graded profiles of models.
+    pub profiles: &'a [super::profiles::StoredProfile],
 }
 
 /// Keeps one unload; `conn` may be the batch's transaction.

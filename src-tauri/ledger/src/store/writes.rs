@@ -218,6 +218,9 @@ impl Store {
                 super::calibration::put(&tx, l)?;
             }
             super::server_windows::put(&tx, also.server_windows)?;
+            for profile in also.profiles {
+                super::profiles::put(&tx, profile)?;
+            }
             if let Some(through) = also.reserve_ids_through {
                 super::inference::put_reserved_ids(&tx, through)?;
             }

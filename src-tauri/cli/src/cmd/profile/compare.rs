@@ -13,35 +13,11 @@ fn read_run(dir: &Path) -> Result<Run> {
         .with_context(|| format!("cannot read {}", path.display()))?;
     let s: Value =
         serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
-    let strings = |v: &Value| -> Vec<String> {
-        let mut out: Vec<String> = v
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|x| x.as_str().map(String::from))
-            .collect();
-        out.sort();
-        out.dedup();
-        out
-    };
     let label = dir.file_name().map_or_else(
         || dir.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
-    Ok(Run {
-        label,
-        model: s["model"].as_str().unwrap_or_default().to_string(),
-        machine: s["machine"].as_str().map(String::from),
-        sources: strings(&s["sources"]),
-        graders: strings(&s["graders"]),
-        correct: s["correct"].as_u64().unwrap_or(0),
-        incorrect: s["incorrect"].as_u64().unwrap_or(0),
-        accuracy: s["accuracy"].as_f64(),
-        avg_per_query_energy_joules: s["avg_per_query_energy_joules"].as_f64(),
-        joules_per_correct_answer: s["joules_per_correct_answer"].as_f64(),
-        intelligence_per_joule: s["intelligence_per_joule"].as_f64(),
-        itl_seconds_median: s["itl_seconds_median"].as_f64(),
-    })
+    Ok(Run::from_summary(label, &s))
 }
 
 /// The energy's sources in words.

@@ -3,6 +3,7 @@
 mod calibration;
 mod clocks;
 mod prefs;
+mod profiles;
 mod programs;
 mod records;
 mod resident;

@@ -1,0 +1,185 @@
+//! Graded profiles (v18): `profiles`, one row per `wattbar-cli profile` run: when it ended, the
+//! evaluation, the model, the machine, the energy's sources and the graders (comma-joined,
+//! sorted), the counts and the figures that choose a model ([`wattbar_core::eval::best`]), and
+//! the whole `summary.json` beside them. Written in the engine's batch, never pruned: a profile
+//! is the evidence of a choice.
+
+use super::{Store, StoreError};
+use rusqlite::{params, Connection};
+use wattbar_core::eval::best::KeptProfile;
+use wattbar_core::eval::compare::Run;
+
+pub(super) const MIGRATION: &str = r#"
+CREATE TABLE profiles (id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL,
+                       eval TEXT NOT NULL, model TEXT NOT NULL, label TEXT NOT NULL,
+                       machine TEXT, sources TEXT NOT NULL, graders TEXT NOT NULL,
+                       queries INTEGER NOT NULL, correct INTEGER NOT NULL,
+                       incorrect INTEGER NOT NULL, accuracy REAL, joules_per_query REAL,
+                       joules_per_correct REAL, intelligence_per_joule REAL,
+                       itl_seconds_median REAL, summary TEXT NOT NULL);
+CREATE INDEX profiles_eval ON profiles (eval, at);
+"#;
+
+/// The first schema that keeps profiles.
+const SINCE: i64 = 18;
+
+/// A profile as the ledger keeps it: its figures and its whole summary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredProfile {
+    pub profile: KeptProfile,
+    /// `summary.json` as the profile wrote it.
+    pub summary: String,
+}
+
+fn joined(v: &[String]) -> String {
+    v.join(",")
+}
+
+fn split(s: &str) -> Vec<String> {
+    s.split(',')
+        .filter(|x| !x.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+fn count(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Adds `p`; `conn` is the batch's transaction.
+pub(super) fn put(conn: &Connection, p: &StoredProfile) -> rusqlite::Result<()> {
+    let k = &p.profile;
+    let r = &k.run;
+    conn.prepare_cached(
+        "INSERT INTO profiles (at, eval, model, label, machine, sources, graders, queries,
+           correct, incorrect, accuracy, joules_per_query, joules_per_correct,
+           intelligence_per_joule, itl_seconds_median, summary)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+    )?
+    .execute(params![
+        k.at,
+        k.eval,
+        r.model,
+        r.label,
+        r.machine,
+        joined(&r.sources),
+        joined(&r.graders),
+        count(k.queries),
+        count(r.correct),
+        count(r.incorrect),
+        r.accuracy,
+        r.avg_per_query_energy_joules,
+        r.joules_per_correct_answer,
+        r.intelligence_per_joule,
+        r.itl_seconds_median,
+        p.summary,
+    ])?;
+    Ok(())
+}
+
+impl Store {
+    /// Every profile kept, oldest first; none in a ledger from before profiles were kept.
+    pub fn profiles(&self) -> Result<Vec<StoredProfile>, StoreError> {
+        if self.version < SINCE {
+            return Ok(Vec::new());
+        }
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT at, eval, model, label, machine, sources, graders, queries, correct,
+                        incorrect, accuracy, joules_per_query, joules_per_correct,
+                        intelligence_per_joule, itl_seconds_median, summary
+                 FROM profiles ORDER BY at, id",
+            )
+            .map_err(|e| self.sql(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                let n = |i: usize| r.get::<_, i64>(i).map(|v| u64::try_from(v).unwrap_or(0));
+                Ok(StoredProfile {
+                    profile: KeptProfile {
+                        at: r.get(0)?,
+                        eval: r.get(1)?,
+                        queries: n(7)?,
+                        run: Run {
+                            model: r.get(2)?,
+                            label: r.get(3)?,
+                            machine: r.get(4)?,
+                            sources: split(&r.get::<_, String>(5)?),
+                            graders: split(&r.get::<_, String>(6)?),
+                            correct: n(8)?,
+                            incorrect: n(9)?,
+                            accuracy: r.get(10)?,
+                            avg_per_query_energy_joules: r.get(11)?,
+                            joules_per_correct_answer: r.get(12)?,
+                            intelligence_per_joule: r.get(13)?,
+                            itl_seconds_median: r.get(14)?,
+                        },
+                    },
+                    summary: r.get(15)?,
+                })
+            })
+            .map_err(|e| self.sql(e))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.sql(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StoredProfile;
+    use crate::ledger::Ledger;
+    use crate::store::{Store, DB_FILE};
+    use wattbar_core::eval::best::KeptProfile;
+    use wattbar_core::eval::compare::Run;
+
+    fn profile(model: &str, at: f64, correct: u64, joules: Option<f64>) -> StoredProfile {
+        StoredProfile {
+            profile: KeptProfile {
+                at,
+                eval: "gsm8k-test-first40".into(),
+                queries: 10,
+                run: Run {
+                    label: format!("{model}-run"),
+                    model: model.into(),
+                    machine: Some("desk".into()),
+                    sources: vec!["proc-stat".into(), "rapl".into()],
+                    graders: vec!["number".into()],
+                    correct,
+                    incorrect: 10 - correct,
+                    accuracy: Some(correct as f64 / 10.0),
+                    avg_per_query_energy_joules: joules,
+                    joules_per_correct_answer: joules
+                        .filter(|_| correct > 0)
+                        .map(|j| j * 10.0 / correct as f64),
+                    intelligence_per_joule: joules.map(|j| correct as f64 / 10.0 / j),
+                    itl_seconds_median: Some(0.0066),
+                },
+            },
+            summary: format!("{{\"model\":\"{model}\"}}"),
+        }
+    }
+
+    #[test]
+    fn profiles_survive_a_restart_field_for_field_with_unknown_figures_kept_unknown() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join(DB_FILE);
+        let kept = [
+            profile("smollm2", 1_000.0, 1, Some(12.3)),
+            profile("smollm2-q4", 2_000.0, 0, None),
+        ];
+        {
+            let (mut ledger, _) =
+                Ledger::open(&path, 900.0, "EUR").unwrap_or_else(|e| panic!("{e}"));
+            for p in &kept {
+                ledger.record_profile(p.clone());
+            }
+            ledger
+                .flush(0.0, 0.0, 2_001.0)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let store = Store::open_read_only(&path).unwrap_or_else(|e| panic!("{e}"));
+        let read = store.profiles().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(read, kept);
+        // No correct answer: no J per correct answer, never 0 or infinite.
+        assert_eq!(read[1].profile.run.joules_per_correct_answer, None);
+    }
+}
