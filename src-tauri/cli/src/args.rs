@@ -188,6 +188,21 @@ pub enum Cmd {
         json: bool,
         #[arg(long)]
         csv: bool,
+        /// The cheapest model good enough, from the profiles kept (`profile`): the lowest energy
+        /// per query among those that meet the targets, with the evidence.
+        #[arg(long, conflicts_with = "csv")]
+        best: bool,
+        /// With --best: the lowest accuracy, a fraction.
+        #[arg(long, requires = "best", value_name = "FRACTION", value_parser = parse_fraction,
+              default_value_t = wattbar_core::eval::best::DEFAULT_MIN_ACCURACY)]
+        min_accuracy: f64,
+        /// With --best: the highest median inter-token latency, such as 100ms.
+        #[arg(long, requires = "best", value_parser = parse_latency)]
+        max_itl: Option<Duration>,
+        /// With --best: the evaluation (as `profile --eval` named it); default: the newest
+        /// profile's.
+        #[arg(long, requires = "best", value_name = "NAME")]
+        eval: Option<String>,
     },
     /// Which programs draw the watts: a table by watts, updated as the engine reads the
     /// processes (every 10 s). Beside a running engine it follows that one; else it runs its own.
@@ -301,6 +316,10 @@ pub enum Cmd {
         /// At most this many prompts, from the top.
         #[arg(long)]
         max: Option<usize>,
+        /// What the evaluation is called in the ledger, where `models --best` compares models
+        /// of one evaluation; default: the prompts file's name, with the count under `--max`.
+        #[arg(long, value_name = "NAME")]
+        eval: Option<String>,
         /// Where records.jsonl and summary.json go; default ./wattbar-profile-MODEL.
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
@@ -487,6 +506,25 @@ fn parse_fleet_duration(text: &str) -> Result<Duration, String> {
     let d = parse_duration(text).map_err(|e| e.to_string())?;
     if !(Duration::from_millis(100)..=Duration::from_secs(3600)).contains(&d) {
         return Err(format!("{text:?}: give 100ms to 1h"));
+    }
+    Ok(d)
+}
+
+/// A fraction from 0 to 1, such as 0.6.
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "{text:?} is not a fraction from 0 to 1, such as 0.6"
+        )),
+    }
+}
+
+/// A latency target: a duration above zero, such as 100ms.
+fn parse_latency(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text).map_err(|e| e.to_string())?;
+    if d.is_zero() {
+        return Err("a latency target is above 0, such as 100ms".into());
     }
     Ok(d)
 }

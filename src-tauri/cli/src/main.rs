@@ -30,7 +30,7 @@ use args::{Cli, Cmd};
 use clap::Parser;
 use cmd::watch::Format;
 use cmd::{
-    calibrate, export, fleet, inspect, llm, low_power, profile, report, reset_session, serve,
+    best, calibrate, export, fleet, inspect, llm, low_power, profile, report, reset_session, serve,
     service, top, totals, version, watch,
 };
 
@@ -99,7 +99,22 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Cmd::LowPower { state, api } => low_power::low_power(state, api),
-        Cmd::Models { json, csv } => llm::models(match (json, csv) {
+        Cmd::Models {
+            json,
+            best: true,
+            min_accuracy,
+            max_itl,
+            eval,
+            ..
+        } => best::models_best(
+            &wattbar_core::eval::best::Targets {
+                min_accuracy,
+                max_itl_seconds: max_itl.map(|d| d.as_secs_f64()),
+                eval,
+            },
+            json,
+        ),
+        Cmd::Models { json, csv, .. } => llm::models(match (json, csv) {
             (true, _) => args::TableFormat::Json,
             (_, true) => args::TableFormat::Csv,
             _ => args::TableFormat::Human,
@@ -169,6 +184,7 @@ fn run(cli: Cli) -> Result<()> {
             upstream,
             api,
             max,
+            eval,
             out,
             idle,
             interval,
@@ -189,6 +205,7 @@ fn run(cli: Cli) -> Result<()> {
                     upstream,
                     api,
                     max,
+                    eval,
                     idle,
                     interval,
                     format,

@@ -157,6 +157,32 @@ fn ollama_prompts_through_the_proxy_land_in_the_model_ledger_with_their_energy()
     );
     assert!((f(&llama["energy_joules"]) - total).abs() < 1e-6);
     assert_eq!(upstream.stats()["requests"], 3);
+
+    // The graded run is kept as a profile of its evaluation (the prompts file's name): at 50 %
+    // llama3 is good enough, at 60 % it is not, and says why.
+    assert_eq!(summary["eval"], "prompts");
+    let best = |min: &str| -> serde_json::Value {
+        let out = cli(dir.path())
+            .args(["models", "--best", "--json", "--min-accuracy", min])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_ok(&out);
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let good = best("0.5");
+    assert_eq!(
+        (&good["chosen"], &good["eval"]),
+        (&"llama3".into(), &"prompts".into())
+    );
+    let kept = &good["weighed"][0];
+    assert_eq!(
+        (&kept["queries"], &kept["correct"], &kept["label"]),
+        (&3.into(), &1.into(), &"out".into())
+    );
+    assert!((f(&kept["avg_per_query_energy_joules"]) - two).abs() < 1e-9);
+    let short = best("0.6");
+    assert_eq!(short["chosen"], serde_json::Value::Null);
+    assert_eq!(short["weighed"][0]["why"], "accuracy 50.0 % below 60.0 %");
 }
 
 #[test]
@@ -188,6 +214,19 @@ fn with_serve_running_openai_prompts_are_handed_to_its_ledger() {
     assert!(rs
         .iter()
         .all(|r| r["record_id"].as_u64().is_some_and(|id| ids.contains(&id))));
+    // The running engine kept the profile: "Olá!" holds neither reference, so none is correct.
+    let kept = serve.get("/v1/profiles");
+    let p = &kept["profiles"][0];
+    assert_eq!(
+        (&p["model"], &p["eval"]),
+        (&"gpt-oss".into(), &"prompts".into()),
+        "{kept}"
+    );
+    assert_eq!(
+        (&p["correct"], &p["incorrect"], &p["accuracy"]),
+        (&0.into(), &2.into(), &0.0.into())
+    );
+    assert_eq!(p["joules_per_correct_answer"], serde_json::Value::Null);
 }
 
 #[test]

@@ -52,6 +52,7 @@ pub mod hosts;
 mod inference;
 mod preferences;
 mod processes;
+mod profiles;
 mod report;
 mod shared;
 mod state;
@@ -117,6 +118,10 @@ pub fn router(
         )
         .route("/v1/inference/{id}", get(inference::get_inference_record))
         .route("/v1/models", get(inference::get_models))
+        .route(
+            "/v1/profiles",
+            get(profiles::get_profiles).post(profiles::post_profile),
+        )
         .route("/v1/processes", get(processes::get_processes))
         .route("/v1/server-metrics", get(state::get_server_metrics))
         .route("/v1/energy", get(inference::get_energy))

@@ -23,10 +23,9 @@ fn percent(v: Option<f64>) -> String {
 /// The choice in words, then each profile weighed.
 pub fn human(c: &Choice) -> String {
     let mut t = String::new();
-    let itl = c
-        .targets
-        .max_itl_seconds
-        .map_or(String::new(), |s| format!(", median ITL ≤ {:.0} ms", s * 1000.0));
+    let itl = c.targets.max_itl_seconds.map_or(String::new(), |s| {
+        format!(", median ITL ≤ {:.0} ms", s * 1000.0)
+    });
     let target = format!("accuracy ≥ {:.0} %{itl}", c.targets.min_accuracy * 100.0);
     match (&c.chosen, &c.why_none) {
         (Some(model), _) => {

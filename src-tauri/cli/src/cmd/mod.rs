@@ -1,6 +1,7 @@
 //! One module per command of `wattbar-cli` (the inspection commands and the two model tables
 //! share one each): what the command does, from its arguments to what it prints.
 
+pub mod best;
 pub mod calibrate;
 pub mod export;
 pub mod fleet;

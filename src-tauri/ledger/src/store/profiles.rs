@@ -31,6 +31,33 @@ pub struct StoredProfile {
     pub summary: String,
 }
 
+impl StoredProfile {
+    /// The profile a run's `summary.json` describes: of evaluation `eval`, called `label` (the
+    /// model where absent), ended at `at`. Refused, with the reason, where the summary gives no
+    /// count of queries.
+    pub fn from_summary(
+        eval: String,
+        label: Option<String>,
+        at: f64,
+        summary: &serde_json::Value,
+    ) -> Result<StoredProfile, String> {
+        let queries = summary["queries"]
+            .as_u64()
+            .ok_or("the summary has no count of queries")?;
+        let model = summary["model"].as_str().unwrap_or_default();
+        let label = label.unwrap_or_else(|| model.to_string());
+        Ok(StoredProfile {
+            profile: KeptProfile {
+                at,
+                eval,
+                queries,
+                run: Run::from_summary(label, summary),
+            },
+            summary: summary.to_string(),
+        })
+    }
+}
+
 fn joined(v: &[String]) -> String {
     v.join(",")
 }

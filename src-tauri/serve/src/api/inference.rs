@@ -1,7 +1,8 @@
 //! The inference routes: `GET /v1/inference?limit=&since=` (records, newest first),
 //! `GET /v1/inference/{id}` (one record, the id the proxy's `X-Wattbar-Request-Id` names),
 //! `POST /v1/inference` (a record for work a client measured itself), `GET /v1/models` (figures
-//! per model and source: the proxy's records, the servers' own counters) and `GET /v1/energy?from=&to=` (the energy of any window).
+//! per model and source: the proxy's records, the servers' own counters, and each model's newest
+//! graded profile) and `GET /v1/energy?from=&to=` (the energy of any window).
 
 use super::shared::{error, json_object, unavailable, Shared, MAX_HISTORY_SECONDS};
 use axum::body::Bytes;
@@ -13,6 +14,7 @@ use axum::Json;
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
+use wattbar_core::eval::best::KeptProfile;
 use wattbar_core::inference::resident::ResidentCost;
 use wattbar_core::inference::server_totals::{ServerModel, ServerTotal, Sourced, SOURCE_PROXY};
 use wattbar_core::inference::{ModelStats, Record};
@@ -170,6 +172,23 @@ struct Models {
     server_models: Vec<Sourced<ServerModel>>,
     /// What each model the server holds (or held today) costs by staying loaded.
     resident: Vec<ResidentCost>,
+    /// Each model's newest graded profile per evaluation, newest first: accuracy and joules per
+    /// correct answer beside the figures above.
+    profiles: Vec<KeptProfile>,
+}
+
+/// The newest profile of each model on each evaluation, newest first.
+fn newest_profiles(all: &[KeptProfile]) -> Vec<KeptProfile> {
+    let mut out: Vec<KeptProfile> = Vec::new();
+    for p in all.iter().rev() {
+        if !out
+            .iter()
+            .any(|o| o.run.model == p.run.model && o.eval == p.eval)
+        {
+            out.push(p.clone());
+        }
+    }
+    out
 }
 
 pub(super) async fn get_models(State(shared): State<Arc<Shared>>) -> Json<impl serde::Serialize> {
@@ -193,6 +212,7 @@ pub(super) async fn get_models(State(shared): State<Arc<Shared>>) -> Json<impl s
             .map(ServerTotal::listed)
             .collect(),
         resident: current.inference.resident.to_vec(),
+        profiles: newest_profiles(&current.inference.profiles),
     })
 }
 

@@ -13,6 +13,8 @@
 //!   query's own time. Nothing measured is `null`, never 0 J.
 //! - The prompts file is read whole first: a bad line stops the profile before anything is sent,
 //!   and says which line.
+//! - The graded run is kept in the ledger as a profile of its evaluation (`models --best` and
+//!   `low_power_model: "auto"` choose from them), by the engine that measured it.
 
 pub mod ask;
 pub mod compare;
@@ -43,6 +45,8 @@ pub struct Options {
     pub upstream: Option<String>,
     pub api: Api,
     pub max: Option<usize>,
+    /// The evaluation's name in the ledger; `None`: from the prompts file ([`eval_name`]).
+    pub eval: Option<String>,
     pub out: PathBuf,
     pub idle: Duration,
     pub interval: Duration,
@@ -119,7 +123,12 @@ pub fn profile(runtime: &tokio::runtime::Runtime, o: Options) -> Result<()> {
     runtime.block_on(profile_async(o, prompts, graders))
 }
 
-async fn profile_async(o: Options, prompts: Vec<Prompt>, graders: Graders) -> Result<()> {
+async fn profile_async(mut o: Options, prompts: Vec<Prompt>, graders: Graders) -> Result<()> {
+    let eval = o
+        .eval
+        .take()
+        .unwrap_or_else(|| eval_name(&o.prompts, o.max, prompts.len()));
+    o.eval = Some(eval.clone());
     let upstream_text = match &o.upstream {
         Some(u) if u.contains("://") => u.clone(),
         Some(u) => format!("http://{u}"),
@@ -156,7 +165,12 @@ async fn profile_async(o: Options, prompts: Vec<Prompt>, graders: Graders) -> Re
             (meter, Route::Proxy { url }, Some(stop_tx))
         }
     };
-    let result = measure(&o, &prompts, &graders, &meter, &route, &upstream_text).await;
+    let result = match measure(&o, &prompts, &graders, &meter, &route, &upstream_text).await {
+        Ok((records, summary)) => keep(&eval, &o.out, &summary, &meter, &route)
+            .await
+            .map(|()| (records, summary)),
+        Err(e) => Err(e),
+    };
     if let Some(stop) = stop {
         let _ = stop.send(true);
     }
@@ -164,11 +178,56 @@ async fn profile_async(o: Options, prompts: Vec<Prompt>, graders: Graders) -> Re
     let (records, summary) = result?;
     eprint!("{}", human(&summary));
     eprintln!(
-        "wattbar profile: wrote {} and {} ({} records added to the model ledger)",
+        "wattbar profile: wrote {} and {} ({} records added to the model ledger, the profile \
+         kept as {eval:?})",
         o.out.join("records.jsonl").display(),
         o.out.join("summary.json").display(),
         records.len()
     );
+    Ok(())
+}
+
+/// The evaluation a prompts file is: its name without the extension, and how many of its
+/// prompts were asked where `--max` cut it short (`gsm8k-test-first40 (first 10)`).
+pub fn eval_name(prompts: &Path, max: Option<usize>, asked: usize) -> String {
+    let stem = prompts
+        .file_stem()
+        .map_or_else(|| "prompts".into(), |s| s.to_string_lossy().into_owned());
+    match max {
+        Some(m) if m <= asked => format!("{stem} (first {asked})"),
+        _ => stem,
+    }
+}
+
+/// Keeps the run as a profile, through the engine that measured it.
+async fn keep(eval: &str, out: &Path, summary: &Value, meter: &Meter, route: &Route) -> Result<()> {
+    let label = out.file_name().map(|n| n.to_string_lossy().into_owned());
+    match route {
+        Route::Engine { client } => {
+            let body =
+                json!({ "eval": eval, "label": label, "at": unix_now(), "summary": summary });
+            let client = client.clone();
+            tokio::task::spawn_blocking(move || client.post("/v1/profiles", Some(&body)))
+                .await?
+                .context("the running engine did not keep the profile")?;
+        }
+        Route::Proxy { .. } => {
+            let stored = wattbar_engine::store::profiles::StoredProfile::from_summary(
+                eval.to_string(),
+                label,
+                unix_now(),
+                summary,
+            )
+            .map_err(anyhow::Error::msg)?;
+            let reader = meter
+                .reader()
+                .context("the profile's engine has no reader")?;
+            reader
+                .record_profile(stored)
+                .await
+                .context("the profile could not be kept in the ledger")?;
+        }
+    }
     Ok(())
 }
 
@@ -369,6 +428,7 @@ fn summary(o: &Options, q: &[QueryRecord], idle_watts: Option<f64>, measured: St
     sources.dedup();
     let mut out = json!({
         "model": o.model,
+        "eval": o.eval,
         "machine": sysinfo::System::host_name(),
         "api": format!("{:?}", o.api).to_lowercase(),
         "queries": q.len(),

@@ -44,7 +44,10 @@ fn auto(min_accuracy: f64) -> Preferences {
 async fn auto_advises_the_cheapest_profiled_model_good_enough_and_remembers_after_a_restart() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let db = dir.path().join("wattbar.db");
-    let engine = start(replay("t,watts\n0,40\n"), config(auto(0.5)).with_store(db.clone()));
+    let engine = start(
+        replay("t,watts\n0,40\n"),
+        config(auto(0.5)).with_store(db.clone()),
+    );
     let reader = engine.reader();
     let mut rx = engine.subscribe();
     let first = wait_for(&mut rx, |p| p.snapshot.is_some()).await;
