@@ -154,6 +154,14 @@ try {
     report.last_request_routed_from = await page.getAttribute("#requests li [data-field=requested-model]", "data-value");
     await page.waitForFunction(() => document.getElementById("routing").dataset.requests === "1", null, { timeout: 10000 });
     report.routing = await page.textContent("#routing");
+    // The served model was profiled (the Rust test kept one): its accuracy and joules per
+    // correct answer sit beside its J/token.
+    report.profiled = await page.$eval('#models-rows tr[data-model="qwen3:1b"]', (tr) => ({
+      accuracy: tr.querySelector("[data-field=accuracy]")?.textContent,
+      accuracy_value: tr.querySelector("[data-field=accuracy]")?.dataset.value,
+      eval: tr.querySelector("[data-field=accuracy]")?.dataset.eval,
+      joules_per_correct: tr.querySelector("[data-field=joules-per-correct]")?.dataset.value,
+    }));
     // The proxy reads the upstream's /api/ps: the loaded model is listed with its cost unknown.
     await page.waitForSelector('#resident li[data-model="gemma3:latest"]', { timeout: 10000 });
     report.resident = await page.textContent('#resident li[data-model="gemma3:latest"]');

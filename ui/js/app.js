@@ -263,7 +263,7 @@ function render(state) {
   renderTotalsScope(state.totals);
   setText($("price-value"), `${state.price_per_kwh} ${state.currency}/kWh`, state.price_per_kwh);
   renderLowPower(state.low_power);
-  renderInference(state.inference, state.inflight, state.server_models);
+  renderInference(state.inference, state.inflight, state.server_models, state.profiles);
   renderResident(state.resident, state.currency);
   renderPrograms(state.programs);
   const os = $("os-low-power");

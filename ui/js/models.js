@@ -42,7 +42,25 @@ function scopeBadge(m) {
   scope);
 }
 
-function modelRow(m, best) {
+// The model's newest graded profile (`wattbar-cli profile`): its accuracy and joules per correct
+// answer, with the evaluation and the 95 % interval in the title; "—" for a model never profiled.
+function profileCells(profile) {
+  if (!profile) return [cell("—", null), cell("—", null)];
+  const named = (td, name) => { td.dataset.field = name; return td; };
+  const graded = profile.correct + profile.incorrect;
+  const acc = cell(profile.accuracy === null || profile.accuracy === undefined
+    ? "—" : `${fmt.fixed(profile.accuracy * 100, 0)}\u00a0%`, profile.accuracy);
+  acc.title = `${profile.correct} of ${graded} correct on ${profile.eval} (graded by `
+    + `${(profile.graders ?? []).join(", ")}), ${new Date(profile.at * 1000).toLocaleDateString()}`;
+  acc.dataset.eval = profile.eval;
+  const perCorrect = cell(fmt.figure(profile.joules_per_correct_answer), profile.joules_per_correct_answer);
+  perCorrect.title = profile.joules_per_correct_answer === null || profile.joules_per_correct_answer === undefined
+    ? "No correct answer: no joules per correct answer"
+    : `${fmt.figure(profile.avg_per_query_energy_joules)} J a query over ${profile.queries} queries`;
+  return [named(acc, "accuracy"), named(perCorrect, "joules-per-correct")];
+}
+
+function modelRow(m, best, profile) {
   const name = el("th", { scope: "row" }, m.model, " ", scopeBadge(m));
   if (best) name.append(" ", el("span", { class: "badge best" }, "most efficient"));
   // Requests that did not end in a local answer, under the name (the narrow window has no room
@@ -64,7 +82,8 @@ function modelRow(m, best) {
     energy,
     cell(fmt.figure(m.tokens_per_second), m.tokens_per_second),
     cell(fmt.figure(m.tokens_per_second_per_watt), m.tokens_per_second_per_watt),
-    cell(fmt.fixed(m.score, 1), m.score));
+    cell(fmt.fixed(m.score, 1), m.score),
+    ...profileCells(profile));
 }
 
 // One field of a request's line: its text, and its raw number for tests and tools.
@@ -141,10 +160,12 @@ function serverModelRow(m) {
     cell(fmt.figure(m.joules_per_token), m.joules_per_token),
     cell("—", null),
     cell("—", null),
+    cell("—", null),
+    cell("—", null),
     cell("—", null));
 }
 
-function renderModels(inference, serverModels) {
+function renderModels(inference, serverModels, profiles) {
   const models = inference.models ?? [];
   const shown = models.length + serverModels.length;
   $("models-hint").hidden = shown > 0;
@@ -153,7 +174,9 @@ function renderModels(inference, serverModels) {
     // The most efficient is chosen within the newest records' scope: its newest row (the rows
     // come newest first), not its rows of other scopes.
     ...models.map((m, i) => modelRow(m, m.model === inference.most_efficient_model
-      && models.findIndex((o) => o.model === m.model) === i)),
+      && models.findIndex((o) => o.model === m.model) === i,
+    // The profiles come newest first: the model's newest, of whichever evaluation.
+    profiles.find((p) => p.model === m.model))),
     ...serverModels.map(serverModelRow));
   const scale = $("models-scale");
   scale.hidden = models.length === 0;
@@ -225,8 +248,8 @@ function renderRequests(recent) {
 
 // inference: the state's inference view (absent from an engine without one: the panel stays
 // hidden); inflight: requests now passing through the proxy; serverModels: the models counted
-// from their servers' own /metrics.
-export function renderInference(inference, inflight, serverModels) {
+// from their servers' own /metrics; profiles: each model's newest graded profile, newest first.
+export function renderInference(inference, inflight, serverModels, profiles) {
   const panel = $("inference");
   panel.hidden = !inference;
   if (!inference) return;
@@ -235,10 +258,11 @@ export function renderInference(inference, inflight, serverModels) {
   flying.hidden = !(n > 0);
   setText(flying, `${n} ${n === 1 ? "request" : "requests"} in flight`, n);
   const servers = serverModels ?? [];
-  const key = JSON.stringify([inference.seq, inference.last?.id ?? "", servers]);
+  const graded = profiles ?? [];
+  const key = JSON.stringify([inference.seq, inference.last?.id ?? "", servers, graded.map((p) => p.at)]);
   if (key === shownKey) return;
   shownKey = key;
-  renderModels(inference, servers);
+  renderModels(inference, servers, graded);
   renderBaseline(inference);
   renderRequests(inference.recent ?? []);
   panel.dataset.seq = String(inference.seq);

@@ -147,6 +147,19 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
     )
     .trim()
     .to_string();
+    // The model low-power mode routes to was profiled: 26 of 40 right at 12 J a query.
+    serve
+        .client()
+        .with_token(&token)
+        .post(
+            "/v1/profiles",
+            Some(&serde_json::json!({"eval": "gsm8k", "summary": {
+                "model": "qwen3:1b", "queries": 40, "correct": 26, "incorrect": 14,
+                "accuracy": 0.65, "avg_per_query_energy_joules": 12.0,
+                "joules_per_correct_answer": 12.0 * 40.0 / 26.0, "graders": ["number"],
+            }})),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
     let shots = repo_root().join("target/e2e");
     std::fs::create_dir_all(&shots).unwrap_or_else(|e| panic!("{e}"));
     let out = Command::new("node")
@@ -268,6 +281,17 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
         "{report}"
     );
     assert_eq!(report["last_request_routed_from"], "llama3", "{report}");
+    let profiled = &report["profiled"];
+    assert_eq!(
+        (&profiled["accuracy"], &profiled["eval"]),
+        (&"65\u{a0}%".into(), &"gsm8k".into()),
+        "{report}"
+    );
+    let per_correct: f64 = profiled["joules_per_correct"]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(f64::NAN);
+    assert!((per_correct - 480.0 / 26.0).abs() < 1e-9, "{report}");
     assert!(
         report["routing"]
             .as_str()

@@ -75,6 +75,9 @@ pub struct StatePayload {
     pub programs: wattbar_engine::programs::Top,
     /// Requests in flight through the inference proxy.
     pub inflight: usize,
+    /// Each model's newest graded profile per evaluation, newest first (`wattbar-cli profile`).
+    #[serde(default)]
+    pub profiles: Vec<wattbar_core::eval::best::KeptProfile>,
     /// The models counted from their servers' own `/metrics`, as committed.
     #[serde(default)]
     pub server_models: Vec<
@@ -228,6 +231,7 @@ impl From<&Published> for StatePayload {
                 .programs
                 .top(SHOWN_PROGRAMS, wattbar_engine::programs::Sort::Watts),
             inflight: p.inference.inflight,
+            profiles: wattbar_core::eval::best::newest_per_model(&p.inference.profiles),
             server_models: p
                 .kept
                 .committed

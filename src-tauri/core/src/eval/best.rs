@@ -17,7 +17,7 @@ use super::compare::{apart, compare, wilson, Run};
 use serde::Serialize;
 
 /// A profile kept in the ledger: a graded run of one model over one evaluation.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct KeptProfile {
     /// When it ended, seconds since the Unix epoch.
     pub at: f64,
@@ -160,6 +160,23 @@ pub fn best(profiles: &[KeptProfile], targets: &Targets) -> Choice {
     }
 }
 
+/// The newest profile of each model on each evaluation, newest first: what a models table shows
+/// beside each model's energy.
+pub fn newest_per_model(all: &[KeptProfile]) -> Vec<KeptProfile> {
+    let mut newest: Vec<&KeptProfile> = all.iter().collect();
+    newest.sort_by(|a, b| b.at.total_cmp(&a.at));
+    let mut out: Vec<KeptProfile> = Vec::new();
+    for p in newest {
+        if !out
+            .iter()
+            .any(|o| o.run.model == p.run.model && o.eval == p.eval)
+        {
+            out.push(p.clone());
+        }
+    }
+    out
+}
+
 /// The group each profile fell in, in order.
 fn group_of<'a>(
     profiles: &[&KeptProfile],
@@ -278,6 +295,30 @@ mod tests {
         assert_eq!(
             big.map(|w| w.why.as_str()),
             Some("median inter-token latency 60.0 ms above 50.0 ms")
+        );
+    }
+
+    #[test]
+    fn a_table_shows_each_models_newest_profile_per_evaluation() {
+        let mut mmlu = kept("small", 4.0, 5, 9.0, 20.0);
+        mmlu.eval = "mmlu".into();
+        let all = [
+            kept("small", 3.0, 7, 12.0, 20.0),
+            kept("small", 1.0, 2, 30.0, 20.0),
+            kept("big", 2.0, 9, 40.0, 60.0),
+            mmlu,
+        ];
+        let shown: Vec<(&str, &str, f64)> = newest_per_model(&all)
+            .iter()
+            .map(|p| (p.run.model.as_str(), p.eval.as_str(), p.at))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("small", "mmlu", 4.0),
+                ("small", "gsm8k", 3.0),
+                ("big", "gsm8k", 2.0)
+            ]
         );
     }
 

@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 /// What a comparison needs of one run's `summary.json`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Run {
     /// Where it was read from.
     pub label: String,

@@ -14,7 +14,7 @@ use axum::Json;
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
-use wattbar_core::eval::best::KeptProfile;
+use wattbar_core::eval::best::{newest_per_model, KeptProfile};
 use wattbar_core::inference::resident::ResidentCost;
 use wattbar_core::inference::server_totals::{ServerModel, ServerTotal, Sourced, SOURCE_PROXY};
 use wattbar_core::inference::{ModelStats, Record};
@@ -177,20 +177,6 @@ struct Models {
     profiles: Vec<KeptProfile>,
 }
 
-/// The newest profile of each model on each evaluation, newest first.
-fn newest_profiles(all: &[KeptProfile]) -> Vec<KeptProfile> {
-    let mut out: Vec<KeptProfile> = Vec::new();
-    for p in all.iter().rev() {
-        if !out
-            .iter()
-            .any(|o| o.run.model == p.run.model && o.eval == p.eval)
-        {
-            out.push(p.clone());
-        }
-    }
-    out
-}
-
 pub(super) async fn get_models(State(shared): State<Arc<Shared>>) -> Json<impl serde::Serialize> {
     let current = shared.engine.current();
     Json(Models {
@@ -212,7 +198,7 @@ pub(super) async fn get_models(State(shared): State<Arc<Shared>>) -> Json<impl s
             .map(ServerTotal::listed)
             .collect(),
         resident: current.inference.resident.to_vec(),
-        profiles: newest_profiles(&current.inference.profiles),
+        profiles: newest_per_model(&current.inference.profiles),
     })
 }
 
