@@ -308,7 +308,8 @@ mod tests {
             kept("big", 2.0, 9, 40.0, 60.0),
             mmlu,
         ];
-        let shown: Vec<(&str, &str, f64)> = newest_per_model(&all)
+        let newest = newest_per_model(&all);
+        let shown: Vec<(&str, &str, f64)> = newest
             .iter()
             .map(|p| (p.run.model.as_str(), p.eval.as_str(), p.at))
             .collect();
