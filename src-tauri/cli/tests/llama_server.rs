@@ -302,6 +302,18 @@ fn gsm8k_profile(
     model: &str,
     out: &std::path::Path,
 ) -> (Vec<serde_json::Value>, serde_json::Value) {
+    gsm8k_profile_graded(dir, server, model, out, "number", 10)
+}
+
+/// [`gsm8k_profile`] graded by `grader`, over the first `max` questions.
+fn gsm8k_profile_graded(
+    dir: &std::path::Path,
+    server: &ModelServer,
+    model: &str,
+    out: &std::path::Path,
+    grader: &str,
+    max: usize,
+) -> (Vec<serde_json::Value>, serde_json::Value) {
     std::fs::write(dir.join("trace.csv"), "t,watts\n0,100\n").unwrap_or_else(|e| panic!("{e}"));
     let gsm8k = repo_root().join("../shared/fixtures/evals/gsm8k-test-first40.jsonl");
     let mut c = crate::common::cli(dir);
@@ -313,9 +325,16 @@ fn gsm8k_profile(
             "--format",
             "gsm8k",
             "--grader",
-            "number",
+            grader,
         ])
-        .args(["--max", "10", "--max-tokens", "48", "--idle", "1s"])
+        .args([
+            "--max",
+            &max.to_string(),
+            "--max-tokens",
+            "48",
+            "--idle",
+            "1s",
+        ])
         .arg("--prompts")
         .arg(&gsm8k)
         .arg("--out")
@@ -448,4 +467,80 @@ fn ten_gsm8k_questions_to_the_real_server_are_graded_and_summarised_in_ipws_term
         }
     }
     assert!(svg.contains("efficient front") && svg.contains("smollm2-b"));
+
+    // Both runs are kept as profiles of one evaluation: `models --best` picks the one with the
+    // lower energy per query among those accurate enough, and says so when none is.
+    let best = |min: &str| -> serde_json::Value {
+        serde_json::from_str(&crate::common::run_cli(
+            dir.path(),
+            &["models", "--best", "--json", "--min-accuracy", min],
+        ))
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let any = best("0");
+    assert_eq!(any["eval"], "gsm8k-test-first40 (first 10)", "{any}");
+    let cheaper = if b.1 < a.1 { "smollm2-b" } else { "smollm2" };
+    assert_eq!(any["chosen"], cheaper, "{any}");
+    let strict = best("0.95");
+    let good = |s: &serde_json::Value| f(&s["accuracy"]) >= 0.95;
+    if !good(&summary) && !good(&summary_b) {
+        assert_eq!(strict["chosen"], serde_json::Value::Null, "{strict}");
+        assert!(strict["why_none"]
+            .as_str()
+            .is_some_and(|w| w.contains("meets the targets")));
+    }
+
+    // Graded by a grader model (the same SmolLM2, through the same server): it only reads the
+    // final number, which is compared with GSM8K's; its own requests are recorded as its
+    // model's and counted apart, never in the graded figures.
+    let out_llm = dir.path().join("judged");
+    let (judged, summary_llm) =
+        gsm8k_profile_graded(dir.path(), &server, "smollm2", &out_llm, "llm:smollm2", 3);
+    assert_eq!(judged.len(), 3);
+    let mut judge_joules = 0.0;
+    for r in &judged {
+        assert_eq!(r["grader"], "llm:smollm2", "{r}");
+        assert!(
+            r["why"]
+                .as_str()
+                .is_some_and(|w| w.starts_with("the grader model read ")),
+            "{r}"
+        );
+        let own = &r["grader_record"];
+        assert_eq!(own["model"], "smollm2", "{r}");
+        assert_ne!(own["record_id"], r["record_id"], "{r}");
+        // At most 5 tokens: a number, or NONE.
+        assert!(
+            own["completion_tokens"].as_u64().is_some_and(|n| n <= 5),
+            "{r}"
+        );
+        judge_joules += f(&own["energy_joules"]);
+    }
+    let grading = &summary_llm["grader_models"][0];
+    assert_eq!(
+        (&grading["model"], &grading["requests"]),
+        (&"smollm2".into(), &3.into())
+    );
+    assert!(
+        (f(&grading["energy_joules"]) - judge_joules).abs() < 1e-9,
+        "{summary_llm}"
+    );
+    let graded_mean = judged.iter().map(|r| f(&r["energy_joules"])).sum::<f64>()
+        / (f(&summary_llm["correct"]) + f(&summary_llm["incorrect"]));
+    if summary_llm["unevaluated"] == 0 {
+        assert!(
+            (f(&summary_llm["avg_per_query_energy_joules"]) - graded_mean).abs() < 1e-9,
+            "{summary_llm}"
+        );
+    }
+    // The ledger holds the grader's requests as records of their own: 10 + 3 answers, 3 reads.
+    let models: serde_json::Value =
+        serde_json::from_str(&crate::common::run_cli(dir.path(), &["models", "--json"]))
+            .unwrap_or_else(|e| panic!("{e}"));
+    let smollm2 = models["models"]
+        .as_array()
+        .and_then(|ms| ms.iter().find(|m| m["model"] == "smollm2"))
+        .cloned()
+        .unwrap_or_else(|| panic!("{models}"));
+    assert_eq!(smollm2["requests"], 16, "{smollm2}");
 }

@@ -14,6 +14,7 @@
 pub mod best;
 pub mod compare;
 mod extract;
+pub mod judge;
 pub mod summary;
 
 pub use extract::{gsm8k_reference, last_number, mcq_letter, normalise};

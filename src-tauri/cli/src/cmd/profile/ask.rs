@@ -34,8 +34,15 @@ impl Api {
         }
     }
 
-    /// The request; `max_tokens`: at most this many generated tokens, where set.
-    fn body(self, model: &str, prompt: &str, max_tokens: Option<u32>) -> Value {
+    /// The request; `max_tokens`: at most this many generated tokens, and `temperature`, where
+    /// set.
+    fn body(
+        self,
+        model: &str,
+        prompt: &str,
+        max_tokens: Option<u32>,
+        temperature: Option<f64>,
+    ) -> Value {
         let mut body = match self {
             Api::Ollama => json!({ "model": model, "prompt": prompt, "stream": true }),
             Api::Openai => json!({
@@ -45,11 +52,30 @@ impl Api {
                 "stream_options": { "include_usage": true },
             }),
         };
-        if let (Some(n), Some(o)) = (max_tokens, body.as_object_mut()) {
-            match self {
-                Api::Ollama => o.insert("options".into(), json!({ "num_predict": n })),
-                Api::Openai => o.insert("max_tokens".into(), json!(n)),
-            };
+        let Some(o) = body.as_object_mut() else {
+            return body;
+        };
+        match self {
+            Api::Ollama => {
+                let mut options = serde_json::Map::new();
+                if let Some(n) = max_tokens {
+                    options.insert("num_predict".into(), json!(n));
+                }
+                if let Some(t) = temperature {
+                    options.insert("temperature".into(), json!(t));
+                }
+                if !options.is_empty() {
+                    o.insert("options".into(), Value::Object(options));
+                }
+            }
+            Api::Openai => {
+                if let Some(n) = max_tokens {
+                    o.insert("max_tokens".into(), json!(n));
+                }
+                if let Some(t) = temperature {
+                    o.insert("temperature".into(), json!(t));
+                }
+            }
         }
         body
     }
@@ -94,15 +120,18 @@ pub struct Answer {
     pub figures: ServerFigures,
 }
 
+/// How the model is asked to generate.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sampling {
+    /// At most this many generated tokens, where set.
+    pub max_tokens: Option<u32>,
+    /// The server's default where unset.
+    pub temperature: Option<f64>,
+}
+
 /// Sends `prompt` to `model` at `base` (e.g. `http://127.0.0.1:11434`) and reads the answer
 /// to its end.
-pub fn ask(
-    base: &str,
-    api: Api,
-    model: &str,
-    prompt: &str,
-    max_tokens: Option<u32>,
-) -> Result<Answer> {
+pub fn ask(base: &str, api: Api, model: &str, prompt: &str, sampling: Sampling) -> Result<Answer> {
     let url = format!("{}{}", base.trim_end_matches('/'), api.path());
     let start = unix_now();
     // No overall limit: a long answer takes as long as it takes. Like the proxy, no HTTP_PROXY
@@ -115,7 +144,7 @@ pub fn ask(
         .into();
     let reply = agent
         .post(&url)
-        .send_json(api.body(model, prompt, max_tokens))
+        .send_json(api.body(model, prompt, sampling.max_tokens, sampling.temperature))
         .with_context(|| format!("is the model server at {base}?"))?;
     let status = reply.status().as_u16();
     if status >= 400 {
@@ -195,6 +224,29 @@ mod tests {
             .filter_map(line_json)
             .filter_map(|v| content(api, &v).map(str::to_string))
             .collect()
+    }
+
+    #[test]
+    fn a_grader_models_request_asks_for_temperature_0_and_few_tokens_in_each_api() {
+        let ollama = Api::Ollama.body("m", "p", Some(5), Some(0.0));
+        assert_eq!(
+            ollama["options"],
+            json!({"num_predict": 5, "temperature": 0.0})
+        );
+        let openai = Api::Openai.body("m", "p", Some(5), Some(0.0));
+        assert_eq!(
+            (&openai["max_tokens"], &openai["temperature"]),
+            (&json!(5), &json!(0.0))
+        );
+        // Unset: the server's defaults, nothing sent.
+        assert!(Api::Ollama
+            .body("m", "p", None, None)
+            .get("options")
+            .is_none());
+        assert!(Api::Openai
+            .body("m", "p", None, None)
+            .get("temperature")
+            .is_none());
     }
 
     #[test]

@@ -5,6 +5,7 @@ use anyhow::{bail, Result};
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use wattbar_core::eval::judge::{self, JUDGE_MAX_TOKENS};
 use wattbar_core::eval::{grade, Grade, Grader, Verdict};
 
 /// How long a `cmd:` grader may take over one answer before it is unevaluated.
@@ -21,9 +22,6 @@ impl Graders {
     pub fn new(name: Option<&str>, gsm8k: bool, tolerance: f64) -> Result<Graders> {
         let name = name.unwrap_or(if gsm8k { "number" } else { "contains" });
         let default = Grader::parse(name, tolerance).map_err(anyhow::Error::msg)?;
-        if matches!(default, Grader::Llm(_)) {
-            bail!("an llm: grader is not available in profile yet: use number, mcq, exact, contains, regex: or cmd:");
-        }
         Ok(Graders { default, tolerance })
     }
 
@@ -32,16 +30,11 @@ impl Graders {
         self.grader(line).map(|_| ())
     }
 
-    fn grader(&self, line: Option<&str>) -> Result<Grader> {
+    /// The grader of a line: its own, else the profile's.
+    pub fn grader(&self, line: Option<&str>) -> Result<Grader> {
         match line {
             None => Ok(self.default.clone()),
-            Some(name) => {
-                let g = Grader::parse(name, self.tolerance).map_err(anyhow::Error::msg)?;
-                if matches!(g, Grader::Llm(_)) {
-                    bail!("an llm: grader is not available in profile yet");
-                }
-                Ok(g)
-            }
+            Some(name) => Grader::parse(name, self.tolerance).map_err(anyhow::Error::msg),
         }
     }
 
@@ -61,6 +54,55 @@ impl Graders {
             bail!("grader {grader} cannot be run here");
         };
         Ok(run_cmd(&grader.to_string(), program, record))
+    }
+}
+
+/// Grades `response` to `question` with grader model `judge`, asked the same way as the
+/// profiled model (temperature 0, at most [`JUDGE_MAX_TOKENS`] tokens): what it read, and the
+/// record of its own request. A grader model that fails leaves the answer unevaluated, and
+/// says why.
+pub(crate) async fn ask_judge(
+    asked: &super::Asked<'_>,
+    judge: &str,
+    question: &str,
+    response: &str,
+    reference: Option<&str>,
+    tolerance: f64,
+    seen: &mut Vec<u64>,
+) -> (Grade, Option<super::GraderRecord>) {
+    let name = format!("llm:{judge}");
+    let unevaluated = |why: String| Grade {
+        grader: name.clone(),
+        extracted: None,
+        verdict: Verdict::Unevaluated,
+        why,
+    };
+    let Some(reference) = reference else {
+        return (
+            unevaluated("no reference answer to grade against".into()),
+            None,
+        );
+    };
+    let Some(wanted) = judge::wanted(reference) else {
+        return (judge::grade_read(judge, "", reference, tolerance), None);
+    };
+    let sampling = super::ask::Sampling {
+        max_tokens: Some(JUDGE_MAX_TOKENS),
+        temperature: Some(0.0),
+    };
+    let prompt = judge::prompt(question, response, wanted);
+    match asked.ask(judge, &prompt, sampling, seen).await {
+        Ok((answer, record)) => (
+            judge::grade_read(judge, &answer.text, reference, tolerance),
+            Some(super::GraderRecord {
+                model: judge.to_string(),
+                record_id: record.id,
+                energy_joules: record.energy_joules,
+                completion_tokens: record.completion_tokens,
+                wall_seconds: record.wall_seconds,
+            }),
+        ),
+        Err(e) => (unevaluated(format!("the grader model failed: {e:#}")), None),
     }
 }
 

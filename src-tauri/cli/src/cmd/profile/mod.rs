@@ -24,6 +24,7 @@ pub mod prompts;
 use ask::Api;
 use grading::Graders;
 pub use prompts::{parse_prompts, Format, Prompt};
+use wattbar_core::eval::Grader;
 
 use crate::cmd::run::meter::Meter;
 use crate::cmd::run::summary::Stats;
@@ -94,6 +95,59 @@ pub struct QueryRecord {
     pub extracted: Option<String>,
     pub verdict: wattbar_core::eval::Verdict,
     pub why: String,
+    /// An `llm:` grader's own request: measured and recorded as its model's, never counted in
+    /// this query's energy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grader_record: Option<GraderRecord>,
+}
+
+/// What grading one answer with a grader model cost, from its own record.
+#[derive(Debug, Clone, Serialize)]
+pub struct GraderRecord {
+    pub model: String,
+    pub record_id: u64,
+    pub energy_joules: Option<f64>,
+    pub completion_tokens: Option<u64>,
+    pub wall_seconds: f64,
+}
+
+/// Where a prompt goes, and how its record is had: through the profile's proxy, or straight to
+/// the server and handed to the running engine.
+pub(crate) struct Asked<'a> {
+    route: &'a Route,
+    meter: &'a Meter,
+    upstream: &'a str,
+    api: Api,
+}
+
+impl Asked<'_> {
+    /// Asks `model` for `prompt`, and waits for the engine's record of it (one not in `seen`,
+    /// which it joins).
+    pub(crate) async fn ask(
+        &self,
+        model: &str,
+        prompt: &str,
+        sampling: ask::Sampling,
+        seen: &mut Vec<u64>,
+    ) -> Result<(ask::Answer, Record)> {
+        let base = match self.route {
+            Route::Proxy { url } => url.clone(),
+            Route::Engine { .. } => self.upstream.to_string(),
+        };
+        let (api, m, p) = (self.api, model.to_string(), prompt.to_string());
+        let answer =
+            tokio::task::spawn_blocking(move || ask::ask(&base, api, &m, &p, sampling)).await??;
+        self.meter.wait_past(answer.end).await?;
+        let record = match self.route {
+            Route::Proxy { .. } => proxied_record(self.meter, model, &answer, seen).await?,
+            Route::Engine { client } => {
+                let (client, m, a) = (client.clone(), model.to_string(), answer.clone());
+                tokio::task::spawn_blocking(move || post_record(&client, &m, &a)).await??
+            }
+        };
+        seen.push(record.id);
+        Ok((answer, record))
+    }
 }
 
 /// Where the prompts go and where their records come from.
@@ -257,25 +311,20 @@ async fn measure(
     let progress = Progress::new(prompts.len());
     for (i, p) in prompts.iter().enumerate() {
         progress.show(i, &o.model);
-        let base = match route {
-            Route::Proxy { url } => url.clone(),
-            Route::Engine { .. } => upstream.to_string(),
+        let sampling = ask::Sampling {
+            max_tokens: o.max_tokens,
+            temperature: None,
         };
-        let (api, model, prompt) = (o.api, o.model.clone(), p.prompt.clone());
-        let max_tokens = o.max_tokens;
-        let answer =
-            tokio::task::spawn_blocking(move || ask::ask(&base, api, &model, &prompt, max_tokens))
-                .await?
-                .with_context(|| format!("prompt {}", p.id))?;
-        meter.wait_past(answer.end).await?;
-        let record = match route {
-            Route::Proxy { .. } => proxied_record(meter, &o.model, &answer, &seen).await?,
-            Route::Engine { client } => {
-                let (client, model, a) = (client.clone(), o.model.clone(), answer.clone());
-                tokio::task::spawn_blocking(move || post_record(&client, &model, &a)).await??
-            }
+        let asked = Asked {
+            route,
+            meter,
+            upstream,
+            api: o.api,
         };
-        seen.push(record.id);
+        let (answer, record) = asked
+            .ask(&o.model, &p.prompt, sampling, &mut seen)
+            .await
+            .with_context(|| format!("prompt {}", p.id))?;
         let states = meter.states(answer.start, answer.end);
         let peak = states
             .iter()
@@ -328,6 +377,7 @@ async fn measure(
             extracted: None,
             verdict: wattbar_core::eval::Verdict::Unevaluated,
             why: String::new(),
+            grader_record: None,
         };
         // The record as the grader sees it: everything but its own grade.
         let mut seen_by_grader = serde_json::to_value(&q)?;
@@ -336,12 +386,28 @@ async fn measure(
                 o.remove(key);
             }
         }
-        let graded = graders.grade(
-            p.grader.as_deref(),
-            &q.response,
-            q.expected.as_deref(),
-            &seen_by_grader,
-        )?;
+        let graded = match graders.grader(p.grader.as_deref())? {
+            Grader::Llm(judge) => {
+                let (graded, record) = grading::ask_judge(
+                    &asked,
+                    &judge,
+                    &p.prompt,
+                    &q.response,
+                    q.expected.as_deref(),
+                    o.tolerance,
+                    &mut seen,
+                )
+                .await;
+                q.grader_record = record;
+                graded
+            }
+            _ => graders.grade(
+                p.grader.as_deref(),
+                &q.response,
+                q.expected.as_deref(),
+                &seen_by_grader,
+            )?,
+        };
         (q.grader, q.extracted, q.verdict, q.why) =
             (graded.grader, graded.extracted, graded.verdict, graded.why);
         writeln!(file, "{}", serde_json::to_string(&q)?)?;
@@ -458,6 +524,30 @@ fn summary(o: &Options, q: &[QueryRecord], idle_watts: Option<f64>, measured: St
             "itl_seconds": stat(|r| r.itl_seconds),
         },
     });
+    // A grader model's requests are its own records, measured apart: never in the figures
+    // above, said here per grader model.
+    let mut grading: std::collections::BTreeMap<&str, (usize, Vec<f64>, u64)> = Default::default();
+    for g in q.iter().filter_map(|r| r.grader_record.as_ref()) {
+        let e = grading.entry(g.model.as_str()).or_default();
+        e.0 += 1;
+        e.1.extend(g.energy_joules);
+        e.2 += g.completion_tokens.unwrap_or(0);
+    }
+    if let Some(o) = out.as_object_mut() {
+        let models: Vec<Value> = grading
+            .iter()
+            .map(|(model, (requests, joules, tokens))| {
+                json!({
+                    "model": model,
+                    "requests": requests,
+                    "measured_requests": joules.len(),
+                    "energy_joules": (!joules.is_empty()).then(|| joules.iter().sum::<f64>()),
+                    "completion_tokens": tokens,
+                })
+            })
+            .collect();
+        o.insert("grader_models".into(), Value::from(models));
+    }
     // IPW's figures and the rest of the grading's, beside the others.
     if let (Some(o), Ok(Value::Object(g))) = (out.as_object_mut(), serde_json::to_value(graded)) {
         o.extend(g);
