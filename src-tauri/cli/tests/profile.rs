@@ -124,6 +124,22 @@ fn ollama_prompts_through_the_proxy_land_in_the_model_ledger_with_their_energy()
         "{summary}"
     );
     assert_eq!(summary["measured_queries"], 2);
+    // What the energy is: the replayed machine, whole, measured; every query wholly measured.
+    let energy = &summary["energy"];
+    assert_eq!(
+        (
+            &energy["scope"],
+            &energy["quality"],
+            &energy["least_covered"]
+        ),
+        (&"system".into(), &"measured".into(), &1.0.into()),
+        "{summary}"
+    );
+    let bounds: f64 = rs.iter().map(|r| f(&r["energy_bound_joules"])).sum();
+    assert!(
+        (f(&energy["bound_joules"]) - bounds).abs() < 1e-9,
+        "{summary}"
+    );
     assert_eq!(summary["totals"]["completion_tokens"], 213);
     let total: f64 = rs.iter().map(|r| f(&r["energy_joules"])).sum();
     assert!((f(&summary["totals"]["energy_joules"]) - total).abs() < 1e-9);

@@ -83,6 +83,9 @@ pub struct QueryRecord {
     pub mean_watts: Option<f64>,
     pub peak_watts: Option<f64>,
     pub quality: Option<wattbar_core::Quality>,
+    /// What part of the machine the energy covers, and which parts where only some.
+    pub scope: Option<wattbar_core::Scope>,
+    pub covers: Vec<String>,
     pub sources: Vec<String>,
     /// The ledger's record id.
     pub record_id: u64,
@@ -366,6 +369,8 @@ async fn measure(
                 .map(|e| e / wall),
             peak_watts: peak,
             quality: record.quality,
+            scope: record.scope,
+            covers: record.covers.clone(),
             sources: record.sources.clone(),
             record_id: record.id,
             expected: p.answer.clone(),
@@ -512,6 +517,7 @@ fn summary(o: &Options, q: &[QueryRecord], idle_watts: Option<f64>, measured: St
         },
         "graders": graders,
         "sources": sources,
+        "energy": energy_terms(q),
         "per_query": {
             "ttft_seconds": stat(|r| r.ttft_seconds),
             "tokens_per_second": stat(|r| r.tokens_per_second),
@@ -553,6 +559,33 @@ fn summary(o: &Options, q: &[QueryRecord], idle_watts: Option<f64>, measured: St
         o.extend(g);
     }
     out
+}
+
+/// What the queries' energy is: its scope and the parts it covers (one, or each there was: a run
+/// whose headline changed scope mixed two quantities, and says so), the worst quality, the least
+/// share of a query measured and the sum of the bounds.
+fn energy_terms(q: &[QueryRecord]) -> Value {
+    let mut scopes: Vec<&'static str> = q
+        .iter()
+        .map(|r| wattbar_core::Scope::shown(r.scope))
+        .collect();
+    scopes.sort_unstable();
+    scopes.dedup();
+    let mut covers: Vec<&str> = q
+        .iter()
+        .flat_map(|r| r.covers.iter().map(String::as_str))
+        .collect();
+    covers.sort_unstable();
+    covers.dedup();
+    let bounds: Vec<f64> = q.iter().filter_map(|r| r.energy_bound_joules).collect();
+    json!({
+        "scope": (scopes.len() == 1).then(|| scopes[0]),
+        "scopes": scopes,
+        "covers": covers,
+        "quality": q.iter().filter_map(|r| r.quality).max(),
+        "least_covered": q.iter().filter_map(|r| r.covered).min_by(f64::total_cmp),
+        "bound_joules": (!bounds.is_empty()).then(|| bounds.iter().sum::<f64>()),
+    })
 }
 
 fn human(s: &Value) -> String {
