@@ -62,14 +62,14 @@ impl Graders {
 /// record of its own request. A grader model that fails leaves the answer unevaluated, and
 /// says why.
 pub(crate) async fn ask_judge(
-    asked: &super::Asked<'_>,
+    asked: &super::asked::Asked<'_>,
     judge: &str,
     question: &str,
     response: &str,
     reference: Option<&str>,
     tolerance: f64,
     seen: &mut Vec<u64>,
-) -> (Grade, Option<super::GraderRecord>) {
+) -> (Grade, Option<super::asked::GraderRecord>) {
     let name = format!("llm:{judge}");
     let unevaluated = |why: String| Grade {
         grader: name.clone(),
@@ -94,7 +94,7 @@ pub(crate) async fn ask_judge(
     match asked.ask(judge, &prompt, sampling, seen).await {
         Ok((answer, record)) => (
             judge::grade_read(judge, &answer.text, reference, tolerance),
-            Some(super::GraderRecord {
+            Some(super::asked::GraderRecord {
                 model: judge.to_string(),
                 record_id: record.id,
                 energy_joules: record.energy_joules,
