@@ -18,6 +18,7 @@ pub mod programs;
 pub mod reading;
 pub mod scope;
 pub mod session;
+pub mod slots;
 pub mod tariff;
 pub mod units;
 

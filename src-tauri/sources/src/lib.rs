@@ -12,6 +12,7 @@ pub mod macos;
 pub mod nvidia;
 pub mod ollama;
 pub mod plugs;
+pub mod prices;
 pub mod processes;
 pub mod replay;
 pub mod resolver;

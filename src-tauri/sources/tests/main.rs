@@ -9,6 +9,7 @@ mod ollama_heuristic;
 mod plug_captures;
 mod plug_device;
 mod plug_properties;
+mod price_captures;
 mod server_metrics_captures;
 
 /// A loopback port that refuses every connection and stays this test's: bound but not listening
