@@ -58,7 +58,6 @@ fn models_best_picks_the_cheapest_model_good_enough_and_says_so_when_none_is() {
     }
     // One that cannot be a profile is refused, and says why: 45 right and 14 wrong of 40.
     let mut odd = summary("odd", 26, 12.0, 20.0);
-    odd["accuracy"] = json!(1.5);
     odd["correct"] = json!(45);
     let refused = api.post(
         "/v1/profiles",
@@ -66,6 +65,17 @@ fn models_best_picks_the_cheapest_model_good_enough_and_says_so_when_none_is() {
     );
     let e = refused.err().map(|e| e.to_string()).unwrap_or_default();
     assert!(e.contains("59 graded answers of 40 queries"), "{e}");
+    let mut out_of_range = summary("odd", 26, 12.0, 20.0);
+    out_of_range["accuracy"] = json!(1.5);
+    let e = api
+        .post(
+            "/v1/profiles",
+            Some(&json!({"eval": "gsm8k", "summary": out_of_range})),
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("accuracy 1.5 is not a fraction"), "{e}");
     assert!(api
         .post(
             "/v1/profiles",

@@ -526,7 +526,9 @@ fn seconds(s: f64) -> String {
 /// What a router should do, as one sentence per score band.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Advice {
-    pub recommended_model: String,
+    /// The model to switch to; `None` while `low_power_model` is `auto` and no profiled model is
+    /// good enough (routers then keep the model asked for).
+    pub recommended_model: Option<String>,
     /// Mean score 0–10 of the last records; `None` until inference data arrives.
     pub score: Option<f64>,
     /// The raw figure the score is made from, always given beside it.
@@ -551,8 +553,8 @@ pub const NO_INFERENCE_DATA: &str = "No inference data yet.";
 
 /// Advice for the current state and what inference measured. The bands use the mean score of
 /// the last records; the model to switch to is the configured low-power model, or with
-/// [`AUTO_MODEL`] the one the profiles chose (`auto` itself, and a sentence saying why, while
-/// none is good enough).
+/// [`AUTO_MODEL`] the one the profiles chose (none, and a sentence saying why, while none is
+/// good enough).
 pub fn advice(config: &PolicyConfig, state: &LowPowerState, measured: &Measured) -> Advice {
     let score = measured.score.filter(|s| s.is_finite());
     let model = match (config.auto_model(), &measured.good_enough) {
@@ -560,7 +562,7 @@ pub fn advice(config: &PolicyConfig, state: &LowPowerState, measured: &Measured)
         (true, Some((model, _))) => model.clone(),
         (true, None) => {
             return Advice {
-                recommended_model: AUTO_MODEL.to_string(),
+                recommended_model: None,
                 score,
                 tokens_per_second_per_watt: measured.tokens_per_second_per_watt,
                 most_efficient_model: measured.most_efficient_model.clone(),
@@ -598,7 +600,7 @@ pub fn advice(config: &PolicyConfig, state: &LowPowerState, measured: &Measured)
     };
     Advice {
         recommendation: format!("{recommendation}{chosen}"),
-        recommended_model: model,
+        recommended_model: Some(model),
         score,
         tokens_per_second_per_watt: measured.tokens_per_second_per_watt,
         most_efficient_model: measured.most_efficient_model.clone(),
@@ -844,7 +846,10 @@ mod tests {
         assert!(c.validate().is_ok());
         let off = LowPowerState::off();
         let none = advice(&c, &off, &Measured::default());
-        assert_eq!(none.recommended_model, AUTO_MODEL);
+        assert_eq!(
+            none.recommended_model, None,
+            "never \"auto\" as a model's name"
+        );
         assert!(
             none.recommendation
                 .starts_with("No profiled model is good enough yet (accuracy at least 70 %)"),
@@ -857,7 +862,7 @@ mod tests {
             ..Measured::default()
         };
         let a = advice(&c, &off, &chosen);
-        assert_eq!(a.recommended_model, "smollm2");
+        assert_eq!(a.recommended_model.as_deref(), Some("smollm2"));
         assert_eq!(
             a.recommendation,
             "Efficiency 3.0/10: fair; smollm2 would answer for less energy per token. (smollm2 \
@@ -865,7 +870,7 @@ mod tests {
         );
         // A named model is advised as it is, whatever the profiles chose.
         let named = advice(&PolicyConfig::default(), &off, &chosen);
-        assert_eq!(named.recommended_model, DEFAULT_MODEL);
+        assert_eq!(named.recommended_model.as_deref(), Some(DEFAULT_MODEL));
         assert!(!named.recommendation.contains("cheapest"));
         // Targets out of range are refused with the field.
         for bad in [-0.1, 1.5, f64::NAN] {
@@ -893,7 +898,10 @@ mod tests {
             ..Measured::default()
         };
         assert_eq!(advice(&c, &off, &none).recommendation, NO_INFERENCE_DATA);
-        assert_eq!(advice(&c, &off, &none).recommended_model, "qwen3:1b");
+        assert_eq!(
+            advice(&c, &off, &none).recommended_model.as_deref(),
+            Some("qwen3:1b")
+        );
         assert!(advice(&c, &off, &score(9.0))
             .recommendation
             .starts_with("Efficiency 9.0/10: excellent"));

@@ -19,7 +19,8 @@ pub struct LowPowerView {
     /// Seconds since the Unix epoch of the last change; `None` if it never changed.
     pub since: Option<f64>,
     pub reason: Option<Reason>,
-    pub recommended_model: String,
+    /// `None` while `low_power_model` is `auto` and no profiled model is good enough.
+    pub recommended_model: Option<String>,
     pub recommendation: String,
     /// Mean efficiency score 0–10 of the last inference records; `None` until there are some.
     pub score: Option<f64>,

@@ -51,7 +51,9 @@ pub enum Command {
     ResetSession,
     /// Make and store a record for inference a client measured itself; answers the record.
     RecordInference(Box<External>, oneshot::Sender<Result<Record, Error>>),
-    /// Keep a graded profile of a model (`wattbar-cli profile`); answers once it is written.
+    /// Keep a graded profile of a model (`wattbar-cli profile`); answers once it is kept and the
+    /// batch holding it was written (where there is a ledger; a failed write is kept for the
+    /// next batch and shown, as every write is).
     RecordProfile(Box<StoredProfile>, Reply),
     /// Answers once record `id` is settled (published), or at once when nothing of it is
     /// pending: its request never began, was abandoned, or was settled already.

@@ -243,7 +243,7 @@ impl EngineReader {
         rx.await.map_err(|_| Error::Stopped)?
     }
 
-    /// Keeps a graded profile; answers once the ledger holds it, or why it was refused.
+    /// Keeps a graded profile; answers once its batch was written, or why it was refused.
     pub async fn record_profile(
         &self,
         profile: wattbar_ledger::store::profiles::StoredProfile,

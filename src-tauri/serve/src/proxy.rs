@@ -81,7 +81,6 @@ use wattbar_core::inference::usage::UsageChunkFilter;
 use wattbar_core::inference::{
     check_model_name, Framing, ResponseMeter, Route, ServerFigures, Status,
 };
-use wattbar_core::policy::AUTO_MODEL;
 use wattbar_core::{LowPowerAction, PolicyConfig};
 use wattbar_engine::inference::reporter::{InFlight, Reporter};
 use wattbar_engine::published::Published;
@@ -475,8 +474,10 @@ impl Proxy {
         routes.then(|| {
             let mut config = config.clone();
             // `auto`: the model the profiles chose, once one is good enough.
-            let chosen = &published.low_power.advice.recommended_model;
-            if config.auto_model() && chosen != AUTO_MODEL {
+            if let (true, Some(chosen)) = (
+                config.auto_model(),
+                &published.low_power.advice.recommended_model,
+            ) {
                 config.model.clone_from(chosen);
             }
             config

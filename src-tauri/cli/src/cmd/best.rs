@@ -1,5 +1,8 @@
 //! `wattbar-cli models --best`: from the profiles kept in the ledger, the model with the lowest
 //! energy per query that meets the targets, with the evidence ([`wattbar_core::eval::best`]).
+//!
+//! Rule: the ledger is read as it is, beside a running engine or none; an unknown figure is
+//! shown as "—", never 0.
 
 use anyhow::Result;
 use wattbar_core::eval::best::{best, Choice, KeptProfile, Targets};
@@ -27,9 +30,8 @@ pub fn human(c: &Choice) -> String {
         format!(", median ITL ≤ {:.0} ms", s * 1000.0)
     });
     let target = format!("accuracy ≥ {:.0} %{itl}", c.targets.min_accuracy * 100.0);
-    match (&c.chosen, &c.why_none) {
-        (Some(model), _) => {
-            let w = &c.weighed[0];
+    match (&c.chosen, c.weighed.first(), &c.why_none) {
+        (Some(model), Some(w), _) => {
             t.push_str(&format!(
                 "Best on {}: {model}, {} J a query at {} accuracy [{} – {}] ({target})\n",
                 c.eval.as_deref().unwrap_or("?"),
@@ -39,8 +41,8 @@ pub fn human(c: &Choice) -> String {
                 percent(w.accuracy_high),
             ));
         }
-        (None, Some(why)) => t.push_str(&format!("No choice ({target}): {why}\n")),
-        (None, None) => {}
+        (_, _, Some(why)) => t.push_str(&format!("No choice ({target}): {why}\n")),
+        _ => {}
     }
     if c.weighed.is_empty() {
         return t;

@@ -7,7 +7,8 @@
 //! - Profiles are compared only within one group ([`super::compare`]: one machine, energy
 //!   sources and graders): the newest profile's group among those of the evaluation. The
 //!   others are listed with what sets them apart, never chosen.
-//! - Per model, its newest profile counts; older ones are listed as superseded.
+//! - Per model, its newest profile counts, whatever its group; older ones are listed as
+//!   superseded.
 //! - A target set and a figure unknown is not met: an unknown accuracy, latency or energy never
 //!   passes for a good one.
 //! - Among the profiles that meet every target, the lowest mean energy per query wins; a tie
@@ -100,18 +101,17 @@ pub fn best(profiles: &[KeptProfile], targets: &Targets) -> Choice {
     let mut weighed: Vec<Weighed> = Vec::new();
     let mut seen_models: Vec<&str> = Vec::new();
     for (p, g) in of_eval.iter().zip(group_of(&of_eval, &groups)) {
-        let (lo, hi) = wilson(p.run.correct, p.run.correct + p.run.incorrect).unzip();
-        let missed: Vec<String> = if let (Some(first), Some(g)) = (first, g) {
-            if g != first {
+        let (lo, hi) = wilson(p.run.correct, p.run.correct.saturating_add(p.run.incorrect)).unzip();
+        // A model's newest profile counts, whatever its group; then only the first group is
+        // weighed against the targets.
+        let superseded = seen_models.contains(&p.run.model.as_str());
+        seen_models.push(p.run.model.as_str());
+        let missed: Vec<String> = match (first, g) {
+            _ if superseded => vec!["superseded by a newer profile of the model".to_string()],
+            (Some(first), Some(g)) if g != first => {
                 vec![format!("not comparable: {}", apart(first, g))]
-            } else if seen_models.contains(&p.run.model.as_str()) {
-                vec!["superseded by a newer profile of the model".to_string()]
-            } else {
-                seen_models.push(p.run.model.as_str());
-                misses(&p.run, targets)
             }
-        } else {
-            misses(&p.run, targets)
+            _ => misses(&p.run, targets),
         };
         weighed.push(Weighed {
             profile: (*p).clone(),
@@ -147,6 +147,9 @@ pub fn best(profiles: &[KeptProfile], targets: &Targets) -> Choice {
     let why_none = match (&chosen, &eval) {
         (Some(_), _) => None,
         (None, None) => Some("no profile is kept: run `wattbar-cli profile` first".to_string()),
+        (None, Some(e)) if weighed.is_empty() => Some(format!(
+            "no profile is kept for {e}: run `wattbar-cli profile --eval {e:?}` first"
+        )),
         (None, Some(e)) => Some(format!(
             "no model profiled on {e} meets the targets: each says what it missed"
         )),
@@ -332,11 +335,15 @@ mod tests {
         // A GPU's joules are not the package's: listed apart, never chosen, however cheap.
         let mut gpu = kept("gpu", 3.0, 10, 0.5, 5.0);
         gpu.run.sources = vec!["nvml".into()];
+        // A model newest profiled on the GPU is not chosen by an older package profile.
+        let moved = kept("moved", 0.5, 10, 0.1, 1.0);
+        let mut moved_now = kept("moved", 2.5, 10, 0.1, 1.0);
+        moved_now.run.sources = vec!["nvml".into()];
         // The newest profile sets the group; small's older, better profile is superseded.
         let old_small = kept("small", 4.0, 10, 3.0, 10.0);
         let small = kept("small", 5.0, 7, 12.0, 20.0);
         let c = best(
-            &[blind, slowless, gpu, old_small, small],
+            &[blind, slowless, gpu, old_small, small, moved, moved_now],
             &targets(0.6, Some(100.0)),
         );
         assert_eq!(c.chosen.as_deref(), Some("small"));
@@ -360,6 +367,14 @@ mod tests {
             why("small", 4.0),
             "superseded by a newer profile of the model"
         );
+        assert_eq!(
+            why("moved", 0.5),
+            "superseded by a newer profile of the model"
+        );
+        assert_eq!(
+            why("moved", 2.5),
+            "not comparable: other energy sources (nvml)"
+        );
         // Another evaluation is not weighed at all; none kept: no choice, and why.
         let mut mcq = kept("mcq-only", 9.0, 9, 1.0, 10.0);
         mcq.eval = "mmlu".into();
@@ -371,12 +386,20 @@ mod tests {
         assert_eq!(c.chosen.as_deref(), Some("small"));
         assert_eq!(c.weighed.len(), 1);
         assert_eq!(
-            best(&[mcq], &targets(0.6, None)).chosen.as_deref(),
+            best(&[mcq.clone()], &targets(0.6, None)).chosen.as_deref(),
             Some("mcq-only")
         );
         assert_eq!(
             best(&[], &Targets::default()).why_none.as_deref(),
             Some("no profile is kept: run `wattbar-cli profile` first")
+        );
+        let unknown = Targets {
+            eval: Some("hellaswag".into()),
+            ..Targets::default()
+        };
+        assert_eq!(
+            best(&[mcq.clone()], &unknown).why_none.as_deref(),
+            Some("no profile is kept for hellaswag: run `wattbar-cli profile --eval \"hellaswag\"` first")
         );
     }
 }

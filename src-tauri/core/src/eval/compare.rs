@@ -108,7 +108,7 @@ pub fn wilson(correct: u64, n: u64) -> Option<(f64, f64)> {
 pub fn compare(runs: Vec<Run>) -> Vec<Group> {
     let mut groups: Vec<Group> = Vec::new();
     for run in runs {
-        let (lo, hi) = wilson(run.correct, run.correct + run.incorrect).unzip();
+        let (lo, hi) = wilson(run.correct, run.correct.saturating_add(run.incorrect)).unzip();
         let ranked = Ranked {
             run,
             accuracy_low: lo,

@@ -1,11 +1,27 @@
 //! What a program starts the engine with: its preferences, its ledger and the files it keeps
 //! current, its clock and the parts it may or may not run.
+//!
+//! Rule: the defaults are those of a program that is watched (nothing rests, nothing is found
+//! by itself, nothing is kept on disk); `serve` and the tray ask for more by name.
 
 use crate::time::clock::{Clock, SystemClock};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use wattbar_core::Preferences;
+use wattbar_core::{Chain, Preferences};
+
+/// The sampling period while a request is in flight, unless the sources update slower.
+pub const INFERENCE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The sampling period: the preference, but never faster than the slowest source can give new
+/// values (half NVML's counter update period, for one).
+pub(super) fn period(prefs: &Preferences, chain: &Chain) -> Duration {
+    let chosen = prefs.interval();
+    match chain.min_interval() {
+        Some(min) if min > chosen => min,
+        _ => chosen,
+    }
+}
 
 /// How often pending samples are written to the store.
 pub const DEFAULT_BATCH_INTERVAL: Duration = Duration::from_secs(10);

@@ -7,6 +7,7 @@
 //!   the next or to the recorder, the ledger's one writer.
 //! - What a command changes is published before it is answered ([`Engine::after_publish`]).
 
+use super::config::{period, INFERENCE_INTERVAL};
 use crate::advice::AdviceFile;
 use crate::command::{Command, External};
 use crate::error::Error;
@@ -30,19 +31,6 @@ use wattbar_core::inference::resident::Unload;
 use wattbar_core::inference::Record;
 use wattbar_core::{Chain, Preferences, Stamp, Transition};
 use wattbar_ledger::store::profiles::StoredProfile;
-
-/// The sampling period while a request is in flight, unless the sources update slower.
-pub const INFERENCE_INTERVAL: Duration = Duration::from_millis(100);
-
-/// The sampling period: the preference, but never faster than the slowest source can give new
-/// values (half NVML's counter update period, for one).
-pub(super) fn period(prefs: &Preferences, chain: &Chain) -> Duration {
-    let chosen = prefs.interval();
-    match chain.min_interval() {
-        Some(min) if min > chosen => min,
-        _ => chosen,
-    }
-}
 
 /// The engine's state: the chain and the clock it samples with, the preferences it owns, and one
 /// field per stage of a sample, each owning its own state.

@@ -13,7 +13,7 @@ use crate::inference::events::External;
 use crate::inference::{Book, InferenceView, RecordIds, Requests};
 use crate::server_metrics::ProxySeen;
 use std::sync::Arc;
-use wattbar_core::eval::best::{best, KeptProfile};
+use wattbar_core::eval::best::{best, KeptProfile, Targets};
 use wattbar_core::inference::{Baseline, Interval, Record};
 use wattbar_core::policy::Measured;
 use wattbar_core::{PolicyConfig, Stamp};
@@ -25,6 +25,9 @@ pub(crate) struct Inference {
     pub ids: RecordIds,
     pub book: Book,
     profiles: Arc<[KeptProfile]>,
+    /// The cheapest model good enough for the targets it was chosen for, until the profiles or
+    /// the targets change: not chosen again at every record.
+    chosen: Option<(Targets, Option<(String, String)>)>,
 }
 
 /// What one sample settled, for the ledger.
@@ -63,6 +66,7 @@ impl Inference {
             ids,
             book,
             profiles: profiles.into(),
+            chosen: None,
         }
     }
 
@@ -80,11 +84,21 @@ impl Inference {
         if r.model.trim().is_empty() || p.eval.trim().is_empty() {
             return Err("a profile names its model and its evaluation".into());
         }
-        if r.correct + r.incorrect > p.queries {
+        let graded = r.correct.saturating_add(r.incorrect);
+        if graded > p.queries {
+            return Err(format!("{graded} graded answers of {} queries", p.queries));
+        }
+        // The accuracy is the counts': a profile that says otherwise is not one.
+        let counted = (graded > 0).then(|| r.correct as f64 / graded as f64);
+        let agrees = match (r.accuracy, counted) {
+            (None, None) => true,
+            (Some(a), Some(c)) => (a - c).abs() <= 1e-9,
+            _ => false,
+        };
+        if !agrees {
             return Err(format!(
-                "{} graded answers of {} queries",
-                r.correct + r.incorrect,
-                p.queries
+                "accuracy {:?} is not {} correct of {graded} graded",
+                r.accuracy, r.correct
             ));
         }
         if !p.at.is_finite() || figures.iter().flatten().any(|x| !x.is_finite() || *x < 0.0) {
@@ -96,6 +110,7 @@ impl Inference {
         let mut kept = self.profiles.to_vec();
         kept.push(p);
         self.profiles = kept.into();
+        self.chosen = None;
         Ok(())
     }
 
@@ -179,17 +194,27 @@ impl Inference {
 
     /// What low-power mode's advice weighs: the score, the efficiency, the most efficient model
     /// and, where the low-power model is `auto`, the cheapest one good enough for `config`.
-    pub fn measured(&self, config: &PolicyConfig) -> Measured {
+    pub fn measured(&mut self, config: &PolicyConfig) -> Measured {
+        let good_enough = if config.auto_model() {
+            let targets = config.targets();
+            match &self.chosen {
+                Some((t, chosen)) if *t == targets => chosen.clone(),
+                _ => {
+                    let choice = best(&self.profiles, &targets);
+                    let chosen = choice.chosen.zip(choice.eval);
+                    self.chosen = Some((targets, chosen.clone()));
+                    chosen
+                }
+            }
+        } else {
+            None
+        };
         let v = self.book.view();
-        let good_enough = config.auto_model().then(|| {
-            let choice = best(&self.profiles, &config.targets());
-            choice.chosen.zip(choice.eval)
-        });
         Measured {
             score: v.score,
             tokens_per_second_per_watt: v.tokens_per_second_per_watt,
             most_efficient_model: v.most_efficient_model.clone(),
-            good_enough: good_enough.flatten(),
+            good_enough,
         }
     }
 

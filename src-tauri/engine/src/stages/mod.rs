@@ -11,7 +11,9 @@
 //! 7. then the requests that ended are settled ([`inference`]), and [`rest`] sets the pace.
 //!
 //! Rule: a stage knows no command, no reader and no other stage's state; what it gives the
-//! ledger or another stage comes back from its method as a value, and the engine carries it.
+//! ledger or another stage comes back from its method as a value (of the taker's type where
+//! the taker defines one, as [`inference`] gives the servers' stage a `ProxySeen`), and the
+//! engine carries it.
 
 pub mod calibration;
 pub(crate) mod inference;

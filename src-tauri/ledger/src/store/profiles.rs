@@ -1,5 +1,5 @@
 //! Graded profiles (v18): `profiles`, one row per `wattbar-cli profile` run: when it ended, the
-//! evaluation, the model, the machine, the energy's sources and the graders (comma-joined,
+//! evaluation, the model, the machine, the energy's sources and the graders (JSON arrays,
 //! sorted), the counts and the figures that choose a model ([`wattbar_core::eval::best`]), and
 //! the whole `summary.json` beside them. Written in the engine's batch, never pruned: a profile
 //! is the evidence of a choice.
@@ -44,6 +44,27 @@ impl StoredProfile {
         let queries = summary["queries"]
             .as_u64()
             .ok_or("the summary has no count of queries")?;
+        // A figure the summary gives must be one: read strictly here, where a figure out of
+        // range would otherwise be kept as unknown.
+        for key in [
+            "avg_per_query_energy_joules",
+            "joules_per_correct_answer",
+            "intelligence_per_joule",
+            "itl_seconds_median",
+        ] {
+            if let Some(v) = summary[key].as_f64().filter(|v| *v < 0.0) {
+                return Err(format!("{key} is {v}, below 0"));
+            }
+            if !(summary[key].is_null() || summary[key].is_number()) {
+                return Err(format!("{key} is not a number"));
+            }
+        }
+        if let Some(a) = summary["accuracy"]
+            .as_f64()
+            .filter(|a| !(0.0..=1.0).contains(a))
+        {
+            return Err(format!("accuracy {a} is not a fraction"));
+        }
         let model = summary["model"].as_str().unwrap_or_default();
         let label = label.unwrap_or_else(|| model.to_string());
         Ok(StoredProfile {
@@ -58,15 +79,14 @@ impl StoredProfile {
     }
 }
 
+/// A list as kept: a JSON array, since a grader's name (`regex:\d{1,3}`, `cmd:a,b`) may hold
+/// any character.
 fn joined(v: &[String]) -> String {
-    v.join(",")
+    serde_json::to_string(v).unwrap_or_else(|_| "[]".into())
 }
 
 fn split(s: &str) -> Vec<String> {
-    s.split(',')
-        .filter(|x| !x.is_empty())
-        .map(String::from)
-        .collect()
+    serde_json::from_str(s).unwrap_or_default()
 }
 
 fn count(n: u64) -> i64 {
@@ -169,7 +189,7 @@ mod tests {
                     model: model.into(),
                     machine: Some("desk".into()),
                     sources: vec!["proc-stat".into(), "rapl".into()],
-                    graders: vec!["number".into()],
+                    graders: vec!["cmd:grade --ok 0,1".into(), "regex:\\d{1,3}".into()],
                     correct,
                     incorrect: 10 - correct,
                     accuracy: Some(correct as f64 / 10.0),
@@ -208,5 +228,30 @@ mod tests {
         assert_eq!(read, kept);
         // No correct answer: no J per correct answer, never 0 or infinite.
         assert_eq!(read[1].profile.run.joules_per_correct_answer, None);
+        // Graders whose names hold commas come back whole.
+        assert_eq!(read[0].profile.run.graders.len(), 2);
+    }
+
+    #[test]
+    fn a_summary_whose_figures_are_out_of_range_is_refused_not_kept_as_unknown() {
+        let at = |summary: serde_json::Value| {
+            StoredProfile::from_summary("gsm8k".into(), None, 1.0, &summary)
+        };
+        let ok = serde_json::json!({"model": "m", "queries": 4, "correct": 1, "incorrect": 3,
+            "accuracy": 0.25, "avg_per_query_energy_joules": 12.0});
+        assert_eq!(at(ok).map(|p| p.profile.run.accuracy), Ok(Some(0.25)));
+        for (key, bad) in [
+            ("accuracy", serde_json::json!(1.5)),
+            ("avg_per_query_energy_joules", serde_json::json!(-3.0)),
+            ("itl_seconds_median", serde_json::json!("fast")),
+        ] {
+            let mut s = serde_json::json!({"model": "m", "queries": 4});
+            s[key] = bad;
+            assert!(at(s).is_err(), "{key}");
+        }
+        assert!(
+            at(serde_json::json!({"model": "m"})).is_err(),
+            "no count of queries"
+        );
     }
 }

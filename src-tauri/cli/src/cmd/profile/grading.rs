@@ -234,6 +234,9 @@ mod tests {
             ("mcq", Verdict::Correct)
         );
         assert!(g.check(Some("fuzzy")).is_err());
-        assert!(Graders::new(Some("llm:judge"), false, 0.0).is_err());
+        // A grader model is asked by the profile itself (`ask_judge`), never by `grade`.
+        let judged = Graders::new(Some("llm:judge"), false, 0.0).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(judged.grader(None), Ok(Grader::Llm(m)) if m == "judge"));
+        assert!(judged.grade(None, "42", Some("42"), &record).is_err());
     }
 }

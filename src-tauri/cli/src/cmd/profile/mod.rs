@@ -30,14 +30,13 @@ use wattbar_core::eval::Grader;
 
 use crate::cmd::run::meter::Meter;
 use crate::cmd::run::summary::Stats;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wattbar_core::eval::summary::{summarise, Query};
-use wattbar_core::inference::Record;
 use wattbar_engine::unix_now;
 use wattbar_serve::proxy;
 
@@ -111,8 +110,13 @@ pub fn profile(runtime: &tokio::runtime::Runtime, o: Options) -> Result<()> {
         .with_context(|| format!("cannot read {}", o.prompts.display()))?;
     let mut prompts =
         parse_prompts(&text, o.format).with_context(|| format!("{}", o.prompts.display()))?;
+    let in_file = prompts.len();
     if let Some(max) = o.max {
         prompts.truncate(max);
+    }
+    let mut o = o;
+    if o.eval.is_none() {
+        o.eval = Some(eval_name(&o.prompts, prompts.len(), in_file));
     }
     // Every grader is checked before anything is sent.
     let graders = Graders::new(o.grader.as_deref(), o.format == Format::Gsm8k, o.tolerance)?;
@@ -125,12 +129,11 @@ pub fn profile(runtime: &tokio::runtime::Runtime, o: Options) -> Result<()> {
     runtime.block_on(profile_async(o, prompts, graders))
 }
 
-async fn profile_async(mut o: Options, prompts: Vec<Prompt>, graders: Graders) -> Result<()> {
+async fn profile_async(o: Options, prompts: Vec<Prompt>, graders: Graders) -> Result<()> {
     let eval = o
         .eval
-        .take()
-        .unwrap_or_else(|| eval_name(&o.prompts, o.max, prompts.len()));
-    o.eval = Some(eval.clone());
+        .clone()
+        .unwrap_or_else(|| eval_name(&o.prompts, prompts.len(), prompts.len()));
     let upstream_text = match &o.upstream {
         Some(u) if u.contains("://") => u.clone(),
         Some(u) => format!("http://{u}"),
@@ -190,14 +193,15 @@ async fn profile_async(mut o: Options, prompts: Vec<Prompt>, graders: Graders) -
 }
 
 /// The evaluation a prompts file is: its name without the extension, and how many of its
-/// prompts were asked where `--max` cut it short (`gsm8k-test-first40 (first 10)`).
-pub fn eval_name(prompts: &Path, max: Option<usize>, asked: usize) -> String {
+/// `in_file` prompts were asked where fewer were (`gsm8k-test-first40 (first 10)`).
+pub fn eval_name(prompts: &Path, asked: usize, in_file: usize) -> String {
     let stem = prompts
         .file_stem()
         .map_or_else(|| "prompts".into(), |s| s.to_string_lossy().into_owned());
-    match max {
-        Some(m) if m <= asked => format!("{stem} (first {asked})"),
-        _ => stem,
+    if asked < in_file {
+        format!("{stem} (first {asked})")
+    } else {
+        stem
     }
 }
 

@@ -51,7 +51,7 @@ async fn auto_advises_the_cheapest_profiled_model_good_enough_and_remembers_afte
     let reader = engine.reader();
     let mut rx = engine.subscribe();
     let first = wait_for(&mut rx, |p| p.snapshot.is_some()).await;
-    assert_eq!(first.low_power.advice.recommended_model, AUTO_MODEL);
+    assert_eq!(first.low_power.advice.recommended_model, None);
     // big: 36 of 40 at 40 J a query; small: 24 of 40 at 12 J; tiny: 4 of 40 at 5 J.
     for p in [
         profile("big", 1.0, 36, 40.0),
@@ -66,7 +66,10 @@ async fn auto_advises_the_cheapest_profiled_model_good_enough_and_remembers_afte
     // Answered once published: the state read now has all three and the choice.
     let now = engine.current();
     assert_eq!(now.inference.profiles.len(), 3);
-    assert_eq!(now.low_power.advice.recommended_model, "small");
+    assert_eq!(
+        now.low_power.advice.recommended_model.as_deref(),
+        Some("small")
+    );
     // A profile that cannot be one is refused, and changes nothing.
     let mut bad = profile("odd", 4.0, 24, 12.0);
     bad.profile.run.accuracy = Some(1.5);
@@ -74,13 +77,29 @@ async fn auto_advises_the_cheapest_profiled_model_good_enough_and_remembers_afte
         reader.record_profile(bad).await,
         Err(crate::Error::Refused(_))
     ));
+    // Nor one whose accuracy is not its counts': "100 %" of nothing graded.
+    let mut empty = profile("empty", 4.0, 0, 12.0);
+    (empty.profile.run.incorrect, empty.profile.run.accuracy) = (0, Some(1.0));
+    let refused = reader.record_profile(empty).await;
+    assert!(
+        matches!(&refused, Err(crate::Error::Refused(why)) if why.contains("0 correct of 0 graded")),
+        "{refused:?}"
+    );
     assert_eq!(engine.current().inference.profiles.len(), 3);
     // A stricter target: only big is good enough.
     reader
         .set_preferences(auto(0.8))
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(engine.current().low_power.advice.recommended_model, "big");
+    assert_eq!(
+        engine
+            .current()
+            .low_power
+            .advice
+            .recommended_model
+            .as_deref(),
+        Some("big")
+    );
     engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
 
     // Restarted: the profiles are the ledger's, and so is the choice.
@@ -94,6 +113,9 @@ async fn auto_advises_the_cheapest_profiled_model_good_enough_and_remembers_afte
         .map(|p| p.run.model.as_str())
         .collect();
     assert_eq!(models, ["big", "small", "tiny"]);
-    assert_eq!(first.low_power.advice.recommended_model, "small");
+    assert_eq!(
+        first.low_power.advice.recommended_model.as_deref(),
+        Some("small")
+    );
     engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
 }
