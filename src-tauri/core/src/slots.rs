@@ -95,6 +95,104 @@ impl Series {
     }
 }
 
+/// What turns a spot price into the price a customer pays, as evcc's tariffs do:
+/// `(spot + charges) × (1 + tax)`.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Retail {
+    /// Grid fees, levies and the supplier's margin, per kWh.
+    pub charges_per_kwh: f64,
+    /// VAT and the like, as a fraction (0.19 for 19 %).
+    pub tax: f64,
+}
+
+/// Where a job of a given length is cheapest (or greenest) to run, and what starting now costs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Window {
+    pub start: f64,
+    pub end: f64,
+    /// The mean value over the window, weighted by time.
+    pub mean: f64,
+    /// The mean over the same length from the earliest start.
+    pub now_mean: f64,
+    /// `1 − mean ÷ now_mean`: the share saved by waiting; `None` where starting now costs
+    /// nothing or less (a saving of a negative price is no fraction).
+    pub saving_fraction: Option<f64>,
+}
+
+impl Series {
+    /// The retail series of a spot series.
+    pub fn retail(&self, r: Retail) -> Series {
+        Series {
+            slots: self
+                .slots
+                .iter()
+                .map(|s| Slot {
+                    value: (s.value + r.charges_per_kwh) * (1.0 + r.tax),
+                    ..*s
+                })
+                .collect(),
+            ..self.clone()
+        }
+    }
+
+    /// The time-weighted mean from `from` to `to`; `None` where a gap or the series' end lies
+    /// within: a window is priced whole or not at all.
+    pub fn mean_over(&self, from: f64, to: f64) -> Option<f64> {
+        if !(to > from) {
+            return None;
+        }
+        let mut covered = 0.0;
+        let mut sum = 0.0;
+        let mut at = from;
+        for s in self.slots.iter().filter(|s| s.end > from && s.start < to) {
+            if s.start > at + 1e-9 {
+                return None;
+            }
+            let (a, b) = (s.start.max(from), s.end.min(to));
+            sum += s.value * (b - a);
+            covered += b - a;
+            at = b;
+        }
+        ((to - from) - covered <= 1e-6).then(|| sum / (to - from))
+    }
+
+    /// The start within `[earliest, latest_end − duration]` whose window of `duration` has the
+    /// lowest running mean (not the one cheapest slot: a job lasts its length), the earliest of
+    /// equals; `None` where no such window lies wholly within the series. The mean is piecewise
+    /// linear in the start, bending only where the window's start or end meets a slot's edge,
+    /// so those starts, and the two ends of the range, are all that need trying.
+    pub fn lowest_window(&self, earliest: f64, latest_end: f64, duration: f64) -> Option<Window> {
+        let latest = latest_end - duration;
+        if !(duration > 0.0 && latest >= earliest) {
+            return None;
+        }
+        let mut starts = vec![earliest, latest];
+        for s in &self.slots {
+            for edge in [s.start, s.end] {
+                starts.extend([edge, edge - duration]);
+            }
+        }
+        starts.retain(|t| *t >= earliest && *t <= latest);
+        starts.sort_by(f64::total_cmp);
+        starts.dedup();
+        let now_mean = self.mean_over(earliest, earliest + duration)?;
+        let (start, mean) = starts
+            .into_iter()
+            .filter_map(|t| Some((t, self.mean_over(t, t + duration)?)))
+            .fold(None, |best: Option<(f64, f64)>, (t, m)| match best {
+                Some((_, bm)) if bm <= m + 1e-12 => best,
+                _ => Some((t, m)),
+            })?;
+        Some(Window {
+            start,
+            end: start + duration,
+            mean,
+            now_mean,
+            saving_fraction: (now_mean > 0.0).then(|| 1.0 - mean / now_mean),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,6 +216,62 @@ mod tests {
         assert_eq!(s.at(5000.0), Some(-0.01), "a negative price is kept");
         assert_eq!(s.at(7200.0), None);
         assert_eq!(s.span(), Some((0.0, 7200.0)));
+    }
+
+    fn hourly(prices: &[f64]) -> Series {
+        let slots = prices
+            .iter()
+            .enumerate()
+            .map(|(i, p)| slot(i as f64 * 3600.0, (i + 1) as f64 * 3600.0, *p))
+            .collect();
+        Series::new(Quantity::PricePerKwh, Some("EUR".into()), slots)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_two_hour_job_waits_for_the_lowest_running_mean_not_the_cheapest_hour() {
+        // 30, 10, 20, 5, 40 ct: two hours from 0 h cost a mean of 20 ct, from 1 h 15, from 2 h
+        // 12.5, from 3 h 22.5. The cheapest hour (5 ct at 3 h) is not where to start.
+        let s = hourly(&[0.30, 0.10, 0.20, 0.05, 0.40]);
+        let w = s
+            .lowest_window(0.0, 5.0 * 3600.0, 2.0 * 3600.0)
+            .unwrap_or_else(|| panic!("no window"));
+        assert_eq!((w.start, w.end), (7200.0, 14_400.0));
+        assert!((w.mean - 0.125).abs() < 1e-12 && (w.now_mean - 0.20).abs() < 1e-12);
+        assert!((w.saving_fraction.unwrap_or_default() - 0.375).abs() < 1e-12);
+        // Half an hour in, a 90-minute job: now, 0.5 h to 2 h, costs (30×0.5 + 10)/1.5 =
+        // 16.7 ct; the best ends where the 40 ct hour begins: 2.5 h to 4 h, (20×0.5 + 5)/1.5 =
+        // 10 ct, a start at no slot's edge.
+        let w = s
+            .lowest_window(1800.0, 5.0 * 3600.0, 5400.0)
+            .unwrap_or_else(|| panic!("no window"));
+        assert_eq!(w.start, 9000.0);
+        assert!((w.mean - 0.10).abs() < 1e-12, "{w:?}");
+        assert!((w.now_mean - 0.25 / 1.5).abs() < 1e-12, "{w:?}");
+        // A window past the prices known is none, and so is one that does not fit.
+        assert_eq!(s.lowest_window(0.0, 6.0 * 3600.0, 6.0 * 3600.0), None);
+        assert_eq!(s.lowest_window(0.0, 3600.0, 7200.0), None);
+    }
+
+    #[test]
+    fn retail_adds_charges_then_tax_and_a_negative_spot_can_stay_negative() {
+        let spot = hourly(&[-0.08, 0.10]);
+        let r = spot.retail(Retail {
+            charges_per_kwh: 0.05,
+            tax: 0.19,
+        });
+        // (−0.08 + 0.05) × 1.19 = −0.0357; (0.10 + 0.05) × 1.19 = 0.1785.
+        assert!((r.slots[0].value + 0.0357).abs() < 1e-12);
+        assert!((r.slots[1].value - 0.1785).abs() < 1e-12);
+        // A window over a gap has no mean.
+        let gappy = Series::new(
+            Quantity::PricePerKwh,
+            None,
+            vec![slot(0.0, 900.0, 0.1), slot(1800.0, 2700.0, 0.1)],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(gappy.mean_over(0.0, 2700.0), None);
+        assert_eq!(gappy.mean_over(0.0, 900.0), Some(0.1));
     }
 
     #[test]
