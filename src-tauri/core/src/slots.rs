@@ -138,7 +138,7 @@ impl Series {
     /// The time-weighted mean from `from` to `to`; `None` where a gap or the series' end lies
     /// within: a window is priced whole or not at all.
     pub fn mean_over(&self, from: f64, to: f64) -> Option<f64> {
-        if !(to > from) {
+        if from.is_nan() || to.is_nan() || to <= from {
             return None;
         }
         let mut covered = 0.0;
@@ -163,7 +163,7 @@ impl Series {
     /// so those starts, and the two ends of the range, are all that need trying.
     pub fn lowest_window(&self, earliest: f64, latest_end: f64, duration: f64) -> Option<Window> {
         let latest = latest_end - duration;
-        if !(duration > 0.0 && latest >= earliest) {
+        if duration.is_nan() || latest.is_nan() || duration <= 0.0 || latest < earliest {
             return None;
         }
         let mut starts = vec![earliest, latest];
