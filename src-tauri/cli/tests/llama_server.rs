@@ -347,6 +347,18 @@ fn gsm8k_profile_graded(
     (profile_records(out), summary)
 }
 
+/// `model`'s row in `models --json`, the ledger's figures per model.
+fn ledger_model(dir: &std::path::Path, model: &str) -> serde_json::Value {
+    let models: serde_json::Value =
+        serde_json::from_str(&crate::common::run_cli(dir, &["models", "--json"]))
+            .unwrap_or_else(|e| panic!("{e}"));
+    models["models"]
+        .as_array()
+        .and_then(|ms| ms.iter().find(|m| m["model"] == model))
+        .cloned()
+        .unwrap_or_else(|| panic!("{model} not in {models}"))
+}
+
 #[test]
 fn ten_gsm8k_questions_to_the_real_server_are_graded_and_summarised_in_ipws_terms() {
     let server = ModelServer::llama();
@@ -415,14 +427,7 @@ fn ten_gsm8k_questions_to_the_real_server_are_graded_and_summarised_in_ipws_term
     );
 
     // The ledger holds the same ten queries with the same energy.
-    let models: serde_json::Value =
-        serde_json::from_str(&crate::common::run_cli(dir.path(), &["models", "--json"]))
-            .unwrap_or_else(|e| panic!("{e}"));
-    let smollm2 = models["models"]
-        .as_array()
-        .and_then(|ms| ms.iter().find(|m| m["model"] == "smollm2"))
-        .cloned()
-        .unwrap_or_else(|| panic!("{models}"));
+    let smollm2 = ledger_model(dir.path(), "smollm2");
     assert_eq!(smollm2["requests"], 10, "{smollm2}");
     assert!((f(&smollm2["energy_joules"]) - energies.iter().sum::<f64>()).abs() < 1e-6);
 
@@ -534,13 +539,6 @@ fn ten_gsm8k_questions_to_the_real_server_are_graded_and_summarised_in_ipws_term
         );
     }
     // The ledger holds the grader's requests as records of their own: 10 + 3 answers, 3 reads.
-    let models: serde_json::Value =
-        serde_json::from_str(&crate::common::run_cli(dir.path(), &["models", "--json"]))
-            .unwrap_or_else(|e| panic!("{e}"));
-    let smollm2 = models["models"]
-        .as_array()
-        .and_then(|ms| ms.iter().find(|m| m["model"] == "smollm2"))
-        .cloned()
-        .unwrap_or_else(|| panic!("{models}"));
+    let smollm2 = ledger_model(dir.path(), "smollm2");
     assert_eq!(smollm2["requests"], 16, "{smollm2}");
 }
