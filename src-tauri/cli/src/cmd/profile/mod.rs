@@ -395,15 +395,8 @@ fn summary(o: &Options, q: &[QueryRecord], idle_watts: Option<f64>, measured: St
             })
             .collect::<Vec<_>>(),
     );
-    let mut graders: Vec<&str> = q.iter().map(|r| r.grader.as_str()).collect();
-    graders.sort_unstable();
-    graders.dedup();
-    let mut sources: Vec<&str> = q
-        .iter()
-        .flat_map(|r| r.sources.iter().map(String::as_str))
-        .collect();
-    sources.sort_unstable();
-    sources.dedup();
+    let graders = sorted_once(q.iter().map(|r| r.grader.as_str()));
+    let sources = sorted_once(q.iter().flat_map(|r| r.sources.iter().map(String::as_str)));
     let mut out = json!({
         "model": o.model,
         "eval": o.eval,
@@ -468,22 +461,20 @@ fn summary(o: &Options, q: &[QueryRecord], idle_watts: Option<f64>, measured: St
     out
 }
 
+/// Each name once, sorted.
+fn sorted_once<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut v: Vec<&str> = names.collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
 /// What the queries' energy is: its scope and the parts it covers (one, or each there was: a run
 /// whose headline changed scope mixed two quantities, and says so), the worst quality, the least
 /// share of a query measured and the sum of the bounds.
 fn energy_terms(q: &[QueryRecord]) -> Value {
-    let mut scopes: Vec<&'static str> = q
-        .iter()
-        .map(|r| wattbar_core::Scope::shown(r.scope))
-        .collect();
-    scopes.sort_unstable();
-    scopes.dedup();
-    let mut covers: Vec<&str> = q
-        .iter()
-        .flat_map(|r| r.covers.iter().map(String::as_str))
-        .collect();
-    covers.sort_unstable();
-    covers.dedup();
+    let scopes = sorted_once(q.iter().map(|r| wattbar_core::Scope::shown(r.scope)));
+    let covers = sorted_once(q.iter().flat_map(|r| r.covers.iter().map(String::as_str)));
     let bounds: Vec<f64> = q.iter().filter_map(|r| r.energy_bound_joules).collect();
     json!({
         "scope": (scopes.len() == 1).then(|| scopes[0]),
@@ -598,4 +589,18 @@ pub fn default_out(model: &str) -> PathBuf {
         })
         .collect();
     Path::new(".").join(format!("wattbar-profile-{name}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_evaluation_is_named_by_its_file_and_the_prompts_asked_where_fewer_than_it_holds() {
+        let file = Path::new("../shared/fixtures/evals/gsm8k-test-first40.jsonl");
+        // No --max, or `--max 50` over a file of 40: all 40 asked, one name.
+        assert_eq!(eval_name(file, 40, 40), "gsm8k-test-first40");
+        assert_eq!(eval_name(file, 10, 40), "gsm8k-test-first40 (first 10)");
+        assert_eq!(sorted_once(["b", "a", "b"].into_iter()), ["a", "b"]);
+    }
 }
