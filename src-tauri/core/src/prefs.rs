@@ -11,9 +11,11 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;
 
+pub mod feeds;
 pub mod integrations;
 pub mod server_metrics;
 pub mod wall_meter;
+pub use feeds::FeedPref;
 pub use integrations::{MqttPref, OtlpPref};
 pub use server_metrics::ServerMetricsPref;
 pub use wall_meter::WallMeterPref;
@@ -100,8 +102,13 @@ pub struct Preferences {
     pub rest_interval_ms: u64,
     /// Time-of-use rules over `price_per_kwh`.
     pub tariffs: Vec<TariffRule>,
-    /// Grid carbon intensity, gCO₂ per kWh, when known.
+    /// Grid carbon intensity, gCO₂ per kWh, when known; the carbon feed's fallback.
     pub carbon_g_per_kwh: Option<f64>,
+    /// Prices by the slot ([`feeds`]); `None`: the fixed price and its rules alone, which are
+    /// also the fallback where the feed has no price.
+    pub price_feed: Option<FeedPref>,
+    /// Grid intensity by the slot ([`feeds`]); `None`: `carbon_g_per_kwh` alone.
+    pub carbon_feed: Option<FeedPref>,
     pub daily_budget_kwh: Option<f64>,
     pub daily_budget_cost: Option<f64>,
     pub monthly_budget_kwh: Option<f64>,
@@ -274,6 +281,8 @@ impl Default for Preferences {
             rest_interval_ms: DEFAULT_REST_INTERVAL.as_millis() as u64,
             tariffs: Vec::new(),
             carbon_g_per_kwh: None,
+            price_feed: None,
+            carbon_feed: None,
             daily_budget_kwh: None,
             daily_budget_cost: None,
             monthly_budget_kwh: None,
@@ -299,13 +308,15 @@ impl Default for Preferences {
 
 impl Preferences {
     /// The stored keys besides the low-power ones ([`POLICY_KEYS`]).
-    const OWN_KEYS: [&'static str; 25] = [
+    const OWN_KEYS: [&'static str; 27] = [
         "price_per_kwh",
         "currency",
         "interval_ms",
         "rest_interval_ms",
         "tariffs",
         "carbon_g_per_kwh",
+        "price_feed",
+        "carbon_feed",
         "daily_budget_kwh",
         "daily_budget_cost",
         "monthly_budget_kwh",
@@ -483,6 +494,12 @@ impl Preferences {
             }
             "mqtt" => {
                 self.mqtt = MqttPref::parse(value, self.mqtt.as_ref())?;
+            }
+            "price_feed" => {
+                self.price_feed = FeedPref::parse_price(value, self.price_feed.as_ref())?;
+            }
+            "carbon_feed" => {
+                self.carbon_feed = FeedPref::parse_carbon(value, self.carbon_feed.as_ref())?;
             }
             "otlp" => {
                 self.otlp = OtlpPref::parse(value)?;

@@ -20,9 +20,9 @@
 
 use crate::energy::{Gap, Integrator};
 use crate::prefs::Currency;
+use crate::pricing::{Pricing, SlotPart};
 use crate::reading::Stamp;
 use crate::scope::Scope;
-use crate::tariff::Tariffs;
 use crate::units::{Joules, Watts};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -40,6 +40,10 @@ pub struct SessionTotals {
     pub kwh: f64,
     pub cost: f64,
     pub currency: Currency,
+    /// Of `kwh`, what a price feed had no slot for, priced by the fallback (the fixed price and
+    /// its rules): 0 without a feed.
+    #[serde(default)]
+    pub fallback_kwh: f64,
     /// Grams of CO₂ at the configured carbon intensity; `None` when none is set.
     pub carbon_g: Option<f64>,
     pub gaps: usize,
@@ -62,6 +66,9 @@ pub struct ScopeTally {
     pub joules: Joules,
     pub kwh: f64,
     pub cost: f64,
+    /// Of `kwh`, what a price feed had no slot for: priced by the fallback (the tariffs).
+    #[serde(default)]
+    pub fallback_kwh: f64,
     pub carbon_g: Option<f64>,
 }
 
@@ -85,13 +92,15 @@ pub struct Session {
 }
 
 /// What one sample added.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Added {
     pub joules: Joules,
     pub cost: f64,
     pub carbon_g: f64,
     /// The headline's scope changed at this sample: the interval before it counted nowhere.
     pub scope_change: Option<ScopeChange>,
+    /// Its energy and cost per price slot, where a price feed is set.
+    pub slots: Vec<SlotPart>,
 }
 
 impl Session {
@@ -134,18 +143,16 @@ impl Session {
     /// Adds one sample taken `at`, when the local time was `week_seconds` (seconds since Monday
     /// 00:00), of a headline of `watts` covering `scope`. `counted` is the energy hardware
     /// counters measured since the last sample for everything the headline is made of; without
-    /// it the power is integrated. The energy since the last sample is priced at the tariffs in
-    /// force over that interval.
-    #[allow(clippy::too_many_arguments)]
+    /// it the power is integrated. The energy since the last sample is priced as `pricing` has
+    /// it over that interval (the feed's slots, else the tariffs).
     pub fn push(
         &mut self,
         at: Stamp,
         watts: Option<Watts>,
         scope: Option<Scope>,
         counted: Option<Joules>,
-        tariffs: &Tariffs,
+        pricing: &Pricing,
         week_seconds: f64,
-        carbon_g_per_kwh: Option<f64>,
     ) -> Added {
         let t = at.monotonic;
         let since = self.integrator.last_time();
@@ -181,20 +188,26 @@ impl Session {
         let seconds = since
             .map(|s| t.saturating_sub(s).as_secs_f64())
             .unwrap_or(0.0);
-        let cost = tariffs.cost(week_seconds - seconds, seconds, joules);
-        let carbon_g = carbon_g_per_kwh.map(|g| g * joules.kwh()).unwrap_or(0.0);
+        let priced = pricing.price(
+            at.unix_seconds - seconds,
+            week_seconds - seconds,
+            seconds,
+            joules,
+        );
         let tally = self.tally(scope);
         tally.joules += joules;
         tally.kwh = tally.joules.kwh();
-        tally.cost += cost;
-        if carbon_g_per_kwh.is_some() {
-            *tally.carbon_g.get_or_insert(0.0) += carbon_g;
+        tally.cost += priced.cost;
+        tally.fallback_kwh += Joules(priced.fallback_joules).kwh();
+        if let Some(g) = priced.carbon_g {
+            *tally.carbon_g.get_or_insert(0.0) += g;
         }
         Added {
             joules,
-            cost,
-            carbon_g,
+            cost: priced.cost,
+            carbon_g: priced.carbon_g.unwrap_or(0.0),
             scope_change: None,
+            slots: priced.parts,
         }
     }
 
@@ -207,6 +220,7 @@ impl Session {
                     joules: Joules(0.0),
                     kwh: 0.0,
                     cost: 0.0,
+                    fallback_kwh: 0.0,
                     carbon_g: None,
                 });
                 self.tallies.len() - 1
@@ -244,6 +258,7 @@ impl Session {
             joules: shown.map_or(Joules(0.0), |t| t.joules),
             kwh: shown.map_or(0.0, |t| t.kwh),
             cost: shown.map_or(0.0, |t| t.cost),
+            fallback_kwh: shown.map_or(0.0, |t| t.fallback_kwh),
             currency: currency.clone(),
             carbon_g: shown.and_then(|t| t.carbon_g),
             gaps: self.integrator.gaps().len(),
@@ -262,7 +277,7 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tariff::Price;
+    use crate::tariff::{Price, Tariffs};
     use crate::tariff::{TariffRule, TimeOfDay, Weekday};
 
     const WHOLE: Option<Scope> = Some(Scope::System);
@@ -271,8 +286,8 @@ mod tests {
         Stamp::new(Duration::from_secs_f64(s), 1_700_000_000.0 + s)
     }
 
-    fn flat(p: f64) -> Tariffs {
-        Tariffs::flat(Price::new(p).unwrap_or_default())
+    fn flat(p: f64) -> Pricing {
+        Pricing::fixed(Tariffs::flat(Price::new(p).unwrap_or_default()), None)
     }
 
     #[test]
@@ -283,11 +298,11 @@ mod tests {
         let w = Some(Watts(3600.0));
         let mut old = Session::new(0.0, Duration::from_secs(10));
         for t in [0.0, 1.0, 1.5] {
-            old.push(at(t), w, WHOLE, None, &flat(0.0), 0.0, None);
+            old.push(at(t), w, WHOLE, None, &flat(0.0), 0.0);
         }
         assert_eq!(old.totals(&Currency::default()).joules, Joules(5400.0));
         let mut new = old.next(1.5);
-        let added = new.push(at(2.0), w, WHOLE, None, &flat(0.0), 0.0, None);
+        let added = new.push(at(2.0), w, WHOLE, None, &flat(0.0), 0.0);
         assert_eq!(added.joules, Joules(1800.0));
         let totals = new.totals(&Currency::default());
         assert_eq!((totals.joules, totals.started_unix), (Joules(1800.0), 1.5));
@@ -306,7 +321,6 @@ mod tests {
                 None,
                 &cheap,
                 t as f64,
-                None,
             );
         }
         for t in 1001..=2000 {
@@ -317,7 +331,6 @@ mod tests {
                 None,
                 &dear,
                 t as f64,
-                None,
             );
         }
         let totals = s.totals(&Currency::default());
@@ -330,8 +343,8 @@ mod tests {
     fn a_free_price_costs_nothing_but_energy_still_counts() {
         let mut s = Session::new(0.0, Duration::from_secs(10));
         let free = flat(0.0);
-        s.push(at(0.0), Some(Watts(100.0)), WHOLE, None, &free, 0.0, None);
-        s.push(at(1.0), Some(Watts(100.0)), WHOLE, None, &free, 1.0, None);
+        s.push(at(0.0), Some(Watts(100.0)), WHOLE, None, &free, 0.0);
+        s.push(at(1.0), Some(Watts(100.0)), WHOLE, None, &free, 1.0);
         let t = s.totals(&Currency::default());
         assert_eq!(t.joules, Joules(100.0));
         assert_eq!(t.cost, 0.0);
@@ -348,6 +361,7 @@ mod tests {
             price: Price::new(0.50).unwrap_or_default(),
         }];
         let tariffs = Tariffs::new(Price::new(0.30).unwrap_or_default(), rules)
+            .map(|t| Pricing::fixed(t, None))
             .unwrap_or_else(|e| panic!("{e}"));
         let five_pm = 17.0 * 3600.0;
         let mut s = Session::new(0.0, Duration::from_secs(30));
@@ -358,7 +372,6 @@ mod tests {
             None,
             &tariffs,
             five_pm - 10.0,
-            None,
         );
         s.push(
             at(120.0),
@@ -367,7 +380,6 @@ mod tests {
             None,
             &tariffs,
             five_pm + 10.0,
-            None,
         );
         let t = s.totals(&Currency::default());
         assert!((t.kwh - 0.02).abs() < 1e-12);
@@ -382,7 +394,10 @@ mod tests {
     fn carbon_intensity_gives_grams_alongside_cost() {
         // 1 kWh at 400 g/kWh = 400 g.
         let mut s = Session::new(0.0, Duration::from_secs(10));
-        let t0 = flat(0.3);
+        let t0 = Pricing::fixed(
+            Tariffs::flat(Price::new(0.3).unwrap_or_default()),
+            Some(400.0),
+        );
         for t in 0..=1000 {
             s.push(
                 at(t as f64),
@@ -391,7 +406,6 @@ mod tests {
                 None,
                 &t0,
                 t as f64,
-                Some(400.0),
             );
         }
         let totals = s.totals(&Currency::default());
@@ -408,7 +422,7 @@ mod tests {
         let mut s = Session::new(0.0, Duration::from_secs(10));
         let tariff = flat(0.5);
         let mut push =
-            |t: f64, w: f64, scope| s.push(at(t), Some(Watts(w)), scope, None, &tariff, t, None);
+            |t: f64, w: f64, scope| s.push(at(t), Some(Watts(w)), scope, None, &tariff, t);
         for t in 0..=10 {
             push(f64::from(t), 60.0, cpu);
         }
@@ -426,7 +440,7 @@ mod tests {
             push(f64::from(t), 100.0, wall);
         }
         // A sample without a headline changes nothing.
-        s.push(at(20.5), None, None, None, &tariff, 20.5, None);
+        s.push(at(20.5), None, None, None, &tariff, 20.5);
         let at_wall = s.totals(&Currency::default());
         assert_eq!(at_wall.scope, Some(Scope::Wall));
         assert_eq!(at_wall.joules, Joules(900.0));
@@ -434,7 +448,7 @@ mod tests {
         assert_eq!(at_wall.other_scopes[0].scope, Scope::Components);
         assert_eq!(at_wall.other_scopes[0].joules, Joules(600.0));
         let mut push =
-            |t: f64, w: f64, scope| s.push(at(t), Some(Watts(w)), scope, None, &tariff, t, None);
+            |t: f64, w: f64, scope| s.push(at(t), Some(Watts(w)), scope, None, &tariff, t);
         for t in 21..=25 {
             push(f64::from(t), 60.0, cpu);
         }
@@ -466,28 +480,20 @@ mod tests {
         let mut s = Session::new(0.0, Duration::from_secs(10)).after(Some(Scope::Wall));
         assert_eq!(s.scope(), Some(Scope::Wall));
         let cpu = Some(Scope::Components);
-        let first = s.push(at(0.0), Some(Watts(60.0)), cpu, None, &tariff, 0.0, None);
+        let first = s.push(at(0.0), Some(Watts(60.0)), cpu, None, &tariff, 0.0);
         assert_eq!(
             first.scope_change.map(|c| (c.from, c.to)),
             Some((Scope::Wall, Scope::Components))
         );
         for t in 1..=2 {
-            let added = s.push(
-                at(f64::from(t)),
-                Some(Watts(60.0)),
-                cpu,
-                None,
-                &tariff,
-                0.0,
-                None,
-            );
+            let added = s.push(at(f64::from(t)), Some(Watts(60.0)), cpu, None, &tariff, 0.0);
             assert_eq!(added.scope_change, None);
         }
         let totals = s.totals(&Currency::default());
         assert_eq!((totals.scope, totals.joules), (cpu, Joules(120.0)));
         // The same scope as the last run's: no change.
         let mut same = Session::new(0.0, Duration::from_secs(10)).after(cpu);
-        let first = same.push(at(0.0), Some(Watts(60.0)), cpu, None, &tariff, 0.0, None);
+        let first = same.push(at(0.0), Some(Watts(60.0)), cpu, None, &tariff, 0.0);
         assert_eq!(first.scope_change, None);
     }
 }

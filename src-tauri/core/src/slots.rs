@@ -89,6 +89,37 @@ impl Series {
         (t < s.end).then_some(s.value)
     }
 
+    /// This series with `newer`'s slots in place of every slot they overlap, the rest kept:
+    /// a fetch's answer is the feed's word for the time it covers.
+    pub fn merged(&self, newer: &Series) -> Series {
+        let mut slots: Vec<Slot> = self
+            .slots
+            .iter()
+            .filter(|s| {
+                !newer
+                    .slots
+                    .iter()
+                    .any(|n| n.start < s.end && n.end > s.start)
+            })
+            .copied()
+            .chain(newer.slots.iter().copied())
+            .collect();
+        slots.sort_by(|a, b| a.start.total_cmp(&b.start));
+        Series {
+            quantity: newer.quantity,
+            currency: newer.currency.clone().or_else(|| self.currency.clone()),
+            slots,
+        }
+    }
+
+    /// The slots that end after `t`: what is kept in memory.
+    pub fn since(&self, t: f64) -> Series {
+        Series {
+            slots: self.slots.iter().filter(|s| s.end > t).copied().collect(),
+            ..self.clone()
+        }
+    }
+
     /// The start of the first slot and the end of the last.
     pub fn span(&self) -> Option<(f64, f64)> {
         Some((self.slots.first()?.start, self.slots.last()?.end))
@@ -272,6 +303,25 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(gappy.mean_over(0.0, 2700.0), None);
         assert_eq!(gappy.mean_over(0.0, 900.0), Some(0.1));
+    }
+
+    #[test]
+    fn a_newer_answer_replaces_what_it_overlaps_and_keeps_the_rest() {
+        let old = hourly(&[0.30, 0.10, 0.20]);
+        let newer = Series::new(
+            Quantity::PricePerKwh,
+            Some("EUR".into()),
+            vec![slot(3600.0, 4500.0, 0.01), slot(4500.0, 5400.0, 0.02)],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let m = old.merged(&newer);
+        // The hour at 0.10 is replaced whole by the two quarters given; 5,400–7,200 s is a
+        // gap now (the newer answer is the feed's word), the other hours stay.
+        assert_eq!(m.at(100.0), Some(0.30));
+        assert_eq!(m.at(4000.0), Some(0.01));
+        assert_eq!(m.at(6000.0), None);
+        assert_eq!(m.at(8000.0), Some(0.20));
+        assert_eq!(m.since(7200.0).slots.len(), 1);
     }
 
     #[test]

@@ -35,6 +35,7 @@ fn year_of_data(dir: &std::path::Path) -> Store {
                     quality: None,
                     method: None,
                     answered: None,
+                    slots: Vec::new(),
                 }
             })
             .collect();

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use wattbar_core::meter::{Meter, Metered, Method};
 use wattbar_core::{
-    Added, Currency, Domain, Joules, Part, Scope, Session, SessionTotals, Snapshot, Tariffs,
+    Added, Currency, Domain, Joules, Part, Pricing, Scope, Session, SessionTotals, Snapshot,
     DEFAULT_GAP_THRESHOLD,
 };
 
@@ -82,25 +82,18 @@ pub struct Step {
 pub struct Accounting {
     session: Session,
     meter: Meter,
-    tariffs: Tariffs,
-    carbon_g_per_kwh: Option<f64>,
+    pricing: Pricing,
     gap: Duration,
     method: Option<Method>,
 }
 
 impl Accounting {
-    pub fn new(
-        started_unix: f64,
-        interval: Duration,
-        tariffs: Tariffs,
-        carbon_g_per_kwh: Option<f64>,
-    ) -> Self {
+    pub fn new(started_unix: f64, interval: Duration, pricing: Pricing) -> Self {
         let gap = gap_threshold(interval);
         Accounting {
             session: Session::new(started_unix, gap),
             meter: Meter::new(gap),
-            tariffs,
-            carbon_g_per_kwh,
+            pricing,
             gap,
             method: None,
         }
@@ -130,9 +123,8 @@ impl Accounting {
             snapshot.headline_watts(),
             scope,
             counted,
-            &self.tariffs,
+            &self.pricing,
             week_seconds,
-            self.carbon_g_per_kwh,
         );
         let method = match counted {
             Some(_) => Method::Counter,
@@ -165,18 +157,23 @@ impl Accounting {
         }
     }
 
-    /// The price of a kWh at `week_seconds` (local time since Monday 00:00).
-    pub fn price_per_kwh(&self, week_seconds: f64) -> f64 {
-        self.tariffs.price_at(week_seconds).per_kwh()
+    /// The price of a kWh at Unix time `unix` (local week second `week_seconds`), and whether
+    /// the price feed gave it.
+    pub fn price_per_kwh(&self, unix: f64, week_seconds: f64) -> (f64, bool) {
+        self.pricing.price_at(unix, week_seconds)
+    }
+
+    /// What prices the intervals now.
+    pub fn pricing(&self) -> &Pricing {
+        &self.pricing
     }
 
     pub fn gap_threshold(&self) -> Duration {
         self.gap
     }
 
-    pub fn set_prices(&mut self, tariffs: Tariffs, carbon_g_per_kwh: Option<f64>) {
-        self.tariffs = tariffs;
-        self.carbon_g_per_kwh = carbon_g_per_kwh;
+    pub fn set_pricing(&mut self, pricing: Pricing) {
+        self.pricing = pricing;
     }
 
     /// Ends the session and starts a new one at `now_unix`; nothing is metered across it.
@@ -223,7 +220,11 @@ mod tests {
     }
 
     fn accounting(interval: Duration) -> Accounting {
-        Accounting::new(0.0, interval, Tariffs::flat(Price::default()), None)
+        Accounting::new(
+            0.0,
+            interval,
+            Pricing::fixed(wattbar_core::Tariffs::flat(Price::default()), None),
+        )
     }
 
     fn power(domain: Domain, source: &str, quality: Quality, w: f64, s: f64) -> Reading {

@@ -31,6 +31,8 @@ pub struct Published {
     pub inference: InferenceNow,
     /// Energy per program, as of the last process read.
     pub programs: Arc<crate::programs::ProgramsView>,
+    /// Prices and grid intensities by the slot, where feeds are set.
+    pub prices: Arc<crate::stages::prices::PricesView>,
 }
 
 /// How often samples are taken.

@@ -173,6 +173,16 @@ impl Recorder {
         self.writer.restored_calibration()
     }
 
+    /// Feed `feed`'s kept slots that end after `since`; `None` without any.
+    pub fn restored_feed(
+        &self,
+        feed: &str,
+        quantity: wattbar_core::slots::Quantity,
+        since: f64,
+    ) -> Option<wattbar_core::slots::Series> {
+        self.writer.restored_feed(feed, quantity, since)
+    }
+
     /// The graded profiles kept, oldest first.
     pub fn restored_profiles(&self) -> Vec<wattbar_core::eval::best::KeptProfile> {
         self.writer.restored_profiles()

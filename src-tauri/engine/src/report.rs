@@ -229,6 +229,7 @@ mod tests {
                 quality: None,
                 method: None,
                 answered: None,
+                slots: Vec::new(),
             });
         }
         store

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 use std::time::Duration;
-use wattbar_core::{Chain, Domain, Joules, Price, Source, Stamp, Tariffs};
+use wattbar_core::{Chain, Domain, Joules, Price, Pricing, Source, Stamp, Tariffs};
 use wattbar_engine::accounting::Accounting;
 use wattbar_sources::linux::rapl::Rapl;
 
@@ -27,8 +27,7 @@ fn the_celeron_series_adds_no_energy_to_the_cpu() {
     let mut accounting = Accounting::new(
         0.0,
         Duration::from_secs(1),
-        Tariffs::flat(Price::default()),
-        None,
+        Pricing::fixed(Tariffs::flat(Price::default()), None),
     );
     let mut cpu = Joules(0.0);
     let mut counters = Vec::new();

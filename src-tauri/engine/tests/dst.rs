@@ -66,6 +66,7 @@ fn a_spring_forward_day_is_reported_once_with_its_23_hours() {
             quality: None,
             method: None,
             answered: None,
+            slots: Vec::new(),
         });
         t += 60.0;
     }

@@ -5,6 +5,7 @@
 //! A failed write is logged, kept for the next batch (up to [`MAX_PENDING`] rows and
 //! [`MAX_PENDING_RECORDS`] records) and shown to the user; it never stops sampling.
 
+use crate::store::feeds::FeedSlots;
 use crate::store::profiles::StoredProfile;
 use crate::store::resident::Also;
 use crate::store::scopes::ScopeChange;
@@ -22,6 +23,10 @@ use wattbar_core::{LowPowerState, Scope};
 pub const MAX_PENDING: usize = 86_400;
 /// Inference records kept while the store cannot be written.
 pub const MAX_PENDING_RECORDS: usize = 10_000;
+
+/// Feeds' answers kept while the store cannot be written: two feeds' hourly fetches for two
+/// days.
+pub const MAX_PENDING_FEEDS: usize = 96;
 
 /// What waits for the next write.
 #[derive(Default)]
@@ -42,6 +47,7 @@ struct Batch {
     calibration: Option<Learned>,
     server_windows: Vec<ServerWindow>,
     profiles: Vec<StoredProfile>,
+    feed_slots: Vec<FeedSlots>,
 }
 
 /// What the UI and CLI show from the ledger.
@@ -176,6 +182,16 @@ impl Ledger {
         self.batch.unloads.push(unload);
     }
 
+    /// Keeps a feed's answer for the next batch; a newer answer of the same feed that covers
+    /// it replaces it there.
+    pub fn record_feed_slots(&mut self, slots: FeedSlots) {
+        let pending = &mut self.batch.feed_slots;
+        pending.retain(|p| p.feed != slots.feed || p.series.span() != slots.series.span());
+        pending.push(slots);
+        let over = pending.len().saturating_sub(MAX_PENDING_FEEDS);
+        pending.drain(..over);
+    }
+
     /// Keeps a graded profile for the next batch.
     pub fn record_profile(&mut self, profile: StoredProfile) {
         self.batch.profiles.push(profile);
@@ -224,6 +240,7 @@ impl Ledger {
                 calibration: b.calibration.as_ref(),
                 server_windows: &b.server_windows,
                 profiles: &b.profiles,
+                feed_slots: &b.feed_slots,
             },
         )?;
         self.batch = Batch::default();

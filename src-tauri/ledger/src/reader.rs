@@ -126,6 +126,7 @@ mod tests {
             quality: None,
             method: None,
             answered: None,
+            slots: Vec::new(),
         }
     }
 

@@ -53,6 +53,7 @@ mod batch;
 pub mod calibration;
 mod coverage;
 pub mod domains;
+pub mod feeds;
 pub mod inference;
 pub mod intervals;
 pub mod profiles;
@@ -124,6 +125,8 @@ pub struct Row {
     pub quality: Option<wattbar_core::Quality>,
     pub method: Option<wattbar_core::meter::Method>,
     pub answered: Option<wattbar_core::inference::Answered>,
+    /// Its energy and cost per price slot, where a price feed is set (`slot_costs`).
+    pub slots: Vec<wattbar_core::SlotPart>,
 }
 
 /// A session row: start and end in Unix seconds (`end` is `None` while it runs).

@@ -63,6 +63,15 @@ pub const SERVER_METRICS: Use = Use {
     redirects: 0,
 };
 
+/// A price or carbon feed, asked at most hourly: ENTSO-E's two days of 15-minute slots run to a
+/// few hundred KiB; a vendor's API may redirect to where it is served.
+pub const FEED: Use = Use {
+    what: "the price or carbon feed",
+    timeout: Duration::from_secs(20),
+    max_answer_bytes: 8 << 20,
+    redirects: 3,
+};
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The address cannot be used as given: say why, and how to give it.

@@ -272,6 +272,7 @@ pub(crate) mod tests {
                 profiles: Vec::new().into(),
             },
             programs: Default::default(),
+            prices: Default::default(),
         }
     }
 

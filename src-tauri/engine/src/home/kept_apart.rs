@@ -1,5 +1,6 @@
 //! The secrets the preferences keep apart, beside the preferences file: the wall meter's
-//! password and token, the MQTT broker's password and the model servers' tokens. The
+//! password and token, the MQTT broker's password, the model servers' tokens and the price and
+//! carbon feeds' tokens. The
 //! preferences (which readers of the API see) never hold them; each file is readable by its
 //! user alone (0600), written whole or not at all, removed when there is nothing to keep, and
 //! never logged. A file that cannot be read costs its secrets alone, said without their value.
@@ -31,6 +32,19 @@ pub(super) fn fill(path: &Path, prefs: &mut Preferences) {
         };
         mqtt.has_secret = mqtt.password.is_some();
     }
+    if prefs.price_feed.is_some() || prefs.carbon_feed.is_some() {
+        let tokens: BTreeMap<String, String> =
+            read_or_say(&feed_tokens_path(path), "the feeds' tokens");
+        for (key, feed) in [
+            ("price_feed", prefs.price_feed.as_mut()),
+            ("carbon_feed", prefs.carbon_feed.as_mut()),
+        ] {
+            if let Some(feed) = feed {
+                feed.token = tokens.get(key).cloned();
+                feed.has_secret = feed.token.is_some();
+            }
+        }
+    }
     if !prefs.server_metrics.is_empty() {
         let tokens: BTreeMap<String, String> =
             read_or_say(&server_tokens_path(path), "the model servers' tokens");
@@ -60,6 +74,7 @@ pub(super) fn save(path: &Path, prefs: &Preferences, key: &str) -> Result<(), Er
         "wall_meter" => write_secrets(&secrets_path(path), prefs),
         "mqtt" => write_mqtt_password(&mqtt_password_path(path), prefs),
         "server_metrics" => write_server_tokens(&server_tokens_path(path), prefs),
+        "price_feed" | "carbon_feed" => write_feed_tokens(&feed_tokens_path(path), prefs),
         _ => Ok(()),
     }
 }
@@ -77,6 +92,25 @@ fn write_server_tokens(path: &Path, prefs: &Preferences) -> Result<(), Error> {
         .iter()
         .filter_map(|s| Some((s.url.as_str(), s.token.as_deref()?)))
         .collect();
+    write_secret_json(path, (!tokens.is_empty()).then_some(&tokens))
+}
+
+/// Where the price and carbon feeds' tokens are kept, by preference: beside the preferences
+/// file.
+pub fn feed_tokens_path(preferences: &Path) -> std::path::PathBuf {
+    preferences.with_file_name("feeds.secret.json")
+}
+
+/// Keeps the feeds' tokens (0600, written whole or not at all), or removes the file when there
+/// are none.
+fn write_feed_tokens(path: &Path, prefs: &Preferences) -> Result<(), Error> {
+    let tokens: BTreeMap<&str, &str> = [
+        ("price_feed", prefs.price_feed.as_ref()),
+        ("carbon_feed", prefs.carbon_feed.as_ref()),
+    ]
+    .into_iter()
+    .filter_map(|(k, f)| Some((k, f?.token.as_deref()?)))
+    .collect();
     write_secret_json(path, (!tokens.is_empty()).then_some(&tokens))
 }
 

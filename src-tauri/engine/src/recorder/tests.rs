@@ -18,6 +18,7 @@ fn row(t: f64, joules: f64, cpu: f64) -> Row {
         quality: None,
         method: None,
         answered: None,
+        slots: Vec::new(),
     }
 }
 
@@ -28,6 +29,7 @@ fn session(joules: f64) -> SessionTotals {
         kwh: joules / 3.6e6,
         cost: 0.0,
         currency: wattbar_core::Currency::default(),
+        fallback_kwh: 0.0,
         carbon_g: None,
         gaps: 0,
         scope: Some(Scope::Components),

@@ -53,6 +53,8 @@ pub enum Write {
     /// A graded profile of a model, written at the next chance: its client is answered once it
     /// is kept.
     Profile(StoredProfile),
+    /// A price or carbon feed's answer, to price from after a restart.
+    FeedSlots(wattbar_ledger::store::feeds::FeedSlots),
     /// A change of low-power mode, written at the next chance: a choice the user made is not
     /// lost to a crash in the seconds after it.
     LowPower {
@@ -132,6 +134,7 @@ impl Writer {
             }
             Write::Unload(unload) => ledger.record_unload(unload),
             Write::ServerWindows(windows) => ledger.record_server_windows(windows),
+            Write::FeedSlots(slots) => ledger.record_feed_slots(slots),
             Write::LowPower { state, message } => {
                 ledger.record_low_power(state, message);
                 self.urgent = true;
@@ -301,6 +304,23 @@ impl Writer {
     }
 
     /// The graded profiles kept, oldest first.
+    /// Feed `feed`'s kept slots that end after `since`; `None` without any.
+    pub(super) fn restored_feed(
+        &self,
+        feed: &str,
+        quantity: wattbar_core::slots::Quantity,
+        since: f64,
+    ) -> Option<wattbar_core::slots::Series> {
+        let ledger = self.ledger.as_ref()?;
+        ledger
+            .store()
+            .feed_slots(feed, quantity, since)
+            .unwrap_or_else(|e| {
+                tracing::warn!("the kept slots of {feed} could not be read: {e}");
+                None
+            })
+    }
+
     pub(super) fn restored_profiles(&self) -> Vec<KeptProfile> {
         let Some(ledger) = self.ledger.as_ref() else {
             return Vec::new();

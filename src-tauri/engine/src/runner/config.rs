@@ -60,6 +60,8 @@ pub struct EngineConfig {
     pub may_rest: bool,
     /// How long after the last API request it may rest.
     pub rest_after: Duration,
+    /// How often the price and carbon feeds are asked ([`crate::stages::prices`]).
+    pub feed_pace: crate::stages::prices::FeedPace,
 }
 
 impl EngineConfig {
@@ -77,6 +79,7 @@ impl EngineConfig {
             notice: None,
             server_metrics: Vec::new(),
             server_metrics_window: crate::server_metrics::WINDOW,
+            feed_pace: crate::stages::prices::FeedPace::default(),
             find_model_servers: false,
             may_rest: false,
             rest_after: crate::stages::rest::DEFAULT_REST_AFTER,

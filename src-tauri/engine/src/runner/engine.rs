@@ -19,6 +19,7 @@ use crate::server_metrics::ServerMetrics;
 use crate::stages::inference::Inference;
 use crate::stages::low_power::LowPower;
 use crate::stages::meter::Meter;
+use crate::stages::prices::{Prices, KEPT_BACK_SECONDS};
 use crate::stages::programs::Programs;
 use crate::stages::residency::{unload_message, Resident};
 use crate::stages::rest::Rest;
@@ -43,6 +44,7 @@ pub(super) struct Engine {
     pub resident: Resident,
     pub inference: Inference,
     pub servers: ServerMetrics,
+    pub prices: Prices,
     pub low_power: LowPower,
     pub rest: Rest,
     pub recorder: Recorder,
@@ -110,6 +112,13 @@ impl Engine {
         // Every request's start wakes a sample: ids stay reserved ahead of those given.
         self.recorder.reserve_record_ids(self.inference.ids_ahead());
         let at = self.stamp();
+        let fed = self.prices.observe(at.unix_seconds);
+        for answer in fed.keep {
+            self.recorder.write(Write::FeedSlots(answer));
+        }
+        if let Some(pricing) = fed.pricing {
+            self.meter.accounting.set_pricing(pricing);
+        }
         let snapshot = self.chain.sample(at);
         let s = self.meter.observe(at, snapshot);
         if let Some(learned) = self.meter.calibration.take_fresh() {
@@ -119,7 +128,10 @@ impl Engine {
             self.programs.observe(&s);
             let local_busy = self.inference.observe(interval);
             let loaded = self.inference.requests.loaded(self.clock.elapsed());
-            let price = self.meter.accounting.price_per_kwh(s.week_seconds);
+            let (price, _) = self
+                .meter
+                .accounting
+                .price_per_kwh(at.unix_seconds, s.week_seconds);
             if let Some(c) = self.resident.observe(interval, loaded, local_busy, price) {
                 self.recorder.write(Write::Residency {
                     sets: c.sets,
@@ -352,20 +364,14 @@ impl Engine {
             .validate()
             .and_then(|()| next.tariff_schedule())
             .map_err(|e| Error::Refused(e.to_string()));
-        let tariffs = match checked {
-            Ok(tariffs) => tariffs,
-            Err(e) => {
-                tracing::warn!("preferences refused: {e}");
-                return Err(e);
-            }
-        };
+        if let Err(e) = checked {
+            tracing::warn!("preferences refused: {e}");
+            return Err(e);
+        }
         if next.currency != self.prefs.currency {
             // A session's cost is in one currency: a new currency starts a new session.
             self.reset_session(&next.currency);
         }
-        self.meter
-            .accounting
-            .set_prices(tariffs, next.carbon_g_per_kwh);
         self.low_power.set_config(next.low_power.clone());
         self.inference.book.set_ceiling(next.score_ceiling);
         if next.wall_meter != self.prefs.wall_meter {
@@ -390,6 +396,11 @@ impl Engine {
         }
         self.publication.prefs.send_replace(next.clone());
         self.prefs = Arc::new(next);
+        let (recorder, since) = (&self.recorder, self.clock.unix() - KEPT_BACK_SECONDS);
+        self.prices.follow(&self.prefs, &mut |feed, quantity| {
+            recorder.restored_feed(feed, quantity, since)
+        });
+        self.meter.accounting.set_pricing(self.prices.pricing());
         self.measured_changed();
         let period = self.period();
         self.meter.accounting.set_interval(period);
@@ -489,6 +500,7 @@ impl Engine {
             low_power: self.low_power.now(),
             inference,
             programs: Arc::clone(&self.programs.view),
+            prices: self.prices.view(),
         })
     }
 }

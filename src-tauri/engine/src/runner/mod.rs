@@ -39,6 +39,7 @@ use crate::stages::calibration::Calibration;
 use crate::stages::inference::Inference;
 use crate::stages::low_power::LowPower;
 use crate::stages::meter::Meter;
+use crate::stages::prices::{Prices, KEPT_BACK_SECONDS};
 use crate::stages::programs::Programs;
 use crate::stages::residency::Resident;
 use crate::stages::rest::Rest;
@@ -49,7 +50,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::watch;
 use wattbar_core::inference::resident::Residency;
-use wattbar_core::{Chain, Tariffs};
+use wattbar_core::Chain;
 
 /// Starts the engine on a thread of its own; the first sample is taken at once. With a store, the
 /// store's folder is locked first: a second engine gets [`Error::Locked`].
@@ -67,17 +68,14 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         started,
         &config.prefs,
     );
-    let tariffs = config
-        .prefs
-        .tariff_schedule()
-        .unwrap_or_else(|_| Tariffs::flat(config.prefs.price_per_kwh));
-    let accounting = Accounting::new(
-        started,
-        period(&config.prefs, &chain),
-        tariffs,
-        config.prefs.carbon_g_per_kwh,
-    )
-    .after(recorder.restored_scope());
+    let prices = Prices::new(
+        Arc::new(config.prefs.clone()),
+        Arc::clone(&clock),
+        config.feed_pace,
+        &mut |feed, quantity| recorder.restored_feed(feed, quantity, started - KEPT_BACK_SECONDS),
+    );
+    let accounting = Accounting::new(started, period(&config.prefs, &chain), prices.pricing())
+        .after(recorder.restored_scope());
     let book = Book::new(
         recorder.restored_inference(config.prefs.score_ceiling),
         config.prefs.score_ceiling,
@@ -89,7 +87,9 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
     );
     let resident = Resident::new(
         residency,
-        accounting.price_per_kwh(crate::accounting::local_week_seconds(started)),
+        accounting
+            .price_per_kwh(started, crate::accounting::local_week_seconds(started))
+            .0,
     );
     let programs = ProgramMeter::new(
         &config.proc_root,
@@ -153,6 +153,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         resident,
         inference: Inference::new(book, ids.clone(), recorder.restored_profiles()),
         servers,
+        prices,
         low_power,
         rest: Rest::new(config.may_rest, config.rest_after, rest_from),
         recorder,

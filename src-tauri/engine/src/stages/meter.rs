@@ -204,6 +204,7 @@ impl Sampled {
             quality: measured.and_then(|i| i.quality),
             method: measured.and_then(|i| i.method),
             answered: measured.and_then(|i| i.answered),
+            slots: self.step.headline.slots.clone(),
             by_domain: self
                 .step
                 .by_domain

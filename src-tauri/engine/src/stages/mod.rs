@@ -19,6 +19,7 @@ pub mod calibration;
 pub(crate) mod inference;
 pub mod low_power;
 pub mod meter;
+pub mod prices;
 pub(crate) mod programs;
 pub(crate) mod residency;
 pub mod rest;

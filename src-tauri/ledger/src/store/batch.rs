@@ -100,6 +100,7 @@ mod tests {
             quality: None,
             method: None,
             answered: None,
+            slots: Vec::new(),
         }
     }
 

@@ -138,6 +138,7 @@ mod tests {
                 quality: None,
                 method: None,
                 answered: None,
+                slots: Vec::new(),
             };
             store
                 .write_batch(id, &[row], 100.0, 0.0)

@@ -183,6 +183,7 @@ mod tests {
                 period_seconds: 1.0,
                 watts: 98.0,
             }),
+            slots: Vec::new(),
         }
     }
 

@@ -55,6 +55,8 @@ pub struct Also<'a> {
     pub server_windows: &'a [wattbar_core::inference::server_window::ServerWindow],
     /// Graded profiles of models.
     pub profiles: &'a [super::profiles::StoredProfile],
+    /// Feeds' answers, to price from after a restart.
+    pub feed_slots: &'a [super::feeds::FeedSlots],
 }
 
 /// Keeps one unload; `conn` may be the batch's transaction.

@@ -26,6 +26,7 @@ fn row(t: f64, watts: f64, joules: f64, cost: f64) -> Row {
         quality: None,
         method: None,
         answered: None,
+        slots: Vec::new(),
     }
 }
 

@@ -218,6 +218,8 @@ impl Store {
                 super::calibration::put(&tx, l)?;
             }
             super::server_windows::put(&tx, also.server_windows)?;
+            super::feeds::put_costs(&tx, &super::feeds::sum(rows))?;
+            super::feeds::put_slots(&tx, also.feed_slots)?;
             for profile in also.profiles {
                 super::profiles::put(&tx, profile)?;
             }

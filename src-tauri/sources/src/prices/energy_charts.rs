@@ -47,3 +47,63 @@ pub fn parse_price(bytes: &[u8]) -> Result<Series, Error> {
         Series::new(Quantity::PricePerKwh, Some("EUR".into()), slots),
     )
 }
+
+const WHAT_CO2: &str = "Energy-Charts co2eq";
+
+#[derive(Deserialize)]
+struct Co2Answer {
+    unix_seconds: Vec<f64>,
+    #[serde(default)]
+    co2eq: Vec<Option<f64>>,
+    #[serde(default)]
+    co2eq_forecast: Vec<Option<f64>>,
+}
+
+/// The grid intensity of an Energy-Charts `/co2eq?country=…` answer, gCO₂eq per kWh: each
+/// slot's measured value where there is one, else its forecast.
+///
+/// No genuine `/co2eq` answer is in the captures: this follows the documented shape
+/// (`unix_seconds`, `co2eq`, `co2eq_forecast`).
+pub fn parse_co2eq(bytes: &[u8]) -> Result<Series, Error> {
+    let a: Co2Answer = serde_json::from_slice(bytes).map_err(|e| bad(WHAT_CO2, e.to_string()))?;
+    let n = a.unix_seconds.len();
+    if (!a.co2eq.is_empty() && a.co2eq.len() != n)
+        || (!a.co2eq_forecast.is_empty() && a.co2eq_forecast.len() != n)
+    {
+        return Err(bad(WHAT_CO2, "the lists are not of one length"));
+    }
+    let ends = ends_of(&a.unix_seconds);
+    let slots = (0..n)
+        .filter_map(|i| {
+            let value = a
+                .co2eq
+                .get(i)
+                .copied()
+                .flatten()
+                .or_else(|| a.co2eq_forecast.get(i).copied().flatten())?;
+            Some(Slot {
+                start: a.unix_seconds[i],
+                end: ends[i],
+                value,
+            })
+        })
+        .collect();
+    checked(WHAT_CO2, Series::new(Quantity::GramsPerKwh, None, slots))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn co2eq_takes_the_measured_value_then_the_forecast() {
+        // The documented shape: measured values until now, forecast after; 15-minute steps.
+        let answer = br#"{"unix_seconds":[1734649200,1734650100,1734651000],
+            "co2eq":[402.5,null,null],"co2eq_forecast":[null,398.0,null]}"#;
+        let s = parse_co2eq(answer).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.slots.len(), 2, "the third slot has neither");
+        assert_eq!(s.at(1_734_649_200.0), Some(402.5));
+        assert_eq!(s.at(1_734_650_100.0 + 899.0), Some(398.0));
+        assert!(parse_co2eq(br#"{"unix_seconds":[1],"co2eq":[1,2]}"#).is_err());
+    }
+}

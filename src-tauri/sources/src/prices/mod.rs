@@ -12,9 +12,13 @@
 
 pub mod awattar;
 pub mod carbon_intensity;
+pub mod electricity_maps;
 pub mod energy_charts;
 pub mod entsoe;
+pub mod fetch;
+pub mod homeassistant;
 pub mod octopus;
+pub mod tibber;
 
 use crate::Error;
 use wattbar_core::slots::{BadSlot, Series};

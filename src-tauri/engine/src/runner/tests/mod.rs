@@ -3,6 +3,7 @@
 mod calibration;
 mod clocks;
 mod prefs;
+mod prices;
 mod profiles;
 mod programs;
 mod records;

@@ -364,6 +364,7 @@ fn a_refused_record_in_a_batch_is_dropped_alone_and_the_energy_beside_it_is_writ
         quality: None,
         method: None,
         answered: None,
+        slots: Vec::new(),
     }];
     let records = [record(1, "intruder", 500.0), record(2, "qwen3", 600.0)];
     s.write_batch_with(

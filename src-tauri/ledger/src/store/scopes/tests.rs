@@ -24,6 +24,7 @@ fn second(t: f64, watts: f64, scope: Scope) -> Row {
         quality: None,
         method: None,
         answered: None,
+        slots: Vec::new(),
     }
 }
 

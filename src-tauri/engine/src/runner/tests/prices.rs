@@ -1,0 +1,232 @@
+//! Prices by the slot, end to end: a loopback Energy-Charts serving the genuine DE-LU answer of
+//! 8 December 2024 (read in place from `../shared/fixtures/tariffs/`), a replayed 100 W, the
+//! ledger across a restart, and the feed gone for the rest of the day.
+
+use super::*;
+use std::io::{BufRead, BufReader, Write as _};
+use std::net::TcpListener;
+use wattbar_ledger::store::Store;
+
+const CAPTURE: &str = "energycharts-price-DE-LU-hourly-unit-NoUnit-2024-12-08.json";
+/// 2024-12-08T09:30Z: half-way through the slot of 09:00Z (10:00 in Berlin).
+const START: f64 = 1_733_650_200.0;
+const H09: f64 = 1_733_648_400.0;
+const H10: f64 = 1_733_652_000.0;
+const H11: f64 = 1_733_655_600.0;
+const H12: f64 = 1_733_659_200.0;
+/// The capture's last slot ends at 2024-12-08T23:00Z.
+const CAPTURE_END: f64 = 1_733_698_800.0;
+
+fn capture() -> Vec<u8> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/fixtures/tariffs")
+        .join(CAPTURE);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A stand-in for api.energy-charts.info that answers every `/price` with the capture; its
+/// base address.
+fn energy_charts() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let port = listener
+        .local_addr()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .port();
+    let body = capture();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().map_while(Result::ok) {
+            let mut reader = BufReader::new(&mut stream);
+            let mut first = String::new();
+            let _ = reader.read_line(&mut first);
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let ok = first.starts_with("GET /price?bzn=DE-LU&");
+            let status = if ok { "200 OK" } else { "404 Not Found" };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(&body);
+        }
+    });
+    format!("http://127.0.0.1:{port}")
+}
+
+/// An address where nothing answers.
+fn nowhere() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let port = listener
+        .local_addr()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .port();
+    drop(listener);
+    format!("http://127.0.0.1:{port}")
+}
+
+fn prefs(url: &str) -> Preferences {
+    let mut p = Preferences {
+        price_per_kwh: Price::new(0.50).unwrap_or_default(),
+        interval_ms: 60_000,
+        ..Preferences::default()
+    };
+    p.set_field(
+        "price_feed",
+        &serde_json::json!({"source": "energy-charts", "bzn": "DE-LU", "url": url,
+                            "charges": 0.10, "tax": 0.19}),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    p
+}
+
+/// `(spot per MWh ÷ 1000 + 0.10) × 1.19`.
+fn retail(spot_per_mwh: f64) -> f64 {
+    (spot_per_mwh / 1000.0 + 0.10) * 1.19
+}
+
+fn near(a: f64, b: f64, what: &str) {
+    assert!((a - b).abs() <= 1e-3 * b.abs(), "{what}: {a} against {b}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_100_w_session_costs_each_slots_price_and_the_cache_then_the_fallback_carry_on() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let db = dir.path().join("wattbar.db");
+    let run = |clock_at: f64, url: &str| {
+        EngineConfig::new(prefs(url))
+            .with_clock(Arc::new(ManualClock::new(clock_at)))
+            .with_store(db.clone())
+    };
+
+    // Run 1: the feed answers. Energy drawn before its answer came is the fallback's, so the
+    // session starts again once the prices are in.
+    let engine = start(replay("t,watts\n0,100\n"), run(START, &energy_charts()));
+    let mut rx = engine.subscribe();
+    wait_for(&mut rx, |p| {
+        p.prices
+            .price
+            .as_ref()
+            .is_some_and(|f| f.fetched_unix.is_some())
+    })
+    .await;
+    engine
+        .send(Command::ResetSession)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let done = wait_for(&mut rx, |p| {
+        p.snapshot
+            .as_ref()
+            .is_some_and(|s| s.at.unix_seconds >= H12)
+            && p.energy.session.started_unix > START
+    })
+    .await;
+    let s = &done.energy.session;
+    let (from, to) = (s.started_unix, H12);
+    // 100 W × (to − from) s; the slots of 09:00Z, 10:00Z and 11:00Z at 110.84, 117.39 and
+    // 118.36 EUR/MWh spot: retail 0.2508996, 0.2586941 and 0.2598484 per kWh.
+    near(s.joules.0, 100.0 * (to - from), "joules");
+    let expected = 100.0
+        * ((H10 - from) * retail(110.84) + 3600.0 * retail(117.39) + 3600.0 * retail(118.36))
+        / 3.6e6;
+    near(s.cost, expected, "session cost");
+    assert_eq!(s.fallback_kwh, 0.0, "every interval had a slot");
+    let view = done
+        .prices
+        .price
+        .clone()
+        .unwrap_or_else(|| panic!("no view"));
+    assert_eq!(view.feed, "energy-charts:DE-LU");
+    assert_eq!(view.now, Some(retail(116.74)), "12:00Z's slot is in force");
+    assert_eq!(view.slots.len(), 24, "the whole capture, from a day back");
+    engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
+    drop(engine);
+
+    let per_slot = || {
+        let store = Store::open_read_only(&db).unwrap_or_else(|e| panic!("{e}"));
+        store
+            .slot_costs(H09, CAPTURE_END + 7200.0)
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let kept = per_slot();
+    let fed = |start: f64| {
+        kept.iter()
+            .find(|c| c.start == start && c.price_per_kwh.is_some())
+            .cloned()
+            .unwrap_or_else(|| panic!("no slot at {start}: {kept:?}"))
+    };
+    // The two whole hours: 100 W × 3,600 s = 360 kJ = 0.1 kWh each, at their own price.
+    for (start, spot) in [(H10, 117.39), (H11, 118.36)] {
+        let c = fed(start);
+        assert_eq!(c.price_per_kwh, Some(retail(spot)));
+        near(c.joules, 360_000.0, "a whole hour's joules");
+        near(c.cost, 0.1 * retail(spot), "a whole hour's cost");
+    }
+    // From 09:30Z: 1,800 s × 100 W = 180 kJ in the first slot, the feed's or the fallback's.
+    let first: f64 = kept
+        .iter()
+        .filter(|c| c.start == H09)
+        .map(|c| c.joules)
+        .sum();
+    near(first, 180_000.0, "the first slot's joules");
+
+    // Run 2, after a restart at 12:00Z: the feed is gone. The ledger's slots price until the
+    // capture ends at 23:00Z, the fallback after it, flagged, and no interval is left out.
+    let engine = start(replay("t,watts\n0,100\n"), run(H12, &nowhere()));
+    let mut rx = engine.subscribe();
+    let end = CAPTURE_END + 7200.0;
+    let done = wait_for(&mut rx, |p| {
+        p.snapshot
+            .as_ref()
+            .is_some_and(|s| s.at.unix_seconds >= end)
+    })
+    .await;
+    let s = &done.energy.session;
+    near(s.joules.0, 100.0 * (end - H12), "no gap in the energy");
+    // 11 cached hours (12:00Z–23:00Z) at their prices, then 2 h × 100 W = 0.2 kWh at 0.50.
+    let spot: serde_json::Value =
+        serde_json::from_slice(&capture()).unwrap_or_else(|e| panic!("{e}"));
+    let cached: f64 = spot["price"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no prices"))
+        .iter()
+        .skip(13)
+        .filter_map(serde_json::Value::as_f64)
+        .map(|p| 0.1 * retail(p))
+        .sum();
+    near(s.fallback_kwh, 0.2, "the fallback's kWh");
+    near(s.cost, cached + 0.2 * 0.50, "the cost, cache then fallback");
+    let view = done
+        .prices
+        .price
+        .clone()
+        .unwrap_or_else(|| panic!("no view"));
+    assert!(view.error.is_some(), "the failure is said: {view:?}");
+    assert_eq!(
+        view.now, None,
+        "past the cache: the fallback, not a price of 0"
+    );
+    engine.shutdown().await.unwrap_or_else(|e| panic!("{e}"));
+    drop(engine);
+
+    // The ledger kept run 1's slots as they were, and run 2's beside them.
+    let kept = per_slot();
+    let c = kept
+        .iter()
+        .find(|c| c.start == H11 && c.price_per_kwh.is_some())
+        .unwrap_or_else(|| panic!("11:00Z is gone"));
+    near(c.joules, 360_000.0, "11:00Z after the restart");
+    let fallback: f64 = kept
+        .iter()
+        .filter(|c| c.price_per_kwh.is_none() && c.start >= CAPTURE_END)
+        .map(|c| c.joules)
+        .sum();
+    near(fallback, 720_000.0, "the fallback's hours, flagged");
+    assert_eq!(
+        kept.iter()
+            .filter(|c| c.price_per_kwh.is_some() && c.start >= H12)
+            .count(),
+        11
+    );
+}

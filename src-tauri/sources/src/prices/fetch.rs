@@ -1,0 +1,286 @@
+//! Asking a price or carbon feed: the request each source's vendor documents, under the
+//! outbound policy ([`wattbar_outbound::FEED`]: its timeout, the answer capped, https kept
+//! https), and the answer to that source's parser.
+//!
+//! Rules:
+//! - One fetch asks for yesterday, today and tomorrow (what is published of it): the days a
+//!   restart or an offline stretch prices from, and what `run --defer` chooses in.
+//! - The base address is the preference's `url` where given (a mirror, a loopback fake), else
+//!   the vendor's; paths and queries are the vendor's either way.
+//! - A token goes as the vendor asks (a header; ENTSO-E's in the query) and never into a
+//!   message: messages name the base address alone.
+//! - A feed that cannot be reached, or answers an error status, is [`Error::Transient`] with
+//!   the reason; bytes that are not its shape are [`Error::Parse`].
+
+use super::{awattar, carbon_intensity, electricity_maps, energy_charts, entsoe};
+use super::{homeassistant, octopus, tibber};
+use crate::Error;
+use wattbar_core::prefs::FeedPref;
+use wattbar_core::slots::Series;
+use wattbar_outbound::FEED;
+
+/// Octopus pages followed at most (100 half-hours a page: three days is 144).
+const OCTOPUS_PAGES: usize = 4;
+
+/// One feed, asked again at each [`FeedClient::fetch`].
+pub struct FeedClient {
+    agent: ureq::Agent,
+    pref: FeedPref,
+    base: String,
+}
+
+impl std::fmt::Debug for FeedClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FeedClient")
+            .field("source", &self.pref.source)
+            .field("base", &self.base)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The vendor's base address for `pref`'s source.
+fn vendor_base(pref: &FeedPref) -> String {
+    match pref.source.as_str() {
+        "energy-charts" => "https://api.energy-charts.info".into(),
+        "awattar" => format!(
+            "https://api.awattar.{}",
+            pref.country.as_deref().unwrap_or("de").to_ascii_lowercase()
+        ),
+        "octopus-agile" => "https://api.octopus.energy".into(),
+        "entsoe" => "https://web-api.tp.entsoe.eu".into(),
+        "tibber" => "https://api.tibber.com/v1-beta/gql".into(),
+        "gb-carbon-intensity" => "https://api.carbonintensity.org.uk".into(),
+        "electricity-maps" => "https://api.electricitymap.org".into(),
+        _ => String::new(),
+    }
+}
+
+impl FeedClient {
+    /// A client of the feed `pref` names; `carbon`: it is the carbon feed (Energy-Charts
+    /// serves both).
+    pub fn new(pref: &FeedPref) -> Result<FeedClient, Error> {
+        let base = pref.url.clone().unwrap_or_else(|| vendor_base(pref));
+        let address = wattbar_outbound::address(&base, "the feed", Some("the feed's token"))
+            .map_err(|e| Error::Unavailable(e.to_string()))?;
+        if pref.lacks_token() {
+            return Err(Error::Unavailable(format!(
+                "{} needs a token: set it in the preferences",
+                pref.source
+            )));
+        }
+        let config = wattbar_outbound::config(&FEED, address.https)
+            .map_err(|e| Error::Unavailable(format!("{}: {e}", address.url)))?
+            .http_status_as_error(false)
+            .build();
+        Ok(FeedClient {
+            agent: crate::resolver::agent(config),
+            pref: pref.clone(),
+            base: address.url.trim_end_matches('/').to_string(),
+        })
+    }
+
+    /// Where the feed is asked, as messages show it.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// The feed's price slots (spot, per kWh) or intensities around `now_unix`; `carbon`
+    /// picks Energy-Charts' `/co2eq` over its `/price`.
+    pub fn fetch(&self, now_unix: f64, carbon: bool) -> Result<Series, Error> {
+        let day = 86_400.0;
+        let from = (now_unix / day).floor() * day - day;
+        let to = from + 3.0 * day;
+        let p = &self.pref;
+        let area = |v: &Option<String>| v.clone().unwrap_or_default();
+        match p.source.as_str() {
+            "energy-charts" if carbon => {
+                let url = format!(
+                    "{}/co2eq?country={}&start={}&end={}",
+                    self.base,
+                    area(&p.country).to_ascii_lowercase(),
+                    date(from),
+                    date(to)
+                );
+                energy_charts::parse_co2eq(&self.get(&url, &[])?)
+            }
+            "energy-charts" => {
+                let url = format!(
+                    "{}/price?bzn={}&start={}&end={}",
+                    self.base,
+                    area(&p.bzn),
+                    date(from),
+                    date(to)
+                );
+                energy_charts::parse_price(&self.get(&url, &[])?)
+            }
+            "awattar" => {
+                let url = format!(
+                    "{}/v1/marketdata?start={}&end={}",
+                    self.base,
+                    (from * 1000.0) as i64,
+                    (to * 1000.0) as i64
+                );
+                awattar::parse_marketdata(&self.get(&url, &[])?)
+            }
+            "octopus-agile" => self.octopus(from, to),
+            "entsoe" => {
+                let zone = area(&p.zone);
+                let url = format!(
+                    "{}/api?securityToken={}&documentType=A44&in_Domain={zone}&out_Domain={zone}&periodStart={}&periodEnd={}",
+                    self.base,
+                    p.token.as_deref().unwrap_or_default(),
+                    compact(from),
+                    compact(to)
+                );
+                entsoe::parse_a44(&self.get(&url, &[])?)
+            }
+            "tibber" => {
+                let body = serde_json::json!({ "query": tibber::QUERY }).to_string();
+                let bytes = self.send_post(&self.base, &body)?;
+                tibber::parse_price_info(&bytes)
+            }
+            "homeassistant" => {
+                let url = format!("{}/api/states/{}", self.base, area(&p.entity));
+                let bytes = self.get(&url, &self.bearer())?;
+                homeassistant::parse_entity(&bytes, now_unix)
+            }
+            "gb-carbon-intensity" => {
+                let start = chrono::DateTime::from_timestamp(now_unix as i64, 0)
+                    .map(|d| d.format("%Y-%m-%dT%H:%MZ").to_string())
+                    .unwrap_or_default();
+                let url = match (&p.postcode, &p.region) {
+                    (Some(pc), _) => {
+                        format!(
+                            "{}/regional/intensity/{start}/fw48h/postcode/{pc}",
+                            self.base
+                        )
+                    }
+                    (None, Some(id)) => {
+                        format!(
+                            "{}/regional/intensity/{start}/fw48h/regionid/{id}",
+                            self.base
+                        )
+                    }
+                    (None, None) => format!("{}/intensity/{start}/fw48h", self.base),
+                };
+                carbon_intensity::parse_intensity(&self.get(&url, &[])?)
+            }
+            "electricity-maps" => {
+                let url = format!(
+                    "{}/v3/carbon-intensity/latest?zone={}",
+                    self.base,
+                    area(&p.zone)
+                );
+                let token = p.token.clone().unwrap_or_default();
+                electricity_maps::parse_latest(&self.get(&url, &[("auth-token", token)])?)
+            }
+            other => Err(Error::Unavailable(format!("{other} is not a feed"))),
+        }
+    }
+
+    fn bearer(&self) -> Vec<(&'static str, String)> {
+        self.pref
+            .token
+            .as_ref()
+            .map(|t| vec![("Authorization", format!("Bearer {t}"))])
+            .unwrap_or_default()
+    }
+
+    /// Octopus's pages from `from` to `to`, following `next` while it stays at this base.
+    fn octopus(&self, from: f64, to: f64) -> Result<Series, Error> {
+        let p = &self.pref;
+        let product = p.product.clone().unwrap_or_default();
+        let region = p.region.clone().unwrap_or_default().to_ascii_uppercase();
+        let mut url = format!(
+            "{}/v1/products/{product}/electricity-tariffs/E-1R-{product}-{region}/standard-unit-rates/?period_from={}&period_to={}",
+            self.base,
+            iso(from),
+            iso(to)
+        );
+        let mut all: Option<Series> = None;
+        for _ in 0..OCTOPUS_PAGES {
+            let (page, next) = octopus::parse_unit_rates(&self.get(&url, &[])?)?;
+            all = Some(match all {
+                None => page,
+                Some(a) => a.merged(&page),
+            });
+            match next {
+                Some(n) if n.starts_with(&self.base) => url = n,
+                _ => break,
+            }
+        }
+        all.ok_or_else(|| Error::Transient(format!("{}: no unit rates", self.base)))
+    }
+
+    fn get(&self, url: &str, headers: &[(&str, String)]) -> Result<Vec<u8>, Error> {
+        let mut request = self.agent.get(url);
+        for (k, v) in headers {
+            request = request.header(*k, v);
+        }
+        self.answer(request.call())
+    }
+
+    fn send_post(&self, url: &str, body: &str) -> Result<Vec<u8>, Error> {
+        let mut request = self
+            .agent
+            .post(url)
+            .header("Content-Type", "application/json");
+        for (k, v) in self.bearer() {
+            request = request.header(k, v);
+        }
+        self.answer(request.send(body))
+    }
+
+    fn answer(
+        &self,
+        result: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    ) -> Result<Vec<u8>, Error> {
+        let mut answer = result.map_err(|e| {
+            Error::Transient(format!("{}: {}", self.base, wattbar_outbound::reason(&e)))
+        })?;
+        let status = answer.status();
+        let body = wattbar_outbound::read(answer.body_mut(), &FEED).map_err(|e| {
+            Error::Transient(format!("{}: {}", self.base, wattbar_outbound::reason(&e)))
+        })?;
+        // ENTSO-E says "no data" in an XML acknowledgement with status 200 or 400; its parser
+        // tells that apart. Any other error status is the feed's refusal.
+        let acknowledged = self.pref.source == "entsoe" && status.as_u16() == 400;
+        if !(status.is_success() || acknowledged) {
+            return Err(Error::Transient(format!("{} answered {status}", self.base)));
+        }
+        Ok(body)
+    }
+}
+
+fn utc(unix: f64) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::from_timestamp(unix as i64, 0).unwrap_or_default()
+}
+
+/// `2024-12-08`, as Energy-Charts takes a day.
+fn date(unix: f64) -> String {
+    utc(unix).format("%Y-%m-%d").to_string()
+}
+
+/// `202412080000`, as ENTSO-E takes a time (UTC).
+fn compact(unix: f64) -> String {
+    utc(unix).format("%Y%m%d%H%M").to_string()
+}
+
+/// `2024-12-08T00:00:00Z`.
+fn iso(unix: f64) -> String {
+    utc(unix).format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_written_as_each_vendor_takes_them() {
+        // 2024-12-08T13:45:00Z.
+        let t = 1_733_665_500.0;
+        assert_eq!(date(t), "2024-12-08");
+        assert_eq!(compact(t), "202412081345");
+        assert_eq!(iso(t), "2024-12-08T13:45:00Z");
+    }
+}
