@@ -386,9 +386,33 @@ pub struct RunArgs {
     /// One JSON object on stdout (the summary on stderr stays).
     #[arg(long)]
     pub json: bool,
+    /// Wait for the start whose window of the job's length has the lowest mean price
+    /// (`cheapest`, by `price_feed`) or grid intensity (`greenest`, by `carbon_feed`).
+    #[arg(long, value_enum, value_name = "BY")]
+    pub defer: Option<DeferArg>,
+    /// How far ahead the job may be put off, e.g. 8h: it ends by then.
+    #[arg(long, default_value = "8h", value_parser = parse_positive, requires = "defer")]
+    pub within: Duration,
+    /// How long the job runs, e.g. 30m.
+    #[arg(long, value_parser = parse_positive, requires = "defer", conflicts_with = "estimate_from")]
+    pub duration: Option<Duration>,
+    /// How long the job runs, from an earlier run's summary (`run --json` or `--out`'s
+    /// summary.json): the mean of its runs.
+    #[arg(long, value_name = "SUMMARY", requires = "defer")]
+    pub estimate_from: Option<PathBuf>,
+    /// Print the start chosen and run nothing.
+    #[arg(long, requires = "defer")]
+    pub dry_run: bool,
     /// The command and its arguments, run as they are (no shell).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+/// What a deferred run waits for.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DeferArg {
+    Cheapest,
+    Greenest,
 }
 
 /// How a table is printed.
@@ -527,6 +551,10 @@ fn parse_latency(text: &str) -> Result<Duration, String> {
         return Err("a latency target is above 0, such as 100ms".into());
     }
     Ok(d)
+}
+
+fn parse_positive(text: &str) -> Result<Duration, String> {
+    parse_duration(text).map_err(|e| e.to_string())
 }
 
 fn parse_interval(text: &str) -> Result<Duration, String> {

@@ -15,19 +15,17 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use wattbar_core::inference::WindowEnergy;
-use wattbar_core::tariff::Tariffs;
-use wattbar_core::{Joules, Quality, JOULES_PER_KWH};
+use wattbar_core::{Joules, Quality};
 
 /// Share of a window that must be measured before its figure is given without a warning.
 const WELL_COVERED: f64 = 0.99;
 /// Sampling periods a run must last for its figure not to be coarse.
 const FINE_PERIODS: f64 = 10.0;
 
-/// Price and carbon intensity from the preferences.
+/// Price and carbon intensity from the preferences, and the feeds' slots where set.
 pub struct Pricing {
-    pub tariffs: Tariffs,
+    pub prices: wattbar_core::Pricing,
     pub currency: String,
-    pub carbon_g_per_kwh: Option<f64>,
 }
 
 /// The machine's draw before the first run.
@@ -189,6 +187,11 @@ pub fn run_figures(
         Some(_) => {}
     }
     let week = wattbar_engine::accounting::local_week_seconds(window.from);
+    let priced = gross.map(|g| {
+        cx.pricing
+            .prices
+            .price(window.from, week, covered, Joules(g))
+    });
     RunFigures {
         run: cx.run,
         command: cx.command,
@@ -203,11 +206,9 @@ pub fn run_figures(
         mean_watts: window.mean_watts,
         peak_watts: peak,
         by_domain,
-        cost: gross.map(|g| cx.pricing.tariffs.cost(week, covered, Joules(g))),
+        cost: priced.as_ref().map(|p| p.cost),
         currency: cx.pricing.currency.clone(),
-        carbon_g: gross
-            .zip(cx.pricing.carbon_g_per_kwh)
-            .map(|(g, c)| g / JOULES_PER_KWH * c),
+        carbon_g: priced.as_ref().and_then(|p| p.carbon_g),
         cpu_busy_percent: cx.cpu_busy_percent,
         attributed_joules: cx.attributed.joules,
         attributed_note: cx.attributed.note,
@@ -516,6 +517,7 @@ pub fn human(s: &Summary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wattbar_core::tariff::Tariffs;
 
     #[test]
     fn stats_are_hyperfines_with_a_sample_standard_deviation() {
@@ -548,11 +550,11 @@ mod tests {
 
     fn pricing() -> Pricing {
         Pricing {
-            tariffs: Tariffs::flat(
-                wattbar_core::Price::new(0.36).unwrap_or_else(|e| panic!("{e}")),
+            prices: wattbar_core::Pricing::fixed(
+                Tariffs::flat(wattbar_core::Price::new(0.36).unwrap_or_else(|e| panic!("{e}"))),
+                Some(400.0),
             ),
             currency: "EUR".into(),
-            carbon_g_per_kwh: Some(400.0),
         }
     }
 

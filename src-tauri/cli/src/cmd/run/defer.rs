@@ -1,0 +1,206 @@
+//! `run --defer cheapest|greenest`: wait for the start whose window of the job's length has the
+//! lowest running mean price (or grid intensity), then run.
+//!
+//! Rules:
+//! - The mean over the whole job decides, not the cheapest single slot (the CATS project's
+//!   fix, its issue #42): [`Series::lowest_window`].
+//! - The slots are the feed's: asked now, and where it cannot be reached the slots the ledger
+//!   kept. A window must lie wholly within the slots known and within `--within`; where none
+//!   does, nothing runs, and the reason is said.
+//! - The wait follows the wall clock in short steps (a suspend does not stretch it), and Ctrl+C
+//!   ends it cleanly, with nothing run.
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use std::time::Duration;
+use wattbar_core::prefs::FeedPref;
+use wattbar_core::slots::{Quantity, Retail, Series, Window};
+use wattbar_core::Preferences;
+use wattbar_engine::unix_now;
+use wattbar_sources::prices::fetch::FeedClient;
+
+/// What a deferral chose, as `--dry-run --json` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Choice {
+    /// `cheapest` or `greenest`.
+    pub by: &'static str,
+    pub start: f64,
+    pub end: f64,
+    /// The mean over the window chosen: a price per kWh, or gCO₂/kWh for `greenest`.
+    pub expected_price_per_kwh: Option<f64>,
+    pub now_price_per_kwh: Option<f64>,
+    pub expected_g_per_kwh: Option<f64>,
+    pub now_g_per_kwh: Option<f64>,
+    /// `1 − expected ÷ now`; `None` where starting now costs nothing or less.
+    pub saving_fraction: Option<f64>,
+    /// The currency of the prices; `None` for carbon.
+    pub currency: Option<String>,
+    /// Where the slots came from: `feed` or `ledger`.
+    pub slots_from: &'static str,
+}
+
+/// The slots of `pref` (retail for prices) to price a run by: what the ledger kept where it
+/// covers `now` (no request at each run), else the feed's answer.
+pub fn pricing_slots(pref: &FeedPref, carbon: bool, now: f64) -> Option<Series> {
+    match kept(pref, carbon, now) {
+        Some(s) if s.at(now).is_some() => Some(retail(pref, carbon, s)),
+        _ => slots_of(pref, carbon, now).ok().map(|(s, _)| s),
+    }
+}
+
+fn retail(pref: &FeedPref, carbon: bool, s: Series) -> Series {
+    if carbon {
+        s
+    } else {
+        s.retail(Retail {
+            charges_per_kwh: pref.charges,
+            tax: pref.tax,
+        })
+    }
+}
+
+/// The slots the ledger kept of `pref`'s feed that end after `now`.
+fn kept(pref: &FeedPref, carbon: bool, now: f64) -> Option<Series> {
+    let quantity = if carbon {
+        Quantity::GramsPerKwh
+    } else {
+        Quantity::PricePerKwh
+    };
+    let store = wattbar_engine::home::paths::database_path()
+        .ok()
+        .and_then(|p| wattbar_engine::store::Store::open_read_only(&p).ok())?;
+    store.feed_slots(&pref.key(), quantity, now).ok().flatten()
+}
+
+/// The slots of `pref` (retail for prices): the feed's answer now, else what the ledger kept.
+pub fn slots_of(pref: &FeedPref, carbon: bool, now: f64) -> Result<(Series, &'static str)> {
+    let retail = |s: Series| retail(pref, carbon, s);
+    let fetched = FeedClient::new(pref).and_then(|c| c.fetch(now, carbon));
+    match fetched {
+        Ok(s) if !s.slots.is_empty() => Ok((retail(s), "feed")),
+        other => {
+            let why = match other {
+                Err(e) => e.to_string(),
+                Ok(_) => "it answered no slots".into(),
+            };
+            match kept(pref, carbon, now) {
+                Some(s) => {
+                    eprintln!("wattbar run: the feed gave nothing ({why}); choosing from the slots the ledger kept");
+                    Ok((retail(s), "ledger"))
+                }
+                None => bail!(
+                    "the feed gave nothing ({why}), and the ledger keeps no slots of {}",
+                    pref.key()
+                ),
+            }
+        }
+    }
+}
+
+/// The start to wait for: by price (`greenest`: by grid intensity) within `within` of now, for
+/// a job of `duration`.
+pub fn choose(
+    prefs: &Preferences,
+    greenest: bool,
+    within: Duration,
+    duration: Duration,
+    now: f64,
+) -> Result<Choice> {
+    let pref = if greenest {
+        prefs.carbon_feed.as_ref().context(
+            "--defer greenest needs a carbon feed: set carbon_feed (gb-carbon-intensity, energy-charts or electricity-maps)",
+        )?
+    } else {
+        prefs.price_feed.as_ref().context(
+            "--defer cheapest needs a price feed: set price_feed (energy-charts, awattar, octopus-agile, entsoe, tibber or homeassistant)",
+        )?
+    };
+    let (series, from) = slots_of(pref, greenest, now)?;
+    let known_to = series.span().map_or(now, |(_, end)| end);
+    let latest_end = known_to.min(now + within.as_secs_f64());
+    let window: Window = series
+        .lowest_window(now, latest_end, duration.as_secs_f64())
+        .with_context(|| {
+            format!(
+                "no window of {} lies within the slots known (to {}) and --within {}",
+                minutes(duration),
+                local(known_to),
+                minutes(within)
+            )
+        })?;
+    let (price, carbon) = if greenest {
+        ((None, None), (Some(window.mean), Some(window.now_mean)))
+    } else {
+        ((Some(window.mean), Some(window.now_mean)), (None, None))
+    };
+    Ok(Choice {
+        by: if greenest { "greenest" } else { "cheapest" },
+        start: window.start,
+        end: window.end,
+        expected_price_per_kwh: price.0,
+        now_price_per_kwh: price.1,
+        expected_g_per_kwh: carbon.0,
+        now_g_per_kwh: carbon.1,
+        saving_fraction: window.saving_fraction,
+        currency: series.currency.clone().filter(|_| !greenest),
+        slots_from: from,
+    })
+}
+
+/// A line for a person: when, and what it saves against starting now.
+pub fn said(c: &Choice) -> String {
+    let (mean, now, unit) = match (c.expected_price_per_kwh, c.expected_g_per_kwh) {
+        (Some(p), _) => (
+            p,
+            c.now_price_per_kwh.unwrap_or(p),
+            format!("{}/kWh", c.currency.as_deref().unwrap_or("")),
+        ),
+        (None, Some(g)) => (g, c.now_g_per_kwh.unwrap_or(g), "gCO₂/kWh".to_string()),
+        (None, None) => (0.0, 0.0, String::new()),
+    };
+    let saving = c
+        .saving_fraction
+        .map_or(String::new(), |f| format!(", {:.0} % less", f * 100.0));
+    format!(
+        "wattbar run: {} start {}–{}: {mean:.4} {unit} on average, against {now:.4} now{saving}",
+        c.by,
+        local(c.start),
+        local(c.end)
+    )
+}
+
+/// Waits until `start` (Unix seconds); false when Ctrl+C or SIGTERM came first.
+pub async fn wait_until(start: f64) -> bool {
+    let wait = async {
+        loop {
+            let left = start - unix_now();
+            if left <= 0.0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs_f64(left.min(30.0))).await;
+        }
+    };
+    tokio::select! {
+        _ = wait => true,
+        _ = crate::engine::terminated() => false,
+    }
+}
+
+fn minutes(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s < 120.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{:.0} min", s / 60.0)
+    }
+}
+
+/// Local time, with its date.
+fn local(unix: f64) -> String {
+    use chrono::TimeZone;
+    chrono::Local
+        .timestamp_opt(unix.round() as i64, 0)
+        .single()
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
+        .unwrap_or_else(|| format!("{unix}"))
+}

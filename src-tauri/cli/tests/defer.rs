@@ -1,0 +1,165 @@
+//! `run --defer cheapest`: the start of the lowest running mean over the job's length, from a
+//! short test feed in Energy-Charts' shape on loopback (2-second slots from just before now), a
+//! dry run's choice checked by hand, a real wait then the run, and Ctrl+C while waiting.
+
+use crate::common::cli;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// EUR per MWh, one per 2-second slot: a job of 4 s is cheapest from slot 3 (100 and 50: a
+/// mean of 75), not at the cheapest single slot (20, slot 6, whose pair with 500 means 260).
+const PRICES: [f64; 10] = [
+    300.0, 300.0, 300.0, 100.0, 50.0, 400.0, 20.0, 500.0, 300.0, 300.0,
+];
+const SLOT: f64 = 2.0;
+
+fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default()
+}
+
+/// A short feed whose first slot starts a second before now; its address and that start.
+fn feed() -> (String, f64) {
+    let t0 = now().floor() - 1.0;
+    let starts: Vec<f64> = (0..PRICES.len()).map(|i| t0 + i as f64 * SLOT).collect();
+    let body = serde_json::json!({"unix_seconds": starts, "price": PRICES, "unit": "EUR / MWh"})
+        .to_string();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let port = listener
+        .local_addr()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .port();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().map_while(Result::ok) {
+            let mut reader = BufReader::new(&mut stream);
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (format!("http://127.0.0.1:{port}"), t0)
+}
+
+fn deferred(data: &Path, url: &str, args: &[&str]) -> Command {
+    let prefs = serde_json::json!({
+        "price_feed": {"source": "energy-charts", "bzn": "DE-LU", "url": url}
+    });
+    std::fs::write(data.join("preferences.json"), prefs.to_string())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let trace = data.join("trace.csv");
+    std::fs::write(&trace, "t,watts\n0,100\n1,100\n").unwrap_or_else(|e| panic!("{e}"));
+    let mut c = cli(data);
+    c.env("WATTBAR_REPLAY", &trace).args([
+        "run",
+        "--defer",
+        "cheapest",
+        "--within",
+        "20s",
+        "--duration",
+        "4s",
+        "--idle",
+        "0",
+    ]);
+    c.args(args);
+    c
+}
+
+#[test]
+fn a_dry_run_names_the_window_of_the_lowest_running_mean() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (url, t0) = feed();
+    let out = deferred(dir.path(), &url, &["--dry-run", "--json", "--", "false"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let c: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    // Slots 3 and 4, from t0 + 6 s to t0 + 10 s: (0.100 + 0.050) / 2 = 0.075 per kWh.
+    assert_eq!(c["start"], t0 + 6.0, "{c}");
+    assert_eq!(c["end"], t0 + 10.0);
+    let expected = c["expected_price_per_kwh"].as_f64().unwrap_or_default();
+    assert!((expected - 0.075).abs() < 1e-12, "{c}");
+    // Starting now, within the 0.300 slots (and perhaps into the 0.100 one): at least 0.2.
+    let now_price = c["now_price_per_kwh"].as_f64().unwrap_or_default();
+    assert!(now_price >= 0.2 && now_price <= 0.3, "{c}");
+    let saving = c["saving_fraction"].as_f64().unwrap_or_default();
+    assert!((saving - (1.0 - expected / now_price)).abs() < 1e-12, "{c}");
+    assert_eq!(c["currency"], "EUR");
+    assert_eq!(c["slots_from"], "feed");
+}
+
+#[test]
+fn a_deferred_run_waits_for_its_window_then_runs_and_pays_its_price() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (url, t0) = feed();
+    let out = deferred(dir.path(), &url, &["--json", "--", "sleep", "1"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let s: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    let run = &s["results"][0]["runs"][0];
+    let start = run["start"].as_f64().unwrap_or_default();
+    assert!(
+        start >= t0 + 6.0 && start < t0 + 8.0,
+        "started at t0 + {}",
+        start - t0
+    );
+    // 1 s at 100 W, all within slot 3 (0.100 per kWh): the cost is that price's.
+    let kwh = run["gross_joules"].as_f64().unwrap_or_default() / 3.6e6;
+    let cost = run["cost"].as_f64().unwrap_or_default();
+    assert!(kwh > 0.0 && (cost / kwh - 0.100).abs() < 1e-9, "{run}");
+    assert!(stderr.contains("deferred: paid 0.1000 per kWh"), "{stderr}");
+    assert!(stderr.contains("expected 0.0750"), "{stderr}");
+}
+
+#[test]
+fn ctrl_c_while_waiting_ends_it_and_runs_nothing() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (url, _) = feed();
+    let marker = dir.path().join("ran");
+    let mut child = deferred(dir.path(), &url, &["--", "touch"])
+        .arg(&marker)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut stderr = BufReader::new(child.stderr.take().unwrap_or_else(|| panic!("no stderr")));
+    let mut line = String::new();
+    // It has chosen, and waits.
+    while !line.contains("cheapest start") {
+        line.clear();
+        if stderr.read_line(&mut line).unwrap_or(0) == 0 {
+            panic!("ended before it chose");
+        }
+    }
+    let sent = Instant::now();
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(killed.success());
+    let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+    assert_eq!(status.code(), Some(130), "{rest}");
+    assert!(rest.contains("nothing ran"), "{rest}");
+    assert!(sent.elapsed() < Duration::from_secs(3));
+    assert!(!marker.exists(), "the command ran");
+}
