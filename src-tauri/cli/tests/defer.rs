@@ -163,3 +163,50 @@ fn ctrl_c_while_waiting_ends_it_and_runs_nothing() {
     assert!(sent.elapsed() < Duration::from_secs(3));
     assert!(!marker.exists(), "the command ran");
 }
+
+#[test]
+fn serve_exports_the_price_in_force_from_the_feed() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (url, t0) = feed();
+    let prefs = serde_json::json!({
+        "price_feed": {"source": "energy-charts", "bzn": "DE-LU", "url": url, "tax": 0.19}
+    });
+    std::fs::write(dir.path().join("preferences.json"), prefs.to_string())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let serve = crate::common::Serve::start(dir.path(), "t,watts\n0,100\n1,100\n", &[]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let line = loop {
+        let metrics = serve.text("/metrics");
+        if let Some(l) = metrics
+            .lines()
+            .find(|l| l.starts_with("wattbar_price_per_kwh{"))
+        {
+            break l.to_string();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no price in /metrics:\n{metrics}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        line.starts_with(r#"wattbar_price_per_kwh{currency="EUR",source="energy-charts:DE-LU"} "#),
+        "{line}"
+    );
+    let value: f64 = line
+        .rsplit(' ')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    // The slot in force when it was read, with 19 % tax: one of the feed's prices, never 0.
+    let slot = ((now() - t0) / SLOT).floor() as usize;
+    let candidates: Vec<f64> = [slot.saturating_sub(1), slot]
+        .iter()
+        .filter_map(|i| PRICES.get(*i))
+        .map(|p| p / 1000.0 * 1.19)
+        .collect();
+    assert!(
+        candidates.iter().any(|c| (c - value).abs() < 1e-9),
+        "{value} is none of {candidates:?}"
+    );
+}

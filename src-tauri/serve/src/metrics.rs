@@ -26,6 +26,7 @@ use wattbar_core::{Coverage, Domain, Scope};
 use wattbar_engine::Published;
 
 mod inference;
+mod prices;
 
 /// The media type of what [`render`] returns.
 pub const OPENMETRICS_CONTENT_TYPE: &str =
@@ -398,6 +399,7 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
     }
 
     inference::inference(&mut registry, p);
+    prices::prices(&mut registry, p);
 
     if let Some(u) = usage {
         let cpu = CounterF::default();
