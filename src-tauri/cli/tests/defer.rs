@@ -97,7 +97,7 @@ fn a_dry_run_names_the_window_of_the_lowest_running_mean() {
     assert!((expected - 0.075).abs() < 1e-12, "{c}");
     // Starting now, within the 0.300 slots (and perhaps into the 0.100 one): at least 0.2.
     let now_price = c["now_price_per_kwh"].as_f64().unwrap_or_default();
-    assert!(now_price >= 0.2 && now_price <= 0.3, "{c}");
+    assert!((0.2..=0.3).contains(&now_price), "{c}");
     let saving = c["saving_fraction"].as_f64().unwrap_or_default();
     assert!((saving - (1.0 - expected / now_price)).abs() < 1e-12, "{c}");
     assert_eq!(c["currency"], "EUR");
