@@ -4,6 +4,7 @@ import * as fmt from "./format.js";
 import { $, setText } from "./dom.js";
 import { renderInference, renderResident } from "./models.js";
 import { renderPrograms } from "./programs.js";
+import { renderPrices } from "./prices.js";
 
 const WINDOW_SECONDS = 5 * 60;
 let history = [];
@@ -266,6 +267,7 @@ function render(state) {
   renderInference(state.inference, state.inflight, state.server_models, state.profiles);
   renderResident(state.resident, state.currency);
   renderPrograms(state.programs);
+  renderPrices(state.prices, state.at ?? Date.now() / 1000);
   const os = $("os-low-power");
   os.hidden = state.os_low_power_mode === null || state.os_low_power_mode === undefined;
   if (!os.hidden) setText(os, `macOS Low Power Mode: ${state.os_low_power_mode ? "on" : "off"}`);

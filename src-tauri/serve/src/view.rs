@@ -78,6 +78,13 @@ pub struct StatePayload {
     /// Each model's newest graded profile per evaluation, newest first (`wattbar-cli profile`).
     #[serde(default)]
     pub profiles: Vec<wattbar_core::eval::best::KeptProfile>,
+    /// Of the session's kWh, what a price feed had no slot for: priced by the fallback.
+    #[serde(default)]
+    pub session_fallback_kwh: f64,
+    /// Prices and grid intensities by the slot, where feeds are set: the slots from a day back,
+    /// the value now, the cheapest two hours ahead, and why a feed gave nothing.
+    #[serde(default)]
+    pub prices: std::sync::Arc<wattbar_engine::stages::prices::PricesView>,
     /// The models counted from their servers' own `/metrics`, as committed.
     #[serde(default)]
     pub server_models: Vec<
@@ -232,6 +239,8 @@ impl From<&Published> for StatePayload {
                 .top(SHOWN_PROGRAMS, wattbar_engine::programs::Sort::Watts),
             inflight: p.inference.inflight,
             profiles: wattbar_core::eval::best::newest_per_model(&p.inference.profiles),
+            session_fallback_kwh: p.energy.session.fallback_kwh,
+            prices: std::sync::Arc::clone(&p.prices),
             server_models: p
                 .kept
                 .committed

@@ -16,7 +16,7 @@
 //!   the wrong money. It says so.
 
 use crate::time::clock::Clock;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,7 +51,7 @@ impl Default for FeedPace {
 }
 
 /// What readers see of one feed.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FeedView {
     /// The feed, as the ledger keys it (`energy-charts:DE-LU`).
     pub feed: String,
@@ -72,7 +72,7 @@ pub struct FeedView {
 }
 
 /// What readers see of both.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PricesView {
     pub price: Option<FeedView>,
     pub carbon: Option<FeedView>,

@@ -1,6 +1,7 @@
-//! `run --defer cheapest`: the start of the lowest running mean over the job's length, from a
-//! short test feed in Energy-Charts' shape on loopback (2-second slots from just before now), a
-//! dry run's choice checked by hand, a real wait then the run, and Ctrl+C while waiting.
+//! Price feeds through the CLI: `run --defer cheapest` (the start of the lowest running mean
+//! over the job's length, from a short test feed in Energy-Charts' shape on loopback, 2-second
+//! slots from just before now: a dry run's choice checked by hand, a real wait then the run,
+//! Ctrl+C while waiting), `serve`'s `/metrics`, and the dashboard's price strip in Chromium.
 
 use crate::common::cli;
 use std::io::{BufRead, BufReader, Write};
@@ -23,12 +24,9 @@ fn now() -> f64 {
         .unwrap_or_default()
 }
 
-/// A short feed whose first slot starts a second before now; its address and that start.
-fn feed() -> (String, f64) {
-    let t0 = now().floor() - 1.0;
-    let starts: Vec<f64> = (0..PRICES.len()).map(|i| t0 + i as f64 * SLOT).collect();
-    let body = serde_json::json!({"unix_seconds": starts, "price": PRICES, "unit": "EUR / MWh"})
-        .to_string();
+/// A loopback feed answering every request with `answer`; its address.
+fn serve_once(answer: serde_json::Value) -> String {
+    let body = answer.to_string();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
     let port = listener
         .local_addr()
@@ -49,7 +47,17 @@ fn feed() -> (String, f64) {
             );
         }
     });
-    (format!("http://127.0.0.1:{port}"), t0)
+    format!("http://127.0.0.1:{port}")
+}
+
+/// A short feed whose first slot starts a second before now; its address and that start.
+fn feed() -> (String, f64) {
+    let t0 = now().floor() - 1.0;
+    let starts: Vec<f64> = (0..PRICES.len()).map(|i| t0 + i as f64 * SLOT).collect();
+    let url = serve_once(
+        serde_json::json!({"unix_seconds": starts, "price": PRICES, "unit": "EUR / MWh"}),
+    );
+    (url, t0)
 }
 
 fn deferred(data: &Path, url: &str, args: &[&str]) -> Command {
@@ -208,5 +216,76 @@ fn serve_exports_the_price_in_force_from_the_feed() {
     assert!(
         candidates.iter().any(|c| (c - value).abs() < 1e-9),
         "{value} is none of {candidates:?}"
+    );
+}
+
+/// A test feed of 15-minute slots from 24 h before now to 36 h after, in Energy-Charts' shape:
+/// a day's curve, dear in the evening, below zero at midday (made for the test, not a capture).
+fn day_feed() -> String {
+    let from = (now() / 900.0).floor() * 900.0 - 86_400.0;
+    let starts: Vec<f64> = (0..240).map(|i| from + f64::from(i) * 900.0).collect();
+    let prices: Vec<f64> = starts
+        .iter()
+        .map(|t| {
+            let hour = (t / 3600.0) % 24.0;
+            let evening = 60.0 * ((hour - 19.0) / 24.0 * std::f64::consts::TAU).cos();
+            let midday = if (11.0..14.0).contains(&hour) {
+                140.0
+            } else {
+                0.0
+            };
+            (90.0 + evening - midday).round()
+        })
+        .collect();
+    serve_once(serde_json::json!({"unix_seconds": starts, "price": prices, "unit": "EUR / MWh"}))
+}
+
+#[test]
+fn the_dashboard_shows_the_price_strip_with_the_slot_in_force_marked() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let url = day_feed();
+    let prefs = serde_json::json!({
+        "price_feed": {"source": "energy-charts", "bzn": "DE-LU", "url": url, "charges": 0.12, "tax": 0.19}
+    });
+    std::fs::write(dir.path().join("preferences.json"), prefs.to_string())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let serve = crate::common::Serve::start(dir.path(), "t,watts\n0,100\n1,100\n", &[]);
+    let shots = crate::common::repo_root().join("target/e2e");
+    std::fs::create_dir_all(&shots).unwrap_or_else(|e| panic!("{e}"));
+    let out = Command::new("node")
+        .arg(crate::common::repo_root().join("tests/browser/prices.mjs"))
+        .env("WATTBAR_URL", &serve.url)
+        .env("SCREENSHOT", shots.join("browser-price-strip.png"))
+        .env("TMPDIR", dir.path())
+        .current_dir(crate::common::repo_root())
+        .output()
+        .unwrap_or_else(|e| panic!("node is needed (scripts/setup checks for it): {e}"));
+    assert!(
+        out.status.success(),
+        "browser test failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(r["errors"], serde_json::json!([]), "{r}");
+    // Today and tomorrow from local midnight: between 24 h and 36 h of the feed's quarters
+    // lie in them (the feed runs 36 h past now), never more than two days' 192.
+    let slots = r["slots"].as_u64().unwrap_or_default();
+    assert!((96..=192).contains(&slots), "{r}");
+    // One slot is marked, the quarter in force when the page drew it.
+    let marked = r["now_slots"].as_array().cloned().unwrap_or_default();
+    assert_eq!(marked.len(), 1, "{r}");
+    let start = marked[0].as_f64().unwrap_or_default();
+    let page_now = r["page_now"].as_f64().unwrap_or_default();
+    assert!(start <= page_now && page_now < start + 900.0 + 60.0, "{r}");
+    let caption = r["caption"].as_str().unwrap_or_default();
+    assert!(
+        caption.starts_with("energy-charts:DE-LU: now "),
+        "{caption}"
+    );
+    assert!(
+        caption.contains("ct/kWh") && caption.contains("lowest 2 h ahead"),
+        "{caption}"
     );
 }
