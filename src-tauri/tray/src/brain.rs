@@ -219,6 +219,7 @@ fn clicked(engine: &EngineHandle, id: MenuId) -> Option<Taken> {
         | MenuId::Today
         | MenuId::LastAnswer
         | MenuId::Top
+        | MenuId::Cheapest
         | MenuId::About
         | MenuId::Quit => return None,
     };

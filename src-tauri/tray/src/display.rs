@@ -58,6 +58,8 @@ pub struct Shown {
     pub today: String,
     pub last_answer: String,
     pub top: String,
+    /// The cheapest two hours ahead; "" without a price feed (no line).
+    pub cheapest: String,
     pub low_power: bool,
 }
 
@@ -132,6 +134,7 @@ impl Display {
             today: format::today_line(p),
             last_answer: format::last_answer_line(p),
             top: format::top_line(p),
+            cheapest: format::cheapest_line(p),
             low_power,
         };
         let lines = |s: &Shown| [&s.session, &s.today, &s.last_answer, &s.top].map(String::clone);

@@ -5,6 +5,8 @@
 //! `title_above_w` preference the title is empty while the draw is at or below it; with
 //! `cost_in_menu_bar` the session cost follows.
 
+mod prices;
+pub use prices::cheapest_line;
 use wattbar_core::Quality;
 use wattbar_engine::Published;
 

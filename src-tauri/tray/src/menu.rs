@@ -12,6 +12,8 @@ pub enum MenuId {
     LastAnswer,
     /// Disabled line: the program drawing the most watts.
     Top,
+    /// Disabled line, with a price feed only: the cheapest two hours ahead.
+    Cheapest,
     LowPower,
     ResetSession,
     OpenDashboard,
@@ -22,12 +24,13 @@ pub enum MenuId {
 }
 
 impl MenuId {
-    pub const ALL: [MenuId; 11] = [
+    pub const ALL: [MenuId; 12] = [
         MenuId::Now,
         MenuId::Session,
         MenuId::Today,
         MenuId::LastAnswer,
         MenuId::Top,
+        MenuId::Cheapest,
         MenuId::LowPower,
         MenuId::ResetSession,
         MenuId::OpenDashboard,
@@ -43,6 +46,7 @@ impl MenuId {
             MenuId::Today => "today",
             MenuId::LastAnswer => "last-answer",
             MenuId::Top => "top",
+            MenuId::Cheapest => "cheapest",
             MenuId::LowPower => "low-power",
             MenuId::ResetSession => "reset-session",
             MenuId::OpenDashboard => "open-dashboard",

@@ -34,6 +34,10 @@ pub struct Tray {
     today: MenuItem,
     last_answer: MenuItem,
     top: MenuItem,
+    /// Shown only with a price feed: inserted after `top`, removed without one.
+    cheapest: MenuItem,
+    cheapest_shown: bool,
+    menu: Menu,
     about: MenuItem,
     low_power: CheckMenuItem,
     /// What is on screen, to change only what changed.
@@ -68,6 +72,7 @@ impl Tray {
         let today = info(MenuId::Today, "Today —");
         let last_answer = info(MenuId::LastAnswer, "No answer measured yet");
         let top = info(MenuId::Top, "Top: —");
+        let cheapest = info(MenuId::Cheapest, "");
         let about = info(
             MenuId::About,
             &format!("Wattbar {}", wattbar_release::LONG_VERSION),
@@ -101,7 +106,7 @@ impl Tray {
             .with_icon(icon(false)?)
             .with_icon_as_template(cfg!(target_os = "macos"))
             .with_tooltip("Wattbar")
-            .with_menu(Box::new(menu))
+            .with_menu(Box::new(menu.clone()))
             .with_menu_on_left_click(true);
         #[cfg(target_os = "macos")]
         let builder = builder.with_title("— W");
@@ -113,11 +118,33 @@ impl Tray {
             today,
             last_answer,
             top,
+            cheapest,
+            cheapest_shown: false,
+            menu,
             about,
             low_power,
             applied: Shown::default(),
             low_power_clicked: false,
         })
+    }
+
+    /// The price line after "Top", or none for "".
+    fn show_cheapest(&mut self, text: &str) -> Result<(), TrayError> {
+        match (text.is_empty(), self.cheapest_shown) {
+            (true, true) => {
+                self.menu.remove(&self.cheapest).map_err(tray_error)?;
+                self.cheapest_shown = false;
+            }
+            (false, false) => {
+                self.cheapest.set_text(text);
+                // After now, session, today, last answer and top.
+                self.menu.insert(&self.cheapest, 5).map_err(tray_error)?;
+                self.cheapest_shown = true;
+            }
+            (false, true) => self.cheapest.set_text(text),
+            (true, false) => {}
+        }
+        Ok(())
     }
 
     /// Shows the About line (the version, and whether a newer release exists).
@@ -173,6 +200,9 @@ impl Tray {
             }
             if next.last_answer != shown.last_answer {
                 self.last_answer.set_text(&next.last_answer);
+            }
+            if next.cheapest != shown.cheapest {
+                self.show_cheapest(&next.cheapest)?;
             }
             let clicked = std::mem::take(&mut self.low_power_clicked);
             if next.low_power != shown.low_power
