@@ -29,6 +29,8 @@ pub enum Reason {
     Manual,
     AutoThreshold,
     Battery,
+    /// The price in force was above `low_power_above_price`.
+    Price,
 }
 
 impl Reason {
@@ -37,6 +39,7 @@ impl Reason {
             Reason::Manual => "manual",
             Reason::AutoThreshold => "auto-threshold",
             Reason::Battery => "battery",
+            Reason::Price => "price",
         }
     }
 
@@ -45,6 +48,7 @@ impl Reason {
             "manual" => Some(Reason::Manual),
             "auto-threshold" => Some(Reason::AutoThreshold),
             "battery" => Some(Reason::Battery),
+            "price" => Some(Reason::Price),
             _ => None,
         }
     }
@@ -71,6 +75,10 @@ pub struct PolicyConfig {
     /// Engage when the charge falls below this percent.
     #[serde(rename = "low_power_battery_below_percent")]
     pub battery_below_percent: Option<f64>,
+    /// Engage while the price in force (the price feed's slot, else the tariffs') is above this
+    /// per kWh; released once it is at or below it again.
+    #[serde(rename = "low_power_above_price")]
+    pub above_price: Option<f64>,
     /// The model a local router should switch to while the mode is on; [`AUTO_MODEL`]: the
     /// cheapest model good enough by the profiles kept ([`crate::eval::best`]).
     #[serde(rename = "low_power_model")]
@@ -111,7 +119,7 @@ pub enum LowPowerAction {
 }
 
 /// The preference keys of [`PolicyConfig`], as stored.
-pub const POLICY_KEYS: [&str; 15] = [
+pub const POLICY_KEYS: [&str; 16] = [
     "low_power_auto",
     "low_power_threshold_w",
     "low_power_hysteresis_w",
@@ -119,6 +127,7 @@ pub const POLICY_KEYS: [&str; 15] = [
     "low_power_release_after_s",
     "low_power_on_battery",
     "low_power_battery_below_percent",
+    "low_power_above_price",
     "low_power_model",
     "low_power_min_accuracy",
     "low_power_max_itl_ms",
@@ -157,6 +166,7 @@ impl Default for PolicyConfig {
             release_after_s: DEFAULT_RELEASE_AFTER_S,
             on_battery: false,
             battery_below_percent: None,
+            above_price: None,
             model: DEFAULT_MODEL.to_string(),
             min_accuracy: crate::eval::best::DEFAULT_MIN_ACCURACY,
             max_itl_ms: None,
@@ -211,6 +221,15 @@ impl PolicyConfig {
                 return Err(invalid(
                     "low_power_battery_below_percent",
                     format!("{p} % is not between 1 and 99 %"),
+                ));
+            }
+        }
+        if let Some(p) = self.above_price {
+            let max = crate::tariff::MAX_PRICE_PER_KWH;
+            if !(p.is_finite() && (-max..=max).contains(&p)) {
+                return Err(invalid(
+                    "low_power_above_price",
+                    format!("{p} per kWh is not a price of one kWh"),
                 ));
             }
         }
@@ -378,17 +397,70 @@ impl Policy {
         })
     }
 
-    /// One sample. Returns a transition when the mode changes.
+    /// One sample, when a kWh cost `price_per_kwh` (`None`: not known). Returns a transition
+    /// when the mode changes.
     pub fn observe(
         &mut self,
         at: Stamp,
         watts: Option<Watts>,
         battery: Option<Battery>,
+        price_per_kwh: Option<f64>,
     ) -> Option<Transition> {
         if let Some(t) = self.battery_rule(at, battery) {
             return Some(t);
         }
+        if let Some(t) = self.price_rule(at, price_per_kwh) {
+            return Some(t);
+        }
         self.threshold_rule(at, watts)
+    }
+
+    /// On while the price is above `above_price`, off once it is not; a price not known
+    /// decides nothing, and a mode switched by hand is left alone.
+    fn price_rule(&mut self, at: Stamp, price: Option<f64>) -> Option<Transition> {
+        let (limit, price) = (self.config.above_price, price.filter(|p| p.is_finite()));
+        if self.state.reason == Some(Reason::Manual) {
+            return None;
+        }
+        let (Some(limit), Some(price)) = (limit, price) else {
+            // Without the rule, a mode it engaged is released.
+            return (limit.is_none()
+                && self.state.enabled
+                && self.state.reason == Some(Reason::Price))
+            .then(|| {
+                self.change(
+                    false,
+                    Reason::Price,
+                    at,
+                    "Low-power mode off: no price rule".into(),
+                )
+            });
+        };
+        if price > limit && !self.state.enabled {
+            return Some(self.change(
+                true,
+                Reason::Price,
+                at,
+                format!(
+                    "Low-power mode on: a kWh costs {}, above {}",
+                    per_kwh(price),
+                    per_kwh(limit)
+                ),
+            ));
+        }
+        if price <= limit && self.state.enabled && self.state.reason == Some(Reason::Price) {
+            return Some(self.change(
+                false,
+                Reason::Price,
+                at,
+                format!(
+                    "Low-power mode off: a kWh costs {}, at or below {}",
+                    per_kwh(price),
+                    per_kwh(limit)
+                ),
+            ));
+        }
+        None
     }
 
     /// `Some(true)`: the battery rule wants the mode on; `Some(false)`: off; `None`: no
@@ -607,6 +679,12 @@ pub fn advice(config: &PolicyConfig, state: &LowPowerState, measured: &Measured)
     }
 }
 
+/// A price per kWh to four places, without trailing zeros: `0.42`, `0.3512`.
+fn per_kwh(p: f64) -> String {
+    let text = format!("{p:.4}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -622,7 +700,10 @@ mod tests {
     /// Feeds `watts` once a second from `from` to `to` inclusive; returns the transitions.
     fn feed(p: &mut Policy, from: u64, to: u64, watts: f64) -> Vec<(u64, Transition)> {
         (from..=to)
-            .filter_map(|s| p.observe(at(s), Some(Watts(watts)), None).map(|t| (s, t)))
+            .filter_map(|s| {
+                p.observe(at(s), Some(Watts(watts)), None, None)
+                    .map(|t| (s, t))
+            })
             .collect()
     }
 
@@ -701,10 +782,12 @@ mod tests {
     fn missing_watts_is_no_evidence() {
         let mut p = policy();
         feed(&mut p, 0, 20, 20.0);
-        assert!(p.observe(at(21), None, None).is_none());
+        assert!(p.observe(at(21), None, None, None).is_none());
         let t = feed(&mut p, 22, 60, 20.0);
         assert_eq!(t[0].0, 52, "the hole restarted the timer");
-        assert!(p.observe(at(61), Some(Watts(f64::NAN)), None).is_none());
+        assert!(p
+            .observe(at(61), Some(Watts(f64::NAN)), None, None)
+            .is_none());
     }
 
     #[test]
@@ -732,7 +815,7 @@ mod tests {
             on_battery: true,
             percent: Some(80.0),
         });
-        let t = p.observe(at(0), Some(Watts(5.0)), on_batt);
+        let t = p.observe(at(0), Some(Watts(5.0)), on_batt, None);
         assert_eq!(
             t.map(|t| (t.state.reason, t.message)),
             Some((
@@ -740,15 +823,53 @@ mod tests {
                 "Low-power mode on: running on battery".to_string()
             ))
         );
-        assert!(p.observe(at(1), Some(Watts(5.0)), on_batt).is_none());
+        assert!(p.observe(at(1), Some(Watts(5.0)), on_batt, None).is_none());
         // The low draw does not release a battery engagement.
         assert!(feed(&mut p, 2, 100, 1.0).is_empty());
         let mains = Some(Battery {
             on_battery: false,
             percent: Some(80.0),
         });
-        let t = p.observe(at(101), Some(Watts(5.0)), mains);
+        let t = p.observe(at(101), Some(Watts(5.0)), mains, None);
         assert_eq!(t.map(|t| t.state.enabled), Some(false));
+    }
+
+    #[test]
+    fn a_price_above_the_limit_engages_until_it_falls_back_and_a_manual_choice_stands() {
+        // Above 0.35 per kWh: 0.30 leaves it off, 0.42 turns it on, 0.35 turns it off again.
+        let mut p = Policy::new(
+            PolicyConfig {
+                above_price: Some(0.35),
+                ..PolicyConfig::default()
+            },
+            LowPowerState::off(),
+        );
+        assert!(p.observe(at(0), None, None, Some(0.30)).is_none());
+        let on = p.observe(at(1), None, None, Some(0.42));
+        assert_eq!(
+            on.as_ref().map(|t| (t.state.enabled, t.state.reason)),
+            Some((true, Some(Reason::Price)))
+        );
+        assert_eq!(
+            on.map(|t| t.message).as_deref(),
+            Some("Low-power mode on: a kWh costs 0.42, above 0.35")
+        );
+        assert!(
+            p.observe(at(2), None, None, None).is_none(),
+            "unknown decides nothing"
+        );
+        assert!(p.observe(at(3), None, None, Some(0.50)).is_none());
+        let off = p.observe(at(4), None, None, Some(0.35));
+        assert_eq!(off.map(|t| t.state.enabled), Some(false));
+        // Switched on by hand, a cheap slot does not switch it off.
+        p.set_manual(true, at(5));
+        assert!(p.observe(at(6), None, None, Some(0.10)).is_none());
+        assert!(PolicyConfig {
+            above_price: Some(f64::NAN),
+            ..PolicyConfig::default()
+        }
+        .validate()
+        .is_err());
     }
 
     #[test]
@@ -766,15 +887,19 @@ mod tests {
                 percent: Some(pct),
             })
         };
-        assert!(p.observe(at(0), None, b(25.0)).is_none());
-        let t = p.observe(at(1), None, b(19.0));
+        assert!(p.observe(at(0), None, b(25.0), None).is_none());
+        let t = p.observe(at(1), None, b(19.0), None);
         assert_eq!(
             t.map(|t| t.message),
             Some("Low-power mode on: battery at 19 %".to_string())
         );
-        assert!(p.observe(at(2), None, b(22.0)).is_none(), "inside the band");
+        assert!(
+            p.observe(at(2), None, b(22.0), None).is_none(),
+            "inside the band"
+        );
         assert_eq!(
-            p.observe(at(3), None, b(25.0)).map(|t| t.state.enabled),
+            p.observe(at(3), None, b(25.0), None)
+                .map(|t| t.state.enabled),
             Some(false)
         );
     }

@@ -109,6 +109,8 @@ pub struct Preferences {
     pub price_feed: Option<FeedPref>,
     /// Grid intensity by the slot ([`feeds`]); `None`: `carbon_g_per_kwh` alone.
     pub carbon_feed: Option<FeedPref>,
+    /// Notify when the price feed's price in force crosses this, per kWh (up and back).
+    pub price_notify_above: Option<f64>,
     pub daily_budget_kwh: Option<f64>,
     pub daily_budget_cost: Option<f64>,
     pub monthly_budget_kwh: Option<f64>,
@@ -283,6 +285,7 @@ impl Default for Preferences {
             carbon_g_per_kwh: None,
             price_feed: None,
             carbon_feed: None,
+            price_notify_above: None,
             daily_budget_kwh: None,
             daily_budget_cost: None,
             monthly_budget_kwh: None,
@@ -308,7 +311,7 @@ impl Default for Preferences {
 
 impl Preferences {
     /// The stored keys besides the low-power ones ([`POLICY_KEYS`]).
-    const OWN_KEYS: [&'static str; 27] = [
+    const OWN_KEYS: [&'static str; 28] = [
         "price_per_kwh",
         "currency",
         "interval_ms",
@@ -317,6 +320,7 @@ impl Preferences {
         "carbon_g_per_kwh",
         "price_feed",
         "carbon_feed",
+        "price_notify_above",
         "daily_budget_kwh",
         "daily_budget_cost",
         "monthly_budget_kwh",
@@ -501,6 +505,17 @@ impl Preferences {
             "carbon_feed" => {
                 self.carbon_feed = FeedPref::parse_carbon(value, self.carbon_feed.as_ref())?;
             }
+            "price_notify_above" => {
+                let v = optional_number("price_notify_above", value)?;
+                let max = crate::tariff::MAX_PRICE_PER_KWH;
+                if let Some(p) = v.filter(|p| !(p.is_finite() && (-max..=max).contains(p))) {
+                    return Err(Error::Invalid {
+                        field: "price_notify_above",
+                        message: format!("{p} per kWh is not a price of one kWh"),
+                    });
+                }
+                self.price_notify_above = v;
+            }
             "otlp" => {
                 self.otlp = OtlpPref::parse(value)?;
             }
@@ -612,6 +627,7 @@ fn kind_of(key: &str) -> &'static str {
         "low_power_routes" => "an object mapping model names to model names",
         "low_power_max_tokens" => "a whole number of tokens or null",
         "low_power_battery_below_percent" => "a percentage or null",
+        "low_power_above_price" => "a price per kWh or null",
         "low_power_min_accuracy" => "a fraction between 0 and 1",
         "low_power_max_itl_ms" => "a number of milliseconds or null",
         _ => "a number",

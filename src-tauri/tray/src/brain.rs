@@ -156,6 +156,8 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 /// per budget alert and per notice, and the launch-at-login entry.
 struct Follower {
     alerts_seen: u64,
+    /// Whether the price in force was above `price_notify_above` at the last state.
+    price_above: bool,
     notice_seen: Option<String>,
     entry: autostart::Entry,
 }
@@ -165,6 +167,7 @@ impl Follower {
     fn new(_at_start: &Published) -> Follower {
         Follower {
             alerts_seen: 0,
+            price_above: false,
             notice_seen: None,
             entry: autostart::Entry::default(),
         }
@@ -174,6 +177,11 @@ impl Follower {
         if published.kept.alert_seq > self.alerts_seen {
             self.alerts_seen = published.kept.alert_seq;
             notify::budget(&published.kept.alerts);
+        }
+        let (above, said) = crate::format::price_alert(self.price_above, published);
+        self.price_above = above;
+        if let Some(message) = said {
+            notify::price(&message);
         }
         if published.kept.notice != self.notice_seen {
             self.notice_seen.clone_from(&published.kept.notice);

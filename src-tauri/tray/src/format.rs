@@ -6,7 +6,7 @@
 //! `cost_in_menu_bar` the session cost follows.
 
 mod prices;
-pub use prices::cheapest_line;
+pub use prices::{cheapest_line, price_alert};
 use wattbar_core::Quality;
 use wattbar_engine::Published;
 

@@ -16,6 +16,11 @@ pub fn notice(message: &str) {
     post("Wattbar", message);
 }
 
+/// The price in force crossed `price_notify_above`, either way.
+pub fn price(message: &str) {
+    post("Wattbar price", message);
+}
+
 /// One notification per change of low-power mode, with its reason.
 pub fn low_power(message: &str) {
     post("Wattbar", message);

@@ -157,7 +157,14 @@ impl Engine {
             }
         }
         let (watts, battery) = (s.snapshot.headline_watts(), s.snapshot.battery);
-        if let Some(t) = self.low_power.observe(at, watts, battery) {
+        let price = self.prefs.low_power.above_price.map(|_| {
+            let (price, _) = self
+                .meter
+                .accounting
+                .price_per_kwh(at.unix_seconds, s.week_seconds);
+            price
+        });
+        if let Some(t) = self.low_power.observe(at, watts, battery, price) {
             self.low_power_changed(&t);
         }
         if let Some(change) = s.step.headline.scope_change {

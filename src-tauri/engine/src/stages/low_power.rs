@@ -72,14 +72,16 @@ impl LowPower {
         low_power
     }
 
-    /// Follows the draw; a change of mode comes back to be recorded.
+    /// Follows the draw, the battery and the price of a kWh in force; a change of mode comes
+    /// back to be recorded.
     pub fn observe(
         &mut self,
         at: Stamp,
         watts: Option<Watts>,
         battery: Option<Battery>,
+        price_per_kwh: Option<f64>,
     ) -> Option<Transition> {
-        self.policy.observe(at, watts, battery)
+        self.policy.observe(at, watts, battery, price_per_kwh)
     }
 
     pub fn set_manual(&mut self, on: bool, at: Stamp) -> Option<Transition> {

@@ -48,6 +48,42 @@ pub fn cheapest_line(p: &Published) -> String {
     }
 }
 
+/// Whether the price in force is above the `price_notify_above` limit, given whether it was
+/// (`was_above`), and what to say when it just crossed it either way. A price not known (no
+/// slot, no feed) keeps what was.
+pub fn price_alert(was_above: bool, p: &Published) -> (bool, Option<String>) {
+    let (Some(limit), Some(feed)) = (p.prefs.price_notify_above, &p.prices.price) else {
+        return (false, None);
+    };
+    let Some(now) = feed.now else {
+        return (was_above, None);
+    };
+    let currency = feed
+        .currency
+        .clone()
+        .unwrap_or_else(|| p.prefs.currency.to_string());
+    let t = p.snapshot.as_ref().map(|s| s.at.unix_seconds);
+    let until = t
+        .and_then(|t| feed.slots.iter().find(|s| s.start <= t && t < s.end))
+        .map(|s| format!(" until {}", clock(s.end)))
+        .unwrap_or_default();
+    let above = now > limit;
+    let said = match (was_above, above) {
+        (false, true) => Some(format!(
+            "The price of a kWh is {} now{until}, above your {}",
+            per_kwh(now, &currency),
+            per_kwh(limit, &currency)
+        )),
+        (true, false) => Some(format!(
+            "The price of a kWh is back to {}, at or below your {}",
+            per_kwh(now, &currency),
+            per_kwh(limit, &currency)
+        )),
+        _ => None,
+    };
+    (above, said)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,6 +138,40 @@ mod tests {
         assert_eq!(
             cheapest_line(&p),
             "Cheapest 2 h: not known, the price feed gives nothing"
+        );
+        // Above 0.20 per kWh: 0.25 now is news once, then again when it falls to 0.15.
+        let mut prefs = wattbar_core::Preferences::default();
+        prefs.price_notify_above = Some(0.20);
+        p.prefs = std::sync::Arc::new(prefs);
+        let with_now = |p: &mut Published, now: Option<f64>| {
+            let mut v = p.prices.price.clone().unwrap_or_else(|| panic!("no feed"));
+            v.now = now;
+            v.error = None;
+            p.prices = std::sync::Arc::new(PricesView {
+                price: Some(v),
+                carbon: None,
+            });
+        };
+        with_now(&mut p, Some(0.25));
+        let (above, said) = price_alert(false, &p);
+        assert!(above);
+        assert_eq!(
+            said.as_deref(),
+            Some("The price of a kWh is 25.0 ct/kWh now, above your 20.0 ct/kWh")
+        );
+        assert_eq!(price_alert(true, &p), (true, None), "once per crossing");
+        with_now(&mut p, None);
+        assert_eq!(
+            price_alert(true, &p),
+            (true, None),
+            "not known keeps what was"
+        );
+        with_now(&mut p, Some(0.15));
+        let (above, said) = price_alert(true, &p);
+        assert!(!above);
+        assert_eq!(
+            said.as_deref(),
+            Some("The price of a kWh is back to 15.0 ct/kWh, at or below your 20.0 ct/kWh")
         );
         assert_eq!(per_kwh(0.2841, "SEK"), "0.284 SEK/kWh");
         assert_eq!(per_kwh(0.1234, "GBP"), "12.3 p/kWh");
