@@ -125,7 +125,7 @@ fn home_assistant_shows_power_energy_cost_and_commands_low_power_mode() {
         ],
     );
 
-    // The four entities Home Assistant made from the discovery documents.
+    // The five entities Home Assistant made from the discovery documents.
     let deadline = Instant::now() + Duration::from_secs(30);
     let entities: Vec<String> = loop {
         let listed = ha.post(
@@ -133,7 +133,7 @@ fn home_assistant_shows_power_energy_cost_and_commands_low_power_mode() {
             serde_json::json!({"template": "{{ integration_entities('mqtt') | list | tojson }}"}),
         );
         let ids: Vec<String> = serde_json::from_str(&listed).unwrap_or_default();
-        if ids.len() >= 4 {
+        if ids.len() >= 5 {
             break ids;
         }
         assert!(Instant::now() < deadline, "entities after 30 s: {listed}");
@@ -163,6 +163,12 @@ fn home_assistant_shows_power_energy_cost_and_commands_low_power_mode() {
     );
     let cost = ha.state_until(&id("_cost"), |s| number(s).is_some());
     assert_eq!(cost["attributes"]["device_class"], "monetary", "{cost}");
+    // Without a price feed the price is not known: unavailable, never 0.
+    let price = ha.state_until(&id("_price"), |s| s["state"] == "unavailable");
+    assert_eq!(
+        price["attributes"]["unit_of_measurement"], "EUR/kWh",
+        "{price}"
+    );
     let switch = id("_low_power");
     assert!(switch.starts_with("switch."), "{switch}");
     ha.state_until(&switch, |s| s["state"] == "off");

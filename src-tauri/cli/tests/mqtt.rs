@@ -264,9 +264,9 @@ fn home_assistant_discovers_the_machine_and_no_energy_is_lost_while_the_broker_i
     otlp::assert_conventions(&first_push);
     let (t1, e1) = first_push.energy().unwrap_or_default();
 
-    // Discovery: four entities, retained, each with its availability and the device.
+    // Discovery: five entities, retained, each with its availability and the device.
     let mut docs = std::collections::BTreeMap::new();
-    while docs.len() < 4 {
+    while docs.len() < 5 {
         let m = sub.next(Duration::from_secs(20), |m| {
             m.topic.starts_with("homeassistant/")
         });
@@ -293,6 +293,7 @@ fn home_assistant_discovers_the_machine_and_no_energy_is_lost_while_the_broker_i
     assert_eq!(energy["state_class"], "total_increasing");
     assert_eq!(energy["unit_of_measurement"], "kWh");
     assert_eq!(cost["device_class"], "monetary");
+    assert_eq!(find("price")["unit_of_measurement"], "EUR/kWh");
     assert_eq!(switch["command_topic"], format!("{PREFIX}/low_power/set"));
     for doc in [&power, &energy, &cost, &switch] {
         assert_eq!(doc["state_topic"], format!("{PREFIX}/state"), "{doc}");

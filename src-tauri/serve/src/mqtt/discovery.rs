@@ -75,8 +75,10 @@ pub const POWER: &str = "power_w";
 pub const ENERGY: &str = "energy_kwh";
 pub const COST: &str = "cost";
 pub const LOW_POWER: &str = "low_power";
+pub const PRICE: &str = "price_per_kwh";
 
-/// The retained discovery documents, topic first: power, energy, cost and the low-power switch.
+/// The retained discovery documents, topic first: power, energy, cost, the price in force (from
+/// the price feed; unavailable without one) and the low-power switch.
 /// `currency` is the cost's unit; `version` this program's.
 pub fn documents(
     topics: &Topics,
@@ -163,6 +165,20 @@ pub fn documents(
             ),
         ),
         (
+            topics.config("sensor", "price"),
+            entity(
+                "price",
+                "Electricity price",
+                PRICE,
+                json!({
+                    "state_class": "measurement",
+                    "unit_of_measurement": format!("{currency}/kWh"),
+                    "suggested_display_precision": 4,
+                    "icon": "mdi:cash-clock",
+                }),
+            ),
+        ),
+        (
             topics.config("switch", "low_power"),
             entity(
                 "low_power",
@@ -187,8 +203,9 @@ fn merge(into: &mut Value, from: Value) {
     }
 }
 
-/// The state document: `{"at", "power_w", "energy_kwh", "cost", "currency", "low_power"}`,
-/// `at` the sample's time (Unix seconds) the figures are of.
+/// The state document: `{"at", "power_w", "energy_kwh", "cost", "currency", "price_per_kwh",
+/// "low_power"}`, `at` the sample's time (Unix seconds) the figures are of; `price_per_kwh` the
+/// price feed's slot in force, null without one.
 pub fn state(p: &Published) -> Value {
     let watts = p
         .snapshot
@@ -204,6 +221,12 @@ pub fn state(p: &Published) -> Value {
         ENERGY: crate::summary::lifetime_joules(p).map(|j| j / JOULES_PER_KWH),
         COST: p.kept.committed.cost_in(currency),
         "currency": currency,
+        PRICE: p
+            .prices
+            .price
+            .as_ref()
+            .filter(|f| f.currency.as_deref().is_none_or(|c| c == currency))
+            .and_then(|f| f.now),
         LOW_POWER: if p.low_power.state.enabled { "ON" } else { "OFF" },
     })
 }

@@ -53,7 +53,7 @@ fn node_ids_keep_only_what_home_assistant_takes() {
 }
 
 #[test]
-fn discovery_gives_four_entities_each_unavailable_when_its_field_is_unknown() {
+fn discovery_gives_five_entities_each_unavailable_when_its_field_is_unknown() {
     let topics = Topics::new("wattbar/box", "homeassistant", "wattbar_box");
     let docs = documents(&topics, "box", "EUR", "0.1.0");
     let topics_of: Vec<&str> = docs.iter().map(|(t, _)| t.as_str()).collect();
@@ -63,6 +63,7 @@ fn discovery_gives_four_entities_each_unavailable_when_its_field_is_unknown() {
             "homeassistant/sensor/wattbar_box/power/config",
             "homeassistant/sensor/wattbar_box/energy/config",
             "homeassistant/sensor/wattbar_box/cost/config",
+            "homeassistant/sensor/wattbar_box/price/config",
             "homeassistant/switch/wattbar_box/low_power/config",
         ]
     );
@@ -80,7 +81,12 @@ fn discovery_gives_four_entities_each_unavailable_when_its_field_is_unknown() {
         "{{ 'online' if value_json.energy_kwh is not none else 'offline' }}"
     );
     assert_eq!(docs[2].1["unit_of_measurement"], "EUR");
-    assert_eq!(docs[3].1["command_topic"], "wattbar/box/low_power/set");
+    assert_eq!(docs[3].1["unit_of_measurement"], "EUR/kWh");
+    assert_eq!(
+        docs[3].1["availability"][1]["value_template"],
+        "{{ 'online' if value_json.price_per_kwh is not none else 'offline' }}"
+    );
+    assert_eq!(docs[4].1["command_topic"], "wattbar/box/low_power/set");
     for (_, doc) in &docs {
         assert_eq!(doc["device"]["identifiers"][0], "wattbar_box");
         assert_eq!(doc["json_attributes_topic"], "wattbar/box/attributes");
