@@ -289,3 +289,92 @@ fn the_dashboard_shows_the_price_strip_with_the_slot_in_force_marked() {
         "{caption}"
     );
 }
+
+#[test]
+fn a_carbon_feed_gives_the_intensity_in_force_and_grams_per_1000_tokens_per_model() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // Half-hours in the GB Carbon Intensity API's regional shape (made for the test, around
+    // now): 200 g in the one in force and the next (a test that runs across the half-hour
+    // reads the same), more after.
+    let iso = |t: f64| {
+        chrono::DateTime::from_timestamp(t as i64, 0)
+            .map(|d| d.format("%Y-%m-%dT%H:%MZ").to_string())
+            .unwrap_or_default()
+    };
+    let from = (now() / 1800.0).floor() * 1800.0;
+    let periods: Vec<serde_json::Value> = [200, 200, 250, 300]
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let start = from + i as f64 * 1800.0;
+            serde_json::json!({"from": iso(start), "to": iso(start + 1800.0),
+                               "intensity": {"forecast": g, "index": "moderate"}})
+        })
+        .collect();
+    let url = serve_once(
+        serde_json::json!({"data": {"regionid": 12, "shortname": "South West England",
+                                                     "postcode": "BS7", "data": periods}}),
+    );
+    let prefs = serde_json::json!({
+        "carbon_feed": {"source": "gb-carbon-intensity", "postcode": "BS7", "url": url}
+    });
+    std::fs::write(dir.path().join("preferences.json"), prefs.to_string())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let serve = crate::common::Serve::start(
+        dir.path(),
+        "t,watts\n0,100\n1,100\n",
+        &["--interval", "100ms"],
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let line = loop {
+        let metrics = serve.text("/metrics");
+        if let Some(l) = metrics
+            .lines()
+            .find(|l| l.starts_with("wattbar_carbon_intensity_grams_per_kwh{"))
+        {
+            break l.to_string();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no intensity in /metrics:\n{metrics}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        line,
+        r#"wattbar_carbon_intensity_grams_per_kwh{source="gb-carbon-intensity:BS7"} 200.0"#
+    );
+    // 100 completion tokens at 20 tokens/s: the last 5 s at 100 W, 500 J, 5 J a token.
+    let at = || serve.get("/v1/snapshot")["at"].as_f64().unwrap_or_default();
+    let started = at();
+    while at() < started + 6.0 {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let body = serde_json::json!({"model": "m", "completion_tokens": 100, "tokens_per_second": 20.0,
+                                  "end": at() - 0.2});
+    serve
+        .client()
+        .with_token(&crate::common::api_token(dir.path()))
+        .post("/v1/inference", Some(&body))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let models = serve.get("/v1/models");
+    let carbon = &models["carbon"];
+    assert_eq!(carbon["g_per_kwh"], 200.0, "{models}");
+    assert_eq!(
+        carbon["intensity_from"],
+        "carbon_feed:gb-carbon-intensity:BS7"
+    );
+    let jpt = models["models"][0]["joules_per_token"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{models}"));
+    assert!((jpt - 5.0).abs() < 0.25, "{models}");
+    // 5 J × 1,000 tokens = 5 kJ = 1/720 kWh; × 200 g = 0.28 g.
+    let grams = carbon["models"][0]["g_co2_per_1000_tokens"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{models}"));
+    assert!(
+        (grams - jpt * 1000.0 / 3.6e6 * 200.0).abs() < 1e-12,
+        "{models}"
+    );
+    assert!((grams - 0.278).abs() < 0.02, "{grams}");
+}

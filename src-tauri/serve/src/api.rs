@@ -45,6 +45,7 @@ use tokio::sync::watch;
 use wattbar_engine::ledger_reader::LedgerReader;
 use wattbar_engine::EngineReader;
 
+mod carbon;
 mod control;
 mod guard;
 mod history;

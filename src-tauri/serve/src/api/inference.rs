@@ -175,28 +175,33 @@ struct Models {
     /// Each model's newest graded profile per evaluation, newest first: accuracy and joules per
     /// correct answer beside the figures above.
     profiles: Vec<KeptProfile>,
+    /// gCO₂ per 1,000 tokens per model at the intensity in force now; `None` without one.
+    carbon: Option<super::carbon::Carbon>,
 }
 
 pub(super) async fn get_models(State(shared): State<Arc<Shared>>) -> Json<impl serde::Serialize> {
     let current = shared.engine.current();
+    let models: Vec<Sourced<ModelStats>> = current
+        .inference
+        .view
+        .models
+        .iter()
+        .map(|m| Sourced {
+            source: SOURCE_PROXY.into(),
+            figures: m.clone(),
+        })
+        .collect();
+    let server_models: Vec<Sourced<ServerModel>> = current
+        .kept
+        .committed
+        .server_totals
+        .iter()
+        .map(ServerTotal::listed)
+        .collect();
     Json(Models {
-        models: current
-            .inference
-            .view
-            .models
-            .iter()
-            .map(|m| Sourced {
-                source: SOURCE_PROXY.into(),
-                figures: m.clone(),
-            })
-            .collect(),
-        server_models: current
-            .kept
-            .committed
-            .server_totals
-            .iter()
-            .map(ServerTotal::listed)
-            .collect(),
+        carbon: super::carbon::carbon(&current, &models, &server_models),
+        models,
+        server_models,
         resident: current.inference.resident.to_vec(),
         profiles: newest_per_model(&current.inference.profiles),
     })

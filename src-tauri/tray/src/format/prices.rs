@@ -140,9 +140,10 @@ mod tests {
             "Cheapest 2 h: not known, the price feed gives nothing"
         );
         // Above 0.20 per kWh: 0.25 now is news once, then again when it falls to 0.15.
-        let mut prefs = wattbar_core::Preferences::default();
-        prefs.price_notify_above = Some(0.20);
-        p.prefs = std::sync::Arc::new(prefs);
+        p.prefs = std::sync::Arc::new(wattbar_core::Preferences {
+            price_notify_above: Some(0.20),
+            ..Default::default()
+        });
         let with_now = |p: &mut Published, now: Option<f64>| {
             let mut v = p.prices.price.clone().unwrap_or_else(|| panic!("no feed"));
             v.now = now;
