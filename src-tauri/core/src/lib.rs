@@ -10,6 +10,7 @@ pub mod counter;
 pub mod energy;
 pub mod error;
 pub mod eval;
+pub mod formula;
 pub mod inference;
 pub mod meter;
 pub mod policy;

@@ -151,6 +151,23 @@ pub struct Window {
 }
 
 impl Series {
+    /// The series with each value mapped by `f`; a slot it gives `None` for is left out.
+    pub fn map_values(&self, f: impl Fn(f64) -> Option<f64>) -> Series {
+        Series {
+            slots: self
+                .slots
+                .iter()
+                .filter_map(|s| {
+                    Some(Slot {
+                        value: f(s.value)?,
+                        ..*s
+                    })
+                })
+                .collect(),
+            ..self.clone()
+        }
+    }
+
     /// The retail series of a spot series.
     pub fn retail(&self, r: Retail) -> Series {
         Series {

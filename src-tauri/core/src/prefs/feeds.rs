@@ -14,6 +14,8 @@
 //!   same source; null or "" clears it.
 
 use crate::error::Error;
+use crate::formula::Formula;
+use crate::slots::{Retail, Series};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -49,6 +51,10 @@ pub struct FeedPref {
     pub charges: f64,
     /// A fraction: 0.19 for 19 %.
     pub tax: f64,
+    /// What turns the spot price into the retail one instead of `(price + charges) × (1 + tax)`
+    /// ([`Formula`]): `max(price, 0) * 1.19 + charges`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub formula: Option<Formula>,
     /// Whether a token is kept (never the token itself).
     #[serde(skip_deserializing)]
     pub has_secret: bool,
@@ -224,6 +230,12 @@ impl FeedPref {
             match key.as_str() {
                 "source" | "has_secret" => {}
                 "url" => pref.url = text()?,
+                "formula" if field == "price_feed" => {
+                    pref.formula = text()?
+                        .map(|t| Formula::parse(&t))
+                        .transpose()
+                        .map_err(|e| invalid(format!("formula: {e}")))?;
+                }
                 "token" => pref.token = text()?,
                 "charges" | "tax" if field == "price_feed" => {
                     let n = match v {
@@ -266,7 +278,7 @@ impl FeedPref {
                     let mut takes: Vec<&str> = kind.needs.iter().chain(kind.may).copied().collect();
                     takes.extend(["url"]);
                     if field == "price_feed" {
-                        takes.extend(["charges", "tax"]);
+                        takes.extend(["charges", "tax", "formula"]);
                     }
                     if kind.token {
                         takes.push("token");
@@ -304,6 +316,19 @@ impl FeedPref {
         }
         pref.has_secret = pref.token.is_some();
         Ok(Some(pref))
+    }
+
+    /// The prices a customer pays of `spot`'s slots: by the formula where one is set, else
+    /// `(spot + charges) × (1 + tax)`. A carbon feed's values are as they are.
+    pub fn retail(&self, spot: &Series) -> Series {
+        match (&self.formula, spot.quantity) {
+            (_, crate::slots::Quantity::GramsPerKwh) => spot.clone(),
+            (Some(f), _) => spot.map_values(|p| f.apply(p, self.charges, self.tax)),
+            (None, _) => spot.retail(Retail {
+                charges_per_kwh: self.charges,
+                tax: self.tax,
+            }),
+        }
     }
 
     fn area_mut(&mut self, key: &str) -> &mut Option<String> {
@@ -382,7 +407,7 @@ mod tests {
             .map(|e| e.to_string());
         assert_eq!(
             err.as_deref(),
-            Some("price_feed: energy-charts does not take \"region\"; it takes bzn, url, charges, tax")
+            Some("price_feed: energy-charts does not take \"region\"; it takes bzn, url, charges, tax, formula")
         );
         assert!(
             price(json!({"source": "energy-charts"})).is_err(),
@@ -405,6 +430,40 @@ mod tests {
         );
         assert!(price(json!({"source": "energy-charts", "bzn": "DE-LU", "token": "x"})).is_err());
         assert_eq!(price(Value::Null).ok(), Some(None));
+        let with_formula = price(json!({"source": "awattar", "country": "de",
+                                        "formula": "max(price, 0) * 1.19 + 0.12"}))
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("refused"));
+        let spot = crate::slots::Series::new(
+            crate::slots::Quantity::PricePerKwh,
+            Some("EUR".into()),
+            vec![
+                crate::slots::Slot {
+                    start: 0.0,
+                    end: 3600.0,
+                    value: -0.08,
+                },
+                crate::slots::Slot {
+                    start: 3600.0,
+                    end: 7200.0,
+                    value: 0.10,
+                },
+            ],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        // −0.08 → 0 + 0.12; 0.10 → 0.119 + 0.12 = 0.239.
+        let retail = with_formula.retail(&spot);
+        assert_eq!(retail.slots[0].value, 0.12);
+        assert!((retail.slots[1].value - 0.239).abs() < 1e-12);
+        let text = serde_json::to_string(&with_formula).unwrap_or_default();
+        assert!(
+            text.contains(r#""formula":"max(price, 0) * 1.19 + 0.12""#),
+            "{text}"
+        );
+        assert!(
+            price(json!({"source": "awattar", "country": "de", "formula": "price +"})).is_err()
+        );
         let carbon = FeedPref::parse_carbon(
             &json!({"source": "gb-carbon-intensity", "postcode": "BS7"}),
             None,

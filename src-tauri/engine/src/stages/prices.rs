@@ -21,7 +21,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::Duration;
 use wattbar_core::prefs::FeedPref;
-use wattbar_core::slots::{Quantity, Retail, Series, Slot, Window};
+use wattbar_core::slots::{Quantity, Series, Slot, Window};
 use wattbar_core::{Preferences, Pricing};
 use wattbar_ledger::store::feeds::FeedSlots;
 use wattbar_sources::prices::fetch::FeedClient;
@@ -149,15 +149,7 @@ impl Feed {
 
     /// What the meter prices with: retail prices, or the intensities as they are.
     fn priced(&self) -> Option<Series> {
-        let kept = self.kept.as_ref()?;
-        Some(if self.carbon {
-            kept.clone()
-        } else {
-            kept.retail(Retail {
-                charges_per_kwh: self.pref.charges,
-                tax: self.pref.tax,
-            })
-        })
+        Some(self.pref.retail(self.kept.as_ref()?))
     }
 
     fn view(&self, now_unix: f64, usable: Option<&Series>) -> FeedView {

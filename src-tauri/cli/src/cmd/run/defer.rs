@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::time::Duration;
 use wattbar_core::prefs::FeedPref;
-use wattbar_core::slots::{Quantity, Retail, Series, Window};
+use wattbar_core::slots::{Quantity, Series, Window};
 use wattbar_core::Preferences;
 use wattbar_engine::unix_now;
 use wattbar_sources::prices::fetch::FeedClient;
@@ -43,19 +43,8 @@ pub struct Choice {
 /// covers `now` (no request at each run), else the feed's answer.
 pub fn pricing_slots(pref: &FeedPref, carbon: bool, now: f64) -> Option<Series> {
     match kept(pref, carbon, now) {
-        Some(s) if s.at(now).is_some() => Some(retail(pref, carbon, s)),
+        Some(s) if s.at(now).is_some() => Some(pref.retail(&s)),
         _ => slots_of(pref, carbon, now).ok().map(|(s, _)| s),
-    }
-}
-
-fn retail(pref: &FeedPref, carbon: bool, s: Series) -> Series {
-    if carbon {
-        s
-    } else {
-        s.retail(Retail {
-            charges_per_kwh: pref.charges,
-            tax: pref.tax,
-        })
     }
 }
 
@@ -74,7 +63,7 @@ fn kept(pref: &FeedPref, carbon: bool, now: f64) -> Option<Series> {
 
 /// The slots of `pref` (retail for prices): the feed's answer now, else what the ledger kept.
 pub fn slots_of(pref: &FeedPref, carbon: bool, now: f64) -> Result<(Series, &'static str)> {
-    let retail = |s: Series| retail(pref, carbon, s);
+    let retail = |s: Series| pref.retail(&s);
     let fetched = FeedClient::new(pref).and_then(|c| c.fetch(now, carbon));
     match fetched {
         Ok(s) if !s.slots.is_empty() => Ok((retail(s), "feed")),
