@@ -378,3 +378,47 @@ fn a_carbon_feed_gives_the_intensity_in_force_and_grams_per_1000_tokens_per_mode
     );
     assert!((grams - 0.278).abs() < 0.02, "{grams}");
 }
+
+#[test]
+fn sources_says_what_each_feed_gave_or_why_it_gave_nothing() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (url, t0) = feed();
+    // The carbon feed points where nothing listens.
+    let gone = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+        let port = l.local_addr().unwrap_or_else(|e| panic!("{e}")).port();
+        format!("http://127.0.0.1:{port}")
+    };
+    let prefs = serde_json::json!({
+        "price_feed": {"source": "energy-charts", "bzn": "DE-LU", "url": url},
+        "carbon_feed": {"source": "energy-charts", "country": "de", "url": gone},
+    });
+    std::fs::write(dir.path().join("preferences.json"), prefs.to_string())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let trace = dir.path().join("trace.csv");
+    std::fs::write(&trace, "t,watts\n0,100\n").unwrap_or_else(|e| panic!("{e}"));
+    let out = cli(dir.path())
+        .env("WATTBAR_REPLAY", &trace)
+        .arg("sources")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let feeds = &v["feeds"];
+    assert_eq!(feeds[0]["feed"], "energy-charts:DE-LU", "{v}");
+    assert_eq!(feeds[0]["slots"], 10);
+    assert_eq!(feeds[0]["span"], serde_json::json!([t0, t0 + 20.0]));
+    assert_eq!(feeds[1]["feed"], "energy-charts:de");
+    assert_eq!(feeds[1]["slots"], 0);
+    assert!(
+        feeds[1]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains(&gone)),
+        "{v}"
+    );
+}

@@ -35,6 +35,7 @@ pub fn sources() -> Result<()> {
     let coverage = snapshot.coverage();
     let report = serde_json::json!({
         "sources": sources,
+        "feeds": feeds(),
         "headline": snapshot.headline,
         "scope": coverage.as_ref().map(|c| c.scope),
         "covers": coverage.as_ref().map(|c| c.covers.clone()).unwrap_or_default(),
@@ -42,6 +43,41 @@ pub fn sources() -> Result<()> {
     });
     crate::out!("{}", serde_json::to_string_pretty(&report)?)?;
     Ok(())
+}
+
+/// The price and carbon feeds the preferences name, each asked once: the slots it gave, or why
+/// it gave none.
+fn feeds() -> Vec<serde_json::Value> {
+    let Ok(prefs) = crate::engine::read_prefs() else {
+        return Vec::new();
+    };
+    let now = unix_now();
+    [(prefs.price_feed, false), (prefs.carbon_feed, true)]
+        .into_iter()
+        .filter_map(|(pref, carbon)| Some((pref?, carbon)))
+        .map(|(pref, carbon)| {
+            let asked = wattbar_sources::prices::fetch::FeedClient::new(&pref)
+                .and_then(|c| c.fetch(now, carbon));
+            match asked {
+                Ok(spot) => {
+                    let series = pref.retail(&spot);
+                    serde_json::json!({
+                        "feed": pref.key(),
+                        "quantity": series.quantity,
+                        "currency": series.currency,
+                        "slots": series.slots.len(),
+                        "span": series.span(),
+                        "now": series.at(now),
+                    })
+                }
+                Err(e) => serde_json::json!({
+                    "feed": pref.key(),
+                    "slots": 0,
+                    "error": e.to_string(),
+                }),
+            }
+        })
+        .collect()
 }
 
 pub fn integrate_file(file: &std::path::Path) -> Result<()> {
