@@ -17,22 +17,52 @@ const H12: f64 = 1_733_659_200.0;
 /// The capture's last slot ends at 2024-12-08T23:00Z.
 const CAPTURE_END: f64 = 1_733_698_800.0;
 
-fn capture() -> Vec<u8> {
+fn capture(name: &str) -> Vec<u8> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/fixtures/tariffs")
-        .join(CAPTURE);
+        .join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// A stand-in for api.energy-charts.info that answers every `/price` with the capture; its
-/// base address.
-fn energy_charts() -> String {
+/// A stand-in for api.energy-charts.info that answers every `/price` with the capture.
+fn energy_charts() -> Vendor {
+    loopback(CAPTURE, "GET /price?bzn=DE-LU&")
+}
+
+/// A stand-in vendor: its base address, and how many answers it gave.
+struct Vendor {
+    url: String,
+    answered: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Vendor {
+    /// Blocks this test's runtime, whose paused clock the engine's follows, until the feed's
+    /// thread has been answered and has had a moment to hand the slots over: no sample is taken
+    /// meanwhile, so the next one prices by them.
+    fn wait_answered(&self) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while self.answered.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the feed was never asked"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A stand-in vendor answering each request whose first line starts with `request` with
+/// capture `name` (404 otherwise).
+fn loopback(name: &str, request: &'static str) -> Vendor {
+    let answered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = Arc::clone(&answered);
     let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
     let port = listener
         .local_addr()
         .unwrap_or_else(|e| panic!("{e}"))
         .port();
-    let body = capture();
+    let body = capture(name);
     std::thread::spawn(move || {
         for mut stream in listener.incoming().map_while(Result::ok) {
             let mut reader = BufReader::new(&mut stream);
@@ -42,7 +72,7 @@ fn energy_charts() -> String {
             while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
                 line.clear();
             }
-            let ok = first.starts_with("GET /price?bzn=DE-LU&");
+            let ok = first.starts_with(request);
             let status = if ok { "200 OK" } else { "404 Not Found" };
             let _ = write!(
                 stream,
@@ -51,9 +81,14 @@ fn energy_charts() -> String {
                 body.len()
             );
             let _ = stream.write_all(&body);
+            let _ = stream.flush();
+            counted.fetch_add(usize::from(ok), std::sync::atomic::Ordering::SeqCst);
         }
     });
-    format!("http://127.0.0.1:{port}")
+    Vendor {
+        url: format!("http://127.0.0.1:{port}"),
+        answered,
+    }
 }
 
 /// An address where nothing answers.
@@ -101,29 +136,21 @@ async fn a_100_w_session_costs_each_slots_price_and_the_cache_then_the_fallback_
             .with_store(db.clone())
     };
 
-    // Run 1: the feed answers. Energy drawn before its answer came is the fallback's, so the
-    // session starts again once the prices are in.
-    let engine = start(replay("t,watts\n0,100\n"), run(START, &energy_charts()));
+    // Run 1: the feed answers before the first interval ends, so every interval has a slot.
+    // (Energy-Charts' own hour of 09:00Z is 10:00 in Berlin.)
+    let vendor = energy_charts();
+    let engine = start(replay("t,watts\n0,100\n"), run(START, &vendor.url));
+    vendor.wait_answered();
     let mut rx = engine.subscribe();
-    wait_for(&mut rx, |p| {
-        p.prices
-            .price
-            .as_ref()
-            .is_some_and(|f| f.fetched_unix.is_some())
-    })
-    .await;
-    engine
-        .send(Command::ResetSession)
-        .unwrap_or_else(|e| panic!("{e}"));
     let done = wait_for(&mut rx, |p| {
         p.snapshot
             .as_ref()
             .is_some_and(|s| s.at.unix_seconds >= H12)
-            && p.energy.session.started_unix > START
     })
     .await;
     let s = &done.energy.session;
     let (from, to) = (s.started_unix, H12);
+    assert_eq!(from, START);
     // 100 W × (to − from) s; the slots of 09:00Z, 10:00Z and 11:00Z at 110.84, 117.39 and
     // 118.36 EUR/MWh spot: retail 0.2508996, 0.2586941 and 0.2598484 per kWh.
     near(s.joules.0, 100.0 * (to - from), "joules");
@@ -163,13 +190,14 @@ async fn a_100_w_session_costs_each_slots_price_and_the_cache_then_the_fallback_
         near(c.joules, 360_000.0, "a whole hour's joules");
         near(c.cost, 0.1 * retail(spot), "a whole hour's cost");
     }
-    // From 09:30Z: 1,800 s × 100 W = 180 kJ in the first slot, the feed's or the fallback's.
-    let first: f64 = kept
-        .iter()
-        .filter(|c| c.start == H09)
-        .map(|c| c.joules)
-        .sum();
-    near(first, 180_000.0, "the first slot's joules");
+    // From 09:30Z: 1,800 s × 100 W = 180 kJ in the first slot, all of it at its price.
+    let first = fed(H09);
+    near(first.joules, 180_000.0, "the first slot's joules");
+    near(first.cost, 0.05 * retail(110.84), "the first slot's cost");
+    assert!(
+        kept.iter().all(|c| c.price_per_kwh.is_some()),
+        "no fallback in run 1: {kept:?}"
+    );
 
     // Run 2, after a restart at 12:00Z: the feed is gone. The ledger's slots price until the
     // capture ends at 23:00Z, the fallback after it, flagged, and no interval is left out.
@@ -186,7 +214,7 @@ async fn a_100_w_session_costs_each_slots_price_and_the_cache_then_the_fallback_
     near(s.joules.0, 100.0 * (end - H12), "no gap in the energy");
     // 11 cached hours (12:00Z–23:00Z) at their prices, then 2 h × 100 W = 0.2 kWh at 0.50.
     let spot: serde_json::Value =
-        serde_json::from_slice(&capture()).unwrap_or_else(|e| panic!("{e}"));
+        serde_json::from_slice(&capture(CAPTURE)).unwrap_or_else(|e| panic!("{e}"));
     let cached: f64 = spot["price"]
         .as_array()
         .unwrap_or_else(|| panic!("no prices"))
@@ -229,4 +257,63 @@ async fn a_100_w_session_costs_each_slots_price_and_the_cache_then_the_fallback_
             .count(),
         11
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn grams_follow_the_grid_intensity_in_force_then_the_fixed_figure_past_the_forecast() {
+    // The genuine GB Carbon Intensity answer for BS7: half-hours from 2022-12-31T23:30Z at 152,
+    // 181, 189, 183 and 175 gCO2/kWh, to 02:00Z. A fixed 300 g/kWh is the fallback.
+    const FROM: f64 = 1_672_529_400.0;
+    let gb = loopback(
+        "carbonintensity-regional-intensity-postcode-BS7-newyear-2022-12-31.json",
+        "GET /regional/intensity/",
+    );
+    let mut p = Preferences {
+        interval_ms: 60_000,
+        carbon_g_per_kwh: Some(300.0),
+        ..Preferences::default()
+    };
+    p.set_field(
+        "carbon_feed",
+        &serde_json::json!({"source": "gb-carbon-intensity", "postcode": "BS7", "url": gb.url}),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    // From 23:45Z.
+    let config = EngineConfig::new(p).with_clock(Arc::new(ManualClock::new(FROM + 900.0)));
+    let engine = start(replay("t,watts\n0,100\n"), config);
+    gb.wait_answered();
+    let mut rx = engine.subscribe();
+    let end = FROM + 3.0 * 3600.0;
+    let done = wait_for(&mut rx, |p| {
+        p.snapshot
+            .as_ref()
+            .is_some_and(|s| s.at.unix_seconds >= end)
+    })
+    .await;
+    let s = &done.energy.session;
+    let from = s.started_unix;
+    // 100 W is 100 J a second: grams = 100 × seconds ÷ 3.6 MJ/kWh × g/kWh, per half-hour of
+    // the session (which starts once the answer is in), then the fixed 300 g past 02:00Z.
+    let halves = [152.0, 181.0, 189.0, 183.0, 175.0, 300.0];
+    let expected: f64 = halves
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let (a, b) = (FROM + i as f64 * 1800.0, FROM + (i + 1) as f64 * 1800.0);
+            let seconds = (b.min(end) - a.max(from)).max(0.0);
+            100.0 * seconds / 3.6e6 * g
+        })
+        .sum();
+    assert!(
+        from < FROM + 2.0 * 1800.0,
+        "the answer came in time: {from}"
+    );
+    near(s.carbon_g.unwrap_or_default(), expected, "grams");
+    near(s.joules.0, 100.0 * (end - from), "joules");
+    assert_eq!(
+        done.prices.carbon.as_ref().and_then(|f| f.now),
+        None,
+        "past the forecast: the fixed figure, not 0 g"
+    );
+    engine.stop();
 }
