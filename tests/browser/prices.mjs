@@ -1,9 +1,11 @@
 // Opens the dashboard `wattbar-cli serve` serves with a price feed set, in Debian's Chromium,
 // and prints what the price strip shows as one JSON object; SCREENSHOT: where the panel's
-// picture goes. WATTBAR_URL comes from the Rust test.
+// picture goes. With WATTBAR_TOKEN it then sets an ENTSO-E feed with its token in the
+// preferences tab. WATTBAR_URL and WATTBAR_TOKEN come from the Rust test.
 import { chromium } from "playwright-core";
 
 const url = process.env.WATTBAR_URL;
+const token = process.env.WATTBAR_TOKEN;
 const screenshot = process.env.SCREENSHOT;
 const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
 
@@ -14,7 +16,7 @@ try {
   const page = await browser.newPage({ viewport: { width: 520, height: 900 } });
   page.on("pageerror", (e) => errors.push(String(e)));
   page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
-  await page.goto(`${url}/`);
+  await page.goto(token ? `${url}/#token=${token}` : `${url}/`);
   await page.waitForSelector("body[data-ready=true]", { timeout: 15000 });
   await page.waitForFunction(() => Number(document.getElementById("price-strip")?.dataset.slots) > 0,
     null, { timeout: 15000 });
@@ -25,6 +27,37 @@ try {
   report.page_now = await page.evaluate(() => Date.now() / 1000);
   const panel = await page.$("#prices-panel");
   if (screenshot && panel) await panel.screenshot({ path: screenshot });
+  if (token) {
+    const [prefs] = await Promise.all([
+      page.waitForEvent("popup", { timeout: 10000 }),
+      page.click("#open-preferences"),
+    ]);
+    prefs.on("pageerror", (e) => errors.push(String(e)));
+    await prefs.waitForSelector("body[data-ready=true]", { timeout: 15000 });
+    report.form_source_before = await prefs.inputValue("#price_feed_source");
+    report.form_area_before = await prefs.inputValue("#price_feed_area0");
+    await prefs.selectOption("#price_feed_source", "entsoe");
+    report.token_shown = await prefs.isVisible("#price_feed_token");
+    report.area_label = await prefs.textContent("#price_feed_area0_label");
+    // A loopback address where nothing listens: the test never asks the vendor.
+    await prefs.fill("#price_feed_url", "http://127.0.0.1:9");
+    await prefs.fill("#price_feed_area0", "10Y1001A1001A82H");
+    await prefs.fill("#price_feed_token", "s3cret-entsoe-token");
+    await prefs.press("#price_feed_token", "Tab");
+    await prefs.waitForFunction(() => document.getElementById("msg-price_feed").dataset.kind === "ok"
+      && document.getElementById("price_feed_token").value === "", null, { timeout: 10000 });
+    report.token_placeholder = await prefs.getAttribute("#price_feed_token", "placeholder");
+    // A tax given as a percentage is refused beside the form, and changes nothing.
+    await prefs.fill("#price_feed_tax", "19");
+    await prefs.press("#price_feed_tax", "Tab");
+    await prefs.waitForFunction(() => document.getElementById("msg-price_feed").dataset.kind === "error", null, { timeout: 10000 });
+    report.tax_refused = await prefs.textContent("#msg-price_feed");
+    const form = await prefs.$("#price_feed_source");
+    const fieldset = form ? await form.evaluateHandle((el) => el.closest("fieldset")) : null;
+    if (process.env.PREFERENCES_SCREENSHOT && fieldset) {
+      await fieldset.asElement().screenshot({ path: process.env.PREFERENCES_SCREENSHOT });
+    }
+  }
 } finally {
   await browser.close();
 }

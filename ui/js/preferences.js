@@ -1,6 +1,7 @@
 // The preferences window: every field is saved as soon as it changes, validated by Wattbar's one
 // schema; a refused value shows its message next to the field and changes nothing.
 import * as transport from "./transport.js";
+import { followFeed, showFeed } from "./feeds.js";
 
 const $ = (id) => document.getElementById(id);
 const DAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
@@ -291,6 +292,10 @@ async function start() {
   showWallMeter(prefs.wall_meter);
   for (const input of document.querySelectorAll("[data-wall]")) input.addEventListener("change", saveWallMeter);
   showIntegrations(prefs);
+  for (const kind of ["price", "carbon"]) {
+    showFeed(kind, prefs[`${kind}_feed`]);
+    followFeed(kind, save, () => transport.getPreferences().catch(() => null));
+  }
   for (const input of document.querySelectorAll("[data-mqtt]")) input.addEventListener("change", saveMqtt);
   for (const input of document.querySelectorAll("[data-otlp]")) input.addEventListener("change", saveOtlp);
   tariffs = prefs.tariffs.map((r) => ({ ...r, weekdays: [...r.weekdays] }));

@@ -252,10 +252,18 @@ fn the_dashboard_shows_the_price_strip_with_the_slot_in_force_marked() {
     let serve = crate::common::Serve::start(dir.path(), "t,watts\n0,100\n1,100\n", &[]);
     let shots = crate::common::repo_root().join("target/e2e");
     std::fs::create_dir_all(&shots).unwrap_or_else(|e| panic!("{e}"));
+    let token = crate::common::api_token(dir.path());
+    let token = crate::common::api_token(dir.path());
     let out = Command::new("node")
         .arg(crate::common::repo_root().join("tests/browser/prices.mjs"))
         .env("WATTBAR_URL", &serve.url)
+        .env("WATTBAR_TOKEN", &token)
+        .env("WATTBAR_TOKEN", &token)
         .env("SCREENSHOT", shots.join("browser-price-strip.png"))
+        .env(
+            "PREFERENCES_SCREENSHOT",
+            shots.join("browser-price-feed-preferences.png"),
+        )
         .env("TMPDIR", dir.path())
         .current_dir(crate::common::repo_root())
         .output()
@@ -288,6 +296,34 @@ fn the_dashboard_shows_the_price_strip_with_the_slot_in_force_marked() {
         caption.contains("ct/kWh") && caption.contains("lowest 2 h ahead"),
         "{caption}"
     );
+    // The preferences tab: the feed set before, then ENTSO-E with its token, which is kept
+    // apart (0600) and never in the preferences file; a tax of 19 (not 0.19) is refused.
+    assert_eq!(r["form_source_before"], "energy-charts", "{r}");
+    assert_eq!(r["form_area_before"], "DE-LU", "{r}");
+    assert_eq!(r["token_shown"], true, "{r}");
+    assert_eq!(r["token_placeholder"], "kept (type to replace)", "{r}");
+    assert!(
+        r["tax_refused"]
+            .as_str()
+            .is_some_and(|m| m.contains("fraction")),
+        "{r}"
+    );
+    let saved = std::fs::read_to_string(dir.path().join("preferences.json"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!saved.contains("s3cret-entsoe-token"), "{saved}");
+    let saved: serde_json::Value = serde_json::from_str(&saved).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(saved["price_feed"]["source"], "entsoe", "{saved}");
+    assert_eq!(saved["price_feed"]["zone"], "10Y1001A1001A82H");
+    // The form's 0.19 from before stands: the refused 19 changed nothing.
+    assert_eq!(saved["price_feed"]["tax"], 0.19, "{saved}");
+    let secret = dir.path().join("feeds.secret.json");
+    let kept = std::fs::read_to_string(&secret).unwrap_or_else(|e| panic!("{e}"));
+    assert!(kept.contains("s3cret-entsoe-token"), "{kept}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&secret)
+        .map(|m| m.permissions().mode() & 0o777)
+        .unwrap_or_default();
+    assert_eq!(mode, 0o600);
 }
 
 #[test]
