@@ -44,8 +44,10 @@ try {
     await prefs.fill("#price_feed_area0", "10Y1001A1001A82H");
     await prefs.fill("#price_feed_token", "s3cret-entsoe-token");
     await prefs.press("#price_feed_token", "Tab");
+    // Saved, the token out of the form, and the form saying one is kept.
     await prefs.waitForFunction(() => document.getElementById("msg-price_feed").dataset.kind === "ok"
-      && document.getElementById("price_feed_token").value === "", null, { timeout: 10000 });
+      && document.getElementById("price_feed_token").value === ""
+      && document.getElementById("price_feed_token").placeholder !== "", null, { timeout: 10000 });
     report.token_placeholder = await prefs.getAttribute("#price_feed_token", "placeholder");
     // A tax given as a percentage is refused beside the form, and changes nothing.
     await prefs.fill("#price_feed_tax", "19");

@@ -60,6 +60,22 @@ fn feed() -> (String, f64) {
     (url, t0)
 }
 
+/// The first line of `serve`'s `/metrics` that starts with `prefix`, once there is one.
+fn metric_line(serve: &crate::common::Serve, prefix: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let metrics = serve.text("/metrics");
+        if let Some(l) = metrics.lines().find(|l| l.starts_with(prefix)) {
+            return l.to_string();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {prefix} in /metrics:\n{metrics}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn deferred(data: &Path, url: &str, args: &[&str]) -> Command {
     let prefs = serde_json::json!({
         "price_feed": {"source": "energy-charts", "bzn": "DE-LU", "url": url}
@@ -182,21 +198,7 @@ fn serve_exports_the_price_in_force_from_the_feed() {
     std::fs::write(dir.path().join("preferences.json"), prefs.to_string())
         .unwrap_or_else(|e| panic!("{e}"));
     let serve = crate::common::Serve::start(dir.path(), "t,watts\n0,100\n1,100\n", &[]);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let line = loop {
-        let metrics = serve.text("/metrics");
-        if let Some(l) = metrics
-            .lines()
-            .find(|l| l.starts_with("wattbar_price_per_kwh{"))
-        {
-            break l.to_string();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no price in /metrics:\n{metrics}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let line = metric_line(&serve, "wattbar_price_per_kwh{");
     assert!(
         line.starts_with(r#"wattbar_price_per_kwh{currency="EUR",source="energy-charts:DE-LU"} "#),
         "{line}"
@@ -250,32 +252,21 @@ fn the_dashboard_shows_the_price_strip_with_the_slot_in_force_marked() {
     std::fs::write(dir.path().join("preferences.json"), prefs.to_string())
         .unwrap_or_else(|e| panic!("{e}"));
     let serve = crate::common::Serve::start(dir.path(), "t,watts\n0,100\n1,100\n", &[]);
-    let shots = crate::common::repo_root().join("target/e2e");
-    std::fs::create_dir_all(&shots).unwrap_or_else(|e| panic!("{e}"));
+    let shots = crate::common::screenshots();
     let token = crate::common::api_token(dir.path());
-    let token = crate::common::api_token(dir.path());
-    let out = Command::new("node")
-        .arg(crate::common::repo_root().join("tests/browser/prices.mjs"))
-        .env("WATTBAR_URL", &serve.url)
-        .env("WATTBAR_TOKEN", &token)
-        .env("WATTBAR_TOKEN", &token)
-        .env("SCREENSHOT", shots.join("browser-price-strip.png"))
-        .env(
-            "PREFERENCES_SCREENSHOT",
-            shots.join("browser-price-feed-preferences.png"),
-        )
-        .env("TMPDIR", dir.path())
-        .current_dir(crate::common::repo_root())
-        .output()
-        .unwrap_or_else(|e| panic!("node is needed (scripts/setup checks for it): {e}"));
-    assert!(
-        out.status.success(),
-        "browser test failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    let r = crate::common::browser_json(
+        "prices.mjs",
+        dir.path(),
+        &[
+            ("WATTBAR_URL", &serve.url),
+            ("WATTBAR_TOKEN", &token),
+            ("SCREENSHOT", &shots.join("browser-price-strip.png")),
+            (
+                "PREFERENCES_SCREENSHOT",
+                &shots.join("browser-price-feed-preferences.png"),
+            ),
+        ],
     );
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
     assert_eq!(r["errors"], serde_json::json!([]), "{r}");
     // Today and tomorrow from local midnight: between 24 h and 36 h of the feed's quarters
     // lie in them (the feed runs 36 h past now), never more than two days' 192.
@@ -361,21 +352,7 @@ fn a_carbon_feed_gives_the_intensity_in_force_and_grams_per_1000_tokens_per_mode
         "t,watts\n0,100\n1,100\n",
         &["--interval", "100ms"],
     );
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let line = loop {
-        let metrics = serve.text("/metrics");
-        if let Some(l) = metrics
-            .lines()
-            .find(|l| l.starts_with("wattbar_carbon_intensity_grams_per_kwh{"))
-        {
-            break l.to_string();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no intensity in /metrics:\n{metrics}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let line = metric_line(&serve, "wattbar_carbon_intensity_grams_per_kwh{");
     assert_eq!(
         line,
         r#"wattbar_carbon_intensity_grams_per_kwh{source="gb-carbon-intensity:BS7"} 200.0"#
@@ -420,11 +397,7 @@ fn sources_says_what_each_feed_gave_or_why_it_gave_nothing() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (url, t0) = feed();
     // The carbon feed points where nothing listens.
-    let gone = {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
-        let port = l.local_addr().unwrap_or_else(|e| panic!("{e}")).port();
-        format!("http://127.0.0.1:{port}")
-    };
+    let gone = format!("http://127.0.0.1:{}", crate::common::free_port());
     let prefs = serde_json::json!({
         "price_feed": {"source": "energy-charts", "bzn": "DE-LU", "url": url},
         "carbon_feed": {"source": "energy-charts", "country": "de", "url": gone},

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{cli, repo_root, Serve, Upstream};
+use crate::common::{cli, Serve, Upstream};
 
 #[test]
 fn serving_beyond_loopback_needs_the_explicit_flag() {
@@ -160,31 +160,22 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
             }})),
         )
         .unwrap_or_else(|e| panic!("{e}"));
-    let shots = repo_root().join("target/e2e");
-    std::fs::create_dir_all(&shots).unwrap_or_else(|e| panic!("{e}"));
-    let out = Command::new("node")
-        .arg(repo_root().join("tests/browser/dashboard.mjs"))
-        .env("WATTBAR_URL", &serve.url)
-        .env("WATTBAR_TOKEN", &token)
-        .env("SCREENSHOT", shots.join("browser-dashboard.png"))
-        .env(
-            "PREFERENCES_SCREENSHOT",
-            shots.join("browser-preferences.png"),
-        )
-        .env("WIDE_SCREENSHOT", shots.join("browser-dashboard-1280.png"))
-        .env("WATTBAR_LLM_PROXY", serve.proxy())
-        .env("TMPDIR", dir.path())
-        .current_dir(repo_root())
-        .output()
-        .unwrap_or_else(|e| panic!("node is needed (scripts/setup checks for it): {e}"));
-    assert!(
-        out.status.success(),
-        "browser test failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    let shots = crate::common::screenshots();
+    let report = crate::common::browser_json(
+        "dashboard.mjs",
+        dir.path(),
+        &[
+            ("WATTBAR_URL", &serve.url),
+            ("WATTBAR_TOKEN", &token),
+            ("SCREENSHOT", &shots.join("browser-dashboard.png")),
+            (
+                "PREFERENCES_SCREENSHOT",
+                &shots.join("browser-preferences.png"),
+            ),
+            ("WIDE_SCREENSHOT", &shots.join("browser-dashboard-1280.png")),
+            ("WATTBAR_LLM_PROXY", &serve.proxy()),
+        ],
     );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
     assert_eq!(report["first_watts"], "12.5");
     // Read every 100 ms over the page's life, across batches: session ≤ today ≤ month ≤
     // lifetime each time.

@@ -103,6 +103,42 @@ pub fn node_json_with(script: &str, args: &[&str], env: &[(&str, &str)]) -> serd
     })
 }
 
+/// Runs `node tests/browser/SCRIPT` (Debian's Chromium through playwright-core) in the
+/// repository with `env` and the temporary folder `tmp`, asserts it succeeded, and gives the one
+/// JSON object it printed: what the page showed. Its screenshots go to `target/e2e/`
+/// ([`screenshots`]).
+pub fn browser_json(
+    script: &str,
+    tmp: &Path,
+    env: &[(&str, &dyn AsRef<std::ffi::OsStr>)],
+) -> serde_json::Value {
+    let mut c = Command::new("node");
+    c.arg(repo_root().join("tests/browser").join(script))
+        .env("TMPDIR", tmp)
+        .current_dir(repo_root());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c
+        .output()
+        .unwrap_or_else(|e| panic!("node is needed (scripts/setup checks for it): {e}"));
+    assert!(
+        out.status.success(),
+        "browser test {script} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// Where the browser tests' screenshots go, made where it is not yet.
+pub fn screenshots() -> PathBuf {
+    let shots = repo_root().join("target/e2e");
+    std::fs::create_dir_all(&shots).unwrap_or_else(|e| panic!("{e}"));
+    shots
+}
+
 /// A loopback port nobody listens on now: for an address that must be named before its server
 /// starts (a proxy told it is its own upstream), or one meant to refuse connections. A server the
 /// tests start binds port 0 and its address is read back ([`Serve`]).
