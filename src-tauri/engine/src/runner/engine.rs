@@ -8,6 +8,7 @@
 //! - What a command changes is published before it is answered ([`Engine::after_publish`]).
 
 use super::config::{period, INFERENCE_INTERVAL};
+use super::publication::{Publication, Work};
 use crate::advice::AdviceFile;
 use crate::command::{Command, External};
 use crate::error::Error;
@@ -27,7 +28,6 @@ use crate::time::clock::Clock;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
 use wattbar_core::inference::resident::Unload;
 use wattbar_core::inference::Record;
 use wattbar_core::{Chain, Preferences, Stamp, Transition};
@@ -54,30 +54,6 @@ pub(super) struct Engine {
     /// Held until the last batch is written; released before shutdown answers.
     pub lock: Option<EngineLock>,
     pub publication: Publication,
-}
-
-/// What publishing needs beyond the stages' own state.
-pub(super) struct Publication {
-    pub seq: u64,
-    /// The chain's source ids, in order.
-    pub sources: Vec<String>,
-    /// Start-up's notice ([`super::EngineConfig::notice`]).
-    pub start_notice: Option<String>,
-    /// Answers to send once the state they caused is published, so that whoever is answered
-    /// reads that state, not the one before.
-    pub answers: Vec<Box<dyn FnOnce() + Send>>,
-    /// The preferences, sent when they change and only then: what follows them (MQTT, OTLP)
-    /// wakes for a change, not for every sample.
-    pub prefs: watch::Sender<Preferences>,
-}
-
-/// What woke the engine.
-pub(super) enum Work {
-    Sample,
-    /// What the proxy saw. A request that started or ended makes a sample now, unless the last
-    /// sample is more recent than the fast period.
-    Events(Vec<RequestEvent>),
-    Apply(Command),
 }
 
 impl Engine {
@@ -121,6 +97,10 @@ impl Engine {
         }
         let snapshot = self.chain.sample(at);
         let s = self.meter.observe(at, snapshot);
+        let (price, _) = self
+            .meter
+            .accounting
+            .price_per_kwh(at.unix_seconds, s.week_seconds);
         if let Some(learned) = self.meter.calibration.take_fresh() {
             self.recorder.write(Write::Calibration(learned));
         }
@@ -128,10 +108,6 @@ impl Engine {
             self.programs.observe(&s);
             let local_busy = self.inference.observe(interval);
             let loaded = self.inference.requests.loaded(self.clock.elapsed());
-            let (price, _) = self
-                .meter
-                .accounting
-                .price_per_kwh(at.unix_seconds, s.week_seconds);
             if let Some(c) = self.resident.observe(interval, loaded, local_busy, price) {
                 self.recorder.write(Write::Residency {
                     sets: c.sets,
@@ -157,14 +133,7 @@ impl Engine {
             }
         }
         let (watts, battery) = (s.snapshot.headline_watts(), s.snapshot.battery);
-        let price = self.prefs.low_power.above_price.map(|_| {
-            let (price, _) = self
-                .meter
-                .accounting
-                .price_per_kwh(at.unix_seconds, s.week_seconds);
-            price
-        });
-        if let Some(t) = self.low_power.observe(at, watts, battery, price) {
+        if let Some(t) = self.low_power.observe(at, watts, battery, Some(price)) {
             self.low_power_changed(&t);
         }
         if let Some(change) = s.step.headline.scope_change {

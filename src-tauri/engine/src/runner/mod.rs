@@ -17,6 +17,7 @@
 
 mod config;
 mod engine;
+mod publication;
 #[cfg(test)]
 mod tests;
 
@@ -45,7 +46,8 @@ use crate::stages::residency::Resident;
 use crate::stages::rest::Rest;
 use config::period;
 pub use config::INFERENCE_INTERVAL;
-use engine::{Engine, Publication, Work};
+use engine::Engine;
+use publication::{Publication, Work};
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::watch;

@@ -41,7 +41,7 @@ pub struct Choice {
 
 /// The slots of `pref` (retail for prices) to price a run by: what the ledger kept where it
 /// covers `now` (no request at each run), else the feed's answer.
-pub fn pricing_slots(pref: &FeedPref, carbon: bool, now: f64) -> Option<Series> {
+fn pricing_slots(pref: &FeedPref, carbon: bool, now: f64) -> Option<Series> {
     match kept(pref, carbon, now) {
         Some(s) if s.at(now).is_some() => Some(pref.retail(&s)),
         _ => slots_of(pref, carbon, now).ok().map(|(s, _)| s),
@@ -156,6 +156,108 @@ pub fn said(c: &Choice) -> String {
         local(c.start),
         local(c.end)
     )
+}
+
+/// What `run` does about `--defer`.
+pub(super) enum Deferred {
+    /// No `--defer`: run now.
+    Now,
+    /// The window chosen has come: run.
+    After(Choice),
+    /// End with this status and run nothing: a dry run, or Ctrl+C while waiting.
+    Exit(i32),
+}
+
+/// Chooses the start `args` ask for, says it, and waits for it.
+pub(super) async fn deferred(args: &crate::args::RunArgs, prefs: &Preferences) -> Result<Deferred> {
+    let Some(by) = args.defer else {
+        return Ok(Deferred::Now);
+    };
+    let duration = match (&args.duration, &args.estimate_from) {
+        (Some(d), _) => *d,
+        (None, Some(path)) => estimate_from(path)?,
+        (None, None) => {
+            bail!("--defer needs the job's length: --duration 30m or --estimate-from SUMMARY")
+        }
+    };
+    let greenest = by == crate::args::DeferArg::Greenest;
+    let c = choose(prefs, greenest, args.within, duration, unix_now())?;
+    eprintln!("{}", said(&c));
+    if args.dry_run {
+        if args.json {
+            use std::io::Write;
+            writeln!(std::io::stdout(), "{}", serde_json::to_string(&c)?)?;
+        }
+        return Ok(Deferred::Exit(0));
+    }
+    if !wait_until(c.start).await {
+        eprintln!("wattbar run: interrupted while waiting; nothing ran");
+        return Ok(Deferred::Exit(130));
+    }
+    Ok(Deferred::After(c))
+}
+
+/// What prices a run at `now`: the feeds' slots (the price feed's in the preferences'
+/// currency only) over the tariffs and the fixed intensity.
+pub(super) fn pricing(prefs: &Preferences, now: f64) -> wattbar_core::Pricing {
+    let tariffs = prefs
+        .tariff_schedule()
+        .unwrap_or_else(|_| wattbar_core::tariff::Tariffs::flat(prefs.price_per_kwh));
+    let ours = prefs.currency.as_str();
+    wattbar_core::Pricing {
+        feed: prefs
+            .price_feed
+            .as_ref()
+            .and_then(|f| pricing_slots(f, false, now))
+            .filter(|s| s.currency.as_deref().is_none_or(|c| c == ours)),
+        carbon: prefs
+            .carbon_feed
+            .as_ref()
+            .and_then(|f| pricing_slots(f, true, now)),
+        ..wattbar_core::Pricing::fixed(tariffs, prefs.carbon_g_per_kwh)
+    }
+}
+
+/// How long a job runs, from an earlier run's summary: the mean of its runs' seconds.
+fn estimate_from(path: &std::path::Path) -> Result<Duration> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{} is not a run's summary: {e}", path.display()))?;
+    let seconds: Vec<f64> = v["results"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|c| c["runs"].as_array().into_iter().flatten())
+        .filter_map(|r| r["seconds"].as_f64())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .collect();
+    if seconds.is_empty() {
+        bail!("{} holds no run with a length", path.display());
+    }
+    let mean = seconds.iter().sum::<f64>() / seconds.len() as f64;
+    Ok(Duration::from_secs_f64(mean))
+}
+
+/// What the deferred run paid per kWh beside what was expected.
+pub(super) fn outcome(c: &Choice, s: &super::summary::Summary) -> String {
+    let runs: Vec<&super::summary::RunFigures> =
+        s.results.iter().flat_map(|r| r.runs.iter()).collect();
+    let kwh: f64 =
+        runs.iter().filter_map(|r| r.gross_joules).sum::<f64>() / wattbar_core::JOULES_PER_KWH;
+    let cost: f64 = runs.iter().filter_map(|r| r.cost).sum();
+    match c.expected_price_per_kwh {
+        Some(expected) if kwh > 0.0 => format!(
+            "wattbar run: deferred: paid {:.4} per kWh ({cost:.4} for {kwh:.4} kWh), expected {expected:.4}; starting at once would have been {:.4}",
+            cost / kwh,
+            c.now_price_per_kwh.unwrap_or(expected)
+        ),
+        Some(expected) => format!("wattbar run: deferred: expected {expected:.4} per kWh; no energy was measured"),
+        None => format!(
+            "wattbar run: deferred to the greenest start: expected {:.1} gCO₂/kWh",
+            c.expected_g_per_kwh.unwrap_or_default()
+        ),
+    }
 }
 
 /// Waits until `start` (Unix seconds); false when Ctrl+C or SIGTERM came first.

@@ -20,6 +20,7 @@ mod tree;
 use crate::args::RunArgs;
 use anyhow::{bail, Result};
 use child::{Interrupts, Lifetime, Program};
+use defer::Deferred;
 use events::{Event, Tail};
 use kept::Kept;
 use meter::Meter;
@@ -62,54 +63,13 @@ struct Measured {
 
 async fn measure(args: RunArgs, programs: Vec<Program>) -> Result<i32> {
     let prefs = crate::engine::read_prefs()?;
-    let chosen = match args.defer {
-        None => None,
-        Some(by) => {
-            let duration = match (&args.duration, &args.estimate_from) {
-                (Some(d), _) => *d,
-                (None, Some(path)) => estimate_from(path)?,
-                (None, None) => bail!(
-                    "--defer needs the job's length: --duration 30m or --estimate-from SUMMARY"
-                ),
-            };
-            let greenest = by == crate::args::DeferArg::Greenest;
-            let c = defer::choose(&prefs, greenest, args.within, duration, unix_now())?;
-            eprintln!("{}", defer::said(&c));
-            if args.dry_run {
-                if args.json {
-                    writeln!(std::io::stdout(), "{}", serde_json::to_string(&c)?)?;
-                }
-                return Ok(0);
-            }
-            if !defer::wait_until(c.start).await {
-                eprintln!("wattbar run: interrupted while waiting; nothing ran");
-                return Ok(130);
-            }
-            Some(c)
-        }
+    let chosen = match defer::deferred(&args, &prefs).await? {
+        Deferred::Now => None,
+        Deferred::After(choice) => Some(choice),
+        Deferred::Exit(status) => return Ok(status),
     };
-    let tariffs = prefs
-        .tariff_schedule()
-        .unwrap_or_else(|_| wattbar_core::tariff::Tariffs::flat(prefs.price_per_kwh));
-    let feed = prefs
-        .price_feed
-        .as_ref()
-        .and_then(|f| defer::pricing_slots(f, false, unix_now()))
-        .filter(|s| {
-            s.currency
-                .as_deref()
-                .is_none_or(|c| c == prefs.currency.as_str())
-        });
-    let carbon = prefs
-        .carbon_feed
-        .as_ref()
-        .and_then(|f| defer::pricing_slots(f, true, unix_now()));
     let pricing = Pricing {
-        prices: wattbar_core::Pricing {
-            feed,
-            carbon,
-            ..wattbar_core::Pricing::fixed(tariffs, prefs.carbon_g_per_kwh)
-        },
+        prices: defer::pricing(&prefs, unix_now()),
         currency: prefs.currency.as_str().to_string(),
     };
     let mut interrupts = Interrupts::catch()?;
@@ -134,7 +94,7 @@ async fn measure(args: RunArgs, programs: Vec<Program>) -> Result<i32> {
     // is still what Wattbar leaves with.
     eprint!("{}", summary::human(&summary));
     if let Some(c) = &chosen {
-        eprintln!("{}", deferred_outcome(c, &summary));
+        eprintln!("{}", defer::outcome(c, &summary));
     }
     if args.json {
         let written = serde_json::to_string(&summary)
@@ -151,47 +111,6 @@ async fn measure(args: RunArgs, programs: Vec<Program>) -> Result<i32> {
         }
     }
     Ok(summary.exit_code)
-}
-
-/// How long a job runs, from an earlier run's summary: the mean of its runs' seconds.
-fn estimate_from(path: &std::path::Path) -> Result<Duration> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-    let v: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| anyhow::anyhow!("{} is not a run's summary: {e}", path.display()))?;
-    let seconds: Vec<f64> = v["results"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|c| c["runs"].as_array().into_iter().flatten())
-        .filter_map(|r| r["seconds"].as_f64())
-        .filter(|s| s.is_finite() && *s > 0.0)
-        .collect();
-    if seconds.is_empty() {
-        bail!("{} holds no run with a length", path.display());
-    }
-    let mean = seconds.iter().sum::<f64>() / seconds.len() as f64;
-    Ok(Duration::from_secs_f64(mean))
-}
-
-/// What the deferred run paid per kWh beside what was expected.
-fn deferred_outcome(c: &defer::Choice, s: &Summary) -> String {
-    let runs: Vec<&summary::RunFigures> = s.results.iter().flat_map(|r| r.runs.iter()).collect();
-    let kwh: f64 =
-        runs.iter().filter_map(|r| r.gross_joules).sum::<f64>() / wattbar_core::JOULES_PER_KWH;
-    let cost: f64 = runs.iter().filter_map(|r| r.cost).sum();
-    match c.expected_price_per_kwh {
-        Some(expected) if kwh > 0.0 => format!(
-            "wattbar run: deferred: paid {:.4} per kWh ({cost:.4} for {kwh:.4} kWh), expected {expected:.4}; starting at once would have been {:.4}",
-            cost / kwh,
-            c.now_price_per_kwh.unwrap_or(expected)
-        ),
-        Some(expected) => format!("wattbar run: deferred: expected {expected:.4} per kWh; no energy was measured"),
-        None => format!(
-            "wattbar run: deferred to the greenest start: expected {:.1} gCO₂/kWh",
-            c.expected_g_per_kwh.unwrap_or_default()
-        ),
-    }
 }
 
 /// The GPU watcher, or none while replaying a trace (the trace stands in for the machine).
