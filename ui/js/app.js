@@ -250,6 +250,11 @@ function render(state) {
   renderBreakdown(state.breakdown);
   setText($("session-kwh"), fmt.energy(state.session_kwh), state.session_kwh);
   setText($("session-cost"), fmt.money(state.session_cost, state.currency), state.session_cost);
+  // Energy a price feed had no slot for was priced at the fixed price: the cost says so.
+  const fallback = state.session_fallback_kwh ?? 0;
+  const note = $("session-cost-note");
+  note.hidden = !(fallback > 0 && state.prices?.price);
+  if (!note.hidden) setText(note, `${fmt.energy(fallback)} of it at the fixed price: the feed had no price then`);
   const carbon = state.carbon_g;
   $("carbon-row").hidden = carbon === null || carbon === undefined;
   if (carbon !== null && carbon !== undefined) setText($("session-carbon"), `${carbon.toFixed(1)} g CO₂`, carbon);

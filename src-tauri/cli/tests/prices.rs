@@ -76,7 +76,8 @@ fn metric_line(serve: &crate::common::Serve, prefix: &str) -> String {
     }
 }
 
-fn deferred(data: &Path, url: &str, args: &[&str]) -> Command {
+/// `run --defer cheapest --within WITHIN --duration DURATION ARGS` with the price feed at `url`.
+fn deferred(data: &Path, url: &str, (within, duration): (&str, &str), args: &[&str]) -> Command {
     let prefs = serde_json::json!({
         "price_feed": {"source": "energy-charts", "bzn": "DE-LU", "url": url}
     });
@@ -90,9 +91,9 @@ fn deferred(data: &Path, url: &str, args: &[&str]) -> Command {
         "--defer",
         "cheapest",
         "--within",
-        "20s",
+        within,
         "--duration",
-        "4s",
+        duration,
         "--idle",
         "0",
     ]);
@@ -104,9 +105,14 @@ fn deferred(data: &Path, url: &str, args: &[&str]) -> Command {
 fn a_dry_run_names_the_window_of_the_lowest_running_mean() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (url, t0) = feed();
-    let out = deferred(dir.path(), &url, &["--dry-run", "--json", "--", "false"])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = deferred(
+        dir.path(),
+        &url,
+        ("20s", "4s"),
+        &["--dry-run", "--json", "--", "false"],
+    )
+    .output()
+    .unwrap_or_else(|e| panic!("{e}"));
     assert!(
         out.status.success(),
         "{}",
@@ -129,12 +135,59 @@ fn a_dry_run_names_the_window_of_the_lowest_running_mean() {
 }
 
 #[test]
+fn three_hours_ahead_a_half_hour_job_starts_at_the_lowest_mean_not_the_cheapest_quarter() {
+    // Quarter-hours from the one in force, for 3 h, EUR/MWh: the cheapest quarter (5, the 7th)
+    // sits between 40 and 50: its half-hours mean 22.5 or 27.5. The two quarters at 20 from the
+    // 9th mean 20, the lowest of any start (10 beside 40 means 25): the start is 8 × 15 min
+    // after the first quarter's, against 40 now, a saving of half.
+    let q0 = (now() / 900.0).floor() * 900.0;
+    let prices = [
+        40.0, 40.0, 40.0, 40.0, 10.0, 40.0, 5.0, 50.0, 20.0, 20.0, 30.0, 30.0,
+    ];
+    let starts: Vec<f64> = (0..prices.len()).map(|i| q0 + i as f64 * 900.0).collect();
+    let url = serve_once(
+        serde_json::json!({"unix_seconds": starts, "price": prices, "unit": "EUR / MWh"}),
+    );
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = deferred(
+        dir.path(),
+        &url,
+        ("3h", "30m"),
+        &["--dry-run", "--json", "--", "true"],
+    )
+    .output()
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let choice: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(choice["start"], q0 + 8.0 * 900.0, "{choice}");
+    assert_eq!(choice["end"], q0 + 10.0 * 900.0);
+    let expected = choice["expected_price_per_kwh"]
+        .as_f64()
+        .unwrap_or_default();
+    assert!((expected - 0.020).abs() < 1e-12, "{choice}");
+    let now_price = choice["now_price_per_kwh"].as_f64().unwrap_or_default();
+    assert!((now_price - 0.04).abs() < 1e-12, "{choice}");
+    let saving = choice["saving_fraction"].as_f64().unwrap_or_default();
+    assert!((saving - 0.5).abs() < 1e-9, "{choice}");
+}
+
+#[test]
 fn a_deferred_run_waits_for_its_window_then_runs_and_pays_its_price() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (url, t0) = feed();
-    let out = deferred(dir.path(), &url, &["--json", "--", "sleep", "1"])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = deferred(
+        dir.path(),
+        &url,
+        ("20s", "4s"),
+        &["--json", "--", "sleep", "1"],
+    )
+    .output()
+    .unwrap_or_else(|e| panic!("{e}"));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let s: serde_json::Value =
@@ -159,7 +212,7 @@ fn ctrl_c_while_waiting_ends_it_and_runs_nothing() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (url, _) = feed();
     let marker = dir.path().join("ran");
-    let mut child = deferred(dir.path(), &url, &["--", "touch"])
+    let mut child = deferred(dir.path(), &url, ("20s", "4s"), &["--", "touch"])
         .arg(&marker)
         .stderr(Stdio::piped())
         .spawn()

@@ -98,17 +98,21 @@ impl Fetcher {
             .name(format!("wattbar-{name}"))
             .spawn(move || {
                 let client = FeedClient::new(&pref);
-                let mut wait = pace.retry;
+                let mut failures = 0u32;
                 loop {
                     let at_unix = clock.unix();
                     let result = match &client {
                         Ok(c) => c.fetch(at_unix, carbon).map_err(|e| e.to_string()),
                         Err(e) => Err(e.to_string()),
                     };
-                    wait = match &result {
-                        Ok(_) => pace.every,
-                        Err(_) if wait >= pace.every => pace.every,
-                        Err(_) => (wait * 2).min(pace.every),
+                    // A minute after the first failure, doubling, to the hour.
+                    failures = if result.is_ok() { 0 } else { failures + 1 };
+                    let wait = match failures {
+                        0 => pace.every,
+                        n => pace
+                            .retry
+                            .saturating_mul(1 << (n - 1).min(16))
+                            .min(pace.every),
                     };
                     if tx.send(Fetched { result, at_unix }).is_err() {
                         return;

@@ -173,7 +173,7 @@ async fn a_100_w_session_costs_each_slots_price_and_the_cache_then_the_fallback_
     let per_slot = || {
         let store = Store::open_read_only(&db).unwrap_or_else(|e| panic!("{e}"));
         store
-            .slot_costs(H09, CAPTURE_END + 7200.0)
+            .slot_costs(H09, H12 + 86_400.0)
             .unwrap_or_else(|e| panic!("{e}"))
     };
     let kept = per_slot();
@@ -203,7 +203,7 @@ async fn a_100_w_session_costs_each_slots_price_and_the_cache_then_the_fallback_
     // capture ends at 23:00Z, the fallback after it, flagged, and no interval is left out.
     let engine = start(replay("t,watts\n0,100\n"), run(H12, &nowhere()));
     let mut rx = engine.subscribe();
-    let end = CAPTURE_END + 7200.0;
+    let end = H12 + 86_400.0;
     let done = wait_for(&mut rx, |p| {
         p.snapshot
             .as_ref()
@@ -212,7 +212,8 @@ async fn a_100_w_session_costs_each_slots_price_and_the_cache_then_the_fallback_
     .await;
     let s = &done.energy.session;
     near(s.joules.0, 100.0 * (end - H12), "no gap in the energy");
-    // 11 cached hours (12:00Z–23:00Z) at their prices, then 2 h × 100 W = 0.2 kWh at 0.50.
+    // A day offline from 12:00Z: 11 cached hours (to 23:00Z) at their prices, then 13 h × 100 W
+    // = 1.3 kWh at the 0.50 fallback.
     let spot: serde_json::Value =
         serde_json::from_slice(&capture(CAPTURE)).unwrap_or_else(|e| panic!("{e}"));
     let cached: f64 = spot["price"]
@@ -223,8 +224,8 @@ async fn a_100_w_session_costs_each_slots_price_and_the_cache_then_the_fallback_
         .filter_map(serde_json::Value::as_f64)
         .map(|p| 0.1 * retail(p))
         .sum();
-    near(s.fallback_kwh, 0.2, "the fallback's kWh");
-    near(s.cost, cached + 0.2 * 0.50, "the cost, cache then fallback");
+    near(s.fallback_kwh, 1.3, "the fallback's kWh");
+    near(s.cost, cached + 1.3 * 0.50, "the cost, cache then fallback");
     let view = done
         .prices
         .price
@@ -250,7 +251,7 @@ async fn a_100_w_session_costs_each_slots_price_and_the_cache_then_the_fallback_
         .filter(|c| c.price_per_kwh.is_none() && c.start >= CAPTURE_END)
         .map(|c| c.joules)
         .sum();
-    near(fallback, 720_000.0, "the fallback's hours, flagged");
+    near(fallback, 4_680_000.0, "the fallback's 13 hours, flagged");
     assert_eq!(
         kept.iter()
             .filter(|c| c.price_per_kwh.is_some() && c.start >= H12)
