@@ -114,10 +114,42 @@ impl Series {
 
     /// The slots that end after `t`: what is kept in memory.
     pub fn since(&self, t: f64) -> Series {
+        self.within(t, f64::INFINITY)
+    }
+
+    /// The slots that end after `from` and start before `to`.
+    pub fn within(&self, from: f64, to: f64) -> Series {
         Series {
-            slots: self.slots.iter().filter(|s| s.end > t).copied().collect(),
+            slots: self
+                .slots
+                .iter()
+                .filter(|s| s.end > from && s.start < to)
+                .copied()
+                .collect(),
             ..self.clone()
         }
+    }
+
+    /// This series less the slots no grid has: a price beyond ±[`MAX_PRICE_PER_KWH`] per kWh
+    /// (a figure per MWh, or a hostile feed), an intensity outside 0 to
+    /// [`MAX_CARBON_G_PER_KWH`]; and how many were left out.
+    ///
+    /// [`MAX_PRICE_PER_KWH`]: crate::tariff::MAX_PRICE_PER_KWH
+    /// [`MAX_CARBON_G_PER_KWH`]: crate::prefs::MAX_CARBON_G_PER_KWH
+    pub fn plausible(&self) -> (Series, usize) {
+        let ok = |v: f64| match self.quantity {
+            Quantity::PricePerKwh => v.abs() <= crate::tariff::MAX_PRICE_PER_KWH,
+            Quantity::GramsPerKwh => (0.0..=crate::prefs::MAX_CARBON_G_PER_KWH).contains(&v),
+        };
+        let kept: Vec<Slot> = self.slots.iter().filter(|s| ok(s.value)).copied().collect();
+        let refused = self.slots.len() - kept.len();
+        (
+            Series {
+                slots: kept,
+                ..self.clone()
+            },
+            refused,
+        )
     }
 
     /// The start of the first slot and the end of the last.
@@ -339,6 +371,24 @@ mod tests {
         assert_eq!(m.at(6000.0), None);
         assert_eq!(m.at(8000.0), Some(0.20));
         assert_eq!(m.since(7200.0).slots.len(), 1);
+        assert_eq!(m.within(100.0, 4000.0).slots.len(), 2);
+    }
+
+    #[test]
+    fn a_price_no_grid_has_is_left_out_and_counted() {
+        // 80 per kWh is dear but possible; 80,000 is a figure per MWh read as per kWh.
+        let s = hourly(&[0.08, 80_000.0, -0.5, 80.0]);
+        let (kept, refused) = s.plausible();
+        assert_eq!(refused, 1);
+        assert_eq!(kept.at(3600.0 + 1.0), None, "a gap, never a price");
+        assert_eq!(kept.slots.len(), 3);
+        let carbon = Series::new(
+            Quantity::GramsPerKwh,
+            None,
+            vec![slot(0.0, 1.0, -3.0), slot(1.0, 2.0, 250.0)],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(carbon.plausible().1, 1);
     }
 
     #[test]

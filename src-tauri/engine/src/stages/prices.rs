@@ -28,6 +28,8 @@ use wattbar_sources::prices::fetch::FeedClient;
 
 /// Slots kept in memory and shown: from a day back.
 pub const KEPT_BACK_SECONDS: f64 = 86_400.0;
+/// Slots kept ahead: a week, more than any feed publishes.
+const KEPT_AHEAD_SECONDS: f64 = 7.0 * 86_400.0;
 /// The window the tray names: the cheapest two hours in the next day.
 pub const CHEAPEST_SPAN_SECONDS: f64 = 2.0 * 3600.0;
 const CHEAPEST_WITHIN_SECONDS: f64 = 86_400.0;
@@ -271,8 +273,28 @@ impl Prices {
             .flatten()
         {
             while let Ok(f) = feed.fetcher.rx.try_recv() {
+                self.view_until = f64::NEG_INFINITY;
                 match f.result {
-                    Ok(series) if !series.slots.is_empty() => {
+                    Ok(answer) if !answer.slots.is_empty() => {
+                        // Slots from a day back to a week ahead, of prices a grid has: what a
+                        // feed says beyond is not kept, whatever it sends.
+                        let (series, refused) = answer
+                            .within(
+                                f.at_unix - KEPT_BACK_SECONDS,
+                                f.at_unix + KEPT_AHEAD_SECONDS,
+                            )
+                            .plausible();
+                        if refused > 0 {
+                            tracing::warn!(feed = %feed.key, refused, "slots of no grid's price left out");
+                        }
+                        if series.slots.is_empty() {
+                            feed.error = Some(format!(
+                                "none of the {} slots it gave is within a week or a plausible \
+                                 value",
+                                answer.slots.len()
+                            ));
+                            continue;
+                        }
                         let merged = match &feed.kept {
                             Some(k) => k.merged(&series),
                             None => series.clone(),
@@ -297,7 +319,6 @@ impl Prices {
                         feed.error = Some(e);
                     }
                 }
-                self.view_until = f64::NEG_INFINITY;
             }
         }
         if now_unix >= self.view_until {

@@ -55,6 +55,11 @@ impl Vendor {
 /// A stand-in vendor answering each request whose first line starts with `request` with
 /// capture `name` (404 otherwise).
 fn loopback(name: &str, request: &'static str) -> Vendor {
+    answering(capture(name), request)
+}
+
+/// A stand-in vendor answering `body` likewise.
+fn answering(body: Vec<u8>, request: &'static str) -> Vendor {
     let answered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counted = Arc::clone(&answered);
     let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
@@ -62,7 +67,6 @@ fn loopback(name: &str, request: &'static str) -> Vendor {
         .local_addr()
         .unwrap_or_else(|e| panic!("{e}"))
         .port();
-    let body = capture(name);
     std::thread::spawn(move || {
         for mut stream in listener.incoming().map_while(Result::ok) {
             let mut reader = BufReader::new(&mut stream);
@@ -316,5 +320,54 @@ async fn grams_follow_the_grid_intensity_in_force_then_the_fixed_figure_past_the
         None,
         "past the forecast: the fixed figure, not 0 g"
     );
+    engine.stop();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hostile_feed_prices_nothing_says_why_and_the_fallback_prices_all_flagged() {
+    // An answer of the feed's shape with a price per kWh of a billion (a unit typed wrong, or
+    // worse): no slot of it is kept, so the fixed 0.40 prices every interval, flagged.
+    let now: f64 = 1_800_000_000.0;
+    let body = serde_json::json!({"unix_seconds": [now - 600.0, now + 3000.0],
+                                  "price": [1e12, 2e12], "unit": "EUR / MWh"});
+    let vendor = answering(body.to_string().into_bytes(), "GET /price?");
+    let mut p = Preferences {
+        price_per_kwh: Price::new(0.40).unwrap_or_default(),
+        interval_ms: 60_000,
+        ..Preferences::default()
+    };
+    p.set_field(
+        "price_feed",
+        &serde_json::json!({"source": "energy-charts", "bzn": "DE-LU", "url": vendor.url}),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let config = EngineConfig::new(p).with_clock(Arc::new(ManualClock::new(now)));
+    let engine = start(replay("t,watts\n0,100\n"), config);
+    vendor.wait_answered();
+    let mut rx = engine.subscribe();
+    // An hour at 100 W = 0.1 kWh, at the fallback's 0.40 = 0.04.
+    let done = wait_for(&mut rx, |p| {
+        p.snapshot
+            .as_ref()
+            .is_some_and(|s| s.at.unix_seconds >= now + 3600.0)
+    })
+    .await;
+    let s = &done.energy.session;
+    near(s.kwh, 0.1, "kWh");
+    near(s.cost, 0.04, "cost at the fallback");
+    near(s.fallback_kwh, 0.1, "all of it flagged");
+    let view = done
+        .prices
+        .price
+        .clone()
+        .unwrap_or_else(|| panic!("no view"));
+    assert_eq!(view.now, None);
+    assert!(
+        view.error
+            .as_deref()
+            .is_some_and(|e| e.contains("plausible")),
+        "{view:?}"
+    );
+    assert!(view.slots.is_empty());
     engine.stop();
 }
