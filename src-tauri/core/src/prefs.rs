@@ -260,8 +260,7 @@ fn check_ceiling(v: f64) -> Result<(), Error> {
     }
 }
 
-/// Upper bound for carbon intensity: no grid is dirtier than pure lignite (~1200 g/kWh).
-pub const MAX_CARBON_G_PER_KWH: f64 = 2000.0;
+pub use crate::slots::MAX_CARBON_G_PER_KWH;
 
 fn positive(field: &'static str, v: Option<f64>) -> Result<Option<f64>, Error> {
     match v {

@@ -11,6 +11,9 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Upper bound for carbon intensity: no grid is dirtier than pure lignite (~1200 g/kWh).
+pub const MAX_CARBON_G_PER_KWH: f64 = 2000.0;
+
 /// What a series' values are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -135,11 +138,10 @@ impl Series {
     /// [`MAX_CARBON_G_PER_KWH`]; and how many were left out.
     ///
     /// [`MAX_PRICE_PER_KWH`]: crate::tariff::MAX_PRICE_PER_KWH
-    /// [`MAX_CARBON_G_PER_KWH`]: crate::prefs::MAX_CARBON_G_PER_KWH
     pub fn plausible(&self) -> (Series, usize) {
         let ok = |v: f64| match self.quantity {
             Quantity::PricePerKwh => v.abs() <= crate::tariff::MAX_PRICE_PER_KWH,
-            Quantity::GramsPerKwh => (0.0..=crate::prefs::MAX_CARBON_G_PER_KWH).contains(&v),
+            Quantity::GramsPerKwh => (0.0..=MAX_CARBON_G_PER_KWH).contains(&v),
         };
         let kept: Vec<Slot> = self.slots.iter().filter(|s| ok(s.value)).copied().collect();
         let refused = self.slots.len() - kept.len();
