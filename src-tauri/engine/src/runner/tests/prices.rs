@@ -29,6 +29,14 @@ fn energy_charts() -> String {
     loopback(CAPTURE, "GET /price?bzn=DE-LU&")
 }
 
+/// The first state of a sample taken at `t` (Unix seconds) or later.
+async fn until(rx: &mut watch::Receiver<Arc<Published>>, t: f64) -> Arc<Published> {
+    wait_for(rx, |p| {
+        p.snapshot.as_ref().is_some_and(|s| s.at.unix_seconds >= t)
+    })
+    .await
+}
+
 /// The first state in which the price feed (`carbon`: the carbon feed) has answered, with slots
 /// or a reason. The engine's paused clock runs on meanwhile: the intervals before it are the
 /// fallback's.
@@ -142,12 +150,7 @@ async fn a_100_w_session_costs_each_slots_price_and_the_cache_then_the_fallback_
     // 10:00 in Berlin.)
     let engine = start(replay("t,watts\n0,100\n"), run(START, &energy_charts()));
     let mut rx = engine.subscribe();
-    let done = wait_for(&mut rx, |p| {
-        p.snapshot
-            .as_ref()
-            .is_some_and(|s| s.at.unix_seconds >= H12)
-    })
-    .await;
+    let done = until(&mut rx, H12).await;
     let s = &done.energy.session;
     let (from, to) = (s.started_unix, H12);
     assert_eq!(from, START);
@@ -206,12 +209,7 @@ async fn a_100_w_session_costs_each_slots_price_and_the_cache_then_the_fallback_
     let engine = start(replay("t,watts\n0,100\n"), run(H12, &nowhere()));
     let mut rx = engine.subscribe();
     let end = H12 + 86_400.0;
-    let done = wait_for(&mut rx, |p| {
-        p.snapshot
-            .as_ref()
-            .is_some_and(|s| s.at.unix_seconds >= end)
-    })
-    .await;
+    let done = until(&mut rx, end).await;
     let s = &done.energy.session;
     near(s.joules.0, 100.0 * (end - H12), "no gap in the energy");
     // A day offline from 12:00Z: 11 cached hours (to 23:00Z) at their prices, then 13 h × 100 W
@@ -328,6 +326,51 @@ async fn grams_follow_the_grid_intensity_in_force_then_the_fixed_figure_past_the
 }
 
 #[tokio::test(start_paused = true)]
+async fn low_power_mode_engages_while_a_kwh_costs_more_than_the_limit() {
+    // No feed: the tariffs' price is in force, 0.50 against a limit of 0.40.
+    let prefs = Preferences {
+        price_per_kwh: Price::new(0.50).unwrap_or_default(),
+        low_power: wattbar_core::PolicyConfig {
+            above_price: Some(0.40),
+            ..Default::default()
+        },
+        ..Preferences::default()
+    };
+    let engine = start(replay("t,watts\n0,5\n"), config(prefs));
+    let mut rx = engine.subscribe();
+    // Within the first minutes (the clock starts at 1,800,000,000), not at some later time.
+    let soon = |p: &Published| {
+        p.snapshot
+            .as_ref()
+            .is_some_and(|s| s.at.unix_seconds >= 1_800_000_120.0)
+    };
+    let on = wait_for(&mut rx, |p| p.low_power.state.enabled || soon(p)).await;
+    assert!(on.low_power.state.enabled, "not engaged");
+    assert_eq!(on.low_power.state.reason, Some(wattbar_core::Reason::Price));
+    // 0.30 from now on: at or below the limit, it is released.
+    engine
+        .reader()
+        .set_preference("price_per_kwh", serde_json::json!(0.30))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let later = engine
+        .current()
+        .snapshot
+        .as_ref()
+        .map_or(0.0, |s| s.at.unix_seconds)
+        + 120.0;
+    let off = wait_for(&mut rx, |p| {
+        !p.low_power.state.enabled
+            || p.snapshot
+                .as_ref()
+                .is_some_and(|s| s.at.unix_seconds >= later)
+    })
+    .await;
+    assert!(!off.low_power.state.enabled, "not released");
+    engine.stop();
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_hostile_feed_prices_nothing_says_why_and_the_fallback_prices_all_flagged() {
     // An answer of the feed's shape with a price per kWh of a billion (a unit typed wrong, or
     // worse): no slot of it is kept, so the fixed 0.40 prices every interval, flagged.
@@ -351,12 +394,7 @@ async fn a_hostile_feed_prices_nothing_says_why_and_the_fallback_prices_all_flag
     // Before the answer and after it alike, the fallback prices.
     fed(&mut rx, false).await;
     // An hour at 100 W = 0.1 kWh, at the fallback's 0.40 = 0.04.
-    let done = wait_for(&mut rx, |p| {
-        p.snapshot
-            .as_ref()
-            .is_some_and(|s| s.at.unix_seconds >= now + 3600.0)
-    })
-    .await;
+    let done = until(&mut rx, now + 3600.0).await;
     let s = &done.energy.session;
     near(s.kwh, 0.1, "kWh");
     near(s.cost, 0.04, "cost at the fallback");
