@@ -101,14 +101,13 @@ fn deferred(data: &Path, url: &str, (within, duration): (&str, &str), args: &[&s
     c
 }
 
-#[test]
-fn a_dry_run_names_the_window_of_the_lowest_running_mean() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let (url, t0) = feed();
+/// `run --defer cheapest --dry-run --json -- false`: the choice it printed (`false` is never
+/// run: the run exits 0).
+fn dry_run(data: &Path, url: &str, within_duration: (&str, &str)) -> serde_json::Value {
     let out = deferred(
-        dir.path(),
-        &url,
-        ("20s", "4s"),
+        data,
+        url,
+        within_duration,
         &["--dry-run", "--json", "--", "false"],
     )
     .output()
@@ -118,8 +117,15 @@ fn a_dry_run_names_the_window_of_the_lowest_running_mean() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let c: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+#[test]
+fn a_dry_run_names_the_window_of_the_lowest_running_mean() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (url, t0) = feed();
+    let c = dry_run(dir.path(), &url, ("20s", "4s"));
     // Slots 3 and 4, from t0 + 6 s to t0 + 10 s: (0.100 + 0.050) / 2 = 0.075 per kWh.
     assert_eq!(c["start"], t0 + 6.0, "{c}");
     assert_eq!(c["end"], t0 + 10.0);
@@ -149,21 +155,7 @@ fn three_hours_ahead_a_half_hour_job_starts_at_the_lowest_mean_not_the_cheapest_
         serde_json::json!({"unix_seconds": starts, "price": prices, "unit": "EUR / MWh"}),
     );
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let out = deferred(
-        dir.path(),
-        &url,
-        ("3h", "30m"),
-        &["--dry-run", "--json", "--", "true"],
-    )
-    .output()
-    .unwrap_or_else(|e| panic!("{e}"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let choice: serde_json::Value =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let choice = dry_run(dir.path(), &url, ("3h", "30m"));
     assert_eq!(choice["start"], q0 + 8.0 * 900.0, "{choice}");
     assert_eq!(choice["end"], q0 + 10.0 * 900.0);
     let expected = choice["expected_price_per_kwh"]
@@ -250,8 +242,10 @@ fn serve_exports_the_price_in_force_from_the_feed() {
     });
     std::fs::write(dir.path().join("preferences.json"), prefs.to_string())
         .unwrap_or_else(|e| panic!("{e}"));
+    let started = now();
     let serve = crate::common::Serve::start(dir.path(), "t,watts\n0,100\n1,100\n", &[]);
     let line = metric_line(&serve, "wattbar_price_per_kwh{");
+    let read = now();
     assert!(
         line.starts_with(r#"wattbar_price_per_kwh{currency="EUR",source="energy-charts:DE-LU"} "#),
         "{line}"
@@ -261,11 +255,11 @@ fn serve_exports_the_price_in_force_from_the_feed() {
         .next()
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("{line}"));
-    // The slot in force when it was read, with 19 % tax: one of the feed's prices, never 0.
-    let slot = ((now() - t0) / SLOT).floor() as usize;
-    let candidates: Vec<f64> = [slot.saturating_sub(1), slot]
-        .iter()
-        .filter_map(|i| PRICES.get(*i))
+    // The slot in force at a sample between the start and the reading, with 19 % tax: one of
+    // the feed's prices, never 0.
+    let slot = |t: f64| ((t - t0) / SLOT).floor() as usize;
+    let candidates: Vec<f64> = (slot(started)..=slot(read))
+        .filter_map(|i| PRICES.get(i))
         .map(|p| p / 1000.0 * 1.19)
         .collect();
     assert!(

@@ -362,15 +362,21 @@ impl Prices {
     }
 
     fn rebuild_view(&mut self, now_unix: f64) {
+        if self.price.is_none() && self.carbon.is_none() {
+            // Nothing moves without a feed: built once, until the preferences name one.
+            self.view = Arc::default();
+            self.view_until = f64::INFINITY;
+            return;
+        }
         let usable = self.usable_prices();
         let mut price = self
             .price
             .as_ref()
             .map(|f| f.view(now_unix, usable.as_ref()));
-        if let (Some(v), Some(f)) = (price.as_mut(), self.price.as_ref()) {
-            let theirs = f.priced().and_then(|s| s.currency);
+        if let Some(v) = price.as_mut() {
             let refused = usable.as_ref().is_some_and(|u| u.slots.is_empty());
             if refused && v.error.is_none() {
+                let theirs = v.currency.clone();
                 if let Some(c) = theirs.filter(|c| c != self.prefs.currency.as_str()) {
                     v.error = Some(format!(
                         "the feed's prices are in {c}, the preferences' currency is {}: set the \

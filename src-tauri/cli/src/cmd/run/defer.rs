@@ -37,6 +37,10 @@ pub struct Choice {
     pub currency: Option<String>,
     /// Where the slots came from: `feed` or `ledger`.
     pub slots_from: &'static str,
+    /// The slots it was chosen from (retail prices, or intensities), which then price the run:
+    /// the feed is not asked twice.
+    #[serde(skip)]
+    pub slots: Series,
 }
 
 /// The slots of `pref` (retail for prices) to price a run by: what the ledger kept where it
@@ -133,6 +137,7 @@ pub fn choose(
         saving_fraction: window.saving_fraction,
         currency: series.currency.clone().filter(|_| !greenest),
         slots_from: from,
+        slots: series,
     })
 }
 
@@ -198,8 +203,19 @@ pub(super) async fn deferred(args: &crate::args::RunArgs, prefs: &Preferences) -
 }
 
 /// What prices a run at `now`: the feeds' slots (the price feed's in the preferences'
-/// currency only) over the tariffs and the fixed intensity.
-pub(super) fn pricing(prefs: &Preferences, now: f64) -> wattbar_core::Pricing {
+/// currency only) over the tariffs and the fixed intensity; `chosen`'s slots where a deferral
+/// read them already.
+pub(super) fn pricing(
+    prefs: &Preferences,
+    now: f64,
+    chosen: Option<&Choice>,
+) -> wattbar_core::Pricing {
+    let known = |quantity: Quantity| {
+        chosen
+            .map(|c| &c.slots)
+            .filter(|s| s.quantity == quantity)
+            .cloned()
+    };
     let tariffs = prefs
         .tariff_schedule()
         .unwrap_or_else(|_| wattbar_core::tariff::Tariffs::flat(prefs.price_per_kwh));
@@ -208,12 +224,12 @@ pub(super) fn pricing(prefs: &Preferences, now: f64) -> wattbar_core::Pricing {
         feed: prefs
             .price_feed
             .as_ref()
-            .and_then(|f| pricing_slots(f, false, now))
+            .and_then(|f| known(Quantity::PricePerKwh).or_else(|| pricing_slots(f, false, now)))
             .filter(|s| s.currency.as_deref().is_none_or(|c| c == ours)),
         carbon: prefs
             .carbon_feed
             .as_ref()
-            .and_then(|f| pricing_slots(f, true, now)),
+            .and_then(|f| known(Quantity::GramsPerKwh).or_else(|| pricing_slots(f, true, now))),
         ..wattbar_core::Pricing::fixed(tariffs, prefs.carbon_g_per_kwh)
     }
 }

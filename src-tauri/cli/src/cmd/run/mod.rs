@@ -69,7 +69,7 @@ async fn measure(args: RunArgs, programs: Vec<Program>) -> Result<i32> {
         Deferred::Exit(status) => return Ok(status),
     };
     let pricing = Pricing {
-        prices: defer::pricing(&prefs, unix_now()),
+        prices: defer::pricing(&prefs, unix_now(), chosen.as_ref()),
         currency: prefs.currency.as_str().to_string(),
     };
     let mut interrupts = Interrupts::catch()?;
