@@ -168,7 +168,7 @@ pub(super) enum Deferred {
     /// No `--defer`: run now.
     Now,
     /// The window chosen has come: run.
-    After(Choice),
+    After(Box<Choice>),
     /// End with this status and run nothing: a dry run, or Ctrl+C while waiting.
     Exit(i32),
 }
@@ -199,7 +199,7 @@ pub(super) async fn deferred(args: &crate::args::RunArgs, prefs: &Preferences) -
         eprintln!("wattbar run: interrupted while waiting; nothing ran");
         return Ok(Deferred::Exit(130));
     }
-    Ok(Deferred::After(c))
+    Ok(Deferred::After(Box::new(c)))
 }
 
 /// What prices a run at `now`: the feeds' slots (the price feed's in the preferences'

@@ -65,7 +65,7 @@ async fn measure(args: RunArgs, programs: Vec<Program>) -> Result<i32> {
     let prefs = crate::engine::read_prefs()?;
     let chosen = match defer::deferred(&args, &prefs).await? {
         Deferred::Now => None,
-        Deferred::After(choice) => Some(choice),
+        Deferred::After(choice) => Some(*choice),
         Deferred::Exit(status) => return Ok(status),
     };
     let pricing = Pricing {
