@@ -301,6 +301,10 @@ pub enum Cmd {
         /// incorrect). Default: number for GSM8K, else contains.
         #[arg(long, value_name = "NAME")]
         grader: Option<String>,
+        /// Let a `cmd:` grader (from --grader or a prompts line) run its shell command; without
+        /// it a profile that names one is refused before anything is sent.
+        #[arg(long)]
+        allow_cmd_grader: bool,
         /// How far `number` may be from the reference and still be correct.
         #[arg(long, default_value_t = 0.0)]
         tolerance: f64,

@@ -190,6 +190,7 @@ fn run(cli: Cli) -> Result<()> {
             interval,
             format,
             grader,
+            allow_cmd_grader,
             tolerance,
             max_tokens,
         } => {
@@ -210,6 +211,7 @@ fn run(cli: Cli) -> Result<()> {
                     interval,
                     format,
                     grader,
+                    allow_cmd_grader,
                     tolerance,
                     max_tokens,
                 },

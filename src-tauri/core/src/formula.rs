@@ -6,10 +6,12 @@
 //! - The expression is compiled once when the preference is set (evalexpr: arithmetic,
 //!   comparisons, `if(c, a, b)`, `min`, `max`, `floor`, `round`, `math::abs`; no assignment,
 //!   nothing outside the three names), and refused there if it does not give a number.
+//! - Every number written in it is a real number: `19/100` is 0.19, as a person reading a
+//!   contract means it, never evalexpr's integer division (0).
 //! - A slot for which it gives no finite number is no price: left out, so the fallback prices
 //!   it, flagged. Never a 0.
 
-use evalexpr::{ContextWithMutableVariables, HashMapContext, Node, Value};
+use evalexpr::{ContextWithMutableVariables, HashMapContext, Node, Operator, Value};
 
 /// A compiled formula, with the text it was given.
 #[derive(Debug, Clone)]
@@ -34,7 +36,8 @@ impl Formula {
         if text.len() > MAX_FORMULA_CHARS {
             return Err(format!("longer than {MAX_FORMULA_CHARS} characters"));
         }
-        let tree = evalexpr::build_operator_tree(text).map_err(|e| e.to_string())?;
+        let mut tree = evalexpr::build_operator_tree(text).map_err(|e| e.to_string())?;
+        literals_as_floats(&mut tree);
         let f = Formula {
             text: text.to_string(),
             tree,
@@ -72,6 +75,20 @@ impl Formula {
     }
 }
 
+/// Turns every integer literal of `tree` into the same float, so no operator sees two integers.
+fn literals_as_floats(tree: &mut Node) {
+    if let Operator::Const {
+        value: Value::Int(i),
+    } = tree.operator()
+    {
+        let value = Value::Float(*i as f64);
+        *tree.operator_mut() = Operator::Const { value };
+    }
+    for child in tree.children_mut() {
+        literals_as_floats(child);
+    }
+}
+
 impl serde::Serialize for Formula {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.text)
@@ -104,5 +121,17 @@ mod tests {
         assert!(Formula::parse("price = 3").is_err(), "no assignment");
         let div = Formula::parse("1 / price").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(div.apply(0.0, 0.0, 0.0), None, "infinity is no price");
+    }
+
+    #[test]
+    fn numbers_in_a_formula_divide_as_a_person_means() {
+        // (0.10 + 12/100) × (1 + 19/100) = 0.22 × 1.19 = 0.2618, not (0.10 + 0) × 1 = 0.10.
+        let f = Formula::parse("(price + 12/100) * (1 + 19/100)").unwrap_or_else(|e| panic!("{e}"));
+        assert!((f.apply(0.10, 0.0, 0.0).unwrap_or_default() - 0.2618).abs() < 1e-12);
+        // The issue's own reading: a spot price of 0.20 gives (0.20 + 0.12) × 1.19 = 0.3808.
+        assert!((f.apply(0.20, 0.0, 0.0).unwrap_or_default() - 0.3808).abs() < 1e-12);
+        // Inside functions too: max(7/2, price) at price 0 is 3.5.
+        let g = Formula::parse("max(7/2, price)").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(g.apply(0.0, 0.0, 0.0), Some(3.5));
     }
 }

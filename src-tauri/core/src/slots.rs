@@ -8,11 +8,42 @@
 //! - A missing slot is a gap, never a 0: what is in force there is unknown ([`Series::at`]).
 //! - A value that is not a finite number is refused with its place, and so is a slot that does
 //!   not run forwards: a bad answer is an error, never a price.
+//! - One feed's answer ([`Series::from_answer`]) holds at most [`MAX_ANSWER_SLOTS`] slots, each
+//!   at least [`MIN_SLOT_SECONDS`] long, over at most [`MAX_ANSWER_SPAN_SECONDS`], every value
+//!   one a grid has (±[`MAX_PRICE_PER_KWH`] per kWh, 0 to [`MAX_CARBON_G_PER_KWH`] g). A parser
+//!   checks the count ([`answer_room`]) before it builds the slots. Past a limit the whole answer
+//!   is refused, saying which: no feed publishes such an answer, so it is no price.
+//! - Merging, pricing a window and choosing the lowest one are O(n log n) in the slots: a long
+//!   cache never holds the engine's loop.
+//!
+//! [`MAX_PRICE_PER_KWH`]: crate::tariff::MAX_PRICE_PER_KWH
 
 use serde::{Deserialize, Serialize};
 
 /// Upper bound for carbon intensity: no grid is dirtier than pure lignite (~1200 g/kWh).
 pub const MAX_CARBON_G_PER_KWH: f64 = 2000.0;
+
+/// The shortest slot a feed may give: the markets' and grids' finest is 15 minutes.
+pub const MIN_SLOT_SECONDS: f64 = 300.0;
+
+/// The longest time one answer may cover: a day back and a week ahead, with a day to spare.
+pub const MAX_ANSWER_SPAN_SECONDS: f64 = 9.0 * 86_400.0;
+
+/// The most slots one answer may hold: its longest span in its shortest slots (2,592).
+pub const MAX_ANSWER_SLOTS: usize = (MAX_ANSWER_SPAN_SECONDS / MIN_SLOT_SECONDS) as usize;
+
+/// Refuses an answer of `count` slots before they are built.
+pub fn answer_room(count: usize) -> Result<(), BadSlot> {
+    if count > MAX_ANSWER_SLOTS {
+        return Err(BadSlot(format!(
+            "{count} slots in one answer, more than the {MAX_ANSWER_SLOTS} of {} days in \
+             {}-minute slots",
+            MAX_ANSWER_SPAN_SECONDS / 86_400.0,
+            MIN_SLOT_SECONDS / 60.0
+        )));
+    }
+    Ok(())
+}
 
 /// What a series' values are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,6 +116,52 @@ impl Series {
         })
     }
 
+    /// The series of one feed's answer: [`Series::new`] within the answer's limits (see the
+    /// module's rules).
+    pub fn from_answer(
+        quantity: Quantity,
+        currency: Option<String>,
+        slots: Vec<Slot>,
+    ) -> Result<Series, BadSlot> {
+        answer_room(slots.len())?;
+        let plausible = |v: f64| match quantity {
+            Quantity::PricePerKwh => v.abs() <= crate::tariff::MAX_PRICE_PER_KWH,
+            Quantity::GramsPerKwh => (0.0..=MAX_CARBON_G_PER_KWH).contains(&v),
+        };
+        for (i, s) in slots.iter().enumerate() {
+            if s.end - s.start < MIN_SLOT_SECONDS {
+                return Err(BadSlot(format!(
+                    "slot {}: {} s long, shorter than any feed's {} s",
+                    i + 1,
+                    s.end - s.start,
+                    MIN_SLOT_SECONDS
+                )));
+            }
+            if s.value.is_finite() && !plausible(s.value) {
+                return Err(BadSlot(format!(
+                    "slot {}: {} is no grid's {}",
+                    i + 1,
+                    s.value,
+                    match quantity {
+                        Quantity::PricePerKwh => "price per kWh",
+                        Quantity::GramsPerKwh => "gCO₂ per kWh",
+                    }
+                )));
+            }
+        }
+        let series = Series::new(quantity, currency, slots)?;
+        if let Some((start, end)) = series.span() {
+            if end - start > MAX_ANSWER_SPAN_SECONDS {
+                return Err(BadSlot(format!(
+                    "the slots span {:.1} days, more than {} in one answer",
+                    (end - start) / 86_400.0,
+                    MAX_ANSWER_SPAN_SECONDS / 86_400.0
+                )));
+            }
+        }
+        Ok(series)
+    }
+
     /// The value in force at `t`; `None` in a gap or outside the series.
     pub fn at(&self, t: f64) -> Option<f64> {
         let i = self.slots.partition_point(|s| s.start <= t);
@@ -95,19 +172,26 @@ impl Series {
     /// This series with `newer`'s slots in place of every slot they overlap, the rest kept:
     /// a fetch's answer is the feed's word for the time it covers.
     pub fn merged(&self, newer: &Series) -> Series {
-        let mut slots: Vec<Slot> = self
-            .slots
-            .iter()
-            .filter(|s| {
-                !newer
-                    .slots
-                    .iter()
-                    .any(|n| n.start < s.end && n.end > s.start)
-            })
-            .copied()
-            .chain(newer.slots.iter().copied())
-            .collect();
-        slots.sort_by(|a, b| a.start.total_cmp(&b.start));
+        // Both are sorted and free of overlap, so their ends are sorted too: one pass each.
+        let mut next = 0;
+        let kept = self.slots.iter().filter(|s| {
+            while newer.slots.get(next).is_some_and(|n| n.end <= s.start) {
+                next += 1;
+            }
+            newer.slots.get(next).is_none_or(|n| n.start >= s.end)
+        });
+        let mut slots = Vec::with_capacity(self.slots.len() + newer.slots.len());
+        let mut kept = kept.copied().peekable();
+        let mut fresh = newer.slots.iter().copied().peekable();
+        loop {
+            let take_kept = match (kept.peek(), fresh.peek()) {
+                (Some(k), Some(f)) => k.start < f.start,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            slots.extend(if take_kept { kept.next() } else { fresh.next() });
+        }
         Series {
             quantity: newer.quantity,
             currency: newer.currency.clone().or_else(|| self.currency.clone()),
@@ -177,11 +261,50 @@ pub struct Window {
     pub end: f64,
     /// The mean value over the window, weighted by time.
     pub mean: f64,
-    /// The mean over the same length from the earliest start.
-    pub now_mean: f64,
+    /// The mean over the same length from the earliest start; `None` where a gap lies within.
+    pub now_mean: Option<f64>,
     /// `1 − mean ÷ now_mean`: the share saved by waiting; `None` where starting now costs
-    /// nothing or less (a saving of a negative price is no fraction).
+    /// nothing or less (a saving of a negative price is no fraction), or is unknown.
     pub saving_fraction: Option<f64>,
+}
+
+/// A series' running integral, for means over any window in O(log n): the value-seconds and
+/// the covered seconds up to each slot's start.
+struct Integral<'a> {
+    slots: &'a [Slot],
+    /// `(value × seconds, seconds)` summed over the slots before each index.
+    before: Vec<(f64, f64)>,
+}
+
+impl<'a> Integral<'a> {
+    fn new(slots: &'a [Slot]) -> Integral<'a> {
+        let mut before = Vec::with_capacity(slots.len() + 1);
+        let (mut sum, mut covered) = (0.0, 0.0);
+        before.push((sum, covered));
+        for s in slots {
+            sum += s.value * (s.end - s.start);
+            covered += s.end - s.start;
+            before.push((sum, covered));
+        }
+        Integral { slots, before }
+    }
+
+    /// `(value × seconds, seconds covered)` from the series' start to `t`.
+    fn to(&self, t: f64) -> (f64, f64) {
+        let i = self.slots.partition_point(|s| s.start <= t);
+        let Some(last) = i.checked_sub(1).and_then(|j| self.slots.get(j)) else {
+            return (0.0, 0.0);
+        };
+        let (sum, covered) = self.before.get(i - 1).copied().unwrap_or_default();
+        let inside = (t.min(last.end) - last.start).max(0.0);
+        (sum + last.value * inside, covered + inside)
+    }
+
+    /// [`Series::mean_over`], from the sums.
+    fn mean(&self, from: f64, to: f64) -> Option<f64> {
+        let ((a, ca), (b, cb)) = (self.to(from), self.to(to));
+        ((to - from) - (cb - ca) <= 1e-6).then(|| (b - a) / (to - from))
+    }
 }
 
 impl Series {
@@ -257,10 +380,11 @@ impl Series {
         starts.retain(|t| *t >= earliest && *t <= latest);
         starts.sort_by(f64::total_cmp);
         starts.dedup();
-        let now_mean = self.mean_over(earliest, earliest + duration)?;
+        let integral = Integral::new(&self.slots);
+        let now_mean = integral.mean(earliest, earliest + duration);
         let (start, mean) = starts
             .into_iter()
-            .filter_map(|t| Some((t, self.mean_over(t, t + duration)?)))
+            .filter_map(|t| Some((t, integral.mean(t, t + duration)?)))
             .fold(None, |best: Option<(f64, f64)>, (t, m)| match best {
                 Some((_, bm)) if bm <= m + 1e-12 => best,
                 _ => Some((t, m)),
@@ -270,7 +394,7 @@ impl Series {
             end: start + duration,
             mean,
             now_mean,
-            saving_fraction: (now_mean > 0.0).then(|| 1.0 - mean / now_mean),
+            saving_fraction: now_mean.filter(|n| *n > 0.0).map(|n| 1.0 - mean / n),
         })
     }
 }
@@ -319,7 +443,8 @@ mod tests {
             .lowest_window(0.0, 5.0 * 3600.0, 2.0 * 3600.0)
             .unwrap_or_else(|| panic!("no window"));
         assert_eq!((w.start, w.end), (7200.0, 14_400.0));
-        assert!((w.mean - 0.125).abs() < 1e-12 && (w.now_mean - 0.20).abs() < 1e-12);
+        assert!((w.mean - 0.125).abs() < 1e-12);
+        assert!((w.now_mean.unwrap_or_default() - 0.20).abs() < 1e-12);
         assert!((w.saving_fraction.unwrap_or_default() - 0.375).abs() < 1e-12);
         // Half an hour in, a 90-minute job: now, 0.5 h to 2 h, costs (30×0.5 + 10)/1.5 =
         // 16.7 ct; the best ends where the 40 ct hour begins: 2.5 h to 4 h, (20×0.5 + 5)/1.5 =
@@ -329,7 +454,10 @@ mod tests {
             .unwrap_or_else(|| panic!("no window"));
         assert_eq!(w.start, 9000.0);
         assert!((w.mean - 0.10).abs() < 1e-12, "{w:?}");
-        assert!((w.now_mean - 0.25 / 1.5).abs() < 1e-12, "{w:?}");
+        assert!(
+            (w.now_mean.unwrap_or_default() - 0.25 / 1.5).abs() < 1e-12,
+            "{w:?}"
+        );
         // A window past the prices known is none, and so is one that does not fit.
         assert_eq!(s.lowest_window(0.0, 6.0 * 3600.0, 6.0 * 3600.0), None);
         assert_eq!(s.lowest_window(0.0, 3600.0, 7200.0), None);
@@ -399,5 +527,102 @@ mod tests {
         assert!(bad(vec![slot(0.0, 3600.0, 1.0), slot(1800.0, 5400.0, 2.0)]).is_err());
         assert!(bad(vec![slot(10.0, 10.0, 1.0)]).is_err());
         assert!(bad(vec![slot(0.0, 10.0, f64::NAN)]).is_err());
+    }
+
+    #[test]
+    fn a_gap_right_after_now_still_leaves_the_windows_after_it() {
+        // Now is 0; nothing is known for the first hour, then 20, 10, 30 ct. A one-hour job is
+        // best from 2 h (10 ct); starting now has no price, so there is no saving to state.
+        let s = Series::new(
+            Quantity::PricePerKwh,
+            Some("EUR".into()),
+            vec![
+                slot(3600.0, 7200.0, 0.20),
+                slot(7200.0, 10_800.0, 0.10),
+                slot(10_800.0, 14_400.0, 0.30),
+            ],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let w = s
+            .lowest_window(0.0, 14_400.0, 3600.0)
+            .unwrap_or_else(|| panic!("a window after the gap"));
+        assert_eq!((w.start, w.end, w.now_mean), (7200.0, 10_800.0, None));
+        assert_eq!(w.saving_fraction, None);
+        assert!((w.mean - 0.10).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_running_sums_agree_with_the_slot_by_slot_mean() {
+        // 0.5 h to 2.75 h over 30, 10, (gap 2–3 h): the gap lies within, so no mean;
+        // 0.5 h to 1.75 h: (30 × 0.5 + 10 × 0.75) / 1.25 = 18 ct.
+        let s = Series::new(
+            Quantity::PricePerKwh,
+            None,
+            vec![
+                slot(0.0, 3600.0, 0.30),
+                slot(3600.0, 7200.0, 0.10),
+                slot(10_800.0, 14_400.0, 0.5),
+            ],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let i = Integral::new(&s.slots);
+        for (a, b) in [
+            (1800.0, 6300.0),
+            (1800.0, 9900.0),
+            (0.0, 7200.0),
+            (11_000.0, 14_000.0),
+            (-5.0, 10.0),
+        ] {
+            let (fast, slow) = (i.mean(a, b), s.mean_over(a, b));
+            assert_eq!(fast.is_some(), slow.is_some(), "{a}–{b}");
+            assert!((fast.unwrap_or_default() - slow.unwrap_or_default()).abs() < 1e-12);
+        }
+        assert!((i.mean(1800.0, 6300.0).unwrap_or_default() - 0.18).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_merge_of_a_week_of_quarter_hours_is_one_pass() {
+        // 672 old quarter-hours, and a newer answer over the second half in hours: 336 kept,
+        // 84 hours added, in order, with no overlap.
+        let quarters: Vec<Slot> = (0..672)
+            .map(|i| slot(i as f64 * 900.0, (i + 1) as f64 * 900.0, 0.1))
+            .collect();
+        let hours: Vec<Slot> = (0..84)
+            .map(|i| {
+                slot(
+                    302_400.0 + i as f64 * 3600.0,
+                    302_400.0 + (i + 1) as f64 * 3600.0,
+                    0.2,
+                )
+            })
+            .collect();
+        let old =
+            Series::new(Quantity::PricePerKwh, None, quarters).unwrap_or_else(|e| panic!("{e}"));
+        let newer =
+            Series::new(Quantity::PricePerKwh, None, hours).unwrap_or_else(|e| panic!("{e}"));
+        let m = old.merged(&newer);
+        assert_eq!(m.slots.len(), 336 + 84);
+        assert!(m.slots.windows(2).all(|w| w[0].end <= w[1].start));
+        assert_eq!(m.at(302_399.0), Some(0.1));
+        assert_eq!(m.at(302_400.0), Some(0.2));
+    }
+
+    #[test]
+    fn an_answer_past_a_feeds_limits_is_refused_saying_which() {
+        let answer = |slots| Series::from_answer(Quantity::PricePerKwh, Some("EUR".into()), slots);
+        let why = |r: Result<Series, BadSlot>| r.err().map(|e| e.0).unwrap_or_default();
+        // 400,000 one-second slots: refused by their count, before anything is built.
+        assert!(answer_room(400_000).is_err());
+        assert!(answer_room(MAX_ANSWER_SLOTS).is_ok());
+        assert!(why(answer(vec![slot(0.0, 1.0, 0.1)])).contains("shorter"));
+        // A slot of 1e308 per MWh (1e305 per kWh), either sign.
+        assert!(why(answer(vec![slot(0.0, 900.0, 1e305)])).contains("no grid's"));
+        assert!(why(answer(vec![slot(0.0, 900.0, -1e305)])).contains("no grid's"));
+        // Two slots ten days apart.
+        let far = answer(vec![slot(0.0, 900.0, 0.1), slot(864_000.0, 864_900.0, 0.1)]);
+        assert!(why(far).contains("days"));
+        // A genuine day of hours, a negative price among them, is taken.
+        let day = hourly(&[0.08, -0.05, 0.12]).slots;
+        assert_eq!(answer(day).map(|s| s.slots.len()), Ok(3));
     }
 }

@@ -36,6 +36,9 @@
 //! - scopes of records, windows and sums (v17).
 //! - `profiles` (v18): graded profiles of models, the evidence of `models --best`
 //!   ([`profiles`]).
+//! - `feed_slots`, `slot_costs` (v19): prices by the slot ([`feeds`]).
+//! - `lifetime_costs` (v20): money paid and credited, two counters that never go back
+//!   ([`money`]).
 //!
 //! Writes come in batches, each one transaction: a kill -9 loses at most the batch in memory and
 //! never leaves a half-written one. A file that is not a database, or fails its integrity
@@ -56,6 +59,7 @@ pub mod domains;
 pub mod feeds;
 pub mod inference;
 pub mod intervals;
+pub mod money;
 pub mod profiles;
 pub mod programs;
 mod reads;

@@ -9,7 +9,9 @@
 //! each batch, survives kill -9, restarts and session resets, and never goes back, so
 //! `increase()` over a crash is never more than was drawn. What was measured since the last batch
 //! is the gauge `wattbar_energy_unwritten_joules`. Cost is one series per currency: money in two
-//! currencies is never added.
+//! currencies is never added; and money is two counters, `wattbar_cost_total` (paid) and
+//! `wattbar_credit_total` (credited at negative prices), with the net as a gauge, so that a
+//! negative hour never lowers a counter.
 //! A registry is built per scrape from one `Published`, so a scrape is one consistent moment.
 //! Every label value is escaped as both formats require ([`Text`]): a model or program name is
 //! whatever its owner chose, and one bad name must not break the whole scrape.
@@ -262,21 +264,49 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
         unwritten.set(p.kept.unwritten_joules);
     }
 
+    // Money as two counters that never go back, whatever a price's sign: what was paid and
+    // what was credited; their difference is the gauge `wattbar_cost_net`.
     let cost = Family::<CostLabels, CounterF>::default();
     registry.register(
         "wattbar_cost",
-        "Lifetime cost of the headline energy at the prices in force, per currency and scope, \
-         as the store committed it",
+        "Lifetime money paid for the headline's energy (the parts priced above 0), per currency \
+         and scope, as the store committed it; never goes back",
         cost.clone(),
     );
+    let credit = Family::<CostLabels, CounterF>::default();
+    registry.register(
+        "wattbar_credit",
+        "Lifetime money credited for the headline's energy (the parts priced below 0, as a \
+         positive amount), per currency and scope, as the store committed it; never goes back",
+        credit.clone(),
+    );
+    let net = Family::<CostLabels, GaugeF>::default();
+    registry.register(
+        "wattbar_cost_net",
+        "Lifetime net cost of the headline's energy (paid less credited): below 0 where \
+         negative prices outweigh",
+        net.clone(),
+    );
+    if committed.since_unix.is_some() {
+        for c in &committed.costs {
+            let labels = CostLabels {
+                currency: label(&c.currency),
+                scope: label(c.scope.map_or("", Scope::as_str)),
+            };
+            if c.paid.is_finite() && c.credit.is_finite() {
+                cost.get_or_create(&labels).inc_by(c.paid.max(0.0));
+                credit.get_or_create(&labels).inc_by(c.credit.max(0.0));
+            }
+        }
+    }
     if let Some(lifetime) = &committed.lifetime {
         for (scope, currency, _, amount) in lifetime.rows() {
-            if amount.is_finite() && amount >= 0.0 {
-                cost.get_or_create(&CostLabels {
+            if amount.is_finite() {
+                let money = net.get_or_create(&CostLabels {
                     currency: label(&currency),
                     scope: label(scope.map_or("", Scope::as_str)),
-                })
-                .inc_by(amount);
+                });
+                money.set(money.get() + amount);
             }
         }
     }

@@ -184,3 +184,74 @@ fn answers_that_are_not_the_feeds_shape_are_errors_naming_the_feed() {
     // A price that is not a number is refused, not read as 0.
     assert!(energy_charts::parse_price(b"{\"unix_seconds\":[0],\"price\":[\"x\"]}").is_err());
 }
+
+/// An A44 document of one Period, as ENTSO-E writes it, with `points` prices of 50 EUR/MWh.
+fn a44(start: &str, end: &str, resolution: &str, points: usize, price: &str) -> String {
+    let mut doc = format!(
+        "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<Publication_MarketDocument>\
+         <TimeSeries><currency_Unit.name>EUR</currency_Unit.name>\
+         <price_Measure_Unit.name>MWH</price_Measure_Unit.name>\
+         <Period><timeInterval><start>{start}</start><end>{end}</end></timeInterval>\
+         <resolution>{resolution}</resolution>"
+    );
+    for p in 1..=points {
+        doc.push_str(&format!(
+            "<Point><position>{p}</position><price.amount>{price}</price.amount></Point>"
+        ));
+    }
+    doc.push_str("</Period></TimeSeries></Publication_MarketDocument>");
+    doc
+}
+
+fn refusal(parsed: Result<Series, Error>) -> String {
+    match parsed {
+        Err(e) => e.to_string(),
+        Ok(s) => panic!("taken: {} slots", s.slots.len()),
+    }
+}
+
+#[test]
+fn entsoe_a_period_to_the_year_9999_or_of_a_ten_thousandth_minute_is_refused_not_filled() {
+    // A well-formed day of 24 hours at 50 EUR/MWh is 24 slots of 0.05 EUR/kWh.
+    let day = a44("2024-10-07T22:00Z", "2024-10-08T22:00Z", "PT60M", 24, "50");
+    let s = entsoe::parse_a44(day.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.slots.len(), 24);
+    assert!(close(s.slots[0].value, 0.05));
+    // One point, carried forward (curve A03) to 9999-12-31: 70 million hours, refused by count.
+    let far = a44("2024-10-07T22:00Z", "9999-12-31T23:00Z", "PT60M", 1, "50");
+    assert!(refusal(entsoe::parse_a44(far.as_bytes())).contains("slots"));
+    // PT0.0001M is 6 ms a slot.
+    let fine = a44(
+        "2024-10-07T22:00Z",
+        "2024-10-08T22:00Z",
+        "PT0.0001M",
+        1,
+        "50",
+    );
+    assert!(refusal(entsoe::parse_a44(fine.as_bytes())).contains("resolution"));
+}
+
+#[test]
+fn entsoe_a_doctype_an_absurd_price_or_no_price_at_all_is_an_error() {
+    let day = a44("2024-10-07T22:00Z", "2024-10-08T22:00Z", "PT60M", 24, "50");
+    let with_doctype = day.replacen(
+        "<Publication_MarketDocument>",
+        "<!DOCTYPE x [<!ENTITY a \"aaaa\">]><Publication_MarketDocument>",
+        1,
+    );
+    assert!(refusal(entsoe::parse_a44(with_doctype.as_bytes())).contains("DOCTYPE"));
+    for absurd in ["1e308", "-1e308"] {
+        let doc = a44(
+            "2024-10-07T22:00Z",
+            "2024-10-08T22:00Z",
+            "PT60M",
+            24,
+            absurd,
+        );
+        assert!(refusal(entsoe::parse_a44(doc.as_bytes())).contains("no grid's"));
+    }
+    let empty = a44("2024-10-07T22:00Z", "2024-10-08T22:00Z", "PT60M", 0, "50");
+    assert!(refusal(entsoe::parse_a44(empty.as_bytes())).contains("no price"));
+    let deep = format!("<Publication_MarketDocument>{}", "<TimeSeries>".repeat(100));
+    assert!(refusal(entsoe::parse_a44(deep.as_bytes())).contains("deeper"));
+}

@@ -14,6 +14,7 @@ use serde::Serialize;
 use wattbar_core::inference::server_totals::ServerTotal;
 use wattbar_core::inference::ModelStats;
 use wattbar_core::Scope;
+use wattbar_ledger::store::money::LifetimeCost;
 use wattbar_ledger::store::Total;
 
 /// What the store holds as of its last committed batch.
@@ -32,6 +33,11 @@ pub struct Committed {
     /// The headline's lifetime energy and cost, every scope and currency listed
     /// ([`Total::rows`]).
     pub lifetime: Option<Total>,
+    /// What the headline's energy was paid and credited over the store's life, per scope and
+    /// currency: two counters that never go back, whatever the sign of a price.
+    pub costs: Vec<LifetimeCost>,
+    /// Per model, the energy it drew loaded and idle over every stored day.
+    pub resident_idle: Vec<(String, f64)>,
     /// Per-model inference totals over every record committed (pruned ones included).
     pub models: Vec<ModelStats>,
     /// Per model server and model: the tokens and energy of every window counted with its
@@ -50,8 +56,31 @@ impl Committed {
         sum.is_finite().then_some(sum)
     }
 
-    /// The lifetime cost in `currency` across scopes (money in another currency is not
-    /// converted); `None` without a store.
+    /// What was paid in `currency` over the store's life, across scopes; `None` without a
+    /// store. Never goes back (see [`LifetimeCost`]).
+    pub fn paid_in(&self, currency: &str) -> Option<f64> {
+        self.money_in(currency, |c| c.paid)
+    }
+
+    /// What was credited in `currency` (negative prices), as a positive amount; never goes
+    /// back.
+    pub fn credit_in(&self, currency: &str) -> Option<f64> {
+        self.money_in(currency, |c| c.credit)
+    }
+
+    fn money_in(&self, currency: &str, part: impl Fn(&LifetimeCost) -> f64) -> Option<f64> {
+        self.since_unix?;
+        let sum: f64 = self
+            .costs
+            .iter()
+            .filter(|c| c.currency == currency)
+            .map(part)
+            .sum();
+        sum.is_finite().then_some(sum)
+    }
+
+    /// The lifetime net cost in `currency` across scopes (money in another currency is not
+    /// converted): below 0 where credits outweigh; `None` without a store.
     pub fn cost_in(&self, currency: &str) -> Option<f64> {
         let sum: f64 = self
             .lifetime

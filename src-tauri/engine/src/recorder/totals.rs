@@ -185,6 +185,8 @@ impl Totals {
                 by_scope: store.lifetime_by_scope()?,
                 by_domain: store.lifetime_by_domain()?,
                 lifetime,
+                costs: store.lifetime_costs()?,
+                resident_idle: store.resident_idle_totals()?,
                 models,
                 server_totals,
             })

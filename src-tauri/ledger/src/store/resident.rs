@@ -5,7 +5,11 @@
 //!   method)`: the last baseline of each set (`set_key` `""` is the set with no model loaded);
 //!   `models` and `shares` are JSON arrays.
 //! - `resident_idle(day, model, idle_seconds, joules, cost, unpriced_seconds)`: the day's
-//!   figures, written whole (not added to), so a batch written twice changes nothing.
+//!   figures, written whole (not added to), so a batch written twice changes nothing; never
+//!   lowered (each column keeps the larger of the stored and the written figure), so a day
+//!   counted again from 0 after a failed restore cannot write over what was committed. The
+//!   lifetime counter `wattbar_model_resident_idle_joules_total` is these rows' sum
+//!   ([`Store::resident_idle_totals`]), read back after each batch.
 //! - `unloads(t, server, unloaded, kept, error)`: what each engagement unloaded (JSON arrays),
 //!   or why it could not.
 //!
@@ -100,8 +104,12 @@ pub(super) fn put(conn: &Connection, also: &Also<'_>) -> rusqlite::Result<()> {
     }
     for d in also.resident_days {
         conn.prepare_cached(
-            "INSERT OR REPLACE INTO resident_idle (day, model, idle_seconds, joules, cost,
-                 unpriced_seconds) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "INSERT INTO resident_idle (day, model, idle_seconds, joules, cost,
+                 unpriced_seconds) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT(day, model) DO UPDATE SET
+                 idle_seconds = MAX(idle_seconds, excluded.idle_seconds),
+                 joules = MAX(joules, excluded.joules), cost = MAX(cost, excluded.cost),
+                 unpriced_seconds = MAX(unpriced_seconds, excluded.unpriced_seconds)",
         )?
         .execute(params![
             d.day,
@@ -194,6 +202,28 @@ impl Store {
         })
     }
 
+    /// Each model's resident idle joules over every stored day: the rows added in the order of
+    /// their days in Rust, so that a row that grows, or a new day's, never lowers a sum.
+    pub fn resident_idle_totals(&self) -> Result<Vec<(String, f64)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT model, joules FROM resident_idle ORDER BY model, day")
+            .map_err(|e| self.sql(e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, f64>(1)?)))
+            .map_err(|e| self.sql(e))?;
+        let mut totals: Vec<(String, f64)> = Vec::new();
+        for row in rows {
+            let (model, joules) = row.map_err(|e| self.sql(e))?;
+            let joules = if joules.is_finite() { joules.max(0.0) } else { 0.0 };
+            match totals.last_mut() {
+                Some((m, sum)) if *m == model => *sum += joules,
+                _ => totals.push((model, joules)),
+            }
+        }
+        Ok(totals)
+    }
+
     /// Records an unload at once, in its own transaction.
     pub fn record_unload(&mut self, u: &Unload) -> Result<(), StoreError> {
         put_unload(&self.conn, u).map_err(|e| self.sql(e))
@@ -218,5 +248,60 @@ impl Store {
                 .collect()
             })
             .map_err(|e| self.sql(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn day(day: &str, model: &str, joules: f64) -> ResidentDay {
+        ResidentDay {
+            day: day.into(),
+            model: model.into(),
+            idle_seconds: joules / 10.0,
+            joules,
+            cost: 0.0,
+            unpriced_seconds: 0.0,
+        }
+    }
+
+    #[test]
+    fn a_day_counted_again_from_zero_never_writes_over_what_was_committed() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let (mut store, _) =
+            Store::open(&dir.path().join("ledger.db"), 0.0).unwrap_or_else(|e| panic!("{e}"));
+        let id = store
+            .start_session(0.0, "EUR")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let write = |store: &mut Store, days: &[ResidentDay]| {
+            let also = Also {
+                resident_days: days,
+                ..Also::default()
+            };
+            store
+                .write_batch_with(id, &[], 0.0, 0.0, &also)
+                .unwrap_or_else(|e| panic!("{e}"));
+            store.resident_idle_totals().unwrap_or_else(|e| panic!("{e}"))
+        };
+        // Yesterday 3,600 J (10 W × 360 s) and today 720 J for gemma; 100 J today for qwen.
+        let before = write(
+            &mut store,
+            &[
+                day("2026-12-04", "gemma", 3600.0),
+                day("2026-12-05", "gemma", 720.0),
+                day("2026-12-05", "qwen", 100.0),
+            ],
+        );
+        assert_eq!(
+            before,
+            [("gemma".to_string(), 4320.0), ("qwen".to_string(), 100.0)]
+        );
+        // A restart whose restore failed counts today from 0 again: 50 J is not 720 − 670.
+        let after = write(&mut store, &[day("2026-12-05", "gemma", 50.0)]);
+        assert_eq!(after, before, "nothing went back");
+        // Once the new count passes the stored one, the row follows it.
+        let later = write(&mut store, &[day("2026-12-05", "gemma", 800.0)]);
+        assert_eq!(later[0], ("gemma".to_string(), 4400.0));
     }
 }

@@ -2,16 +2,16 @@
 //! each, and the version check that refuses a ledger a newer Wattbar wrote.
 
 use super::{
-    calibration, coverage, domains, feeds, inference, intervals, profiles, programs, resident,
-    scopes, server_windows, sql_at, Store, StoreError,
+    calibration, coverage, domains, feeds, inference, intervals, money, profiles, programs,
+    resident, scopes, server_windows, sql_at, Store, StoreError,
 };
 use rusqlite::Connection;
 use std::path::Path;
 
 /// The schema this build writes and reads (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 19;
+pub const SCHEMA_VERSION: i64 = 20;
 
-pub(super) const MIGRATIONS: [&str; 19] = [
+pub(super) const MIGRATIONS: [&str; 20] = [
     r#"
 CREATE TABLE lifetime (domain TEXT PRIMARY KEY, joules REAL NOT NULL);
 CREATE TABLE sessions (id INTEGER PRIMARY KEY, start REAL NOT NULL, end REAL,
@@ -66,6 +66,7 @@ ALTER TABLE monthly_v4 RENAME TO monthly;
     coverage::MIGRATION,
     profiles::MIGRATION,
     feeds::MIGRATION,
+    money::MIGRATION,
 ];
 
 impl Store {

@@ -219,6 +219,7 @@ impl Store {
             }
             super::server_windows::put(&tx, also.server_windows)?;
             super::feeds::put_costs(&tx, &super::feeds::sum(rows))?;
+            super::money::put(&tx, rows)?;
             super::feeds::put_slots(&tx, also.feed_slots)?;
             for profile in also.profiles {
                 super::profiles::put(&tx, profile)?;

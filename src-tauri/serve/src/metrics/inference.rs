@@ -212,17 +212,20 @@ fn programs(registry: &mut Registry, p: &Published) {
     own.inc_by(view.self_joules.max(0.0));
 }
 
-/// What keeping each model loaded costs: the energy priced so far (it only grows: seconds
-/// waiting for a measured draw join it once priced) and the draw, where measured.
+/// What keeping each model loaded costs: the energy priced so far, as the store committed it
+/// (it only grows, and a crash between batches never takes it back), and the draw, where
+/// measured.
 fn resident(registry: &mut Registry, p: &Published) {
-    if p.inference.resident.is_empty() {
+    let committed = &p.kept.committed.resident_idle;
+    if p.inference.resident.is_empty() && committed.is_empty() {
         return;
     }
     let energy = Family::<ResidentLabels, CounterF>::default();
     registry.register_with_unit(
         "wattbar_model_resident_idle",
         "Energy models drew while loaded and idle: the idle draw with each loaded, less the idle \
-         draw with none, over the seconds it was loaded with no request in flight",
+         draw with none, over the seconds it was loaded with no request in flight; as the store \
+         committed it",
         Unit::Joules,
         energy.clone(),
     );
@@ -233,15 +236,22 @@ fn resident(registry: &mut Registry, p: &Published) {
         Unit::Other("watts".into()),
         watts.clone(),
     );
-    for r in p.inference.resident.iter() {
-        let labels = ResidentLabels {
-            model: label(&r.model),
-        };
-        if r.idle_joules_total.is_finite() && r.idle_joules_total >= 0.0 {
-            energy.get_or_create(&labels).inc_by(r.idle_joules_total);
+    for (model, joules) in committed {
+        if joules.is_finite() && *joules >= 0.0 {
+            energy
+                .get_or_create(&ResidentLabels {
+                    model: label(model),
+                })
+                .inc_by(*joules);
         }
+    }
+    for r in p.inference.resident.iter() {
         if let Some(w) = r.idle_watts.filter(|w| w.is_finite()) {
-            watts.get_or_create(&labels).set(w);
+            watts
+                .get_or_create(&ResidentLabels {
+                    model: label(&r.model),
+                })
+                .set(w);
         }
     }
 }

@@ -3,7 +3,7 @@
 //! a postcode nest that array inside the region: `{"data": {"regionid", …, "data": […]}}`.
 //! Each half-hour's `actual` where given, else its `forecast`, gCO₂ per kWh.
 
-use super::{bad, checked, unix_of};
+use super::{bad, checked, room, unix_of};
 use crate::Error;
 use serde_json::Value;
 use wattbar_core::slots::{Quantity, Series, Slot};
@@ -21,6 +21,7 @@ pub fn parse_intensity(bytes: &[u8]) -> Result<Series, Error> {
             .ok_or_else(|| bad(WHAT, "a region without its data"))?,
         _ => return Err(bad(WHAT, "no data")),
     };
+    room(WHAT, periods.len())?;
     let mut slots = Vec::with_capacity(periods.len());
     for p in periods {
         let time = |key: &str| {
@@ -39,5 +40,8 @@ pub fn parse_intensity(bytes: &[u8]) -> Result<Series, Error> {
             value,
         });
     }
-    checked(WHAT, Series::new(Quantity::GramsPerKwh, None, slots))
+    checked(
+        WHAT,
+        Series::from_answer(Quantity::GramsPerKwh, None, slots),
+    )
 }

@@ -28,7 +28,7 @@ pub fn parse_latest(bytes: &[u8]) -> Result<Series, Error> {
         .ok_or_else(|| bad(WHAT, format!("carbonIntensity {}", v["carbonIntensity"])))?;
     checked(
         WHAT,
-        Series::new(
+        Series::from_answer(
             Quantity::GramsPerKwh,
             None,
             vec![Slot {

@@ -9,14 +9,23 @@
 //! - Several sequences may price one day (`classificationSequence…position`: since October 2025
 //!   SDAC and the EXAA auction; before, PT60M and PT15M of one market). One is taken, never two
 //!   merged: sequence 1 where there is one, else the lowest.
+//!
+//! Limits, each checked before anything is built from it: elements nest at most [`MAX_DEPTH`]
+//! deep; a DOCTYPE is refused (market documents have none, and entities are never expanded);
+//! points are counted as read; a Period is filled only when its resolution is at least
+//! [`MIN_SLOT_SECONDS`] and its slots fit [`answer_room`] (a Period to 9999-12-31, or one of
+//! `PT0.0001M`, is an error, not 6.5 GB). A market document that yields no slot is an error.
 
-use super::{bad, checked, unix_of};
+use super::{bad, checked, room, unix_of};
 use crate::Error;
 use quick_xml::events::Event;
 use quick_xml::Reader;
-use wattbar_core::slots::{Quantity, Series, Slot};
+use wattbar_core::slots::{Quantity, Series, Slot, MAX_ANSWER_SLOTS, MIN_SLOT_SECONDS};
 
 const WHAT: &str = "ENTSO-E A44";
+
+/// How deep elements may nest: a genuine A44 answer nests 5 deep.
+pub const MAX_DEPTH: usize = 16;
 
 #[derive(Debug, Default)]
 struct Period {
@@ -67,6 +76,7 @@ pub fn parse_a44(bytes: &[u8]) -> Result<Series, Error> {
     let mut root: Option<String> = None;
     let mut position: Option<u32> = None;
     let mut buf = Vec::new();
+    let mut points = 0usize;
     loop {
         let event = reader
             .read_event_into(&mut buf)
@@ -82,8 +92,17 @@ pub fn parse_a44(bytes: &[u8]) -> Result<Series, Error> {
                             ts.periods.push(Period::default());
                         }
                     }
-                    "Point" => position = None,
+                    "Point" => {
+                        position = None;
+                        points += 1;
+                        if points > MAX_ANSWER_SLOTS {
+                            room(WHAT, points)?;
+                        }
+                    }
                     _ => {}
+                }
+                if path.len() >= MAX_DEPTH {
+                    return Err(bad(WHAT, format!("elements nest deeper than {MAX_DEPTH}")));
                 }
                 path.push(name);
             }
@@ -146,6 +165,9 @@ pub fn parse_a44(bytes: &[u8]) -> Result<Series, Error> {
                     _ => {}
                 }
             }
+            Event::DocType(_) => {
+                return Err(bad(WHAT, "a DOCTYPE: a market document has none"));
+            }
             Event::Eof => break,
             _ => {}
         }
@@ -194,7 +216,21 @@ pub fn parse_a44(bytes: &[u8]) -> Result<Series, Error> {
             let (Some(start), Some(end), Some(step)) = (p.start, p.end, p.step) else {
                 return Err(bad(WHAT, "a Period without its interval or resolution"));
             };
-            let n = ((end - start) / step).round() as u32;
+            if step < MIN_SLOT_SECONDS {
+                return Err(bad(
+                    WHAT,
+                    format!("a resolution of {step} s, finer than any market's"),
+                ));
+            }
+            let count = ((end - start) / step).round();
+            if !(0.0..=MAX_ANSWER_SLOTS as f64).contains(&count) {
+                return Err(bad(
+                    WHAT,
+                    format!("a Period of {count} slots, more than the {MAX_ANSWER_SLOTS} one answer may hold"),
+                ));
+            }
+            room(WHAT, slots.len() + count as usize)?;
+            let n = count as u32;
             let mut points = p.points.clone();
             points.sort_by_key(|(pos, _)| *pos);
             let mut last: Option<f64> = None;
@@ -215,5 +251,11 @@ pub fn parse_a44(bytes: &[u8]) -> Result<Series, Error> {
             }
         }
     }
-    checked(WHAT, Series::new(Quantity::PricePerKwh, currency, slots))
+    if slots.is_empty() {
+        return Err(bad(WHAT, "a market document with no price in it"));
+    }
+    checked(
+        WHAT,
+        Series::from_answer(Quantity::PricePerKwh, currency, slots),
+    )
 }

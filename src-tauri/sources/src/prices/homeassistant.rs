@@ -10,7 +10,7 @@
 //! No genuine answer of such an entity is in the captures: this follows the integrations'
 //! documented attributes.
 
-use super::{bad, checked, unix_of};
+use super::{bad, checked, room, unix_of};
 use crate::Error;
 use serde_json::Value;
 use wattbar_core::slots::{Quantity, Series, Slot};
@@ -29,6 +29,13 @@ pub fn parse_entity(bytes: &[u8], now_unix: f64) -> Result<Series, Error> {
         (&attrs["raw_tomorrow"], "start", "end", "value"),
         (&attrs["data"], "start_time", "end_time", "price_per_kwh"),
     ];
+    room(
+        WHAT,
+        lists
+            .iter()
+            .filter_map(|(list, ..)| list.as_array().map(Vec::len))
+            .sum(),
+    )?;
     for (list, from, to, value) in lists {
         let Some(entries) = list.as_array() else {
             continue;
@@ -68,7 +75,10 @@ pub fn parse_entity(bytes: &[u8], now_unix: f64) -> Result<Series, Error> {
         .next()
         .filter(|c| c.len() == 3 && c.chars().all(|c| c.is_ascii_alphabetic()))
         .map(str::to_ascii_uppercase);
-    checked(WHAT, Series::new(Quantity::PricePerKwh, currency, slots))
+    checked(
+        WHAT,
+        Series::from_answer(Quantity::PricePerKwh, currency, slots),
+    )
 }
 
 /// What turns the unit's figures into a price per kWh.

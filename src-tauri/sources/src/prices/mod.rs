@@ -6,6 +6,10 @@
 //!   (÷ 100). A unit string a feed is known to misspell ("No Unit") is not relied on.
 //! - A slot ends where the feed says, else where the next begins, else one step (the feed's
 //!   spacing) after it starts.
+//! - Every answer is within [`wattbar_core::slots`]' limits for one answer (slots, their length,
+//!   span and values), checked by [`Series::from_answer`], and its count before its slots are
+//!   built ([`room`]); a parser that reads a feed's own currency or unit checks it against what
+//!   it converts from. Bytes arrive capped by the outbound policy (8 MiB).
 //! - An answer that says there is no data (ENTSO-E's acknowledgement) is
 //!   [`Error::Unavailable`] with the feed's reason; bytes that are not the feed's shape are
 //!   [`Error::Parse`], naming what is wrong. Neither is ever a price of 0.
@@ -21,7 +25,7 @@ pub mod octopus;
 pub mod tibber;
 
 use crate::Error;
-use wattbar_core::slots::{BadSlot, Series};
+use wattbar_core::slots::{answer_room, BadSlot, Series};
 
 /// A parse error of feed `what`.
 fn bad(what: &'static str, message: impl Into<String>) -> Error {
@@ -32,9 +36,33 @@ fn bad(what: &'static str, message: impl Into<String>) -> Error {
     }
 }
 
-/// [`Series::new`]'s refusal, as feed `what`'s parse error.
+/// [`Series::from_answer`]'s refusal, as feed `what`'s parse error.
 fn checked(what: &'static str, series: Result<Series, BadSlot>) -> Result<Series, Error> {
     series.map_err(|e| bad(what, e.0))
+}
+
+/// [`answer_room`]'s refusal of `count` slots, as feed `what`'s parse error.
+fn room(what: &'static str, count: usize) -> Result<(), Error> {
+    answer_room(count).map_err(|e| bad(what, e.0))
+}
+
+/// Refuses a unit that says it is not EUR per MWh (`EUR/MWh`, `EUR / MWh`, `Eur/MWh` and
+/// `EUR / megawatt_hour` are all seen); no unit, or "No Unit", says nothing.
+fn eur_per_mwh(what: &'static str, unit: Option<&str>) -> Result<(), Error> {
+    let Some(unit) = unit.map(str::trim).filter(|u| !u.is_empty()) else {
+        return Ok(());
+    };
+    if unit.eq_ignore_ascii_case("no unit") {
+        return Ok(());
+    }
+    let (money, energy) = unit.split_once('/').unwrap_or((unit, ""));
+    let energy = energy.trim().to_ascii_lowercase();
+    if money.trim().eq_ignore_ascii_case("eur")
+        && matches!(energy.as_str(), "mwh" | "megawatt_hour")
+    {
+        return Ok(());
+    }
+    Err(bad(what, format!("prices in {unit:?}, not EUR per MWh")))
 }
 
 /// Unix seconds of `2024-05-07T21:30:00Z`, `2025-10-30T23:00Z` (no seconds, as ENTSO-E and the

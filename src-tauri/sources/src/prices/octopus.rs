@@ -3,7 +3,7 @@
 //! "valid_from", "valid_to"}]}`, pence per kWh, newest first, 100 a page. The price a customer
 //! pays is `value_inc_vat`.
 
-use super::{bad, checked, unix_of};
+use super::{bad, checked, room, unix_of};
 use crate::Error;
 use serde::Deserialize;
 use wattbar_core::slots::{Quantity, Series, Slot};
@@ -26,6 +26,7 @@ struct Rate {
 /// One page of unit rates: the slots, GBP per kWh with VAT, and the next page's address.
 pub fn parse_unit_rates(bytes: &[u8]) -> Result<(Series, Option<String>), Error> {
     let a: Answer = serde_json::from_slice(bytes).map_err(|e| bad(WHAT, e.to_string()))?;
+    room(WHAT, a.results.len())?;
     let mut slots = Vec::with_capacity(a.results.len());
     for r in &a.results {
         let start = unix_of(&r.valid_from)
@@ -41,7 +42,7 @@ pub fn parse_unit_rates(bytes: &[u8]) -> Result<(Series, Option<String>), Error>
     }
     let series = checked(
         WHAT,
-        Series::new(Quantity::PricePerKwh, Some("GBP".into()), slots),
+        Series::from_answer(Quantity::PricePerKwh, Some("GBP".into()), slots),
     )?;
     Ok((series, a.next))
 }

@@ -6,7 +6,7 @@
 //!
 //! No genuine Tibber answer is in the captures: this follows the vendor's documented shape.
 
-use super::{bad, checked, ends_of, unix_of};
+use super::{bad, checked, ends_of, room, unix_of};
 use crate::Error;
 use serde_json::Value;
 use wattbar_core::slots::{Quantity, Series, Slot};
@@ -37,6 +37,7 @@ pub fn parse_price_info(bytes: &[u8]) -> Result<Series, Error> {
             other => return Err(bad(WHAT, format!("{day} is {other}, not a list"))),
         }
     }
+    room(WHAT, entries.len())?;
     let mut starts = Vec::with_capacity(entries.len());
     let mut values = Vec::with_capacity(entries.len());
     let mut currency = None;
@@ -62,7 +63,10 @@ pub fn parse_price_info(bytes: &[u8]) -> Result<Series, Error> {
             value,
         })
         .collect();
-    checked(WHAT, Series::new(Quantity::PricePerKwh, currency, slots))
+    checked(
+        WHAT,
+        Series::from_answer(Quantity::PricePerKwh, currency, slots),
+    )
 }
 
 #[cfg(test)]

@@ -1,5 +1,9 @@
 //! Each answer graded as it comes: the pure graders of [`wattbar_core::eval`], and `cmd:`, a
 //! program given the record as JSON on stdin.
+//!
+//! Rule: a `cmd:` grader runs a shell command, so a prompts file that names one is code. It runs
+//! only when the person asked for it (`--allow-cmd-grader`); otherwise every grader is checked
+//! before anything is sent, and the profile is refused, saying which line and why.
 
 use anyhow::{bail, Result};
 use std::io::Write;
@@ -15,14 +19,39 @@ const CMD_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct Graders {
     default: Grader,
     tolerance: f64,
+    /// `--allow-cmd-grader`: whether a `cmd:` grader may run.
+    allow_cmd: bool,
 }
 
 impl Graders {
-    /// `name`: `--grader`; none: `number` for GSM8K, else `contains`.
-    pub fn new(name: Option<&str>, gsm8k: bool, tolerance: f64) -> Result<Graders> {
+    /// `name`: `--grader`; none: `number` for GSM8K, else `contains`. `allow_cmd`:
+    /// `--allow-cmd-grader`.
+    pub fn new(
+        name: Option<&str>,
+        gsm8k: bool,
+        tolerance: f64,
+        allow_cmd: bool,
+    ) -> Result<Graders> {
         let name = name.unwrap_or(if gsm8k { "number" } else { "contains" });
         let default = Grader::parse(name, tolerance).map_err(anyhow::Error::msg)?;
-        Ok(Graders { default, tolerance })
+        let graders = Graders {
+            default,
+            tolerance,
+            allow_cmd,
+        };
+        graders.permitted(&graders.default)?;
+        Ok(graders)
+    }
+
+    /// Refuses a grader that runs a program when nobody allowed one.
+    fn permitted(&self, grader: &Grader) -> Result<()> {
+        if matches!(grader, Grader::Cmd(_)) && !self.allow_cmd {
+            bail!(
+                "grader {grader} runs a shell command: refused without --allow-cmd-grader \
+                 (a prompts file from elsewhere is code when it names one)"
+            );
+        }
+        Ok(())
     }
 
     /// Checks a line's own grader before anything is sent.
@@ -32,10 +61,12 @@ impl Graders {
 
     /// The grader of a line: its own, else the profile's.
     pub fn grader(&self, line: Option<&str>) -> Result<Grader> {
-        match line {
-            None => Ok(self.default.clone()),
-            Some(name) => Grader::parse(name, self.tolerance).map_err(anyhow::Error::msg),
-        }
+        let grader = match line {
+            None => self.default.clone(),
+            Some(name) => Grader::parse(name, self.tolerance).map_err(anyhow::Error::msg)?,
+        };
+        self.permitted(&grader)?;
+        Ok(grader)
     }
 
     /// The grade of `response` against `reference`; `record`: the query's record, for `cmd:`.
@@ -195,7 +226,7 @@ mod tests {
 
     #[test]
     fn a_grading_program_says_by_its_exit_status_and_reads_the_record() {
-        let g = Graders::new(Some("cmd:grep -q '\"response\":\"42\"'"), false, 0.0)
+        let g = Graders::new(Some("cmd:grep -q '\"response\":\"42\"'"), false, 0.0, true)
             .unwrap_or_else(|e| panic!("{e}"));
         let record = |r: &str| serde_json::json!({"response": r, "expected": "42"});
         let v = |r: &str| {
@@ -205,7 +236,8 @@ mod tests {
         };
         assert_eq!(v("42"), Verdict::Correct);
         assert_eq!(v("41"), Verdict::Incorrect);
-        let broken = Graders::new(Some("cmd:exit 3"), false, 0.0).unwrap_or_else(|e| panic!("{e}"));
+        let broken =
+            Graders::new(Some("cmd:exit 3"), false, 0.0, true).unwrap_or_else(|e| panic!("{e}"));
         let got = broken
             .grade(None, "x", None, &record("x"))
             .unwrap_or_else(|e| panic!("{e}"));
@@ -217,7 +249,7 @@ mod tests {
 
     #[test]
     fn the_default_grader_follows_the_format_and_a_line_may_name_its_own() {
-        let g = Graders::new(None, true, 0.0).unwrap_or_else(|e| panic!("{e}"));
+        let g = Graders::new(None, true, 0.0, false).unwrap_or_else(|e| panic!("{e}"));
         let record = serde_json::Value::Null;
         let got = g
             .grade(None, "so 18", Some("#### 18"), &record)
@@ -235,8 +267,34 @@ mod tests {
         );
         assert!(g.check(Some("fuzzy")).is_err());
         // A grader model is asked by the profile itself (`ask_judge`), never by `grade`.
-        let judged = Graders::new(Some("llm:judge"), false, 0.0).unwrap_or_else(|e| panic!("{e}"));
+        let judged =
+            Graders::new(Some("llm:judge"), false, 0.0, false).unwrap_or_else(|e| panic!("{e}"));
         assert!(matches!(judged.grader(None), Ok(Grader::Llm(m)) if m == "judge"));
         assert!(judged.grade(None, "42", Some("42"), &record).is_err());
+    }
+
+    #[test]
+    fn a_cmd_grader_runs_only_when_the_person_allowed_it() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let planted = dir.path().join("ran");
+        let line = format!("cmd:touch {}", planted.display());
+        let record = serde_json::Value::Null;
+        // A downloaded prompts file naming a command: refused before anything runs.
+        let plain = Graders::new(None, false, 0.0, false).unwrap_or_else(|e| panic!("{e}"));
+        let refused = plain.check(Some(&line)).err().map(|e| e.to_string());
+        assert!(
+            refused
+                .as_deref()
+                .is_some_and(|e| e.contains("--allow-cmd-grader")),
+            "{refused:?}"
+        );
+        assert!(plain.grade(Some(&line), "x", None, &record).is_err());
+        assert!(Graders::new(Some(&line), false, 0.0, false).is_err());
+        assert!(!planted.exists(), "nothing ran");
+        // Allowed, the same line runs.
+        let allowed = Graders::new(None, false, 0.0, true).unwrap_or_else(|e| panic!("{e}"));
+        allowed.check(Some(&line)).unwrap_or_else(|e| panic!("{e}"));
+        let _ = allowed.grade(Some(&line), "x", None, &record);
+        assert!(planted.exists());
     }
 }

@@ -55,6 +55,8 @@ pub struct Options {
     pub format: Format,
     /// `--grader`; none: `number` for GSM8K, else `contains`.
     pub grader: Option<String>,
+    /// `--allow-cmd-grader`: a `cmd:` grader may run a shell command.
+    pub allow_cmd_grader: bool,
     pub tolerance: f64,
     /// At most this many generated tokens an answer, where set.
     pub max_tokens: Option<u32>,
@@ -119,7 +121,12 @@ pub fn profile(runtime: &tokio::runtime::Runtime, o: Options) -> Result<()> {
         o.eval = Some(eval_name(&o.prompts, prompts.len(), in_file));
     }
     // Every grader is checked before anything is sent.
-    let graders = Graders::new(o.grader.as_deref(), o.format == Format::Gsm8k, o.tolerance)?;
+    let graders = Graders::new(
+        o.grader.as_deref(),
+        o.format == Format::Gsm8k,
+        o.tolerance,
+        o.allow_cmd_grader,
+    )?;
     for p in &prompts {
         graders
             .check(p.grader.as_deref())
