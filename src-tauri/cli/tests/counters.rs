@@ -3,8 +3,14 @@
 //! pushing to an OTLP receiver every second, is killed -9 ten times at moments drawn from a fixed
 //! seed, and started again on the same data folder each time.
 //!
-//! What must hold: no scraped or pushed value of a lifetime counter ever goes down, so
-//! `increase()` over the whole run is at most the energy drawn, and loses at most one batch per
+//! The price feed gives -50 EUR/MWh throughout (a sunny Sunday in DE), so money is credited
+//! while the fallback price pays for what came before the feed's first answer; one run resets
+//! its session.
+//!
+//! What must hold: no scraped or pushed value of any counter ever goes down: every `_total`
+//! series Prometheus scraped, found by enumeration (so a counter added later is checked without
+//! editing this test), has `resets()` 0 and no sample below the one before it. `increase()` of
+//! the energy over the whole run is at most the energy drawn, and loses at most one batch per
 //! kill; every push carries the same start time.
 //!
 //! Each run binds port 0; Prometheus scrapes one fixed target, a forwarder of the test's own
@@ -29,13 +35,18 @@ const BATCH_S: f64 = 2.0;
 /// The sampling period asked for.
 const PERIOD_S: f64 = 0.1;
 
-/// The lifetime series checked, each by its selector.
-const COUNTERS: [&str; 4] = [
-    "wattbar_energy_joules_total{domain=\"system\"}",
+/// The headline's energy, as Prometheus selects it.
+const ENERGY: &str = "wattbar_energy_joules_total{domain=\"system\"}";
+/// Counters that must be among those found: a run that exported none of them checked nothing.
+const EXPECTED: [&str; 5] = [
+    "wattbar_energy_joules_total",
     "wattbar_cost_total",
+    "wattbar_credit_total",
     "wattbar_inference_requests_total",
     "wattbar_inference_energy_joules_total",
 ];
+/// EUR per MWh in every slot of the test's price feed.
+const NEGATIVE_EUR_PER_MWH: f64 = -50.0;
 
 /// A fixed sequence in [0, 1): the kill moments are the same at every run of the test.
 struct Draws(u64);
@@ -108,6 +119,21 @@ impl Forwarder {
     }
 }
 
+/// A price feed of 5-minute slots at [`NEGATIVE_EUR_PER_MWH`] from 10 minutes before now to
+/// 2 hours after, in Energy-Charts' shape; its address.
+fn negative_feed() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default();
+    let from = (now / 300.0).floor() * 300.0 - 600.0;
+    let starts: Vec<f64> = (0..26).map(|i| from + f64::from(i) * 300.0).collect();
+    let prices = vec![NEGATIVE_EUR_PER_MWH; starts.len()];
+    crate::prices::serve_once(
+        serde_json::json!({"unix_seconds": starts, "price": prices, "unit": "EUR / MWh"}),
+    )
+}
+
 fn start(data: &Path, receiver: &Receiver, forwarder: &Forwarder) -> Serve {
     let trace = data.join("trace.csv");
     std::fs::write(&trace, format!("t,watts\n0,{WATTS}\n")).unwrap_or_else(|e| panic!("{e}"));
@@ -163,6 +189,11 @@ fn ten_kill_9s_never_take_back_a_counter_prometheus_or_otlp_saw() {
         ),
     );
     let receiver = Receiver::start(0);
+    let prefs = serde_json::json!({
+        "price_feed": {"source": "energy-charts", "bzn": "DE-LU", "url": negative_feed()}
+    });
+    std::fs::write(data.path().join("preferences.json"), prefs.to_string())
+        .unwrap_or_else(|e| panic!("{e}"));
     let mut draws = Draws(48);
     // What each killed run had drawn by its last read, and the most it can have drawn after.
     let (mut drawn, mut slack) = (0.0, 0.0);
@@ -173,6 +204,21 @@ fn ten_kill_9s_never_take_back_a_counter_prometheus_or_otlp_saw() {
         let until = Instant::now() + life;
         if kill % 2 == 0 && post_record(&serve, data.path()) {
             posted += 1;
+        }
+        if kill == 3 {
+            // A session reset halfway: what the session held is drawn, and it starts again.
+            std::thread::sleep(Duration::from_secs(1));
+            let read = Instant::now();
+            let session = serve.get("/v1/totals")["session"]["joules"]
+                .as_f64()
+                .unwrap_or(f64::NAN);
+            let reset = serve
+                .client()
+                .with_token(&crate::common::api_token(data.path()))
+                .post("/v1/session/reset", None);
+            assert!(reset.is_ok(), "{reset:?}");
+            drawn += session;
+            slack += WATTS * (read.elapsed().as_secs_f64() + PERIOD_S);
         }
         std::thread::sleep(until.saturating_duration_since(Instant::now()));
         if kill == KILLS {
@@ -206,12 +252,55 @@ fn ten_kill_9s_never_take_back_a_counter_prometheus_or_otlp_saw() {
     std::thread::sleep(Duration::from_secs(2));
     let range = format!("{}s", ran.ceil() as u64 + 10);
 
-    for counter in COUNTERS {
-        let samples = prom.samples(counter, &range);
-        assert!(samples.len() > 20, "{counter}: {} samples", samples.len());
-        assert_never_decreases(counter, &samples);
+    // Every counter Prometheus scraped, found by its name: none ever went back.
+    let every = prom.query(&format!(
+        "{{__name__=~\".+_total\",job=\"wattbar\"}}[{range}]"
+    ));
+    let mut names: Vec<String> = every
+        .iter()
+        .filter_map(|s| s["metric"]["__name__"].as_str().map(str::to_string))
+        .collect();
+    names.sort();
+    names.dedup();
+    for expected in EXPECTED {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "no {expected} in {names:?}"
+        );
     }
-    let energy = prom.samples(COUNTERS[0], &range);
+    for series in &every {
+        let samples: Vec<(f64, f64)> = series["values"]
+            .as_array()
+            .map(|v| {
+                v.iter()
+                    .map(|p| {
+                        (
+                            crate::common::prometheus::num(&p[0]),
+                            crate::common::prometheus::num(&p[1]),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert_never_decreases(&series["metric"].to_string(), &samples);
+    }
+    let resets = prom.query(&format!(
+        "resets({{__name__=~\".+_total\",job=\"wattbar\"}}[{range}]) > 0"
+    ));
+    assert!(resets.is_empty(), "Prometheus saw resets: {resets:?}");
+    eprintln!("{} counters checked: {}", every.len(), names.join(", "));
+    // The negative slots were credited, at most every joule drawn at 0.05 EUR per kWh.
+    let credit = prom
+        .query("sum(wattbar_credit_total)")
+        .first()
+        .map_or(0.0, |s| crate::common::prometheus::num(&s["value"][1]));
+    let most = (drawn + slack) / 3.6e6 * -NEGATIVE_EUR_PER_MWH / 1000.0;
+    assert!(
+        credit > 0.0 && credit <= most + 1e-12,
+        "credited {credit} EUR of at most {most}"
+    );
+
+    let energy = prom.samples(ENERGY, &range);
     let first = energy.first().map_or(0.0, |s| s.1);
     let last = energy.last().map_or(0.0, |s| s.1);
     let seen = last - first;
@@ -238,7 +327,7 @@ fn ten_kill_9s_never_take_back_a_counter_prometheus_or_otlp_saw() {
     // increase() over the whole run: Prometheus extrapolates to the range's ends, by at most
     // half a scrape interval on each side where the series starts or ends inside the range.
     let increase = prom
-        .query(&format!("increase({}[{range}])", COUNTERS[0]))
+        .query(&format!("increase({ENERGY}[{range}])"))
         .first()
         .map(|s| crate::common::prometheus::num(&s["value"][1]))
         .unwrap_or(f64::NAN);
@@ -250,7 +339,7 @@ fn ten_kill_9s_never_take_back_a_counter_prometheus_or_otlp_saw() {
         increase >= drawn - lost_at_most - first - WATTS * 2.0,
         "increase() read {increase} J where {drawn} J were drawn"
     );
-    let requests = prom.samples(COUNTERS[2], &range);
+    let requests = prom.samples("wattbar_inference_requests_total", &range);
     assert!(
         requests
             .last()

@@ -1,7 +1,8 @@
 //! Price feeds through the CLI: `run --defer cheapest` (the start of the lowest running mean
-//! over the job's length, from a short test feed in Energy-Charts' shape on loopback, 2-second
-//! slots from just before now: a dry run's choice checked by hand, a real wait then the run,
-//! Ctrl+C while waiting), `serve`'s `/metrics`, and the dashboard's price strip in Chromium.
+//! over the job's length, from a test feed in Energy-Charts' shape on loopback, 5-minute slots
+//! (the shortest a feed may give) placed so that a cheaper one begins 6 s after now: a dry run's
+//! choice checked by hand, a real wait then the run, Ctrl+C while waiting), `serve`'s
+//! `/metrics`, and the dashboard's price strip in Chromium.
 
 use crate::common::cli;
 use std::io::{BufRead, BufReader, Write};
@@ -10,12 +11,12 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// EUR per MWh, one per 2-second slot: a job of 4 s is cheapest from slot 3 (100 and 50: a
-/// mean of 75), not at the cheapest single slot (20, slot 6, whose pair with 500 means 260).
+/// EUR per MWh, one per 5-minute slot; slot 2 begins 6 s after the feed is made, so a job of 4 s
+/// within 20 s is cheapest from there (100 against 300 now).
 const PRICES: [f64; 10] = [
-    300.0, 300.0, 300.0, 100.0, 50.0, 400.0, 20.0, 500.0, 300.0, 300.0,
+    300.0, 300.0, 100.0, 50.0, 400.0, 20.0, 500.0, 300.0, 300.0, 300.0,
 ];
-const SLOT: f64 = 2.0;
+const SLOT: f64 = 300.0;
 
 fn now() -> f64 {
     std::time::SystemTime::now()
@@ -25,7 +26,7 @@ fn now() -> f64 {
 }
 
 /// A loopback feed answering every request with `answer`; its address.
-fn serve_once(answer: serde_json::Value) -> String {
+pub(crate) fn serve_once(answer: serde_json::Value) -> String {
     let body = answer.to_string();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
     let port = listener
@@ -50,9 +51,9 @@ fn serve_once(answer: serde_json::Value) -> String {
     format!("http://127.0.0.1:{port}")
 }
 
-/// A short feed whose first slot starts a second before now; its address and that start.
+/// A feed whose third slot starts 6 s after now; its address and its first slot's start.
 fn feed() -> (String, f64) {
-    let t0 = now().floor() - 1.0;
+    let t0 = now().floor() + 6.0 - 2.0 * SLOT;
     let starts: Vec<f64> = (0..PRICES.len()).map(|i| t0 + i as f64 * SLOT).collect();
     let url = serve_once(
         serde_json::json!({"unix_seconds": starts, "price": PRICES, "unit": "EUR / MWh"}),
@@ -126,14 +127,17 @@ fn a_dry_run_names_the_window_of_the_lowest_running_mean() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (url, t0) = feed();
     let c = dry_run(dir.path(), &url, ("20s", "4s"));
-    // Slots 3 and 4, from t0 + 6 s to t0 + 10 s: (0.100 + 0.050) / 2 = 0.075 per kWh.
-    assert_eq!(c["start"], t0 + 6.0, "{c}");
-    assert_eq!(c["end"], t0 + 10.0);
+    // The first 4 s of slot 2, from t0 + 600 s: 100 EUR/MWh = 0.100 per kWh.
+    assert_eq!(c["start"], t0 + 2.0 * SLOT, "{c}");
+    assert_eq!(c["end"], t0 + 2.0 * SLOT + 4.0);
     let expected = c["expected_price_per_kwh"].as_f64().unwrap_or_default();
-    assert!((expected - 0.075).abs() < 1e-12, "{c}");
-    // Starting now, within the 0.300 slots (and perhaps into the 0.100 one): at least 0.2.
+    assert!((expected - 0.100).abs() < 1e-12, "{c}");
+    // Starting now, within slot 1 (0.300), perhaps reaching into slot 2 (0.100).
     let now_price = c["now_price_per_kwh"].as_f64().unwrap_or_default();
-    assert!((0.2..=0.3).contains(&now_price), "{c}");
+    assert!(
+        (0.1..=0.3).contains(&now_price) && now_price > expected,
+        "{c}"
+    );
     let saving = c["saving_fraction"].as_f64().unwrap_or_default();
     assert!((saving - (1.0 - expected / now_price)).abs() < 1e-12, "{c}");
     assert_eq!(c["currency"], "EUR");
@@ -187,16 +191,16 @@ fn a_deferred_run_waits_for_its_window_then_runs_and_pays_its_price() {
     let run = &s["results"][0]["runs"][0];
     let start = run["start"].as_f64().unwrap_or_default();
     assert!(
-        start >= t0 + 6.0 && start < t0 + 8.0,
+        start >= t0 + 2.0 * SLOT && start < t0 + 2.0 * SLOT + 2.0,
         "started at t0 + {}",
         start - t0
     );
-    // 1 s at 100 W, all within slot 3 (0.100 per kWh): the cost is that price's.
+    // 1 s at 100 W, all within slot 2 (0.100 per kWh): the cost is that price's.
     let kwh = run["gross_joules"].as_f64().unwrap_or_default() / 3.6e6;
     let cost = run["cost"].as_f64().unwrap_or_default();
     assert!(kwh > 0.0 && (cost / kwh - 0.100).abs() < 1e-9, "{run}");
     assert!(stderr.contains("deferred: paid 0.1000 per kWh"), "{stderr}");
-    assert!(stderr.contains("expected 0.0750"), "{stderr}");
+    assert!(stderr.contains("expected 0.1000"), "{stderr}");
 }
 
 #[test]

@@ -19,6 +19,7 @@ pub mod pricing;
 pub mod programs;
 pub mod reading;
 pub mod scope;
+pub mod secret;
 pub mod session;
 pub mod slots;
 pub mod tariff;

@@ -8,7 +8,10 @@
 //!   request (its `Origin`) is answered 403 unless Ollama would allow that origin ([`Origins`]).
 //! - Bounded: an upstream that is the proxy itself is refused at start, and at most
 //!   [`MAX_FORWARDED`] requests are forwarded at once (503 past it), so a loop through another
-//!   hop or a flood cannot take every file descriptor.
+//!   hop or a flood cannot take every file descriptor. A request counts once its body has been
+//!   read: a generation request's body must keep coming ([`peek::BODY_STALL`]) and be whole
+//!   within [`peek::BODY_DEADLINE`], else 408 and what it held is released, so uploads that
+//!   stall never hold the slots or the memory normal requests need.
 //! - A model name is checked where it enters ([`check_model_name`]): one too long or holding a
 //!   control character is answered 400 and goes nowhere.
 //! - Transparent: every method, path, query, header and body goes upstream and back, except the
@@ -189,12 +192,11 @@ impl Proxy {
             drain(req.into_body()).await;
             return refused;
         }
-        let Ok(permit) = Arc::clone(&self.forwarding).try_acquire_owned() else {
-            return busy(format!(
-                "wattbar proxy: {MAX_FORWARDED} requests are already being forwarded"
-            ));
-        };
-        self.forward(req).await.map(|body| {
+        // Taken once the body has been read (a generation request's), or at once: a client that
+        // has not sent its body yet holds no permit, so stalled uploads never crowd out others.
+        let mut permit = None;
+        let response = self.forward(req, &mut permit).await;
+        response.map(|body| {
             body.map_frame(move |frame| {
                 let _held = &permit;
                 frame
@@ -240,7 +242,12 @@ impl Proxy {
         })
     }
 
-    async fn forward(&self, req: Request<Incoming>) -> Response<ProxyBody> {
+    /// Forwards `req`, taking its forwarding permit into `permit` once its body is read.
+    async fn forward(
+        &self,
+        req: Request<Incoming>,
+        permit: &mut Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Response<ProxyBody> {
         let (mut parts, body) = req.into_parts();
         let route = (parts.method == hyper::Method::POST)
             .then(|| Route::of_post(parts.uri.path()))
@@ -282,11 +289,20 @@ impl Proxy {
                 }
                 Err(PeekError::Full) => {
                     return busy(format!(
-                        "wattbar proxy: {} MiB of request bodies are held already, and none \
-                         came free within {} s",
+                        "wattbar proxy: {} MiB of request bodies are held already",
                         MAX_HELD_BYTES / (1024 * 1024),
-                        peek::BUDGET_WAIT.as_secs()
                     ))
+                }
+                Err(PeekError::Stalled) => {
+                    return json_error(
+                        StatusCode::REQUEST_TIMEOUT,
+                        format!(
+                            "wattbar proxy: the request body stalled (no byte for {} s, or not \
+                             whole within {} s); what was held of it is released",
+                            peek::BODY_STALL.as_secs(),
+                            peek::BODY_DEADLINE.as_secs()
+                        ),
+                    )
                 }
             },
             None => (
@@ -296,6 +312,14 @@ impl Proxy {
                 None,
             ),
         };
+        match Arc::clone(&self.forwarding).try_acquire_owned() {
+            Ok(p) => *permit = Some(p),
+            Err(_) => {
+                return busy(format!(
+                    "wattbar proxy: {MAX_FORWARDED} requests are already being forwarded"
+                ))
+            }
+        }
         let inflight = route.map(|r| {
             let inflight = self.reporter.begin(r, model);
             match &routed {
@@ -416,6 +440,10 @@ impl Proxy {
                 "wattbar proxy: {} MiB of bodies are held already, so the answer could not be \
                  read whole for its receipt",
                 MAX_HELD_BYTES / (1024 * 1024)
+            )),
+            Err(PeekError::Stalled) => Err(format!(
+                "wattbar proxy: the model server's answer stalled, or was not whole within {} s",
+                peek::BODY_DEADLINE.as_secs()
             )),
         };
         let read = match failure {

@@ -377,6 +377,43 @@ fn request_bodies_held_at_once_are_bounded_and_the_next_is_told_to_wait() {
     drop(serve);
 }
 
+#[test]
+fn uploads_that_promise_much_and_send_nothing_take_no_ones_place() {
+    const MIB: usize = 1024 * 1024;
+    let upstream = Upstream::start(0);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (serve, proxy) = serve_with_proxy(dir.path(), &upstream.url, WATTS, &[]);
+    let addr = proxy.trim_start_matches("http://").to_string();
+    // 513 clients (one more than the requests forwarded at once) each promise a 30 MiB body
+    // and send none of it.
+    let stalled: Vec<TcpStream> = (0..513)
+        .map(|_| {
+            let mut s = TcpStream::connect(&addr).unwrap_or_else(|e| panic!("{e}"));
+            let head = format!(
+                "POST /api/generate HTTP/1.1\r\nHost: {addr}\r\n\
+                 Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                30 * MIB
+            );
+            s.write_all(head.as_bytes())
+                .unwrap_or_else(|e| panic!("{e}"));
+            s
+        })
+        .collect();
+    // A normal request is forwarded and answered: nothing is held for bytes never sent.
+    let (status, said) = send_while_reading(&addr, r#"{"model":"llama3","prompt":"hi"}"#);
+    assert_eq!(status, 200, "{said}");
+    // A stalled upload is told so once it has sent nothing for BODY_STALL (10 s).
+    let mut first = stalled.into_iter().next().unwrap_or_else(|| panic!("none"));
+    first
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut answer = [0u8; 512];
+    let n = first.read(&mut answer).unwrap_or(0);
+    let answer = String::from_utf8_lossy(&answer[..n]);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    drop(serve);
+}
+
 /// POSTs `body` to `/api/generate` at `addr` from a thread of its own while reading the answer,
 /// as a client sees an answer given before its body was all sent (the proxy then stops reading
 /// it); the status and the answer's text.

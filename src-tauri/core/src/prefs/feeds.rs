@@ -11,7 +11,8 @@
 //!   are retail already: both default to 0 there.
 //! - `token`: a secret as the wall meter's are: never serialized; the engine keeps it in a file
 //!   readable by its user alone. A change that leaves it out keeps the one set before for the
-//!   same source; null or "" clears it.
+//!   same source at the same origin (its vendor's, or the same mirror's: see
+//!   [`crate::secret`]); null or "" clears it.
 
 use crate::error::Error;
 use crate::formula::Formula;
@@ -310,8 +311,15 @@ impl FeedPref {
                 return Err(invalid(format!("{source} takes no token")));
             }
         } else if !map.contains_key("token") {
+            // Kept only for the same source at the same origin: its own vendor's, or the
+            // same mirror's.
             pref.token = previous
                 .filter(|p| p.source == pref.source)
+                .filter(|p| match (&p.url, &pref.url) {
+                    (None, None) => true,
+                    (Some(a), Some(b)) => crate::secret::same_origin(a, b),
+                    _ => false,
+                })
                 .and_then(|p| p.token.clone());
         }
         pref.has_secret = pref.token.is_some();
@@ -480,7 +488,7 @@ mod tests {
     }
 
     #[test]
-    fn a_token_is_never_written_and_a_change_without_one_keeps_it() {
+    fn a_token_is_never_written_and_a_change_without_one_keeps_it_only_where_it_was_sent() {
         let first =
             price(json!({"source": "entsoe", "zone": "10Y1001A1001A82H", "token": "s3cret"}))
                 .ok()
@@ -490,15 +498,25 @@ mod tests {
         let text = serde_json::to_string(&first).unwrap_or_default();
         assert!(!text.contains("s3cret"), "{text}");
         assert!(!format!("{first:?}").contains("s3cret"));
+        // Another zone of the same vendor: the token stays.
         let next = FeedPref::parse_price(
-            &json!({"source": "entsoe", "zone": "10YBE----------2", "url": "http://127.0.0.1:9/"}),
+            &json!({"source": "entsoe", "zone": "10YBE----------2"}),
             Some(&first),
         )
         .ok()
         .flatten()
         .unwrap_or_else(|| panic!("refused"));
         assert_eq!(next.token.as_deref(), Some("s3cret"));
-        assert_eq!(next.url.as_deref(), Some("http://127.0.0.1:9"));
+        // Another address: the securityToken is not sent there; a token is asked for again.
+        let elsewhere = FeedPref::parse_price(
+            &json!({"source": "entsoe", "zone": "10YBE----------2", "url": "http://127.0.0.1:9/"}),
+            Some(&next),
+        )
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("refused"));
+        assert_eq!(elsewhere.url.as_deref(), Some("http://127.0.0.1:9"));
+        assert_eq!((elsewhere.token, elsewhere.has_secret), (None, false));
         let cleared = FeedPref::parse_price(
             &json!({"source": "entsoe", "zone": "10YBE----------2", "token": null}),
             Some(&first),

@@ -165,7 +165,10 @@ impl MqttPref {
             return Err(invalid(F, "the topic prefix may not hold # or +"));
         }
         let password = match map.get("password") {
-            None => previous.and_then(|p| p.password.clone()),
+            None => crate::secret::carried(
+                previous.map(|p| (p.url.as_str(), p.password.as_ref())),
+                &url,
+            ),
             Some(Value::Null) => None,
             Some(Value::String(s)) if s.is_empty() => None,
             Some(Value::String(s)) => Some(s.clone()),
@@ -278,5 +281,29 @@ mod tests {
             .ok()
             .flatten();
         assert_eq!(otlp.map(|o| o.interval_ms), Some(DEFAULT_OTLP_INTERVAL_MS));
+    }
+
+    #[test]
+    fn an_mqtt_password_never_follows_another_broker() {
+        let first = MqttPref::parse(
+            &json!({"url": "mqtt://ha@broker", "password": "hunter2"}),
+            None,
+        )
+        .ok()
+        .flatten();
+        for elsewhere in [
+            "mqtt://ha@evil.example",
+            "mqtt://ha@broker:1884",
+            "mqtts://ha@broker",
+        ] {
+            let moved = MqttPref::parse(&json!({ "url": elsewhere }), first.as_ref())
+                .ok()
+                .flatten();
+            assert_eq!(
+                moved.map(|p| (p.password, p.has_secret)),
+                Some((None, false)),
+                "{elsewhere}"
+            );
+        }
     }
 }

@@ -2,14 +2,16 @@
 //!
 //! `{"url", "kind"?, "channels"?, "password"?, "token"?}`, or null for none. Rules:
 //! - The URL is `http://host[:port][/path]`: plugs answer plain HTTP on the local network
-//!   (`kasa://host` for a Kasa plug's own TCP protocol). A
+//!   (`kasa://host` for a Kasa plug's own TCP protocol; `https://` for a Home Assistant with
+//!   TLS, so that its token never goes in clear). A
 //!   password in it (`http://admin:PASSWORD@host`) is taken out at once: the stored URL never
 //!   holds one.
 //! - `kind` is one of [`KINDS`]; without it the device is found from its own answers.
 //! - The password and a Home Assistant token are secrets: they are never serialized (not in the
 //!   preferences file, not in `/v1/preferences`); the engine keeps them in a file of their own
 //!   that only its user can read. A change that leaves `password` or `token` out keeps the one
-//!   set before (a form does not send back what it cannot show); null or "" clears it.
+//!   set before (a form does not send back what it cannot show) only for an address of the
+//!   same origin ([`crate::secret::carried`]); null or "" clears it.
 
 use crate::error::Error;
 use serde::{Deserialize, Serialize};
@@ -140,11 +142,15 @@ impl WallMeterPref {
                 Some(_) => text(key),
             }
         };
+        // Kept from before only for the same origin: a changed host, port or scheme drops it.
+        let kept = |get: fn(&WallMeterPref) -> Option<&String>| {
+            crate::secret::carried(previous.map(|p| (p.url.as_str(), get(p))), &url)
+        };
         let password = match in_url {
             Some(p) => Some(p),
-            None => secret("password", previous.and_then(|p| p.password.as_ref()))?,
+            None => secret("password", kept(|p| p.password.as_ref()).as_ref())?,
         };
-        let token = secret("token", previous.and_then(|p| p.token.as_ref()))?;
+        let token = secret("token", kept(|p| p.token.as_ref()).as_ref())?;
         Ok(Some(WallMeterPref {
             url,
             kind,
@@ -158,15 +164,15 @@ impl WallMeterPref {
 
 /// The URL without its password, and the password; refuses what is no plug's address.
 fn take_password(url: &str) -> Result<(String, Option<String>), Error> {
-    let (scheme, rest) = match (url.strip_prefix("http://"), url.strip_prefix("kasa://")) {
-        (Some(rest), _) => ("http", rest),
-        (None, Some(rest)) => ("kasa", rest),
-        (None, None) => {
-            return Err(invalid(
-                "the address must start with http:// (plugs answer plain HTTP on the local \
-                 network), or kasa:// for a Kasa plug",
-            ))
-        }
+    let schemes = ["http", "https", "kasa"];
+    let Some((scheme, rest)) = schemes
+        .iter()
+        .find_map(|s| url.strip_prefix(&format!("{s}://")).map(|rest| (*s, rest)))
+    else {
+        return Err(invalid(
+            "the address must start with http:// (plugs answer plain HTTP on the local \
+             network), https:// (a Home Assistant with TLS), or kasa:// for a Kasa plug",
+        ));
     };
     // The authority ends at the first '/' after its last '@': a password may hold a '/'.
     let after_at = rest.rfind('@').map_or(0, |i| i + 1);
@@ -254,9 +260,41 @@ mod tests {
     }
 
     #[test]
+    fn a_kept_secret_never_follows_a_changed_host_port_or_scheme() {
+        let first = parse(
+            json!({"url": "http://ha:8123/api/states/sensor.desk", "token": "tok",
+                                 "password": "pw"}),
+        )
+        .ok()
+        .flatten();
+        for elsewhere in [
+            "http://evil.example:8123/api/states/sensor.desk",
+            "http://ha:8124/api/states/sensor.desk",
+            "https://ha:8123/api/states/sensor.desk",
+        ] {
+            let moved = WallMeterPref::parse(&json!({ "url": elsewhere }), first.as_ref())
+                .ok()
+                .flatten();
+            assert_eq!(
+                moved.map(|p| (p.token, p.password, p.has_secret)),
+                Some((None, None, false)),
+                "{elsewhere}: the secret is asked for again"
+            );
+        }
+    }
+
+    #[test]
     fn what_is_no_plug_is_refused_by_name() {
         let why = |v| parse(v).err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(why(json!({"url": "https://plug"})).contains("http://"));
+        assert!(why(json!({"url": "ftp://plug"})).contains("http://"));
+        assert_eq!(
+            parse(json!({"url": "https://ha.local:8123/api/states/sensor.desk", "token": "t"}))
+                .ok()
+                .flatten()
+                .map(|p| p.url),
+            Some("https://ha.local:8123/api/states/sensor.desk".to_string()),
+            "a Home Assistant with TLS"
+        );
         assert!(why(json!({"url": "http://"})).contains("no host"));
         assert_eq!(
             parse(json!({"url": "kasa://192.0.2.9"}))

@@ -4,6 +4,10 @@
 //! preferences (which readers of the API see) never hold them; each file is readable by its
 //! user alone (0600), written whole or not at all, removed when there is nothing to keep, and
 //! never logged. A file that cannot be read costs its secrets alone, said without their value.
+//! Each secret is kept with the address it was given for (its origin, [`wattbar_core::secret`]),
+//! and filled in only while the preference names that address: a preferences file edited by
+//! hand to point elsewhere sends nothing there. A secret written into the preferences file by
+//! hand is taken, and moved apart when the engine starts.
 
 use crate::error::Error;
 use crate::home::paths::write_whole;
@@ -11,18 +15,22 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use wattbar_core::Preferences;
 
-/// Fills `prefs`, just read from the preferences file at `path`, with the secrets kept apart.
+/// Fills `prefs`, just read from the preferences file at `path`, with the secrets kept apart,
+/// each only where it was kept for the address the preference now names. A secret written into
+/// the preferences file by hand is kept (never dropped); the engine moves it apart when it
+/// starts ([`save`]).
 pub(super) fn fill(path: &Path, prefs: &mut Preferences) {
     if let Some(meter) = prefs.wall_meter.as_mut() {
         let secrets: Secrets =
             read_or_say(&secrets_path(path), "the wall meter's password and token");
-        meter.password = meter.password.take().or(secrets.password);
-        meter.token = secrets.token;
+        let here = secrets.kept_for(&meter.url);
+        meter.password = meter.password.take().or(here.password);
+        meter.token = meter.token.take().or(here.token);
         meter.has_secret = meter.password.is_some() || meter.token.is_some();
     }
     if let Some(mqtt) = prefs.mqtt.as_mut() {
         let file = mqtt_password_path(path);
-        mqtt.password = match crate::home::secrets::read_secret_file(&file) {
+        let kept = match crate::home::secrets::read_secret_file(&file) {
             Ok(p) => Some(p),
             Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => {
@@ -30,17 +38,19 @@ pub(super) fn fill(path: &Path, prefs: &mut Preferences) {
                 None
             }
         };
+        mqtt.password = mqtt.password.take().or(kept);
         mqtt.has_secret = mqtt.password.is_some();
     }
     if prefs.price_feed.is_some() || prefs.carbon_feed.is_some() {
-        let tokens: BTreeMap<String, String> =
+        let tokens: BTreeMap<String, FeedToken> =
             read_or_say(&feed_tokens_path(path), "the feeds' tokens");
         for (key, feed) in [
             ("price_feed", prefs.price_feed.as_mut()),
             ("carbon_feed", prefs.carbon_feed.as_mut()),
         ] {
             if let Some(feed) = feed {
-                feed.token = tokens.get(key).cloned();
+                let kept = tokens.get(key).and_then(|t| t.kept_for(feed));
+                feed.token = feed.token.take().or(kept);
                 feed.has_secret = feed.token.is_some();
             }
         }
@@ -49,7 +59,10 @@ pub(super) fn fill(path: &Path, prefs: &mut Preferences) {
         let tokens: BTreeMap<String, String> =
             read_or_say(&server_tokens_path(path), "the model servers' tokens");
         for server in &mut prefs.server_metrics {
-            server.token = tokens.get(&server.url).cloned();
+            server.token = server
+                .token
+                .take()
+                .or_else(|| tokens.get(&server.url).cloned());
             server.has_secret = server.token.is_some();
         }
     }
@@ -101,15 +114,56 @@ pub fn feed_tokens_path(preferences: &Path) -> std::path::PathBuf {
     preferences.with_file_name("feeds.secret.json")
 }
 
-/// Keeps the feeds' tokens (0600, written whole or not at all), or removes the file when there
-/// are none.
+/// A feed's token as kept: with the address it was kept for (the preference's `url`, `None` for
+/// the vendor's own). A bare string is a file from before addresses were kept with tokens.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+enum FeedToken {
+    Bound { token: String, url: Option<String> },
+    Unbound(String),
+}
+
+impl FeedToken {
+    /// The token, where `feed` still names the address it was kept for.
+    fn kept_for(&self, feed: &wattbar_core::prefs::FeedPref) -> Option<String> {
+        match self {
+            FeedToken::Unbound(token) => Some(token.clone()),
+            FeedToken::Bound { token, url } => {
+                let same = match (url, &feed.url) {
+                    (None, None) => true,
+                    (Some(a), Some(b)) => wattbar_core::secret::same_origin(a, b),
+                    _ => false,
+                };
+                if !same {
+                    tracing::warn!(
+                        "a feed's token was kept for another address: it is not sent, and the \
+                         preferences ask for one"
+                    );
+                }
+                same.then(|| token.clone())
+            }
+        }
+    }
+}
+
+/// Keeps the feeds' tokens with their addresses (0600, written whole or not at all), or removes
+/// the file when there are none.
 fn write_feed_tokens(path: &Path, prefs: &Preferences) -> Result<(), Error> {
-    let tokens: BTreeMap<&str, &str> = [
+    let tokens: BTreeMap<&str, FeedToken> = [
         ("price_feed", prefs.price_feed.as_ref()),
         ("carbon_feed", prefs.carbon_feed.as_ref()),
     ]
     .into_iter()
-    .filter_map(|(k, f)| Some((k, f?.token.as_deref()?)))
+    .filter_map(|(k, f)| {
+        let f = f?;
+        Some((
+            k,
+            FeedToken::Bound {
+                token: f.token.clone()?,
+                url: f.url.clone(),
+            },
+        ))
+    })
     .collect();
     write_secret_json(path, (!tokens.is_empty()).then_some(&tokens))
 }
@@ -176,6 +230,26 @@ fn write_mqtt_password(path: &Path, prefs: &Preferences) -> Result<(), Error> {
 struct Secrets {
     password: Option<String>,
     token: Option<String>,
+    /// The origin of the address they were kept for; `None` in a file from before origins
+    /// were kept.
+    #[serde(default)]
+    origin: Option<wattbar_core::secret::Origin>,
+}
+
+impl Secrets {
+    /// These secrets, where they were kept for `url`'s origin; none otherwise.
+    fn kept_for(self, url: &str) -> Secrets {
+        match &self.origin {
+            Some(o) if Some(o) != wattbar_core::secret::Origin::of(url).as_ref() => {
+                tracing::warn!(
+                    "the wall meter's secrets were kept for {o}, not its address now: they are \
+                     not sent, and the preferences ask for them"
+                );
+                Secrets::default()
+            }
+            _ => self,
+        }
+    }
 }
 
 /// Where the wall meter's secrets are kept: beside the preferences file.
@@ -192,6 +266,7 @@ fn write_secrets(path: &Path, prefs: &Preferences) -> Result<(), Error> {
         .map_or(Secrets::default(), |m| Secrets {
             password: m.password.clone(),
             token: m.token.clone(),
+            origin: wattbar_core::secret::Origin::of(&m.url),
         });
     let any = secrets.password.is_some() || secrets.token.is_some();
     write_secret_json(path, any.then_some(&secrets))

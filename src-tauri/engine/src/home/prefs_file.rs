@@ -47,6 +47,48 @@ pub fn load(path: &Path) -> Result<(Preferences, Vec<wattbar_core::Error>), Erro
     Ok((prefs, problems))
 }
 
+/// [`load`], then any secret written into the file by hand moved apart: into its own file
+/// (0600) and out of the preferences file. Only the engine, which owns the file, does this.
+fn load_moving_secrets(path: &Path) -> Result<(Preferences, Vec<wattbar_core::Error>), Error> {
+    let (prefs, problems) = load(path)?;
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let written: serde_json::Value = serde_json::from_str(text.trim_start_matches('\u{feff}'))
+        .unwrap_or(serde_json::Value::Null);
+    for key in SECRET_KEYS {
+        if holds_secret(written.get(key)) {
+            match save_field(path, &prefs, key) {
+                Ok(()) => tracing::info!("a secret written into {key} by hand was moved apart"),
+                Err(e) => tracing::warn!("a secret written into {key} could not be moved: {e}"),
+            }
+        }
+    }
+    Ok((prefs, problems))
+}
+
+/// The preferences that may hold a secret.
+const SECRET_KEYS: [&str; 5] = [
+    "wall_meter",
+    "mqtt",
+    "price_feed",
+    "carbon_feed",
+    "server_metrics",
+];
+
+/// Whether a preference as written holds a password or token.
+fn holds_secret(value: Option<&serde_json::Value>) -> bool {
+    let secret = |v: &serde_json::Value| {
+        ["password", "token"].iter().any(|k| {
+            v.get(k)
+                .is_some_and(|s| s.as_str().is_some_and(|s| !s.is_empty()))
+        })
+    };
+    match value {
+        Some(serde_json::Value::Array(items)) => items.iter().any(secret),
+        Some(v) => secret(v),
+        None => false,
+    }
+}
+
 /// [`load`] for an engine about to start: a file it cannot read as preferences is moved aside to
 /// `<name>.bad-<now_unix>` and the defaults are used; the third value says so, for the log and
 /// the dashboard. Only a file that cannot be moved is an error.
@@ -54,7 +96,7 @@ pub fn load_or_set_aside(
     path: &Path,
     now_unix: u64,
 ) -> Result<(Preferences, Vec<wattbar_core::Error>, Option<String>), Error> {
-    match load(path) {
+    match load_moving_secrets(path) {
         Ok((prefs, problems)) => Ok((prefs, problems, None)),
         Err(Error::Parse { message, .. }) => {
             let mut aside = path.as_os_str().to_owned();
@@ -123,6 +165,91 @@ pub fn save_field(path: &Path, prefs: &Preferences, key: &str) -> Result<(), Err
 mod tests {
     use super::*;
     use crate::home::kept_apart::{secrets_path, server_tokens_path};
+
+    #[test]
+    fn a_feed_token_written_by_hand_is_kept_and_moved_apart_never_dropped() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("preferences.json");
+        std::fs::write(
+            &path,
+            r#"{"price_feed": {"source": "entsoe", "zone": "10YBE----------2", "token": "s3cret"}}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        // A reader (the CLI's `run --defer`) takes it as written.
+        let (p, _) = load(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            p.price_feed.and_then(|f| f.token).as_deref(),
+            Some("s3cret")
+        );
+        // The engine, starting, moves it out of the preferences file and into the secrets'.
+        let (p, _, _) = load_or_set_aside(&path, 1).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            p.price_feed.and_then(|f| f.token).as_deref(),
+            Some("s3cret")
+        );
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(!text.contains("s3cret") && text.contains("10YBE"), "{text}");
+        let kept = crate::home::kept_apart::feed_tokens_path(&path);
+        assert!(std::fs::read_to_string(kept).is_ok_and(|t| t.contains("s3cret")));
+        let (p, _) = load(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            p.price_feed.and_then(|f| f.token).as_deref(),
+            Some("s3cret")
+        );
+    }
+
+    #[test]
+    fn a_kept_secret_is_not_filled_in_for_an_address_edited_by_hand() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("preferences.json");
+        let mut p = Preferences::default();
+        p.set_field(
+            "wall_meter",
+            &serde_json::json!({"url": "http://ha.local:8123/api/states/sensor.desk", "token": "tok"}),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        p.set_field(
+            "price_feed",
+            &serde_json::json!({"source": "tibber", "token": "tib"}),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        save_field(&path, &p, "wall_meter").unwrap_or_else(|e| panic!("{e}"));
+        save_field(&path, &p, "price_feed").unwrap_or_else(|e| panic!("{e}"));
+        let (read, _) = load(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            read.wall_meter.and_then(|m| m.token).as_deref(),
+            Some("tok")
+        );
+        assert_eq!(
+            read.price_feed.and_then(|f| f.token).as_deref(),
+            Some("tib")
+        );
+        // Only the port, then only the host, changed by hand; the feed pointed at a mirror.
+        for url in [
+            "http://ha.local:8124/api/states/sensor.desk",
+            "http://evil.example:8123/api/states/sensor.desk",
+        ] {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let edited = text
+                .replace("http://ha.local:8123/api/states/sensor.desk", url)
+                .replace(
+                    "\"source\": \"tibber\"",
+                    "\"source\": \"tibber\", \"url\": \"http://127.0.0.1:9\"",
+                );
+            let elsewhere = dir.path().join("edited").join("preferences.json");
+            std::fs::create_dir_all(dir.path().join("edited")).unwrap_or_else(|e| panic!("{e}"));
+            for f in ["wall-meter.secret.json", "feeds.secret.json"] {
+                std::fs::copy(dir.path().join(f), dir.path().join("edited").join(f))
+                    .unwrap_or_else(|e| panic!("{e}"));
+            }
+            std::fs::write(&elsewhere, edited).unwrap_or_else(|e| panic!("{e}"));
+            let (read, _) = load(&elsewhere).unwrap_or_else(|e| panic!("{e}"));
+            let meter = read.wall_meter.unwrap_or_else(|| panic!("no meter"));
+            assert_eq!((meter.token, meter.has_secret), (None, false), "{url}");
+            let feed = read.price_feed.unwrap_or_else(|| panic!("no feed"));
+            assert_eq!((feed.token, feed.has_secret), (None, false));
+        }
+    }
 
     #[test]
     fn a_missing_file_gives_defaults() {

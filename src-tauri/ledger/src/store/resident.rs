@@ -215,7 +215,11 @@ impl Store {
         let mut totals: Vec<(String, f64)> = Vec::new();
         for row in rows {
             let (model, joules) = row.map_err(|e| self.sql(e))?;
-            let joules = if joules.is_finite() { joules.max(0.0) } else { 0.0 };
+            let joules = if joules.is_finite() {
+                joules.max(0.0)
+            } else {
+                0.0
+            };
             match totals.last_mut() {
                 Some((m, sum)) if *m == model => *sum += joules,
                 _ => totals.push((model, joules)),
@@ -282,7 +286,9 @@ mod tests {
             store
                 .write_batch_with(id, &[], 0.0, 0.0, &also)
                 .unwrap_or_else(|e| panic!("{e}"));
-            store.resident_idle_totals().unwrap_or_else(|e| panic!("{e}"))
+            store
+                .resident_idle_totals()
+                .unwrap_or_else(|e| panic!("{e}"))
         };
         // Yesterday 3,600 J (10 W × 360 s) and today 720 J for gemma; 100 J today for qwen.
         let before = write(

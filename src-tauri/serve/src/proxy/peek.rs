@@ -3,11 +3,13 @@
 //!
 //! Rules:
 //! - What all requests hold read at once is bounded ([`MAX_HELD_BYTES`]): each body's bytes take
-//!   their share of one budget while read and until sent on, so concurrent 32 MiB bodies cannot
-//!   take the engine's memory. A body that gives its length waits its turn for its share (a
-//!   body not yet read costs nothing); one that would still pass the bound after
-//!   [`BUDGET_WAIT`], or that gives no length and finds the budget spent, is answered 503. A
-//!   whole answer read for its receipt takes its share of the same budget ([`read`]).
+//!   their share of one budget as they arrive and until sent on, so concurrent 32 MiB bodies
+//!   cannot take the engine's memory. A body's promised length reserves nothing: a body not yet
+//!   sent costs nothing, so connections that promise much and send nothing take no one's share.
+//!   A body whose bytes find the budget spent is answered 503. A whole answer read for its
+//!   receipt takes its share of the same budget ([`read`]).
+//! - A body must keep coming: no frame for [`BODY_STALL`], or not whole within
+//!   [`BODY_DEADLINE`], and it is refused ([`PeekError::Stalled`]), its share released.
 //! - A body read whole is parsed once, on a blocking thread
 //!   ([`prepare`](wattbar_core::inference::request::prepare)), never on the async workers that
 //!   also serve the API and `/metrics`.
@@ -28,8 +30,10 @@ use wattbar_core::PolicyConfig;
 pub const MAX_PEEK_BYTES: usize = 32 * 1024 * 1024;
 /// Most bytes of request bodies held at once, all requests together: four whole bodies.
 pub const MAX_HELD_BYTES: usize = 4 * MAX_PEEK_BYTES;
-/// How long a body that gives its length waits for its share of the budget before the 503.
-pub const BUDGET_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+/// Longest wait for a body's next bytes.
+pub const BODY_STALL: std::time::Duration = std::time::Duration::from_secs(10);
+/// Longest a body may take to be read whole (32 MiB at about 0.5 MiB/s).
+pub const BODY_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
 /// The budget counts kibibytes.
 const UNIT: usize = 1024;
 
@@ -57,6 +61,8 @@ pub(super) enum PeekError {
     Body(hyper::Error),
     /// Holding this body would pass [`MAX_HELD_BYTES`]: try again once others have gone on.
     Full,
+    /// The body stopped coming ([`BODY_STALL`]) or took too long ([`BODY_DEADLINE`]).
+    Stalled,
 }
 
 /// Reads a generation request's body up to [`MAX_PEEK_BYTES`] for its `model`, routes it by
@@ -107,9 +113,8 @@ pub(super) struct Read {
 }
 
 /// Reads `body` to its end, or until more than `max` bytes are read; what is held counts
-/// against `budget`. A body that gives its length first waits its turn, up to [`BUDGET_WAIT`],
-/// for the whole of its share (all at once, so that bodies half read never wait on each other);
-/// one without a length takes what is free as it comes. Past either, [`PeekError::Full`].
+/// against `budget`, taken as the bytes arrive ([`PeekError::Full`] where it is spent). A body
+/// that stalls or takes too long is [`PeekError::Stalled`].
 pub(super) async fn read<B>(
     body: &mut B,
     max: usize,
@@ -118,21 +123,17 @@ pub(super) async fn read<B>(
 where
     B: http_body::Body<Data = Bytes, Error = hyper::Error> + Unpin,
 {
+    let whole_by = tokio::time::Instant::now() + BODY_DEADLINE;
     let mut held: Option<OwnedSemaphorePermit> = None;
     let mut head = bytes::BytesMut::new();
-    if let Some(length) = body.size_hint().exact() {
-        let bytes = usize::try_from(length).map_or(max + 1, |n| n.min(max + 1));
-        let units = u32::try_from(bytes.div_ceil(UNIT)).map_err(|_| PeekError::Full)?;
-        let turn = tokio::time::timeout(BUDGET_WAIT, Arc::clone(budget).acquire_many_owned(units));
-        held = Some(
-            turn.await
-                .map_err(|_| PeekError::Full)?
-                .map_err(|_| PeekError::Full)?,
+    loop {
+        let next = tokio::time::timeout_at(
+            whole_by.min(tokio::time::Instant::now() + BODY_STALL),
+            body.frame(),
         );
-        // Room for it all at once: no copy as it grows, on the worker that also serves the API.
-        head.reserve(bytes);
-    }
-    while let Some(frame) = body.frame().await {
+        let Some(frame) = next.await.map_err(|_| PeekError::Stalled)? else {
+            break;
+        };
         if let Ok(data) = frame.map_err(PeekError::Body)?.into_data() {
             let reserved = held.as_ref().map_or(0, |h| h.num_permits() * UNIT);
             let short = (head.len() + data.len()).saturating_sub(reserved);

@@ -113,7 +113,7 @@ mod tests {
                 start,
                 end: start + 7200.0,
                 mean: 0.061,
-                now_mean: 0.25,
+                now_mean: Some(0.25),
                 saving_fraction: Some(0.756),
             }),
             fetched_unix: Some(start - 3600.0),

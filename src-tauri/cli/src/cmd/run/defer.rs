@@ -122,9 +122,9 @@ pub fn choose(
             )
         })?;
     let (price, carbon) = if greenest {
-        ((None, None), (Some(window.mean), Some(window.now_mean)))
+        ((None, None), (Some(window.mean), window.now_mean))
     } else {
-        ((Some(window.mean), Some(window.now_mean)), (None, None))
+        ((Some(window.mean), window.now_mean), (None, None))
     };
     Ok(Choice {
         by: if greenest { "greenest" } else { "cheapest" },
@@ -146,17 +146,20 @@ pub fn said(c: &Choice) -> String {
     let (mean, now, unit) = match (c.expected_price_per_kwh, c.expected_g_per_kwh) {
         (Some(p), _) => (
             p,
-            c.now_price_per_kwh.unwrap_or(p),
+            c.now_price_per_kwh,
             format!("{}/kWh", c.currency.as_deref().unwrap_or("")),
         ),
-        (None, Some(g)) => (g, c.now_g_per_kwh.unwrap_or(g), "gCO₂/kWh".to_string()),
-        (None, None) => (0.0, 0.0, String::new()),
+        (None, Some(g)) => (g, c.now_g_per_kwh, "gCO₂/kWh".to_string()),
+        (None, None) => (0.0, None, String::new()),
     };
     let saving = c
         .saving_fraction
         .map_or(String::new(), |f| format!(", {:.0} % less", f * 100.0));
+    let now = now.map_or("nothing known for starting now".to_string(), |n| {
+        format!("{n:.4} now")
+    });
     format!(
-        "wattbar run: {} start {}–{}: {mean:.4} {unit} on average, against {now:.4} now{saving}",
+        "wattbar run: {} start {}–{}: {mean:.4} {unit} on average, against {now}{saving}",
         c.by,
         local(c.start),
         local(c.end)
