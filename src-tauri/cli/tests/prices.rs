@@ -472,7 +472,7 @@ fn sources_says_what_each_feed_gave_or_why_it_gave_nothing() {
     let feeds = &v["feeds"];
     assert_eq!(feeds[0]["feed"], "energy-charts:DE-LU", "{v}");
     assert_eq!(feeds[0]["slots"], 10);
-    assert_eq!(feeds[0]["span"], serde_json::json!([t0, t0 + 20.0]));
+    assert_eq!(feeds[0]["span"], serde_json::json!([t0, t0 + 10.0 * SLOT]));
     assert_eq!(feeds[1]["feed"], "energy-charts:de");
     assert_eq!(feeds[1]["slots"], 0);
     assert!(

@@ -30,6 +30,20 @@ use wattbar_engine::Published;
 mod inference;
 mod prices;
 
+/// The counters that count since this process started, not over the store's life: its CPU time,
+/// its sources' reads, the energy per program and its own. Each starts again from 0 when the
+/// process does, as every `process_cpu_seconds_total` does, and Prometheus reads that as the
+/// reset it is. Every other `_total` series here is a lifetime counter, committed by the store,
+/// and never goes back ([`wattbar_engine::recorder::committed`]); `cli/tests/counters.rs` holds
+/// every series it finds to that rule unless it is named here.
+pub const SINCE_START_COUNTERS: [&str; 5] = [
+    "wattbar_self_cpu_seconds_total",
+    "wattbar_source_reads_total",
+    "wattbar_source_read_seconds_total",
+    "wattbar_program_energy_joules_total",
+    "wattbar_self_energy_joules_total",
+];
+
 /// The media type of what [`render`] returns.
 pub const OPENMETRICS_CONTENT_TYPE: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
