@@ -94,7 +94,7 @@ try {
   await prefs.waitForFunction(() => document.getElementById("msg-low_power_max_tokens").dataset.kind === "ok", null, { timeout: 10000 });
   // The wall meter: an address that is no plug's refused; one with a password saved, the
   // password kept apart and never shown back (the field says it is kept).
-  await prefs.fill("#wall_meter_url", "https://plug.example");
+  await prefs.fill("#wall_meter_url", "ftp://plug.example");
   await prefs.press("#wall_meter_url", "Tab");
   await prefs.waitForFunction(() => document.getElementById("msg-wall_meter").dataset.kind === "error", null, { timeout: 10000 });
   report.wall_meter_refused = await prefs.textContent("#msg-wall_meter");

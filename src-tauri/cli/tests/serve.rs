@@ -240,7 +240,7 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
             .is_some_and(|c| c.iter().any(|m| m == "qwen3:1b")),
         "{report}"
     );
-    // The wall meter from the form: https refused by the schema's message, then a plug saved
+    // The wall meter from the form: ftp refused by the schema's message, then a plug saved
     // with its password out of the preferences and out of the form.
     assert!(
         report["wall_meter_refused"]

@@ -246,12 +246,13 @@ fn resident(registry: &mut Registry, p: &Published) {
         }
     }
     for r in p.inference.resident.iter() {
+        let labels = ResidentLabels {
+            model: label(&r.model),
+        };
+        // A model loaded now whose idle energy the store holds none of yet starts at 0.
+        energy.get_or_create(&labels).inc_by(0.0);
         if let Some(w) = r.idle_watts.filter(|w| w.is_finite()) {
-            watts
-                .get_or_create(&ResidentLabels {
-                    model: label(&r.model),
-                })
-                .set(w);
+            watts.get_or_create(&labels).set(w);
         }
     }
 }
