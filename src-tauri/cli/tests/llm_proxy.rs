@@ -899,10 +899,15 @@ fn an_upstream_without_metrics_is_asked_for_three_windows_and_then_never_again()
             break;
         }
     }
-    assert_eq!(
-        serve.get("/v1/server-metrics")["servers"],
-        serde_json::json!([])
-    );
+    // The engine says so in its log before it publishes the list without it: wait for that.
+    let servers = loop {
+        let servers = serve.get("/v1/server-metrics")["servers"].clone();
+        if servers == serde_json::json!([]) || Instant::now() >= deadline {
+            break servers;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(servers, serde_json::json!([]));
     // The proxy reads /api/ps every 5 s: each read is five more 1 s windows. Between two of
     // them nothing more was asked, and what was asked is a handful: its first ask, its three
     // failed windows, and one in flight as it was let go.
