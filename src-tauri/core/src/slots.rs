@@ -55,6 +55,19 @@ pub enum Quantity {
     GramsPerKwh,
 }
 
+impl Quantity {
+    /// Whether `v` is a value some grid has: a price within ±[`MAX_PRICE_PER_KWH`] per kWh, an
+    /// intensity from 0 to [`MAX_CARBON_G_PER_KWH`].
+    ///
+    /// [`MAX_PRICE_PER_KWH`]: crate::tariff::MAX_PRICE_PER_KWH
+    pub fn plausible(self, v: f64) -> bool {
+        match self {
+            Quantity::PricePerKwh => v.abs() <= crate::tariff::MAX_PRICE_PER_KWH,
+            Quantity::GramsPerKwh => (0.0..=MAX_CARBON_G_PER_KWH).contains(&v),
+        }
+    }
+}
+
 /// One slot: `value` is in force from `start` to `end`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Slot {
@@ -124,10 +137,6 @@ impl Series {
         slots: Vec<Slot>,
     ) -> Result<Series, BadSlot> {
         answer_room(slots.len())?;
-        let plausible = |v: f64| match quantity {
-            Quantity::PricePerKwh => v.abs() <= crate::tariff::MAX_PRICE_PER_KWH,
-            Quantity::GramsPerKwh => (0.0..=MAX_CARBON_G_PER_KWH).contains(&v),
-        };
         for (i, s) in slots.iter().enumerate() {
             if s.end - s.start < MIN_SLOT_SECONDS {
                 return Err(BadSlot(format!(
@@ -137,7 +146,7 @@ impl Series {
                     MIN_SLOT_SECONDS
                 )));
             }
-            if s.value.is_finite() && !plausible(s.value) {
+            if s.value.is_finite() && !quantity.plausible(s.value) {
                 return Err(BadSlot(format!(
                     "slot {}: {} is no grid's {}",
                     i + 1,
@@ -223,11 +232,12 @@ impl Series {
     ///
     /// [`MAX_PRICE_PER_KWH`]: crate::tariff::MAX_PRICE_PER_KWH
     pub fn plausible(&self) -> (Series, usize) {
-        let ok = |v: f64| match self.quantity {
-            Quantity::PricePerKwh => v.abs() <= crate::tariff::MAX_PRICE_PER_KWH,
-            Quantity::GramsPerKwh => (0.0..=MAX_CARBON_G_PER_KWH).contains(&v),
-        };
-        let kept: Vec<Slot> = self.slots.iter().filter(|s| ok(s.value)).copied().collect();
+        let kept: Vec<Slot> = self
+            .slots
+            .iter()
+            .filter(|s| self.quantity.plausible(s.value))
+            .copied()
+            .collect();
         let refused = self.slots.len() - kept.len();
         (
             Series {
