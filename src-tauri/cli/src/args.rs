@@ -395,10 +395,12 @@ pub struct RunArgs {
     #[arg(long, value_enum, value_name = "BY")]
     pub defer: Option<DeferArg>,
     /// How far ahead the job may be put off, e.g. 8h: it ends by then.
-    #[arg(long, default_value = "8h", value_parser = parse_positive, requires = "defer")]
+    #[arg(long, default_value = "8h", value_parser = parse_positive, requires = "defer",
+          allow_hyphen_values = true)]
     pub within: Duration,
     /// How long the job runs, e.g. 30m.
-    #[arg(long, value_parser = parse_positive, requires = "defer", conflicts_with = "estimate_from")]
+    #[arg(long, value_parser = parse_positive, requires = "defer", conflicts_with = "estimate_from",
+          allow_hyphen_values = true)]
     pub duration: Option<Duration>,
     /// How long the job runs, from an earlier run's summary (`run --json` or `--out`'s
     /// summary.json): the mean of its runs.
@@ -602,6 +604,30 @@ mod tests {
         assert_eq!(at("1h 30m"), Ok(now - 5_400.0));
         for bad in ["-5", "yesterday", "NaN"] {
             assert!(at(bad).is_err(), "{bad:?} was taken");
+        }
+    }
+
+    #[test]
+    fn a_negative_span_to_defer_within_is_refused_saying_why() {
+        use clap::Parser;
+        for (flag, value) in [
+            ("--within", "-5h"),
+            ("--duration", "-30m"),
+            ("--within", "-5"),
+        ] {
+            let args = [
+                "wattbar-cli",
+                "run",
+                "--defer",
+                "cheapest",
+                flag,
+                value,
+                "--",
+                "true",
+            ];
+            let err = Cli::try_parse_from(args).err().map(|e| e.to_string());
+            let err = err.unwrap_or_else(|| panic!("{flag} {value} was taken"));
+            assert!(err.contains(flag) && err.contains("above zero"), "{err}");
         }
     }
 

@@ -135,7 +135,7 @@ fn a_dry_run_names_the_window_of_the_lowest_running_mean() {
     // Starting now, within slot 1 (0.300), perhaps reaching into slot 2 (0.100).
     let now_price = c["now_price_per_kwh"].as_f64().unwrap_or_default();
     assert!(
-        (0.1..=0.3).contains(&now_price) && now_price > expected,
+        (0.1 - 1e-12..=0.3 + 1e-12).contains(&now_price) && now_price > expected,
         "{c}"
     );
     let saving = c["saving_fraction"].as_f64().unwrap_or_default();

@@ -652,6 +652,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, Error> {
         field: "duration",
         message: format!("{t:?} is not a duration such as 5 (seconds), 500ms, 2m or 1h 30m: {why}"),
     };
+    if t.starts_with('-') {
+        return Err(bad(
+            "it is negative; a span counts forward and must be above zero".into(),
+        ));
+    }
     let d = match t.parse::<f64>() {
         Ok(secs) if secs.is_finite() && secs > 0.0 => {
             Duration::try_from_secs_f64(secs).map_err(|e| bad(e.to_string()))?

@@ -32,6 +32,10 @@ pub const MAX_ANSWER_SPAN_SECONDS: f64 = 9.0 * 86_400.0;
 /// The most slots one answer may hold: its longest span in its shortest slots (2,592).
 pub const MAX_ANSWER_SLOTS: usize = (MAX_ANSWER_SPAN_SECONDS / MIN_SLOT_SECONDS) as usize;
 
+/// Two windows whose means differ by less than this share are equally cheap, and the earlier
+/// is chosen: no feed prices to nine digits, and rounding at Unix times differs in the twelfth.
+const TIE: f64 = 1e-9;
+
 /// Refuses an answer of `count` slots before they are built.
 pub fn answer_room(count: usize) -> Result<(), BadSlot> {
     if count > MAX_ANSWER_SLOTS {
@@ -310,10 +314,13 @@ impl<'a> Integral<'a> {
         (sum + last.value * inside, covered + inside)
     }
 
-    /// [`Series::mean_over`], from the sums.
+    /// [`Series::mean_over`], from the sums. Divided by the covered seconds, worked out as the
+    /// value-seconds were: at Unix times a second's position is rounded to ~2.4e-7 s, so
+    /// `to - from` as divisor would make equal windows' means differ in the eighth digit.
     fn mean(&self, from: f64, to: f64) -> Option<f64> {
         let ((a, ca), (b, cb)) = (self.to(from), self.to(to));
-        ((to - from) - (cb - ca) <= 1e-6).then(|| (b - a) / (to - from))
+        let covered = cb - ca;
+        ((to - from) - covered <= 1e-6 && covered > 0.0).then(|| (b - a) / covered)
     }
 }
 
@@ -368,7 +375,7 @@ impl Series {
             covered += b - a;
             at = b;
         }
-        ((to - from) - covered <= 1e-6).then(|| sum / (to - from))
+        ((to - from) - covered <= 1e-6 && covered > 0.0).then(|| sum / covered)
     }
 
     /// The start within `[earliest, latest_end − duration]` whose window of `duration` has the
@@ -396,7 +403,7 @@ impl Series {
             .into_iter()
             .filter_map(|t| Some((t, integral.mean(t, t + duration)?)))
             .fold(None, |best: Option<(f64, f64)>, (t, m)| match best {
-                Some((_, bm)) if bm <= m + 1e-12 => best,
+                Some((_, bm)) if bm <= m + TIE * bm.abs().max(m.abs()).max(1.0) => best,
                 _ => Some((t, m)),
             })?;
         Some(Window {
@@ -442,6 +449,30 @@ mod tests {
             .collect();
         Series::new(Quantity::PricePerKwh, Some("EUR".into()), slots)
             .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn at_unix_times_equally_cheap_windows_go_to_the_earliest() {
+        // 5-minute slots from 2026-12-05 at 300, then 100 EUR/MWh: a 4 s job within 20 s of a
+        // moment 6 s before the change starts at the change, wherever that moment's fraction
+        // of a second lies (every window inside the second slot means exactly 0.1).
+        let t0 = 1_796_473_438.0;
+        let s = Series::new(
+            Quantity::PricePerKwh,
+            Some("EUR".into()),
+            vec![slot(t0, t0 + 300.0, 0.3), slot(t0 + 300.0, t0 + 600.0, 0.1)],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        for k in 0..1000 {
+            let now = t0 + 294.0 + f64::from(k) * 0.000_97;
+            let w = s
+                .lowest_window(now, now + 20.0, 4.0)
+                .unwrap_or_else(|| panic!("no window"));
+            assert_eq!(w.start, t0 + 300.0, "from {now}");
+            assert!((w.mean - 0.1).abs() < 1e-12, "from {now}: {}", w.mean);
+            let now_mean = w.now_mean.unwrap_or_default();
+            assert!((now_mean - 0.3).abs() < 1e-12, "from {now}: {now_mean}");
+        }
     }
 
     #[test]

@@ -187,7 +187,7 @@ fn a_scrape_reads_the_servers_metrics_with_its_token_and_says_why_when_it_cannot
     let url = metrics_server(200, vllm.clone(), false);
     let with_token =
         MetricsClient::new(&url, Some("wb-metrics-t0ken".into())).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(with_token.url(), format!("{url}/metrics"));
+    assert_eq!(with_token.shown(), format!("{url}/metrics"));
     let m = with_token.scrape().unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(m.family, Family::Vllm);
     let without = MetricsClient::new(&url, None).unwrap_or_else(|e| panic!("{e}"));
@@ -225,4 +225,11 @@ fn a_scrape_reads_the_servers_metrics_with_its_token_and_says_why_when_it_cannot
     );
     // A password in the address is refused before anything is asked.
     assert!(MetricsClient::new("http://u:pw@127.0.0.1:1", None).is_err());
+
+    // A key in the query is sent, and shown nowhere: not in the address every window, label
+    // and message carries, nor in the client's debug form.
+    let keyed = MetricsClient::new(&format!("{url}?api_key=wb-s3cret"), None)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(keyed.shown(), format!("{url}/metrics"));
+    assert!(!format!("{keyed:?}").contains("s3cret"), "{keyed:?}");
 }

@@ -2,8 +2,9 @@
 //! read ([`crate::eval::Grader::Llm`]; the caller asks the model).
 //!
 //! Rules:
-//! - The grader model only extracts: asked at temperature 0 for at most [`JUDGE_MAX_TOKENS`]
-//!   tokens, it names the final answer the response gives — a letter A–J where the reference is
+//! - The grader model only extracts: asked at temperature 0 for a few tokens ([`room`]: a
+//!   letter's [`JUDGE_MAX_TOKENS`], or room for the reference's number written out, as
+//!   tokenizers that give each digit a token need), it names the final answer the response gives — a letter A–J where the reference is
 //!   one, else a number — or `NONE`. Whether that is right is decided here, by `mcq` or `number`
 //!   against the reference, never by the grader model's opinion.
 //! - `NONE`, or words with no letter or number, is an answer that gave nothing to read:
@@ -14,6 +15,29 @@ use super::{grade, gsm8k_reference, last_number, mcq_letter, Grade, Grader, Verd
 
 /// The most tokens the grader model may generate: a letter or a number.
 pub const JUDGE_MAX_TOKENS: u32 = 5;
+
+/// The most tokens the grader model may generate for `reference`: [`JUDGE_MAX_TOKENS`] for a
+/// letter, and for a number one a character of it written with thousands' separators, and 4
+/// for a sign, a currency sign, a point and the end; at most [`JUDGE_MAX_ROOM`]. A read cut off
+/// there is longer than the reference, never mistaken for it.
+pub fn room(reference: &str) -> u32 {
+    let r = reference.trim();
+    let number = match wanted(r) {
+        Some(Wanted::Number) => gsm8k_reference(r).or_else(|| last_number(r)),
+        _ => None,
+    };
+    let Some(n) = number.filter(|n| n.is_finite()) else {
+        return JUDGE_MAX_TOKENS;
+    };
+    let digits = format!("{}", n.abs()).len();
+    let chars = digits + digits / 3 + 4;
+    u32::try_from(chars)
+        .unwrap_or(JUDGE_MAX_ROOM)
+        .clamp(JUDGE_MAX_TOKENS, JUDGE_MAX_ROOM)
+}
+
+/// The most tokens a grader model is ever given.
+pub const JUDGE_MAX_ROOM: u32 = 64;
 
 /// Whether `reference` asks for a letter (multiple choice) or a number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +136,19 @@ mod tests {
         assert_eq!(verdict("Paris", "Paris").1, Verdict::Unevaluated);
         let g = grade_read("m", "72", "72", 0.0);
         assert_eq!(g.why, "the grader model read \"72\": its last number is 72");
+    }
+
+    #[test]
+    fn the_grader_model_has_room_for_every_digit_of_a_long_reference() {
+        // SmolLM2's tokenizer gives each digit a token: 1,234,567 is 9 tokens, cut at 5 to
+        // "1,234" it would read as 1234 and be graded wrong.
+        assert_eq!(room("C"), JUDGE_MAX_TOKENS);
+        assert_eq!(room("Paris"), JUDGE_MAX_TOKENS);
+        assert_eq!(room("#### 72"), 2 + 4);
+        assert_eq!(room("#### 1234567"), 7 + 2 + 4);
+        assert_eq!(room("#### 0.125"), 5 + 1 + 4);
+        assert_eq!(room(&format!("#### {}", "9".repeat(80))), JUDGE_MAX_ROOM);
+        assert!(room("#### 1,234,567") as usize >= "$-1,234,567.".len());
     }
 
     #[test]

@@ -2,9 +2,10 @@
 //! the lists show them beside the proxy's figures.
 //!
 //! Rules:
-//! - A model's sums count only windows whose energy is known, tokens and joules alike, so that
-//!   the two divide into joules per token; and never a window whose requests the proxy measured
-//!   itself (`proxied`): those are counted once, as its records.
+//! - A model's sums count only windows whose energy is known over enough of them
+//!   ([`ServerWindow::well_covered`]), tokens and joules alike, so that the two divide into
+//!   joules per token; and never a window whose requests the proxy measured itself (`proxied`):
+//!   those are counted once, as its records.
 //! - Joules per token are per completion token, as the proxy's records give them.
 //! - Sums are kept per scope and parts covered: windows measured at the wall, on the CPU
 //!   package, or on the server's own share of a GPU are different quantities, never added.
@@ -42,7 +43,7 @@ impl ServerTotal {
     /// Adds `w` when its energy is known, in these sums' scope, and the proxy did not measure
     /// it; whether it was added.
     pub fn add(&mut self, w: &ServerWindow) -> bool {
-        if w.proxied || w.scope != self.scope || w.covers != self.covers {
+        if w.proxied || !w.well_covered() || w.scope != self.scope || w.covers != self.covers {
             return false;
         }
         let Some(joules) = w.energy_joules.filter(|j| j.is_finite() && *j >= 0.0) else {
@@ -158,6 +159,7 @@ mod tests {
             proxied: false,
             scope: Some(Scope::Wall),
             covers: Vec::new(),
+            covered: Some(1.0),
         };
         let mut total = ServerTotal::of(&window(0.0, None));
         assert!(total.add(&window(100.0, Some(2000.0))));
@@ -169,6 +171,13 @@ mod tests {
             ..window(40.0, Some(800.0))
         };
         assert!(!total.add(&proxied), "the proxy's records count it");
+        // Measured over half the window (a plug that dropped out): 40 tokens against 400 J of
+        // 5 s would read 10 J a token where 20 were drawn.
+        let half = ServerWindow {
+            covered: Some(0.5),
+            ..window(40.0, Some(400.0))
+        };
+        assert!(!total.add(&half), "half covered");
         // 300 J on the CPU package alone, or on the server's share of GPU 0, is another
         // quantity than the wall's joules.
         let package = ServerWindow {

@@ -11,8 +11,10 @@
 //!   `coarse` when its tokens land only when a request ends (llama.cpp, TGI) and a request was
 //!   running at either end: part of the window's tokens belong to another.
 //! - A window's energy is the headline's over the same span ([`window_energy`]), in one scope,
-//!   which the record names with its parts; and net of the idle baseline where one was taken in
-//!   that scope. Where the server's own process is known to draw on GPUs that tell their use per
+//!   which the record names with its parts, over the seconds measured in that scope (`covered`);
+//!   and net of the idle baseline over those same seconds, where one was taken in that scope. A
+//!   window covered below [`MIN_COVERED`] (a plug that dropped out within it) has no joules per
+//!   token and adds to no sum: its tokens ran over seconds its energy did not. Where the server's own process is known to draw on GPUs that tell their use per
 //!   process, it is that process's share of the GPUs' energy instead ([`on_process_gpus`]),
 //!   covering those GPUs alone, with no net figure. Where several models of one server made tokens in the
 //!   window, it is split by their completion tokens (by prompt tokens in a window that completed
@@ -56,6 +58,10 @@ pub enum Counting {
     /// When a request ends (llama.cpp, TGI).
     AtRequestEnd,
 }
+
+/// The share of a window its energy must cover for the window to give joules per token and
+/// add to its model's sums.
+pub const MIN_COVERED: f64 = 0.9;
 
 /// One model's tokens over one window.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -108,6 +114,17 @@ pub struct ServerWindow {
     /// What the energy covers, as a record says it.
     pub scope: Option<Scope>,
     pub covers: Vec<String>,
+    /// The share of the window measured in `scope`, 0–1; `None` for windows kept before it was.
+    pub covered: Option<f64>,
+}
+
+impl ServerWindow {
+    /// Whether the energy covers enough of the window to stand for its tokens. A window kept
+    /// before coverage was (`None`) was added to the committed sums then, and counts as it did,
+    /// so that a range's sums agree with them.
+    pub fn well_covered(&self) -> bool {
+        self.covered.is_none_or(|c| c >= MIN_COVERED)
+    }
 }
 
 /// One scrape of one server: its counters per model, at Unix seconds `at`.
@@ -147,19 +164,21 @@ pub fn server_windows(
         }
     };
     let all: f64 = moved.iter().map(|(_, t)| weight(t)).sum();
-    let seconds = after.at - before.at;
+    let covered = energy.covered_fraction.clamp(0.0, 1.0);
+    let measured_seconds = covered * (after.at - before.at);
     let idle = baseline.and_then(|b| b.watts_for(energy.coverage.as_ref()));
     let net = match (energy.joules, idle) {
-        (Some(j), Some(watts)) => Some((j - watts * seconds).max(0.0)),
+        (Some(j), Some(watts)) => Some((j - watts * measured_seconds).max(0.0)),
         _ => None,
     };
+    let enough = covered >= MIN_COVERED;
     let shared = moved.len() > 1;
     Ok(moved
         .into_iter()
         .map(|(model, t)| {
             let n = t.completion_tokens.unwrap_or(0.0);
             let part = if all > 0.0 { weight(&t) / all } else { 0.0 };
-            let per_token = |j: f64| (n > 0.0).then(|| j / n);
+            let per_token = |j: f64| (n > 0.0 && enough).then(|| j / n);
             let energy_joules = energy.joules.map(|j| j * part);
             let net_energy_joules = net.map(|j| j * part);
             let (prefill_energy_joules, decode_energy_joules) =
@@ -187,6 +206,7 @@ pub fn server_windows(
                     .as_ref()
                     .map(|c| c.covers.clone())
                     .unwrap_or_default(),
+                covered: Some(covered),
             }
         })
         .collect())
@@ -412,6 +432,36 @@ mod tests {
         assert_eq!(w[0].net_energy_joules, None);
         assert_eq!(w[0].scope, Some(Scope::Components));
         assert_eq!(w[0].covers, vec!["cpu-package".to_string()]);
+    }
+
+    /// The plug dropped out 5 s into the 10 s window: 300 W × 5 s = 1,500 J measured, net of
+    /// the 100 W idle draw over those same 5 s = 1,000 J (over all 10 s it would be 500 J). Its
+    /// 150 tokens ran over seconds the energy does not cover: no joules per token.
+    #[test]
+    fn a_half_covered_window_nets_its_measured_seconds_and_gives_no_joules_per_token() {
+        let half = WindowEnergy {
+            covered_fraction: 0.5,
+            ..energy(1500.0, 1000.0, 1010.0)
+        };
+        let w = llama_window(&half, &idle(100.0, system()));
+        assert_eq!(w[0].covered, Some(0.5));
+        assert_eq!(w[0].energy_joules, Some(1500.0));
+        assert_eq!(w[0].net_energy_joules, Some(1000.0));
+        assert_eq!(
+            (w[0].joules_per_token, w[0].net_joules_per_token),
+            (None, None)
+        );
+        assert!(!w[0].well_covered());
+        // Covered 95 %: 2,850 J net of 100 W × 9.5 s = 1,900 J, 19 J and 12.7 J a token.
+        let most = WindowEnergy {
+            covered_fraction: 0.95,
+            ..energy(2850.0, 1000.0, 1010.0)
+        };
+        let w = llama_window(&most, &idle(100.0, system()));
+        assert!(w[0].well_covered());
+        let net = w[0].net_energy_joules.unwrap_or(f64::NAN);
+        assert!((net - 1900.0).abs() < 1e-9, "{net}");
+        assert_eq!(w[0].joules_per_token, Some(19.0));
     }
 
     /// A plug measured 3,000 J at the wall over the window, 2,000 J of it on the GPU, and the

@@ -126,9 +126,10 @@ impl Followed {
         unix: &Arc<dyn Fn() -> f64 + Send + Sync>,
     ) -> Followed {
         let client = MetricsClient::new(&config.url, config.token.clone());
-        let shown = client
-            .as_ref()
-            .map_or_else(|_| config.url.clone(), |m| m.url().to_string());
+        let shown = client.as_ref().map_or_else(
+            |_| wattbar_outbound::shown(&config.url),
+            |m| m.shown().to_string(),
+        );
         let port = client.as_ref().ok().and_then(MetricsClient::loopback_port);
         let clock = Arc::clone(unix);
         let worker = Background::spawn("server-metrics", window * 3, move || {

@@ -3,6 +3,11 @@
 //! sorted), the counts and the figures that choose a model ([`wattbar_core::eval::best`]), and
 //! the whole `summary.json` beside them. Written in the engine's batch, never pruned: a profile
 //! is the evidence of a choice.
+//!
+//! Limits, checked before anything is kept ([`StoredProfile::from_summary`]): every name (the
+//! evaluation, label, model, machine, each source and grader) is at most [`MAX_NAME_CHARS`]
+//! characters with no control character, and the evaluation is named; the time is after [`EARLIEST_AT`]; the counts at most
+//! [`MAX_QUERIES`].
 
 use super::{Store, StoreError};
 use rusqlite::{params, Connection};
@@ -23,6 +28,30 @@ CREATE INDEX profiles_eval ON profiles (eval, at);
 /// The first schema that keeps profiles.
 const SINCE: i64 = 18;
 
+/// The longest name a profile may give (a model's full path on Hugging Face is under 100).
+pub const MAX_NAME_CHARS: usize = 200;
+
+/// No profile ended before 2020-01-01 (Unix seconds): Wattbar did not exist.
+pub const EARLIEST_AT: f64 = 1_577_836_800.0;
+
+/// The most queries one profile may count.
+pub const MAX_QUERIES: u64 = 10_000_000;
+
+/// `text` as a name of `what`: at most [`MAX_NAME_CHARS`] characters, none of them a control
+/// character (a name is shown in tables and terminals).
+fn name(what: &str, text: &str) -> Result<(), String> {
+    let chars = text.chars().count();
+    if chars > MAX_NAME_CHARS {
+        return Err(format!(
+            "{what} has {chars} characters, more than {MAX_NAME_CHARS}"
+        ));
+    }
+    if text.chars().any(char::is_control) {
+        return Err(format!("{what} holds a control character"));
+    }
+    Ok(())
+}
+
 /// A profile as the ledger keeps it: its figures and its whole summary.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredProfile {
@@ -41,9 +70,15 @@ impl StoredProfile {
         at: f64,
         summary: &serde_json::Value,
     ) -> Result<StoredProfile, String> {
+        if !(at.is_finite() && at >= EARLIEST_AT) {
+            return Err(format!("at ({at}) is before 2020"));
+        }
         let queries = summary["queries"]
             .as_u64()
             .ok_or("the summary has no count of queries")?;
+        if queries > MAX_QUERIES {
+            return Err(format!("{queries} queries, more than {MAX_QUERIES}"));
+        }
         // A figure the summary gives must be one: read strictly here, where a figure out of
         // range would otherwise be kept as unknown.
         for key in [
@@ -67,12 +102,28 @@ impl StoredProfile {
         }
         let model = summary["model"].as_str().unwrap_or_default();
         let label = label.unwrap_or_else(|| model.to_string());
+        let run = Run::from_summary(label, summary);
+        if eval.trim().is_empty() {
+            return Err("the evaluation has no name".into());
+        }
+        name("the evaluation", &eval)?;
+        name("the label", &run.label)?;
+        name("the model", &run.model)?;
+        if let Some(machine) = &run.machine {
+            name("the machine", machine)?;
+        }
+        for source in &run.sources {
+            name("a source", source)?;
+        }
+        for grader in &run.graders {
+            name("a grader", grader)?;
+        }
         Ok(StoredProfile {
             profile: KeptProfile {
                 at,
                 eval,
                 queries,
-                run: Run::from_summary(label, summary),
+                run,
             },
             summary: summary.to_string(),
         })
@@ -235,7 +286,7 @@ mod tests {
     #[test]
     fn a_summary_whose_figures_are_out_of_range_is_refused_not_kept_as_unknown() {
         let at = |summary: serde_json::Value| {
-            StoredProfile::from_summary("gsm8k".into(), None, 1.0, &summary)
+            StoredProfile::from_summary("gsm8k".into(), None, 1_796_000_000.0, &summary)
         };
         let ok = serde_json::json!({"model": "m", "queries": 4, "correct": 1, "incorrect": 3,
             "accuracy": 0.25, "avg_per_query_energy_joules": 12.0});
@@ -253,5 +304,37 @@ mod tests {
             at(serde_json::json!({"model": "m"})).is_err(),
             "no count of queries"
         );
+    }
+
+    #[test]
+    fn names_with_control_characters_or_past_200_characters_and_absurd_times_are_refused() {
+        let summary = |model: &str| serde_json::json!({"model": model, "queries": 4});
+        let keep = |eval: &str, label: Option<&str>, at: f64, model: &str| {
+            StoredProfile::from_summary(eval.into(), label.map(str::to_string), at, &summary(model))
+                .map(|p| p.profile.run.label)
+        };
+        let now = 1_796_000_000.0;
+        assert_eq!(keep("gsm8k", None, now, "smollm2"), Ok("smollm2".into()));
+        let long = "m".repeat(200);
+        assert_eq!(
+            keep("gsm8k", None, now, &long),
+            Ok(long.clone()),
+            "200 is room"
+        );
+        let refused = [
+            keep("gsm8k", None, now, &format!("{long}m")),
+            keep("gsm8k", Some("run\x1b[2J"), now, "m"),
+            keep("gsm\nfake line", None, now, "m"),
+            keep("gsm8k", None, now, "model\u{7f}"),
+            keep("", None, now, "m"),
+            keep("gsm8k", None, 0.0, "m"),
+            keep("gsm8k", None, f64::NAN, "m"),
+            keep("gsm8k", None, -1e300, "m"),
+        ];
+        for (i, r) in refused.iter().enumerate() {
+            assert!(r.is_err(), "case {i} was kept: {r:?}");
+        }
+        let many = serde_json::json!({"model": "m", "queries": u64::MAX});
+        assert!(StoredProfile::from_summary("e".into(), None, now, &many).is_err());
     }
 }

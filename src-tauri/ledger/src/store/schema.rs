@@ -9,9 +9,9 @@ use rusqlite::Connection;
 use std::path::Path;
 
 /// The schema this build writes and reads (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 20;
+pub const SCHEMA_VERSION: i64 = 21;
 
-pub(super) const MIGRATIONS: [&str; 20] = [
+pub(super) const MIGRATIONS: [&str; 21] = [
     r#"
 CREATE TABLE lifetime (domain TEXT PRIMARY KEY, joules REAL NOT NULL);
 CREATE TABLE sessions (id INTEGER PRIMARY KEY, start REAL NOT NULL, end REAL,
@@ -67,6 +67,7 @@ ALTER TABLE monthly_v4 RENAME TO monthly;
     profiles::MIGRATION,
     feeds::MIGRATION,
     money::MIGRATION,
+    server_windows::COVERED,
 ];
 
 impl Store {

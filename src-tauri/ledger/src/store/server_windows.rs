@@ -9,6 +9,8 @@
 //!   over every window whose energy was known ([`ServerTotal::add`]), added to in the same
 //!   transaction as the window, never pruned: what `/metrics` exports, so it never goes back.
 //!   `model` is `''` for a server that names none (llama.cpp, TGI).
+//! - `server_windows.covered` (v21): the share of the window its energy covers; NULL for the
+//!   windows kept before, whose coverage is unknown.
 
 use super::{coverage, Store, StoreError};
 use rusqlite::{params, Connection, Row};
@@ -28,6 +30,8 @@ CREATE TABLE server_totals (server TEXT NOT NULL, model TEXT NOT NULL,
                             energy_joules REAL NOT NULL, PRIMARY KEY (server, model));
 "#;
 
+pub(super) const COVERED: &str = "ALTER TABLE server_windows ADD COLUMN covered REAL;";
+
 /// Keeps `windows` and adds those with energy to their model's sums; `conn` is the batch's
 /// transaction.
 pub(super) fn put(conn: &Connection, windows: &[ServerWindow]) -> rusqlite::Result<()> {
@@ -35,8 +39,9 @@ pub(super) fn put(conn: &Connection, windows: &[ServerWindow]) -> rusqlite::Resu
         conn.prepare_cached(
             "INSERT INTO server_windows (server, model, from_t, to_t, prompt_tokens,
                  completion_tokens, energy_joules, net_energy_joules, prefill_joules,
-                 decode_joules, concurrent, coarse, shared, proxied, scope, covers)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                 decode_joules, concurrent, coarse, shared, proxied, scope, covers, covered)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+                     ?17)",
         )?
         .execute(params![
             w.server,
@@ -54,7 +59,8 @@ pub(super) fn put(conn: &Connection, windows: &[ServerWindow]) -> rusqlite::Resu
             w.shared,
             w.proxied,
             coverage::scope_column(w.scope),
-            coverage::covers_column(&w.covers)
+            coverage::covers_column(&w.covers),
+            w.covered
         ])?;
         let mut added = ServerTotal::of(w);
         if added.add(w) {
@@ -113,6 +119,7 @@ fn window(r: &Row<'_>) -> rusqlite::Result<ServerWindow> {
         proxied: r.get(13)?,
         scope: coverage::scope_of(r.get(14)?),
         covers: coverage::covers_of(r.get(15)?),
+        covered: r.get(16)?,
     })
 }
 
@@ -156,7 +163,7 @@ impl Store {
             .prepare_cached(
                 "SELECT server, model, from_t, to_t, prompt_tokens, completion_tokens,
                         energy_joules, net_energy_joules, prefill_joules, decode_joules,
-                        concurrent, coarse, shared, proxied, scope, covers
+                        concurrent, coarse, shared, proxied, scope, covers, covered
                  FROM server_windows WHERE to_t >= ?1 AND to_t <= ?2
                  ORDER BY to_t DESC, id DESC LIMIT ?3",
             )
@@ -200,6 +207,7 @@ mod tests {
             proxied: false,
             scope: Some(Scope::Wall),
             covers: Vec::new(),
+            covered: Some(1.0),
         }
     }
 

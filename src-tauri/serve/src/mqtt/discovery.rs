@@ -8,6 +8,8 @@
 //! - Energy is the headline's lifetime counter (every scope it was recorded in, each joule once):
 //!   it never goes down across restarts and session resets, as `total_increasing` requires.
 //! - The scope and what it covers travel as attributes (`<prefix>/attributes`).
+//! - A number is finite and never `-0.0` ([`number`]): an empty sum in Rust is `-0.0`, and
+//!   Home Assistant would show a cost of "-0.00".
 
 use serde_json::{json, Value};
 use wattbar_core::{Coverage, Scope, JOULES_PER_KWH};
@@ -212,23 +214,29 @@ pub fn state(p: &Published) -> Value {
         .as_ref()
         .and_then(|s| s.headline.as_ref())
         .and_then(|h| h.watts)
-        .map(|w| w.0)
-        .filter(|w| w.is_finite());
+        .map(|w| w.0);
     let currency = p.energy.session.currency.as_str();
     json!({
         "at": p.snapshot.as_ref().map(|s| s.at.unix_seconds),
-        POWER: watts,
-        ENERGY: crate::summary::lifetime_joules(p).map(|j| j / JOULES_PER_KWH),
-        COST: p.kept.committed.cost_in(currency),
+        POWER: number(watts),
+        ENERGY: number(crate::summary::lifetime_joules(p).map(|j| j / JOULES_PER_KWH)),
+        COST: number(p.kept.committed.cost_in(currency)),
         "currency": currency,
-        PRICE: p
-            .prices
-            .price
-            .as_ref()
-            .filter(|f| f.currency.as_deref().is_none_or(|c| c == currency))
-            .and_then(|f| f.now),
+        PRICE: number(
+            p.prices
+                .price
+                .as_ref()
+                .filter(|f| f.currency.as_deref().is_none_or(|c| c == currency))
+                .and_then(|f| f.now)
+        ),
         LOW_POWER: if p.low_power.state.enabled { "ON" } else { "OFF" },
     })
+}
+
+/// A figure as published: `None` unless finite, and `-0.0` as `0.0` (adding `+0.0` is the
+/// IEEE 754 way: `-0.0 + 0.0 = +0.0`, every other value unchanged).
+pub fn number(x: Option<f64>) -> Option<f64> {
+    x.filter(|x| x.is_finite()).map(|x| x + 0.0)
 }
 
 /// The attributes every entity carries: what the headline covers and where it comes from.
@@ -241,7 +249,10 @@ pub fn attributes(p: &Published) -> Value {
         .committed
         .by_scope
         .iter()
-        .map(|(scope, j)| (Scope::shown(*scope).to_string(), json!(j / JOULES_PER_KWH)))
+        .map(|(scope, j)| {
+            let kwh = number(Some(j / JOULES_PER_KWH));
+            (Scope::shown(*scope).to_string(), json!(kwh))
+        })
         .collect();
     json!({
         "scope": coverage.as_ref().map(|c| c.scope),

@@ -1,4 +1,4 @@
-use super::discovery::{documents, node_id, Topics};
+use super::discovery::{documents, node_id, number, Topics};
 use super::*;
 
 #[test]
@@ -91,6 +91,20 @@ fn discovery_gives_five_entities_each_unavailable_when_its_field_is_unknown() {
         assert_eq!(doc["device"]["identifiers"][0], "wattbar_box");
         assert_eq!(doc["json_attributes_topic"], "wattbar/box/attributes");
     }
+}
+
+#[test]
+fn a_published_figure_is_finite_and_never_negative_zero() {
+    // An empty sum of costs in Rust is -0.0; Home Assistant would show "-0.00 EUR".
+    let empty: f64 = std::iter::empty::<f64>().sum();
+    assert_eq!(serde_json::json!(empty).to_string(), "-0.0");
+    assert_eq!(serde_json::json!(number(Some(empty))).to_string(), "0.0");
+    assert_eq!(number(Some(-0.0)).map(f64::is_sign_negative), Some(false));
+    assert_eq!(number(Some(-0.25)), Some(-0.25), "a credit stays negative");
+    assert_eq!(number(Some(1.5)), Some(1.5));
+    assert_eq!(number(Some(f64::NAN)), None);
+    assert_eq!(number(Some(f64::INFINITY)), None);
+    assert_eq!(number(None), None);
 }
 
 mod properties {

@@ -186,7 +186,9 @@ impl FeedClient {
             .unwrap_or_default()
     }
 
-    /// Octopus's pages from `from` to `to`, following `next` while it stays at this base.
+    /// Octopus's pages from `from` to `to`, following `next` while it stays at this base's
+    /// origin (by scheme, host and port, not by its text: `https://api.octopus.energy.evil/`
+    /// and `https://api.octopus.energy@evil/` both begin with the base).
     fn octopus(&self, from: f64, to: f64) -> Result<Series, Error> {
         let p = &self.pref;
         let product = p.product.clone().unwrap_or_default();
@@ -205,7 +207,7 @@ impl FeedClient {
                 Some(a) => a.merged(&page),
             });
             match next {
-                Some(n) if n.starts_with(&self.base) => url = n,
+                Some(n) if wattbar_core::secret::same_origin(&n, &self.base) => url = n,
                 _ => break,
             }
         }
@@ -282,5 +284,89 @@ mod tests {
         assert_eq!(date(t), "2024-12-08");
         assert_eq!(compact(t), "202412081345");
         assert_eq!(iso(t), "2024-12-08T13:45:00Z");
+    }
+
+    /// A loopback server answering each request by `answer(its own address, path)`; its
+    /// address and the paths it was asked, as they come.
+    fn pages(
+        answer: impl Fn(&str, &str) -> String + Send + 'static,
+    ) -> (String, std::sync::mpsc::Receiver<String>) {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+        let me = format!(
+            "http://{}",
+            listener.local_addr().unwrap_or_else(|e| panic!("{e}"))
+        );
+        let (tx, rx) = std::sync::mpsc::channel();
+        let shown = me.clone();
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().map_while(Result::ok) {
+                let mut reader = BufReader::new(&mut stream);
+                let mut line = String::new();
+                let _ = reader.read_line(&mut line);
+                let path = line.split(' ').nth(1).unwrap_or_default().to_string();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                let body = answer(&me, &path);
+                let _ = tx.send(path);
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        (shown, rx)
+    }
+
+    /// One half-hour from `start` at 21 p, and the next page's address.
+    fn page(start: &str, next: Option<&str>) -> String {
+        serde_json::json!({"count": 2, "next": next, "previous": null, "results": [
+            {"value_exc_vat": 20.0, "value_inc_vat": 21.0,
+             "valid_from": format!("2024-05-07T{start}:00Z"),
+             "valid_to": format!("2024-05-07T{start}:00Z").replace(":00:00Z", ":30:00Z")}]})
+        .to_string()
+    }
+
+    #[test]
+    fn octopus_follows_a_next_page_at_its_own_origin_only() {
+        let (elsewhere, asked_elsewhere) = pages(|_, _| page("23:00", None));
+        let host_elsewhere = elsewhere.trim_start_matches("http://").to_string();
+        // Page 1 names page 2 at the same origin; page 2 names a page 3 whose text begins
+        // with the base, at another host (the part before `@` is a user name).
+        let (base, asked) = pages(move |me, path| {
+            if path.contains("page=2") {
+                page("22:00", Some(&format!("{me}@{host_elsewhere}/page=3")))
+            } else {
+                page("21:00", Some(&format!("{me}/page=2")))
+            }
+        });
+        let pref = FeedPref {
+            source: "octopus-agile".into(),
+            product: Some("AGILE-FLEX-22-11-25".into()),
+            region: Some("j".into()),
+            url: Some(base.clone()),
+            ..FeedPref::default()
+        };
+        let client = FeedClient::new(&pref).unwrap_or_else(|e| panic!("{e}"));
+        let series = client
+            .fetch(1_715_119_200.0, false)
+            .unwrap_or_else(|e| panic!("{e}"));
+        // 21:00 and 22:00 from the base; 23:00 was never asked for.
+        assert_eq!(series.slots.len(), 2, "{:?}", series.slots);
+        let paths: Vec<String> = asked.try_iter().collect();
+        assert_eq!(paths.len(), 2, "{paths:?}");
+        assert!(
+            paths[0].contains("/standard-unit-rates/?period_from="),
+            "{paths:?}"
+        );
+        assert_eq!(paths[1], "/page=2");
+        assert_eq!(
+            asked_elsewhere.try_iter().count(),
+            0,
+            "another host was asked"
+        );
     }
 }

@@ -18,6 +18,7 @@ use wattbar_outbound::SERVER_METRICS;
 pub struct MetricsClient {
     agent: ureq::Agent,
     url: String,
+    shown: String,
     token: Option<String>,
     loopback_port: Option<u16>,
 }
@@ -25,9 +26,25 @@ pub struct MetricsClient {
 impl std::fmt::Debug for MetricsClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MetricsClient")
-            .field("url", &self.url)
+            .field("url", &self.shown)
             .field("token", &self.token.as_ref().map(|_| "…"))
             .finish_non_exhaustive()
+    }
+}
+
+/// The address asked: `url` as given, or the server's `/metrics` where it names no path (before
+/// its query, where it has one).
+fn metrics_url(url: &str) -> String {
+    let cut = url.find(['?', '#']).unwrap_or(url.len());
+    let (address, query) = url.split_at(cut);
+    let address = address.trim_end_matches('/');
+    let has_path = address
+        .split_once("://")
+        .is_some_and(|(_, rest)| rest.contains('/'));
+    if has_path {
+        format!("{address}{query}")
+    } else {
+        format!("{address}/metrics{query}")
     }
 }
 
@@ -42,17 +59,11 @@ impl MetricsClient {
             .http_status_as_error(false)
             .max_idle_connections_per_host(0)
             .build();
-        let base = address.url.trim_end_matches('/');
-        let has_path = base
-            .split_once("://")
-            .is_some_and(|(_, rest)| rest.contains('/'));
+        let url = metrics_url(&address.url);
         Ok(MetricsClient {
             agent: crate::resolver::agent(config),
-            url: if has_path {
-                base.to_string()
-            } else {
-                format!("{base}/metrics")
-            },
+            shown: wattbar_outbound::shown(&url),
+            url,
             token,
             loopback_port: address.loopback_port(),
         })
@@ -63,9 +74,10 @@ impl MetricsClient {
         self.loopback_port
     }
 
-    /// Where the metrics are read, as messages show it.
-    pub fn url(&self) -> &str {
-        &self.url
+    /// Where the metrics are read, as messages, labels and records show it: without its query,
+    /// which may hold a key.
+    pub fn shown(&self) -> &str {
+        &self.shown
     }
 
     /// The server's counters now.
@@ -94,5 +106,26 @@ impl MetricsClient {
         })?;
         let text = String::from_utf8_lossy(&body);
         parse_server_metrics(&text).map_err(|e| Error::Unavailable(format!("{}: {e}", self.url)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_is_added_before_the_query_and_a_path_given_is_kept() {
+        assert_eq!(
+            metrics_url("http://127.0.0.1:8000/"),
+            "http://127.0.0.1:8000/metrics"
+        );
+        assert_eq!(
+            metrics_url("http://127.0.0.1:8000?api_key=k"),
+            "http://127.0.0.1:8000/metrics?api_key=k"
+        );
+        assert_eq!(
+            metrics_url("https://gpu.lan:8443/vllm/metrics?api_key=k"),
+            "https://gpu.lan:8443/vllm/metrics?api_key=k"
+        );
     }
 }

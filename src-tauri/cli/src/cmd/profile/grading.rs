@@ -9,7 +9,7 @@ use anyhow::{bail, Result};
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use wattbar_core::eval::judge::{self, JUDGE_MAX_TOKENS};
+use wattbar_core::eval::judge;
 use wattbar_core::eval::{grade, Grade, Grader, Verdict};
 
 /// How long a `cmd:` grader may take over one answer before it is unevaluated.
@@ -89,7 +89,7 @@ impl Graders {
 }
 
 /// Grades `response` to `question` with grader model `judge`, asked the same way as the
-/// profiled model (temperature 0, at most [`JUDGE_MAX_TOKENS`] tokens): what it read, and the
+/// profiled model (temperature 0, with [`judge::room`] for the reference's answer): what it read, and the
 /// record of its own request. A grader model that fails leaves the answer unevaluated, and
 /// says why.
 pub(crate) async fn ask_judge(
@@ -118,7 +118,7 @@ pub(crate) async fn ask_judge(
         return (judge::grade_read(judge, "", reference, tolerance), None);
     };
     let sampling = super::ask::Sampling {
-        max_tokens: Some(JUDGE_MAX_TOKENS),
+        max_tokens: Some(judge::room(reference)),
         temperature: Some(0.0),
     };
     let prompt = judge::prompt(question, response, wanted);
