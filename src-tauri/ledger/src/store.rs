@@ -40,6 +40,7 @@
 //! - `lifetime_costs` (v20): money paid and credited, two counters that never go back
 //!   ([`money`]).
 //! - `server_windows.covered` (v21): how much of each window its energy covers.
+//! - `slot_costs.price_key` (v22): a row per slot and price ([`feeds`]).
 //!
 //! Writes come in batches, each one transaction: a kill -9 loses at most the batch in memory and
 //! never leaves a half-written one. A file that is not a database, or fails its integrity

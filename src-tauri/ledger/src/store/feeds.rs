@@ -5,9 +5,12 @@
 //!   kWh before charges and tax, or gCO₂/kWh), keyed by the feed ([`FeedPref::key`]), so a
 //!   restart or an offline day prices from them. A fetch replaces the slots it overlaps; slots
 //!   that ended more than [`FEED_SLOTS_KEPT_SECONDS`] ago are dropped.
-//! - `slot_costs(start, end, currency, fed, price, joules, cost)`: the headline's energy and
-//!   cost per price slot, added to in the batch that holds the samples, never pruned. `fed` is 0
-//!   where the feed had no price and the fallback priced the UTC hour's energy (`price` NULL).
+//! - `slot_costs(start, end, currency, fed, price, price_key, joules, cost)`: the headline's
+//!   energy and cost per price slot and price, added to in the batch that holds the samples,
+//!   never pruned. `fed` is 0 where the feed had no price and the fallback priced the UTC hour's
+//!   energy (`price` NULL). A slot whose price changed (a feed's revision, new charges) has a
+//!   row for each price (v22, keyed by `price_key`: the price, 0 where there is none), so that
+//!   each row's cost is its joules at its price.
 //!
 //! [`FeedPref::key`]: wattbar_core::prefs::FeedPref::key
 
@@ -24,6 +27,18 @@ CREATE TABLE feed_slots (feed TEXT NOT NULL, start REAL NOT NULL, end REAL NOT N
 CREATE TABLE slot_costs (start REAL NOT NULL, end REAL NOT NULL, currency TEXT NOT NULL,
                          fed INTEGER NOT NULL, price REAL, joules REAL NOT NULL,
                          cost REAL NOT NULL, PRIMARY KEY (start, currency, fed));
+"#;
+
+/// v22: `slot_costs` keyed by its price as well.
+pub(super) const PRICE_KEY: &str = r#"
+CREATE TABLE slot_costs_v22 (start REAL NOT NULL, end REAL NOT NULL, currency TEXT NOT NULL,
+                             fed INTEGER NOT NULL, price REAL, price_key REAL NOT NULL,
+                             joules REAL NOT NULL, cost REAL NOT NULL,
+                             PRIMARY KEY (start, currency, fed, price_key));
+INSERT INTO slot_costs_v22
+    SELECT start, end, currency, fed, price, IFNULL(price, 0.0), joules, cost FROM slot_costs;
+DROP TABLE slot_costs;
+ALTER TABLE slot_costs_v22 RENAME TO slot_costs;
 "#;
 
 /// A feed's slots are kept this long after they end: a week of looking back.
@@ -49,9 +64,9 @@ pub struct SlotCost {
     pub cost: f64,
 }
 
-/// A batch's energy and cost per (slot start in ms, currency, fed): summed first, so each row
-/// is written once per batch.
-pub(super) type SlotSums = BTreeMap<(i64, String, bool), (f64, Option<f64>, f64, f64)>;
+/// A batch's energy and cost per (slot start in ms, currency, the price's bits where fed):
+/// summed first, so each row is written once per batch.
+pub(super) type SlotSums = BTreeMap<(i64, String, Option<u64>), (f64, Option<f64>, f64, f64)>;
 
 /// Adds each row's slot parts to `sums`.
 pub(super) fn sum(rows: &[super::Row]) -> SlotSums {
@@ -61,7 +76,7 @@ pub(super) fn sum(rows: &[super::Row]) -> SlotSums {
             let key = (
                 (p.start * 1000.0).round() as i64,
                 row.currency.clone(),
-                p.price_per_kwh.is_some(),
+                p.price_per_kwh.map(f64::to_bits),
             );
             let e = sums
                 .entry(key)
@@ -76,17 +91,19 @@ pub(super) fn sum(rows: &[super::Row]) -> SlotSums {
 /// Adds a batch's sums; `conn` is the batch's transaction.
 pub(super) fn put_costs(conn: &Connection, sums: &SlotSums) -> rusqlite::Result<()> {
     let mut stmt = conn.prepare_cached(
-        "INSERT INTO slot_costs (start, end, currency, fed, price, joules, cost)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-         ON CONFLICT(start, currency, fed) DO UPDATE SET joules = joules + ?6, cost = cost + ?7",
+        "INSERT INTO slot_costs (start, end, currency, fed, price, price_key, joules, cost)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+         ON CONFLICT(start, currency, fed, price_key)
+         DO UPDATE SET joules = joules + ?7, cost = cost + ?8",
     )?;
-    for ((start_ms, currency, fed), (end, price, joules, cost)) in sums {
+    for ((start_ms, currency, _), (end, price, joules, cost)) in sums {
         stmt.execute(params![
             *start_ms as f64 / 1000.0,
             end,
             currency,
-            fed,
+            price.is_some(),
             price,
+            price.unwrap_or(0.0),
             joules,
             cost
         ])?;
@@ -170,7 +187,7 @@ impl Store {
         let read = || -> rusqlite::Result<Vec<SlotCost>> {
             let mut stmt = self.conn.prepare_cached(
                 "SELECT start, end, currency, price, joules, cost FROM slot_costs
-                 WHERE end > ?1 AND start < ?2 ORDER BY start, fed DESC",
+                 WHERE end > ?1 AND start < ?2 ORDER BY start, fed DESC, price",
             )?;
             let rows = stmt.query_map(params![from, to], |r| {
                 Ok(SlotCost {
@@ -310,5 +327,32 @@ mod tests {
         );
         assert!((costs[0].cost - 600.0 / 3.6e6 * 0.2).abs() < 1e-15);
         assert_eq!((costs[1].joules, costs[1].price_per_kwh), (50.0, None));
+
+        // The feed revised the slot to 0.25: 2 samples of 100 J at it are a row of their own,
+        // 200 J × 0.25 / 3.6e6, never added to the 0.20 row's joules under its old price.
+        store
+            .write_batch(
+                id,
+                &[
+                    row(8.0, vec![part(100.0, Some(0.25))]),
+                    row(9.0, vec![part(100.0, Some(0.25))]),
+                ],
+                0.0,
+                0.0,
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        let costs = store
+            .slot_costs(0.0, 900.0)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let by_price: Vec<(Option<f64>, f64)> =
+            costs.iter().map(|c| (c.price_per_kwh, c.joules)).collect();
+        assert_eq!(
+            by_price,
+            vec![(Some(0.2), 600.0), (Some(0.25), 200.0), (None, 50.0)]
+        );
+        for c in costs.iter().filter(|c| c.price_per_kwh.is_some()) {
+            let priced = c.joules / 3.6e6 * c.price_per_kwh.unwrap_or_default();
+            assert!((c.cost - priced).abs() < 1e-15, "{c:?}");
+        }
     }
 }
