@@ -109,6 +109,7 @@ fn run(cli: Cli) -> Result<()> {
         } => best::models_best(
             &wattbar_core::eval::best::Targets {
                 min_accuracy,
+                by_lower_bound: false,
                 max_itl_seconds: max_itl.map(|d| d.as_secs_f64()),
                 eval,
             },

@@ -290,6 +290,7 @@ impl PolicyConfig {
     pub fn targets(&self) -> crate::eval::best::Targets {
         crate::eval::best::Targets {
             min_accuracy: self.min_accuracy,
+            by_lower_bound: true,
             max_itl_seconds: self.max_itl_ms.map(|ms| ms / 1000.0),
             eval: None,
         }

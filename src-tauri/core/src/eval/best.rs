@@ -35,6 +35,10 @@ pub struct KeptProfile {
 pub struct Targets {
     /// The lowest accuracy, a fraction.
     pub min_accuracy: f64,
+    /// Whether the accuracy that must reach `min_accuracy` is its 95 % Wilson lower bound, not
+    /// the share measured: where a choice acts by itself (low-power mode's `auto` model), 7 of
+    /// 10 right (a lower bound of 39.7 %) does not pass for 60 %.
+    pub by_lower_bound: bool,
     /// The highest median inter-token latency, seconds, where set.
     pub max_itl_seconds: Option<f64>,
     /// The evaluation; `None`: the newest profile's.
@@ -48,6 +52,7 @@ impl Default for Targets {
     fn default() -> Self {
         Targets {
             min_accuracy: DEFAULT_MIN_ACCURACY,
+            by_lower_bound: false,
             max_itl_seconds: None,
             eval: None,
         }
@@ -207,6 +212,19 @@ fn misses(run: &Run, targets: &Targets) -> Vec<String> {
             a * 100.0,
             targets.min_accuracy * 100.0
         )),
+        Some(_) if targets.by_lower_bound => {
+            let graded = run.correct.saturating_add(run.incorrect);
+            match wilson(run.correct, graded) {
+                Some((low, _)) if low >= targets.min_accuracy => {}
+                Some((low, _)) => out.push(format!(
+                    "accuracy's 95 % lower bound {:.1} % ({} of {graded}) below {:.1} %",
+                    low * 100.0,
+                    run.correct,
+                    targets.min_accuracy * 100.0
+                )),
+                None => out.push("accuracy unknown (no graded answer)".to_string()),
+            }
+        }
         Some(_) => {}
     }
     if let Some(max) = targets.max_itl_seconds {
@@ -257,9 +275,47 @@ mod tests {
     fn targets(min_accuracy: f64, max_itl_ms: Option<f64>) -> Targets {
         Targets {
             min_accuracy,
+            by_lower_bound: false,
             max_itl_seconds: max_itl_ms.map(|ms| ms / 1000.0),
             eval: None,
         }
+    }
+
+    #[test]
+    fn acting_by_itself_a_choice_takes_the_accuracys_lower_bound() {
+        // small: 7 of 10 (70 %, Wilson 39.7 – 89.2 %) at 12 J; big: 29 of 30 (96.7 %, Wilson
+        // 83.3 – 99.4 %) at 40 J. For 60 %, the point estimates choose small; its lower bound
+        // is below 60 %, so low-power mode's auto model is big.
+        let small = kept("small", 1.0, 7, 12.0, 10.0);
+        let big = KeptProfile {
+            queries: 30,
+            run: Run {
+                correct: 29,
+                incorrect: 1,
+                accuracy: Some(29.0 / 30.0),
+                ..kept("big", 2.0, 9, 40.0, 10.0).run
+            },
+            ..kept("big", 2.0, 9, 40.0, 10.0)
+        };
+        let profiles = [small, big];
+        let point = best(&profiles, &targets(0.6, None));
+        assert_eq!(point.chosen.as_deref(), Some("small"));
+        let cautious = Targets {
+            by_lower_bound: true,
+            ..targets(0.6, None)
+        };
+        let c = best(&profiles, &cautious);
+        assert_eq!(c.chosen.as_deref(), Some("big"), "{c:?}");
+        let why = c
+            .weighed
+            .iter()
+            .find(|w| w.profile.run.model == "small")
+            .map(|w| w.why.clone())
+            .unwrap_or_default();
+        assert!(
+            why.contains("lower bound 39.7 % (7 of 10) below 60.0 %"),
+            "{why}"
+        );
     }
 
     #[test]
