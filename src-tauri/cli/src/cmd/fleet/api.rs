@@ -1,7 +1,7 @@
 //! `--hosts`: each machine's own `GET /v1/summary`, one task per host on its own pace, at most
 //! [`MAX_IN_FLIGHT`] requests at once.
 
-use super::http::Http;
+use super::http::{printable, Http};
 use super::view::{FleetView, HostRow, MAX_BACKOFF, MAX_IN_FLIGHT};
 use anyhow::{bail, Context, Result};
 use std::sync::Arc;
@@ -30,6 +30,13 @@ impl Target {
             );
         }
         let authority = t.strip_prefix("http://").unwrap_or(t);
+        if authority.contains('@') {
+            bail!(
+                "{}: a host is given without a user or password (its API's reads need none, and \
+                 ps and logs would show them)",
+                wattbar_outbound::shown(&format!("http://{authority}"))
+            );
+        }
         if authority.is_empty() || authority.contains('/') {
             bail!("{text:?} is not a host, host:port or http://host:port");
         }
@@ -202,18 +209,7 @@ pub(super) fn row_of(shown: &str, s: Summary) -> HostRow {
     }
 }
 
-/// The longest text taken from a host's summary, in characters.
-const MAX_SAID_CHARS: usize = 200;
-
 /// Whether a machine could draw `watts`: 0 to the engine's own ceiling.
 fn drawable(watts: f64) -> bool {
     (0.0..=MAX_POWER_WATTS).contains(&watts)
-}
-
-/// `text` fit for a terminal: control characters (escape sequences among them) left out.
-fn printable(text: &str) -> String {
-    text.chars()
-        .filter(|c| !c.is_control())
-        .take(MAX_SAID_CHARS)
-        .collect()
 }

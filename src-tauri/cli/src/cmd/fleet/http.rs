@@ -1,5 +1,12 @@
 //! The fleet view's one HTTP client: plain HTTP/1.1 with kept-alive connections, a timeout over
-//! each whole call, and answers read up to a limit.
+//! each whole call, and answers read up to a limit; and the one rule for the text hosts send.
+//!
+//! Rules:
+//! - Every text a host or Prometheus sends (names, labels, reasons, an error's body) is shown
+//!   only through [`printable`]: no control character (a terminal's escape sequences among
+//!   them), at most [`MAX_SAID_CHARS`].
+//! - An address is checked by the outbound policy ([`wattbar_outbound::address`]: no password
+//!   in it) and named in messages as [`wattbar_outbound::shown`] writes it.
 
 use anyhow::{anyhow, bail, Result};
 use bytes::Bytes;
@@ -48,10 +55,9 @@ impl Http {
                 .map_err(|e| anyhow!("reading the answer: {e}"))?
                 .to_bytes();
             if !status.is_success() {
-                let text = String::from_utf8_lossy(&body);
                 bail!(
                     "{status}: {}",
-                    text.trim().chars().take(200).collect::<String>()
+                    printable(String::from_utf8_lossy(&body).trim())
                 );
             }
             Ok(body)
@@ -61,4 +67,16 @@ impl Http {
             Err(_) => bail!("no answer within {} s", self.timeout.as_secs_f64()),
         }
     }
+}
+
+/// The longest text taken from a host, in characters.
+pub const MAX_SAID_CHARS: usize = 200;
+
+/// `text` fit for a terminal: control characters (escape sequences among them) left out, and
+/// cut at [`MAX_SAID_CHARS`].
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_SAID_CHARS)
+        .collect()
 }

@@ -5,7 +5,7 @@
 //! that stopped answering stays listed, down. Up is Prometheus' own `up`; the age of a host's
 //! figures is its sample's age when scraped plus the time since that scrape.
 
-use super::http::Http;
+use super::http::{printable, Http};
 use super::view::{FleetView, Health, HostRow};
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
@@ -72,16 +72,18 @@ const TOP: &str =
 
 impl Server {
     pub fn new(url: &str, timeout: Duration) -> Result<Server> {
-        let base = url.trim_end_matches('/');
+        let base = url.trim().trim_end_matches('/');
+        let shown = wattbar_outbound::shown(base);
         if base.starts_with("https://") {
-            bail!("{url}: https is not supported; reach Prometheus over plain HTTP");
+            bail!("{shown}: https is not supported; reach Prometheus over plain HTTP");
         }
         if !base.starts_with("http://") {
-            bail!("{url}: give the Prometheus server's URL, e.g. http://localhost:9090");
+            bail!("{shown}: give the Prometheus server's URL, e.g. http://localhost:9090");
         }
+        wattbar_outbound::address(base, "Prometheus", None)?;
         let _: hyper::Uri = format!("{base}/api/v1/query")
             .parse()
-            .with_context(|| format!("{url} is not a URL"))?;
+            .with_context(|| format!("{shown} is not a URL"))?;
         Ok(Server {
             base: base.to_string(),
             http: Http::new(timeout),
@@ -94,13 +96,16 @@ impl Server {
             .append_pair("query", expr)
             .finish();
         let uri: hyper::Uri = format!("{}/api/v1/query?{query}", self.base).parse()?;
-        let body = self
-            .http
-            .get(&uri)
-            .await
-            .with_context(|| format!("Prometheus at {}", self.base))?;
-        let answer: Answer = serde_json::from_slice(&body)
-            .with_context(|| format!("{}: not a Prometheus answer", self.base))?;
+        let body =
+            self.http.get(&uri).await.with_context(|| {
+                format!("Prometheus at {}", wattbar_outbound::shown(&self.base))
+            })?;
+        let answer: Answer = serde_json::from_slice(&body).with_context(|| {
+            format!(
+                "{}: not a Prometheus answer",
+                wattbar_outbound::shown(&self.base)
+            )
+        })?;
         match answer.data {
             Some(d) if answer.status == "success" && d.result_type == "vector" => Ok(d.result),
             Some(d) if answer.status == "success" => {
@@ -108,7 +113,7 @@ impl Server {
             }
             _ => bail!(
                 "{expr}: {}",
-                answer.error.unwrap_or_else(|| answer.status.clone())
+                printable(&answer.error.unwrap_or_else(|| answer.status.clone()))
             ),
         }
     }
@@ -136,7 +141,7 @@ impl Server {
         );
         let mut rows = Vec::new();
         for inst in known.iter().filter_map(Series::instance) {
-            let mut row = HostRow::pending(inst);
+            let mut row = HostRow::pending(&printable(inst));
             if up.of(inst).and_then(Series::value) != Some(1.0) {
                 rows.push(row.down("Prometheus cannot scrape it (up is not 1)".to_string()));
                 continue;
@@ -147,7 +152,7 @@ impl Server {
             row.quality = head
                 .and_then(|s| s.label("quality"))
                 .and_then(|q| serde_json::from_value(serde_json::json!(q)).ok());
-            row.source = head.and_then(|s| s.label("source")).map(str::to_string);
+            row.source = head.and_then(|s| s.label("source")).map(printable);
             row.age_seconds = age.of(inst).and_then(Series::value);
             row.today_kwh = today
                 .of(inst)
@@ -155,10 +160,10 @@ impl Server {
                 .map(|j| j / wattbar_core::JOULES_PER_KWH);
             let cost = cost.of(inst);
             row.today_cost = cost.and_then(Series::value);
-            row.currency = cost.and_then(|s| s.label("currency")).map(str::to_string);
+            row.currency = cost.and_then(|s| s.label("currency")).map(printable);
             row.low_power = low_power.of(inst).and_then(Series::value).map(|v| v > 0.0);
             let top = top.of(inst);
-            row.top_program = top.and_then(|s| s.label("program")).map(str::to_string);
+            row.top_program = top.and_then(|s| s.label("program")).map(printable);
             row.top_program_watts = top.and_then(Series::value);
             if row.age_seconds.is_none() {
                 row.health = Health::Stale;

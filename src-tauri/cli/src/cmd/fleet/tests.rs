@@ -36,6 +36,62 @@ fn what_is_no_host_is_refused_with_its_reason() {
     for bad in ["", "a/b", "http://a:9471/v1", "a:notaport", "a b"] {
         assert!(Target::parse(bad).is_err(), "{bad:?} was taken");
     }
+    // A user and password are refused, and the refusal does not repeat the password.
+    let said = Target::parse("http://admin:hunter2@gpu-box:9471")
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        said.contains("gpu-box:9471") && !said.contains("hunter2"),
+        "{said}"
+    );
+    let said = prometheus::Server::new("http://admin:hunter2@prom:9090", Duration::from_secs(1))
+        .err()
+        .map(|e| format!("{e:#}"))
+        .unwrap_or_default();
+    assert!(
+        said.contains("password") && !said.contains("hunter2"),
+        "{said}"
+    );
+}
+
+#[tokio::test]
+async fn an_error_page_reaches_the_view_without_its_escape_sequences() {
+    // A host answering 500 with a body that would clear the terminal and retitle its window.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut s, _)) = listener.accept().await {
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf).await;
+            let body = "\x1b[2J\x1b]0;owned\x07down for maintenance\r\n";
+            let head = format!(
+                "HTTP/1.1 500 Internal Server Error\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = s.write_all(head.as_bytes()).await;
+            let _ = s.write_all(body.as_bytes()).await;
+        }
+    });
+    let http = http::Http::new(Duration::from_secs(5));
+    let uri: hyper::Uri = format!("http://{addr}/v1/summary")
+        .parse()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let said = http
+        .get(&uri)
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        said.contains("500") && said.contains("down for maintenance"),
+        "{said:?}"
+    );
+    assert!(!said.chars().any(char::is_control), "{said:?}");
 }
 
 #[test]
