@@ -193,6 +193,7 @@ function showWallMeter(meter) {
   $("wall_meter_url").value = meter ? meter.url : "";
   $("wall_meter_kind").value = meter && meter.kind ? meter.kind : "";
   $("wall_meter_channels").value = meter && meter.channels ? meter.channels.join(", ") : "";
+  $("wall_meter_pin").value = meter && meter.tls_pin_sha256 ? meter.tls_pin_sha256 : "";
   showSecretsKept(meter);
 }
 
@@ -220,6 +221,8 @@ function wallMeterValue() {
   if (kind) value.kind = kind;
   const channels = $("wall_meter_channels").value.split(",").map((c) => c.trim()).filter(Boolean);
   if (channels.length) value.channels = channels;
+  const pin = $("wall_meter_pin").value.trim();
+  if (pin) value.tls_pin_sha256 = pin;
   const password = $("wall_meter_password").value;
   if (password) value.password = password;
   const token = $("wall_meter_token").value.trim();

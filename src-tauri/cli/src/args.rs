@@ -37,6 +37,15 @@ pub struct WallMeterArgs {
     /// read it (mode 600).
     #[arg(long, value_name = "FILE", requires = "wall_meter")]
     pub wall_meter_token_file: Option<PathBuf>,
+    /// An https meter's own certificate, trusted by its SHA-256 alone (as `openssl x509 -noout
+    /// -fingerprint -sha256` prints it): a Home Assistant with a self-signed certificate. A
+    /// refusal of an unpinned one names the fingerprint it saw.
+    #[arg(long, value_name = "SHA256", requires = "wall_meter", value_parser = parse_pin)]
+    pub wall_meter_pin: Option<wattbar_core::pin::Pin>,
+}
+
+fn parse_pin(text: &str) -> Result<wattbar_core::pin::Pin, String> {
+    wattbar_core::pin::Pin::parse(text)
 }
 
 // Parsed once per run: the size of its largest variant costs nothing.

@@ -14,11 +14,14 @@ pub async fn open_sources(wall: crate::args::WallMeterArgs) -> Result<wattbar_co
         .wall_meter
         .or_else(|| options.wall_meter.take().map(|m| m.url))
     {
-        options.wall_meter = Some(wall_meter(
-            url,
-            wall.wall_meter_password_file.as_deref(),
-            wall.wall_meter_token_file.as_deref(),
-        )?);
+        options.wall_meter = Some(wattbar_sources::plugs::WallMeter {
+            tls_pin: wall.wall_meter_pin,
+            ..wall_meter(
+                url,
+                wall.wall_meter_password_file.as_deref(),
+                wall.wall_meter_token_file.as_deref(),
+            )?
+        });
     }
     Ok(tokio::task::spawn_blocking(move || build_chain(&options)).await??)
 }

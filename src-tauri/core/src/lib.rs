@@ -13,6 +13,7 @@ pub mod eval;
 pub mod formula;
 pub mod inference;
 pub mod meter;
+pub mod pin;
 pub mod policy;
 pub mod prefs;
 pub mod pricing;

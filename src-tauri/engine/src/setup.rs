@@ -93,5 +93,9 @@ pub fn wall_meter_of(pref: &WallMeterPref) -> WallMeter {
         password: pref.password.clone(),
         token: pref.token.clone(),
         channels: pref.channels.clone(),
+        tls_pin: pref
+            .tls_pin_sha256
+            .as_deref()
+            .and_then(|p| wattbar_core::pin::Pin::parse(p).ok()),
     }
 }

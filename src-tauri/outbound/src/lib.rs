@@ -16,6 +16,11 @@
 
 use std::time::Duration;
 
+#[cfg(not(target_os = "macos"))]
+mod checked_tls;
+
+pub use wattbar_core::pin::Pin;
+
 /// What one use of the network may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Use {
@@ -270,10 +275,9 @@ fn roots() -> Result<std::sync::Arc<Vec<ureq::tls::Certificate<'static>>>, Error
         .map_err(Error::NoRoots)
 }
 
-/// A rustls client configuration with the system's roots, for the clients that are not ureq's
-/// (MQTT's, OTLP's).
+/// The system's roots as rustls keeps them.
 #[cfg(not(target_os = "macos"))]
-pub fn rustls_config() -> Result<std::sync::Arc<rustls::ClientConfig>, Error> {
+fn root_store() -> Result<rustls::RootCertStore, Error> {
     let mut store = rustls::RootCertStore::empty();
     let (added, _) = store.add_parsable_certificates(
         roots()?
@@ -283,6 +287,54 @@ pub fn rustls_config() -> Result<std::sync::Arc<rustls::ClientConfig>, Error> {
     if added == 0 {
         return Err(Error::NoRoots("none could be parsed".into()));
     }
+    Ok(store)
+}
+
+/// An agent with `config` and `resolver` for an address that may pin its certificate
+/// ([`Pin`]): https trusts the pinned certificate alone where there is one, else the system's
+/// roots, and a refusal names the fingerprint it saw.
+#[cfg(not(target_os = "macos"))]
+pub fn agent_with(
+    config: ureq::config::Config,
+    resolver: impl ureq::unversioned::resolver::Resolver,
+    pin: Option<Pin>,
+) -> Result<ureq::Agent, Error> {
+    use ureq::unversioned::transport::{Connector, TcpConnector};
+    let tls = checked_tls::CheckedTls::new(pin)?;
+    Ok(ureq::Agent::with_parts(
+        config,
+        TcpConnector::default().chain(tls),
+        resolver,
+    ))
+}
+
+/// [`agent_with`] on macOS, whose system TLS takes no pin: a pinned address is refused, saying
+/// what to do instead.
+#[cfg(target_os = "macos")]
+pub fn agent_with(
+    config: ureq::config::Config,
+    resolver: impl ureq::unversioned::resolver::Resolver,
+    pin: Option<Pin>,
+) -> Result<ureq::Agent, Error> {
+    if pin.is_some() {
+        return Err(Error::Address(
+            "a pinned certificate (tls_pin_sha256) is not supported on macOS: trust the \
+             server's certificate in the Keychain (Keychain Access, Always Trust) instead"
+                .into(),
+        ));
+    }
+    Ok(ureq::Agent::with_parts(
+        config,
+        ureq::unversioned::transport::DefaultConnector::new(),
+        resolver,
+    ))
+}
+
+/// A rustls client configuration with the system's roots, for the clients that are not ureq's
+/// (MQTT's, OTLP's).
+#[cfg(not(target_os = "macos"))]
+pub fn rustls_config() -> Result<std::sync::Arc<rustls::ClientConfig>, Error> {
+    let store = root_store()?;
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

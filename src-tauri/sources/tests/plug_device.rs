@@ -249,6 +249,7 @@ fn a_wrong_or_missing_password_is_said_so_and_never_shown() {
         password: Some("guessed".into()),
         token: None,
         channels: Vec::new(),
+        tls_pin: None,
     })
     .and_then(|mut c| c.read());
     match wrong {

@@ -35,6 +35,10 @@ pub struct WallMeterPref {
     pub kind: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub channels: Vec<String>,
+    /// An https meter's own certificate, trusted by its SHA-256 alone ([`crate::pin`]): a Home
+    /// Assistant with a self-signed certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_pin_sha256: Option<String>,
     /// Whether a password or token is kept (never the secret itself).
     #[serde(default, skip_deserializing)]
     pub has_secret: bool,
@@ -51,6 +55,7 @@ impl std::fmt::Debug for WallMeterPref {
             .field("url", &self.url)
             .field("kind", &self.kind)
             .field("channels", &self.channels)
+            .field("tls_pin_sha256", &self.tls_pin_sha256)
             .field("password", &self.password.as_ref().map(|_| "…"))
             .field("token", &self.token.as_ref().map(|_| "…"))
             .finish()
@@ -87,10 +92,19 @@ impl WallMeterPref {
             }
         };
         if let Some(unknown) = map.keys().find(|k| {
-            !["url", "kind", "channels", "password", "token", "has_secret"].contains(&k.as_str())
+            ![
+                "url",
+                "kind",
+                "channels",
+                "tls_pin_sha256",
+                "password",
+                "token",
+                "has_secret",
+            ]
+            .contains(&k.as_str())
         }) {
             return Err(invalid(format!(
-                "{unknown:?} is not one of url, kind, channels, password, token"
+                "{unknown:?} is not one of url, kind, channels, tls_pin_sha256, password, token"
             )));
         }
         let text = |key: &str| -> Result<Option<String>, Error> {
@@ -135,6 +149,15 @@ impl WallMeterPref {
         if channels.len() > MAX_CHANNELS {
             return Err(invalid(format!("at most {MAX_CHANNELS} channels")));
         }
+        let tls_pin_sha256 = match text("tls_pin_sha256")? {
+            Some(_) if !url.starts_with("https://") => {
+                return Err(invalid(
+                    "tls_pin_sha256 pins an https address's certificate; this address is not https",
+                ));
+            }
+            Some(pin) => Some(crate::pin::Pin::parse(&pin).map_err(invalid)?.to_string()),
+            None => None,
+        };
         // Left out: the secret set before stays; null or "": cleared.
         let secret = |key: &str, before: Option<&String>| -> Result<Option<String>, Error> {
             match map.get(key) {
@@ -155,6 +178,7 @@ impl WallMeterPref {
             url,
             kind,
             channels,
+            tls_pin_sha256,
             has_secret: password.is_some() || token.is_some(),
             password,
             token,
@@ -311,6 +335,33 @@ mod tests {
         assert_eq!(
             parse(json!("http://plug")).ok().flatten().map(|p| p.url),
             Some("http://plug".to_string())
+        );
+    }
+
+    #[test]
+    fn an_https_meter_pins_its_certificate_as_openssl_prints_the_fingerprint() {
+        let why = |v| parse(v).err().map(|e| e.to_string()).unwrap_or_default();
+        let fingerprint = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+        let pinned = parse(
+            json!({"url": "https://ha.local:8123/api/states/sensor.desk",
+                                  "tls_pin_sha256": fingerprint}),
+        )
+        .ok()
+        .flatten()
+        .and_then(|p| p.tls_pin_sha256);
+        assert_eq!(
+            pinned.as_deref(),
+            Some(
+                "E3:B0:C4:42:98:FC:1C:14:9A:FB:F4:C8:99:6F:B9:24:27:AE:41:E4:64:9B:93:4C:A4:95:\
+                 99:1B:78:52:B8:55"
+            )
+        );
+        assert!(
+            why(json!({"url": "http://plug", "tls_pin_sha256": fingerprint})).contains("not https")
+        );
+        assert!(
+            why(json!({"url": "https://ha.local", "tls_pin_sha256": "AB:CD"}))
+                .contains("64 hex digits")
         );
     }
 }

@@ -39,6 +39,8 @@ pub struct WallMeter {
     pub token: Option<String>,
     /// The channels summed (`switch:0`, `em1:1`); all of the device's when empty.
     pub channels: Vec<String>,
+    /// An https meter's own certificate, trusted alone ([`wattbar_core::pin`]).
+    pub tls_pin: Option<wattbar_core::pin::Pin>,
 }
 
 /// Shows where the meter is, never its secrets.
@@ -134,8 +136,14 @@ impl PlugClient {
             .map_err(|e| Error::Unavailable(format!("{scheme}://{host}: {e}")))?
             .http_status_as_error(false)
             .build();
+        let agent = wattbar_outbound::agent_with(
+            config,
+            crate::resolver::KeptResolver::default(),
+            meter.tls_pin,
+        )
+        .map_err(|e| Error::Unavailable(format!("{scheme}://{host}: {e}")))?;
         Ok(PlugClient {
-            agent: crate::resolver::agent(config),
+            agent,
             origin: format!("{scheme}://{host}"),
             kasa,
             path: path.filter(|p| *p != "/").map(String::from),
@@ -382,6 +390,7 @@ mod tests {
             token: Some("tok-secret".into()),
             kind: None,
             channels: Vec::new(),
+            tls_pin: None,
         };
         let shown = format!("{meter:?}");
         assert!(
