@@ -1206,6 +1206,7 @@ fn sustained_draw_engages_low_power_everywhere_once_and_a_manual_choice_stays() 
     let home = Home::with(
         "t,watts\n0,40\n12,5\n72,5\n",
         &json!({
+            "low_power_threshold_w": 15,
             "low_power_engage_after_s": 3,
             "low_power_release_after_s": 3,
         }),

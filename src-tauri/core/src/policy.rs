@@ -8,12 +8,16 @@
 //!    engages at once; it releases when the condition ends, if the battery rule engaged it.
 //! 3. **Threshold.** Headline watts above `threshold` for `engage_after` engage it; below
 //!    `threshold − hysteresis` for `release_after` release it, only when the threshold engaged it.
-//!    A sample with no headline is no evidence either way: it restarts both timers.
+//!    A sample with no headline is no evidence either way: it restarts both timers. Without
+//!    watts set, the threshold is the machine's own rest + 50 % ([`rest`]), unknown (and nothing
+//!    engaged by it) until a rest is learned.
 //!
 //! Time is the caller's monotonic clock ([`Stamp`]); nothing here reads a clock.
 //!
 //! Non-goals: acting on the operating system's power mode (the engine does that, opt-in), and
 //! estimating inference speed (the advice takes tokens/s per watt as given).
+
+pub mod rest;
 
 use crate::error::Error;
 use crate::reading::{Battery, Stamp};
@@ -61,8 +65,9 @@ pub struct PolicyConfig {
     /// Auto-engage on sustained high draw.
     #[serde(rename = "low_power_auto")]
     pub auto: bool,
+    /// Watts; `None`: the machine's rest + 50 % ([`rest`]).
     #[serde(rename = "low_power_threshold_w")]
-    pub threshold_w: f64,
+    pub threshold_w: Option<f64>,
     #[serde(rename = "low_power_hysteresis_w")]
     pub hysteresis_w: f64,
     #[serde(rename = "low_power_engage_after_s")]
@@ -138,7 +143,6 @@ pub const POLICY_KEYS: [&str; 16] = [
     "unload_idle_models_in_low_power",
 ];
 
-pub const DEFAULT_THRESHOLD_W: f64 = 15.0;
 pub const DEFAULT_HYSTERESIS_W: f64 = 3.0;
 pub const DEFAULT_ENGAGE_AFTER_S: f64 = 30.0;
 pub const DEFAULT_RELEASE_AFTER_S: f64 = 30.0;
@@ -160,7 +164,7 @@ impl Default for PolicyConfig {
     fn default() -> Self {
         PolicyConfig {
             auto: true,
-            threshold_w: DEFAULT_THRESHOLD_W,
+            threshold_w: None,
             hysteresis_w: DEFAULT_HYSTERESIS_W,
             engage_after_s: DEFAULT_ENGAGE_AFTER_S,
             release_after_s: DEFAULT_RELEASE_AFTER_S,
@@ -191,18 +195,22 @@ fn invalid(field: &'static str, message: String) -> Error {
 impl PolicyConfig {
     /// Checks every field; returns the first problem, named by its preference key.
     pub fn validate(&self) -> Result<(), Error> {
-        let t = self.threshold_w;
-        if !t.is_finite() || t <= 0.0 || t > MAX_THRESHOLD_W {
-            return Err(invalid(
-                "low_power_threshold_w",
-                format!("{t} W is not between 0 and {MAX_THRESHOLD_W} W"),
-            ));
+        if let Some(t) = self.threshold_w {
+            if !t.is_finite() || t <= 0.0 || t > MAX_THRESHOLD_W {
+                return Err(invalid(
+                    "low_power_threshold_w",
+                    format!("{t} W is not between 0 and {MAX_THRESHOLD_W} W (or null: the machine's rest + 50 %)"),
+                ));
+            }
         }
         let h = self.hysteresis_w;
-        if !h.is_finite() || h < 0.0 || h >= t {
+        if !h.is_finite() || h < 0.0 || self.threshold_w.is_some_and(|t| h >= t) {
             return Err(invalid(
                 "low_power_hysteresis_w",
-                format!("{h} W must be at least 0 and below the threshold ({t} W)"),
+                format!(
+                    "{h} W must be at least 0 and below the threshold ({} W)",
+                    self.threshold_w.unwrap_or(f64::NAN)
+                ),
             ));
         }
         for (field, v) in [
@@ -295,10 +303,12 @@ impl PolicyConfig {
             eval: None,
         }
     }
+}
 
-    fn release_level(&self) -> f64 {
-        self.threshold_w - self.hysteresis_w
-    }
+/// The release level below `threshold`: the hysteresis, at most half the threshold (a learned
+/// threshold may be lower than the watts of hysteresis set).
+fn release_level(threshold: f64, hysteresis: f64) -> f64 {
+    threshold - hysteresis.min(threshold / 2.0)
 }
 
 /// The mode as everyone reads it.
@@ -337,6 +347,8 @@ pub struct Policy {
     below_since: Option<Duration>,
     /// False after a manual "off" until the draw falls below the release level.
     armed: bool,
+    /// The machine's rest, for a threshold not set in watts.
+    rest: rest::Rest,
 }
 
 impl Policy {
@@ -349,6 +361,31 @@ impl Policy {
             above_since: None,
             below_since: None,
             armed,
+            rest: rest::Rest::default(),
+        }
+    }
+
+    /// The threshold in force, watts: the one set, else the machine's rest + 50 %; `None` while
+    /// the rest is not yet known.
+    pub fn threshold_w(&self) -> Option<f64> {
+        self.config.threshold_w.or_else(|| self.rest.threshold())
+    }
+
+    /// The machine's draw at rest as learned, watts; `None` until known.
+    pub fn rest_w(&self) -> Option<f64> {
+        self.rest.watts()
+    }
+
+    /// How the threshold in force was set, for messages: "150 W (the machine's rest of 100 W +
+    /// 50 %)" or "15 W".
+    fn threshold_said(&self, threshold: f64) -> String {
+        match (self.config.threshold_w, self.rest.watts()) {
+            (None, Some(rest)) => format!(
+                "{} W (the machine's rest of {} W, + 50 % or 5 W)",
+                trim(threshold),
+                trim(rest)
+            ),
+            _ => format!("{} W", trim(threshold)),
         }
     }
 
@@ -526,12 +563,19 @@ impl Policy {
             return None;
         };
         let now = at.monotonic;
-        if w > self.config.threshold_w {
+        self.rest.observe(now, w);
+        let Some(threshold) = self.threshold_w() else {
+            self.above_since = None;
+            self.below_since = None;
+            return None;
+        };
+        let release = release_level(threshold, self.config.hysteresis_w);
+        if w > threshold {
             self.above_since.get_or_insert(now);
         } else {
             self.above_since = None;
         }
-        if w < self.config.release_level() {
+        if w < release {
             self.below_since.get_or_insert(now);
             self.armed = true;
         } else {
@@ -545,8 +589,8 @@ impl Policy {
             if let Some(d) = held(self.above_since) {
                 if d >= self.config.engage_after_s {
                     let msg = format!(
-                        "Low-power mode on: above {} W for {}",
-                        trim(self.config.threshold_w),
+                        "Low-power mode on: above {} for {}",
+                        self.threshold_said(threshold),
                         seconds(self.config.engage_after_s)
                     );
                     return Some(self.change(true, Reason::AutoThreshold, at, msg));
@@ -558,7 +602,7 @@ impl Policy {
                 if d >= self.config.release_after_s {
                     let msg = format!(
                         "Low-power mode off: below {} W for {}",
-                        trim(self.config.release_level()),
+                        trim(release),
                         seconds(self.config.release_after_s)
                     );
                     return Some(self.change(false, Reason::AutoThreshold, at, msg));
@@ -694,8 +738,47 @@ mod tests {
         Stamp::new(Duration::from_secs(s), 1_700_000_000.0 + s as f64)
     }
 
+    /// The settings with the threshold set at 15 W.
+    fn fifteen() -> PolicyConfig {
+        PolicyConfig {
+            threshold_w: Some(15.0),
+            ..PolicyConfig::default()
+        }
+    }
+
     fn policy() -> Policy {
-        Policy::new(PolicyConfig::default(), LowPowerState::off())
+        Policy::new(fifteen(), LowPowerState::off())
+    }
+
+    #[test]
+    fn with_no_watts_set_a_desktop_at_100_w_engages_at_its_rest_plus_half_not_15_w() {
+        let mut p = Policy::new(PolicyConfig::default(), LowPowerState::off());
+        // Ten minutes at rest: learning, nothing engaged (15 W would have at 30 s).
+        assert!(feed(&mut p, 0, 659, 100.0).is_empty());
+        assert_eq!(p.rest_w(), Some(100.0));
+        assert_eq!(p.threshold_w(), Some(150.0));
+        // 140 W for a minute is below 150 W.
+        assert!(feed(&mut p, 660, 720, 140.0).is_empty());
+        // 200 W for 30 s engages, and says where the threshold came from.
+        let on = feed(&mut p, 721, 760, 200.0);
+        assert_eq!(on.len(), 1, "{on:?}");
+        assert_eq!(on[0].0, 751);
+        assert!(
+            on[0]
+                .1
+                .message
+                .contains("above 150 W (the machine's rest of 100 W"),
+            "{}",
+            on[0].1.message
+        );
+        // Released below 150 − 3 W for 30 s.
+        let off = feed(&mut p, 761, 800, 100.0);
+        assert_eq!(off.len(), 1, "{off:?}");
+        assert!(
+            off[0].1.message.contains("below 147 W"),
+            "{}",
+            off[0].1.message
+        );
     }
 
     /// Feeds `watts` once a second from `from` to `to` inclusive; returns the transitions.
@@ -796,7 +879,7 @@ mod tests {
         let mut p = Policy::new(
             PolicyConfig {
                 auto: false,
-                ..PolicyConfig::default()
+                ..fifteen()
             },
             LowPowerState::off(),
         );
@@ -808,7 +891,7 @@ mod tests {
         let mut p = Policy::new(
             PolicyConfig {
                 on_battery: true,
-                ..PolicyConfig::default()
+                ..fifteen()
             },
             LowPowerState::off(),
         );
@@ -841,7 +924,7 @@ mod tests {
         let mut p = Policy::new(
             PolicyConfig {
                 above_price: Some(0.35),
-                ..PolicyConfig::default()
+                ..fifteen()
             },
             LowPowerState::off(),
         );
@@ -867,7 +950,7 @@ mod tests {
         assert!(p.observe(at(6), None, None, Some(0.10)).is_none());
         assert!(PolicyConfig {
             above_price: Some(f64::NAN),
-            ..PolicyConfig::default()
+            ..fifteen()
         }
         .validate()
         .is_err());
@@ -878,7 +961,7 @@ mod tests {
         let mut p = Policy::new(
             PolicyConfig {
                 battery_below_percent: Some(20.0),
-                ..PolicyConfig::default()
+                ..fifteen()
             },
             LowPowerState::off(),
         );
@@ -912,7 +995,7 @@ mod tests {
             since: Some(1.0),
             reason: Some(Reason::Manual),
         };
-        let mut p = Policy::new(PolicyConfig::default(), restored.clone());
+        let mut p = Policy::new(fifteen(), restored.clone());
         assert!(feed(&mut p, 0, 100, 1.0).is_empty());
         assert_eq!(p.state(), &restored);
     }
@@ -923,10 +1006,10 @@ mod tests {
             Err(Error::Invalid { field, .. }) => field,
             other => panic!("expected a refusal, got {other:?}"),
         };
-        let d = PolicyConfig::default;
+        let d = fifteen;
         assert_eq!(
             bad(PolicyConfig {
-                threshold_w: f64::NAN,
+                threshold_w: Some(f64::NAN),
                 ..d()
             }),
             "low_power_threshold_w"
@@ -967,7 +1050,7 @@ mod tests {
         let c = PolicyConfig {
             model: AUTO_MODEL.into(),
             min_accuracy: 0.7,
-            ..PolicyConfig::default()
+            ..fifteen()
         };
         assert!(c.validate().is_ok());
         let off = LowPowerState::off();
@@ -995,20 +1078,20 @@ mod tests {
              is the cheapest model good enough on gsm8k)"
         );
         // A named model is advised as it is, whatever the profiles chose.
-        let named = advice(&PolicyConfig::default(), &off, &chosen);
+        let named = advice(&fifteen(), &off, &chosen);
         assert_eq!(named.recommended_model.as_deref(), Some(DEFAULT_MODEL));
         assert!(!named.recommendation.contains("cheapest"));
         // Targets out of range are refused with the field.
         for bad in [-0.1, 1.5, f64::NAN] {
             let c = PolicyConfig {
                 min_accuracy: bad,
-                ..PolicyConfig::default()
+                ..fifteen()
             };
             assert!(c.validate().is_err(), "{bad}");
         }
         let slow = PolicyConfig {
             max_itl_ms: Some(0.0),
-            ..PolicyConfig::default()
+            ..fifteen()
         };
         assert!(slow.validate().is_err());
         assert_eq!(c.targets().min_accuracy, 0.7);
@@ -1016,7 +1099,7 @@ mod tests {
 
     #[test]
     fn advice_follows_the_score_bands() {
-        let c = PolicyConfig::default();
+        let c = fifteen();
         let off = LowPowerState::off();
         let none = Measured::default();
         let score = |s: f64| Measured {

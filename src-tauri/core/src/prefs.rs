@@ -806,7 +806,7 @@ mod tests {
         });
         let map = stored.as_object().cloned().unwrap_or_default();
         let (prefs, problems) = Preferences::from_entries(map.iter().map(|(k, v)| (k.as_str(), v)));
-        assert_eq!(prefs.low_power.threshold_w, 25.0);
+        assert_eq!(prefs.low_power.threshold_w, Some(25.0));
         assert_eq!(prefs.interval_ms, 500);
         assert_eq!(prefs.price_per_kwh, Price::default());
         assert_eq!(prefs.currency, Currency::default());

@@ -35,6 +35,13 @@ pub struct LowPowerView {
     /// The last thing the mode did, as a sentence: switching, or unloading models.
     #[serde(default)]
     pub last_event: Option<String>,
+    /// The draw above which it engages by itself, watts: `low_power_threshold_w`, else the
+    /// machine's rest + 50 %; `None` while that rest is being learned.
+    #[serde(default)]
+    pub threshold_w: Option<f64>,
+    /// The machine's draw at rest as learned, watts.
+    #[serde(default)]
+    pub rest_w: Option<f64>,
 }
 
 impl LowPowerView {
@@ -44,8 +51,11 @@ impl LowPowerView {
         action: LowPowerAction,
         routed: &Routed,
         last_event: Option<&String>,
+        (threshold_w, rest_w): (Option<f64>, Option<f64>),
     ) -> Self {
         LowPowerView {
+            threshold_w,
+            rest_w,
             action,
             last_event: last_event.cloned(),
             routed: routed.clone(),
@@ -69,6 +79,7 @@ impl From<&Published> for LowPowerView {
             p.prefs.low_power.action,
             &p.inference.view.routed,
             p.low_power.event.as_ref(),
+            (p.low_power.threshold_w, p.low_power.rest_w),
         )
     }
 }
@@ -106,6 +117,7 @@ impl AdviceFile {
             config.action,
             routed,
             low_power.event(),
+            low_power.threshold(),
         );
         if self.written.as_ref() == Some(&view) {
             return;

@@ -270,7 +270,7 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e}"));
         let (p, problems) = load(&path).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(p.price_per_kwh.per_kwh(), 0.42);
-        assert_eq!(p.low_power.threshold_w, 20.0);
+        assert_eq!(p.low_power.threshold_w, Some(20.0));
         assert_eq!(p.currency.as_str(), "USD");
         assert!(problems.is_empty());
     }

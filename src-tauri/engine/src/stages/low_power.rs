@@ -35,6 +35,11 @@ pub struct LowPowerNow {
     pub events: Arc<[(u64, String)]>,
     /// macOS Low Power Mode as the system last said (read once a minute); `None` elsewhere.
     pub os_mode: Option<bool>,
+    /// The threshold in force, watts: the one set, else the machine's rest + 50 %; `None`
+    /// while that rest is being learned.
+    pub threshold_w: Option<f64>,
+    /// The machine's draw at rest as learned, watts.
+    pub rest_w: Option<f64>,
 }
 
 pub struct LowPower {
@@ -190,7 +195,14 @@ impl LowPower {
             seq: self.seq,
             events: self.recent(),
             os_mode: self.os_low_power_mode(),
+            threshold_w: self.policy.threshold_w(),
+            rest_w: self.policy.rest_w(),
         }
+    }
+
+    /// The threshold in force and the rest learned, watts ([`LowPowerNow`]).
+    pub fn threshold(&self) -> (Option<f64>, Option<f64>) {
+        (self.policy.threshold_w(), self.policy.rest_w())
     }
 }
 

@@ -245,10 +245,12 @@ async fn the_ledger_keeps_what_was_integrated_after_a_shutdown() {
 async fn a_high_trace_engages_low_power_and_the_store_remembers_it() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let db = dir.path().join("wattbar.db");
-    // 40 W for a minute, then 5 W.
+    // 40 W for a minute, then 5 W, against a threshold set at 15 W.
+    let mut prefs = Preferences::default();
+    prefs.low_power.threshold_w = Some(15.0);
     let engine = start(
         replay("t,watts\n0,40\n60,5\n"),
-        config(Preferences::default()).with_store(db.clone()),
+        config(prefs).with_store(db.clone()),
     );
     let mut rx = engine.subscribe();
     let on = wait_for(&mut rx, |p| p.low_power.state.enabled).await;

@@ -52,10 +52,12 @@ async fn auto_advises_the_cheapest_profiled_model_good_enough_and_remembers_afte
     let mut rx = engine.subscribe();
     let first = wait_for(&mut rx, |p| p.snapshot.is_some()).await;
     assert_eq!(first.low_power.advice.recommended_model, None);
-    // big: 36 of 40 at 40 J a query; small: 24 of 40 at 12 J; tiny: 4 of 40 at 5 J.
+    // big: 36 of 40 at 40 J a query (Wilson lower bound 76.9 %); small: 30 of 40 at 12 J
+    // (59.8 %); tiny: 4 of 40 at 5 J (4.0 %). The auto model acts by itself: it is chosen by
+    // the lower bound.
     for p in [
         profile("big", 1.0, 36, 40.0),
-        profile("small", 2.0, 24, 12.0),
+        profile("small", 2.0, 30, 12.0),
         profile("tiny", 3.0, 4, 5.0),
     ] {
         reader
@@ -88,7 +90,7 @@ async fn auto_advises_the_cheapest_profiled_model_good_enough_and_remembers_afte
     assert_eq!(engine.current().inference.profiles.len(), 3);
     // A stricter target: only big is good enough.
     reader
-        .set_preferences(auto(0.8))
+        .set_preferences(auto(0.7))
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
