@@ -9,6 +9,7 @@
 
 mod kept_apart;
 pub mod lock;
+pub use kept_apart::mqtt_password_for;
 pub mod paths;
 pub mod prefs_file;
 pub mod secrets;

@@ -183,12 +183,11 @@ pub async fn serve(command: Cmd) -> Result<()> {
     if let Some(url) = mqtt {
         let default_file =
             paths::data_dir()?.join(wattbar_engine::home::secrets::MQTT_PASSWORD_FILE);
+        // A file named here is the person's word for this broker; the one kept in the data
+        // folder is sent only to the broker it was kept for.
         let password = match mqtt_password_file {
             Some(file) => Some(wattbar_engine::home::secrets::read_secret_file(&file)?),
-            None if default_file.exists() => Some(wattbar_engine::home::secrets::read_secret_file(
-                &default_file,
-            )?),
-            None => None,
+            None => wattbar_engine::home::mqtt_password_for(&default_file, &url),
         };
         let pref = wattbar_core::MqttPref {
             url,

@@ -29,15 +29,7 @@ pub(super) fn fill(path: &Path, prefs: &mut Preferences) {
         meter.has_secret = meter.password.is_some() || meter.token.is_some();
     }
     if let Some(mqtt) = prefs.mqtt.as_mut() {
-        let file = mqtt_password_path(path);
-        let kept = match crate::home::secrets::read_secret_file(&file) {
-            Ok(p) => Some(p),
-            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => {
-                tracing::warn!("the MQTT broker's password could not be read: {e}");
-                None
-            }
-        };
+        let kept = mqtt_password_for(&mqtt_password_path(path), &mqtt.url);
         mqtt.password = mqtt.password.take().or(kept);
         mqtt.has_secret = mqtt.password.is_some();
     }
@@ -208,19 +200,72 @@ pub fn mqtt_password_path(preferences: &Path) -> std::path::PathBuf {
     preferences.with_file_name(crate::home::secrets::MQTT_PASSWORD_FILE)
 }
 
-/// Keeps the broker's password (0600, written whole or not at all), or removes the file when
-/// there is none.
-fn write_mqtt_password(path: &Path, prefs: &Preferences) -> Result<(), Error> {
-    let io = |source: std::io::Error| Error::Io {
-        path: path.to_path_buf(),
-        source,
+/// The broker's password kept in `file` (`mqtt-password`), for the broker at `url`: `None`
+/// where none is kept, or where it was kept for another broker (said, without its value). A
+/// file with no origin beside it was written by hand, for whatever broker is named.
+pub fn mqtt_password_for(file: &Path, url: &str) -> Option<String> {
+    let kept = match crate::home::secrets::read_secret_file(file) {
+        Ok(p) => p,
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return None
+        }
+        Err(e) => {
+            tracing::warn!("the MQTT broker's password could not be read: {e}");
+            return None;
+        }
     };
-    match prefs.mqtt.as_ref().and_then(|m| m.password.as_ref()) {
-        Some(password) => write_whole(path, &format!("{password}\n")).map_err(io),
-        None => match std::fs::remove_file(path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(e)),
-            _ => Ok(()),
-        },
+    let kept_for = std::fs::read_to_string(mqtt_origin_path(file)).ok();
+    let here = wattbar_core::secret::Origin::of(url);
+    match kept_for.as_deref().map(str::trim) {
+        Some(o) if here.as_ref().map(|h| h.as_str()) != Some(o) => {
+            tracing::warn!(
+                "the MQTT broker's password was kept for {o}, not the broker named now: it is \
+                 not sent, and the preferences ask for it"
+            );
+            None
+        }
+        _ => Some(kept),
+    }
+}
+
+/// Where the origin of the broker the password was kept for is written: beside the password
+/// file, which stays the one line `serve --mqtt-password-file` reads.
+fn mqtt_origin_path(password_file: &Path) -> std::path::PathBuf {
+    password_file.with_file_name("mqtt-password.origin")
+}
+
+/// Keeps the broker's password (0600, written whole or not at all) and the origin it is for, or
+/// removes both when there is none.
+fn write_mqtt_password(path: &Path, prefs: &Preferences) -> Result<(), Error> {
+    let origin_path = mqtt_origin_path(path);
+    let remove = |p: &Path| match std::fs::remove_file(p) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::Io {
+            path: p.to_path_buf(),
+            source: e,
+        }),
+        _ => Ok(()),
+    };
+    let mqtt = prefs.mqtt.as_ref();
+    match mqtt.and_then(|m| Some((m.password.as_ref()?, m.url.as_str()))) {
+        Some((password, url)) => {
+            write_whole(path, &format!("{password}\n")).map_err(|source| Error::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            match wattbar_core::secret::Origin::of(url) {
+                Some(o) => {
+                    write_whole(&origin_path, &format!("{o}\n")).map_err(|source| Error::Io {
+                        path: origin_path.clone(),
+                        source,
+                    })
+                }
+                None => remove(&origin_path),
+            }
+        }
+        None => {
+            remove(path)?;
+            remove(&origin_path)
+        }
     }
 }
 

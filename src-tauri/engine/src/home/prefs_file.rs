@@ -213,8 +213,14 @@ mod tests {
             &serde_json::json!({"source": "tibber", "token": "tib"}),
         )
         .unwrap_or_else(|e| panic!("{e}"));
+        p.set_field(
+            "mqtt",
+            &serde_json::json!({"url": "mqtt://broker.lan:1883", "password": "mq"}),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         save_field(&path, &p, "wall_meter").unwrap_or_else(|e| panic!("{e}"));
         save_field(&path, &p, "price_feed").unwrap_or_else(|e| panic!("{e}"));
+        save_field(&path, &p, "mqtt").unwrap_or_else(|e| panic!("{e}"));
         let (read, _) = load(&path).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             read.wall_meter.and_then(|m| m.token).as_deref(),
@@ -224,7 +230,9 @@ mod tests {
             read.price_feed.and_then(|f| f.token).as_deref(),
             Some("tib")
         );
-        // Only the port, then only the host, changed by hand; the feed pointed at a mirror.
+        assert_eq!(read.mqtt.and_then(|m| m.password).as_deref(), Some("mq"));
+        // Only the port, then only the host, changed by hand; the feed pointed at a mirror;
+        // the broker moved.
         for url in [
             "http://ha.local:8124/api/states/sensor.desk",
             "http://evil.example:8123/api/states/sensor.desk",
@@ -235,10 +243,16 @@ mod tests {
                 .replace(
                     "\"source\": \"tibber\"",
                     "\"source\": \"tibber\", \"url\": \"http://127.0.0.1:9\"",
-                );
+                )
+                .replace("mqtt://broker.lan:1883", "mqtt://evil.example:1883");
             let elsewhere = dir.path().join("edited").join("preferences.json");
             std::fs::create_dir_all(dir.path().join("edited")).unwrap_or_else(|e| panic!("{e}"));
-            for f in ["wall-meter.secret.json", "feeds.secret.json"] {
+            for f in [
+                "wall-meter.secret.json",
+                "feeds.secret.json",
+                "mqtt-password",
+                "mqtt-password.origin",
+            ] {
                 std::fs::copy(dir.path().join(f), dir.path().join("edited").join(f))
                     .unwrap_or_else(|e| panic!("{e}"));
             }
@@ -248,6 +262,8 @@ mod tests {
             assert_eq!((meter.token, meter.has_secret), (None, false), "{url}");
             let feed = read.price_feed.unwrap_or_else(|| panic!("no feed"));
             assert_eq!((feed.token, feed.has_secret), (None, false));
+            let mqtt = read.mqtt.unwrap_or_else(|| panic!("no broker"));
+            assert_eq!((mqtt.password, mqtt.has_secret), (None, false));
         }
     }
 
