@@ -6,9 +6,12 @@
 //! The price feed gives +50 EUR/MWh for the first 25 s, then -50 (a sunny Sunday in DE), so
 //! money is paid, then credited; one run resets its session.
 //!
-//! What must hold: no scraped or pushed value of any counter ever goes down: every `_total`
-//! series Prometheus scraped, found by enumeration (so a counter added later is checked without
-//! editing this test), has `resets()` 0 and no sample below the one before it. `increase()` of
+//! What must hold: no scraped, pushed or published value of any counter ever goes down: every
+//! `_total` series Prometheus scraped, found by enumeration (so a counter added later is checked
+//! without editing this test), has `resets()` 0 and no sample below the one before it; so does
+//! every cumulative sum pushed over OTLP under one start time, and every MQTT field that Home
+//! Assistant's discovery calls `total_increasing` (Debian's mosquitto, read by `mosquitto_sub`),
+//! never sent as `-0.0`. `increase()` of
 //! the energy over the whole run is at most the energy drawn, and loses at most one batch per
 //! kill; every push carries the same start time.
 //!
@@ -19,6 +22,7 @@
 
 use crate::common::prometheus::{num, Prometheus};
 use crate::common::{cli, Serve};
+use crate::mqtt::{Broker, Message, Subscriber, PREFIX};
 use crate::otlp::Receiver;
 use std::io::{copy, BufRead, BufReader, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -143,17 +147,50 @@ fn feed_turning_negative() -> String {
     )
 }
 
-fn start(data: &Path, receiver: &Receiver, forwarder: &Forwarder) -> Serve {
+/// Where each run reports beyond the machine.
+struct Outside<'a> {
+    receiver: &'a Receiver,
+    forwarder: &'a Forwarder,
+    broker: &'a Broker,
+}
+
+fn start(data: &Path, to: &Outside) -> Serve {
     let trace = data.join("trace.csv");
     std::fs::write(&trace, format!("t,watts\n0,{WATTS}\n")).unwrap_or_else(|e| panic!("{e}"));
     let mut c = cli(data);
     c.env("WATTBAR_REPLAY", &trace)
         .args(["serve", "--listen", "127.0.0.1:0", "--interval", "100ms"])
         .args(["--batch", &format!("{BATCH_S}s")])
-        .args(["--otlp-endpoint", &receiver.url(), "--otlp-interval", "1s"]);
+        .args([
+            "--otlp-endpoint",
+            &to.receiver.url(),
+            "--otlp-interval",
+            "1s",
+        ])
+        .args(["--mqtt", &format!("mqtt://127.0.0.1:{}", to.broker.port)])
+        .args(["--mqtt-topic-prefix", PREFIX, "--mqtt-interval", "1s"]);
     let serve = Serve::spawn(c);
-    forwarder.to(&serve);
+    to.forwarder.to(&serve);
     serve
+}
+
+/// The state fields Home Assistant's discovery documents among `messages` call
+/// `total_increasing`, by their template's `value_json.FIELD`.
+fn total_increasing_fields(messages: &[Message]) -> Vec<String> {
+    let mut fields: Vec<String> = messages
+        .iter()
+        .filter(|m| m.topic.starts_with("homeassistant/") && m.topic.ends_with("/config"))
+        .filter_map(|m| serde_json::from_str::<serde_json::Value>(&m.payload).ok())
+        .filter(|doc| doc["state_class"] == "total_increasing")
+        .filter_map(|doc| {
+            let template = doc["value_template"].as_str()?;
+            let field = template.split("value_json.").nth(1)?;
+            Some(field.trim_end_matches(['}', ' ']).to_string())
+        })
+        .collect();
+    fields.sort();
+    fields.dedup();
+    fields
 }
 
 /// A record for work the client measured, ending just before the last sample.
@@ -198,6 +235,13 @@ fn ten_kill_9s_never_take_back_a_counter_prometheus_or_otlp_saw() {
         ),
     );
     let receiver = Receiver::start(0);
+    let broker = Broker::start(dir.path(), None);
+    let mut subscriber = Subscriber::start(broker.port);
+    let outside = Outside {
+        receiver: &receiver,
+        forwarder: &forwarder,
+        broker: &broker,
+    };
     let prefs = serde_json::json!({
         "price_feed": {"source": "energy-charts", "bzn": "DE-LU", "url": feed_turning_negative()}
     });
@@ -208,7 +252,7 @@ fn ten_kill_9s_never_take_back_a_counter_prometheus_or_otlp_saw() {
     let (mut drawn, mut slack) = (0.0, 0.0);
     let mut posted = 0u64;
     for kill in 0..=KILLS {
-        let mut serve = start(data.path(), &receiver, &forwarder);
+        let mut serve = start(data.path(), &outside);
         let life = Duration::from_secs_f64(2.5 + 4.0 * draws.next());
         let until = Instant::now() + life;
         if kill % 2 == 0 && post_record(&serve, data.path()) {
@@ -383,6 +427,60 @@ fn ten_kill_9s_never_take_back_a_counter_prometheus_or_otlp_saw() {
     assert!(
         starts.windows(2).all(|w| w[0] == w[1]),
         "start times moved: {starts:?}"
+    );
+    // Every cumulative sum pushed, found by its kind: none goes down under one start time (a
+    // new start time is a reset, as OTLP has it, and only a since-start count may have one).
+    let mut last: std::collections::BTreeMap<String, (f64, f64)> = Default::default();
+    let mut series = std::collections::BTreeSet::new();
+    for (name, start, value) in pushes.iter().flat_map(|p| p.cumulative_sums()) {
+        series.insert(name.clone());
+        if let Some((start_before, before)) = last.get(&name) {
+            if *start_before == start {
+                assert!(
+                    value >= *before,
+                    "{name} went down from {before} to {value}"
+                );
+            } else {
+                assert!(
+                    !name.starts_with("\"hw.host.energy\""),
+                    "{name}'s start time moved"
+                );
+            }
+        }
+        last.insert(name, (start, value));
+    }
+    eprintln!("{} OTLP cumulative sums checked: {series:?}", series.len());
+    assert!(!series.is_empty());
+
+    // MQTT: every field discovery calls total_increasing, in every state published, in order.
+    let messages = subscriber.drain(Duration::from_secs(1));
+    let fields = total_increasing_fields(&messages);
+    assert!(fields.iter().any(|f| f == "energy_kwh"), "{fields:?}");
+    let states: Vec<serde_json::Value> = messages
+        .iter()
+        .filter(|m| m.topic == format!("{PREFIX}/state"))
+        .filter_map(|m| serde_json::from_str(&m.payload).ok())
+        .collect();
+    for state in &states {
+        let negative_zero = state
+            .as_object()
+            .into_iter()
+            .flatten()
+            .any(|(_, v)| v.as_f64().is_some_and(|x| x == 0.0 && x.is_sign_negative()));
+        assert!(!negative_zero, "-0.0 sent: {state}");
+    }
+    assert!(states.len() >= KILLS, "{} states", states.len());
+    for field in &fields {
+        let values: Vec<(f64, f64)> = states
+            .iter()
+            .filter_map(|s| Some((s["at"].as_f64()?, s[field.as_str()].as_f64()?)))
+            .collect();
+        assert!(values.len() >= KILLS, "{field}: {} values", values.len());
+        assert_never_decreases(&format!("MQTT {field}"), &values);
+    }
+    eprintln!(
+        "MQTT total_increasing fields checked over {} states: {fields:?}",
+        states.len()
     );
 }
 

@@ -182,6 +182,14 @@ impl Subscriber {
         }
     }
 
+    /// Every message that came since the last read, in order, waiting `settle` for the last.
+    pub(crate) fn drain(&mut self, settle: Duration) -> Vec<Message> {
+        std::thread::sleep(settle);
+        let came: Vec<Message> = self.rx.try_iter().collect();
+        self.seen.extend(came.iter().cloned());
+        came
+    }
+
     /// The next state document.
     pub(crate) fn state(&mut self, within: Duration) -> serde_json::Value {
         let topic = format!("{PREFIX}/state");

@@ -130,6 +130,31 @@ impl Push {
     pub fn energy(&self) -> Option<(f64, f64)> {
         self.point("hw.host.energy", &[])
     }
+
+    /// Every point of every monotonic cumulative sum, found by its kind, not its name: (the
+    /// metric's name and the point's attributes, start time, value).
+    pub fn cumulative_sums(&self) -> Vec<(String, f64, f64)> {
+        let sums = self.0["metrics"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| {
+                m["kind"] == "sum"
+                    && m["monotonic"] == true
+                    && m["temporality"] == "AGGREGATION_TEMPORALITY_CUMULATIVE"
+            });
+        sums.flat_map(|m| {
+            m["points"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(move |p| {
+                    let series = format!("{}{}", m["name"], p["attributes"]);
+                    Some((series, p["start_unix"].as_f64()?, p["value"].as_f64()?))
+                })
+        })
+        .collect()
+    }
 }
 
 /// A serve pushing to `receiver` every second, on a replayed 100 W machine whose CPU draws 30 W

@@ -12,7 +12,10 @@
 //!   `gpu`, `memory`) and `hw.id`. Inference per model: `wattbar.inference.energy` (J),
 //!   `wattbar.inference.tokens` (`kind` prompt or completion) and `wattbar.inference.requests`,
 //!   each with its `source`: `proxy` (its records) or `server-metrics` (a server's own counters,
-//!   with its `server`; no requests there).
+//!   with its `server`; no requests there). Money as two sums that never go back, per
+//!   `currency` and `scope`: `wattbar.cost` (what was paid: the parts priced above 0) and
+//!   `wattbar.credit` (what negative prices credited, as a positive amount), as `/metrics` has
+//!   them.
 //! - Every figure is read from the engine's published state at each push. A figure that is
 //!   unknown has no point: the receiver sees none, never 0.
 //! - Temporality is cumulative. Every sum is what the store committed
@@ -307,6 +310,25 @@ pub fn request(
             })
         })
         .collect();
+    let committed = &p.kept.committed;
+    let money = |part: fn(&wattbar_ledger::store::money::LifetimeCost) -> f64| {
+        committed
+            .costs
+            .iter()
+            .filter(|_| committed.since_unix.is_some())
+            .filter_map(|c| {
+                let amount = finite(part(c))?.max(0.0);
+                Some(total(
+                    AsDouble(amount),
+                    vec![
+                        kv("currency", c.currency.clone()),
+                        kv("scope", c.scope.map_or("", wattbar_core::Scope::as_str)),
+                    ],
+                ))
+            })
+            .collect::<Vec<_>>()
+    };
+    let (paid, credited) = (money(|c| c.paid), money(|c| c.credit));
     let metrics = [
         sum(
             "hw.host.energy",
@@ -344,6 +366,18 @@ pub fn request(
             "{request}",
             "Inference requests, per model and status",
             requests,
+        ),
+        sum(
+            "wattbar.cost",
+            "{currency}",
+            "Money paid for the headline's energy (the parts priced above 0)",
+            paid,
+        ),
+        sum(
+            "wattbar.credit",
+            "{currency}",
+            "Money credited for the headline's energy at negative prices, as a positive amount",
+            credited,
         ),
     ]
     .into_iter()
