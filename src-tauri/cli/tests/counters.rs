@@ -4,7 +4,9 @@
 //! seed, and started again on the same data folder each time.
 //!
 //! The price feed gives +50 EUR/MWh for the first 25 s, then -50 (a sunny Sunday in DE), so
-//! money is paid, then credited; one run resets its session.
+//! money is paid, then credited; one run resets its session. The headline changes scope every
+//! 2 s: 100 W measured for the whole system, then 100 W on the CPU package alone (as a plug
+//! that drops out leaves the sensors), so every counter kept per scope is checked too.
 //!
 //! What must hold: no scraped, pushed or published value of any counter ever goes down: every
 //! `_total` series Prometheus scraped, found by enumeration (so a counter added later is checked
@@ -39,8 +41,10 @@ const BATCH_S: f64 = 2.0;
 /// The sampling period asked for.
 const PERIOD_S: f64 = 0.1;
 
-/// The headline's energy, as Prometheus selects it.
+/// The headline's energy, as Prometheus selects it: one series per scope.
 const ENERGY: &str = "wattbar_energy_joules_total{domain=\"system\"}";
+/// Seconds in each scope before the headline changes to the other.
+const SCOPE_S: f64 = 2.0;
 /// Counters that must be among those found: a run that exported none of them checked nothing.
 const EXPECTED: [&str; 5] = [
     "wattbar_energy_joules_total",
@@ -156,7 +160,11 @@ struct Outside<'a> {
 
 fn start(data: &Path, to: &Outside) -> Serve {
     let trace = data.join("trace.csv");
-    std::fs::write(&trace, format!("t,watts\n0,{WATTS}\n")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        &trace,
+        format!("t,watts,domain\n0,{WATTS},system\n{SCOPE_S},{WATTS},cpu\n"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let mut c = cli(data);
     c.env("WATTBAR_REPLAY", &trace)
         .args(["serve", "--listen", "127.0.0.1:0", "--interval", "100ms"])
@@ -262,9 +270,7 @@ fn ten_kill_9s_never_take_back_a_counter_prometheus_or_otlp_saw() {
             // A session reset halfway: what the session held is drawn, and it starts again.
             std::thread::sleep(Duration::from_secs(1));
             let read = Instant::now();
-            let session = serve.get("/v1/totals")["session"]["joules"]
-                .as_f64()
-                .unwrap_or(f64::NAN);
+            let session = session_joules(&serve);
             let reset = serve
                 .client()
                 .with_token(&crate::common::api_token(data.path()))
@@ -276,14 +282,10 @@ fn ten_kill_9s_never_take_back_a_counter_prometheus_or_otlp_saw() {
         std::thread::sleep(until.saturating_duration_since(Instant::now()));
         if kill == KILLS {
             // The last run ends cleanly: everything it measured is written.
-            let session = serve.get("/v1/totals")["session"]["joules"]
-                .as_f64()
-                .unwrap_or(f64::NAN);
+            let session = session_joules(&serve);
             // Prometheus scrapes the last batch before the stop.
             std::thread::sleep(Duration::from_secs(2));
-            let session_after = serve.get("/v1/totals")["session"]["joules"]
-                .as_f64()
-                .unwrap_or(f64::NAN);
+            let session_after = session_joules(&serve);
             let (status, _) = serve.terminate();
             assert!(status.success());
             drawn += session;
@@ -291,9 +293,7 @@ fn ten_kill_9s_never_take_back_a_counter_prometheus_or_otlp_saw() {
             break;
         }
         let before = Instant::now();
-        let session = serve.get("/v1/totals")["session"]["joules"]
-            .as_f64()
-            .unwrap_or(f64::NAN);
+        let session = session_joules(&serve);
         serve.child.kill().unwrap_or_else(|e| panic!("{e}"));
         let _ = serve.child.wait();
         drawn += session;
@@ -368,9 +368,21 @@ fn ten_kill_9s_never_take_back_a_counter_prometheus_or_otlp_saw() {
         .map_or(0.0, |s| num(&s["value"][1]));
     assert!(paid > 0.0 && paid <= most + 1e-12, "paid {paid} EUR");
 
-    let energy = prom.samples(ENERGY, &range);
-    let first = energy.first().map_or(0.0, |s| s.1);
-    let last = energy.last().map_or(0.0, |s| s.1);
+    // Per scope, what Prometheus saw the counter grow by, and where it first saw it.
+    let energy: Vec<Vec<(f64, f64)>> = prom
+        .query(&format!("{ENERGY}[{range}]"))
+        .iter()
+        .map(|s| {
+            s["values"]
+                .as_array()
+                .map(|v| v.iter().map(|p| (num(&p[0]), num(&p[1]))).collect())
+                .unwrap_or_default()
+        })
+        .collect();
+    let scopes = energy.len() as f64;
+    assert!(scopes >= 2.0, "the headline changed scope: {scopes} series");
+    let first: f64 = energy.iter().filter_map(|s| s.first()).map(|s| s.1).sum();
+    let last: f64 = energy.iter().filter_map(|s| s.last()).map(|s| s.1).sum();
     let seen = last - first;
     // The stored lifetime after the clean stop: every run's energy less what the kills lost.
     let stored = lifetime_joules(data.path());
@@ -392,19 +404,20 @@ fn ten_kill_9s_never_take_back_a_counter_prometheus_or_otlp_saw() {
         seen <= stored + 1e-6,
         "Prometheus saw {seen} J grow, the ledger holds {stored} J"
     );
-    // increase() over the whole run: Prometheus extrapolates to the range's ends, by at most
-    // half a scrape interval on each side where the series starts or ends inside the range.
+    // increase() over the whole run, summed over the scopes: Prometheus extrapolates each
+    // series to the range's ends, by at most half a scrape interval on each side where it
+    // starts or ends inside the range.
     let increase = prom
-        .query(&format!("increase({ENERGY}[{range}])"))
+        .query(&format!("sum(increase({ENERGY}[{range}]))"))
         .first()
         .map(|s| num(&s["value"][1]))
         .unwrap_or(f64::NAN);
     assert!(
-        increase <= drawn + slack + WATTS * 1.0,
+        increase <= drawn + slack + WATTS * scopes,
         "increase() read {increase} J where {drawn} J were drawn"
     );
     assert!(
-        increase >= drawn - lost_at_most - first - WATTS * 2.0,
+        increase >= drawn - lost_at_most - first - WATTS * 2.0 * scopes,
         "increase() read {increase} J where {drawn} J were drawn"
     );
     let requests = prom.samples("wattbar_inference_requests_total", &range);
@@ -484,6 +497,19 @@ fn ten_kill_9s_never_take_back_a_counter_prometheus_or_otlp_saw() {
     );
 }
 
+/// The session's energy in every scope it measured (its headline's and the others').
+fn session_joules(serve: &Serve) -> f64 {
+    let session = &serve.get("/v1/totals")["session"];
+    let others: f64 = session["other_scopes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|o| o["joules"].as_f64().unwrap_or(f64::NAN))
+        .sum();
+    session["joules"].as_f64().unwrap_or(f64::NAN) + others
+}
+
+/// The stored lifetime in every scope, as `totals --json` reads it.
 fn lifetime_joules(data: &Path) -> f64 {
     let out = cli(data)
         .args(["totals", "--json"])
@@ -491,7 +517,14 @@ fn lifetime_joules(data: &Path) -> f64 {
         .unwrap_or_else(|e| panic!("{e}"));
     let v: serde_json::Value =
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
-    v["lifetime"]["kwh"]
+    let lifetime = &v["lifetime"];
+    let others: f64 = lifetime["other_scopes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|o| o["kwh"].as_f64().unwrap_or(f64::NAN))
+        .sum();
+    lifetime["kwh"]
         .as_f64()
-        .map_or(f64::NAN, |kwh| kwh * 3.6e6)
+        .map_or(f64::NAN, |kwh| (kwh + others) * 3.6e6)
 }
