@@ -6,7 +6,10 @@
 //! The price feed gives +50 EUR/MWh for the first 25 s, then -50 (a sunny Sunday in DE), so
 //! money is paid, then credited; one run resets its session. The headline changes scope every
 //! 2 s: 100 W measured for the whole system, then 100 W on the CPU package alone (as a plug
-//! that drops out leaves the sensors), so every counter kept per scope is checked too.
+//! that drops out leaves the sensors), so every counter kept per scope is checked too. Each run
+//! proxies a model server (the genuine Ollama captures, `tests/llm/upstream.mjs`) whose
+//! `/api/ps` holds gemma3 loaded and idle; the ledger starts with its idle draw measured (10 W
+//! with nothing loaded, 30 W with gemma3), so its resident idle energy grows at 20 W.
 //!
 //! What must hold: no scraped, pushed or published value of any counter ever goes down: every
 //! `_total` series Prometheus scraped, found by enumeration (so a counter added later is checked
@@ -23,7 +26,7 @@
 //! than most runs here live.
 
 use crate::common::prometheus::{num, Prometheus};
-use crate::common::{cli, Serve};
+use crate::common::{cli, Serve, Upstream};
 use crate::mqtt::{Broker, Message, Subscriber, PREFIX};
 use crate::otlp::Receiver;
 use std::io::{copy, BufRead, BufReader, Write};
@@ -46,12 +49,13 @@ const ENERGY: &str = "wattbar_energy_joules_total{domain=\"system\"}";
 /// Seconds in each scope before the headline changes to the other.
 const SCOPE_S: f64 = 2.0;
 /// Counters that must be among those found: a run that exported none of them checked nothing.
-const EXPECTED: [&str; 5] = [
+const EXPECTED: [&str; 6] = [
     "wattbar_energy_joules_total",
     "wattbar_cost_total",
     "wattbar_credit_total",
     "wattbar_inference_requests_total",
     "wattbar_inference_energy_joules_total",
+    "wattbar_model_resident_idle_joules_total",
 ];
 /// EUR per MWh in every slot of the test's price feed.
 const NEGATIVE_EUR_PER_MWH: f64 = -50.0;
@@ -156,6 +160,46 @@ struct Outside<'a> {
     receiver: &'a Receiver,
     forwarder: &'a Forwarder,
     broker: &'a Broker,
+    upstream: &'a Upstream,
+}
+
+/// The idle draw an earlier engine measured, as the ledger keeps it: 10 W with nothing loaded,
+/// 30 W with gemma3 (100 intervals each, 1 W spread).
+fn seed_idle_draw(data: &Path) {
+    use wattbar_core::inference::resident::SetBaseline;
+    use wattbar_core::inference::Baseline;
+    use wattbar_engine::store::{resident::Also, Store};
+    let now = wattbar_engine::unix_now();
+    let (mut store, _) =
+        Store::open(&data.join("wattbar.db"), now).unwrap_or_else(|e| panic!("{e}"));
+    let session = store
+        .start_session(now, "EUR")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let set = |key: &str, watts: f64| SetBaseline {
+        key: key.into(),
+        models: [key]
+            .iter()
+            .filter(|k| !k.is_empty())
+            .map(|k| k.to_string())
+            .collect(),
+        shares: if key.is_empty() { vec![] } else { vec![1.0] },
+        baseline: Baseline {
+            watts,
+            spread_watts: Some(1.0),
+            samples: 100,
+            from: now - 600.0,
+            to: now,
+            method: "median".into(),
+            coverage: None,
+        },
+    };
+    let also = Also {
+        set_baselines: &[set("", 10.0), set("gemma3:latest", 30.0)],
+        ..Default::default()
+    };
+    store
+        .write_batch_with(session, &[], 0.0, 0.0, &also)
+        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 fn start(data: &Path, to: &Outside) -> Serve {
@@ -176,7 +220,13 @@ fn start(data: &Path, to: &Outside) -> Serve {
             "1s",
         ])
         .args(["--mqtt", &format!("mqtt://127.0.0.1:{}", to.broker.port)])
-        .args(["--mqtt-topic-prefix", PREFIX, "--mqtt-interval", "1s"]);
+        .args(["--mqtt-topic-prefix", PREFIX, "--mqtt-interval", "1s"])
+        .args([
+            "--llm-proxy",
+            "127.0.0.1:0",
+            "--llm-upstream",
+            &to.upstream.url,
+        ]);
     let serve = Serve::spawn(c);
     to.forwarder.to(&serve);
     serve
@@ -245,11 +295,14 @@ fn ten_kill_9s_never_take_back_a_counter_prometheus_or_otlp_saw() {
     let receiver = Receiver::start(0);
     let broker = Broker::start(dir.path(), None);
     let mut subscriber = Subscriber::start(broker.port);
+    let upstream = Upstream::start(0);
     let outside = Outside {
         receiver: &receiver,
         forwarder: &forwarder,
         broker: &broker,
+        upstream: &upstream,
     };
+    seed_idle_draw(data.path());
     let prefs = serde_json::json!({
         "price_feed": {"source": "energy-charts", "bzn": "DE-LU", "url": feed_turning_negative()}
     });
@@ -420,6 +473,18 @@ fn ten_kill_9s_never_take_back_a_counter_prometheus_or_otlp_saw() {
         increase >= drawn - lost_at_most - first - WATTS * 2.0 * scopes,
         "increase() read {increase} J where {drawn} J were drawn"
     );
+    // gemma3 was held loaded and idle: its energy at 20 W grew, at most over the whole run.
+    let resident = prom
+        .query(&format!(
+            "max_over_time(wattbar_model_resident_idle_joules_total[{range}])"
+        ))
+        .first()
+        .map_or(0.0, |s| num(&s["value"][1]));
+    assert!(
+        resident > 0.0 && resident <= 20.0 * ran,
+        "resident idle {resident} J in {ran:.0} s"
+    );
+    eprintln!("gemma3 resident and idle: {resident:.0} J at 20 W");
     let requests = prom.samples("wattbar_inference_requests_total", &range);
     assert!(
         requests
