@@ -58,6 +58,9 @@ pub struct Kept {
     pub committed: Arc<crate::recorder::committed::Committed>,
     /// The headline's joules measured since the last batch written: not yet in `committed`.
     pub unwritten_joules: f64,
+    /// Inference records settled since the last batch written, likewise; `None` without a
+    /// ledger.
+    pub unwritten_records: Option<usize>,
     /// Something the user should know, e.g. a damaged database that was replaced.
     pub notice: Option<String>,
     /// Budget alerts given at the last batch; `alert_seq` increases with each new set.

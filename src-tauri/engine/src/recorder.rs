@@ -21,7 +21,7 @@ use totals::Totals;
 use wattbar_core::calibration::Learned;
 use wattbar_core::inference::resident::Kept;
 use wattbar_core::{LowPowerState, Preferences, Scope, SessionTotals};
-use wattbar_ledger::ledger::LedgerTotals;
+use wattbar_ledger::ledger::{Ledger, LedgerTotals};
 use wattbar_ledger::store::StoreError;
 use writer::Writer;
 pub use writer::{Write, RESERVED_IDS};
@@ -115,6 +115,12 @@ impl Recorder {
         self.totals.unwritten_joules()
     }
 
+    /// Inference records settled since the last batch written: lost if the process dies now;
+    /// `None` without a ledger.
+    pub fn unwritten_records(&self) -> Option<usize> {
+        self.writer.ledger().map(Ledger::unwritten_records)
+    }
+
     /// Today, this month and lifetime at `now_unix` in `scope` (the session's), measured since
     /// the last batch included.
     pub fn totals(&self, now_unix: f64, scope: Option<Scope>) -> Option<LedgerTotals> {
@@ -142,6 +148,7 @@ impl Recorder {
             totals: self.totals(now_unix, scope),
             committed: self.committed(),
             unwritten_joules: self.unwritten_joules(),
+            unwritten_records: self.unwritten_records(),
             notice: self.notice().or(start_notice).cloned(),
             alerts: self.alerts().to_vec(),
             alert_seq: self.alert_seq(),

@@ -110,6 +110,11 @@ impl Ledger {
         !self.batch.rows.is_empty()
     }
 
+    /// Inference records waiting for the next batch: lost if the process dies now.
+    pub fn unwritten_records(&self) -> usize {
+        self.batch.records.len()
+    }
+
     /// Keeps `baseline` for the next batch.
     pub fn record_baseline(&mut self, baseline: Baseline) {
         self.batch.baseline = Some(baseline);

@@ -277,6 +277,16 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
     if p.kept.unwritten_joules.is_finite() && !committed.by_scope.is_empty() {
         unwritten.set(p.kept.unwritten_joules);
     }
+    if let Some(records) = p.kept.unwritten_records {
+        let unwritten_records = GaugeF::default();
+        registry.register(
+            "wattbar_inference_unwritten_records",
+            "Inference records settled since the store's last batch: not yet in the \
+             wattbar_inference_*_total counters, lost if the process dies now",
+            unwritten_records.clone(),
+        );
+        unwritten_records.set(records as f64);
+    }
 
     // Money as two counters that never go back, whatever a price's sign: what was paid and
     // what was credited; their difference is the gauge `wattbar_cost_net`.

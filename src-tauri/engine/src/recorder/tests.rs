@@ -134,12 +134,16 @@ fn posted_records_reach_the_model_counters_once_their_batch_is_committed() {
             ceiling: 5.0,
         },
     );
+    assert_eq!(r.unwritten_records(), Some(0));
     r.write(Write::Records {
         records: vec![record],
         at_once: true,
     });
     assert!(r.committed().models.is_empty());
+    // Settled, not written: a kill -9 now would lose it, and the figure says so.
+    assert_eq!(r.unwritten_records(), Some(1));
     r.flush(Duration::from_secs(1), &session(0.0), 1_001.0, &prefs);
+    assert_eq!(r.unwritten_records(), Some(0));
     let models = r.committed().models.clone();
     assert_eq!(models.len(), 1, "{models:?}");
     assert_eq!(models[0].completion_tokens, 10);
