@@ -2,7 +2,8 @@
 //! (`tests/plugs/device.mjs`): Tasmota's kWh to three decimals, Kasa's whole Wh, Shelly Gen1's
 //! watt-minutes and Shelly Gen2's Wh to three decimals, each answering once a second while
 //! `serve` samples every 100 ms. A coarse counter must not arrive as lumps, a missed answer must
-//! not switch the headline away from the wall, and a jittering counter must not be counted again.
+//! not switch the headline away from the wall (with every core busy, too), and a jittering
+//! counter must not be counted again.
 
 use crate::common::{node_server_said, Serve};
 use std::path::Path;
@@ -236,9 +237,38 @@ fn around_a_step_from_50_to_150_w_every_5_s_window_is_within_its_bound() {
     eprintln!("the worst window was {worst:.1} J from the truth");
 }
 
+/// Shell busy loops, as a local model on every core; stopped when dropped.
+struct BusyLoops(Vec<Child>);
+
+impl BusyLoops {
+    fn start(n: usize) -> BusyLoops {
+        BusyLoops(
+            (0..n)
+                .map(|_| {
+                    std::process::Command::new("sh")
+                        .args(["-c", "while :; do :; done"])
+                        .spawn()
+                        .unwrap_or_else(|e| panic!("{e}"))
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for BusyLoops {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 #[test]
 fn a_plug_that_misses_every_fifth_answer_and_stalls_3_s_keeps_the_wall_and_its_energy() {
-    // Tasmota at 100 W; every fifth request answers 500, and one from 8 s in takes 3 s.
+    // Tasmota at 100 W; every fifth request answers 500, and one from 8 s in takes 3 s; and
+    // the CPU is busy throughout, as with a model running on every core.
+    let _busy = BusyLoops::start(2);
     let device = Device::start(&[
         "--vendor",
         "tasmota",
