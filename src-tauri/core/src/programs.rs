@@ -90,6 +90,8 @@ pub struct CpuTimes {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Used {
     pub pid: u32,
+    /// Its parent, as the process table gave it.
+    pub ppid: u32,
     pub start_ticks: u64,
     pub name: String,
     /// The program it belongs to ([`programs_of`]).
@@ -225,6 +227,7 @@ impl CpuTimes {
                 };
                 Some(Used {
                     pid: p.pid,
+                    ppid: p.ppid,
                     start_ticks: p.start_ticks,
                     name: p.name.clone(),
                     program: programs.get(k).cloned().unwrap_or_else(|| program_of(p)),

@@ -344,6 +344,7 @@ impl ProgramMeter {
             .iter()
             .find(|u| u.pid == me)
             .map(|u| (u.program.clone(), weight(u)));
+        let parents: BTreeMap<u32, u32> = used.iter().map(|u| (u.pid, u.ppid)).collect();
         let mut by_program: BTreeMap<String, f64> = BTreeMap::new();
         let mut program_of: BTreeMap<u32, String> = BTreeMap::new();
         for u in used {
@@ -372,6 +373,7 @@ impl ProgramMeter {
                 unix,
                 &window.gpus,
                 &gpu_use,
+                &parents,
             ));
             let old = self.gpu_windows.len().saturating_sub(KEPT_GPU_WINDOWS);
             self.gpu_windows.drain(..old);

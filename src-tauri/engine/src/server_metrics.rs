@@ -330,10 +330,16 @@ impl ServerMetrics {
             }
             if let Some(before) = &s.last {
                 let headline = window_energy(&kept, before.at, now.at);
-                let own = s.process.and_then(|(pid, _)| {
-                    let share = process_gpu_share(gpu, pid, before.at, now.at)?;
-                    on_process_gpus(&headline, &share)
-                });
+                // The server's process tree's share of the GPUs: the listener and every
+                // process it started (vLLM V1's EngineCore, SGLang's schedulers).
+                let share = s
+                    .process
+                    .and_then(|(pid, _)| process_gpu_share(gpu, pid, before.at, now.at));
+                let own = share.as_ref().and_then(|sh| on_process_gpus(&headline, sh));
+                let gpu_processes = own
+                    .as_ref()
+                    .and(share.as_ref())
+                    .map(|sh| u32::try_from(sh.processes).unwrap_or(u32::MAX));
                 // The GPUs' idle draw is not known apart: no baseline nets a process's share.
                 let (energy, baseline) = match &own {
                     Some(own) => (own, None),
@@ -350,6 +356,7 @@ impl ServerMetrics {
                     Ok(mut made) => {
                         for w in &mut made {
                             w.proxied = proxy.saw(s.port, w.from, w.to);
+                            w.gpu_processes = gpu_processes;
                         }
                         made_all.extend(made);
                     }

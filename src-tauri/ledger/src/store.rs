@@ -41,6 +41,7 @@
 //!   ([`money`]).
 //! - `server_windows.covered` (v21): how much of each window its energy covers.
 //! - `slot_costs.price_key` (v22): a row per slot and price ([`feeds`]).
+//! - `server_windows.gpu_processes` (v23): what priced each window ([`server_windows`]).
 //!
 //! Writes come in batches, each one transaction: a kill -9 loses at most the batch in memory and
 //! never leaves a half-written one. A file that is not a database, or fails its integrity

@@ -160,6 +160,7 @@ mod tests {
             scope: Some(Scope::Wall),
             covers: Vec::new(),
             covered: Some(1.0),
+            gpu_processes: None,
         };
         let mut total = ServerTotal::of(&window(0.0, None));
         assert!(total.add(&window(100.0, Some(2000.0))));

@@ -116,6 +116,10 @@ pub struct ServerWindow {
     pub covers: Vec<String>,
     /// The share of the window measured in `scope`, 0–1; `None` for windows kept before it was.
     pub covered: Option<f64>,
+    /// What priced it: `None`, the headline's energy; `Some(n)`, the GPU share of the server's
+    /// process tree, `n` of whose processes drew on the GPUs (more than 1 where the server does
+    /// its GPU work in child processes, as vLLM V1 and SGLang do).
+    pub gpu_processes: Option<u32>,
 }
 
 impl ServerWindow {
@@ -207,6 +211,7 @@ pub fn server_windows(
                     .map(|c| c.covers.clone())
                     .unwrap_or_default(),
                 covered: Some(covered),
+                gpu_processes: None,
             }
         })
         .collect())
@@ -479,6 +484,7 @@ mod tests {
         let share = ProcessGpuShare {
             share: 0.75,
             covers: vec!["gpu:0".into()],
+            processes: 1,
         };
         let own = on_process_gpus(&wall, &share).unwrap_or_else(|| panic!("a GPU's energy"));
         assert_eq!(own.quality, Some(Quality::Estimated));

@@ -112,6 +112,7 @@ mod tests {
     fn used(pid: u32, start_ticks: u64, program: &str) -> Used {
         Used {
             pid,
+            ppid: 1,
             start_ticks,
             name: program.into(),
             program: program.into(),

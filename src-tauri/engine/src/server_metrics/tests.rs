@@ -120,6 +120,7 @@ fn a_server_whose_process_draws_on_a_gpu_is_given_its_share_of_the_gpus_energy()
             .map(|(pid, j)| (pid, [("gpu:0".to_string(), j)].into_iter().collect()))
             .collect(),
         all_joules: 4000.0,
+        ancestors: Default::default(),
     }];
     let follow = |port: u16| {
         let config = ServerMetricsConfig {
@@ -150,6 +151,11 @@ fn a_server_whose_process_draws_on_a_gpu_is_given_its_share_of_the_gpus_energy()
         (Some(Scope::Components), vec!["gpu:0".to_string()])
     );
     assert_eq!(w.net_energy_joules, None);
+    assert_eq!(
+        w.gpu_processes,
+        Some(1),
+        "priced by its own process's share"
+    );
 
     let mut unknown = follow(stand_in());
     let w = &first_windows(&mut unknown, &intervals, &gpu)[0];
@@ -159,4 +165,5 @@ fn a_server_whose_process_draws_on_a_gpu_is_given_its_share_of_the_gpus_energy()
         "{w:?}"
     );
     assert_eq!(w.scope, Some(Scope::Wall));
+    assert_eq!(w.gpu_processes, None, "priced by the headline");
 }

@@ -9,9 +9,9 @@ use rusqlite::Connection;
 use std::path::Path;
 
 /// The schema this build writes and reads (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 22;
+pub const SCHEMA_VERSION: i64 = 23;
 
-pub(super) const MIGRATIONS: [&str; 22] = [
+pub(super) const MIGRATIONS: [&str; 23] = [
     r#"
 CREATE TABLE lifetime (domain TEXT PRIMARY KEY, joules REAL NOT NULL);
 CREATE TABLE sessions (id INTEGER PRIMARY KEY, start REAL NOT NULL, end REAL,
@@ -69,6 +69,7 @@ ALTER TABLE monthly_v4 RENAME TO monthly;
     money::MIGRATION,
     server_windows::COVERED,
     feeds::PRICE_KEY,
+    server_windows::GPU_PROCESSES,
 ];
 
 impl Store {

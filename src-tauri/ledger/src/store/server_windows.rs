@@ -11,6 +11,8 @@
 //!   `model` is `''` for a server that names none (llama.cpp, TGI).
 //! - `server_windows.covered` (v21): the share of the window its energy covers; NULL for the
 //!   windows kept before, whose coverage is unknown.
+//! - `server_windows.gpu_processes` (v23): what priced the window: NULL, the headline; else
+//!   how many of the server's processes' GPU share did.
 
 use super::{coverage, Store, StoreError};
 use rusqlite::{params, Connection, Row};
@@ -32,6 +34,9 @@ CREATE TABLE server_totals (server TEXT NOT NULL, model TEXT NOT NULL,
 
 pub(super) const COVERED: &str = "ALTER TABLE server_windows ADD COLUMN covered REAL;";
 
+pub(super) const GPU_PROCESSES: &str =
+    "ALTER TABLE server_windows ADD COLUMN gpu_processes INTEGER;";
+
 /// Keeps `windows` and adds those with energy to their model's sums; `conn` is the batch's
 /// transaction.
 pub(super) fn put(conn: &Connection, windows: &[ServerWindow]) -> rusqlite::Result<()> {
@@ -39,9 +44,10 @@ pub(super) fn put(conn: &Connection, windows: &[ServerWindow]) -> rusqlite::Resu
         conn.prepare_cached(
             "INSERT INTO server_windows (server, model, from_t, to_t, prompt_tokens,
                  completion_tokens, energy_joules, net_energy_joules, prefill_joules,
-                 decode_joules, concurrent, coarse, shared, proxied, scope, covers, covered)
+                 decode_joules, concurrent, coarse, shared, proxied, scope, covers, covered,
+                 gpu_processes)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-                     ?17)",
+                     ?17, ?18)",
         )?
         .execute(params![
             w.server,
@@ -60,7 +66,8 @@ pub(super) fn put(conn: &Connection, windows: &[ServerWindow]) -> rusqlite::Resu
             w.proxied,
             coverage::scope_column(w.scope),
             coverage::covers_column(&w.covers),
-            w.covered
+            w.covered,
+            w.gpu_processes
         ])?;
         let mut added = ServerTotal::of(w);
         if added.add(w) {
@@ -120,6 +127,7 @@ fn window(r: &Row<'_>) -> rusqlite::Result<ServerWindow> {
         scope: coverage::scope_of(r.get(14)?),
         covers: coverage::covers_of(r.get(15)?),
         covered: r.get(16)?,
+        gpu_processes: r.get(17)?,
     })
 }
 
@@ -163,7 +171,8 @@ impl Store {
             .prepare_cached(
                 "SELECT server, model, from_t, to_t, prompt_tokens, completion_tokens,
                         energy_joules, net_energy_joules, prefill_joules, decode_joules,
-                        concurrent, coarse, shared, proxied, scope, covers, covered
+                        concurrent, coarse, shared, proxied, scope, covers, covered,
+                        gpu_processes
                  FROM server_windows WHERE to_t >= ?1 AND to_t <= ?2
                  ORDER BY to_t DESC, id DESC LIMIT ?3",
             )
@@ -208,6 +217,7 @@ mod tests {
             scope: Some(Scope::Wall),
             covers: Vec::new(),
             covered: Some(1.0),
+            gpu_processes: Some(2),
         }
     }
 
