@@ -10,6 +10,10 @@
 //!   then fills it soon, and a writer waiting on it notices (the API's event streams).
 //! - A failed accept never spins the loop: a connection that went away before it was accepted is
 //!   nothing; any other error (out of file descriptors) is logged and waited out.
+//! - At most [`MAX_CONNECTIONS`] connections are held at once; one more is closed as it is
+//!   accepted (said once per burst). What connections take is held by the allocator after they
+//!   close, so the bound on what they hold at once is the bound on what they cost: 10,000 idle
+//!   connections would otherwise keep tens of MB resident for good.
 
 use hyper::body::{Body, Incoming};
 use hyper::service::Service;
@@ -24,6 +28,9 @@ type BoxError = Box<dyn StdError + Send + Sync>;
 
 /// How long a failed accept (other than a vanished client) is waited out.
 const ACCEPT_RETRY: Duration = Duration::from_secs(1);
+
+/// The most connections held at once: a local API's dashboards, CLIs and model clients use tens.
+pub const MAX_CONNECTIONS: usize = 1024;
 
 /// Serves `service` on `listener` until `shutdown` completes; see the module rules.
 /// `send_buffer_bytes`: each connection's send buffer, where not the system's own.
@@ -43,10 +50,38 @@ where
     B::Data: Send,
     B::Error: Into<BoxError>,
 {
+    serve_at_most(
+        MAX_CONNECTIONS,
+        (listener, header_timeout, send_buffer_bytes),
+        service,
+        shutdown,
+        closing,
+    )
+    .await
+}
+
+/// [`serve`], holding at most `most` connections at once.
+async fn serve_at_most<S, B>(
+    most: usize,
+    (listener, header_timeout, send_buffer_bytes): (TcpListener, Duration, Option<usize>),
+    service: S,
+    shutdown: impl Future<Output = ()> + Send,
+    closing: impl FnOnce() + Send,
+) -> std::io::Result<()>
+where
+    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(header_timeout);
     let connections = hyper_util::server::graceful::GracefulShutdown::new();
+    let room = std::sync::Arc::new(tokio::sync::Semaphore::new(most));
+    let mut said_full = false;
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let stream = tokio::select! {
@@ -59,6 +94,14 @@ where
             },
             () = &mut shutdown => break,
         };
+        let Ok(held) = std::sync::Arc::clone(&room).try_acquire_owned() else {
+            if !std::mem::replace(&mut said_full, true) {
+                tracing::warn!("{most} connections are open: more are closed as they come");
+            }
+            drop(stream);
+            continue;
+        };
+        said_full = false;
         // Small responses, events and streamed tokens go out at once rather than waiting for
         // more to send.
         let _ = stream.set_nodelay(true);
@@ -71,6 +114,7 @@ where
             if let Err(e) = connection.await {
                 tracing::debug!("connection ended: {e}");
             }
+            drop(held);
         });
     }
     drop(listener);
@@ -89,4 +133,79 @@ async fn accept_failed(e: std::io::Error) {
     }
     tracing::warn!("accepting a connection failed: {e}");
     tokio::time::sleep(ACCEPT_RETRY).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A hello-world service.
+    async fn hello(
+        _: Request<Incoming>,
+    ) -> Result<Response<http_body_util::Full<bytes::Bytes>>, std::convert::Infallible> {
+        Ok(Response::new(http_body_util::Full::new(
+            bytes::Bytes::from("hello"),
+        )))
+    }
+
+    #[tokio::test]
+    async fn past_the_most_connections_one_more_is_closed_and_room_comes_back_when_they_go() {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        // A cap of 8 here: the rule is the same at 1,024, which would need more files than a
+        // test process may open.
+        const MOST: usize = 8;
+        let server = tokio::spawn(serve_at_most(
+            MOST,
+            (listener, Duration::from_secs(30), None),
+            hyper::service::service_fn(hello),
+            async {
+                let _ = stopped.await;
+            },
+            || {},
+        ));
+        // Each holds its connection with half a request, as a slow client does.
+        let mut held = Vec::new();
+        for _ in 0..MOST {
+            let mut c = tokio::net::TcpStream::connect(addr)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            c.write_all(b"GET / HTTP/1.1\r\n")
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            held.push(c);
+        }
+        let ask = || async {
+            let mut c = tokio::net::TcpStream::connect(addr).await.ok()?;
+            c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                .await
+                .ok()?;
+            let mut answer = String::new();
+            tokio::time::timeout(Duration::from_secs(5), c.read_to_string(&mut answer))
+                .await
+                .ok()?
+                .ok()?;
+            Some(answer)
+        };
+        // One more is closed at once: no answer, and no wait for one.
+        let refused = ask().await.unwrap_or_default();
+        assert!(!refused.contains("hello"), "{refused:?}");
+        // When they go, a request is answered again.
+        drop(held);
+        let mut answered = None;
+        for _ in 0..100 {
+            answered = ask().await.filter(|a| a.contains("hello"));
+            if answered.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(answered.is_some(), "no room came back");
+        let _ = stop.send(());
+        let _ = server.await;
+    }
 }
