@@ -163,45 +163,6 @@ struct Outside<'a> {
     upstream: &'a Upstream,
 }
 
-/// The idle draw an earlier engine measured, as the ledger keeps it: 10 W with nothing loaded,
-/// 30 W with gemma3 (100 intervals each, 1 W spread).
-fn seed_idle_draw(data: &Path) {
-    use wattbar_core::inference::resident::SetBaseline;
-    use wattbar_core::inference::Baseline;
-    use wattbar_engine::store::{resident::Also, Store};
-    let now = wattbar_engine::unix_now();
-    let (mut store, _) =
-        Store::open(&data.join("wattbar.db"), now).unwrap_or_else(|e| panic!("{e}"));
-    let session = store
-        .start_session(now, "EUR")
-        .unwrap_or_else(|e| panic!("{e}"));
-    let set = |key: &str, watts: f64| SetBaseline {
-        key: key.into(),
-        models: [key]
-            .iter()
-            .filter(|k| !k.is_empty())
-            .map(|k| k.to_string())
-            .collect(),
-        shares: if key.is_empty() { vec![] } else { vec![1.0] },
-        baseline: Baseline {
-            watts,
-            spread_watts: Some(1.0),
-            samples: 100,
-            from: now - 600.0,
-            to: now,
-            method: "median".into(),
-            coverage: None,
-        },
-    };
-    let also = Also {
-        set_baselines: &[set("", 10.0), set("gemma3:latest", 30.0)],
-        ..Default::default()
-    };
-    store
-        .write_batch_with(session, &[], 0.0, 0.0, &also)
-        .unwrap_or_else(|e| panic!("{e}"));
-}
-
 fn start(data: &Path, to: &Outside) -> Serve {
     let trace = data.join("trace.csv");
     std::fs::write(
@@ -302,7 +263,8 @@ fn ten_kill_9s_never_take_back_a_counter_prometheus_or_otlp_saw() {
         broker: &broker,
         upstream: &upstream,
     };
-    seed_idle_draw(data.path());
+    // The idle draw an earlier engine measured: 10 W with nothing loaded, 30 W with gemma3.
+    crate::common::seed_resident(data.path(), &[("", 10.0), ("gemma3:latest", 30.0)], &[]);
     let prefs = serde_json::json!({
         "price_feed": {"source": "energy-charts", "bzn": "DE-LU", "url": feed_turning_negative()}
     });
@@ -562,16 +524,20 @@ fn ten_kill_9s_never_take_back_a_counter_prometheus_or_otlp_saw() {
     );
 }
 
-/// The session's energy in every scope it measured (its headline's and the others').
-fn session_joules(serve: &Serve) -> f64 {
-    let session = &serve.get("/v1/totals")["session"];
-    let others: f64 = session["other_scopes"]
+/// `total[field]` with the same field of each of its `other_scopes`: a total in every scope.
+fn in_every_scope(total: &serde_json::Value, field: &str) -> f64 {
+    let others: f64 = total["other_scopes"]
         .as_array()
         .into_iter()
         .flatten()
-        .map(|o| o["joules"].as_f64().unwrap_or(f64::NAN))
+        .map(|o| o[field].as_f64().unwrap_or(f64::NAN))
         .sum();
-    session["joules"].as_f64().unwrap_or(f64::NAN) + others
+    total[field].as_f64().unwrap_or(f64::NAN) + others
+}
+
+/// The session's energy in every scope it measured (its headline's and the others').
+fn session_joules(serve: &Serve) -> f64 {
+    in_every_scope(&serve.get("/v1/totals")["session"], "joules")
 }
 
 /// The stored lifetime in every scope, as `totals --json` reads it.
@@ -582,14 +548,5 @@ fn lifetime_joules(data: &Path) -> f64 {
         .unwrap_or_else(|e| panic!("{e}"));
     let v: serde_json::Value =
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
-    let lifetime = &v["lifetime"];
-    let others: f64 = lifetime["other_scopes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|o| o["kwh"].as_f64().unwrap_or(f64::NAN))
-        .sum();
-    lifetime["kwh"]
-        .as_f64()
-        .map_or(f64::NAN, |kwh| (kwh + others) * 3.6e6)
+    in_every_scope(&v["lifetime"], "kwh") * 3.6e6
 }

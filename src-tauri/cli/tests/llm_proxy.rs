@@ -804,9 +804,7 @@ fn switching_low_power_on_unloads_each_idle_model_once_and_leaves_a_busy_one() {
 
 #[test]
 fn the_cli_says_what_keeping_a_model_loaded_costs_a_day() {
-    use wattbar_core::inference::resident::{ResidentDay, SetBaseline};
-    use wattbar_core::inference::Baseline;
-    use wattbar_engine::store::{resident::Also, Store};
+    use wattbar_core::inference::resident::ResidentDay;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(
         dir.path().join("preferences.json"),
@@ -815,49 +813,15 @@ fn the_cli_says_what_keeping_a_model_loaded_costs_a_day() {
     .unwrap_or_else(|e| panic!("{e}"));
     // What an engine stored: 10 W idle with nothing loaded, 30 W with gemma3 loaded (100
     // intervals each, 1 W spread), and an hour resident and idle at 20 W on some day.
-    {
-        let now = wattbar_engine::unix_now();
-        let (mut store, _) =
-            Store::open(&dir.path().join("wattbar.db"), now).unwrap_or_else(|e| panic!("{e}"));
-        let session = store
-            .start_session(now, "EUR")
-            .unwrap_or_else(|e| panic!("{e}"));
-        let set = |key: &str, watts: f64| SetBaseline {
-            key: key.into(),
-            models: if key.is_empty() {
-                vec![]
-            } else {
-                vec![key.into()]
-            },
-            shares: if key.is_empty() { vec![] } else { vec![1.0] },
-            baseline: Baseline {
-                watts,
-                spread_watts: Some(1.0),
-                samples: 100,
-                from: now - 600.0,
-                to: now,
-                method: "median".into(),
-                coverage: None,
-            },
-        };
-        let day = ResidentDay {
-            day: "2026-01-01".into(),
-            model: "gemma3:latest".into(),
-            idle_seconds: 3600.0,
-            joules: 72_000.0,
-            cost: 72_000.0 / 3.6e6 * 0.30,
-            unpriced_seconds: 0.0,
-        };
-        let also = Also {
-            baseline: None,
-            set_baselines: &[set("", 10.0), set("gemma3:latest", 30.0)],
-            resident_days: &[day],
-            ..Default::default()
-        };
-        store
-            .write_batch_with(session, &[], 0.0, 0.0, &also)
-            .unwrap_or_else(|e| panic!("{e}"));
-    }
+    let day = ResidentDay {
+        day: "2026-01-01".into(),
+        model: "gemma3:latest".into(),
+        idle_seconds: 3600.0,
+        joules: 72_000.0,
+        cost: 72_000.0 / 3.6e6 * 0.30,
+        unpriced_seconds: 0.0,
+    };
+    crate::common::seed_resident(dir.path(), &[("", 10.0), ("gemma3:latest", 30.0)], &[day]);
     let json: serde_json::Value =
         serde_json::from_str(&crate::common::run_cli(dir.path(), &["models", "--json"]))
             .unwrap_or_else(|e| panic!("{e}"));

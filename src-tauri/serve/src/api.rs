@@ -161,16 +161,13 @@ pub async fn serve(
     let (close_tx, close_rx) = watch::channel(false);
     let app = router(engine, config, port, close_rx);
     let service = hyper_util::service::TowerToHyperService::new(app);
-    crate::net::server::serve(
-        listener,
-        header_timeout,
-        Some(SEND_BUFFER_BYTES),
-        service,
-        shutdown,
-        move || {
-            let _ = close_tx.send(true);
-        },
-    )
+    let limits = crate::net::server::Limits {
+        send_buffer_bytes: Some(SEND_BUFFER_BYTES),
+        ..crate::net::server::Limits::new(header_timeout)
+    };
+    crate::net::server::serve(listener, limits, service, shutdown, move || {
+        let _ = close_tx.send(true);
+    })
     .await
 }
 

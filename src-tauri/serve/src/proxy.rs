@@ -177,8 +177,8 @@ pub async fn serve(
         let proxy = Arc::clone(&proxy);
         async move { Ok::<_, std::convert::Infallible>(proxy.handle(req).await) }
     });
-    let served =
-        crate::net::server::serve(listener, HEADER_TIMEOUT, None, service, shutdown, || {}).await;
+    let limits = crate::net::server::Limits::new(HEADER_TIMEOUT);
+    let served = crate::net::server::serve(listener, limits, service, shutdown, || {}).await;
     unloading.abort();
     following.abort();
     reporter.upstream(None);

@@ -243,6 +243,7 @@ pub(crate) mod tests {
                 totals: None,
                 committed: Default::default(),
                 unwritten_joules: 0.0,
+                unwritten_records: Some(0),
                 notice: None,
                 alerts: Vec::new(),
                 alert_seq: 0,
@@ -262,6 +263,8 @@ pub(crate) mod tests {
                 seq: 0,
                 events: Vec::new().into(),
                 os_mode: None,
+                threshold_w: None,
+                rest_w: None,
             },
             inference: published::InferenceNow {
                 view: Default::default(),

@@ -29,6 +29,55 @@ pub fn cli(data: &Path) -> Command {
 }
 
 /// The API token `serve` keeps in its data folder `data`, for writes.
+/// What an earlier engine stored of resident models: the idle draw of each set of models
+/// loaded (`""` for none), watts over 100 intervals with a 1 W spread, and `days` resident and
+/// idle; written into the data folder's ledger before a test starts its engine.
+pub fn seed_resident(
+    data: &Path,
+    sets: &[(&str, f64)],
+    days: &[wattbar_core::inference::resident::ResidentDay],
+) {
+    use wattbar_core::inference::resident::SetBaseline;
+    use wattbar_core::inference::Baseline;
+    use wattbar_engine::store::{resident::Also, Store};
+    let now = wattbar_engine::unix_now();
+    let (mut store, _) =
+        Store::open(&data.join("wattbar.db"), now).unwrap_or_else(|e| panic!("{e}"));
+    let session = store
+        .start_session(now, "EUR")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let set_baselines: Vec<SetBaseline> = sets
+        .iter()
+        .map(|(key, watts)| SetBaseline {
+            key: key.to_string(),
+            models: [key]
+                .iter()
+                .filter(|k| !k.is_empty())
+                .map(|k| k.to_string())
+                .collect(),
+            shares: if key.is_empty() { vec![] } else { vec![1.0] },
+            baseline: Baseline {
+                watts: *watts,
+                spread_watts: Some(1.0),
+                samples: 100,
+                from: now - 600.0,
+                to: now,
+                method: "median".into(),
+                coverage: None,
+            },
+        })
+        .collect();
+    let also = Also {
+        baseline: None,
+        set_baselines: &set_baselines,
+        resident_days: days,
+        ..Default::default()
+    };
+    store
+        .write_batch_with(session, &[], 0.0, 0.0, &also)
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
 pub fn api_token(data: &Path) -> String {
     std::fs::read_to_string(data.join("api-token"))
         .unwrap_or_else(|e| panic!("{e}"))

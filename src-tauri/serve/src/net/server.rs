@@ -32,38 +32,33 @@ const ACCEPT_RETRY: Duration = Duration::from_secs(1);
 /// The most connections held at once: a local API's dashboards, CLIs and model clients use tens.
 pub const MAX_CONNECTIONS: usize = 1024;
 
-/// Serves `service` on `listener` until `shutdown` completes; see the module rules.
-/// `send_buffer_bytes`: each connection's send buffer, where not the system's own.
-pub async fn serve<S, B>(
-    listener: TcpListener,
-    header_timeout: Duration,
-    send_buffer_bytes: Option<usize>,
-    service: S,
-    shutdown: impl Future<Output = ()> + Send,
-    closing: impl FnOnce() + Send,
-) -> std::io::Result<()>
-where
-    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
-{
-    serve_at_most(
-        MAX_CONNECTIONS,
-        (listener, header_timeout, send_buffer_bytes),
-        service,
-        shutdown,
-        closing,
-    )
-    .await
+/// What one server holds to.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// How long a request's head may take to come.
+    pub header_timeout: Duration,
+    /// Each connection's send buffer, where not the system's own.
+    pub send_buffer_bytes: Option<usize>,
+    /// The most connections held at once.
+    pub most_connections: usize,
 }
 
-/// [`serve`], holding at most `most` connections at once.
-async fn serve_at_most<S, B>(
-    most: usize,
-    (listener, header_timeout, send_buffer_bytes): (TcpListener, Duration, Option<usize>),
+impl Limits {
+    /// `header_timeout`, the system's send buffers and [`MAX_CONNECTIONS`].
+    pub fn new(header_timeout: Duration) -> Limits {
+        Limits {
+            header_timeout,
+            send_buffer_bytes: None,
+            most_connections: MAX_CONNECTIONS,
+        }
+    }
+}
+
+/// Serves `service` on `listener` under `limits` until `shutdown` completes; see the module
+/// rules.
+pub async fn serve<S, B>(
+    listener: TcpListener,
+    limits: Limits,
     service: S,
     shutdown: impl Future<Output = ()> + Send,
     closing: impl FnOnce() + Send,
@@ -78,8 +73,9 @@ where
 {
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
-        .header_read_timeout(header_timeout);
+        .header_read_timeout(limits.header_timeout);
     let connections = hyper_util::server::graceful::GracefulShutdown::new();
+    let most = limits.most_connections;
     let room = std::sync::Arc::new(tokio::sync::Semaphore::new(most));
     let mut said_full = false;
     let mut shutdown = std::pin::pin!(shutdown);
@@ -105,7 +101,7 @@ where
         // Small responses, events and streamed tokens go out at once rather than waiting for
         // more to send.
         let _ = stream.set_nodelay(true);
-        if let Some(bytes) = send_buffer_bytes {
+        if let Some(bytes) = limits.send_buffer_bytes {
             let _ = socket2::SockRef::from(&stream).set_send_buffer_size(bytes);
         }
         let connection =
@@ -159,9 +155,12 @@ mod tests {
         // A cap of 8 here: the rule is the same at 1,024, which would need more files than a
         // test process may open.
         const MOST: usize = 8;
-        let server = tokio::spawn(serve_at_most(
-            MOST,
-            (listener, Duration::from_secs(30), None),
+        let server = tokio::spawn(serve(
+            listener,
+            Limits {
+                most_connections: MOST,
+                ..Limits::new(Duration::from_secs(30))
+            },
             hyper::service::service_fn(hello),
             async {
                 let _ = stopped.await;
