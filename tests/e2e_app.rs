@@ -1299,7 +1299,10 @@ fn preferences_validate_inline_and_change_the_cost_live() {
     require_desktop();
     let _one = ONE_APP_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // A steady 3600 W: one watt-hour a second, so cost grows fast enough to measure its rate.
-    let home = Home::with("t,watts\n0,3600\n", &json!({"low_power_auto": false}));
+    let home = Home::with(
+        "t,watts\n0,3600\n",
+        &json!({"low_power_auto": false, "low_power_threshold_w": 15}),
+    );
     let driver = Driver::start(&home);
     let _tray = launch(&home, &[]);
     let ui = driver.session(&["--open-preferences"]);
