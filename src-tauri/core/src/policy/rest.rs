@@ -29,6 +29,9 @@ pub struct Rest {
     /// The minute (since the clock's start), its sum of watts and samples.
     minute: Option<(u64, f64, u32)>,
     means: VecDeque<f64>,
+    /// The percentile of `means`, found when a minute closes: read at every sample, it would
+    /// otherwise sort a day of minutes each time.
+    watts: Option<f64>,
 }
 
 impl Rest {
@@ -49,6 +52,7 @@ impl Rest {
                         self.means.pop_front();
                     }
                     self.means.push_back(sum / f64::from(n));
+                    self.watts = percentile(&self.means);
                 }
                 *current = Some((minute, watts, 1));
             }
@@ -57,12 +61,7 @@ impl Rest {
 
     /// The draw at rest, watts; `None` until [`MIN_MINUTES`] minutes are known.
     pub fn watts(&self) -> Option<f64> {
-        if self.means.len() < MIN_MINUTES {
-            return None;
-        }
-        let mut sorted: Vec<f64> = self.means.iter().copied().collect();
-        sorted.sort_by(f64::total_cmp);
-        sorted.get((sorted.len() - 1) / 10).copied()
+        self.watts
     }
 
     /// The threshold the rest gives, watts.
@@ -70,6 +69,16 @@ impl Rest {
         self.watts()
             .map(|rest| (rest * (1.0 + RISE)).max(rest + MIN_MARGIN_W))
     }
+}
+
+/// The 10th percentile of `means`; `None` until [`MIN_MINUTES`] are known.
+fn percentile(means: &VecDeque<f64>) -> Option<f64> {
+    if means.len() < MIN_MINUTES {
+        return None;
+    }
+    let mut sorted: Vec<f64> = means.iter().copied().collect();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get((sorted.len() - 1) / 10).copied()
 }
 
 #[cfg(test)]
