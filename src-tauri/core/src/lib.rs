@@ -12,6 +12,7 @@ pub mod error;
 pub mod eval;
 pub mod formula;
 pub mod inference;
+pub mod keys;
 pub mod meter;
 pub mod pin;
 pub mod policy;
