@@ -9,7 +9,9 @@
 //! that drops out leaves the sensors), so every counter kept per scope is checked too. Each run
 //! proxies a model server (the genuine Ollama captures, `tests/llm/upstream.mjs`) whose
 //! `/api/ps` holds gemma3 loaded and idle; the ledger starts with its idle draw measured (10 W
-//! with nothing loaded, 30 W with gemma3), so its resident idle energy grows at 20 W.
+//! with nothing loaded, 30 W with gemma3), so its resident idle energy grows at 20 W. Each run
+//! also follows a model server by its own `/metrics` (a llama.cpp stand-in whose counters grow
+//! by 10 prompt and 50 completion tokens a scrape), in windows of 1 s.
 //!
 //! What must hold: no scraped, pushed or published value of any counter ever goes down: every
 //! `_total` series Prometheus scraped, found by enumeration (so a counter added later is checked
@@ -49,13 +51,15 @@ const ENERGY: &str = "wattbar_energy_joules_total{domain=\"system\"}";
 /// Seconds in each scope before the headline changes to the other.
 const SCOPE_S: f64 = 2.0;
 /// Counters that must be among those found: a run that exported none of them checked nothing.
-const EXPECTED: [&str; 6] = [
+const EXPECTED: [&str; 8] = [
     "wattbar_energy_joules_total",
     "wattbar_cost_total",
     "wattbar_credit_total",
     "wattbar_inference_requests_total",
     "wattbar_inference_energy_joules_total",
     "wattbar_model_resident_idle_joules_total",
+    "wattbar_server_tokens_total",
+    "wattbar_server_energy_joules_total",
 ];
 /// EUR per MWh in every slot of the test's price feed.
 const NEGATIVE_EUR_PER_MWH: f64 = -50.0;
@@ -161,6 +165,8 @@ struct Outside<'a> {
     forwarder: &'a Forwarder,
     broker: &'a Broker,
     upstream: &'a Upstream,
+    /// The followed model server's `/metrics`.
+    server: &'a str,
 }
 
 fn start(data: &Path, to: &Outside) -> Serve {
@@ -172,6 +178,7 @@ fn start(data: &Path, to: &Outside) -> Serve {
     .unwrap_or_else(|e| panic!("{e}"));
     let mut c = cli(data);
     c.env("WATTBAR_REPLAY", &trace)
+        .env("WATTBAR_SERVER_METRICS_WINDOW_MS", "1000")
         .args(["serve", "--listen", "127.0.0.1:0", "--interval", "100ms"])
         .args(["--batch", &format!("{BATCH_S}s")])
         .args([
@@ -187,7 +194,8 @@ fn start(data: &Path, to: &Outside) -> Serve {
             "127.0.0.1:0",
             "--llm-upstream",
             &to.upstream.url,
-        ]);
+        ])
+        .args(["--server-metrics", to.server]);
     let serve = Serve::spawn(c);
     to.forwarder.to(&serve);
     serve
@@ -257,11 +265,13 @@ fn ten_kill_9s_never_take_back_a_counter_prometheus_or_otlp_saw() {
     let broker = Broker::start(dir.path(), None);
     let mut subscriber = Subscriber::start(broker.port);
     let upstream = Upstream::start(0);
+    let server = crate::server_metrics::busy_llama_server();
     let outside = Outside {
         receiver: &receiver,
         forwarder: &forwarder,
         broker: &broker,
         upstream: &upstream,
+        server: &server,
     };
     // The idle draw an earlier engine measured: 10 W with nothing loaded, 30 W with gemma3.
     crate::common::seed_resident(data.path(), &[("", 10.0), ("gemma3:latest", 30.0)], &[]);

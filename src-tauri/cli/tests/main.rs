@@ -4,6 +4,7 @@ mod best;
 mod calibrate;
 mod common;
 mod counters;
+mod feed_hostile;
 mod fleet;
 mod home_assistant;
 mod homebrew;

@@ -326,17 +326,6 @@ fn hostile_collector(answer: fn(&mut std::net::TcpStream)) -> String {
     })
 }
 
-/// The resident memory of process `pid`, MiB.
-fn rss_mib(pid: u32) -> f64 {
-    let status =
-        std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_else(|e| panic!("{e}"));
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kib| kib / 1024.0)
-}
-
 fn serve_pushing_to(dir: &Path, url: &str) -> Serve {
     Serve::start(
         dir,
@@ -360,7 +349,7 @@ fn a_collector_that_answers_without_end_costs_no_memory() {
     let mut peak: f64 = 0.0;
     let until = Instant::now() + Duration::from_secs(6);
     while Instant::now() < until {
-        peak = peak.max(rss_mib(serve.child.id()));
+        peak = peak.max(crate::common::rss_mib(serve.child.id()));
         std::thread::sleep(Duration::from_millis(100));
     }
     let (_, log) = serve.terminate();

@@ -6,7 +6,6 @@
 
 use crate::common::cli;
 use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -27,28 +26,24 @@ fn now() -> f64 {
 
 /// A loopback feed answering every request with `answer`; its address.
 pub(crate) fn serve_once(answer: serde_json::Value) -> String {
-    let body = answer.to_string();
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
-    let port = listener
-        .local_addr()
-        .unwrap_or_else(|e| panic!("{e}"))
-        .port();
-    std::thread::spawn(move || {
-        for mut stream in listener.incoming().map_while(Result::ok) {
-            let mut reader = BufReader::new(&mut stream);
-            let mut line = String::new();
-            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-                line.clear();
-            }
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
-                 connection: close\r\n\r\n{body}",
-                body.len()
-            );
+    serve_text(answer.to_string(), "application/json")
+}
+
+/// A loopback feed answering every request with `body` as `content_type`; its address.
+pub(crate) fn serve_text(body: String, content_type: &'static str) -> String {
+    crate::common::loopback_server(move |mut stream| {
+        let mut reader = BufReader::new(&mut stream);
+        let mut line = String::new();
+        while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+            line.clear();
         }
-    });
-    format!("http://127.0.0.1:{port}")
+        let _ = write!(
+            stream,
+            "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\
+             connection: close\r\n\r\n{body}",
+            body.len()
+        );
+    })
 }
 
 /// A feed whose third slot starts 6 s after now; its address and its first slot's start.

@@ -475,6 +475,17 @@ pub fn node_server_said(script: &str, args: &[&str]) -> (Child, serde_json::Valu
     (child, v)
 }
 
+/// The resident memory of process `pid`, MiB.
+pub fn rss_mib(pid: u32) -> f64 {
+    let status =
+        std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_else(|e| panic!("{e}"));
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(f64::NAN, |kib| kib / 1024.0)
+}
+
 /// A server on a loopback port of its own that hands each connection to `handle` on a thread of
 /// its own; its `http://` URL.
 pub fn loopback_server(handle: impl Fn(std::net::TcpStream) + Send + Sync + 'static) -> String {
