@@ -89,7 +89,12 @@ pub(super) async fn get_profiles(
         );
     };
     let current = shared.engine.current();
-    let mut targets: Targets = current.prefs.low_power.targets();
+    // A person reads this list, as `models --best`: it weighs the share measured. Only
+    // low-power mode's `auto` choice, which acts by itself, takes the accuracy's lower bound.
+    let mut targets: Targets = Targets {
+        by_lower_bound: false,
+        ..current.prefs.low_power.targets()
+    };
     if let Some(a) = q.min_accuracy {
         if !(0.0..=1.0).contains(&a) {
             return error(
