@@ -21,8 +21,9 @@ impl Hold {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Exceeded {
     pub budget_joules: f64,
-    /// Settled in this window, and held by requests in flight.
+    /// Settled in this window.
     pub spent_joules: f64,
+    /// Held by requests in flight.
     pub held_joules: f64,
     /// What this request would have held.
     pub asked_joules: f64,
