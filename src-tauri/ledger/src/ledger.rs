@@ -48,6 +48,7 @@ struct Batch {
     server_windows: Vec<ServerWindow>,
     profiles: Vec<StoredProfile>,
     feed_slots: Vec<FeedSlots>,
+    key_refusals: Vec<String>,
 }
 
 /// What the UI and CLI show from the ledger.
@@ -187,6 +188,14 @@ impl Ledger {
         self.batch.unloads.push(unload);
     }
 
+    /// Counts a request refused for `key`'s budget in the next batch.
+    pub fn record_key_refused(&mut self, key: String) {
+        let refusals = &mut self.batch.key_refusals;
+        if refusals.len() < MAX_PENDING_RECORDS {
+            refusals.push(key);
+        }
+    }
+
     /// Keeps a feed's answer for the next batch; a newer answer of the same feed that covers
     /// it replaces it there.
     pub fn record_feed_slots(&mut self, slots: FeedSlots) {
@@ -246,6 +255,7 @@ impl Ledger {
                 server_windows: &b.server_windows,
                 profiles: &b.profiles,
                 feed_slots: &b.feed_slots,
+                key_refusals: &b.key_refusals,
             },
         )?;
         self.batch = Batch::default();

@@ -62,6 +62,7 @@ pub mod domains;
 pub mod feeds;
 pub mod inference;
 pub mod intervals;
+pub mod keys;
 pub mod money;
 pub mod profiles;
 pub mod programs;

@@ -119,6 +119,16 @@ pub struct Record {
     #[serde(default)]
     pub covers: Vec<String>,
     pub error: Option<String>,
+    /// The name of the proxy key the request came with; `None` without one.
+    #[serde(default)]
+    pub key: Option<String>,
+    /// Who sent it: its `X-Wattbar-Client`, else its key's name.
+    #[serde(default)]
+    pub client: Option<String>,
+    /// What its key's budget was charged: its energy where measured, else what was held for it
+    /// (unknown is not free). `None` without a key.
+    #[serde(default)]
+    pub key_joules: Option<f64>,
 }
 
 /// Everything a record is made of.
@@ -245,6 +255,9 @@ impl Record {
                 .map(|c| c.covers.clone())
                 .unwrap_or_default(),
             error: o.error,
+            key: None,
+            client: None,
+            key_joules: None,
         }
     }
 }

@@ -59,6 +59,23 @@ impl Period {
         Some((unix(from)?, unix(to)?))
     }
 
+    /// The name of the window holding `at_unix`, as usage groups are labelled: `2026-12-05`,
+    /// `2026-W49` (ISO week and its year), `2026-12`.
+    pub fn label(self, at_unix: f64) -> Option<String> {
+        if !at_unix.is_finite() {
+            return None;
+        }
+        let date = DateTime::from_timestamp(at_unix.floor() as i64, 0)?.date_naive();
+        Some(match self {
+            Period::Day => date.format("%Y-%m-%d").to_string(),
+            Period::Week => {
+                let week = date.iso_week();
+                format!("{}-W{:02}", week.year(), week.week())
+            }
+            Period::Month => date.format("%Y-%m").to_string(),
+        })
+    }
+
     fn name(self) -> &'static str {
         match self {
             Period::Day => "day",
@@ -246,5 +263,20 @@ mod tests {
         );
         assert_eq!(Period::Day.window(f64::NAN), None);
         assert_eq!(Period::Day.window(1e300), None);
+    }
+
+    #[test]
+    fn usage_groups_are_named_by_their_window() {
+        // Saturday 2026-12-05 17:30 UTC is in ISO week 49 of 2026.
+        let at = 1_796_491_800.0;
+        assert_eq!(Period::Day.label(at).as_deref(), Some("2026-12-05"));
+        assert_eq!(Period::Week.label(at).as_deref(), Some("2026-W49"));
+        assert_eq!(Period::Month.label(at).as_deref(), Some("2026-12"));
+        // Friday 2027-01-01 belongs to week 53 of 2026, ISO's year, not the calendar's.
+        assert_eq!(
+            Period::Week.label(1_798_761_600.0).as_deref(),
+            Some("2026-W53")
+        );
+        assert_eq!(Period::Day.label(f64::NAN), None);
     }
 }

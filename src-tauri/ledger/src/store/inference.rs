@@ -28,7 +28,8 @@ const COLUMNS: &str = "id, model, route, status, start, end, ttft_seconds, promp
     tokens_per_second_per_watt, score, baseline_watts, covered, partial, quality, sources, error";
 
 /// The columns added after v7, each nullable: older rows read them as unknown.
-const LATER_COLUMNS: &str = "requested_model, shared_by, held_before_joules, scope, covers";
+const LATER_COLUMNS: &str =
+    "requested_model, shared_by, held_before_joules, scope, covers, key, client, key_joules";
 
 /// A model's figures as schema 7 to 16 kept them, one row per model.
 const V7_MODEL_COLUMNS: &str = "model, requests, ok, cancelled, error, remote, partial, \
@@ -111,6 +112,9 @@ fn record_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<Record> {
         held_before_joules: row.get(31)?,
         scope: coverage::scope_of(row.get(32)?),
         covers: coverage::covers_of(row.get(33)?),
+        key: row.get(34)?,
+        client: row.get(35)?,
+        key_joules: row.get(36)?,
     })
 }
 
@@ -207,7 +211,7 @@ pub(super) fn put_record(tx: &rusqlite::Connection, r: &Record) -> rusqlite::Res
     tx.prepare_cached(&format!(
         "INSERT INTO inference ({COLUMNS}, {LATER_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5,
          ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22,
-         ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34)"
+         ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37)"
     ))?
     .execute(params![
         count(Some(r.id)),
@@ -244,7 +248,11 @@ pub(super) fn put_record(tx: &rusqlite::Connection, r: &Record) -> rusqlite::Res
         r.held_before_joules,
         coverage::scope_column(r.scope),
         coverage::covers_column(&r.covers),
+        r.key,
+        r.client,
+        r.key_joules,
     ])?;
+    super::keys::count_record(tx, r)?;
     let mut model = tx
         .prepare_cached(&format!(
             "SELECT {MODEL_COLUMNS} FROM inference_models WHERE model = ?1 AND scope = ?2"
@@ -442,7 +450,7 @@ mod migrations;
 pub(super) use migrations::{fill_models, MIGRATION, ROUTED, SHARES, TYPED};
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;
 
 /// Keeps `b` as the one idle baseline; `conn` may be a batch's transaction.
 pub(super) fn put_baseline(conn: &rusqlite::Connection, b: &Baseline) -> rusqlite::Result<()> {

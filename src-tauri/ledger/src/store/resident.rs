@@ -61,6 +61,8 @@ pub struct Also<'a> {
     pub profiles: &'a [super::profiles::StoredProfile],
     /// Feeds' answers, to price from after a restart.
     pub feed_slots: &'a [super::feeds::FeedSlots],
+    /// Keys a request was refused for, once each request.
+    pub key_refusals: &'a [String],
 }
 
 /// Keeps one unload; `conn` may be the batch's transaction.

@@ -2,16 +2,16 @@
 //! each, and the version check that refuses a ledger a newer Wattbar wrote.
 
 use super::{
-    calibration, coverage, domains, feeds, inference, intervals, money, profiles, programs,
+    calibration, coverage, domains, feeds, inference, intervals, keys, money, profiles, programs,
     resident, scopes, server_windows, sql_at, Store, StoreError,
 };
 use rusqlite::Connection;
 use std::path::Path;
 
 /// The schema this build writes and reads (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 23;
+pub const SCHEMA_VERSION: i64 = 24;
 
-pub(super) const MIGRATIONS: [&str; 23] = [
+pub(super) const MIGRATIONS: [&str; 24] = [
     r#"
 CREATE TABLE lifetime (domain TEXT PRIMARY KEY, joules REAL NOT NULL);
 CREATE TABLE sessions (id INTEGER PRIMARY KEY, start REAL NOT NULL, end REAL,
@@ -70,6 +70,7 @@ ALTER TABLE monthly_v4 RENAME TO monthly;
     server_windows::COVERED,
     feeds::PRICE_KEY,
     server_windows::GPU_PROCESSES,
+    keys::MIGRATION,
 ];
 
 impl Store {

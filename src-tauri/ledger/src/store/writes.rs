@@ -205,6 +205,9 @@ impl Store {
                     Err(e) => tracing::error!(id = r.id, "an inference record was refused: {e}"),
                 }
             }
+            for key in also.key_refusals {
+                super::keys::count_refused(&tx, key)?;
+            }
             for u in also.unloads {
                 super::resident::put_unload(&tx, u)?;
             }

@@ -5,7 +5,8 @@ use super::*;
 use wattbar_core::inference::{Observed, Route, ServerFigures, Share, Status, TokensSource};
 use wattbar_core::{Coverage, Quality, Scope};
 
-fn record(id: u64, model: &str, end: f64) -> Record {
+/// A record of 200 J (2 s at 100 W, components) ending at `end`.
+pub(in crate::store) fn record(id: u64, model: &str, end: f64) -> Record {
     Record::build(
         id,
         Observed {
@@ -45,7 +46,7 @@ fn record(id: u64, model: &str, end: f64) -> Record {
     )
 }
 
-fn open(path: &std::path::Path) -> Store {
+pub(in crate::store) fn open(path: &std::path::Path) -> Store {
     Store::open(path, 0.0).unwrap_or_else(|e| panic!("{e}")).0
 }
 
