@@ -128,6 +128,9 @@ pub struct Preferences {
     pub llm_proxy_listen: String,
     /// The model server, `http://host:port`; `None`: `OLLAMA_HOST`, else 127.0.0.1:11434.
     pub llm_upstream: Option<String>,
+    /// The proxy answers 401 to a generation request without a key it issued
+    /// ([`keys`](crate::keys)); `false`: a request without one goes as before.
+    pub keys_required: bool,
     /// Tokens per second per watt that score 10.
     pub score_ceiling: f64,
     /// Days inference records are kept (the figures per model keep everything).
@@ -296,6 +299,7 @@ impl Default for Preferences {
             llm_proxy_enabled: true,
             llm_proxy_listen: DEFAULT_LLM_PROXY_LISTEN.to_string(),
             llm_upstream: None,
+            keys_required: false,
             score_ceiling: DEFAULT_SCORE_CEILING,
             inference_keep_days: DEFAULT_INFERENCE_KEEP_DAYS,
             wall_meter: None,
@@ -310,7 +314,7 @@ impl Default for Preferences {
 
 impl Preferences {
     /// The stored keys besides the low-power ones ([`POLICY_KEYS`]).
-    const OWN_KEYS: [&'static str; 28] = [
+    const OWN_KEYS: [&'static str; 29] = [
         "price_per_kwh",
         "currency",
         "interval_ms",
@@ -331,6 +335,7 @@ impl Preferences {
         "llm_proxy_enabled",
         "llm_proxy_listen",
         "llm_upstream",
+        "keys_required",
         "score_ceiling",
         "inference_keep_days",
         "wall_meter",
@@ -453,8 +458,9 @@ impl Preferences {
                     positive("title_above_w", optional_number("title_above_w", value)?)?;
             }
             "cost_in_menu_bar" | "launch_at_login" | "api_enabled" | "llm_proxy_enabled"
-            | "find_model_servers" => {
+            | "find_model_servers" | "keys_required" => {
                 let field = match key {
+                    "keys_required" => "keys_required",
                     "cost_in_menu_bar" => "cost_in_menu_bar",
                     "launch_at_login" => "launch_at_login",
                     "llm_proxy_enabled" => "llm_proxy_enabled",
@@ -469,6 +475,7 @@ impl Preferences {
                     "launch_at_login" => self.launch_at_login = v,
                     "llm_proxy_enabled" => self.llm_proxy_enabled = v,
                     "find_model_servers" => self.find_model_servers = v,
+                    "keys_required" => self.keys_required = v,
                     _ => self.api_enabled = v,
                 }
             }

@@ -44,6 +44,8 @@ pub struct EngineReader {
     /// The ledger, read-only for readers.
     pub(crate) ledger: Option<LedgerReader>,
     pub(crate) reporter: crate::inference::Reporter,
+    /// The proxy's keys and their budgets.
+    pub(crate) keys: crate::keys::Keys,
     /// Changes each time low-power mode switches on, and only then.
     pub(crate) engaged: watch::Receiver<u64>,
     pub(crate) low_power_events:
@@ -75,6 +77,11 @@ impl EngineReader {
     /// The ledger's read-only handle, shared by every reader of this engine; `None` without one.
     pub fn ledger(&self) -> Option<&LedgerReader> {
         self.ledger.as_ref()
+    }
+
+    /// The proxy's keys: the proxy holds on them, the API lists and changes them.
+    pub fn keys(&self) -> &crate::keys::Keys {
+        &self.keys
     }
 
     pub fn subscribe(&self) -> watch::Receiver<Arc<Published>> {

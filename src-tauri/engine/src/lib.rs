@@ -17,6 +17,7 @@ pub mod handle;
 pub mod home;
 pub mod inbox;
 pub mod inference;
+pub mod keys;
 pub mod ledger_reader;
 pub mod logging;
 pub mod os_power;

@@ -57,6 +57,7 @@ impl Recorder {
             Write::Records { records, .. } if !records.is_empty() => {
                 self.totals.observe_records();
             }
+            Write::KeyRefused(_) => self.totals.observe_records(),
             Write::ServerWindows(_) => self.totals.observe_server_windows(),
             _ => {}
         }
@@ -193,6 +194,12 @@ impl Recorder {
     /// The graded profiles kept, oldest first.
     pub fn restored_profiles(&self) -> Vec<wattbar_core::eval::best::KeptProfile> {
         self.writer.restored_profiles()
+    }
+
+    /// What the ledger committed for key `name` in `[from, to)`. Where it cannot be read, the
+    /// most any budget allows: a budget that cannot be known spent is taken as spent.
+    pub fn key_spent(&self, name: &str, from: f64, to: f64) -> f64 {
+        self.writer.key_spent(name, from, to)
     }
 
     /// What residency starts from: the stored set baselines and today's rows.

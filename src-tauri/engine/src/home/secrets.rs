@@ -92,14 +92,14 @@ fn create(data_dir: &Path, path: &Path) -> std::io::Result<String> {
 
 /// The file's mode when its group or others may read or write it.
 #[cfg(unix)]
-fn open_to_others(path: &Path) -> std::io::Result<Option<u32>> {
+pub(crate) fn open_to_others(path: &Path) -> std::io::Result<Option<u32>> {
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(path)?.permissions().mode() & 0o777;
     Ok((mode & 0o077 != 0).then_some(mode))
 }
 
 #[cfg(not(unix))]
-fn open_to_others(_: &Path) -> std::io::Result<Option<u32>> {
+pub(crate) fn open_to_others(_: &Path) -> std::io::Result<Option<u32>> {
     Ok(None)
 }
 

@@ -77,6 +77,8 @@ pub enum RequestEvent {
     },
     /// What a low-power engagement unloaded.
     Unloaded(Unload),
+    /// A request was refused for key `0`'s budget: counted, never recorded.
+    KeyRefused(String),
     /// The port of the proxy's upstream where that server runs on this machine; `None` once the
     /// proxy stops.
     Upstream(Option<u16>),

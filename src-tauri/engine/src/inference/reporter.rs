@@ -71,6 +71,11 @@ impl Reporter {
         self.send(RequestEvent::Unloaded(unload));
     }
 
+    /// A request was refused for `key`'s budget.
+    pub fn key_refused(&self, key: String) {
+        self.send(RequestEvent::KeyRefused(key));
+    }
+
     /// The port the proxy's upstream listens on, where it is on this machine: the engine names
     /// the process listening there as the model server.
     pub fn upstream(&self, port: Option<u16>) {

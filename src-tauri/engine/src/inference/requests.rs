@@ -80,8 +80,9 @@ impl Requests {
                 self.upstream_port = port;
                 false
             }
-            // The engine records and says unloads itself; nothing here depends on them.
-            RequestEvent::Unloaded(_) => false,
+            // The engine records and says unloads and refusals itself; nothing here depends on
+            // them.
+            RequestEvent::Unloaded(_) | RequestEvent::KeyRefused(_) => false,
         }
     }
 

@@ -43,6 +43,8 @@ pub struct Committed {
     /// Per model server and model: the tokens and energy of every window counted with its
     /// energy known.
     pub server_totals: Vec<ServerTotal>,
+    /// Per proxy key, scope and outcome: its requests and the joules it was charged.
+    pub keys: Vec<wattbar_ledger::store::keys::KeyTotal>,
 }
 
 impl Committed {

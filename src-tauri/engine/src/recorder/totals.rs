@@ -166,6 +166,11 @@ impl Totals {
             } else {
                 self.committed.models.clone()
             };
+            let keys = if self.models_stale {
+                store.key_totals()?
+            } else {
+                self.committed.keys.clone()
+            };
             let server_totals = if self.servers_stale {
                 store.server_totals()?
             } else {
@@ -189,6 +194,7 @@ impl Totals {
                 resident_idle: store.resident_idle_totals()?,
                 models,
                 server_totals,
+                keys,
             })
         })();
         match read {

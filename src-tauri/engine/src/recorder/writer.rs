@@ -32,6 +32,8 @@ pub enum Write {
     /// Settled inference records; `at_once`: a client waits for them (a receipt, a posted
     /// record), so the batch is written at the next chance rather than at its interval.
     Records { records: Vec<Record>, at_once: bool },
+    /// A request refused for this key's budget.
+    KeyRefused(String),
     /// A new calibration fit (the newest wins).
     Calibration(Learned),
     /// A new idle baseline.
@@ -133,6 +135,7 @@ impl Writer {
                 ledger.record_programs(wattbar_ledger::store::programs::hour_of(unix), &joules);
             }
             Write::Unload(unload) => ledger.record_unload(unload),
+            Write::KeyRefused(key) => ledger.record_key_refused(key),
             Write::ServerWindows(windows) => ledger.record_server_windows(windows),
             Write::FeedSlots(slots) => ledger.record_feed_slots(slots),
             Write::LowPower { state, message } => {
@@ -318,6 +321,19 @@ impl Writer {
             .unwrap_or_else(|e| {
                 tracing::warn!("the kept slots of {feed} could not be read: {e}");
                 None
+            })
+    }
+
+    pub(super) fn key_spent(&self, name: &str, from: f64, to: f64) -> f64 {
+        let Some(ledger) = self.ledger.as_ref() else {
+            return 0.0;
+        };
+        ledger
+            .store()
+            .key_spent(name, from, to)
+            .unwrap_or_else(|e| {
+                tracing::error!("key {name}'s spend could not be read, so none is left: {e}");
+                wattbar_core::keys::allowance::MAX_JOULES
             })
     }
 

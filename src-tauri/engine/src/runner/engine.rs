@@ -48,6 +48,8 @@ pub(super) struct Engine {
     pub low_power: LowPower,
     pub rest: Rest,
     pub recorder: Recorder,
+    /// The proxy's keys: the engine charges them as it makes records.
+    pub keys: crate::keys::Keys,
     pub advice_file: AdviceFile,
     /// Where a preference set one field at a time is saved.
     pub preferences_file: Option<PathBuf>,
@@ -174,6 +176,14 @@ impl Engine {
         for event in events {
             match event {
                 RequestEvent::Unloaded(u) => self.unloaded(&u),
+                RequestEvent::KeyRefused(key) => self.recorder.write(Write::KeyRefused(key)),
+                RequestEvent::Abandoned { record_id } => {
+                    self.keys.abandon(record_id);
+                    started_or_ended |= self
+                        .inference
+                        .requests
+                        .apply(RequestEvent::Abandoned { record_id });
+                }
                 event => started_or_ended |= self.inference.requests.apply(event),
             }
         }
@@ -202,7 +212,8 @@ impl Engine {
 
     /// Turns the requests that ended by `at` into records, and stores them.
     fn settle_inference(&mut self, at: Stamp) {
-        if let Some(settled) = self.inference.settle(at) {
+        if let Some(mut settled) = self.inference.settle(at) {
+            self.keys.settle(&mut settled.records);
             self.recorder.write(Write::Records {
                 records: settled.records,
                 at_once: settled.at_once,

@@ -70,6 +70,14 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         started,
         &config.prefs,
     );
+    let keys = crate::keys::Keys::open(
+        ledger_path
+            .as_ref()
+            .and_then(|p| p.parent())
+            .map(crate::keys::stored::keys_path),
+        started,
+        &|name, from, to| recorder.key_spent(name, from, to),
+    )?;
     let prices = Prices::new(
         Arc::new(config.prefs.clone()),
         Arc::clone(&clock),
@@ -159,6 +167,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         low_power,
         rest: Rest::new(config.may_rest, config.rest_after, rest_from),
         recorder,
+        keys: keys.clone(),
         advice_file: AdviceFile::new(config.advice_file),
         preferences_file: config.preferences_file,
         lock,
@@ -187,6 +196,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
             commands: Arc::clone(&inbox),
             ledger: ledger_path.map(crate::ledger_reader::LedgerReader::new),
             reporter,
+            keys,
             engaged,
             low_power_events,
             prefs: prefs_rx,
