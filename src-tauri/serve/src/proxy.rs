@@ -51,6 +51,7 @@
 
 mod answers;
 mod body;
+mod keyed;
 mod metered;
 mod origins;
 mod peek;
@@ -59,6 +60,7 @@ mod server_api;
 mod unload;
 mod upstream;
 
+pub use keyed::CLIENT_HEADER;
 pub use origins::Origins;
 pub use peek::{MAX_HELD_BYTES, MAX_PEEK_BYTES};
 pub use upstream::{default_upstream, Upstream, DEFAULT_UPSTREAM};
@@ -84,6 +86,7 @@ use wattbar_core::inference::usage::UsageChunkFilter;
 use wattbar_core::inference::{
     check_model_name, Framing, ResponseMeter, Route, ServerFigures, Status,
 };
+use wattbar_core::keys::Rates;
 use wattbar_core::{LowPowerAction, PolicyConfig};
 use wattbar_engine::inference::reporter::{InFlight, Reporter};
 use wattbar_engine::published::Published;
@@ -102,6 +105,13 @@ pub const ROUTED_HEADER: &str = "x-wattbar-routed";
 pub const REQUEST_ID_HEADER: &str = "x-wattbar-request-id";
 /// The request header asking for the energy receipt in the answer (`1`).
 pub const RECEIPT_HEADER: &str = "x-wattbar-receipt";
+/// The response header saying a key's `clamp` lowered the request's token cap to this.
+pub const CLAMPED_HEADER: &str = "x-wattbar-clamped";
+/// The response headers of a whole JSON answer's energy line ([`EnergyLine`]).
+///
+/// [`EnergyLine`]: wattbar_core::inference::energy_line::EnergyLine
+pub const ENERGY_HEADER: &str = "x-wattbar-energy";
+pub const COST_HEADER: &str = "x-wattbar-cost";
 
 struct Proxy {
     upstream: Upstream,
@@ -117,6 +127,8 @@ struct Proxy {
     forwarding: Arc<Semaphore>,
     /// The bytes of request bodies held read ([`MAX_HELD_BYTES`]).
     held: Arc<Semaphore>,
+    /// The keys the proxy issues, and their budgets.
+    keys: wattbar_engine::keys::Keys,
 }
 
 /// Largest answer read whole, for a receipt in it.
@@ -167,6 +179,7 @@ pub async fn serve(
         client,
         reporter: reporter.clone(),
         state: engine.subscribe(),
+        keys: engine.keys().clone(),
         engine,
         hosts,
         origins,
@@ -265,21 +278,59 @@ impl Proxy {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| matches!(v.trim(), "1" | "true"));
         parts.headers.remove(RECEIPT_HEADER);
+        let required = self.state.borrow().prefs.keys_required;
+        let caller = match keyed::caller(&mut parts.headers, &self.keys, required) {
+            Ok(caller) => caller,
+            Err(refused) => return refused,
+        };
+        let wants_receipt = wants_receipt || caller.key.as_ref().is_some_and(|k| k.energy_line);
+        let mut clamped = None;
+        let mut ticket = keyed::Ticket::new(&self.keys, &caller, None);
         let (body, model, strip_usage, routed) = match route {
             Some(route) => match peek::peek(body, route, routing.as_ref(), &self.held).await {
-                Ok(peeked) => {
+                Ok(mut peeked) => {
                     let asked = peeked.routed.as_ref().map(|w| &w.requested);
                     if let Some(Err(e)) =
                         asked.or(peeked.model.as_ref()).map(|m| check_model_name(m))
                     {
                         return json_error(StatusCode::BAD_REQUEST, format!("wattbar proxy: {e}"));
                     }
+                    if let Some(key) = caller.key.as_ref().filter(|k| k.budgeted) {
+                        let now = self.reporter.unix_now();
+                        let rates = self.rates(peeked.model.as_deref());
+                        let whole = peeked.whole.clone();
+                        match keyed::hold(
+                            &self.keys,
+                            key,
+                            route,
+                            whole.as_deref(),
+                            peeked.size,
+                            rates,
+                            None,
+                            now,
+                        ) {
+                            Ok(held) => {
+                                if let Some(edited) = held.body {
+                                    peeked.replace(edited);
+                                }
+                                clamped = held.clamped;
+                                ticket = keyed::Ticket::new(&self.keys, &caller, held.hold);
+                            }
+                            Err(exceeded) => {
+                                self.reporter.key_refused(key.name.clone());
+                                let status = self.keys.status(&key.name, now);
+                                return keyed::budget_exceeded(&exceeded, status.as_ref(), now);
+                            }
+                        }
+                    }
                     if let Some(length) = peeked.length {
                         parts
                             .headers
                             .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
                     }
-                    (peeked.body, peeked.model, peeked.asked_usage, peeked.routed)
+                    let (model, asked_usage, routed) =
+                        (peeked.model.take(), peeked.asked_usage, peeked.routed.take());
+                    (peeked.into_body(), model, asked_usage, routed)
                 }
                 Err(PeekError::Body(e)) => {
                     return json_error(
@@ -327,6 +378,9 @@ impl Proxy {
                 _ => inflight,
             }
         });
+        if let Some(i) = &inflight {
+            ticket.attach(i.record_id());
+        }
         parts.uri = match self.upstream.uri(&path_and_query) {
             Ok(uri) => uri,
             Err(e) => {
@@ -374,6 +428,15 @@ impl Proxy {
             parts
                 .headers
                 .insert(REQUEST_ID_HEADER, HeaderValue::from(i.record_id()));
+        }
+        if let Some(n) = clamped {
+            parts.headers.insert(CLAMPED_HEADER, HeaderValue::from(n));
+        }
+        if let Some(key) = caller.key.as_ref().filter(|k| k.budgeted) {
+            let now = self.reporter.unix_now();
+            if let Some(status) = self.keys.status(&key.name, now) {
+                keyed::ratelimit_headers(&mut parts.headers, &status, now);
+            }
         }
         let body = match (route, inflight) {
             (Some(route), Some(inflight)) => {
@@ -478,6 +541,13 @@ impl Proxy {
         });
         inflight.finish(status, figures);
         let receipt = metered::receipt(self.engine.clone(), id).await;
+        if let Some(line) = &receipt.line {
+            for (name, value) in [(ENERGY_HEADER, line.energy_json()), (COST_HEADER, line.cost_json())] {
+                if let Ok(v) = HeaderValue::from_str(&value) {
+                    parts.headers.insert(name, v);
+                }
+            }
+        }
         let out = blocking(bytes.clone(), move |b| receipt.into_object(b))
             .await
             .flatten()
@@ -486,6 +556,24 @@ impl Proxy {
             .headers
             .insert(header::CONTENT_LENGTH, HeaderValue::from(out.len()));
         Response::from_parts(parts, peek::holding(full(out), read.held))
+    }
+
+    /// What `model`'s tokens cost as measured here (its highest J per token over the scopes
+    /// measured: a hold leans high), else the stated defaults.
+    fn rates(&self, model: Option<&str>) -> Rates {
+        let published = Arc::clone(&self.state.borrow());
+        let measured = model.and_then(|m| {
+            published
+                .inference
+                .view
+                .models
+                .iter()
+                .filter(|s| s.model == m)
+                .filter_map(|s| s.joules_per_token)
+                .filter(|j| j.is_finite())
+                .reduce(f64::max)
+        });
+        Rates::of(None, measured)
     }
 
     /// The low-power settings to route this request by; `None` when it goes as it came.

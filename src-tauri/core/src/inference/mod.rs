@@ -21,6 +21,7 @@ pub mod bound;
 pub mod claims;
 pub mod interval;
 pub mod members;
+pub mod energy_line;
 pub mod receipt;
 pub mod record;
 pub mod request;

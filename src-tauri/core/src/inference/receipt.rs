@@ -28,6 +28,9 @@ pub struct Receipt {
     /// Why the figures are missing: the record was not made in time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// NeuralWatt's `: energy` and `: cost` comments, which a stream carries before its own.
+    #[serde(skip)]
+    pub line: Option<super::energy_line::EnergyLine>,
 }
 
 impl Receipt {
@@ -42,6 +45,7 @@ impl Receipt {
             covered: r.covered,
             quality: r.quality,
             error: None,
+            line: None,
         }
     }
 
@@ -57,6 +61,7 @@ impl Receipt {
             covered: None,
             quality: None,
             error: Some(why),
+            line: None,
         }
     }
 
@@ -89,7 +94,8 @@ impl Receipt {
     /// `bytes` of an SSE stream with the receipt as a comment before `data: [DONE]` (with or
     /// without the space, as SSE allows), or at their end when the marker is not among them.
     pub fn into_sse(&self, bytes: &[u8]) -> Vec<u8> {
-        let comment = format!(": wattbar {}\n\n", self.json());
+        let line = self.line.as_ref().map(|l| l.sse()).unwrap_or_default();
+        let comment = format!("{line}: wattbar {}\n\n", self.json());
         let at = done_line(bytes);
         let mut out = Vec::with_capacity(bytes.len() + comment.len());
         match at {
@@ -149,6 +155,7 @@ mod tests {
             covered: Some(1.0),
             quality: Some(Quality::Measured),
             error: None,
+            line: None,
         }
     }
 

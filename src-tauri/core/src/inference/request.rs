@@ -51,6 +51,37 @@ pub fn prepare(body: &[u8], route: Route, routing: Option<&PolicyConfig>) -> Pre
     }
 }
 
+/// The most tokens `body` lets the model generate: Ollama's `options.num_predict`, OpenAI's
+/// `max_tokens` or `max_completion_tokens` (the smaller where both are given); `None` where it
+/// sets no limit, or is no JSON object.
+pub fn token_cap(body: &[u8], route: Route) -> Option<u64> {
+    let text = std::str::from_utf8(body).ok()?;
+    let request = Object::parse(text, &routing::READS)?;
+    match route {
+        Route::OllamaGenerate | Route::OllamaChat => request
+            .object("options", &["num_predict"])
+            .and_then(|o| routing::limit(o.get("num_predict")).ok().flatten()),
+        Route::OpenAiChat | Route::OpenAiCompletions => ["max_tokens", "max_completion_tokens"]
+            .into_iter()
+            .filter_map(|f| routing::limit(request.get(f)).ok().flatten())
+            .min(),
+        Route::External => None,
+    }
+}
+
+/// `body` with its generation limit lowered to `cap` (where it asks more, or sets none), the
+/// rest of its bytes as they came; `None` where nothing changes or it is no JSON object.
+pub fn with_token_cap(body: &[u8], route: Route, cap: u64) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(body).ok()?;
+    let request = Object::parse(text, &routing::READS)?;
+    let mut edits = Edits::default();
+    routing::cap_tokens(&request, route, cap, &mut edits);
+    if edits.is_empty() {
+        return None;
+    }
+    edits.apply(body)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,6 +130,27 @@ mod tests {
             r#"{"stream_options":{"include_usage":true},"model":"small","stream":true,"max_tokens":256,"n":1.0}"#
         );
         assert!(p.asked_usage);
+    }
+
+    #[test]
+    fn a_token_cap_is_read_from_either_dialect_and_lowered_in_place() {
+        let openai = br#"{"model":"m","max_tokens":300,"max_completion_tokens":200}"#;
+        assert_eq!(token_cap(openai, Route::OpenAiChat), Some(200));
+        let ollama = br#"{"model":"m","options":{"num_predict":64,"seed":1}}"#;
+        assert_eq!(token_cap(ollama, Route::OllamaChat), Some(64));
+        assert_eq!(token_cap(br#"{"model":"m"}"#, Route::OpenAiChat), None);
+        assert_eq!(token_cap(b"not json", Route::OpenAiChat), None);
+        let lowered = with_token_cap(br#"{"model":"m", "max_tokens": 300}"#, Route::OpenAiChat, 40);
+        assert_eq!(
+            lowered.as_deref(),
+            Some(&br#"{"model":"m", "max_tokens": 40}"#[..])
+        );
+        let none_asked = with_token_cap(br#"{"model":"m"}"#, Route::OllamaGenerate, 40);
+        assert_eq!(
+            none_asked.as_deref(),
+            Some(&br#"{"options":{"num_predict":40},"model":"m"}"#[..])
+        );
+        assert_eq!(with_token_cap(openai, Route::OpenAiChat, 500), None);
     }
 
     #[test]

@@ -108,7 +108,7 @@ pub fn rewrite(
 
 /// A limit as a request gives it: `None` for none (absent, null or negative); `Err` for one
 /// that is not a number, which is left for the server to refuse.
-fn limit(value: Option<&RawValue>) -> Result<Option<u64>, ()> {
+pub(crate) fn limit(value: Option<&RawValue>) -> Result<Option<u64>, ()> {
     let Some(raw) = value else {
         return Ok(None);
     };
@@ -137,7 +137,12 @@ fn cap_field(object: &Object, field: &'static str, cap: u64, edits: &mut Edits) 
     })
 }
 
-fn cap_tokens(request: &Object, route: Route, cap: u64, edits: &mut Edits) -> Vec<Capped> {
+pub(crate) fn cap_tokens(
+    request: &Object,
+    route: Route,
+    cap: u64,
+    edits: &mut Edits,
+) -> Vec<Capped> {
     match route {
         Route::OllamaGenerate | Route::OllamaChat => {
             let options = request.get("options").map(|o| o.get().trim());

@@ -25,6 +25,11 @@ impl Reporter {
         Reporter { sink, clock, ids }
     }
 
+    /// Wall-clock Unix seconds on the engine's clock: what key budgets are held at.
+    pub fn unix_now(&self) -> f64 {
+        self.clock.unix()
+    }
+
     fn now(&self) -> Stamp {
         Stamp::new(self.clock.elapsed(), self.clock.unix())
     }

@@ -15,7 +15,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
+use wattbar_core::inference::energy_line::EnergyLine;
 use wattbar_core::inference::receipt::Receipt;
+use wattbar_core::inference::Record;
 use wattbar_core::inference::usage::UsageChunkFilter;
 use wattbar_core::inference::{Framing, ResponseMeter, ServerFigures, Status};
 use wattbar_engine::inference::reporter::InFlight;
@@ -60,13 +62,32 @@ fn verdict_of(
 /// The receipt for record `id`, once the engine has made the record.
 pub(super) async fn receipt(engine: wattbar_engine::EngineReader, id: u64) -> Receipt {
     match engine.inference_record(id, RECEIPT_WAIT).await {
-        Ok(wattbar_engine::Found::Record(r)) => Receipt::of(&r),
+        Ok(wattbar_engine::Found::Record(r)) => Receipt {
+            line: Some(energy_line(&engine, &r)),
+            ..Receipt::of(&r)
+        },
         Ok(wattbar_engine::Found::Pending) => {
             Receipt::missing(id, "the record was not made in time".into())
         }
         Ok(wattbar_engine::Found::None) => Receipt::missing(id, "the record is not kept".into()),
         Err(e) => Receipt::missing(id, e.to_string()),
     }
+}
+
+/// Record `r`'s energy line: priced at the price now, with what its key may still spend.
+pub(super) fn energy_line(engine: &wattbar_engine::EngineReader, r: &Record) -> EnergyLine {
+    let state = engine.current();
+    let remaining = r
+        .key
+        .as_deref()
+        .and_then(|k| engine.keys().status(k, r.end))
+        .map(|s| s.remaining_joules);
+    EnergyLine::of(
+        r,
+        Some(state.energy.price_per_kwh),
+        state.prefs.currency.as_str(),
+        remaining,
+    )
 }
 
 /// A stream's last frame, held until its receipt is in it.

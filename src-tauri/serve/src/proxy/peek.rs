@@ -44,7 +44,14 @@ pub(super) fn budget() -> Arc<Semaphore> {
 
 /// A generation request's body as it goes upstream.
 pub(super) struct Peeked {
-    pub(super) body: ProxyBody,
+    /// The body as it streams on, where it was too large to read whole.
+    stream: Option<ProxyBody>,
+    /// The bytes that go upstream, where the body was read whole.
+    pub(super) whole: Option<Bytes>,
+    /// Their share of the budget of held bytes.
+    held: Option<OwnedSemaphorePermit>,
+    /// The bytes read: the whole body, or its first [`MAX_PEEK_BYTES`].
+    pub(super) size: usize,
     /// The model it asks for, when the body was read whole and names one.
     pub(super) model: Option<String>,
     /// The proxy asked the stream for its usage: the client did not.
@@ -85,22 +92,46 @@ pub(super) async fn peek(
             .unwrap_or_default();
         return Ok(Peeked {
             length: prepared.body.as_ref().map(Vec::len),
-            body: holding(full(prepared.body.map_or(head, Bytes::from)), held),
+            size: head.len(),
+            whole: Some(prepared.body.map_or(head, Bytes::from)),
+            stream: None,
+            held,
             model: prepared.model,
             asked_usage: prepared.asked_usage,
             routed: prepared.routed,
         });
     }
+    let size = head.len();
     let first = futures_util::stream::once(async move { Ok(Frame::data(head)) });
     let rest = http_body_util::BodyStream::new(body.map_err(BoxError::from));
     let chained = futures_util::StreamExt::chain(first, rest);
     Ok(Peeked {
-        body: holding(StreamBody::new(chained).boxed_unsync(), held),
+        stream: Some(StreamBody::new(chained).boxed_unsync()),
+        whole: None,
+        held,
+        size,
         model: None,
         asked_usage: false,
         length: None,
         routed: None,
     })
+}
+
+impl Peeked {
+    /// Sends `bytes` instead of the body read whole (a token cap lowered to fit a budget).
+    pub(super) fn replace(&mut self, bytes: Vec<u8>) {
+        self.length = Some(bytes.len());
+        self.whole = Some(Bytes::from(bytes));
+    }
+
+    /// The body to send upstream, keeping its share of the budget until it has gone.
+    pub(super) fn into_body(self) -> ProxyBody {
+        let body = match (self.stream, self.whole) {
+            (Some(stream), _) => stream,
+            (None, whole) => full(whole.unwrap_or_default()),
+        };
+        holding(body, self.held)
+    }
 }
 
 /// The start of a body, read and held.
