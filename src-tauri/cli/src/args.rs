@@ -275,6 +275,28 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// The keys the inference proxy issues (`Authorization: Bearer wb_…`), each with an energy
+    /// budget per UTC day, week or month: through the running engine, else in the data folder.
+    Key {
+        #[command(subcommand)]
+        cmd: KeyCmd,
+    },
+    /// Requests, tokens and joules per day (or week, month, key, client, model), from the
+    /// inference records kept: as JSON.
+    Usage {
+        #[arg(long)]
+        key: Option<String>,
+        /// The client, as `X-Wattbar-Client` named it (else the key's name).
+        #[arg(long)]
+        client: Option<String>,
+        #[arg(long)]
+        model: Option<String>,
+        /// Start: a duration back from now such as 24h or 7d, or Unix seconds.
+        #[arg(long, default_value = "30d")]
+        since: String,
+        #[arg(long, value_enum, default_value = "day")]
+        group: UsageGroup,
+    },
     /// Print the bearer token the API's writes need (made on first use, mode 0600).
     Token,
     /// Ask the running engine (serve or the tray app) to turn low-power mode on or off, or show it.
@@ -666,4 +688,42 @@ pub enum ProfileAction {
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeyCmd {
+    /// Make a key; its secret is printed this once.
+    Add {
+        name: String,
+        /// Energy per UTC window: 50kJ/day, 200Wh/week, 2kWh/month. None: counted, not limited.
+        #[arg(long)]
+        budget: Option<String>,
+        /// The scope whose joules the budget counts: wall, system or components. None: what
+        /// each request measured.
+        #[arg(long)]
+        scope: Option<String>,
+        /// Lower a request's max_tokens to what the budget has left, rather than refuse it.
+        #[arg(long)]
+        clamp: bool,
+        /// Put NeuralWatt's `: energy` and `: cost` lines in every answer of this key.
+        #[arg(long)]
+        energy_line: bool,
+    },
+    /// Every key, its budget and where it stands; never a secret.
+    List,
+    /// Remove a key: its secret is refused from now on; its records keep its name.
+    Remove { name: String },
+    /// Give a key a new secret; the old one is refused from now on.
+    Rotate { name: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum UsageGroup {
+    Day,
+    Week,
+    Month,
+    Key,
+    Client,
+    Model,
+    All,
 }

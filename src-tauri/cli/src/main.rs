@@ -30,8 +30,8 @@ use args::{Cli, Cmd};
 use clap::Parser;
 use cmd::watch::Format;
 use cmd::{
-    best, calibrate, export, fleet, inspect, llm, low_power, profile, report, reset_session, serve,
-    service, top, totals, version, watch,
+    best, calibrate, export, fleet, inspect, key, llm, low_power, profile, report, reset_session,
+    serve, service, top, totals, version, watch,
 };
 
 /// A failure is the user's to act on, not a crash: its message and causes, never a backtrace
@@ -99,6 +99,14 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Cmd::LowPower { state, api } => low_power::low_power(state, api),
+        Cmd::Key { cmd } => key::key(cmd),
+        Cmd::Usage {
+            key,
+            client,
+            model,
+            since,
+            group,
+        } => key::usage(key, client, model, &since, group),
         Cmd::Models {
             json,
             best: true,

@@ -227,6 +227,27 @@ impl Client {
         self.write("POST", path, body)
     }
 
+    /// `DELETE path`, carrying the token; the answer as JSON.
+    pub fn delete(&self, path: &str) -> Result<Value, Error> {
+        let url = self.url(path);
+        let mut request = self
+            .agent
+            .delete(&url)
+            .config()
+            .timeout_global(Some(self.timeout))
+            .build();
+        if let Some(token) = self.token()? {
+            request = request.header("Authorization", format!("Bearer {token}"));
+        }
+        let mut reply = self.checked(&url, request.call())?;
+        reply
+            .body_mut()
+            .with_config()
+            .limit(MAX_BODY_BYTES)
+            .read_json()
+            .map_err(|e| bad(&url, e))
+    }
+
     /// `method` (`PUT` or `POST`) with the token; the answer as JSON.
     pub fn write(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value, Error> {
         let url = self.url(path);

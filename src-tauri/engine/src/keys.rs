@@ -229,8 +229,7 @@ impl Keys {
                 .filter(|j| j.is_finite());
             let held = open.hold.as_ref().map(Hold::joules);
             let charged = measured.or(held).unwrap_or(0.0).max(0.0);
-            if let (Some(hold), Some(account)) =
-                (open.hold, entry.and_then(|e| e.account.as_mut()))
+            if let (Some(hold), Some(account)) = (open.hold, entry.and_then(|e| e.account.as_mut()))
             {
                 account.settle(hold, charged, r.end);
             }
@@ -354,7 +353,12 @@ fn account_of(key: &StoredKey, now: f64, committed: Committed<'_>) -> Option<Acc
     let allowance = key.allowance().ok().flatten()?;
     let joules = allowance.joules()?;
     let (from, to) = allowance.period.window(now)?;
-    Account::new(joules, allowance.period, committed(&key.name, from, to), now)
+    Account::new(
+        joules,
+        allowance.period,
+        committed(&key.name, from, to),
+        now,
+    )
 }
 
 #[cfg(test)]

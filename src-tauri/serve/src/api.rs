@@ -8,7 +8,8 @@
 //! `GET|POST /v1/inference`, `GET /v1/inference/{id}`, `GET /v1/models`, `GET /v1/energy?from=&to=` ([`inference`]),
 //! `GET /v1/processes?limit=&sort=watts|energy` ([`processes`]), `GET /v1/server-metrics`
 //! (model servers followed by their own counters),
-//! `GET /v1/report.svg?from=&to=` ([`report`]), and `GET /` the dashboard's files.
+//! `GET /v1/report.svg?from=&to=` ([`report`]), `GET|POST /v1/keys`, `DELETE /v1/keys/{name}`,
+//! `POST /v1/keys/{name}/rotate`, `GET /v1/usage` ([`keys`]), and `GET /` the dashboard's files.
 //!
 //! Security rules, each checked before any handler runs:
 //! - `Host` must name this server, with this port or none: `localhost`, `127.0.0.1`, `[::1]`, or
@@ -51,6 +52,7 @@ mod guard;
 mod history;
 pub mod hosts;
 mod inference;
+mod keys;
 mod preferences;
 mod processes;
 mod profiles;
@@ -123,6 +125,10 @@ pub fn router(
             "/v1/profiles",
             get(profiles::get_profiles).post(profiles::post_profile),
         )
+        .route("/v1/keys", get(keys::get_keys).post(keys::post_key))
+        .route("/v1/keys/{name}", axum::routing::delete(keys::delete_key))
+        .route("/v1/keys/{name}/rotate", post(keys::post_rotate))
+        .route("/v1/usage", get(keys::get_usage))
         .route("/v1/processes", get(processes::get_processes))
         .route("/v1/server-metrics", get(state::get_server_metrics))
         .route("/v1/energy", get(inference::get_energy))

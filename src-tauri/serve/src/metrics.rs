@@ -28,6 +28,7 @@ use wattbar_core::{Coverage, Domain, Scope};
 use wattbar_engine::Published;
 
 mod inference;
+mod keys;
 mod prices;
 
 /// The counters that count since this process started, not over the store's life: its CPU time,
@@ -453,6 +454,7 @@ pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String 
     }
 
     inference::inference(&mut registry, p);
+    keys::keys(&mut registry, p);
     prices::prices(&mut registry, p);
 
     if let Some(u) = usage {

@@ -328,8 +328,11 @@ impl Proxy {
                             .headers
                             .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
                     }
-                    let (model, asked_usage, routed) =
-                        (peeked.model.take(), peeked.asked_usage, peeked.routed.take());
+                    let (model, asked_usage, routed) = (
+                        peeked.model.take(),
+                        peeked.asked_usage,
+                        peeked.routed.take(),
+                    );
                     (peeked.into_body(), model, asked_usage, routed)
                 }
                 Err(PeekError::Body(e)) => {
@@ -542,7 +545,10 @@ impl Proxy {
         inflight.finish(status, figures);
         let receipt = metered::receipt(self.engine.clone(), id).await;
         if let Some(line) = &receipt.line {
-            for (name, value) in [(ENERGY_HEADER, line.energy_json()), (COST_HEADER, line.cost_json())] {
+            for (name, value) in [
+                (ENERGY_HEADER, line.energy_json()),
+                (COST_HEADER, line.cost_json()),
+            ] {
                 if let Ok(v) = HeaderValue::from_str(&value) {
                     parts.headers.insert(name, v);
                 }

@@ -6,6 +6,7 @@ pub mod calibrate;
 pub mod export;
 pub mod fleet;
 pub mod inspect;
+pub mod key;
 pub mod llm;
 pub mod low_power;
 pub mod profile;

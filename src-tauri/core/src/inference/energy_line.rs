@@ -57,7 +57,12 @@ pub struct EnergyLine {
 impl EnergyLine {
     /// The line of record `r`, priced at `price_per_kwh` in `currency`; `remaining`: what its
     /// key may still spend.
-    pub fn of(r: &Record, price_per_kwh: Option<f64>, currency: &str, remaining: Option<f64>) -> Self {
+    pub fn of(
+        r: &Record,
+        price_per_kwh: Option<f64>,
+        currency: &str,
+        remaining: Option<f64>,
+    ) -> Self {
         let joules = r.energy_joules.filter(|j| j.is_finite());
         let kwh = joules.map(|j| j / 3.6e6);
         let shared = r.shared_by.filter(|n| *n > 0);

@@ -19,9 +19,9 @@
 pub mod attribution;
 pub mod bound;
 pub mod claims;
+pub mod energy_line;
 pub mod interval;
 pub mod members;
-pub mod energy_line;
 pub mod receipt;
 pub mod record;
 pub mod request;

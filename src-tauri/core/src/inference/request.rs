@@ -140,7 +140,11 @@ mod tests {
         assert_eq!(token_cap(ollama, Route::OllamaChat), Some(64));
         assert_eq!(token_cap(br#"{"model":"m"}"#, Route::OpenAiChat), None);
         assert_eq!(token_cap(b"not json", Route::OpenAiChat), None);
-        let lowered = with_token_cap(br#"{"model":"m", "max_tokens": 300}"#, Route::OpenAiChat, 40);
+        let lowered = with_token_cap(
+            br#"{"model":"m", "max_tokens": 300}"#,
+            Route::OpenAiChat,
+            40,
+        );
         assert_eq!(
             lowered.as_deref(),
             Some(&br#"{"model":"m", "max_tokens": 40}"#[..])

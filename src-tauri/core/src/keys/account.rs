@@ -117,7 +117,8 @@ impl Account {
     }
 
     fn held(&self) -> f64 {
-        self.held.values().sum()
+        // An empty f64 sum is -0.0; a status says 0.
+        self.held.values().sum::<f64>() + 0.0
     }
 
     /// Holds `joules` for a request at `now`, or says why it may not go.

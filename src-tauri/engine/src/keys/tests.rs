@@ -77,7 +77,9 @@ fn sixty_four_threads_at_once_never_hold_past_the_budget() {
     });
     let let_in: Vec<Hold> = holds.into_iter().flatten().collect();
     assert_eq!(let_in.len(), 3);
-    let status = keys.status("lab", NOON).unwrap_or_else(|| panic!("a budget"));
+    let status = keys
+        .status("lab", NOON)
+        .unwrap_or_else(|| panic!("a budget"));
     assert!((status.held_joules - 900.0).abs() < 1e-9);
     assert!((status.remaining_joules - 100.0).abs() < 1e-9);
     // Each request measured 250 J: 750 J spent, and one more 200 J request fits now.
@@ -96,7 +98,9 @@ fn sixty_four_threads_at_once_never_hold_past_the_budget() {
         assert_eq!(r.client.as_deref(), Some("lab"), "the key's name stands in");
         assert_eq!(r.key_joules, Some(250.0));
     }
-    let status = keys.status("lab", NOON).unwrap_or_else(|| panic!("a budget"));
+    let status = keys
+        .status("lab", NOON)
+        .unwrap_or_else(|| panic!("a budget"));
     assert!((status.spent_joules - 750.0).abs() < 1e-9);
     assert_eq!(status.held_joules, 0.0);
     assert!(keys.hold("lab", 200.0, NOON).is_ok());
@@ -119,7 +123,12 @@ fn unknown_energy_and_another_scope_are_charged_what_was_held_and_an_abandoned_r
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let hold = |j: f64| keys.hold("wall-only", j, NOON).ok().flatten();
-    keys.attach(1, Some("wall-only".into()), Some("aider".into()), hold(400.0));
+    keys.attach(
+        1,
+        Some("wall-only".into()),
+        Some("aider".into()),
+        hold(400.0),
+    );
     keys.attach(2, Some("wall-only".into()), None, hold(500.0));
     keys.attach(3, Some("wall-only".into()), None, hold(600.0));
     keys.attach(4, Some("wall-only".into()), None, hold(700.0));
@@ -147,7 +156,12 @@ fn unknown_energy_and_another_scope_are_charged_what_was_held_and_an_abandoned_r
 #[test]
 fn a_removed_or_rotated_secret_finds_nothing_and_the_spend_stays() {
     let (keys, secret) = book_with("1kJ/day", &nothing);
-    keys.attach(1, Some("lab".into()), None, keys.hold("lab", 300.0, NOON).ok().flatten());
+    keys.attach(
+        1,
+        Some("lab".into()),
+        None,
+        keys.hold("lab", 300.0, NOON).ok().flatten(),
+    );
     let mut r = [record(1, Some(300.0), Scope::Wall, NOON + 1.0)];
     keys.settle(&mut r);
     let rotated = keys.rotate("lab", NOON).unwrap_or_else(|e| panic!("{e}"));
@@ -191,8 +205,14 @@ fn a_key_starts_its_window_from_what_the_ledger_committed_so_a_restart_gives_not
     let keys = Keys::open(Some(path), NOON, &committed).unwrap_or_else(|e| panic!("{e}"));
     assert!(keys.admit(&secret).is_some());
     let listed = keys.list(NOON);
-    let status = listed[0].status.clone().unwrap_or_else(|| panic!("a budget"));
+    let status = listed[0]
+        .status
+        .clone()
+        .unwrap_or_else(|| panic!("a budget"));
     assert_eq!(status.spent_joules, 800.0);
-    assert!(keys.hold("lab", 300.0, NOON).is_err(), "800 + 300 J is over 1 kJ");
+    assert!(
+        keys.hold("lab", 300.0, NOON).is_err(),
+        "800 + 300 J is over 1 kJ"
+    );
     assert!(keys.hold("lab", 200.0, NOON).is_ok());
 }

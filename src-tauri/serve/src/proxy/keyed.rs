@@ -111,8 +111,9 @@ fn typed_error(
         e.extend(more);
     }
     let mut response = json_error(status, String::new());
-    *response.body_mut() =
-        super::body::full(bytes::Bytes::from(serde_json::json!({ "error": error }).to_string()));
+    *response.body_mut() = super::body::full(bytes::Bytes::from(
+        serde_json::json!({ "error": error }).to_string(),
+    ));
     response
 }
 
@@ -184,8 +185,7 @@ pub(super) fn hold(
             clamped: None,
         }),
         Err(exceeded) if key.clamp => {
-            let remaining =
-                exceeded.budget_joules - exceeded.spent_joules - exceeded.held_joules;
+            let remaining = exceeded.budget_joules - exceeded.spent_joules - exceeded.held_joules;
             let fits = rates
                 .clamp(remaining, prompt_tokens)
                 .and_then(|n| Some((n, with_token_cap(body?, route, n)?)));

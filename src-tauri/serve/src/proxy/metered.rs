@@ -17,8 +17,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use wattbar_core::inference::energy_line::EnergyLine;
 use wattbar_core::inference::receipt::Receipt;
-use wattbar_core::inference::Record;
 use wattbar_core::inference::usage::UsageChunkFilter;
+use wattbar_core::inference::Record;
 use wattbar_core::inference::{Framing, ResponseMeter, ServerFigures, Status};
 use wattbar_engine::inference::reporter::InFlight;
 

@@ -65,10 +65,7 @@ fn read_like_the_agents(stream: &str) -> (f64, f64, Option<serde_json::Value>) {
 fn the_agents_parsers_read_the_records_joules_and_never_take_euros_for_dollars() {
     // 190 J = 5.2778e-5 kWh; at 0.30 EUR/kWh, 1.5833e-5 EUR.
     let line = EnergyLine::of(&record(), Some(0.30), "EUR", Some(810.0));
-    let stream = format!(
-        "data: {{\"choices\":[]}}\n\n{}data: [DONE]\n\n",
-        line.sse()
-    );
+    let stream = format!("data: {{\"choices\":[]}}\n\n{}data: [DONE]\n\n", line.sse());
     let (joules, usd, cost) = read_like_the_agents(&stream);
     assert_eq!(joules, 190.0);
     assert_eq!(usd, 0.0, "no request_cost_usd in euros");
@@ -83,7 +80,10 @@ fn the_agents_parsers_read_the_records_joules_and_never_take_euros_for_dollars()
         (e.attribution_method, e.attribution_ratio),
         (Some("wattbar_shared"), Some(0.5))
     );
-    assert_eq!((e.scope, e.quality), (Some(Scope::Wall), Some(Quality::Measured)));
+    assert_eq!(
+        (e.scope, e.quality),
+        (Some(Scope::Wall), Some(Quality::Measured))
+    );
     // In dollars, the same cost is summed as NeuralWatt's is.
     let usd_line = EnergyLine::of(&record(), Some(0.30), "USD", None);
     let (_, usd, _) = read_like_the_agents(&usd_line.sse());
