@@ -8,6 +8,7 @@ mod feed_hostile;
 mod fleet;
 mod home_assistant;
 mod homebrew;
+mod keys;
 mod ledger;
 mod llama_server;
 mod llm_proxy;

@@ -86,6 +86,8 @@ pub struct Book {
     first_free_id: u64,
     ceiling: f64,
     view: Arc<InferenceView>,
+    /// The proxy's keys, charged as each record is made; `None`: none are.
+    keys: Option<crate::keys::Keys>,
 }
 
 fn secs(s: Stamp) -> f64 {
@@ -116,6 +118,7 @@ impl Book {
             first_free_id,
             ceiling,
             view: Arc::default(),
+            keys: None,
         };
         book.rescore();
         book
@@ -216,6 +219,12 @@ impl Book {
             .collect()
     }
 
+    /// Names each record's key and client and charges its key as the record is made, so that
+    /// readers and the store see one record.
+    pub fn charge_to(&mut self, keys: crate::keys::Keys) {
+        self.keys = Some(keys);
+    }
+
     /// Turns finished requests into records; answers them for the store.
     pub fn settle(&mut self, finished: Vec<Finished>, open: &[Open]) -> Vec<Record> {
         let windows: Vec<Window> = finished.iter().map(window_of).collect();
@@ -308,7 +317,10 @@ impl Book {
                 baseline_spread_watts: baseline.and_then(|b| b.spread_watts),
                 ceiling: self.ceiling,
             };
-            let record = Record::build(f.record_id, observed);
+            let mut record = Record::build(f.record_id, observed);
+            if let Some(keys) = &self.keys {
+                keys.settle(std::slice::from_mut(&mut record));
+            }
             self.remember(record.clone());
             made.push(record);
         }

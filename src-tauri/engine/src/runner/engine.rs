@@ -212,8 +212,7 @@ impl Engine {
 
     /// Turns the requests that ended by `at` into records, and stores them.
     fn settle_inference(&mut self, at: Stamp) {
-        if let Some(mut settled) = self.inference.settle(at) {
-            self.keys.settle(&mut settled.records);
+        if let Some(settled) = self.inference.settle(at) {
             self.recorder.write(Write::Records {
                 records: settled.records,
                 at_once: settled.at_once,

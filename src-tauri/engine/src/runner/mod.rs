@@ -86,10 +86,11 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
     );
     let accounting = Accounting::new(started, period(&config.prefs, &chain), prices.pricing())
         .after(recorder.restored_scope());
-    let book = Book::new(
+    let mut book = Book::new(
         recorder.restored_inference(config.prefs.score_ceiling),
         config.prefs.score_ceiling,
     );
+    book.charge_to(keys.clone());
     let residency = Residency::new(
         BASELINE_SPAN.as_secs_f64(),
         BASELINE_EVERY.as_secs_f64(),
