@@ -281,7 +281,7 @@ impl Proxy {
         let required = self.state.borrow().prefs.keys_required;
         let caller = match keyed::caller(&mut parts.headers, &self.keys, required) {
             Ok(caller) => caller,
-            Err(refused) => return refused,
+            Err(refused) => return *refused,
         };
         let wants_receipt = wants_receipt || caller.key.as_ref().is_some_and(|k| k.energy_line);
         let mut clamped = None;

@@ -44,16 +44,16 @@ pub(super) fn caller(
     headers: &mut HeaderMap,
     keys: &Keys,
     required: bool,
-) -> Result<Caller, Response<ProxyBody>> {
+) -> Result<Caller, Box<Response<ProxyBody>>> {
     let client = match headers.remove(CLIENT_HEADER) {
         None => None,
         Some(v) => {
             let name = v.to_str().map(str::trim).unwrap_or("\u{fffd}");
             check_name(name).map_err(|why| {
-                json_error(
+                Box::new(json_error(
                     StatusCode::BAD_REQUEST,
                     format!("wattbar proxy: {CLIENT_HEADER}: {why}"),
-                )
+                ))
             })?;
             Some(name.to_string())
         }
@@ -71,22 +71,22 @@ pub(super) fn caller(
             match keys.admit(&secret) {
                 Some(k) => Some(k),
                 None => {
-                    return Err(unauthorized(
+                    return Err(Box::new(unauthorized(
                         "invalid_key",
                         "wattbar proxy: this key is not one Wattbar issued, or it was removed \
                          or rotated",
-                    ))
+                    )))
                 }
             }
         }
         None => None,
     };
     if required && key.is_none() {
-        return Err(unauthorized(
+        return Err(Box::new(unauthorized(
             "keys_required",
             "wattbar proxy: a key is required: send `Authorization: Bearer wb_…` (wattbar-cli \
              key add NAME makes one)",
-        ));
+        )));
     }
     Ok(Caller { key, client })
 }

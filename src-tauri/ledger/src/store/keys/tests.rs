@@ -86,6 +86,9 @@ fn a_keys_totals_count_its_records_and_refusals_and_pruning_takes_nothing_back()
     expected(&s);
 }
 
+/// A usage row as compared: group, scope, requests, completion tokens, joules, charged, unmeasured.
+type Row<'a> = (&'a str, Option<Scope>, u64, u64, f64, f64, u64);
+
 #[test]
 fn usage_groups_by_day_and_client_with_each_scope_apart() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -111,7 +114,7 @@ fn usage_groups_by_day_and_client_with_each_scope_apart() {
         ..UsageQuery::default()
     };
     let usage = s.usage(&q, Group::Day).unwrap_or_else(|e| panic!("{e}"));
-    let got: Vec<(&str, Option<Scope>, u64, u64, f64, f64, u64)> = usage
+    let got: Vec<Row> = usage
         .rows
         .iter()
         .map(|r| {
