@@ -11,7 +11,9 @@
 //! `/api/ps` holds gemma3 loaded and idle; the ledger starts with its idle draw measured (10 W
 //! with nothing loaded, 30 W with gemma3), so its resident idle energy grows at 20 W. Each run
 //! also follows a model server by its own `/metrics` (a llama.cpp stand-in whose counters grow
-//! by 10 prompt and 50 completion tokens a scrape), in windows of 1 s.
+//! by 10 prompt and 50 completion tokens a scrape), in windows of 1 s. Each run sends one
+//! request through the proxy on a key that only counts, and one on a key whose budget holds
+//! nothing (refused), so the keys' counters are followed too.
 //!
 //! What must hold: no scraped, pushed or published value of any counter ever goes down: every
 //! `_total` series Prometheus scraped, found by enumeration (so a counter added later is checked
@@ -51,7 +53,7 @@ const ENERGY: &str = "wattbar_energy_joules_total{domain=\"system\"}";
 /// Seconds in each scope before the headline changes to the other.
 const SCOPE_S: f64 = 2.0;
 /// Counters that must be among those found: a run that exported none of them checked nothing.
-const EXPECTED: [&str; 8] = [
+const EXPECTED: [&str; 10] = [
     "wattbar_energy_joules_total",
     "wattbar_cost_total",
     "wattbar_credit_total",
@@ -60,6 +62,8 @@ const EXPECTED: [&str; 8] = [
     "wattbar_model_resident_idle_joules_total",
     "wattbar_server_tokens_total",
     "wattbar_server_energy_joules_total",
+    "wattbar_key_energy_joules_total",
+    "wattbar_key_requests_total",
 ];
 /// EUR per MWh in every slot of the test's price feed.
 const NEGATIVE_EUR_PER_MWH: f64 = -50.0;
@@ -220,6 +224,30 @@ fn total_increasing_fields(messages: &[Message]) -> Vec<String> {
     fields
 }
 
+/// Through the proxy: a request on a key that only counts (a record charged to it), one on a
+/// key whose budget holds nothing (429, counted as refused).
+fn keyed_requests(serve: &Serve, counted: &str, tight: &str) {
+    use crate::common::{http, Answer};
+    let proxy = serve.proxy();
+    for (secret, status) in [(counted, 200), (tight, 429)] {
+        let answer = http()
+            .post(&format!("{proxy}/api/generate"))
+            .header("Authorization", &format!("Bearer {secret}"))
+            .send_json(serde_json::json!({"model": "gemma3", "prompt": "x", "stream": false}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(answer.code(), status);
+    }
+}
+
+/// `wattbar-cli key add ARGS` with no engine running; the secret.
+fn add_key(data: &Path, args: &[&str]) -> String {
+    let mut all = vec!["key", "add"];
+    all.extend_from_slice(args);
+    let made: serde_json::Value =
+        serde_json::from_str(&crate::common::run_cli(data, &all)).unwrap_or_default();
+    made["secret"].as_str().unwrap_or_default().to_string()
+}
+
 /// A record for work the client measured, ending just before the last sample.
 fn post_record(serve: &Serve, data: &Path) -> bool {
     let now = serve.get("/v1/snapshot")["at"].as_f64().unwrap_or(0.0);
@@ -280,6 +308,8 @@ fn ten_kill_9s_never_take_back_a_counter_prometheus_or_otlp_saw() {
     });
     std::fs::write(data.path().join("preferences.json"), prefs.to_string())
         .unwrap_or_else(|e| panic!("{e}"));
+    let counted = add_key(data.path(), &["counted"]);
+    let tight = add_key(data.path(), &["tight", "--budget", "1J/day"]);
     let mut draws = Draws(48);
     // What each killed run had drawn by its last read, and the most it can have drawn after.
     let (mut drawn, mut slack) = (0.0, 0.0);
@@ -291,6 +321,7 @@ fn ten_kill_9s_never_take_back_a_counter_prometheus_or_otlp_saw() {
         if kill % 2 == 0 && post_record(&serve, data.path()) {
             posted += 1;
         }
+        keyed_requests(&serve, &counted, &tight);
         if kill == 3 {
             // A session reset halfway: what the session held is drawn, and it starts again.
             std::thread::sleep(Duration::from_secs(1));
@@ -457,7 +488,10 @@ fn ten_kill_9s_never_take_back_a_counter_prometheus_or_otlp_saw() {
         "resident idle {resident} J in {ran:.0} s"
     );
     eprintln!("gemma3 resident and idle: {resident:.0} J at 20 W");
-    let requests = prom.samples("wattbar_inference_requests_total", &range);
+    let requests = prom.samples(
+        "wattbar_inference_requests_total{model=\"crash-model\"}",
+        &range,
+    );
     assert!(
         requests
             .last()
