@@ -1,18 +1,29 @@
 //! Daily and monthly budgets, in kWh or money. Crossing one gives an alert once per period
 //! (the period's key is stored, so a restart does not repeat it).
 //!
+//! A proxy key's budget gives a soft alert once per window, when what it spent reaches
+//! [`KEY_SOFT_SHARE`] of it (before its requests are refused), so that its user hears of it in
+//! time.
+//!
 //! A budget is one figure, so it counts the machine's energy across scopes
 //! ([`AcrossScopes`](wattbar_ledger::store::AcrossScopes)): a day split between the plug and the
 //! sensors reaches its budget as a day on one of them would.
 
+use crate::keys::KeyView;
 use serde::Serialize;
 use wattbar_core::Preferences;
 use wattbar_ledger::ledger::{Ledger, LedgerTotals};
 
+/// The share of a key's budget spent that gives its soft alert.
+pub const KEY_SOFT_SHARE: f64 = 0.8;
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BudgetAlert {
-    /// `daily-kwh`, `daily-cost`, `monthly-kwh` or `monthly-cost`.
+    /// `daily-kwh`, `daily-cost`, `monthly-kwh`, `monthly-cost`, or `key-energy`.
     pub kind: &'static str,
+    /// The proxy key, for `key-energy`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
     pub limit: f64,
     pub used: f64,
     /// What the notification says.
@@ -50,6 +61,44 @@ impl Budgets {
                 Ok(true) => fresh.push(alert),
                 Ok(false) => {}
                 Err(e) => tracing::warn!("could not record a budget alert: {e}"),
+            }
+        }
+        if !fresh.is_empty() {
+            for a in &fresh {
+                tracing::info!("{}", a.message);
+            }
+            self.alerts = fresh;
+            self.seq += 1;
+        }
+    }
+
+    /// Soft alerts for the keys that spent [`KEY_SOFT_SHARE`] of their budget, each once per
+    /// key and window: the ledger marks each as given.
+    pub fn observe_keys(&mut self, keys: &[KeyView], now: f64, ledger: &mut Ledger) {
+        let mut fresh = Vec::new();
+        for k in keys {
+            let Some(s) = &k.status else { continue };
+            if !(s.budget_joules > 0.0 && s.spent_joules >= KEY_SOFT_SHARE * s.budget_joules) {
+                continue;
+            }
+            let mark = format!("key:{}:{}", k.name, s.window_start);
+            match ledger.first_alert(&mark, now) {
+                Ok(true) => fresh.push(BudgetAlert {
+                    kind: "key-energy",
+                    key: Some(k.name.clone()),
+                    limit: s.budget_joules,
+                    used: s.spent_joules,
+                    message: format!(
+                        "Key {} has spent {:.0} % of its budget: {:.0} J of {:.0} J until it \
+                         resets.",
+                        k.name,
+                        100.0 * s.spent_joules / s.budget_joules,
+                        s.spent_joules,
+                        s.budget_joules
+                    ),
+                }),
+                Ok(false) => {}
+                Err(e) => tracing::warn!("could not record a key's alert: {e}"),
             }
         }
         if !fresh.is_empty() {
@@ -110,6 +159,7 @@ pub fn crossed(prefs: &Preferences, totals: &LedgerTotals) -> Vec<BudgetAlert> {
             let limit = limit?;
             (used >= limit).then(|| BudgetAlert {
                 kind,
+                key: None,
                 limit,
                 used,
                 message: format!(
@@ -156,5 +206,43 @@ mod tests {
             "Budget reached: 31.000 EUR used this month, of 30 EUR."
         );
         assert!(crossed(&Preferences::default(), &totals(100.0, 100.0)).is_empty());
+    }
+
+    #[test]
+    fn a_key_that_spent_four_fifths_of_its_budget_is_said_once_per_window() {
+        use wattbar_core::keys::Status;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let (mut ledger, _) = Ledger::open(&dir.path().join("wattbar.db"), 1_000.0, "EUR")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let key = |spent: f64, window_start: f64| KeyView {
+            name: "lab".into(),
+            shown: "wb_1234".into(),
+            budget: Some("1kJ/day".into()),
+            scope: None,
+            clamp: false,
+            energy_line: false,
+            created: 0.0,
+            status: Some(Status {
+                budget_joules: 1000.0,
+                spent_joules: spent,
+                held_joules: 0.0,
+                remaining_joules: 1000.0 - spent,
+                window_start,
+                resets_at: window_start + 86_400.0,
+            }),
+        };
+        let mut budgets = Budgets::default();
+        // 799 J of 1 kJ: not yet; 800 J: said; 950 J in the same window: not again.
+        budgets.observe_keys(&[key(799.0, 0.0)], 1_000.0, &mut ledger);
+        assert_eq!(budgets.seq(), 0);
+        budgets.observe_keys(&[key(800.0, 0.0)], 1_001.0, &mut ledger);
+        assert_eq!(budgets.seq(), 1);
+        assert_eq!(budgets.alerts()[0].key.as_deref(), Some("lab"));
+        assert!(budgets.alerts()[0].message.contains("80 %"));
+        budgets.observe_keys(&[key(950.0, 0.0)], 1_002.0, &mut ledger);
+        assert_eq!(budgets.seq(), 1);
+        // The next day's window says it again.
+        budgets.observe_keys(&[key(900.0, 86_400.0)], 87_000.0, &mut ledger);
+        assert_eq!(budgets.seq(), 2);
     }
 }

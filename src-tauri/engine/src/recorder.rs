@@ -95,6 +95,17 @@ impl Recorder {
         }
     }
 
+    /// The keys as they stand after a batch: a soft alert for each that spent most of its
+    /// budget, once per window.
+    pub fn observe_keys(&mut self, keys: &[crate::keys::KeyView], now_unix: f64) {
+        if keys.iter().all(|k| k.status.is_none()) {
+            return;
+        }
+        if let Some(ledger) = self.writer.ledger_mut() {
+            self.budgets.observe_keys(keys, now_unix, ledger);
+        }
+    }
+
     /// Ends the running session with its totals and starts another.
     pub fn new_session(&mut self, ended: &SessionTotals, now_unix: f64, currency: &str) {
         self.writer.new_session(ended, now_unix, currency);

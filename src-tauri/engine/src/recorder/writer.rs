@@ -116,6 +116,10 @@ impl Writer {
         self.ledger.as_ref()
     }
 
+    pub(super) fn ledger_mut(&mut self) -> Option<&mut Ledger> {
+        self.ledger.as_mut()
+    }
+
     /// Keeps `write` for the batch.
     pub(super) fn take(&mut self, write: Write) {
         let Some(ledger) = self.ledger.as_mut() else {

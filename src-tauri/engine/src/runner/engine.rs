@@ -207,6 +207,8 @@ impl Engine {
             let session = self.meter.accounting.totals(&self.prefs.currency);
             self.recorder
                 .flush(at.monotonic, &session, at.unix_seconds, &self.prefs);
+            self.recorder
+                .observe_keys(&self.keys.list(at.unix_seconds), at.unix_seconds);
         }
     }
 

@@ -44,6 +44,10 @@ impl Topics {
     pub fn attributes(&self) -> String {
         format!("{}/attributes", self.prefix)
     }
+    /// Budget alerts as they are given (not retained): `{"alerts": [...]}`.
+    pub fn alert(&self) -> String {
+        format!("{}/alert", self.prefix)
+    }
     /// `ON` / `OFF` from Home Assistant.
     pub fn low_power_set(&self) -> String {
         format!("{}/low_power/set", self.prefix)

@@ -5,6 +5,8 @@
 //! - Everything it publishes comes from the engine's published state ([`discovery`]); a command
 //!   on the switch's topic is sent to the engine as every other change is, and shows in the
 //!   state once the engine has applied it.
+//! - Budget alerts (the day's or month's, and a key's soft threshold) go out once each, with the
+//!   next state, on `PREFIX/alert`, not retained: an automation hears of each once.
 //! - States go out at most once per interval, and at once when low-power mode changes. Nothing
 //!   is queued while the broker is away: the energy is a counter, so the first state after a
 //!   reconnect carries all of it.
@@ -346,6 +348,7 @@ pub async fn run(
         last_low_power: None,
         connected: false,
         commands_off,
+        alerts_sent: 0,
     };
     let mut tick = tokio::time::interval(publisher.config.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -404,6 +407,8 @@ struct Publisher {
     connected: bool,
     /// A message too large for a command was kept on the command topic: not subscribed.
     commands_off: Arc<AtomicBool>,
+    /// The engine's `alert_seq` of the last alerts sent.
+    alerts_sent: u64,
 }
 
 impl Publisher {
@@ -443,6 +448,11 @@ impl Publisher {
             discovery::attributes(p).to_string(),
         );
         self.send(topics.state(), true, state.to_string());
+        if p.kept.alert_seq > self.alerts_sent {
+            self.alerts_sent = p.kept.alert_seq;
+            let alerts = serde_json::json!({ "alerts": p.kept.alerts });
+            self.send(topics.alert(), false, alerts.to_string());
+        }
     }
 
     /// Queued for the connection; dropped when the queue is full (the broker is slow): the
