@@ -164,3 +164,39 @@ pub async fn get_history(range: String, state: State<'_, AppState>) -> Result<Va
     let path = format!("/v1/history?range={range}");
     call(&state, move |e| e.get(&path)).await.map_err(text)
 }
+
+/// The proxy's keys and where each budget stands; never a secret.
+#[tauri::command]
+pub async fn get_keys(state: State<'_, AppState>) -> Result<Value, String> {
+    call(&state, |e| e.get("/v1/keys")).await.map_err(text)
+}
+
+/// Makes a key (`{name, budget, scope, clamp, energy_line}`); answers its secret, shown once.
+#[tauri::command]
+pub async fn add_key(body: Value, state: State<'_, AppState>) -> Result<Value, String> {
+    call(&state, move |e| e.write("POST", "/v1/keys", Some(&body)))
+        .await
+        .map_err(text)
+}
+
+/// A key's name as a path segment; one that is no name is refused here.
+fn key_path(name: &str, then: &str) -> Result<String, String> {
+    wattbar_engine::keys::stored::check_name(name)?;
+    Ok(format!("/v1/keys/{name}{then}"))
+}
+
+/// Removes a key: its secret is refused from then on.
+#[tauri::command]
+pub async fn remove_key(name: String, state: State<'_, AppState>) -> Result<Value, String> {
+    let path = key_path(&name, "")?;
+    call(&state, move |e| e.delete(&path)).await.map_err(text)
+}
+
+/// Gives a key a new secret, answered once; the old one is refused from then on.
+#[tauri::command]
+pub async fn rotate_key(name: String, state: State<'_, AppState>) -> Result<Value, String> {
+    let path = key_path(&name, "/rotate")?;
+    call(&state, move |e| e.write("POST", &path, None))
+        .await
+        .map_err(text)
+}

@@ -141,7 +141,11 @@ pub fn run() {
             commands::save_report,
             commands::get_preferences,
             commands::set_preference,
-            commands::open_preferences
+            commands::open_preferences,
+            commands::get_keys,
+            commands::add_key,
+            commands::remove_key,
+            commands::rotate_key
         ])
         .setup(move |app| setup(app, engine, &launch))
         .build(tauri::generate_context!());

@@ -46,6 +46,13 @@ try {
   await page.waitForFunction(() => document.getElementById("watts").textContent === "31.0", null, { timeout: 25000 });
   report.later_watts = await page.textContent("#watts");
   report.same_page = await page.evaluate(() => window.__loadedOnce === true);
+  // The proxy's keys, each with what it spent and has left of its budget.
+  await page.waitForSelector("#keys-rows tr", { timeout: 10000 });
+  report.keys = await page.$$eval("#keys-rows tr", (rows) => rows.map((r) => ({
+    key: r.dataset.key,
+    spent: r.querySelectorAll("td")[0].dataset.value,
+    left: r.querySelectorAll("td")[1].dataset.value,
+  })));
   report.quality = await page.textContent("#quality");
   report.source = await page.textContent("#source");
   report.scope = await page.textContent("#scope");
@@ -73,6 +80,20 @@ try {
   await prefs.press("#price_per_kwh", "Tab");
   await prefs.waitForFunction(() => document.getElementById("msg-price_per_kwh").dataset.kind === "ok", null, { timeout: 10000 });
   report.preferences_saved = await prefs.textContent("#msg-price_per_kwh");
+  // The Keys table: the key made before the engine started is listed; a budget that is no
+  // budget is refused by its message; a right one makes a key whose secret is shown once.
+  report.preference_keys_before = await prefs.$$eval("#key-rows tr", (rows) => rows.map((r) => r.dataset.key));
+  await prefs.fill("#key-name", "aider");
+  await prefs.fill("#key-budget", "5 parsecs/day");
+  await prefs.click("#key-add");
+  await prefs.waitForFunction(() => document.getElementById("msg-key").dataset.kind === "error", null, { timeout: 10000 });
+  report.key_refused = await prefs.textContent("#msg-key");
+  await prefs.fill("#key-budget", "200Wh/week");
+  await prefs.check("#key-clamp");
+  await prefs.click("#key-add");
+  await prefs.waitForFunction(() => document.getElementById("msg-key").dataset.kind === "ok", null, { timeout: 10000 });
+  report.key_secret = await prefs.textContent("#key-secret-value");
+  report.preference_keys_after = await prefs.$$eval("#key-rows tr", (rows) => rows.map((r) => r.dataset.key));
   // Routing: the choice, a routes object and a cap, each saved by the schema or refused.
   await prefs.selectOption("#low_power_action", "route");
   await prefs.waitForFunction(() => document.getElementById("msg-low_power_action").dataset.kind === "ok", null, { timeout: 10000 });

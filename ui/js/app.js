@@ -4,6 +4,7 @@ import * as fmt from "./format.js";
 import { $, setText } from "./dom.js";
 import { renderInference, renderResident } from "./models.js";
 import { renderPrograms } from "./programs.js";
+import { renderKeys } from "./keys.js";
 import { renderPrices } from "./prices.js";
 
 const WINDOW_SECONDS = 5 * 60;
@@ -270,6 +271,7 @@ function render(state) {
   setText($("price-value"), `${state.price_per_kwh} ${state.currency}/kWh`, state.price_per_kwh);
   renderLowPower(state.low_power);
   renderInference(state.inference, state.inflight, state.server_models, state.profiles);
+  renderKeys(state.keys);
   renderResident(state.resident, state.currency);
   renderPrograms(state.programs);
   renderPrices(state.prices, state.at ?? Date.now() / 1000);

@@ -9,3 +9,7 @@ export const CMD_SAVE_REPORT = "save_report";
 export const CMD_GET_PREFERENCES = "get_preferences";
 export const CMD_SET_PREFERENCE = "set_preference";
 export const CMD_OPEN_PREFERENCES = "open_preferences";
+export const CMD_GET_KEYS = "get_keys";
+export const CMD_ADD_KEY = "add_key";
+export const CMD_REMOVE_KEY = "remove_key";
+export const CMD_ROTATE_KEY = "rotate_key";

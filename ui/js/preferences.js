@@ -2,6 +2,7 @@
 // schema; a refused value shows its message next to the field and changes nothing.
 import * as transport from "./transport.js";
 import { followFeed, showFeed } from "./feeds.js";
+import { followKeys } from "./keys-prefs.js";
 
 const $ = (id) => document.getElementById(id);
 const DAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
@@ -314,6 +315,7 @@ async function start() {
       transport.closeWindow();
     }
   });
+  await followKeys();
   document.body.dataset.ready = "true";
 }
 

@@ -5,6 +5,7 @@ import {
   STATE_CHANGED, CMD_GET_DASHBOARD, CMD_SET_PRICE, CMD_SET_LOW_POWER, CMD_RESET_SESSION, CMD_GET_HISTORY,
   CMD_SAVE_REPORT,
   CMD_GET_PREFERENCES, CMD_SET_PREFERENCE, CMD_OPEN_PREFERENCES,
+  CMD_GET_KEYS, CMD_ADD_KEY, CMD_REMOVE_KEY, CMD_ROTATE_KEY,
 } from "./contract.js";
 
 const tauri = window.__TAURI__;
@@ -105,6 +106,26 @@ export function getPreferences() {
 export function setPreference(key, value) {
   if (ipc) return tauri.core.invoke(CMD_SET_PREFERENCE, { key, value });
   return http("PUT", `/v1/preferences/${encodeURIComponent(key)}`, value);
+}
+
+// The proxy's keys ({ keys: [...] }, never a secret); adding or rotating one resolves with its
+// secret, shown once.
+export function getKeys() {
+  return ipc ? tauri.core.invoke(CMD_GET_KEYS) : http("GET", "/v1/keys");
+}
+
+export function addKey(body) {
+  return ipc ? tauri.core.invoke(CMD_ADD_KEY, { body }) : http("POST", "/v1/keys", body);
+}
+
+export function removeKey(name) {
+  return ipc ? tauri.core.invoke(CMD_REMOVE_KEY, { name })
+    : http("DELETE", `/v1/keys/${encodeURIComponent(name)}`);
+}
+
+export function rotateKey(name) {
+  return ipc ? tauri.core.invoke(CMD_ROTATE_KEY, { name })
+    : http("POST", `/v1/keys/${encodeURIComponent(name)}/rotate`);
 }
 
 // In a browser the preferences open in a tab of their own, which inherits this tab's token.

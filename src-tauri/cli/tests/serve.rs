@@ -124,6 +124,11 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
     // 12.5 W, then 31 W from t = 10 s: the page must show the second value without a reload.
     // Ten seconds leave Chromium time to start on a loaded machine before the step.
     let upstream = Upstream::start(5);
+    // A key made before the engine starts, with a budget of 50 kJ a day: listed with none spent.
+    crate::common::run_cli(
+        dir.path(),
+        &["key", "add", "family", "--budget", "50kJ/day"],
+    );
     let serve = Serve::start(
         dir.path(),
         "t,watts\n0,12.5\n10,31\n",
@@ -177,6 +182,11 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
         ],
     );
     assert_eq!(report["first_watts"], "12.5");
+    assert_eq!(
+        report["keys"],
+        serde_json::json!([{"key": "family", "spent": "0", "left": "50000"}]),
+        "{report}"
+    );
     // Read every 100 ms over the page's life, across batches: session ≤ today ≤ month ≤
     // lifetime each time.
     let order = &report["totals_order"];
@@ -212,6 +222,39 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
         "{report}"
     );
     assert_eq!(report["preferences_saved"], "Saved", "{report}");
+    assert_eq!(
+        report["preference_keys_before"],
+        serde_json::json!(["family"])
+    );
+    assert!(
+        report["key_refused"]
+            .as_str()
+            .is_some_and(|m| m.contains("parsecs")),
+        "{report}"
+    );
+    assert_eq!(
+        report["preference_keys_after"],
+        serde_json::json!(["family", "aider"])
+    );
+    let made = serve.get("/v1/keys");
+    let aider = &made["keys"][1];
+    assert_eq!(
+        (&aider["name"], &aider["budget"], &aider["clamp"]),
+        (
+            &serde_json::json!("aider"),
+            &serde_json::json!("200Wh/week"),
+            &serde_json::json!(true)
+        ),
+        "{made}"
+    );
+    // The secret shown is the key's: the proxy lets it in, and it is kept nowhere in the clear.
+    let secret = report["key_secret"].as_str().unwrap_or_default();
+    assert!(secret.starts_with("wb_") && secret.len() == 67, "{report}");
+    assert!(aider["shown"]
+        .as_str()
+        .is_some_and(|s| secret.starts_with(s)));
+    let kept = std::fs::read_to_string(dir.path().join("keys.secret.json")).unwrap_or_default();
+    assert!(!kept.contains(secret), "{kept}");
     assert_eq!(serve.get("/v1/preferences")["price_per_kwh"], 0.42);
     let saved: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(dir.path().join("preferences.json"))

@@ -36,7 +36,7 @@ pub struct NewKey {
 }
 
 /// A key as lists show it: never its secret.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct KeyView {
     pub name: String,
     /// The secret's first characters.

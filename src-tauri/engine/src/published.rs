@@ -104,4 +104,6 @@ pub struct InferenceNow {
     pub records: Shared<wattbar_core::inference::Record>,
     /// Every graded profile kept, oldest first.
     pub profiles: Arc<[wattbar_core::eval::best::KeptProfile]>,
+    /// The proxy's keys and where each budget stands (never a secret).
+    pub keys: Arc<[crate::keys::KeyView]>,
 }

@@ -85,6 +85,9 @@ pub struct StatePayload {
     /// the value now, the cheapest two hours ahead, and why a feed gave nothing.
     #[serde(default)]
     pub prices: std::sync::Arc<wattbar_engine::stages::prices::PricesView>,
+    /// The proxy's keys, each budget's spend and what remains (never a secret).
+    #[serde(default)]
+    pub keys: std::sync::Arc<[wattbar_engine::keys::KeyView]>,
     /// The models counted from their servers' own `/metrics`, as committed.
     #[serde(default)]
     pub server_models: Vec<
@@ -241,6 +244,7 @@ impl From<&Published> for StatePayload {
             profiles: wattbar_core::eval::best::newest_per_model(&p.inference.profiles),
             session_fallback_kwh: p.energy.session.fallback_kwh,
             prices: std::sync::Arc::clone(&p.prices),
+            keys: std::sync::Arc::clone(&p.inference.keys),
             server_models: p
                 .kept
                 .committed

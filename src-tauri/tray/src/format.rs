@@ -275,6 +275,7 @@ pub(crate) mod tests {
                 intervals: Default::default(),
                 records: Default::default(),
                 profiles: Vec::new().into(),
+                keys: Vec::new().into(),
             },
             programs: Default::default(),
             prices: Default::default(),

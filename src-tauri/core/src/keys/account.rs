@@ -32,7 +32,7 @@ pub struct Exceeded {
 }
 
 /// Where a key stands now.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Status {
     pub budget_joules: f64,
     pub spent_joules: f64,

@@ -470,6 +470,7 @@ impl Engine {
             intervals: self.inference.book.intervals(),
             records: self.inference.book.records(),
             profiles: self.inference.profiles(),
+            keys: self.keys.list(self.clock.unix()).into(),
         };
         Arc::new(Published {
             seq: self.publication.seq,
