@@ -294,8 +294,8 @@ pub enum Cmd {
         /// Start: a duration back from now such as 24h or 7d, or Unix seconds.
         #[arg(long, default_value = "30d")]
         since: String,
-        #[arg(long, value_enum, default_value = "day")]
-        group: UsageGroup,
+        #[arg(long, default_value = "day", value_parser = parse_group)]
+        group: wattbar_engine::store::keys::Group,
     },
     /// Print the bearer token the API's writes need (made on first use, mode 0600).
     Token,
@@ -693,22 +693,7 @@ pub enum ProfileAction {
 #[derive(Debug, Subcommand)]
 pub enum KeyCmd {
     /// Make a key; its secret is printed this once.
-    Add {
-        name: String,
-        /// Energy per UTC window: 50kJ/day, 200Wh/week, 2kWh/month. None: counted, not limited.
-        #[arg(long)]
-        budget: Option<String>,
-        /// The scope whose joules the budget counts: wall, system or components. None: what
-        /// each request measured.
-        #[arg(long)]
-        scope: Option<String>,
-        /// Lower a request's max_tokens to what the budget has left, rather than refuse it.
-        #[arg(long)]
-        clamp: bool,
-        /// Put NeuralWatt's `: energy` and `: cost` lines in every answer of this key.
-        #[arg(long)]
-        energy_line: bool,
-    },
+    Add(AddKey),
     /// Every key, its budget and where it stands; never a secret.
     List,
     /// Remove a key: its secret is refused from now on; its records keep its name.
@@ -717,13 +702,26 @@ pub enum KeyCmd {
     Rotate { name: String },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum UsageGroup {
-    Day,
-    Week,
-    Month,
-    Key,
-    Client,
-    Model,
-    All,
+#[derive(Debug, clap::Args)]
+pub struct AddKey {
+    pub name: String,
+    /// Energy per UTC window: 50kJ/day, 200Wh/week, 2kWh/month. None: counted, not limited.
+    #[arg(long)]
+    pub budget: Option<String>,
+    /// The scope whose joules the budget counts: wall, system or components. None: what each
+    /// request measured.
+    #[arg(long)]
+    pub scope: Option<String>,
+    /// Lower a request's max_tokens to what the budget has left, rather than refuse it.
+    #[arg(long)]
+    pub clamp: bool,
+    /// Put NeuralWatt's `: energy` and `: cost` lines in every answer of this key.
+    #[arg(long)]
+    pub energy_line: bool,
+}
+
+/// A usage grouping: day, week, month, key, client, model or all.
+pub fn parse_group(text: &str) -> Result<wattbar_engine::store::keys::Group, String> {
+    wattbar_engine::store::keys::Group::parse(text)
+        .ok_or_else(|| format!("{text:?} is not day, week, month, key, client, model or all"))
 }

@@ -230,48 +230,49 @@ impl Client {
     /// `DELETE path`, carrying the token; the answer as JSON.
     pub fn delete(&self, path: &str) -> Result<Value, Error> {
         let url = self.url(path);
-        let mut request = self
-            .agent
-            .delete(&url)
-            .config()
-            .timeout_global(Some(self.timeout))
-            .build();
-        if let Some(token) = self.token()? {
-            request = request.header("Authorization", format!("Bearer {token}"));
-        }
-        let mut reply = self.checked(&url, request.call())?;
-        reply
-            .body_mut()
-            .with_config()
-            .limit(MAX_BODY_BYTES)
-            .read_json()
-            .map_err(|e| bad(&url, e))
+        let request = self.authorized(self.agent.delete(&url))?;
+        self.json_answer(&url, request.call())
     }
 
     /// `method` (`PUT` or `POST`) with the token; the answer as JSON.
     pub fn write(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value, Error> {
         let url = self.url(path);
-        let mut request = match method {
+        let request = self.authorized(match method {
             "PUT" => self.agent.put(&url),
             _ => self.agent.post(&url),
-        }
-        .config()
-        .timeout_global(Some(self.timeout))
-        .build();
-        if let Some(token) = self.token()? {
-            request = request.header("Authorization", format!("Bearer {token}"));
-        }
+        })?;
         let reply = match body {
             Some(b) => request.send_json(b),
             None => request.send_empty(),
         };
-        let mut reply = self.checked(&url, reply)?;
+        self.json_answer(&url, reply)
+    }
+
+    /// `request` with the client's timeout and, where there is one, the token.
+    fn authorized<B>(
+        &self,
+        request: ureq::RequestBuilder<B>,
+    ) -> Result<ureq::RequestBuilder<B>, Error> {
+        let request = request.config().timeout_global(Some(self.timeout)).build();
+        Ok(match self.token()? {
+            Some(token) => request.header("Authorization", format!("Bearer {token}")),
+            None => request,
+        })
+    }
+
+    /// A write's answer, checked, as JSON of at most [`MAX_BODY_BYTES`].
+    fn json_answer(
+        &self,
+        url: &str,
+        reply: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    ) -> Result<Value, Error> {
+        let mut reply = self.checked(url, reply)?;
         reply
             .body_mut()
             .with_config()
             .limit(MAX_BODY_BYTES)
             .read_json()
-            .map_err(|e| bad(&url, e))
+            .map_err(|e| bad(url, e))
     }
 
     /// Follows `/v1/stream`. The token, where there is one, claims a slot kept for the app's

@@ -139,13 +139,7 @@ impl Keys {
     /// Holds `joules` on `key`'s budget at `now`; `Ok(None)` for a key without a budget (or
     /// gone since it was admitted, which the record then names without a charge).
     pub fn hold(&self, key: &str, joules: f64, now: f64) -> Result<Option<Hold>, Exceeded> {
-        let mut book = self.book();
-        match book
-            .keys
-            .iter_mut()
-            .find(|e| e.stored.name == key)
-            .and_then(|e| e.account.as_mut())
-        {
+        match self.book().account(key) {
             Some(account) => account.hold(joules, now).map(Some),
             None => Ok(None),
         }
@@ -153,23 +147,12 @@ impl Keys {
 
     /// Where `key`'s budget stands at `now`; `None` without one.
     pub fn status(&self, key: &str, now: f64) -> Option<Status> {
-        let mut book = self.book();
-        book.keys
-            .iter_mut()
-            .find(|e| e.stored.name == key)
-            .and_then(|e| e.account.as_mut())
-            .map(|a| a.status(now))
+        self.book().account(key).map(|a| a.status(now))
     }
 
     /// Gives `hold` back to `key`: its request never went on.
     pub fn release(&self, key: &str, hold: Hold) {
-        let mut book = self.book();
-        if let Some(a) = book
-            .keys
-            .iter_mut()
-            .find(|e| e.stored.name == key)
-            .and_then(|e| e.account.as_mut())
-        {
+        if let Some(a) = self.book().account(key) {
             a.release(hold);
         }
     }
@@ -199,12 +182,7 @@ impl Keys {
             ..
         }) = book.open.remove(&record_id)
         {
-            if let Some(a) = book
-                .keys
-                .iter_mut()
-                .find(|e| e.stored.name == key)
-                .and_then(|e| e.account.as_mut())
-            {
+            if let Some(a) = book.account(&key) {
                 a.release(hold);
             }
         }
@@ -329,6 +307,14 @@ impl Keys {
 }
 
 impl Book {
+    /// Key `name`'s account; `None` for a key without a budget, or none of that name.
+    fn account(&mut self, name: &str) -> Option<&mut Account> {
+        self.keys
+            .iter_mut()
+            .find(|e| e.stored.name == name)
+            .and_then(|e| e.account.as_mut())
+    }
+
     fn position(&self, name: &str) -> Result<usize, Error> {
         self.keys
             .iter()

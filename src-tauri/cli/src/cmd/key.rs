@@ -2,39 +2,48 @@
 //! running, by taking the data folder's lock and changing the keys file itself. `wattbar-cli
 //! usage`: the usage ledger, read from the records the ledger committed.
 
-use crate::args::{KeyCmd, UsageGroup};
+use crate::args::{AddKey, KeyCmd};
 use anyhow::{bail, Result};
+use serde_json::{json, Value};
 use wattbar_engine::home::lock::EngineLock;
 use wattbar_engine::home::paths;
 use wattbar_engine::keys::{stored, Keys, NewKey};
-use wattbar_engine::store::keys::{Group, UsageQuery};
+use wattbar_engine::store::keys::{Group, Usage, UsageQuery};
 use wattbar_engine::unix_now;
 
+const SHOWN_ONCE: &str = "the secret is shown this once: keep it now";
+const ROTATED: &str = "the old secret is refused from now on; the new one is shown this once";
+
 pub fn key(cmd: KeyCmd) -> Result<()> {
-    if let Some(client) = crate::client::running()? {
-        let reply = match cmd {
-            KeyCmd::Add {
-                name,
-                budget,
-                scope,
-                clamp,
-                energy_line,
-            } => client.post(
+    let reply = match crate::client::running()? {
+        Some(client) => through_api(&client, cmd)?,
+        None => in_the_folder(cmd)?,
+    };
+    crate::out!("{reply}")?;
+    Ok(())
+}
+
+fn through_api(client: &crate::client::Client, cmd: KeyCmd) -> Result<Value> {
+    Ok(match cmd {
+        KeyCmd::Add(add) => {
+            let new = new_key(add)?;
+            client.post(
                 "/v1/keys",
-                Some(&serde_json::json!({
-                    "name": name, "budget": budget, "scope": scope, "clamp": clamp,
-                    "energy_line": energy_line,
+                Some(&json!({
+                    "name": new.name, "budget": new.budget, "scope": new.scope,
+                    "clamp": new.clamp, "energy_line": new.energy_line,
                 })),
-            )?,
-            KeyCmd::List => client.get("/v1/keys")?,
-            KeyCmd::Remove { name } => client.delete(&format!("/v1/keys/{}", path_part(&name)?))?,
-            KeyCmd::Rotate { name } => {
-                client.post(&format!("/v1/keys/{}/rotate", path_part(&name)?), None)?
-            }
-        };
-        crate::out!("{reply}")?;
-        return Ok(());
-    }
+            )?
+        }
+        KeyCmd::List => client.get("/v1/keys")?,
+        KeyCmd::Remove { name } => client.delete(&format!("/v1/keys/{}", path_part(&name)?))?,
+        KeyCmd::Rotate { name } => {
+            client.post(&format!("/v1/keys/{}/rotate", path_part(&name)?), None)?
+        }
+    })
+}
+
+fn in_the_folder(cmd: KeyCmd) -> Result<Value> {
     let dir = paths::data_dir()?;
     let _lock = EngineLock::acquire(&dir, None)?;
     let now = unix_now();
@@ -46,52 +55,40 @@ pub fn key(cmd: KeyCmd) -> Result<()> {
         None => 0.0,
     };
     let keys = Keys::open(Some(stored::keys_path(&dir)), now, &committed)?;
-    let reply = match cmd {
-        KeyCmd::Add {
-            name,
-            budget,
-            scope,
-            clamp,
-            energy_line,
-        } => {
-            let scope = match scope.as_deref() {
-                None => None,
-                Some(s) => match wattbar_core::Scope::named(s) {
-                    Some(s) => Some(s),
-                    None => bail!("scope {s:?} is not wall, system or components"),
-                },
-            };
-            let secret = keys.add(
-                NewKey {
-                    name: name.clone(),
-                    budget,
-                    scope,
-                    clamp,
-                    energy_line,
-                },
-                now,
-                &committed,
-            )?;
-            serde_json::json!({
-                "name": name, "secret": secret,
-                "message": "the secret is shown this once: keep it now",
-            })
+    Ok(match cmd {
+        KeyCmd::Add(add) => {
+            let new = new_key(add)?;
+            let name = new.name.clone();
+            let secret = keys.add(new, now, &committed)?;
+            json!({ "name": name, "secret": secret, "message": SHOWN_ONCE })
         }
-        KeyCmd::List => serde_json::json!({ "keys": keys.list(now) }),
+        KeyCmd::List => json!({ "keys": keys.list(now) }),
         KeyCmd::Remove { name } => {
             keys.remove(&name)?;
-            serde_json::json!({ "removed": name })
+            json!({ "removed": name })
         }
         KeyCmd::Rotate { name } => {
             let secret = keys.rotate(&name, now)?;
-            serde_json::json!({
-                "name": name, "secret": secret,
-                "message": "the old secret is refused from now on; the new one is shown this once",
-            })
+            json!({ "name": name, "secret": secret, "message": ROTATED })
         }
+    })
+}
+
+fn new_key(add: AddKey) -> Result<NewKey> {
+    let scope = match add.scope.as_deref() {
+        None => None,
+        Some(s) => match wattbar_core::Scope::named(s) {
+            Some(s) => Some(s),
+            None => bail!("scope {s:?} is not wall, system or components"),
+        },
     };
-    crate::out!("{reply}")?;
-    Ok(())
+    Ok(NewKey {
+        name: add.name,
+        budget: add.budget,
+        scope,
+        clamp: add.clamp,
+        energy_line: add.energy_line,
+    })
 }
 
 /// A key name as a path segment: names are plain, so one that is not is refused here.
@@ -108,33 +105,23 @@ pub fn usage(
     client: Option<String>,
     model: Option<String>,
     since: &str,
-    group: UsageGroup,
+    group: Group,
 ) -> Result<()> {
     let now = unix_now();
-    let from = crate::args::parse_time(since, now)?;
-    let group = match group {
-        UsageGroup::Day => Group::Day,
-        UsageGroup::Week => Group::Week,
-        UsageGroup::Month => Group::Month,
-        UsageGroup::Key => Group::Key,
-        UsageGroup::Client => Group::Client,
-        UsageGroup::Model => Group::Model,
-        UsageGroup::All => Group::All,
-    };
     let q = UsageQuery {
         key,
         client,
         model,
-        from,
+        from: crate::args::parse_time(since, now)?,
         to: now + 1.0,
     };
     let usage = match crate::ledger::open_if_any()? {
         Some(store) => store.usage(&q, group)?,
-        None => wattbar_engine::store::keys::Usage::default(),
+        None => Usage::default(),
     };
     crate::out!(
         "{}",
-        serde_json::json!({ "group": group, "from": q.from, "to": q.to, "usage": usage })
+        json!({ "group": group, "from": q.from, "to": q.to, "usage": usage })
     )?;
     Ok(())
 }
