@@ -358,12 +358,29 @@ fn a_wrong_removed_or_rotated_key_gets_401_and_no_energy_is_recorded_against_any
     assert!(!text.contains("outcome=\"budget_exceeded\""), "{text}");
 }
 
+/// `serve` with its proxy in front of `upstream`, writing batches only once a minute: what is
+/// committed before then was written at once, because a client was waiting for it.
+fn serve_slow_batches(data: &Path, upstream: &str) -> (Serve, String) {
+    std::fs::write(
+        data.join("trace.csv"),
+        format!("t,watts,domain,quality\n0,{WATTS},system,measured\n1,{WATTS},system,measured\n"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut c = crate::common::cli(data);
+    c.env("WATTBAR_REPLAY", data.join("trace.csv"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--batch", "60s"])
+        .args(["--llm-proxy", "127.0.0.1:0", "--llm-upstream", upstream]);
+    let serve = Serve::spawn(c);
+    let proxy = serve.proxy();
+    (serve, proxy)
+}
+
 #[test]
 fn a_kill_9_loses_no_spend_a_client_was_told_of() {
     let server = ModelServer::llama();
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let data = dir.path();
-    let (mut serve, proxy) = serve_with_proxy(data, &server.url, WATTS, &[]);
+    let (mut serve, proxy) = serve_slow_batches(data, &server.url);
     let lab = secret(&key(
         data,
         &["add", "lab", "--budget", "1MJ/day", "--energy-line"],
@@ -375,7 +392,7 @@ fn a_kill_9_loses_no_spend_a_client_was_told_of() {
     assert!(told > 0.0);
     serve.child.kill().unwrap_or_else(|e| panic!("{e}"));
     let _ = serve.child.wait();
-    let (again, _) = serve_with_proxy(data, &server.url, WATTS, &[]);
+    let (again, _) = serve_slow_batches(data, &server.url);
     let spent = f(&listed(&again, "lab")["status"]["spent_joules"]);
     assert!(
         spent >= told - 1e-9,
