@@ -271,7 +271,7 @@ function render(state) {
   setText($("price-value"), `${state.price_per_kwh} ${state.currency}/kWh`, state.price_per_kwh);
   renderLowPower(state.low_power);
   renderInference(state.inference, state.inflight, state.server_models, state.profiles);
-  renderKeys(state.keys);
+  renderKeys(state.keys, state.currency);
   renderResident(state.resident, state.currency);
   renderPrograms(state.programs);
   renderPrices(state.prices, state.at ?? Date.now() / 1000);

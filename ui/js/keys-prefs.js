@@ -41,7 +41,8 @@ async function refresh() {
     th.scope = "row";
     th.textContent = `${k.name} (${k.shown}…)`;
     const budget = document.createElement("td");
-    budget.textContent = [k.budget || "not limited", k.scope, k.clamp ? "clamp" : null]
+    budget.textContent = [k.budget, k.money, !k.budget && !k.money ? "not limited" : null,
+      k.scope, k.clamp ? "clamp" : null]
       .filter(Boolean).join(", ");
     const used = document.createElement("td");
     used.textContent = spent(k);
@@ -73,6 +74,7 @@ export function followKeys() {
     const body = {
       name: $("key-name").value.trim(),
       budget: $("key-budget").value.trim() || null,
+      money: $("key-money").value.trim() || null,
       scope: $("key-scope").value || null,
       clamp: $("key-clamp").checked,
       energy_line: $("key-energy-line").checked,

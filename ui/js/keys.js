@@ -20,13 +20,22 @@ function resets(unix) {
   return new Date(unix * 1000).toLocaleString(undefined, { dateStyle: "short", timeStyle: "short" });
 }
 
-function row(k) {
+function moneyRow(tr, th, m, currency) {
+  tr.append(th,
+    cell(`${fmt.money(m.spent_joules, currency)} of ${fmt.money(m.budget_joules, currency)}`, m.spent_joules),
+    cell(fmt.money(m.remaining_joules, currency), m.remaining_joules),
+    cell(resets(m.resets_at), m.resets_at));
+  return tr;
+}
+
+function row(k, currency) {
   const tr = document.createElement("tr");
   tr.dataset.key = k.name;
   const th = document.createElement("th");
   th.scope = "row";
   th.textContent = k.name;
   const s = k.status;
+  if (!s && k.money_status) return moneyRow(tr, th, k.money_status, currency);
   if (!s) {
     tr.append(th, cell("not limited", ""), cell("—", ""), cell("—", ""));
     return tr;
@@ -50,17 +59,17 @@ function row(k) {
 
 let shown = null;
 
-export function renderKeys(keys) {
+export function renderKeys(keys, currency) {
   const panel = $("keys-panel");
   if (!keys || keys.length === 0) {
     panel.hidden = true;
     return;
   }
   panel.hidden = false;
-  const json = JSON.stringify(keys.map((k) => [k.name, k.status]));
+  const json = JSON.stringify(keys.map((k) => [k.name, k.status, k.money_status]));
   if (json === shown) return;
   shown = json;
-  $("keys-rows").replaceChildren(...keys.map(row));
+  $("keys-rows").replaceChildren(...keys.map((k) => row(k, currency)));
   setText($("keys-caption"), "Held for requests in flight counts as spent until they end."
     + " Each key's budget resets at the start of its UTC day, week or month.");
 }

@@ -708,6 +708,10 @@ pub struct AddKey {
     /// Energy per UTC window: 50kJ/day, 200Wh/week, 2kWh/month. None: counted, not limited.
     #[arg(long)]
     pub budget: Option<String>,
+    /// Money per UTC window in the preferences' currency: 0.50/day. Each request is held and
+    /// charged at the price in force when it begins.
+    #[arg(long)]
+    pub money: Option<String>,
     /// The scope whose joules the budget counts: wall, system or components. None: what each
     /// request measured.
     #[arg(long)]

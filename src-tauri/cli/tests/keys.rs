@@ -306,6 +306,33 @@ fn the_official_client_reads_the_energy_line_and_usage_per_client_adds_up_by_han
         );
         assert_eq!(rows[0]["scope"], "system", "{usage}");
     }
+    // Each record's cost is its energy at the price in force, and the usage's cost their sum.
+    let price = f(&serve.get("/v1/preferences")["price_per_kwh"]);
+    let mine: Vec<&serde_json::Value> = all.iter().filter(|r| r["client"] == "aider").collect();
+    for r in &mine {
+        let expected = f(&r["energy_joules"]) / 3.6e6 * price;
+        assert!((f(&r["cost"]) - expected).abs() < 1e-15, "{r}");
+        assert_eq!(r["currency"], "EUR", "{r}");
+        assert!((f(&r["key_cost"]) - expected).abs() < 1e-15, "{r}");
+    }
+    let cost: f64 = mine.iter().map(|r| f(&r["cost"])).sum();
+    let rows = &api_usage["usage"]["rows"][0];
+    assert!((f(&rows["cost"]) - cost).abs() < 1e-15, "{api_usage}");
+    assert_eq!(rows["currency"], "EUR", "{api_usage}");
+    // A money budget of one micro-euro a day holds less than one answer: refused, in euros.
+    let cheap = secret(&key(data, &["add", "cheap", "--money", "0.000001/day"]));
+    let refused = keyed(&["chat", &proxy, &cheap, "cheap", "8"]);
+    assert_eq!(refused["status"], 429, "{refused}");
+    let e = error_of(&refused);
+    assert_eq!(
+        (&e["type"], &e["currency"], &e["budget_money"]),
+        (
+            &serde_json::json!("budget_exceeded"),
+            &serde_json::json!("EUR"),
+            &serde_json::json!(0.000001)
+        ),
+        "{refused}"
+    );
     let by_client = serve.get("/v1/usage?group=client");
     let groups: Vec<(String, u64)> = by_client["usage"]["rows"]
         .as_array()

@@ -19,7 +19,7 @@ pub const KEY_SOFT_SHARE: f64 = 0.8;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BudgetAlert {
-    /// `daily-kwh`, `daily-cost`, `monthly-kwh`, `monthly-cost`, or `key-energy`.
+    /// `daily-kwh`, `daily-cost`, `monthly-kwh`, `monthly-cost`, `key-energy` or `key-money`.
     pub kind: &'static str,
     /// The proxy key, for `key-energy`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -76,26 +76,38 @@ impl Budgets {
     /// key and window: the ledger marks each as given.
     pub fn observe_keys(&mut self, keys: &[KeyView], now: f64, ledger: &mut Ledger) {
         let mut fresh = Vec::new();
-        for k in keys {
-            let Some(s) = &k.status else { continue };
+        let budgets = keys.iter().flat_map(|k| {
+            [
+                (k, "key-energy", "", k.status.as_ref()),
+                (k, "key-money", ":money", k.money_status.as_ref()),
+            ]
+        });
+        for (k, kind, mark, status) in budgets {
+            let Some(s) = status else { continue };
             if !(s.budget_joules > 0.0 && s.spent_joules >= KEY_SOFT_SHARE * s.budget_joules) {
                 continue;
             }
-            let mark = format!("key:{}:{}", k.name, s.window_start);
+            let share = 100.0 * s.spent_joules / s.budget_joules;
+            let message = if kind == "key-energy" {
+                format!(
+                    "Key {} has spent {share:.0} % of its budget: {:.0} J of {:.0} J until it \
+                     resets.",
+                    k.name, s.spent_joules, s.budget_joules
+                )
+            } else {
+                format!(
+                    "Key {} has spent {share:.0} % of its money budget: {:.4} of {}.",
+                    k.name, s.spent_joules, s.budget_joules
+                )
+            };
+            let mark = format!("key:{}{mark}:{}", k.name, s.window_start);
             match ledger.first_alert(&mark, now) {
                 Ok(true) => fresh.push(BudgetAlert {
-                    kind: "key-energy",
+                    kind,
                     key: Some(k.name.clone()),
                     limit: s.budget_joules,
                     used: s.spent_joules,
-                    message: format!(
-                        "Key {} has spent {:.0} % of its budget: {:.0} J of {:.0} J until it \
-                         resets.",
-                        k.name,
-                        100.0 * s.spent_joules / s.budget_joules,
-                        s.spent_joules,
-                        s.budget_joules
-                    ),
+                    message,
                 }),
                 Ok(false) => {}
                 Err(e) => tracing::warn!("could not record a key's alert: {e}"),
@@ -218,6 +230,7 @@ mod tests {
             name: "lab".into(),
             shown: "wb_1234".into(),
             budget: Some("1kJ/day".into()),
+            money: None,
             scope: None,
             clamp: false,
             energy_line: false,
@@ -230,6 +243,7 @@ mod tests {
                 window_start,
                 resets_at: window_start + 86_400.0,
             }),
+            money_status: None,
         };
         let mut budgets = Budgets::default();
         // 799 J of 1 kJ: not yet; 800 J: said; 950 J in the same window: not again.

@@ -11,8 +11,11 @@
 //!   engine takes them back when it makes the record, so that the record names them and its key
 //!   is charged: its energy where measured in the key's scope, else what was held (unknown is
 //!   not free). A request that never reached the model gives its hold back.
-//! - A key's account starts its window from what the ledger committed for it (after a restart,
-//!   or a key made again under a name that spent): a budget never grows back.
+//! - A key may also have a money budget, in the preferences' currency: its own account, held
+//!   and charged at the price in force when the request began (the joules held or charged ×
+//!   that price). A request goes on only when it fits both.
+//! - A key's accounts start their window from what the ledger committed for it (after a
+//!   restart, or a key made again under a name that spent): a budget never grows back.
 
 pub mod stored;
 
@@ -23,13 +26,14 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use stored::StoredKey;
 use wattbar_core::inference::Record;
-use wattbar_core::keys::{Account, Exceeded, Hold, Status};
+use wattbar_core::keys::{Account, Allowance, Amount, Exceeded, Hold, Status};
 
 /// What a key is asked to be when made.
 #[derive(Debug, Clone, Default)]
 pub struct NewKey {
     pub name: String,
     pub budget: Option<String>,
+    pub money: Option<String>,
     pub scope: Option<wattbar_core::Scope>,
     pub clamp: bool,
     pub energy_line: bool,
@@ -42,12 +46,50 @@ pub struct KeyView {
     /// The secret's first characters.
     pub shown: String,
     pub budget: Option<String>,
+    #[serde(default)]
+    pub money: Option<String>,
     pub scope: Option<wattbar_core::Scope>,
     pub clamp: bool,
     pub energy_line: bool,
     pub created: f64,
-    /// Where its budget stands; `None` without one.
+    /// Where its energy budget stands; `None` without one.
     pub status: Option<Status>,
+    /// Where its money budget stands, in the preferences' currency; `None` without one.
+    #[serde(default)]
+    pub money_status: Option<Status>,
+}
+
+/// Which of a key's budgets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Unit {
+    Joules,
+    Money,
+}
+
+/// Why a request was refused: the budget it would have crossed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refused {
+    pub unit: Unit,
+    /// In `unit`.
+    pub exceeded: Exceeded,
+    /// What remains of it now, in joules at the request's price.
+    pub remaining_joules: f64,
+}
+
+/// What a request holds on its key: joules, money, and the price the money was held at.
+#[derive(Debug, Default)]
+pub struct Held {
+    energy: Option<Hold>,
+    money: Option<Hold>,
+    price_per_kwh: f64,
+}
+
+impl Held {
+    /// The joules held; `None` where the key has no energy budget.
+    pub fn joules(&self) -> Option<f64> {
+        self.energy.as_ref().map(Hold::joules)
+    }
 }
 
 /// A key a request was let in with.
@@ -63,13 +105,14 @@ pub struct Admitted {
 struct Entry {
     stored: StoredKey,
     account: Option<Account>,
+    money: Option<Account>,
 }
 
-/// A request's key, client and hold, by its record id.
+/// A request's key, client and holds, by its record id.
 struct Open {
     key: Option<String>,
     client: Option<String>,
-    hold: Option<Hold>,
+    held: Held,
 }
 
 #[derive(Default)]
@@ -83,8 +126,8 @@ struct Book {
 #[derive(Clone, Default)]
 pub struct Keys(Arc<Mutex<Book>>);
 
-/// What the ledger committed for a key in a window: `(name, from, to) → joules`.
-pub type Committed<'a> = &'a dyn Fn(&str, f64, f64) -> f64;
+/// What the ledger committed for a key in a window: `(name, unit, from, to) → joules` (or money).
+pub type Committed<'a> = &'a dyn Fn(&str, Unit, f64, f64) -> f64;
 
 impl Keys {
     /// The keys kept at `path` (none: kept in memory only), their accounts at `now` starting
@@ -96,10 +139,7 @@ impl Keys {
         };
         let keys = stored
             .into_iter()
-            .map(|s| {
-                let account = account_of(&s, now, committed);
-                Entry { stored: s, account }
-            })
+            .map(|s| Entry::new(s, now, committed))
             .collect();
         Ok(Keys(Arc::new(Mutex::new(Book {
             path,
@@ -132,59 +172,99 @@ impl Keys {
                 name: e.stored.name.clone(),
                 clamp: e.stored.clamp,
                 energy_line: e.stored.energy_line,
-                budgeted: e.account.is_some(),
+                budgeted: e.account.is_some() || e.money.is_some(),
             })
     }
 
-    /// Holds `joules` on `key`'s budget at `now`; `Ok(None)` for a key without a budget (or
-    /// gone since it was admitted, which the record then names without a charge).
-    pub fn hold(&self, key: &str, joules: f64, now: f64) -> Result<Option<Hold>, Exceeded> {
-        match self.book().account(key) {
-            Some(account) => account.hold(joules, now).map(Some),
-            None => Ok(None),
-        }
+    /// Holds `joules` (and their cost at `price_per_kwh`) on `key`'s budgets at `now`; nothing
+    /// for a key without a budget (or gone since it was admitted, which the record then names
+    /// without a charge). Refused where either budget would be crossed, holding nothing.
+    pub fn hold(
+        &self,
+        key: &str,
+        joules: f64,
+        price_per_kwh: f64,
+        now: f64,
+    ) -> Result<Held, Box<Refused>> {
+        let mut book = self.book();
+        let Some(entry) = book.keys.iter_mut().find(|e| e.stored.name == key) else {
+            return Ok(Held::default());
+        };
+        let per_joule = money_per_joule(price_per_kwh);
+        let energy = match entry.account.as_mut() {
+            None => None,
+            Some(a) => Some(a.hold(joules, now).map_err(|e| {
+                let remaining = e.budget_joules - e.spent_joules - e.held_joules;
+                Box::new(Refused {
+                    unit: Unit::Joules,
+                    exceeded: e,
+                    remaining_joules: remaining.max(0.0),
+                })
+            })?),
+        };
+        let money = match entry.money.as_mut() {
+            None => None,
+            Some(m) => match m.hold(joules * per_joule, now) {
+                Ok(h) => Some(h),
+                Err(e) => {
+                    if let (Some(h), Some(a)) = (energy, entry.account.as_mut()) {
+                        a.release(h);
+                    }
+                    let left = (e.budget_joules - e.spent_joules - e.held_joules).max(0.0);
+                    let remaining = if per_joule > 0.0 {
+                        left / per_joule
+                    } else {
+                        f64::INFINITY
+                    };
+                    let energy_left = entry
+                        .account
+                        .as_mut()
+                        .map_or(f64::INFINITY, |a| a.status(now).remaining_joules);
+                    return Err(Box::new(Refused {
+                        unit: Unit::Money,
+                        exceeded: e,
+                        remaining_joules: remaining.min(energy_left),
+                    }));
+                }
+            },
+        };
+        Ok(Held {
+            energy,
+            money,
+            price_per_kwh,
+        })
     }
 
-    /// Where `key`'s budget stands at `now`; `None` without one.
+    /// Where `key`'s energy budget stands at `now`; `None` without one.
     pub fn status(&self, key: &str, now: f64) -> Option<Status> {
         self.book().account(key).map(|a| a.status(now))
     }
 
-    /// Gives `hold` back to `key`: its request never went on.
-    pub fn release(&self, key: &str, hold: Hold) {
-        if let Some(a) = self.book().account(key) {
-            a.release(hold);
-        }
+    /// Gives `held` back to `key`: its request never went on.
+    pub fn release(&self, key: &str, held: Held) {
+        self.book().release(key, held);
     }
 
-    /// Attaches a request's key, client and hold to its record id.
-    pub fn attach(
-        &self,
-        record_id: u64,
-        key: Option<String>,
-        client: Option<String>,
-        hold: Option<Hold>,
-    ) {
+    /// Attaches a request's key, client and holds to its record id.
+    pub fn attach(&self, record_id: u64, key: Option<String>, client: Option<String>, held: Held) {
         if key.is_none() && client.is_none() {
             return;
         }
         self.book()
             .open
-            .insert(record_id, Open { key, client, hold });
+            .insert(record_id, Open { key, client, held });
     }
 
-    /// The request of `record_id` made no record: its hold goes back.
+    /// The request of `record_id` made no record: its holds go back.
     pub fn abandon(&self, record_id: u64) {
         let mut book = self.book();
         if let Some(Open {
             key: Some(key),
-            hold: Some(hold),
+            held,
             ..
         }) = book.open.remove(&record_id)
         {
-            if let Some(a) = book.account(&key) {
-                a.release(hold);
-            }
+            book.release(&key, held);
         }
     }
 
@@ -205,14 +285,41 @@ impl Keys {
                 .energy_joules
                 .filter(|_| scope.is_none() || scope == r.scope)
                 .filter(|j| j.is_finite());
-            let held = open.hold.as_ref().map(Hold::joules);
+            let Held {
+                energy,
+                money,
+                price_per_kwh,
+            } = open.held;
+            let held = energy
+                .as_ref()
+                .map(Hold::joules)
+                .or_else(|| {
+                    money
+                        .as_ref()
+                        .map(|m| m.joules() / money_per_joule(price_per_kwh))
+                })
+                .filter(|j| j.is_finite());
             let charged = measured.or(held).unwrap_or(0.0).max(0.0);
-            if let (Some(hold), Some(account)) = (open.hold, entry.and_then(|e| e.account.as_mut()))
-            {
-                account.settle(hold, charged, r.end);
+            // At the price its holds were taken at; a key that held nothing pays the record's.
+            let cost = if energy.is_some() || money.is_some() {
+                Some(charged * money_per_joule(price_per_kwh))
+            } else {
+                r.cost
+                    .zip(r.energy_joules)
+                    .filter(|(_, j)| *j > 0.0)
+                    .map(|(c, j)| c / j * charged)
+            };
+            if let Some(e) = entry {
+                if let (Some(hold), Some(account)) = (energy, e.account.as_mut()) {
+                    account.settle(hold, charged, r.end);
+                }
+                if let (Some(hold), Some(account)) = (money, e.money.as_mut()) {
+                    account.settle(hold, cost.unwrap_or(f64::NAN), r.end);
+                }
             }
             r.key = Some(key);
             r.key_joules = Some(charged);
+            r.key_cost = cost;
         }
     }
 
@@ -225,11 +332,13 @@ impl Keys {
                 name: e.stored.name.clone(),
                 shown: e.stored.shown.clone(),
                 budget: e.stored.budget.clone(),
+                money: e.stored.money.clone(),
                 scope: e.stored.scope,
                 clamp: e.stored.clamp,
                 energy_line: e.stored.energy_line,
                 created: e.stored.created,
                 status: e.account.as_mut().map(|a| a.status(now)),
+                money_status: e.money.as_mut().map(|a| a.status(now)),
             })
             .collect()
     }
@@ -244,12 +353,14 @@ impl Keys {
             sha256: stored::digest(&secret),
             shown: stored::shown(&secret),
             budget: new.budget,
+            money: new.money,
             scope: new.scope,
             clamp: new.clamp,
             energy_line: new.energy_line,
             created: now,
         };
         key.allowance().map_err(Error::Invalid)?;
+        key.money_allowance().map_err(Error::Invalid)?;
         let mut book = self.book();
         if book.keys.iter().any(|e| e.stored.name == key.name) {
             return Err(Error::Refused(format!(
@@ -263,11 +374,7 @@ impl Keys {
                 stored::MAX_KEYS
             )));
         }
-        let account = account_of(&key, now, committed);
-        book.keys.push(Entry {
-            stored: key,
-            account,
-        });
+        book.keys.push(Entry::new(key, now, committed));
         if let Err(e) = book.save() {
             book.keys.pop();
             return Err(e);
@@ -306,7 +413,76 @@ impl Keys {
     }
 }
 
+impl Entry {
+    /// Key `stored` with its accounts at `now`, each from what the ledger committed in its
+    /// window.
+    fn new(stored: StoredKey, now: f64, committed: Committed<'_>) -> Entry {
+        let account_of = |a: Option<Allowance>, unit: Unit| {
+            let a = a?;
+            let amount = match a.amount {
+                Amount::Joules(j) => j,
+                Amount::Money(m) => m,
+            };
+            let (from, to) = a.period.window(now)?;
+            Account::new(
+                amount,
+                a.period,
+                committed(&stored.name, unit, from, to),
+                now,
+            )
+        };
+        Entry {
+            account: account_of(stored.allowance().ok().flatten(), Unit::Joules),
+            money: account_of(stored.money_allowance().ok().flatten(), Unit::Money),
+            stored,
+        }
+    }
+}
+
+/// What `store` committed for key `name` in `[from, to)`, in `unit`. Where it cannot be read,
+/// the most any budget allows: a budget that cannot be known spent is taken as spent.
+pub fn spent_in(
+    store: &wattbar_ledger::store::Store,
+    name: &str,
+    unit: Unit,
+    from: f64,
+    to: f64,
+) -> f64 {
+    let read = match unit {
+        Unit::Joules => store.key_spent(name, from, to),
+        Unit::Money => store.key_cost_spent(name, from, to),
+    };
+    read.unwrap_or_else(|e| {
+        tracing::error!("key {name}'s spend could not be read, so none is left: {e}");
+        match unit {
+            Unit::Joules => wattbar_core::keys::allowance::MAX_JOULES,
+            Unit::Money => wattbar_core::keys::allowance::MAX_MONEY,
+        }
+    })
+}
+
+/// Money per joule at `price_per_kwh`; 0 for a price that is not a number.
+fn money_per_joule(price_per_kwh: f64) -> f64 {
+    if price_per_kwh.is_finite() {
+        price_per_kwh / 3.6e6
+    } else {
+        0.0
+    }
+}
+
 impl Book {
+    /// Gives `held` back to key `name`.
+    fn release(&mut self, name: &str, held: Held) {
+        if let Some(e) = self.keys.iter_mut().find(|e| e.stored.name == name) {
+            if let (Some(h), Some(a)) = (held.energy, e.account.as_mut()) {
+                a.release(h);
+            }
+            if let (Some(h), Some(a)) = (held.money, e.money.as_mut()) {
+                a.release(h);
+            }
+        }
+    }
+
     /// Key `name`'s account; `None` for a key without a budget, or none of that name.
     fn account(&mut self, name: &str) -> Option<&mut Account> {
         self.keys
@@ -331,20 +507,6 @@ impl Book {
             None => Ok(()),
         }
     }
-}
-
-/// `key`'s account at `now`, from what the ledger committed in its window; `None` without a
-/// budget.
-fn account_of(key: &StoredKey, now: f64, committed: Committed<'_>) -> Option<Account> {
-    let allowance = key.allowance().ok().flatten()?;
-    let joules = allowance.joules()?;
-    let (from, to) = allowance.period.window(now)?;
-    Account::new(
-        joules,
-        allowance.period,
-        committed(&key.name, from, to),
-        now,
-    )
 }
 
 #[cfg(test)]

@@ -98,7 +98,10 @@ impl Recorder {
     /// The keys as they stand after a batch: a soft alert for each that spent most of its
     /// budget, once per window.
     pub fn observe_keys(&mut self, keys: &[crate::keys::KeyView], now_unix: f64) {
-        if keys.iter().all(|k| k.status.is_none()) {
+        if keys
+            .iter()
+            .all(|k| k.status.is_none() && k.money_status.is_none())
+        {
             return;
         }
         if let Some(ledger) = self.writer.ledger_mut() {
@@ -207,10 +210,13 @@ impl Recorder {
         self.writer.restored_profiles()
     }
 
-    /// What the ledger committed for key `name` in `[from, to)`. Where it cannot be read, the
-    /// most any budget allows: a budget that cannot be known spent is taken as spent.
-    pub fn key_spent(&self, name: &str, from: f64, to: f64) -> f64 {
-        self.writer.key_spent(name, from, to)
+    /// What the ledger committed for key `name` in `[from, to)`, in `unit`. Where it cannot be
+    /// read, the most any budget allows: a budget that cannot be known spent is taken as spent.
+    pub fn key_spent(&self, name: &str, unit: crate::keys::Unit, from: f64, to: f64) -> f64 {
+        match self.writer.ledger() {
+            Some(ledger) => crate::keys::spent_in(ledger.store(), name, unit, from, to),
+            None => 0.0,
+        }
     }
 
     /// What residency starts from: the stored set baselines and today's rows.

@@ -285,7 +285,7 @@ impl Proxy {
         };
         let wants_receipt = wants_receipt || caller.key.as_ref().is_some_and(|k| k.energy_line);
         let mut clamped = None;
-        let mut ticket = keyed::Ticket::new(&self.keys, &caller, None);
+        let mut ticket = keyed::Ticket::new(&self.keys, &caller, Default::default());
         let (body, model, strip_usage, routed) = match route {
             Some(route) => match peek::peek(body, route, routing.as_ref(), &self.held).await {
                 Ok(mut peeked) => {
@@ -296,30 +296,32 @@ impl Proxy {
                         return json_error(StatusCode::BAD_REQUEST, format!("wattbar proxy: {e}"));
                     }
                     if let Some(key) = caller.key.as_ref().filter(|k| k.budgeted) {
-                        let now = self.reporter.unix_now();
-                        let rates = self.rates(peeked.model.as_deref());
-                        let whole = peeked.whole.clone();
-                        match keyed::hold(
-                            &self.keys,
+                        let published = Arc::clone(&self.state.borrow());
+                        let terms = keyed::Terms {
                             key,
-                            route,
-                            whole.as_deref(),
-                            peeked.size,
-                            rates,
-                            None,
-                            now,
-                        ) {
-                            Ok(held) => {
-                                if let Some(edited) = held.body {
+                            rates: self.rates(peeked.model.as_deref()),
+                            price_per_kwh: published.energy.price_per_kwh,
+                            now: self.reporter.unix_now(),
+                        };
+                        let whole = peeked.whole.clone();
+                        match keyed::hold(&self.keys, &terms, route, whole.as_deref(), peeked.size)
+                        {
+                            Ok(taken) => {
+                                if let Some(edited) = taken.body {
                                     peeked.replace(edited);
                                 }
-                                clamped = held.clamped;
-                                ticket = keyed::Ticket::new(&self.keys, &caller, held.hold);
+                                clamped = taken.clamped;
+                                ticket = keyed::Ticket::new(&self.keys, &caller, taken.held);
                             }
-                            Err(exceeded) => {
+                            Err(refused) => {
                                 self.reporter.key_refused(key.name.clone());
-                                let status = self.keys.status(&key.name, now);
-                                return keyed::budget_exceeded(&exceeded, status.as_ref(), now);
+                                let status = self.keys.status(&key.name, terms.now);
+                                return keyed::budget_exceeded(
+                                    &refused,
+                                    published.prefs.currency.as_str(),
+                                    status.as_ref(),
+                                    terms.now,
+                                );
                             }
                         }
                     }

@@ -30,7 +30,7 @@ fn through_api(client: &crate::client::Client, cmd: KeyCmd) -> Result<Value> {
             client.post(
                 "/v1/keys",
                 Some(&json!({
-                    "name": new.name, "budget": new.budget, "scope": new.scope,
+                    "name": new.name, "budget": new.budget, "money": new.money, "scope": new.scope,
                     "clamp": new.clamp, "energy_line": new.energy_line,
                 })),
             )?
@@ -48,10 +48,8 @@ fn in_the_folder(cmd: KeyCmd) -> Result<Value> {
     let _lock = EngineLock::acquire(&dir, None)?;
     let now = unix_now();
     let store = crate::ledger::open_if_any()?;
-    let committed = |name: &str, from: f64, to: f64| match &store {
-        Some(s) => s
-            .key_spent(name, from, to)
-            .unwrap_or(wattbar_core::keys::allowance::MAX_JOULES),
+    let committed = |name: &str, unit, from: f64, to: f64| match &store {
+        Some(s) => wattbar_engine::keys::spent_in(s, name, unit, from, to),
         None => 0.0,
     };
     let keys = Keys::open(Some(stored::keys_path(&dir)), now, &committed)?;
@@ -85,6 +83,7 @@ fn new_key(add: AddKey) -> Result<NewKey> {
     Ok(NewKey {
         name: add.name,
         budget: add.budget,
+        money: add.money,
         scope,
         clamp: add.clamp,
         energy_line: add.energy_line,

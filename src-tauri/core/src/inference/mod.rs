@@ -38,7 +38,7 @@ pub use attribution::{
     attribute, attribute_held, idle_baseline, Answered, Baseline, Interval, Share, Window,
 };
 pub use claims::Claims;
-pub use record::{score, ModelStats, Observed, RatioSums, Record, Routed, Status};
+pub use record::{score, ModelStats, Observed, PriceNow, RatioSums, Record, Routed, Status};
 pub use response::{Framing, ResponseMeter, ServerFigures, TokensSource};
 pub use route::{check_model_name, is_remote_model, model_key, Route, MAX_MODEL_NAME_BYTES};
 pub use window::{window_energy, WindowEnergy};

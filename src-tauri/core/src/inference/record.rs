@@ -119,6 +119,15 @@ pub struct Record {
     #[serde(default)]
     pub covers: Vec<String>,
     pub error: Option<String>,
+    /// What its energy cost at the price in force when it was recorded, in `currency`; `None`
+    /// where its energy is not known.
+    #[serde(default)]
+    pub cost: Option<f64>,
+    #[serde(default)]
+    pub currency: Option<String>,
+    /// Its energy at the grid intensity in force then; `None` where either is not known.
+    #[serde(default)]
+    pub carbon_g: Option<f64>,
     /// The name of the proxy key the request came with; `None` without one.
     #[serde(default)]
     pub key: Option<String>,
@@ -129,6 +138,39 @@ pub struct Record {
     /// (unknown is not free). `None` without a key.
     #[serde(default)]
     pub key_joules: Option<f64>,
+    /// What its key's money budget was charged, in `currency`, on the same rule; `None` without
+    /// a key.
+    #[serde(default)]
+    pub key_cost: Option<f64>,
+}
+
+/// The price and grid intensity in force when records are made: what each costs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PriceNow {
+    pub price_per_kwh: f64,
+    pub currency: String,
+    pub carbon_g_per_kwh: Option<f64>,
+}
+
+impl Record {
+    /// Prices the record's energy at `price`.
+    pub fn price(&mut self, price: &PriceNow) {
+        let kwh = self
+            .energy_joules
+            .filter(|j| j.is_finite())
+            .map(|j| j / 3.6e6);
+        self.cost = kwh
+            .zip(Some(price.price_per_kwh).filter(|p| p.is_finite()))
+            .map(|(k, p)| k * p);
+        self.currency = Some(price.currency.clone());
+        self.carbon_g = kwh
+            .zip(
+                price
+                    .carbon_g_per_kwh
+                    .filter(|g| g.is_finite() && *g >= 0.0),
+            )
+            .map(|(k, g)| k * g);
+    }
 }
 
 /// Everything a record is made of.
@@ -255,9 +297,13 @@ impl Record {
                 .map(|c| c.covers.clone())
                 .unwrap_or_default(),
             error: o.error,
+            cost: None,
+            currency: None,
+            carbon_g: None,
             key: None,
             client: None,
             key_joules: None,
+            key_cost: None,
         }
     }
 }

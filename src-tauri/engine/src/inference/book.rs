@@ -88,6 +88,8 @@ pub struct Book {
     view: Arc<InferenceView>,
     /// The proxy's keys, charged as each record is made; `None`: none are.
     keys: Option<crate::keys::Keys>,
+    /// The price and intensity records are made at; `None`: not priced.
+    price: Option<wattbar_core::inference::PriceNow>,
 }
 
 fn secs(s: Stamp) -> f64 {
@@ -119,6 +121,7 @@ impl Book {
             ceiling,
             view: Arc::default(),
             keys: None,
+            price: None,
         };
         book.rescore();
         book
@@ -225,6 +228,11 @@ impl Book {
         self.keys = Some(keys);
     }
 
+    /// The price and grid intensity in force now: the records made next cost their energy at it.
+    pub fn set_price(&mut self, price: wattbar_core::inference::PriceNow) {
+        self.price = Some(price);
+    }
+
     /// Turns finished requests into records; answers them for the store.
     pub fn settle(&mut self, finished: Vec<Finished>, open: &[Open]) -> Vec<Record> {
         let windows: Vec<Window> = finished.iter().map(window_of).collect();
@@ -318,6 +326,9 @@ impl Book {
                 ceiling: self.ceiling,
             };
             let mut record = Record::build(f.record_id, observed);
+            if let Some(price) = &self.price {
+                record.price(price);
+            }
             if let Some(keys) = &self.keys {
                 keys.settle(std::slice::from_mut(&mut record));
             }

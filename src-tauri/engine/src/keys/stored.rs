@@ -37,6 +37,9 @@ pub struct StoredKey {
     pub shown: String,
     /// Energy per window, as written (`50kJ/day`); `None`: not limited, only counted.
     pub budget: Option<String>,
+    /// Money per window in the preferences' currency, as written (`0.50/day`); `None`: none.
+    #[serde(default)]
+    pub money: Option<String>,
     /// The scope whose joules the budget counts; `None`: what each record measured.
     pub scope: Option<Scope>,
     /// Lower a request's token cap to fit what remains, rather than refuse it.
@@ -53,6 +56,11 @@ impl StoredKey {
     /// The budget, parsed; `None` without one.
     pub fn allowance(&self) -> Result<Option<Allowance>, wattbar_core::Error> {
         self.budget.as_deref().map(Allowance::energy).transpose()
+    }
+
+    /// The money budget, parsed; `None` without one.
+    pub fn money_allowance(&self) -> Result<Option<Allowance>, wattbar_core::Error> {
+        self.money.as_deref().map(Allowance::money).transpose()
     }
 }
 
@@ -136,6 +144,7 @@ pub fn load(path: &Path) -> Result<Vec<StoredKey>, Error> {
     for k in &keys {
         check_name(&k.name).map_err(&parse)?;
         k.allowance()
+            .and_then(|_| k.money_allowance())
             .map_err(|e| parse(format!("key {}: {e}", k.name)))?;
     }
     Ok(keys)
@@ -193,6 +202,7 @@ mod tests {
             sha256: digest("wb_x"),
             shown: "wb_x".into(),
             budget: Some("50kJ/day".into()),
+            money: None,
             scope: None,
             clamp: false,
             energy_line: false,

@@ -6,8 +6,10 @@ use wattbar_core::{Coverage, Scope};
 
 /// 2026-12-05 12:00 UTC.
 const NOON: f64 = 1_796_472_000.0;
+/// 0.36 EUR per kWh: 0.1 µEUR a joule.
+const PRICE: f64 = 0.36;
 
-fn nothing(_: &str, _: f64, _: f64) -> f64 {
+fn nothing(_: &str, _: Unit, _: f64, _: f64) -> f64 {
     0.0
 }
 
@@ -66,16 +68,16 @@ fn sixty_four_threads_at_once_never_hold_past_the_budget() {
     let (keys, secret) = book_with("1kJ/day", &nothing);
     let admitted = keys.admit(&secret).map(|a| a.name);
     assert_eq!(admitted.as_deref(), Some("lab"));
-    let holds: Vec<Option<Hold>> = std::thread::scope(|s| {
+    let holds: Vec<Option<Held>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..64)
-            .map(|_| s.spawn(|| keys.hold("lab", 300.0, NOON).ok().flatten()))
+            .map(|_| s.spawn(|| keys.hold("lab", 300.0, PRICE, NOON).ok()))
             .collect();
         handles
             .into_iter()
             .map(|h| h.join().unwrap_or(None))
             .collect()
     });
-    let let_in: Vec<Hold> = holds.into_iter().flatten().collect();
+    let let_in: Vec<Held> = holds.into_iter().flatten().collect();
     assert_eq!(let_in.len(), 3);
     let status = keys
         .status("lab", NOON)
@@ -88,7 +90,7 @@ fn sixty_four_threads_at_once_never_hold_past_the_budget() {
         .enumerate()
         .map(|(i, hold)| {
             let id = i as u64 + 1;
-            keys.attach(id, Some("lab".into()), None, Some(hold));
+            keys.attach(id, Some("lab".into()), None, hold);
             record(id, Some(250.0), Scope::Wall, NOON + 1.0)
         })
         .collect();
@@ -103,9 +105,12 @@ fn sixty_four_threads_at_once_never_hold_past_the_budget() {
         .unwrap_or_else(|| panic!("a budget"));
     assert!((status.spent_joules - 750.0).abs() < 1e-9);
     assert_eq!(status.held_joules, 0.0);
-    assert!(keys.hold("lab", 200.0, NOON).is_ok());
-    let refused = keys.hold("lab", 100.0, NOON).err();
-    assert_eq!(refused.map(|e| e.resets_at), Some(NOON + 43_200.0));
+    assert!(keys.hold("lab", 200.0, PRICE, NOON).is_ok());
+    let refused = keys.hold("lab", 100.0, PRICE, NOON).err();
+    assert_eq!(
+        refused.map(|r| (r.unit, r.exceeded.resets_at)),
+        Some((Unit::Joules, NOON + 43_200.0))
+    );
 }
 
 #[test]
@@ -122,7 +127,7 @@ fn unknown_energy_and_another_scope_are_charged_what_was_held_and_an_abandoned_r
         &nothing,
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let hold = |j: f64| keys.hold("wall-only", j, NOON).ok().flatten();
+    let hold = |j: f64| keys.hold("wall-only", j, PRICE, NOON).unwrap_or_default();
     keys.attach(
         1,
         Some("wall-only".into()),
@@ -160,7 +165,7 @@ fn a_removed_or_rotated_secret_finds_nothing_and_the_spend_stays() {
         1,
         Some("lab".into()),
         None,
-        keys.hold("lab", 300.0, NOON).ok().flatten(),
+        keys.hold("lab", 300.0, PRICE, NOON).unwrap_or_default(),
     );
     let mut r = [record(1, Some(300.0), Scope::Wall, NOON + 1.0)];
     keys.settle(&mut r);
@@ -183,8 +188,11 @@ fn a_removed_or_rotated_secret_finds_nothing_and_the_spend_stays() {
 fn a_key_starts_its_window_from_what_the_ledger_committed_so_a_restart_gives_nothing_back() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let path = stored::keys_path(dir.path());
-    let committed = |name: &str, from: f64, to: f64| {
-        assert_eq!((name, from, to), ("lab", NOON - 43_200.0, NOON + 43_200.0));
+    let committed = |name: &str, unit: Unit, from: f64, to: f64| {
+        assert_eq!(
+            (name, unit, from, to),
+            ("lab", Unit::Joules, NOON - 43_200.0, NOON + 43_200.0)
+        );
         800.0
     };
     let secret = {
@@ -211,8 +219,47 @@ fn a_key_starts_its_window_from_what_the_ledger_committed_so_a_restart_gives_not
         .unwrap_or_else(|| panic!("a budget"));
     assert_eq!(status.spent_joules, 800.0);
     assert!(
-        keys.hold("lab", 300.0, NOON).is_err(),
+        keys.hold("lab", 300.0, PRICE, NOON).is_err(),
         "800 + 300 J is over 1 kJ"
     );
-    assert!(keys.hold("lab", 200.0, NOON).is_ok());
+    assert!(keys.hold("lab", 200.0, PRICE, NOON).is_ok());
+}
+
+#[test]
+fn a_money_budget_holds_and_charges_at_the_price_the_request_began_at() {
+    // 0.001 EUR a day at 0.36 EUR/kWh (1e-7 EUR a joule) is 10 kJ; the energy is not limited.
+    let keys = Keys::default();
+    keys.add(
+        NewKey {
+            name: "cheap".into(),
+            money: Some("0.001/day".into()),
+            ..NewKey::default()
+        },
+        NOON,
+        &nothing,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(keys.list(NOON)[0].money.as_deref(), Some("0.001/day"));
+    let first = keys.hold("cheap", 6_000.0, PRICE, NOON).unwrap_or_default();
+    // 6 kJ held (0.0006 EUR): another 6 kJ would make 0.0012 EUR.
+    let refused = keys.hold("cheap", 6_000.0, PRICE, NOON).err();
+    let refused = refused.unwrap_or_else(|| panic!("over the money budget"));
+    assert_eq!(refused.unit, Unit::Money);
+    assert!(
+        (refused.remaining_joules - 4_000.0).abs() < 1e-6,
+        "{refused:?}"
+    );
+    keys.attach(1, Some("cheap".into()), None, first);
+    // It measured 5 kJ: charged 0.0005 EUR, and 5 kJ more fit.
+    let mut r = [record(1, Some(5_000.0), Scope::Wall, NOON + 1.0)];
+    keys.settle(&mut r);
+    assert_eq!(r[0].key_joules, Some(5_000.0));
+    assert!((r[0].key_cost.unwrap_or(0.0) - 0.0005).abs() < 1e-12);
+    let listed = keys.list(NOON);
+    let money = listed[0]
+        .money_status
+        .clone()
+        .unwrap_or_else(|| panic!("a money budget"));
+    assert!((money.spent_joules - 0.0005).abs() < 1e-12, "{money:?}");
+    assert!(keys.hold("cheap", 5_000.0, PRICE, NOON).is_ok());
 }

@@ -328,19 +328,6 @@ impl Writer {
             })
     }
 
-    pub(super) fn key_spent(&self, name: &str, from: f64, to: f64) -> f64 {
-        let Some(ledger) = self.ledger.as_ref() else {
-            return 0.0;
-        };
-        ledger
-            .store()
-            .key_spent(name, from, to)
-            .unwrap_or_else(|e| {
-                tracing::error!("key {name}'s spend could not be read, so none is left: {e}");
-                wattbar_core::keys::allowance::MAX_JOULES
-            })
-    }
-
     pub(super) fn restored_profiles(&self) -> Vec<KeptProfile> {
         let Some(ledger) = self.ledger.as_ref() else {
             return Vec::new();

@@ -161,7 +161,7 @@ impl Engine {
         }
         let headline = s.interval.as_ref().and_then(|i| i.method);
         self.meter.keep(s);
-        self.settle_inference(at);
+        self.settle_inference(at, price);
         self.rest
             .observe(at.monotonic, headline, self.inference.busy());
         self.write_if_due(at);
@@ -212,8 +212,18 @@ impl Engine {
         }
     }
 
-    /// Turns the requests that ended by `at` into records, and stores them.
-    fn settle_inference(&mut self, at: Stamp) {
+    /// Turns the requests that ended by `at` into records, priced at `price_per_kwh` and the
+    /// grid intensity in force, and stores them.
+    fn settle_inference(&mut self, at: Stamp, price_per_kwh: f64) {
+        if self.inference.requests.unsettled() {
+            self.inference
+                .book
+                .set_price(wattbar_core::inference::PriceNow {
+                    price_per_kwh,
+                    currency: self.prefs.currency.as_str().to_string(),
+                    carbon_g_per_kwh: self.meter.accounting.pricing().carbon_at(at.unix_seconds),
+                });
+        }
         if let Some(settled) = self.inference.settle(at) {
             self.recorder.write(Write::Records {
                 records: settled.records,

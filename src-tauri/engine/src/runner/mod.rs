@@ -76,7 +76,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
             .and_then(|p| p.parent())
             .map(crate::keys::stored::keys_path),
         started,
-        &|name, from, to| recorder.key_spent(name, from, to),
+        &|name, unit, from, to| recorder.key_spent(name, unit, from, to),
     )?;
     let prices = Prices::new(
         Arc::new(config.prefs.clone()),

@@ -29,7 +29,8 @@ const COLUMNS: &str = "id, model, route, status, start, end, ttft_seconds, promp
 
 /// The columns added after v7, each nullable: older rows read them as unknown.
 const LATER_COLUMNS: &str =
-    "requested_model, shared_by, held_before_joules, scope, covers, key, client, key_joules";
+    "requested_model, shared_by, held_before_joules, scope, covers, key, client, key_joules, \
+     cost, currency, carbon_g, key_cost";
 
 /// A model's figures as schema 7 to 16 kept them, one row per model.
 const V7_MODEL_COLUMNS: &str = "model, requests, ok, cancelled, error, remote, partial, \
@@ -115,6 +116,10 @@ fn record_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<Record> {
         key: row.get(34)?,
         client: row.get(35)?,
         key_joules: row.get(36)?,
+        cost: row.get(37)?,
+        currency: row.get(38)?,
+        carbon_g: row.get(39)?,
+        key_cost: row.get(40)?,
     })
 }
 
@@ -211,7 +216,8 @@ pub(super) fn put_record(tx: &rusqlite::Connection, r: &Record) -> rusqlite::Res
     tx.prepare_cached(&format!(
         "INSERT INTO inference ({COLUMNS}, {LATER_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5,
          ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22,
-         ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37)"
+         ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37,
+         ?38, ?39, ?40, ?41)"
     ))?
     .execute(params![
         count(Some(r.id)),
@@ -251,6 +257,10 @@ pub(super) fn put_record(tx: &rusqlite::Connection, r: &Record) -> rusqlite::Res
         r.key,
         r.client,
         r.key_joules,
+        r.cost,
+        r.currency,
+        r.carbon_g,
+        r.key_cost,
     ])?;
     super::keys::count_record(tx, r)?;
     let mut model = tx

@@ -9,7 +9,9 @@
 //! - A key's spend in a window is the sum of its records' `key_joules` that ended in it: what a
 //!   restarted engine starts the window from.
 //! - Usage reads at most [`MAX_USAGE_RECORDS`] records, newest first, and says when it stopped
-//!   short; groups keep each scope apart (joules of different scope are never added).
+//!   short; groups keep each scope apart (joules of different scope are never added), and each
+//!   currency (costs in two currencies are never added).
+//! - A key's money spend in a window is the sum of its records' `key_cost`, likewise.
 
 use super::{Store, StoreError};
 use rusqlite::params;
@@ -23,6 +25,10 @@ pub(super) const MIGRATION: &str = r#"
 ALTER TABLE inference ADD COLUMN key TEXT;
 ALTER TABLE inference ADD COLUMN client TEXT;
 ALTER TABLE inference ADD COLUMN key_joules REAL;
+ALTER TABLE inference ADD COLUMN cost REAL;
+ALTER TABLE inference ADD COLUMN currency TEXT;
+ALTER TABLE inference ADD COLUMN carbon_g REAL;
+ALTER TABLE inference ADD COLUMN key_cost REAL;
 CREATE INDEX inference_key_end ON inference(key, end);
 CREATE TABLE key_totals (key TEXT NOT NULL, scope TEXT NOT NULL, outcome TEXT NOT NULL,
                          requests INTEGER NOT NULL, joules REAL NOT NULL,
@@ -116,11 +122,13 @@ pub struct UsageQuery {
     pub to: f64,
 }
 
-/// One group's usage in one scope.
+/// One group's usage in one scope and currency.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct UsageRow {
     pub group: String,
     pub scope: Option<Scope>,
+    /// The currency of `cost` and `key_cost`; `None` for records made before costs were kept.
+    pub currency: Option<String>,
     pub requests: u64,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
@@ -129,6 +137,12 @@ pub struct UsageRow {
     pub net_energy_joules: f64,
     /// What keys were charged for them.
     pub key_joules: f64,
+    /// What their measured energy cost at the price in force when each was made.
+    pub cost: f64,
+    /// What keys' money budgets were charged for them.
+    pub key_cost: f64,
+    /// Their measured energy at the grid intensity then, where one was known.
+    pub carbon_g: f64,
     /// Records whose energy is unknown (remote, or not measured).
     pub unmeasured: u64,
 }
@@ -177,13 +191,25 @@ impl Store {
             .map_err(|e| self.sql(e))
     }
 
-    /// The records `q` selects, grouped by `group` and scope, groups in order.
+    /// What `key` was charged in money for the records that ended in `[from, to)`.
+    pub fn key_cost_spent(&self, key: &str, from: f64, to: f64) -> Result<f64, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT TOTAL(key_cost) FROM inference WHERE key = ?1 AND end >= ?2 AND end < ?3",
+                params![key, from, to],
+                |row| row.get(0),
+            )
+            .map_err(|e| self.sql(e))
+    }
+
+    /// The records `q` selects, grouped by `group`, scope and currency, groups in order.
     pub fn usage(&self, q: &UsageQuery, group: Group) -> Result<Usage, StoreError> {
         let mut stmt = self
             .conn
             .prepare_cached(
                 "SELECT end, key, client, model, scope, prompt_tokens, completion_tokens,
-                        energy_joules, net_energy_joules, key_joules
+                        energy_joules, net_energy_joules, key_joules, currency, cost, key_cost,
+                        carbon_g
                  FROM inference
                  WHERE end >= ?1 AND end < ?2
                    AND (?3 IS NULL OR key = ?3) AND (?4 IS NULL OR client = ?4)
@@ -195,7 +221,7 @@ impl Store {
         let mut rows = stmt
             .query(params![q.from, q.to, q.key, q.client, q.model, limit])
             .map_err(|e| self.sql(e))?;
-        let mut groups: BTreeMap<(String, String), UsageRow> = BTreeMap::new();
+        let mut groups: BTreeMap<(String, String, Option<String>), UsageRow> = BTreeMap::new();
         let mut read = 0usize;
         let mut truncated = false;
         while let Some(row) = rows.next().map_err(|e| self.sql(e))? {
@@ -227,13 +253,21 @@ impl Store {
             let energy = joules(7).map_err(|e| self.sql(e))?;
             let net = joules(8).map_err(|e| self.sql(e))?;
             let charged = joules(9).map_err(|e| self.sql(e))?;
+            let currency = text(10).map_err(|e| self.sql(e))?;
+            let cost = joules(11).map_err(|e| self.sql(e))?;
+            let key_cost = joules(12).map_err(|e| self.sql(e))?;
+            let carbon = joules(13).map_err(|e| self.sql(e))?;
             let g = groups
-                .entry((label.clone(), scope.clone()))
+                .entry((label.clone(), scope.clone(), currency.clone()))
                 .or_insert_with(|| UsageRow {
                     group: label,
                     scope: super::scopes::from_text(&scope),
+                    currency,
                     ..UsageRow::default()
                 });
+            g.cost += cost.unwrap_or(0.0);
+            g.key_cost += key_cost.unwrap_or(0.0);
+            g.carbon_g += carbon.unwrap_or(0.0);
             g.requests += 1;
             g.prompt_tokens = g.prompt_tokens.saturating_add(prompt);
             g.completion_tokens = g.completion_tokens.saturating_add(completion);

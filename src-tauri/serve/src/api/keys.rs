@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use std::sync::Arc;
-use wattbar_engine::keys::NewKey;
+use wattbar_engine::keys::{NewKey, Unit};
 use wattbar_engine::ledger_reader::LedgerReader;
 use wattbar_ledger::store::keys::{Group, UsageQuery};
 
@@ -26,6 +26,8 @@ pub(super) struct KeyBody {
     name: String,
     /// Energy per window: `50kJ/day`, `200Wh/week`, `2kWh/month`.
     budget: Option<String>,
+    /// Money per window in the preferences' currency: `0.50/day`.
+    money: Option<String>,
     scope: Option<String>,
     #[serde(default)]
     clamp: bool,
@@ -41,18 +43,23 @@ pub(super) async fn get_keys(State(shared): State<Arc<Shared>>) -> Response {
     Json(serde_json::json!({ "keys": shared.engine.keys().list(now(&shared)) })).into_response()
 }
 
-/// What the ledger committed for a key in a window; the most any budget allows where it cannot
-/// be read (a spend that cannot be known is taken as spent).
-fn committed(ledger: Option<&LedgerReader>, name: &str, from: f64, to: f64) -> f64 {
+/// What the ledger committed for a key in a window, in `unit`; the most any budget allows
+/// where it cannot be read (a spend that cannot be known is taken as spent).
+fn committed(ledger: Option<&LedgerReader>, name: &str, unit: Unit, from: f64, to: f64) -> f64 {
     let Some(ledger) = ledger else {
         return 0.0;
     };
     let name = name.to_string();
-    match ledger.read_blocking(move |s| Ok(s.key_spent(&name, from, to)?)) {
+    let read =
+        ledger.read_blocking(move |s| Ok(wattbar_engine::keys::spent_in(s, &name, unit, from, to)));
+    match read {
         Ok(spent) => spent.unwrap_or(0.0),
         Err(e) => {
             tracing::error!("a key's spend could not be read, so none is left: {e}");
-            wattbar_core::keys::allowance::MAX_JOULES
+            match unit {
+                Unit::Joules => wattbar_core::keys::allowance::MAX_JOULES,
+                Unit::Money => wattbar_core::keys::allowance::MAX_MONEY,
+            }
         }
     }
 }
@@ -80,6 +87,7 @@ pub(super) async fn post_key(
     let new = NewKey {
         name: body.name.trim().to_string(),
         budget: body.budget.map(|b| b.trim().to_string()),
+        money: body.money.map(|m| m.trim().to_string()),
         scope,
         clamp: body.clamp,
         energy_line: body.energy_line,
@@ -88,8 +96,8 @@ pub(super) async fn post_key(
     let name = new.name.clone();
     let made = tokio::task::spawn_blocking(move || {
         let ledger = shared.ledger.clone();
-        shared.engine.keys().add(new, at, &|n, from, to| {
-            committed(ledger.as_ref(), n, from, to)
+        shared.engine.keys().add(new, at, &|n, unit, from, to| {
+            committed(ledger.as_ref(), n, unit, from, to)
         })
     })
     .await;

@@ -13,7 +13,11 @@
 //!   model never measured, [`Rates`]); prompt tokens are counted as the body's bytes ÷ 4, which
 //!   leans high. One that does not fit is 429 `budget_exceeded` with `Retry-After` and the
 //!   `RateLimit-Policy`/`RateLimit` fields in joules; with the key's `clamp`, its token cap is
-//!   lowered to what fits instead, and 429 only where not one token does.
+//!   lowered to what fits instead, and 429 only where not one token does. The model's context
+//!   is not asked of the server: a request that sets no cap is held for
+//!   [`DEFAULT_TOKEN_CAP`](wattbar_core::keys::DEFAULT_TOKEN_CAP) tokens.
+//! - A key with a money budget also holds the joules' cost at the price in force now; a request
+//!   that would cross it is 429 with the figures in the preferences' currency.
 
 use super::answers::json_error;
 use super::body::ProxyBody;
@@ -21,9 +25,9 @@ use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Response, StatusCode};
 use wattbar_core::inference::request::{token_cap, with_token_cap};
 use wattbar_core::inference::Route;
-use wattbar_core::keys::{Exceeded, Hold, Rates, Status};
+use wattbar_core::keys::{Rates, Status};
 use wattbar_engine::keys::stored::{check_name, SECRET_PREFIX};
-use wattbar_engine::keys::{Admitted, Keys};
+use wattbar_engine::keys::{Admitted, Held, Keys, Refused, Unit};
 
 /// The request header naming the client.
 pub const CLIENT_HEADER: &str = "x-wattbar-client";
@@ -122,115 +126,143 @@ pub(super) struct Ticket {
     keys: Keys,
     key: Option<String>,
     client: Option<String>,
-    hold: Option<Hold>,
+    held: Option<Held>,
 }
 
 impl Ticket {
-    pub(super) fn new(keys: &Keys, caller: &Caller, hold: Option<Hold>) -> Ticket {
+    pub(super) fn new(keys: &Keys, caller: &Caller, held: Held) -> Ticket {
         Ticket {
             keys: keys.clone(),
             key: caller.key.as_ref().map(|k| k.name.clone()),
             client: caller.client.clone(),
-            hold,
+            held: Some(held),
         }
     }
 
-    /// Hands the key, client and hold to record `record_id`: the engine charges them.
+    /// Hands the key, client and holds to record `record_id`: the engine charges them.
     pub(super) fn attach(mut self, record_id: u64) {
         self.keys.attach(
             record_id,
             self.key.take(),
             self.client.take(),
-            self.hold.take(),
+            self.held.take().unwrap_or_default(),
         );
     }
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        if let (Some(key), Some(hold)) = (self.key.as_deref(), self.hold.take()) {
-            self.keys.release(key, hold);
+        if let (Some(key), Some(held)) = (self.key.as_deref(), self.held.take()) {
+            self.keys.release(key, held);
         }
     }
 }
 
-/// A hold taken, and the body to send where clamping changed it.
-pub(super) struct Held {
-    pub(super) hold: Option<Hold>,
+/// The holds taken, and the body to send where clamping changed it.
+pub(super) struct Taken {
+    pub(super) held: Held,
     pub(super) body: Option<Vec<u8>>,
     /// The token cap lowered to fit, for the `X-Wattbar-Clamped` header.
     pub(super) clamped: Option<u64>,
 }
 
+/// What a request is held against: the key, the model's rates, and the price now.
+pub(super) struct Terms<'a> {
+    pub(super) key: &'a Admitted,
+    pub(super) rates: Rates,
+    pub(super) price_per_kwh: f64,
+    pub(super) now: f64,
+}
+
 /// Holds what a request of `body` (whole; `None`: too large to read, its size `size`) may spend
-/// on `key` at `now`, at `rates`; the 429 to answer where it does not fit.
-#[allow(clippy::too_many_arguments)]
+/// on its key; why not, where it does not fit.
 pub(super) fn hold(
     keys: &Keys,
-    key: &Admitted,
+    t: &Terms<'_>,
     route: Route,
     body: Option<&[u8]>,
     size: usize,
-    rates: Rates,
-    context: Option<u64>,
-    now: f64,
-) -> Result<Held, Box<Exceeded>> {
+) -> Result<Taken, Box<Refused>> {
     let prompt_tokens = (size / BYTES_PER_TOKEN) as u64;
     let cap = body.and_then(|b| token_cap(b, route));
-    let joules = rates.hold_joules(prompt_tokens, cap, context);
-    match keys.hold(&key.name, joules, now) {
-        Ok(hold) => Ok(Held {
-            hold,
+    let joules = t.rates.hold_joules(prompt_tokens, cap, None);
+    let name = &t.key.name;
+    match keys.hold(name, joules, t.price_per_kwh, t.now) {
+        Ok(held) => Ok(Taken {
+            held,
             body: None,
             clamped: None,
         }),
-        Err(exceeded) if key.clamp => {
-            let remaining = exceeded.budget_joules - exceeded.spent_joules - exceeded.held_joules;
-            let fits = rates
-                .clamp(remaining, prompt_tokens)
+        Err(refused) if t.key.clamp => {
+            let fits = t
+                .rates
+                .clamp(refused.remaining_joules, prompt_tokens)
                 .and_then(|n| Some((n, with_token_cap(body?, route, n)?)));
             let Some((n, edited)) = fits else {
-                return Err(Box::new(exceeded));
+                return Err(refused);
             };
-            let joules = rates.hold_joules(prompt_tokens, Some(n), context);
-            let hold = keys.hold(&key.name, joules, now).map_err(Box::new)?;
-            Ok(Held {
-                hold,
+            let joules = t.rates.hold_joules(prompt_tokens, Some(n), None);
+            let held = keys.hold(name, joules, t.price_per_kwh, t.now)?;
+            Ok(Taken {
+                held,
                 body: Some(edited),
                 clamped: Some(n),
             })
         }
-        Err(exceeded) => Err(Box::new(exceeded)),
+        Err(refused) => Err(refused),
     }
 }
 
 /// The 429 of a request that does not fit its key's budget.
 pub(super) fn budget_exceeded(
-    e: &Exceeded,
+    refused: &Refused,
+    currency: &str,
     status: Option<&Status>,
     now: f64,
 ) -> Response<ProxyBody> {
+    let e = &refused.exceeded;
     let retry_after = (e.resets_at - now).ceil().max(1.0);
     let resets_at = chrono::DateTime::from_timestamp(e.resets_at.floor() as i64, 0)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    let left = (e.budget_joules - e.spent_joules - e.held_joules).max(0.0);
+    let until = resets_at.as_deref().unwrap_or("its window resets");
+    let (message, figures) = match refused.unit {
+        Unit::Joules => (
+            format!(
+                "wattbar proxy: this request may need {:.0} J; its key has {left:.0} J of {:.0} \
+                 J left until {until}",
+                e.asked_joules, e.budget_joules,
+            ),
+            serde_json::json!({
+                "budget_joules": e.budget_joules,
+                "spent_joules": e.spent_joules,
+                "held_joules": e.held_joules,
+                "asked_joules": e.asked_joules,
+                "resets_at": resets_at,
+            }),
+        ),
+        // A money budget's figures are in the currency, named beside them.
+        Unit::Money => (
+            format!(
+                "wattbar proxy: this request may cost {:.6} {currency}; its key has {left:.6} of \
+                 {} {currency} left until {until}",
+                e.asked_joules, e.budget_joules,
+            ),
+            serde_json::json!({
+                "budget_money": e.budget_joules,
+                "spent_money": e.spent_joules,
+                "held_money": e.held_joules,
+                "asked_money": e.asked_joules,
+                "currency": currency,
+                "resets_at": resets_at,
+            }),
+        ),
+    };
     let mut response = typed_error(
         StatusCode::TOO_MANY_REQUESTS,
         "budget_exceeded",
-        &format!(
-            "wattbar proxy: this request may need {:.0} J; its key has {:.0} J of {:.0} J left \
-             until {}",
-            e.asked_joules,
-            (e.budget_joules - e.spent_joules - e.held_joules).max(0.0),
-            e.budget_joules,
-            resets_at.as_deref().unwrap_or("its window resets"),
-        ),
-        Some(serde_json::json!({
-            "budget_joules": e.budget_joules,
-            "spent_joules": e.spent_joules,
-            "held_joules": e.held_joules,
-            "asked_joules": e.asked_joules,
-            "resets_at": resets_at,
-        })),
+        &message,
+        Some(figures),
     );
     let h = response.headers_mut();
     h.insert(header::RETRY_AFTER, HeaderValue::from(retry_after as u64));

@@ -80,7 +80,8 @@ pub(in crate::store) fn fill_models(tx: &Transaction<'_>) -> rusqlite::Result<()
     {
         // The columns of v8 and later do not exist yet: they read as unknown.
         let mut stmt = tx.prepare(&format!(
-            "SELECT {COLUMNS}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM inference \
+            "SELECT {COLUMNS}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
+             NULL FROM inference \
              ORDER BY id"
         ))?;
         let mut rows = stmt.query([])?;

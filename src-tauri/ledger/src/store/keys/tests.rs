@@ -7,11 +7,15 @@ use wattbar_core::inference::Status;
 /// 2026-12-05 00:00 UTC.
 const DAY: f64 = 1_796_428_800.0;
 
+/// A record charged `charged` J to `key`, its 200 J priced at 0.36 EUR/kWh (20 µEUR).
 fn keyed(id: u64, end: f64, key: &str, client: &str, charged: f64) -> Record {
     Record {
         key: Some(key.into()),
         client: Some(client.into()),
         key_joules: Some(charged),
+        key_cost: Some(charged * 1e-7),
+        cost: Some(2e-5),
+        currency: Some("EUR".into()),
         ..record(id, "smollm2", end)
     }
 }
@@ -76,6 +80,11 @@ fn a_keys_totals_count_its_records_and_refusals_and_pruning_takes_nothing_back()
         .key_spent("lab", DAY, DAY + 86_400.0)
         .unwrap_or_else(|e| panic!("{e}"));
     assert!((spent - 440.0).abs() < 1e-9, "{spent}");
+    // In money: 440 J at 1e-7 EUR a joule.
+    let paid = s
+        .key_cost_spent("lab", DAY, DAY + 86_400.0)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!((paid - 4.4e-5).abs() < 1e-15, "{paid}");
     assert_eq!(
         s.key_spent("lab", DAY + 86_400.0, DAY + 172_800.0)
             .unwrap_or_else(|e| panic!("{e}")),
@@ -146,6 +155,9 @@ fn usage_groups_by_day_and_client_with_each_scope_apart() {
         ]
     );
     assert!(!usage.truncated);
+    // Two records of 20 µEUR each on the first day, in euros.
+    assert_eq!(usage.rows[0].currency.as_deref(), Some("EUR"));
+    assert!((usage.rows[0].cost - 4e-5).abs() < 1e-15);
     let by_client = s
         .usage(
             &UsageQuery {
