@@ -3,7 +3,7 @@ official protobuf definitions (the opentelemetry-proto package) and prints it as
 
 Usage: python receiver.py PORT   (0: any free port)
 The first line on stdout is {"port": N}; then one line per push:
-  {"received_unix", "content_type", "resource": {attr: value},
+  {"received_unix", "content_type", "authorization", "resource": {attr: value},
    "metrics": [{"name", "unit", "kind": "sum"|"gauge", "monotonic", "temporality",
                 "points": [{"time_unix", "start_unix", "value", "attributes"}]}]}
 Each push is answered 200 with an empty ExportMetricsServiceResponse, as a collector does; a
@@ -78,6 +78,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         push["received_unix"] = time.time()
         push["content_type"] = self.headers.get("Content-Type")
+        push["authorization"] = self.headers.get("Authorization")
         print(json.dumps(push), flush=True)
         answer = ExportMetricsServiceResponse().SerializeToString()
         self.send_response(200)

@@ -242,6 +242,7 @@ function showIntegrations(prefs) {
   const otlp = prefs.otlp;
   $("otlp_endpoint").value = otlp ? otlp.endpoint : "";
   $("otlp_interval_s").value = otlp ? otlp.interval_ms / 1000 : 60;
+  $("otlp_headers").placeholder = otlp && otlp.has_secret ? "kept (type to replace)" : "Authorization=Basic%20…";
 }
 
 function seconds(id) {
@@ -265,9 +266,15 @@ async function saveMqtt() {
   if (saved) $("mqtt_password").placeholder = saved.mqtt && saved.mqtt.has_secret ? "kept (type to replace)" : "";
 }
 
-function saveOtlp() {
+async function saveOtlp() {
   const endpoint = $("otlp_endpoint").value.trim();
-  return save("otlp", endpoint === "" ? null : { endpoint, interval_ms: seconds("otlp_interval_s") });
+  const value = endpoint === "" ? null : { endpoint, interval_ms: seconds("otlp_interval_s") };
+  const headers = $("otlp_headers").value.trim();
+  if (value && headers) value.headers = headers;
+  if (!(await save("otlp", value))) return;
+  if (headers && $("otlp_headers").value.trim() === headers) $("otlp_headers").value = "";
+  const saved = await transport.getPreferences().catch(() => null);
+  if (saved) showIntegrations(saved);
 }
 
 async function start() {

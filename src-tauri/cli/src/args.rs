@@ -162,7 +162,9 @@ pub enum Cmd {
         #[arg(long, value_parser = parse_fleet_duration)]
         mqtt_interval: Option<Duration>,
         /// Push OpenTelemetry metrics (OTLP/HTTP, protobuf) to this collector, e.g.
-        /// http://localhost:4318 (its /v1/metrics) or a full metrics URL.
+        /// http://localhost:4318 (its /v1/metrics) or a full metrics URL. Headers for it (a
+        /// token) are read from OTEL_EXPORTER_OTLP_HEADERS, as every OpenTelemetry exporter
+        /// reads them, and go to this endpoint's origin alone.
         #[arg(long, value_name = "URL")]
         otlp_endpoint: Option<String>,
         /// Push every so often, e.g. 60s.

@@ -257,3 +257,58 @@ fn inference_counters_are_pushed_per_model() {
         .unwrap_or_else(|| panic!("{}", push.0));
     assert_eq!(requests["monotonic"], true);
 }
+
+#[test]
+fn otlp_headers_go_to_the_endpoint_they_were_given_for_and_nowhere_else() {
+    const TRACE: &str = "t,watts,domain\n0,100,system\n";
+    // From the environment, as every OpenTelemetry exporter reads them.
+    let a = Receiver::start(0);
+    let first = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(first.path().join("trace.csv"), TRACE).unwrap_or_else(|e| panic!("{e}"));
+    let mut c = crate::common::cli(first.path());
+    c.env("WATTBAR_REPLAY", first.path().join("trace.csv"))
+        .env(
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "Authorization=Bearer%20from-env",
+        )
+        .args(["serve", "--listen", "127.0.0.1:0", "--interval", "100ms"])
+        .args(["--otlp-endpoint", &a.url(), "--otlp-interval", "1s"]);
+    let serve = Serve::spawn(c);
+    let push = a.next(Duration::from_secs(30), |_| true);
+    assert_eq!(push.0["authorization"], "Bearer from-env");
+    let (status, _) = serve.terminate();
+    assert!(status.success());
+
+    // Through the preferences: kept apart from them, bound to the collector's origin.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let serve = Serve::start(dir.path(), TRACE, &["--interval", "100ms"]);
+    let token = crate::common::api_token(dir.path());
+    let set = |value: serde_json::Value| {
+        serve
+            .client()
+            .with_token(&token)
+            .put("/v1/preferences/otlp", &value)
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let kept = set(serde_json::json!({
+        "endpoint": a.url(), "interval_ms": 1000, "headers": "Authorization=Bearer%20kept"
+    }));
+    assert_eq!(kept["otlp"]["has_secret"], true, "{kept}");
+    a.next(Duration::from_secs(30), |p| {
+        p.0["authorization"] == "Bearer kept"
+    });
+    let prefs = std::fs::read_to_string(dir.path().join("preferences.json")).unwrap_or_default();
+    assert!(!prefs.contains("kept"), "{prefs}");
+    // Moved to another collector (another port, so another origin): the headers stay behind,
+    // and the preference says it needs them.
+    let b = Receiver::start(0);
+    let moved = set(serde_json::json!({"endpoint": b.url(), "interval_ms": 1000}));
+    assert_eq!(moved["otlp"]["has_secret"], false, "{moved}");
+    let push = b.next(Duration::from_secs(30), |_| true);
+    assert!(
+        push.0["authorization"].is_null(),
+        "{}",
+        push.0["authorization"]
+    );
+    assert!(!dir.path().join("otlp-headers.secret.json").exists());
+}

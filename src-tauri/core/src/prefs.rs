@@ -523,7 +523,7 @@ impl Preferences {
                 self.price_notify_above = v;
             }
             "otlp" => {
-                self.otlp = OtlpPref::parse(value)?;
+                self.otlp = OtlpPref::parse(value, self.otlp.as_ref())?;
             }
             "server_metrics" => {
                 self.server_metrics = ServerMetricsPref::parse(value, &self.server_metrics)?;

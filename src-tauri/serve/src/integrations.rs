@@ -25,7 +25,7 @@ pub fn mqtt_config(pref: &MqttPref, host_name: &str) -> Result<MqttConfig, Error
 
 /// The push config a preference gives on this machine.
 pub fn otlp_config(pref: &OtlpPref, host_name: &str) -> Result<OtlpConfig, Error> {
-    let mut c = OtlpConfig::new(&pref.endpoint, host_name)?;
+    let mut c = OtlpConfig::new(&pref.endpoint, host_name)?.with_headers(pref.headers.clone())?;
     c.interval = Duration::from_millis(pref.interval_ms);
     Ok(c)
 }

@@ -39,6 +39,7 @@ use tokio::sync::watch;
 use wattbar_core::inference::server_totals::{
     ServerModel, ServerTotal, SOURCE_PROXY, SOURCE_SERVER_METRICS,
 };
+use wattbar_core::secret::Bound;
 use wattbar_core::Domain;
 use wattbar_engine::Published;
 use wattbar_engine::{EngineReader, Error};
@@ -57,6 +58,9 @@ pub struct OtlpConfig {
     pub endpoint: String,
     pub interval: Duration,
     pub host_name: String,
+    /// Headers for each push (`OTEL_EXPORTER_OTLP_HEADERS`' text), bound to the origin they
+    /// were given for: sent to the endpoint only while it is of that origin.
+    pub headers: Option<Bound>,
 }
 
 impl OtlpConfig {
@@ -86,7 +90,17 @@ impl OtlpConfig {
             endpoint,
             interval: DEFAULT_INTERVAL,
             host_name: host_name.to_string(),
+            headers: None,
         })
+    }
+
+    /// With `headers` (`OTEL_EXPORTER_OTLP_HEADERS`' text), checked and bound to the endpoint.
+    pub fn with_headers(mut self, headers: Option<String>) -> Result<OtlpConfig, Error> {
+        if let Some(h) = &headers {
+            wattbar_core::prefs::integrations::otlp_headers(h).map_err(Error::Invalid)?;
+        }
+        self.headers = headers.and_then(|h| Bound::new(&self.endpoint, h));
+        Ok(self)
     }
 }
 
@@ -453,7 +467,7 @@ pub fn start(config: &OtlpConfig, engine: EngineReader) -> Result<Otlp, Error> {
                 .since_unix
                 .map_or(started, |s| (s * 1e9).clamp(0.0, u64::MAX as f64) as u64);
             let body = request(&p, &config.host_name, start, at).encode_to_vec();
-            match push(&agent, &config.endpoint, body).await {
+            match push(&agent, &config.endpoint, config.headers.as_ref(), body).await {
                 Ok(()) => {
                     if last_error.take().is_some() {
                         tracing::info!(
@@ -486,15 +500,28 @@ pub fn start(config: &OtlpConfig, engine: EngineReader) -> Result<Otlp, Error> {
 /// The blocking call runs on a thread of its own, not the runtime's blocking pool: a collector
 /// that never answers would otherwise hold the runtime's shutdown for the whole timeout after the
 /// last push was given up.
-async fn push(agent: &ureq::Agent, url: &str, body: Vec<u8>) -> Result<(), String> {
+async fn push(
+    agent: &ureq::Agent,
+    url: &str,
+    headers: Option<&Bound>,
+    body: Vec<u8>,
+) -> Result<(), String> {
     let (agent, url) = (agent.clone(), url.to_string());
+    // Only where the endpoint is still of the origin they were given for.
+    let headers = headers
+        .and_then(|b| b.for_address(&url))
+        .and_then(|h| wattbar_core::prefs::integrations::otlp_headers(h).ok())
+        .unwrap_or_default();
     let (tx, rx) = tokio::sync::oneshot::channel();
     let call = move || {
         let cap = wattbar_outbound::OTLP.max_answer_bytes;
-        let answer = agent
+        let mut request = agent
             .post(&url)
-            .header("Content-Type", "application/x-protobuf")
-            .send(&body[..]);
+            .header("Content-Type", "application/x-protobuf");
+        for (name, value) in &headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        let answer = request.send(&body[..]);
         let outcome = match answer {
             // Read the answer (a partial success at most) so that the connection can be kept;
             // no more of it than that, so that an endless answer costs nothing.

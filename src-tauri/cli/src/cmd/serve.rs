@@ -208,9 +208,16 @@ pub async fn serve(command: Cmd) -> Result<()> {
     }
     let otlp = match otlp_endpoint {
         Some(endpoint) => {
+            // As every OpenTelemetry exporter reads them: never on the command line, where
+            // `ps` shows them.
+            let headers = std::env::var(OTLP_HEADERS_ENV)
+                .ok()
+                .filter(|h| !h.trim().is_empty());
             let pref = wattbar_core::OtlpPref {
                 endpoint,
                 interval_ms: otlp_interval.map_or(DEFAULT_OTLP_INTERVAL_MS, as_ms),
+                has_secret: headers.is_some(),
+                headers,
             };
             let c = integrations::otlp_config(&pref, &host)?;
             tracing::info!(
@@ -245,6 +252,9 @@ pub async fn serve(command: Cmd) -> Result<()> {
     written?;
     served
 }
+
+/// The headers of each OTLP push, as OpenTelemetry's exporters read them.
+const OTLP_HEADERS_ENV: &str = "OTEL_EXPORTER_OTLP_HEADERS";
 
 fn as_ms(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)

@@ -24,6 +24,7 @@ pub fn cli(data: &Path) -> Command {
         // This machine's own model servers, and the other tests', are never followed by
         // themselves: only a test that asks for it finds any.
         .env("WATTBAR_FIND_MODEL_SERVERS", "0")
+        .env_remove("OTEL_EXPORTER_OTLP_HEADERS")
         .env_remove("WATTBAR_REPLAY");
     c
 }

@@ -6,7 +6,11 @@
 //!   is: never serialized; the engine keeps it in a file readable by its user alone (the one
 //!   `wattbar-cli serve --mqtt` reads too). A change that leaves it out keeps the one set
 //!   before; null or "" clears it.
-//! - `otlp`: `{"endpoint", "interval_ms"?}`, or null. The endpoint is `http://host[:port][/path]`.
+//! - `otlp`: `{"endpoint", "interval_ms"?, "headers"?}`, or null. The endpoint is
+//!   `http(s)://host[:port][/path]`. `headers` are sent with each push, written as
+//!   `OTEL_EXPORTER_OTLP_HEADERS` is (`Authorization=Basic%20…,X-Scope-OrgID=42`; [`otlp_headers`]
+//!   states the limits): a secret as the MQTT password is, never serialized, kept apart bound to
+//!   the endpoint's origin, carried over a change only to the same origin.
 
 use crate::error::Error;
 use serde::{Deserialize, Serialize};
@@ -46,10 +50,103 @@ impl std::fmt::Debug for MqttPref {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 pub struct OtlpPref {
     pub endpoint: String,
     pub interval_ms: u64,
+    /// Whether headers are kept (never the headers themselves).
+    #[serde(default, skip_deserializing)]
+    pub has_secret: bool,
+    /// `OTEL_EXPORTER_OTLP_HEADERS`' text: sent to the endpoint's origin alone.
+    #[serde(skip)]
+    pub headers: Option<String>,
+}
+
+impl std::fmt::Debug for OtlpPref {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OtlpPref")
+            .field("endpoint", &self.endpoint)
+            .field("interval_ms", &self.interval_ms)
+            .field("headers", &self.headers.as_ref().map(|_| "…"))
+            .finish()
+    }
+}
+
+/// The longest headers text read.
+pub const MAX_HEADERS_BYTES: usize = 8 * 1024;
+/// The most headers.
+pub const MAX_HEADERS: usize = 32;
+
+/// `text` as `OTEL_EXPORTER_OTLP_HEADERS` writes headers: `name=value` pairs split by commas,
+/// each value percent-encoded (W3C Baggage). Limits, checked before anything is kept: at most
+/// [`MAX_HEADERS_BYTES`] of text and [`MAX_HEADERS`] headers; a name is an HTTP token (letters,
+/// digits, `-`, `_`, `.`), a value visible ASCII or spaces once decoded. The error never holds a
+/// value.
+pub fn otlp_headers(text: &str) -> Result<Vec<(String, String)>, Error> {
+    const F: &str = "otlp";
+    if text.len() > MAX_HEADERS_BYTES {
+        return Err(invalid(
+            F,
+            format!("headers over {MAX_HEADERS_BYTES} bytes"),
+        ));
+    }
+    let pairs: Vec<&str> = text
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect();
+    if pairs.len() > MAX_HEADERS {
+        return Err(invalid(F, format!("more than {MAX_HEADERS} headers")));
+    }
+    pairs
+        .into_iter()
+        .enumerate()
+        .map(|(i, pair)| {
+            let (name, value) = pair
+                .split_once('=')
+                .ok_or_else(|| invalid(F, format!("header {} is not name=value", i + 1)))?;
+            let name = name.trim();
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            {
+                return Err(invalid(
+                    F,
+                    format!("header {} has no name a header may have", i + 1),
+                ));
+            }
+            let value = percent_decoded(value.trim()).ok_or_else(|| {
+                invalid(
+                    F,
+                    format!("the value of header {name} is not visible ASCII once decoded"),
+                )
+            })?;
+            Ok((name.to_string(), value))
+        })
+        .collect()
+}
+
+/// `text` with each `%XX` decoded; `None` where an escape is broken or the result holds
+/// anything but visible ASCII and spaces.
+fn percent_decoded(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    out.iter()
+        .all(|b| (0x20..0x7f).contains(b))
+        .then(|| String::from_utf8(out).ok())
+        .flatten()
 }
 
 fn invalid(field: &'static str, message: impl Into<String>) -> Error {
@@ -186,26 +283,50 @@ impl MqttPref {
 }
 
 impl OtlpPref {
-    pub fn parse(value: &Value) -> Result<Option<OtlpPref>, Error> {
+    /// The preference from a value a person or a file gave, `previous` the one set before
+    /// (whose headers are kept where this one leaves them out and names the same origin).
+    pub fn parse(value: &Value, previous: Option<&OtlpPref>) -> Result<Option<OtlpPref>, Error> {
         const F: &str = "otlp";
         let Some(map) = object(F, "endpoint", value)? else {
             return Ok(None);
         };
-        only(F, &map, &["endpoint", "interval_ms"])?;
+        only(
+            F,
+            &map,
+            &["endpoint", "interval_ms", "headers", "has_secret"],
+        )?;
         let endpoint = text(F, &map, "endpoint")?
             .ok_or_else(|| invalid(F, "an endpoint is needed: http://collector:4318"))?;
-        let rest = endpoint.strip_prefix("http://").ok_or_else(|| {
-            invalid(
-                F,
-                "the endpoint is http://host[:port][/path] (a collector near you)",
-            )
-        })?;
+        let rest = endpoint
+            .strip_prefix("http://")
+            .or_else(|| endpoint.strip_prefix("https://"))
+            .ok_or_else(|| {
+                invalid(
+                    F,
+                    "the endpoint is http(s)://host[:port][/path] (a collector near you)",
+                )
+            })?;
         if rest.is_empty() || rest.starts_with('/') || rest.contains(char::is_whitespace) {
             return Err(invalid(F, "the endpoint names no host"));
         }
+        let headers = match map.get("headers") {
+            None => crate::secret::carried(
+                previous.map(|p| (p.endpoint.as_str(), p.headers.as_ref())),
+                &endpoint,
+            ),
+            Some(Value::Null) => None,
+            Some(Value::String(s)) if s.trim().is_empty() => None,
+            Some(Value::String(s)) => {
+                otlp_headers(s)?;
+                Some(s.trim().to_string())
+            }
+            Some(_) => return Err(invalid(F, "headers must be a string")),
+        };
         Ok(Some(OtlpPref {
             endpoint,
             interval_ms: interval(F, &map, DEFAULT_OTLP_INTERVAL_MS)?,
+            has_secret: headers.is_some(),
+            headers,
         }))
     }
 }
@@ -266,18 +387,19 @@ mod tests {
             assert!(e.starts_with("mqtt:"), "{bad}: {e:?}");
         }
         for bad in [
-            json!("https://collector"),
+            json!("ftp://collector"),
             json!("http://"),
             json!({"endpoint": "http://c", "interval_ms": 0}),
+            json!({"endpoint": "http://c", "headers": 7}),
         ] {
-            let e = OtlpPref::parse(&bad)
+            let e = OtlpPref::parse(&bad, None)
                 .err()
                 .map(|e| e.to_string())
                 .unwrap_or_default();
             assert!(e.starts_with("otlp:"), "{bad}: {e:?}");
         }
         assert_eq!(MqttPref::parse(&json!(null), None).ok().flatten(), None);
-        let otlp = OtlpPref::parse(&json!("http://collector:4318"))
+        let otlp = OtlpPref::parse(&json!("http://collector:4318"), None)
             .ok()
             .flatten();
         assert_eq!(otlp.map(|o| o.interval_ms), Some(DEFAULT_OTLP_INTERVAL_MS));
@@ -302,6 +424,50 @@ mod tests {
             assert_eq!(
                 moved.map(|p| (p.password, p.has_secret)),
                 Some((None, false)),
+                "{elsewhere}"
+            );
+        }
+    }
+
+    #[test]
+    fn otlp_headers_read_as_the_sdks_write_them_and_follow_no_other_origin() {
+        let h = otlp_headers("Authorization=Basic%20dXNlcjpwdw==, X-Scope-OrgID=42");
+        assert_eq!(
+            h.ok(),
+            Some(vec![
+                ("Authorization".into(), "Basic dXNlcjpwdw==".into()),
+                ("X-Scope-OrgID".into(), "42".into()),
+            ])
+        );
+        for bad in ["novalue", "a b=1", "x=%zz", "x=%0d%0aEvil: 1", "=1"] {
+            let refused = otlp_headers(bad).map_err(|e| e.to_string());
+            assert!(refused.is_err(), "{bad}");
+        }
+        let many = vec!["a=1"; MAX_HEADERS + 1].join(",");
+        assert!(otlp_headers(&many).is_err());
+        assert!(otlp_headers(&"x".repeat(MAX_HEADERS_BYTES + 1)).is_err());
+        let first = OtlpPref::parse(
+            &json!({"endpoint": "https://otlp.example:4318", "headers": "Authorization=Bearer%20s3cret"}),
+            None,
+        )
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("refused"));
+        let written = serde_json::to_string(&first).unwrap_or_default();
+        assert!(!written.contains("s3cret") && written.contains("\"has_secret\":true"));
+        assert!(!format!("{first:?}").contains("s3cret"));
+        // The same origin keeps them; another host or port does not.
+        let kept = OtlpPref::parse(
+            &json!({"endpoint": "https://otlp.example:4318/v1/metrics", "interval_ms": 5000}),
+            Some(&first),
+        );
+        assert!(kept.ok().flatten().is_some_and(|p| p.headers.is_some()));
+        for elsewhere in ["https://evil.example:4318", "http://otlp.example:4318"] {
+            let moved = OtlpPref::parse(&json!({"endpoint": elsewhere}), Some(&first));
+            let moved = moved.ok().flatten().unwrap_or_else(|| panic!("refused"));
+            assert_eq!(
+                (moved.headers, moved.has_secret),
+                (None, false),
                 "{elsewhere}"
             );
         }

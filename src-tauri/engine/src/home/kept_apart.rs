@@ -1,6 +1,6 @@
 //! The secrets the preferences keep apart, beside the preferences file: the wall meter's
-//! password and token, the MQTT broker's password, the model servers' tokens and the price and
-//! carbon feeds' tokens. The
+//! password and token, the MQTT broker's password, the model servers' tokens, the price and
+//! carbon feeds' tokens and the OTLP collector's headers. The
 //! preferences (which readers of the API see) never hold them; each file is readable by its
 //! user alone (0600), written whole or not at all, removed when there is nothing to keep, and
 //! never logged. A file that cannot be read costs its secrets alone, said without their value.
@@ -13,6 +13,7 @@ use crate::error::Error;
 use crate::home::paths::write_whole;
 use std::collections::BTreeMap;
 use std::path::Path;
+use wattbar_core::secret::Bound;
 use wattbar_core::Preferences;
 
 /// Fills `prefs`, just read from the preferences file at `path`, with the secrets kept apart,
@@ -47,6 +48,22 @@ pub(super) fn fill(path: &Path, prefs: &mut Preferences) {
             }
         }
     }
+    if let Some(otlp) = prefs.otlp.as_mut() {
+        let kept: Option<Bound> = read_or_say(&otlp_headers_path(path), "the OTLP headers");
+        let here = kept.and_then(|b| {
+            let headers = b.for_address(&otlp.endpoint).map(str::to_string);
+            if headers.is_none() {
+                tracing::warn!(
+                    "the OTLP headers were kept for {}, not the endpoint named now: they are \
+                     not sent, and the preferences ask for them",
+                    b.origin()
+                );
+            }
+            headers
+        });
+        otlp.headers = otlp.headers.take().or(here);
+        otlp.has_secret = otlp.headers.is_some();
+    }
     if !prefs.server_metrics.is_empty() {
         let tokens: BTreeMap<String, String> =
             read_or_say(&server_tokens_path(path), "the model servers' tokens");
@@ -80,8 +97,21 @@ pub(super) fn save(path: &Path, prefs: &Preferences, key: &str) -> Result<(), Er
         "mqtt" => write_mqtt_password(&mqtt_password_path(path), prefs),
         "server_metrics" => write_server_tokens(&server_tokens_path(path), prefs),
         "price_feed" | "carbon_feed" => write_feed_tokens(&feed_tokens_path(path), prefs),
+        "otlp" => {
+            let bound = prefs
+                .otlp
+                .as_ref()
+                .and_then(|o| Bound::new(&o.endpoint, o.headers.clone()?));
+            write_secret_json(&otlp_headers_path(path), bound.as_ref())
+        }
         _ => Ok(()),
     }
+}
+
+/// Where the OTLP collector's headers are kept, with the origin they may go to: beside the
+/// preferences file.
+pub fn otlp_headers_path(preferences: &Path) -> std::path::PathBuf {
+    preferences.with_file_name("otlp-headers.secret.json")
 }
 
 /// Where the model servers' tokens are kept, by URL: beside the preferences file.
