@@ -8,7 +8,7 @@ MAC_ENV := CC_aarch64_apple_darwin=clang AR_aarch64_apple_darwin=llvm-ar
 # End-to-end tests need an X display and a private D-Bus session bus; on a desktop you already have both.
 DESKTOP := xvfb-run -a dbus-run-session --
 
-.PHONY: run setup build release package package-check test fmt clippy cycles docs-check prometheus-check unit mac-check e2e bench clean
+.PHONY: run setup build release package package-check test check fmt clippy cycles docs-check prometheus-check unit mac-check e2e bench clean
 
 setup:
 	@scripts/setup
@@ -74,7 +74,15 @@ unit:
 mac-check:
 	$(MAC_ENV) $(CARGO) check --workspace --all-targets --target $(MAC_TARGET) --no-default-features
 
-test: setup fmt cycles docs-check prometheus-check unit package-check mac-check
+# Each stage in turn, then a table of the seconds each took (scripts/stages).
+STAGES := setup fmt cycles docs-check prometheus-check unit package-check mac-check
+test:
+	@scripts/stages $(STAGES)
+
+# The inner loop: formatting, the import rules, and every crate's own unit tests linted as they
+# build (no desktop, no end-to-end test).
+check: fmt cycles
+	$(LINTED) $(CARGO) test --workspace --lib
 
 clean:
 	$(CARGO) clean
