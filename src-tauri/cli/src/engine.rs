@@ -36,14 +36,16 @@ fn wall_meter(
     if !url.trim().starts_with("kasa://") {
         wattbar_outbound::address(&url, "the wall meter", Some("--wall-meter-password-file"))?;
     }
-    let secret = |file: Option<&std::path::Path>| {
-        file.map(wattbar_engine::home::secrets::read_secret_file)
-            .transpose()
+    let secret = |file: Option<&std::path::Path>| -> Result<_> {
+        let Some(file) = file else { return Ok(None) };
+        let secret = wattbar_engine::home::secrets::read_secret_file(file)?;
+        Ok(wattbar_core::secret::Bound::new(&url, secret))
     };
+    let (password, token) = (secret(password_file)?, secret(token_file)?);
     Ok(wattbar_sources::plugs::WallMeter {
         url,
-        password: secret(password_file)?,
-        token: secret(token_file)?,
+        password,
+        token,
         ..Default::default()
     })
 }

@@ -85,13 +85,18 @@ pub fn wall_meter_source(meter: &WallMeter) -> Box<dyn Source> {
     }
 }
 
+/// `secret`, bound to `url`'s origin: given for no other address.
+fn bound(url: &str, secret: Option<&String>) -> Option<wattbar_core::secret::Bound> {
+    wattbar_core::secret::Bound::new(url, secret?.clone())
+}
+
 /// The wall meter the preference names.
 pub fn wall_meter_of(pref: &WallMeterPref) -> WallMeter {
     WallMeter {
         url: pref.url.clone(),
         kind: pref.kind.as_deref().and_then(Vendor::named),
-        password: pref.password.clone(),
-        token: pref.token.clone(),
+        password: bound(&pref.url, pref.password.as_ref()),
+        token: bound(&pref.url, pref.token.as_ref()),
         channels: pref.channels.clone(),
         tls_pin: pref
             .tls_pin_sha256

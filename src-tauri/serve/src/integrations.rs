@@ -12,7 +12,10 @@ use wattbar_engine::{EngineReader, Error};
 /// The broker config a preference gives on this machine (`host_name`).
 pub fn mqtt_config(pref: &MqttPref, host_name: &str) -> Result<MqttConfig, Error> {
     let mut c = MqttConfig::from_url(&pref.url, host_name)?;
-    c.password = pref.password.clone();
+    c.password = pref
+        .password
+        .clone()
+        .and_then(|p| wattbar_core::secret::Bound::new(&c.broker(), p));
     if let Some(prefix) = &pref.topic_prefix {
         c.topics = mqtt::discovery::Topics::new(prefix, mqtt::DISCOVERY_PREFIX, &c.topics.node);
     }

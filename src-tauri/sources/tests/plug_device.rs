@@ -7,6 +7,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use wattbar_core::secret::Bound;
 use wattbar_sources::plugs::{PlugClient, Vendor, WallMeter};
 use wattbar_sources::Error;
 
@@ -246,7 +247,7 @@ fn a_wrong_or_missing_password_is_said_so_and_never_shown() {
     let wrong = PlugClient::new(&WallMeter {
         url: format!("http://{}{path}", device.origin),
         kind: Some(Vendor::ShellyGen2),
-        password: Some("guessed".into()),
+        password: Bound::new(&format!("http://{}", device.origin), "guessed".into()),
         token: None,
         channels: Vec::new(),
         tls_pin: None,
@@ -281,7 +282,7 @@ fn home_assistant_is_asked_with_its_token() {
     let url = format!("http://{}/api/states/sensor.station_power", device.origin);
     let reading = PlugClient::new(&WallMeter {
         url: url.clone(),
-        token: Some("long-lived".into()),
+        token: Bound::new(&url, "long-lived".into()),
         ..WallMeter::default()
     })
     .and_then(|mut c| c.read())
@@ -289,9 +290,9 @@ fn home_assistant_is_asked_with_its_token() {
     assert_eq!(reading.vendor, Vendor::HomeAssistant);
     assert_eq!(reading.watts, Some(77.1));
     let refused = PlugClient::new(&WallMeter {
-        url,
+        url: url.clone(),
         kind: Some(Vendor::HomeAssistant),
-        token: Some("stale".into()),
+        token: Bound::new(&url, "stale".into()),
         ..WallMeter::default()
     })
     .and_then(|mut c| c.read());
@@ -304,6 +305,35 @@ fn home_assistant_is_asked_with_its_token() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn a_token_kept_for_one_home_assistant_goes_to_no_other_address() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let elsewhere = Device::start(move |asked| {
+        if let Ok(mut log) = log.lock() {
+            log.push(asked.headers.get("authorization").cloned());
+        }
+        (401, Vec::new(), "401: Unauthorized".to_string())
+    });
+    let kept_for = "http://ha.local:8123/api/states/sensor.station_power";
+    let refused = PlugClient::new(&WallMeter {
+        url: format!(
+            "http://{}/api/states/sensor.station_power",
+            elsewhere.origin
+        ),
+        kind: Some(Vendor::HomeAssistant),
+        token: Bound::new(kept_for, "long-lived".into()),
+        ..WallMeter::default()
+    })
+    .and_then(|mut c| c.read());
+    assert!(
+        matches!(&refused, Err(Error::Unavailable(why)) if why.contains("asks for a token")),
+        "{refused:?}"
+    );
+    let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
+    assert_eq!(seen, vec![None], "asked once, with no Authorization");
 }
 
 #[test]

@@ -180,23 +180,28 @@ fn metrics_server(status: u16, body: Vec<u8>, open: bool) -> String {
 
 #[test]
 fn a_scrape_reads_the_servers_metrics_with_its_token_and_says_why_when_it_cannot() {
+    use wattbar_core::secret::Bound;
     use wattbar_sources::error::Error;
     use wattbar_sources::server_metrics::scrape::MetricsClient;
     let vllm = capture("vllm-v0-metrics-opt-125m-one-request-2024-06.txt").into_bytes();
 
     let url = metrics_server(200, vllm.clone(), false);
-    let with_token =
-        MetricsClient::new(&url, Some("wb-metrics-t0ken".into())).unwrap_or_else(|e| panic!("{e}"));
+    let token = |kept_for: &str| Bound::new(kept_for, "wb-metrics-t0ken".into());
+    let with_token = MetricsClient::new(&url, token(&url)).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(with_token.shown(), format!("{url}/metrics"));
     let m = with_token.scrape().unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(m.family, Family::Vllm);
     let without = MetricsClient::new(&url, None).unwrap_or_else(|e| panic!("{e}"));
-    let refused = without
-        .scrape()
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
-    assert!(refused.contains("401"), "{refused}");
+    let kept_elsewhere = MetricsClient::new(&url, token("http://gpu-box.lan:8000"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    for client in [without, kept_elsewhere] {
+        let refused = client
+            .scrape()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(refused.contains("401"), "{refused}");
+    }
     assert!(!format!("{with_token:?}").contains("t0ken"));
 
     // llama-server without --metrics answers 404: said how to turn it on.

@@ -15,8 +15,8 @@ use wattbar_sources::server_metrics::Family;
 pub struct ServerMetricsConfig {
     /// `http://127.0.0.1:8080` (`/metrics` is added) or the full metrics URL.
     pub url: String,
-    /// Sent as `Authorization: Bearer` (vLLM's and SGLang's `--api-key`).
-    pub token: Option<String>,
+    /// Sent as `Authorization: Bearer` (vLLM's and SGLang's `--api-key`), to its origin alone.
+    pub token: Option<wattbar_core::secret::Bound>,
     /// The family it must answer as, where the person named one.
     pub kind: Option<Family>,
 }
@@ -25,7 +25,7 @@ impl std::fmt::Debug for ServerMetricsConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServerMetricsConfig")
             .field("url", &self.url)
-            .field("token", &self.token.as_ref().map(|_| "…"))
+            .field("token", &self.token)
             .field("kind", &self.kind)
             .finish()
     }
@@ -38,7 +38,10 @@ impl ServerMetricsConfig {
             .iter()
             .map(|p| ServerMetricsConfig {
                 url: p.url.clone(),
-                token: p.token.clone(),
+                token: p
+                    .token
+                    .clone()
+                    .and_then(|t| wattbar_core::secret::Bound::new(&p.url, t)),
                 kind: p.kind.as_deref().and_then(Family::named),
             })
             .collect()

@@ -56,8 +56,9 @@ pub struct MqttConfig {
     pub port: u16,
     pub tls: bool,
     pub username: Option<String>,
-    /// Read from a file of its own (mode 0600), never from a URL, never logged.
-    pub password: Option<String>,
+    /// Read from a file of its own (mode 0600), never from a URL, never logged; sent only to
+    /// the broker it was kept for.
+    pub password: Option<wattbar_core::secret::Bound>,
     pub client_id: String,
     pub topics: Topics,
     /// The host name shown in Home Assistant's device.
@@ -70,7 +71,7 @@ impl std::fmt::Debug for MqttConfig {
         f.debug_struct("MqttConfig")
             .field("broker", &self.broker())
             .field("username", &self.username)
-            .field("password", &self.password.as_ref().map(|_| "…"))
+            .field("password", &self.password)
             .field("client_id", &self.client_id)
             .field("topics", &self.topics)
             .field("interval", &self.interval)
@@ -164,7 +165,11 @@ impl MqttConfig {
             true,
         ));
         if let Some(user) = &self.username {
-            o.set_credentials(user, self.password.clone().unwrap_or_default());
+            let password = self
+                .password
+                .as_ref()
+                .and_then(|p| p.for_address(&self.broker()));
+            o.set_credentials(user, password.unwrap_or_default());
         }
         if self.tls {
             #[cfg(not(target_os = "macos"))]

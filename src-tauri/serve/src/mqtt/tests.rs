@@ -32,10 +32,16 @@ fn a_password_in_the_url_is_refused_and_never_shown() {
     assert!(!text.contains("hunter2"), "{text}");
     let mut c =
         MqttConfig::from_url("mqtt://ha@broker:1884", "h").unwrap_or_else(|e| panic!("{e}"));
-    c.password = Some("hunter2".to_string());
+    c.password = wattbar_core::secret::Bound::new("mqtt://broker:1884", "hunter2".to_string());
     let shown = format!("{c:?}");
     assert!(!shown.contains("hunter2"), "{shown}");
     assert!(shown.contains("mqtt://broker:1884"), "{shown}");
+    c.port = 1885;
+    assert!(
+        c.options()
+            .is_ok_and(|o| o.credentials().is_some_and(|l| l.password.is_empty())),
+        "a broker at another port is sent no password"
+    );
     for bad in [
         "http://broker",
         "mqtt://",

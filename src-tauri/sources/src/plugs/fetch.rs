@@ -10,6 +10,9 @@
 //!   asked as it is (a Home Assistant entity, a Shelly component's RPC).
 //! - A password may come in the URL (`http://admin:PASSWORD@host`); it is taken out of the URL
 //!   at once, and neither it nor a token is ever part of a message.
+//! - A password or token is held bound to the origin it was given for
+//!   ([`wattbar_core::secret::Bound`]) and asked for each request by that request's own address:
+//!   a meter whose address changed, or any other address, gets nothing.
 //! - Shelly's digest authentication is answered with SHA-256 (or what the device names), once
 //!   per challenge; a refused password is said so.
 //! - Not reaching the device is [`Error::Transient`] (it may come back); a device that answers
@@ -20,6 +23,7 @@ use super::reading::{PlugReading, Vendor};
 use crate::error::Error;
 use serde_json::Value;
 use std::time::Duration;
+use wattbar_core::secret::Bound;
 use wattbar_outbound::WALL_METER;
 
 /// The longest a plug may take to answer: sampling never waits for it, and a slower answer is
@@ -34,9 +38,9 @@ pub struct WallMeter {
     pub url: String,
     /// Found from the device's answers where not given.
     pub kind: Option<Vendor>,
-    pub password: Option<String>,
+    pub password: Option<Bound>,
     /// Home Assistant's long-lived access token.
-    pub token: Option<String>,
+    pub token: Option<Bound>,
     /// The channels summed (`switch:0`, `em1:1`); all of the device's when empty.
     pub channels: Vec<String>,
     /// An https meter's own certificate, trusted alone ([`wattbar_core::pin`]).
@@ -49,8 +53,8 @@ impl std::fmt::Debug for WallMeter {
         f.debug_struct("WallMeter")
             .field("url", &without_credentials(&self.url))
             .field("kind", &self.kind)
-            .field("password", &self.password.as_ref().map(|_| "…"))
-            .field("token", &self.token.as_ref().map(|_| "…"))
+            .field("password", &self.password)
+            .field("token", &self.token)
             .field("channels", &self.channels)
             .finish()
     }
@@ -67,8 +71,8 @@ pub struct PlugClient {
     path: Option<String>,
     kind: Option<Vendor>,
     user: String,
-    password: Option<String>,
-    token: Option<String>,
+    password: Option<Bound>,
+    token: Option<Bound>,
     channels: Vec<String>,
     /// What the device was found to be, and where its reading is.
     found: Option<(Vendor, String)>,
@@ -142,9 +146,11 @@ impl PlugClient {
             meter.tls_pin,
         )
         .map_err(|e| Error::Unavailable(format!("{scheme}://{host}: {e}")))?;
+        let origin = format!("{scheme}://{host}");
+        let password = password.and_then(|p| Bound::new(&origin, p));
         Ok(PlugClient {
             agent,
-            origin: format!("{scheme}://{host}"),
+            origin,
             kasa,
             path: path.filter(|p| *p != "/").map(String::from),
             kind: meter.kind,
@@ -270,7 +276,7 @@ impl PlugClient {
             let Some(challenge) = challenge.filter(|c| c.trim_start().starts_with("Digest")) else {
                 return Err(Error::Unavailable(self.refused(path)));
             };
-            let Some(password) = &self.password else {
+            let Some(password) = self.password.as_ref().and_then(|p| p.for_address(&url)) else {
                 return Err(Error::Unavailable(format!(
                     "{} asks for its password (digest authentication): give it in the wall \
                      meter's settings",
@@ -304,7 +310,7 @@ impl PlugClient {
         let mut request = self.agent.get(url);
         if let Some(a) = authorization {
             request = request.header("Authorization", a);
-        } else if let Some(token) = &self.token {
+        } else if let Some(token) = self.token.as_ref().and_then(|t| t.for_address(url)) {
             request = request.header("Authorization", &format!("Bearer {token}"));
         }
         request.call().map_err(|e| {
@@ -317,7 +323,13 @@ impl PlugClient {
     }
 
     fn refused(&self, path: &str) -> String {
-        if self.token.is_some() {
+        let url = format!("{}{path}", self.origin);
+        if self
+            .token
+            .as_ref()
+            .and_then(|t| t.for_address(&url))
+            .is_some()
+        {
             format!("{}{path} refused the token", self.origin)
         } else {
             format!("{}{path} asks for a token or a password", self.origin)
@@ -381,13 +393,21 @@ mod tests {
         })
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(client.origin(), "http://192.0.2.7:8080");
-        assert_eq!(client.password.as_deref(), Some("p@ss:word"));
+        let password = client.password.as_ref();
+        assert_eq!(
+            password.and_then(|p| p.for_address("http://192.0.2.7:8080/status")),
+            Some("p@ss:word")
+        );
+        assert_eq!(
+            password.and_then(|p| p.for_address("http://192.0.2.8:8080/status")),
+            None
+        );
         assert_eq!(client.user, "admin");
         assert!(!format!("{client:?}").contains("p@ss"));
         let meter = WallMeter {
             url: "http://admin:hunter2@plug".into(),
-            password: Some("hunter2".into()),
-            token: Some("tok-secret".into()),
+            password: Bound::new("http://plug", "hunter2".into()),
+            token: Bound::new("http://plug", "tok-secret".into()),
             kind: None,
             channels: Vec::new(),
             tls_pin: None,
@@ -407,7 +427,7 @@ mod tests {
     fn http_and_https_addresses_are_taken_and_a_refusal_hides_the_password() {
         let https = PlugClient::new(&WallMeter {
             url: "https://ha.local:8123/api/states/sensor.plug_power".into(),
-            token: Some("tok".into()),
+            token: Bound::new("https://ha.local:8123", "tok".into()),
             ..WallMeter::default()
         })
         .unwrap_or_else(|e| panic!("{e}"));

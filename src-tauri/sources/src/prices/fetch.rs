@@ -8,7 +8,8 @@
 //! - The base address is the preference's `url` where given (a mirror, a loopback fake), else
 //!   the vendor's; paths and queries are the vendor's either way.
 //! - A token goes as the vendor asks (a header; ENTSO-E's in the query) and never into a
-//!   message: messages name the base address alone.
+//!   message: messages name the base address alone. It is held bound to the base's origin
+//!   ([`Bound`]) and asked for by each request's own address, so a page elsewhere gets none.
 //! - A feed that cannot be reached, or answers an error status, is [`Error::Transient`] with
 //!   the reason; bytes that are not its shape are [`Error::Parse`].
 
@@ -16,6 +17,7 @@ use super::{awattar, carbon_intensity, electricity_maps, energy_charts, entsoe};
 use super::{homeassistant, octopus, tibber};
 use crate::Error;
 use wattbar_core::prefs::FeedPref;
+use wattbar_core::secret::Bound;
 use wattbar_core::slots::Series;
 use wattbar_outbound::FEED;
 
@@ -25,8 +27,10 @@ const OCTOPUS_PAGES: usize = 4;
 /// One feed, asked again at each [`FeedClient::fetch`].
 pub struct FeedClient {
     agent: ureq::Agent,
+    /// The preference, without its token.
     pref: FeedPref,
     base: String,
+    token: Option<Bound>,
 }
 
 impl std::fmt::Debug for FeedClient {
@@ -72,10 +76,15 @@ impl FeedClient {
             .map_err(|e| Error::Unavailable(format!("{}: {e}", address.url)))?
             .http_status_as_error(false)
             .build();
+        let base = address.url.trim_end_matches('/').to_string();
         Ok(FeedClient {
             agent: crate::resolver::agent(config),
-            pref: pref.clone(),
-            base: address.url.trim_end_matches('/').to_string(),
+            token: pref.token.clone().and_then(|t| Bound::new(&base, t)),
+            pref: FeedPref {
+                token: None,
+                ..pref.clone()
+            },
+            base,
         })
     }
 
@@ -128,7 +137,7 @@ impl FeedClient {
                 let url = format!(
                     "{}/api?securityToken={}&documentType=A44&in_Domain={zone}&out_Domain={zone}&periodStart={}&periodEnd={}",
                     self.base,
-                    p.token.as_deref().unwrap_or_default(),
+                    self.token_for(&self.base).unwrap_or_default(),
                     compact(from),
                     compact(to)
                 );
@@ -141,7 +150,7 @@ impl FeedClient {
             }
             "homeassistant" => {
                 let url = format!("{}/api/states/{}", self.base, area(&p.entity));
-                let bytes = self.get(&url, &self.bearer())?;
+                let bytes = self.get(&url, &self.bearer(&url))?;
                 homeassistant::parse_entity(&bytes, now_unix)
             }
             "gb-carbon-intensity" => {
@@ -171,17 +180,20 @@ impl FeedClient {
                     self.base,
                     area(&p.zone)
                 );
-                let token = p.token.clone().unwrap_or_default();
+                let token = self.token_for(&url).unwrap_or_default().to_string();
                 electricity_maps::parse_latest(&self.get(&url, &[("auth-token", token)])?)
             }
             other => Err(Error::Unavailable(format!("{other} is not a feed"))),
         }
     }
 
-    fn bearer(&self) -> Vec<(&'static str, String)> {
-        self.pref
-            .token
-            .as_ref()
+    /// The token, for a request to `url`: none where `url` is not the feed's own origin.
+    fn token_for(&self, url: &str) -> Option<&str> {
+        self.token.as_ref()?.for_address(url)
+    }
+
+    fn bearer(&self, url: &str) -> Vec<(&'static str, String)> {
+        self.token_for(url)
             .map(|t| vec![("Authorization", format!("Bearer {t}"))])
             .unwrap_or_default()
     }
@@ -227,7 +239,7 @@ impl FeedClient {
             .agent
             .post(url)
             .header("Content-Type", "application/json");
-        for (k, v) in self.bearer() {
+        for (k, v) in self.bearer(url) {
             request = request.header(k, v);
         }
         self.answer(request.send(body))

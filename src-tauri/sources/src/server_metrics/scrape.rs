@@ -5,13 +5,15 @@
 //! Rules:
 //! - Each scrape opens a fresh connection: pooled keep-alive scrapes of vLLM were seen to slow
 //!   from milliseconds to seconds, fresh ones stayed at 7–10 ms (`shared/notes`).
-//! - A token (vLLM's and SGLang's `--api-key`) goes as `Authorization: Bearer`, and never into a
-//!   message; an address holding a password is refused.
+//! - A token (vLLM's and SGLang's `--api-key`) is bound to the origin it was kept for
+//!   ([`Bound`]) and goes as `Authorization: Bearer` only to that origin, never into a message;
+//!   an address holding a password is refused.
 //! - A server that cannot be reached is [`Error::Transient`]; one that answers an error, or an
 //!   exposition of no known family, [`Error::Unavailable`] with the reason.
 
 use super::{parse_server_metrics, ServerMetrics};
 use crate::error::Error;
+use wattbar_core::secret::Bound;
 use wattbar_outbound::SERVER_METRICS;
 
 /// One model server's `/metrics`, asked again at each [`MetricsClient::scrape`].
@@ -19,7 +21,7 @@ pub struct MetricsClient {
     agent: ureq::Agent,
     url: String,
     shown: String,
-    token: Option<String>,
+    token: Option<Bound>,
     loopback_port: Option<u16>,
 }
 
@@ -27,7 +29,7 @@ impl std::fmt::Debug for MetricsClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MetricsClient")
             .field("url", &self.shown)
-            .field("token", &self.token.as_ref().map(|_| "…"))
+            .field("token", &self.token)
             .finish_non_exhaustive()
     }
 }
@@ -50,8 +52,8 @@ fn metrics_url(url: &str) -> String {
 
 impl MetricsClient {
     /// `url`: the server (`http://127.0.0.1:8000`, to which `/metrics` is added) or its metrics
-    /// URL.
-    pub fn new(url: &str, token: Option<String>) -> Result<MetricsClient, Error> {
+    /// URL; `token` is sent only where it was kept for this server's origin.
+    pub fn new(url: &str, token: Option<Bound>) -> Result<MetricsClient, Error> {
         let address = wattbar_outbound::address(url, "the model server", Some("a token file"))
             .map_err(|e| Error::Unavailable(e.to_string()))?;
         let config = wattbar_outbound::config(&SERVER_METRICS, address.https)
@@ -83,7 +85,7 @@ impl MetricsClient {
     /// The server's counters now.
     pub fn scrape(&self) -> Result<ServerMetrics, Error> {
         let mut request = self.agent.get(&self.url);
-        if let Some(token) = &self.token {
+        if let Some(token) = self.token.as_ref().and_then(|t| t.for_address(&self.url)) {
             request = request.header("Authorization", format!("Bearer {token}"));
         }
         let mut answer = request.call().map_err(|e| {
