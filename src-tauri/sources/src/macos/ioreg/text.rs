@@ -1,0 +1,170 @@
+//! The text form of `ioreg -r -n AppleSmartBattery`, read into the same dictionary the plist
+//! reader gives. Numbers the text prints as unsigned 64-bit are taken back as i64.
+
+use super::*;
+
+/// The text form: `+-o AppleSmartBattery <class …>`, then `{`, one `"Key" = value` per line
+/// (nested values inline), then `}`. Only the first entry is read.
+pub(super) fn parse_text(text: &str) -> Result<Vec<(String, IoValue)>, Error> {
+    let mut entries = Vec::new();
+    let mut inside = false;
+    for (i, line) in text.lines().enumerate() {
+        let l = line.trim();
+        if !inside {
+            inside = l == "{";
+            continue;
+        }
+        if l == "}" {
+            return Ok(entries);
+        }
+        if l.is_empty() {
+            continue;
+        }
+        let mut p = TextParser::new(l);
+        let key = p
+            .string()
+            .ok_or_else(|| parse_err(Some(i + 1), "expected a quoted key"))?;
+        p.skip_ws();
+        if !p.eat(b'=') {
+            return Err(parse_err(Some(i + 1), format!("no `=` after {key:?}")));
+        }
+        p.skip_ws();
+        let value = p
+            .value()
+            .map_err(|m| parse_err(Some(i + 1), format!("{key}: {m}")))?;
+        entries.push((key, value));
+    }
+    if inside {
+        Err(parse_err(None, "the entry's `}` is missing"))
+    } else {
+        Err(parse_err(
+            None,
+            "no `{` entry found: not ioreg output, or no AppleSmartBattery",
+        ))
+    }
+}
+
+/// Recursive descent over one line of ioreg text values: `123`, `Yes`/`No`, `"str"`, `<hex>`,
+/// `(a,b)`, `{"k"=v,…}`, and nothing at all (`"AdapterPower"=,`).
+struct TextParser<'a> {
+    s: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> TextParser<'a> {
+    fn new(s: &'a str) -> Self {
+        TextParser {
+            s: s.as_bytes(),
+            pos: 0,
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.s.get(self.pos).copied()
+    }
+
+    fn eat(&mut self, c: u8) -> bool {
+        if self.peek() == Some(c) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn skip_ws(&mut self) {
+        while self.peek().is_some_and(|c| c == b' ' || c == b'\t') {
+            self.pos += 1;
+        }
+    }
+
+    fn string(&mut self) -> Option<String> {
+        if !self.eat(b'"') {
+            return None;
+        }
+        let start = self.pos;
+        while let Some(c) = self.peek() {
+            if c == b'"' {
+                let s = String::from_utf8_lossy(&self.s[start..self.pos]).into_owned();
+                self.pos += 1;
+                return Some(s);
+            }
+            self.pos += 1;
+        }
+        None
+    }
+
+    fn value(&mut self) -> Result<IoValue, String> {
+        match self.peek() {
+            None | Some(b',' | b')' | b'}') => Ok(IoValue::Other),
+            Some(b'"') => self
+                .string()
+                .map(IoValue::Str)
+                .ok_or_else(|| "unterminated string".to_string()),
+            Some(b'{') => {
+                self.pos += 1;
+                let mut entries = Vec::new();
+                loop {
+                    if self.eat(b'}') {
+                        return Ok(IoValue::Dict(entries));
+                    }
+                    let key = self
+                        .string()
+                        .ok_or_else(|| format!("expected a key at byte {}", self.pos))?;
+                    if !self.eat(b'=') {
+                        return Err(format!("no `=` after {key:?}"));
+                    }
+                    let v = self.value()?;
+                    entries.push((key, v));
+                    if !self.eat(b',') && self.peek() != Some(b'}') {
+                        return Err(format!("expected `,` or `}}` at byte {}", self.pos));
+                    }
+                }
+            }
+            Some(b'(') => {
+                self.pos += 1;
+                loop {
+                    if self.eat(b')') {
+                        return Ok(IoValue::Other);
+                    }
+                    self.value()?;
+                    if !self.eat(b',') && self.peek() != Some(b')') {
+                        return Err(format!("expected `,` or `)` at byte {}", self.pos));
+                    }
+                }
+            }
+            Some(b'<') => {
+                match self.s[self.pos..].iter().position(|&c| c == b'>') {
+                    Some(n) => self.pos += n + 1,
+                    None => return Err("unterminated data".into()),
+                }
+                Ok(IoValue::Other)
+            }
+            Some(_) => {
+                let start = self.pos;
+                while self
+                    .peek()
+                    .is_some_and(|c| !matches!(c, b',' | b')' | b'}'))
+                {
+                    self.pos += 1;
+                }
+                let word = String::from_utf8_lossy(&self.s[start..self.pos]);
+                Ok(scalar(word.trim()))
+            }
+        }
+    }
+}
+
+fn scalar(word: &str) -> IoValue {
+    match word {
+        "Yes" => IoValue::Bool(true),
+        "No" => IoValue::Bool(false),
+        // Text ioreg prints signed values as their unsigned 64-bit pattern.
+        w => w
+            .parse::<u64>()
+            .map(|u| IoValue::Int(u as i64))
+            .or_else(|_| w.parse::<i64>().map(IoValue::Int))
+            .or_else(|_| w.parse::<f64>().map(IoValue::Real))
+            .unwrap_or(IoValue::Other),
+    }
+}
