@@ -1,6 +1,6 @@
-//! The engine's state and everything it does, in one place: [`Engine::sample`] runs the stages
+//! The engine's state and what it does: [`Engine::sample`] runs the stages
 //! of a sample in order ([`crate::stages`]), [`Engine::apply`] applies what readers ask, and
-//! [`Engine::published`] gathers what readers see.
+//! [`Engine::published`] ([`super::view`]) gathers what readers see.
 //!
 //! Rules:
 //! - Each stage owns its state; the engine only orders them and carries what one stage gives to
@@ -14,7 +14,6 @@ use crate::command::{Command, External};
 use crate::error::Error;
 use crate::home::lock::EngineLock;
 use crate::inference::RequestEvent;
-use crate::published::{InferenceNow, Pace, Published, Sources};
 use crate::recorder::{Recorder, Write};
 use crate::server_metrics::ServerMetrics;
 use crate::stages::inference::Inference;
@@ -82,14 +81,12 @@ impl Engine {
         self.publication.answers.push(Box::new(answer));
     }
 
-    /// One sample, as a pipeline of stages: the meter accounts it; programs, residency, the
-    /// inference book and the model servers observe its interval; low-power mode its draw; the
-    /// recorder keeps its row; then the processes are read when due, the requests that ended are
-    /// settled, rest decides the pace, and the batch is written when due.
+    /// One sample: the stages in the order of [`crate::stages`]' table (the numbers below).
     fn sample(&mut self) {
         // Every request's start wakes a sample: ids stay reserved ahead of those given.
         self.recorder.reserve_record_ids(self.inference.ids_ahead());
         let at = self.stamp();
+        // 1-3: prices, the sample accounted, the price in force.
         let fed = self.prices.observe(at.unix_seconds);
         for answer in fed.keep {
             self.recorder.write(Write::FeedSlots(answer));
@@ -106,6 +103,7 @@ impl Engine {
         if let Some(learned) = self.meter.calibration.take_fresh() {
             self.recorder.write(Write::Calibration(learned));
         }
+        // 4-7: the interval observed.
         if let Some(interval) = &s.interval {
             self.programs.observe(&s);
             let local_busy = self.inference.observe(interval);
@@ -134,6 +132,7 @@ impl Engine {
                 }
             }
         }
+        // 8-9: the draw against the policy; the scope change, then the row.
         let (watts, battery) = (s.snapshot.headline_watts(), s.snapshot.battery);
         if let Some(t) = self.low_power.observe(at, watts, battery, Some(price)) {
             self.low_power_changed(&t);
@@ -143,6 +142,7 @@ impl Engine {
         }
         self.recorder
             .write(Write::Row(s.row(self.prefs.currency.as_str())));
+        // 10-14: processes when due; the sample kept; requests settled; the pace; the batch.
         let requests = &self.inference.requests;
         let read = self.programs.read_if_due(
             &s,
@@ -460,46 +460,5 @@ impl Engine {
         let routed = &self.inference.view().routed;
         self.advice_file
             .keep(&self.low_power, &self.prefs.low_power, routed);
-    }
-
-    /// What readers see now, each stage's part whole.
-    pub fn published(&mut self) -> Arc<Published> {
-        self.publication.seq += 1;
-        let energy = self
-            .meter
-            .now(&self.prefs.currency, self.prefs.price_per_kwh.per_kwh());
-        let start_notice = self.publication.start_notice.as_ref();
-        let scope = self.meter.accounting.scope();
-        let kept = self.recorder.kept(self.clock.unix(), scope, start_notice);
-        let inference = InferenceNow {
-            view: self.inference.view(),
-            inflight: self.inference.requests.inflight(),
-            models_in_flight: self.inference.requests.models_in_flight(),
-            resident: self.resident.costs(),
-            servers: self.servers.view(),
-            intervals: self.inference.book.intervals(),
-            records: self.inference.book.records(),
-            profiles: self.inference.profiles(),
-            keys: self.keys.list(self.clock.unix()).into(),
-        };
-        Arc::new(Published {
-            seq: self.publication.seq,
-            snapshot: self.meter.snapshot.clone(),
-            prefs: Arc::clone(&self.prefs),
-            pace: Pace {
-                interval_ms: self.prefs.interval_ms,
-                period_ms: u64::try_from(self.period().as_millis()).unwrap_or(u64::MAX),
-            },
-            energy,
-            kept,
-            sources: Sources {
-                ids: self.publication.sources.clone(),
-                reads: self.chain.counters(),
-            },
-            low_power: self.low_power.now(),
-            inference,
-            programs: Arc::clone(&self.programs.view),
-            prices: self.prices.view(),
-        })
     }
 }

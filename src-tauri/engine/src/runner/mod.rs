@@ -20,6 +20,7 @@ mod engine;
 mod publication;
 #[cfg(test)]
 mod tests;
+mod view;
 
 pub use config::{EngineConfig, DEFAULT_BATCH_INTERVAL};
 
