@@ -64,7 +64,7 @@ impl LocalWeek {
 
 /// What one sample added.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Step {
+pub struct SampleAdded {
     /// To the headline (session, ledger, cost, carbon); nothing across a change of scope.
     pub headline: Added,
     /// What the headline covers; `None` without one.
@@ -112,7 +112,7 @@ impl Accounting {
     }
 
     /// Adds one snapshot taken when the local time was `week_seconds` since Monday 00:00.
-    pub fn push(&mut self, snapshot: &Snapshot, week_seconds: f64) -> Step {
+    pub fn push(&mut self, snapshot: &Snapshot, week_seconds: f64) -> SampleAdded {
         let t = snapshot.at.monotonic;
         let metered = self.meter.push(t, snapshot);
         let counted = headline_counted(snapshot, &metered);
@@ -133,7 +133,7 @@ impl Accounting {
         if snapshot.headline.is_some() {
             self.method = Some(method);
         }
-        Step {
+        SampleAdded {
             headline,
             scope,
             by_domain: metered.by_domain,

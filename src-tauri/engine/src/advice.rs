@@ -5,7 +5,7 @@
 //! old one, so that a reader never sees half of it; a folder that cannot be written is said once
 //! and given up.
 
-use crate::published::Published;
+use crate::published::PublishedState;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use wattbar_core::inference::Routed;
@@ -71,8 +71,8 @@ impl LowPowerView {
     }
 }
 
-impl From<&Published> for LowPowerView {
-    fn from(p: &Published) -> Self {
+impl From<&PublishedState> for LowPowerView {
+    fn from(p: &PublishedState) -> Self {
         LowPowerView::from_parts(
             &p.low_power.state,
             &p.low_power.advice,

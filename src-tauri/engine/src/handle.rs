@@ -1,12 +1,12 @@
 //! The handle that owns the engine thread, and the readers' side of it: the published state,
 //! the recent history, the ledger's queries and the commands that go back to the engine.
-//! Tray, UI, API and CLI only read [`Published`] and send [`Command`]s; nothing else reaches
+//! Tray, UI, API and CLI only read [`PublishedState`] and send [`Command`]s; nothing else reaches
 //! into the engine.
 
 use crate::command::Command;
 use crate::error::Error;
 use crate::ledger_reader::LedgerReader;
-use crate::published::{Point, Published};
+use crate::published::{Point, PublishedState};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{oneshot, watch};
@@ -39,7 +39,7 @@ pub enum Found {
 /// A cloneable view of a running engine for servers and windows: read the state, send commands.
 #[derive(Clone)]
 pub struct EngineReader {
-    pub(crate) state: watch::Receiver<Arc<Published>>,
+    pub(crate) state: watch::Receiver<Arc<PublishedState>>,
     pub(crate) commands: Arc<crate::command::EngineInbox>,
     /// The ledger, read-only for readers.
     pub(crate) ledger: Option<LedgerReader>,
@@ -84,7 +84,7 @@ impl EngineReader {
         &self.keys
     }
 
-    pub fn subscribe(&self) -> watch::Receiver<Arc<Published>> {
+    pub fn subscribe(&self) -> watch::Receiver<Arc<PublishedState>> {
         self.state.clone()
     }
 
@@ -260,7 +260,7 @@ impl EngineReader {
         rx.await.map_err(|_| Error::Stopped)?
     }
 
-    pub fn current(&self) -> Arc<Published> {
+    pub fn current(&self) -> Arc<PublishedState> {
         self.state.borrow().clone()
     }
 
@@ -319,11 +319,11 @@ impl EngineHandle {
         self.reader.clone()
     }
 
-    pub fn subscribe(&self) -> watch::Receiver<Arc<Published>> {
+    pub fn subscribe(&self) -> watch::Receiver<Arc<PublishedState>> {
         self.reader.subscribe()
     }
 
-    pub fn current(&self) -> Arc<Published> {
+    pub fn current(&self) -> Arc<PublishedState> {
         self.reader.current()
     }
 

@@ -111,12 +111,16 @@ pub struct Admitted {
 pub struct Keys(Arc<Mutex<Book>>);
 
 /// What the ledger committed for a key in a window: `(name, unit, from, to) → joules` (or money).
-pub type Committed<'a> = &'a dyn Fn(&str, Unit, f64, f64) -> f64;
+pub type CommittedSpend<'a> = &'a dyn Fn(&str, Unit, f64, f64) -> f64;
 
 impl Keys {
     /// The keys kept at `path` (none: kept in memory only), their accounts at `now` starting
     /// from what `committed` says each spent in its window.
-    pub fn open(path: Option<PathBuf>, now: f64, committed: Committed<'_>) -> Result<Keys, Error> {
+    pub fn open(
+        path: Option<PathBuf>,
+        now: f64,
+        committed: CommittedSpend<'_>,
+    ) -> Result<Keys, Error> {
         let stored = match &path {
             Some(p) => stored::load(p)?,
             None => Vec::new(),
@@ -329,7 +333,12 @@ impl Keys {
 
     /// Makes key `new` at `now`, kept before this returns; its secret, shown this once.
     /// `committed` says what a key of that name spent in the window already.
-    pub fn add(&self, new: NewKey, now: f64, committed: Committed<'_>) -> Result<String, Error> {
+    pub fn add(
+        &self,
+        new: NewKey,
+        now: f64,
+        committed: CommittedSpend<'_>,
+    ) -> Result<String, Error> {
         stored::check_name(&new.name).map_err(Error::Refused)?;
         let secret = stored::new_secret()?;
         let key = StoredKey {

@@ -16,7 +16,7 @@ use wattbar_ledger::ledger::LedgerTotals;
 
 /// The state every reader sees, in the groups readers take whole.
 #[derive(Debug, Clone, Serialize)]
-pub struct Published {
+pub struct PublishedState {
     /// Increases with every publication.
     pub seq: u64,
     /// The latest sample; `None` before the first one.
@@ -25,7 +25,7 @@ pub struct Published {
     pub prefs: Arc<Preferences>,
     pub pace: Pace,
     pub energy: Energy,
-    pub kept: Kept,
+    pub kept: LedgerView,
     pub sources: Sources,
     pub low_power: LowPowerNow,
     pub inference: InferenceNow,
@@ -49,13 +49,13 @@ pub struct Pace {
 
 /// What the ledger keeps: totals, the committed counters and what it has to say.
 #[derive(Debug, Clone, Serialize)]
-pub struct Kept {
+pub struct LedgerView {
     /// Today, this month and lifetime from the store, as of the last batch.
     pub totals: Option<LedgerTotals>,
     /// The lifetime counters (per scope, per domain, cost, per model) as the store committed
     /// them: what every exported counter reads, so that none goes back after a crash.
     /// Replaced after each batch written, shared until then.
-    pub committed: Arc<crate::recorder::committed::Committed>,
+    pub committed: Arc<crate::recorder::committed::CommittedTotals>,
     /// The headline's joules measured since the last batch written: not yet in `committed`.
     pub unwritten_joules: f64,
     /// Inference records settled since the last batch written, likewise; `None` without a

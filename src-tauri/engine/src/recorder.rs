@@ -11,15 +11,15 @@ mod totals;
 mod writer;
 
 use crate::budget::{BudgetAlert, Budgets};
-use crate::inference::book::Restored;
-use committed::Committed;
+use crate::inference::book::StoredBook;
+use committed::CommittedTotals;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use totals::Totals;
 use wattbar_core::calibration::Learned;
-use wattbar_core::inference::resident::Kept;
+use wattbar_core::inference::resident::StoredResidency;
 use wattbar_core::{LowPowerState, Preferences, Scope, SessionTotals};
 use wattbar_ledger::ledger::{Ledger, LedgerTotals};
 use wattbar_ledger::store::StoreError;
@@ -120,7 +120,7 @@ impl Recorder {
     }
 
     /// The lifetime counters as the store last committed them (see [`committed`]).
-    pub fn committed(&self) -> Arc<Committed> {
+    pub fn committed(&self) -> Arc<CommittedTotals> {
         self.totals.committed()
     }
 
@@ -158,8 +158,8 @@ impl Recorder {
         now_unix: f64,
         scope: Option<Scope>,
         start_notice: Option<&String>,
-    ) -> crate::published::Kept {
-        crate::published::Kept {
+    ) -> crate::published::LedgerView {
+        crate::published::LedgerView {
             totals: self.totals(now_unix, scope),
             committed: self.committed(),
             unwritten_joules: self.unwritten_joules(),
@@ -186,7 +186,7 @@ impl Recorder {
     }
 
     /// What the inference book starts from.
-    pub fn restored_inference(&self, ceiling: f64) -> Restored {
+    pub fn restored_inference(&self, ceiling: f64) -> StoredBook {
         self.writer.restored_inference(ceiling)
     }
 
@@ -220,7 +220,7 @@ impl Recorder {
     }
 
     /// What residency starts from: the stored set baselines and today's rows.
-    pub fn restored_residency(&self, now_unix: f64) -> Kept {
+    pub fn restored_residency(&self, now_unix: f64) -> StoredResidency {
         self.writer.restored_residency(now_unix)
     }
 

@@ -15,7 +15,7 @@
 //!   and spans the failures (the counters are cumulative: nothing is lost). A server restart
 //!   costs the window across it, and is said.
 //! - The last [`KEPT`] windows are published, newest last. Each window is handed to the ledger;
-//!   each model's sums are what the ledger committed ([`Committed`](crate::recorder::committed)),
+//!   each model's sums are what the ledger committed ([`CommittedTotals`](crate::recorder::committed)),
 //!   so that they never go back, across a crash or a restart.
 
 mod followed;

@@ -7,7 +7,7 @@
 
 use crate::store::feeds::FeedSlots;
 use crate::store::profiles::StoredProfile;
-use crate::store::resident::Also;
+use crate::store::resident::BatchExtras;
 use crate::store::scopes::ScopeChange;
 use crate::store::{MovedAside, Row, Store, StoreError, Total};
 use serde::Serialize;
@@ -241,7 +241,7 @@ impl Ledger {
             &b.rows,
             session_joules,
             session_cost,
-            &Also {
+            &BatchExtras {
                 baseline: b.baseline.as_ref(),
                 set_baselines: &sets,
                 resident_days: &days,

@@ -12,7 +12,7 @@
 //! currencies is never added; and money is two counters, `wattbar_cost_total` (paid) and
 //! `wattbar_credit_total` (credited at negative prices), with the net as a gauge, so that a
 //! negative hour never lowers a counter.
-//! A registry is built per scrape from one `Published`, so a scrape is one consistent moment.
+//! A registry is built per scrape from one `PublishedState`, so a scrape is one consistent moment.
 //! Every label value is escaped as both formats require ([`Text`]): a model or program name is
 //! whatever its owner chose, and one bad name must not break the whole scrape.
 
@@ -25,7 +25,7 @@ use prometheus_client::registry::{Registry, Unit};
 use std::fmt::Write;
 use std::sync::atomic::AtomicU64;
 use wattbar_core::{Coverage, Domain, Scope};
-use wattbar_engine::Published;
+use wattbar_engine::PublishedState;
 
 mod inference;
 mod keys;
@@ -178,7 +178,7 @@ fn label(s: impl AsRef<str>) -> Text {
 }
 
 /// The exposition for one published state at `now_unix`.
-pub fn render(p: &Published, now_unix: f64, usage: Option<SelfUsage>) -> String {
+pub fn render(p: &PublishedState, now_unix: f64, usage: Option<SelfUsage>) -> String {
     let mut registry = Registry::default();
 
     let power = Family::<PowerLabels, GaugeF>::default();

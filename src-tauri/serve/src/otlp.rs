@@ -41,7 +41,7 @@ use wattbar_core::inference::server_totals::{
 };
 use wattbar_core::secret::Bound;
 use wattbar_core::Domain;
-use wattbar_engine::Published;
+use wattbar_engine::PublishedState;
 use wattbar_engine::{EngineReader, Error};
 
 mod request;

@@ -90,7 +90,7 @@ use wattbar_core::inference::{
 use wattbar_core::keys::Rates;
 use wattbar_core::{LowPowerAction, PolicyConfig};
 use wattbar_engine::inference::reporter::{InFlight, Reporter};
-use wattbar_engine::published::Published;
+use wattbar_engine::published::PublishedState;
 
 /// Most requests the proxy forwards at once; past it, 503. A local model server runs a few at
 /// once, so this only bounds a loop or a flood: each one holds a connection both ways.
@@ -119,7 +119,7 @@ struct Proxy {
     client: Client<HttpConnector, ProxyBody>,
     reporter: Reporter,
     /// The engine's published state: whether low-power mode is on, and its settings.
-    state: watch::Receiver<Arc<Published>>,
+    state: watch::Receiver<Arc<PublishedState>>,
     /// The engine, for the records that receipts copy.
     engine: wattbar_engine::EngineReader,
     hosts: HostGuard,

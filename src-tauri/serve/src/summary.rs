@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 use wattbar_core::{Quality, Scope};
 use wattbar_engine::programs::Sort;
-use wattbar_engine::Published;
+use wattbar_engine::PublishedState;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
@@ -62,7 +62,7 @@ pub struct TopProgram {
 
 impl Summary {
     /// The summary of `p`, `host` and `now_unix` being this machine's.
-    pub fn new(p: &Published, host: Option<String>, now_unix: f64) -> Summary {
+    pub fn new(p: &PublishedState, host: Option<String>, now_unix: f64) -> Summary {
         let snapshot = p.snapshot.as_ref();
         let head = snapshot.and_then(|s| s.headline.as_ref());
         let coverage = snapshot.and_then(|s| s.coverage());
@@ -118,6 +118,6 @@ pub fn host_name() -> Option<String> {
 
 /// The headline's committed lifetime energy, joules: every scope's, each joule once; `None`
 /// without a store.
-pub fn lifetime_joules(p: &Published) -> Option<f64> {
+pub fn lifetime_joules(p: &PublishedState) -> Option<f64> {
     p.kept.committed.joules_across_scopes()
 }

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use wattbar_core::{Coverage, Domain, Part, Quality, Scope, Unavailable, JOULES_PER_KWH};
 pub use wattbar_engine::advice::LowPowerView;
-use wattbar_engine::{Point, Published};
+use wattbar_engine::{Point, PublishedState};
 use wattbar_ledger::ledger::LedgerTotals;
 use wattbar_ledger::store::{HistoryPoint, Step};
 
@@ -60,7 +60,7 @@ pub struct StatePayload {
     /// macOS Low Power Mode (`pmset -g`); `None` where there is none.
     pub os_low_power_mode: Option<bool>,
     pub interval_ms: u64,
-    /// The period samples are taken at now (see [`Published::period_ms`]).
+    /// The period samples are taken at now (see [`PublishedState::period_ms`]).
     pub period_ms: u64,
     /// Something the user should know (e.g. the energy database was damaged and replaced).
     pub notice: Option<String>,
@@ -164,8 +164,8 @@ pub struct BreakdownItem {
     pub total_joules: Option<f64>,
 }
 
-impl From<&Published> for StatePayload {
-    fn from(p: &Published) -> Self {
+impl From<&PublishedState> for StatePayload {
+    fn from(p: &PublishedState) -> Self {
         let head = p.snapshot.as_ref().and_then(|s| s.headline.as_ref());
         let coverage = p.snapshot.as_ref().and_then(|s| s.coverage());
         let wall = p.snapshot.as_ref().and_then(|s| s.wall_and_sensors());

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, mpsc};
 use wattbar_engine::stages::low_power::LowPowerEvent;
-use wattbar_engine::{Command, EngineHandle, Published};
+use wattbar_engine::{Command, EngineHandle, PublishedState};
 
 /// The tray refreshes at most this often.
 pub const REFRESH_PERIOD: Duration = Duration::from_secs(1);
@@ -37,7 +37,7 @@ pub enum Told {
 }
 
 /// Whether a published state shows what a click asked for.
-type Taken = Box<dyn Fn(&Published) -> bool + Send + Sync>;
+type Taken = Box<dyn Fn(&PublishedState) -> bool + Send + Sync>;
 
 /// Decides until the engine or the event loop goes away; `show` hands each decision to the event
 /// loop, and `show_about` each new About line; both answer false once it is gone.
@@ -164,7 +164,7 @@ struct Follower {
 
 impl Follower {
     /// Every budget alert of this run is news; a notice the engine started with is said once.
-    fn new(_at_start: &Published) -> Follower {
+    fn new(_at_start: &PublishedState) -> Follower {
         Follower {
             alerts_seen: 0,
             price_above: false,
@@ -173,7 +173,7 @@ impl Follower {
         }
     }
 
-    fn follow(&mut self, published: &Published) {
+    fn follow(&mut self, published: &PublishedState) {
         if published.kept.alert_seq > self.alerts_seen {
             self.alerts_seen = published.kept.alert_seq;
             notify::budget(&published.kept.alerts);

@@ -14,7 +14,7 @@
 
 use crate::{format, icon_render};
 use std::time::{Duration, Instant};
-use wattbar_engine::Published;
+use wattbar_engine::PublishedState;
 
 /// Redraw the icon for a change of at least this fraction of the value (or 1 W), or after
 /// [`MAX_AGE`]: an estimate that wobbles between 7 and 8 W each second would otherwise cost a
@@ -87,7 +87,7 @@ impl Display {
 
     /// What to show for `p` at `now`, where anything shown changes; what it returns counts as
     /// shown. `clicked`: a menu item was clicked, so what it changed shows at once.
-    pub fn next(&mut self, p: &Published, now: Instant, clicked: bool) -> Option<Shown> {
+    pub fn next(&mut self, p: &PublishedState, now: Instant, clicked: bool) -> Option<Shown> {
         let low_power = p.low_power.state.enabled;
         let headline = p
             .snapshot

@@ -8,17 +8,17 @@
 mod prices;
 pub use prices::{cheapest_line, price_alert};
 use wattbar_core::Quality;
-use wattbar_engine::Published;
+use wattbar_engine::PublishedState;
 
 /// Headline watts (plausible only) and their quality.
-fn headline(p: &Published) -> Option<(f64, Quality)> {
+fn headline(p: &PublishedState) -> Option<(f64, Quality)> {
     let h = p.snapshot.as_ref()?.headline.as_ref()?;
     let w = h.watts.filter(|w| w.is_plausible())?;
     Some((w.0, h.quality))
 }
 
 /// Watts as the tray writes them, with the quality's mark.
-pub fn watts_text(p: &Published) -> String {
+pub fn watts_text(p: &PublishedState) -> String {
     match headline(p) {
         Some((w, Quality::Measured)) if w < 100.0 => format!("{w:.1} W"),
         Some((w, Quality::Measured)) => format!("{w:.0} W"),
@@ -34,7 +34,7 @@ pub fn watts_text(p: &Published) -> String {
 }
 
 /// The menu-bar title (see the module rules).
-pub fn title(p: &Published) -> String {
+pub fn title(p: &PublishedState) -> String {
     if let (Some(limit), Some((w, _))) = (p.prefs.title_above_w, headline(p)) {
         if w <= limit {
             return String::new();
@@ -53,7 +53,7 @@ pub fn title(p: &Published) -> String {
 
 /// The first menu line: watts with quality, source and what they cover ("whole machine",
 /// "CPU package only").
-pub fn now_line(p: &Published) -> String {
+pub fn now_line(p: &PublishedState) -> String {
     let Some(snapshot) = p.snapshot.as_ref() else {
         return "No power reading".to_string();
     };
@@ -77,7 +77,7 @@ pub fn now_line(p: &Published) -> String {
 
 /// The second menu line: session energy and cost, and what was measured in other scopes (never
 /// added to them).
-pub fn session_line(p: &Published) -> String {
+pub fn session_line(p: &PublishedState) -> String {
     let line = format!(
         "Session {} · {}",
         kwh(p.energy.session.kwh),
@@ -106,7 +106,7 @@ fn scope_words(scope: wattbar_core::Scope) -> &'static str {
 }
 
 /// The menu line for the last inference request: `Last answer 412 J · 1.9 J/token`.
-pub fn last_answer_line(p: &Published) -> String {
+pub fn last_answer_line(p: &PublishedState) -> String {
     let Some(r) = &p.inference.view.last else {
         return "No answer measured yet".to_string();
     };
@@ -121,7 +121,7 @@ pub fn last_answer_line(p: &Published) -> String {
 }
 
 /// The menu line for the program drawing the most watts: `Top: ollama (llama3) 38 W`.
-pub fn top_line(p: &Published) -> String {
+pub fn top_line(p: &PublishedState) -> String {
     let v = &p.programs;
     if let Some(why) = &v.unavailable {
         return format!("Top: not measured ({why})");
@@ -146,7 +146,7 @@ pub fn top_line(p: &Published) -> String {
 
 /// The third menu line: today's energy and cost from the store, across scopes (one figure: each
 /// interval in the scope it was measured in), with `+` when it holds more than one.
-pub fn today_line(p: &Published) -> String {
+pub fn today_line(p: &PublishedState) -> String {
     match &p.kept.totals {
         Some(t) => {
             let today = t.today.across_scopes();
@@ -168,7 +168,7 @@ pub fn today_line(p: &Published) -> String {
 /// The tooltip: watts, source and quality, then the session.
 /// The tooltip: the "now" and session lines as the menu writes them (`now`, `session`), with
 /// low-power mode and any notice.
-pub fn tooltip(p: &Published, now: &str, session: &str) -> String {
+pub fn tooltip(p: &PublishedState, now: &str, session: &str) -> String {
     let low = if p.low_power.state.enabled {
         "\nLow-power mode on"
     } else {
@@ -205,16 +205,16 @@ pub(crate) mod tests {
     use wattbar_core::{Currency, Domain, Quality, Reading, Session, Snapshot, Stamp, Watts};
     use wattbar_engine::published;
 
-    fn published(watts: Option<f64>) -> Published {
+    fn published(watts: Option<f64>) -> PublishedState {
         with_quality(watts, Quality::Measured)
     }
 
     /// A published state with this headline, for tests.
-    pub(crate) fn with_quality(watts: Option<f64>, quality: Quality) -> Published {
+    pub(crate) fn with_quality(watts: Option<f64>, quality: Quality) -> PublishedState {
         let at = Stamp::new(Duration::from_secs(1), 1.0);
         let headline = watts.map(|w| Reading::power(Domain::System, Watts(w), "smc", quality, at));
         let headline_parts = headline.iter().map(wattbar_core::Part::of).collect();
-        Published {
+        PublishedState {
             seq: 1,
             snapshot: Some(Snapshot {
                 at,
@@ -239,7 +239,7 @@ pub(crate) mod tests {
                 calibration: Default::default(),
                 history: Default::default(),
             },
-            kept: published::Kept {
+            kept: published::LedgerView {
                 totals: None,
                 committed: Default::default(),
                 unwritten_joules: 0.0,
@@ -285,7 +285,7 @@ pub(crate) mod tests {
     #[test]
     fn the_tooltip_says_what_the_user_must_know() {
         let mut p = published(Some(14.2));
-        let tip = |p: &Published| tooltip(p, &now_line(p), &session_line(p));
+        let tip = |p: &PublishedState| tooltip(p, &now_line(p), &session_line(p));
         assert!(!tip(&p).contains('⚠'));
         p.kept.notice = Some("The preferences file could not be read".into());
         assert!(tip(&p).ends_with("\n⚠ The preferences file could not be read"));
@@ -385,7 +385,7 @@ pub(crate) mod tests {
         assert_eq!(today_line(&p), "Today 0.420 kWh (mixed scopes) · 0.13 EUR");
     }
 
-    fn with_top(figure: Option<(&str, Option<f64>, Quality, &[&str])>) -> Published {
+    fn with_top(figure: Option<(&str, Option<f64>, Quality, &[&str])>) -> PublishedState {
         use wattbar_engine::programs::{ProgramFigure, ProgramsView};
         let mut p = published(Some(50.0));
         p.programs = std::sync::Arc::new(ProgramsView {

@@ -40,7 +40,7 @@ pub fn seed_resident(
 ) {
     use wattbar_core::inference::resident::SetBaseline;
     use wattbar_core::inference::Baseline;
-    use wattbar_engine::store::{resident::Also, Store};
+    use wattbar_engine::store::{resident::BatchExtras, Store};
     let now = wattbar_engine::unix_now();
     let (mut store, _) =
         Store::open(&data.join("wattbar.db"), now).unwrap_or_else(|e| panic!("{e}"));
@@ -68,7 +68,7 @@ pub fn seed_resident(
             },
         })
         .collect();
-    let also = Also {
+    let also = BatchExtras {
         baseline: None,
         set_baselines: &set_baselines,
         resident_days: days,

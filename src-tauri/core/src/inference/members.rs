@@ -39,7 +39,7 @@ impl<'a> Object<'a> {
 
     fn within(root: &'a str, text: &'a str, wanted: &[&str]) -> Option<Object<'a>> {
         let mut de = serde_json::Deserializer::from_str(text);
-        let (members, has_members) = de.deserialize_map(Kept { wanted }).ok()?;
+        let (members, has_members) = de.deserialize_map(WantedMembers { wanted }).ok()?;
         de.end().ok()?;
         let open = text.find('{')?;
         Some(Object {
@@ -83,11 +83,11 @@ fn offset(root: &str, part: &str) -> Option<usize> {
 }
 
 /// Keeps the wanted members of a map and skips the rest unread.
-struct Kept<'w> {
+struct WantedMembers<'w> {
     wanted: &'w [&'w str],
 }
 
-impl<'de> Visitor<'de> for Kept<'_> {
+impl<'de> Visitor<'de> for WantedMembers<'_> {
     type Value = (Vec<(String, &'de RawValue)>, bool);
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {

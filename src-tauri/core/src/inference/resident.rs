@@ -116,7 +116,7 @@ pub struct Unload {
 
 /// What the store kept.
 #[derive(Debug, Clone, Default)]
-pub struct Kept {
+pub struct StoredResidency {
     pub baselines: Vec<SetBaseline>,
     /// Today's rows.
     pub today: Vec<ResidentDay>,
@@ -126,7 +126,7 @@ pub struct Kept {
 
 /// One sampling interval as residency sees it.
 #[derive(Debug, Clone, Copy)]
-pub struct Step<'a> {
+pub struct ResidencyInterval<'a> {
     pub interval: &'a Interval,
     /// The models held at the interval's end; `None` where not known.
     pub loaded: Option<&'a [Loaded]>,
@@ -167,7 +167,7 @@ const SECONDS_PER_DAY: f64 = 86_400.0;
 
 impl Residency {
     /// `span`: seconds of idle intervals a baseline is taken over; `every`: how often.
-    pub fn new(span: f64, every: f64, kept: Kept) -> Self {
+    pub fn new(span: f64, every: f64, kept: StoredResidency) -> Self {
         let day = kept.today.first().map(|d| d.day.clone());
         Residency {
             span,
@@ -193,7 +193,7 @@ impl Residency {
         }
     }
 
-    pub fn push(&mut self, step: Step<'_>) {
+    pub fn push(&mut self, step: ResidencyInterval<'_>) {
         if self.day.as_deref() != Some(step.day) {
             self.day = Some(step.day.to_string());
             self.today.clear();

@@ -57,7 +57,7 @@ pub struct InferenceView {
 
 /// What a book starts from: what the store kept.
 #[derive(Debug, Clone, Default)]
-pub struct Restored {
+pub struct StoredBook {
     /// The newest records, oldest first.
     pub records: Vec<Record>,
     /// The figures per model over every record ever made.
@@ -97,7 +97,7 @@ fn secs(s: Stamp) -> f64 {
 }
 
 impl Book {
-    pub fn new(restored: Restored, ceiling: f64) -> Book {
+    pub fn new(restored: StoredBook, ceiling: f64) -> Book {
         let first_free_id = restored
             .records
             .iter()

@@ -26,7 +26,7 @@ pub(super) struct Book {
 impl Entry {
     /// Key `stored` with its accounts at `now`, each from what the ledger committed in its
     /// window.
-    pub(super) fn new(stored: StoredKey, now: f64, committed: Committed<'_>) -> Entry {
+    pub(super) fn new(stored: StoredKey, now: f64, committed: CommittedSpend<'_>) -> Entry {
         let account_of = |a: Option<Allowance>, unit: Unit| {
             let a = a?;
             let amount = match a.amount {

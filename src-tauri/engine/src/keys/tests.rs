@@ -13,7 +13,7 @@ fn nothing(_: &str, _: Unit, _: f64, _: f64) -> f64 {
     0.0
 }
 
-fn book_with(budget: &str, committed: Committed<'_>) -> (Keys, String) {
+fn book_with(budget: &str, committed: CommittedSpend<'_>) -> (Keys, String) {
     let keys = Keys::default();
     let secret = keys
         .add(

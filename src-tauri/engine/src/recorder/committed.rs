@@ -6,7 +6,7 @@
 //! would book the whole counter again as a reset. These figures therefore change only after a
 //! batch is committed, and are then read back from the store: a restart reads exactly what was
 //! last exported, never less. What was measured since the last batch is published apart, as a
-//! gauge ([`Committed::unwritten_joules`] is the recorder's, not the store's).
+//! gauge ([`CommittedTotals::unwritten_joules`] is the recorder's, not the store's).
 //!
 //! Without a store nothing is committed and there are no lifetime counters.
 
@@ -19,7 +19,7 @@ use wattbar_ledger::store::Total;
 
 /// What the store holds as of its last committed batch.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Committed {
+pub struct CommittedTotals {
     /// When the store's first session began, Unix seconds: where every lifetime counter starts
     /// (an OTLP sum's start time), the same across restarts.
     pub since_unix: Option<f64>,
@@ -47,7 +47,7 @@ pub struct Committed {
     pub keys: Vec<wattbar_ledger::store::keys::KeyTotal>,
 }
 
-impl Committed {
+impl CommittedTotals {
     /// The headline's lifetime joules across scopes, each interval counted in the one scope the
     /// headline had when it was drawn (the rule of
     /// [`AcrossScopes`](wattbar_ledger::store::AcrossScopes)): 0 for a store that holds none

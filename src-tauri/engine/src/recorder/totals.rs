@@ -1,13 +1,13 @@
 //! The totals readers see, changed only by the rows the recorder takes and the batches the
 //! writer commits. Two kinds, on purpose kept apart:
-//! - The lifetime counters others build on ([`Committed`]) are what the store committed, read
+//! - The lifetime counters others build on ([`CommittedTotals`]) are what the store committed, read
 //!   back after each batch: a crash can lose the batch in progress, but never take back a figure
 //!   already exported. What was measured since is [`Totals::unwritten_joules`], a gauge.
 //! - Today, this month and lifetime as the menu shows them are the stored totals plus what was
 //!   measured since the last batch written (by its local day and currency), so session ≤ today ≤
 //!   month ≤ lifetime holds at every published state, not only after each batch.
 
-use super::committed::Committed;
+use super::committed::CommittedTotals;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use wattbar_core::{Preferences, Scope};
@@ -25,7 +25,7 @@ pub(super) struct Totals {
     /// Joules and cost measured since the last batch written.
     unwritten: BTreeMap<Unwritten, (f64, f64)>,
     /// The lifetime counters as the store committed them; replaced after each batch written.
-    committed: Arc<Committed>,
+    committed: Arc<CommittedTotals>,
     /// The per-model totals must be read back after the next batch (records were given, or
     /// none was read yet).
     models_stale: bool,
@@ -109,8 +109,8 @@ impl Totals {
         }
     }
 
-    /// The lifetime counters as the store last committed them (see [`Committed`]).
-    pub(super) fn committed(&self) -> Arc<Committed> {
+    /// The lifetime counters as the store last committed them (see [`CommittedTotals`]).
+    pub(super) fn committed(&self) -> Arc<CommittedTotals> {
         Arc::clone(&self.committed)
     }
 
@@ -184,7 +184,7 @@ impl Totals {
                 Some(t) => Some(t),
                 None => store.newest_sample()?,
             };
-            Ok::<_, StoreError>(Committed {
+            Ok::<_, StoreError>(CommittedTotals {
                 since_unix,
                 through_unix,
                 by_scope: store.lifetime_by_scope()?,

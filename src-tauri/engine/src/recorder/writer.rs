@@ -5,13 +5,13 @@
 //! A failed write is logged, kept for the next batch and shown to the user; it never stops
 //! sampling. Without a store nothing is kept.
 
-use crate::inference::book::{Restored, SCORED_RECORDS, SHOWN_RECORDS};
+use crate::inference::book::{StoredBook, SCORED_RECORDS, SHOWN_RECORDS};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 use wattbar_core::calibration::Learned;
 use wattbar_core::eval::best::KeptProfile;
-use wattbar_core::inference::resident::{Kept, ResidentDay, SetBaseline, Unload};
+use wattbar_core::inference::resident::{ResidentDay, SetBaseline, StoredResidency, Unload};
 use wattbar_core::inference::server_window::ServerWindow;
 use wattbar_core::inference::{Baseline, Record, Routed};
 use wattbar_core::session::ScopeChange;
@@ -271,14 +271,14 @@ impl Writer {
 
     /// What the inference book starts from: the stored figures per model, the newest records
     /// it shows, the next id and the last idle baseline.
-    pub(super) fn restored_inference(&self, ceiling: f64) -> Restored {
+    pub(super) fn restored_inference(&self, ceiling: f64) -> StoredBook {
         let Some(store) = self.ledger.as_ref().map(|l| l.store()) else {
-            return Restored::default();
+            return StoredBook::default();
         };
         let warn = |what: &str, e: &StoreError| {
             tracing::warn!("the stored inference {what} could not be read: {e}");
         };
-        Restored {
+        StoredBook {
             records: store
                 .latest_inference(SHOWN_RECORDS, SCORED_RECORDS)
                 .unwrap_or_else(|e| {
@@ -342,13 +342,13 @@ impl Writer {
     }
 
     /// What residency starts from: the stored set baselines and today's rows.
-    pub(super) fn restored_residency(&self, now_unix: f64) -> Kept {
+    pub(super) fn restored_residency(&self, now_unix: f64) -> StoredResidency {
         let Some(ledger) = self.ledger.as_ref() else {
-            return Kept::default();
+            return StoredResidency::default();
         };
         ledger.store().resident_kept(now_unix).unwrap_or_else(|e| {
             tracing::warn!("the stored resident-model figures could not be read: {e}");
-            Kept::default()
+            StoredResidency::default()
         })
     }
 

@@ -34,7 +34,7 @@ use crate::inbox::Woken;
 use crate::inference::book::{BASELINE_EVERY, BASELINE_SPAN};
 use crate::inference::{Book, RecordIds, Reporter};
 use crate::programs::ProgramMeter;
-use crate::published::Published;
+use crate::published::PublishedState;
 use crate::recorder::Recorder;
 use crate::server_metrics::{ServerMetrics, ServerMetricsConfig};
 use crate::stages::calibration::Calibration;
@@ -211,7 +211,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
 /// The engine thread: samples when due, takes commands and wake-ups as they come, publishes after
 /// each, until told to stop. A late sample (a stalled source, a suspend) is not caught up: the
 /// next is one period after it.
-fn run_engine(mut engine: Engine, inbox: &EngineInbox, state: &watch::Sender<Arc<Published>>) {
+fn run_engine(mut engine: Engine, inbox: &EngineInbox, state: &watch::Sender<Arc<PublishedState>>) {
     let mut period = engine.period();
     engine.chain.set_pace(period);
     let mut next = engine.clock.elapsed();

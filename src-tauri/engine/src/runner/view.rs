@@ -2,12 +2,12 @@
 //! or a command.
 
 use super::engine::Engine;
-use crate::published::{InferenceNow, Pace, Published, Sources};
+use crate::published::{InferenceNow, Pace, PublishedState, Sources};
 use std::sync::Arc;
 
 impl Engine {
     /// What readers see now, each stage's part whole.
-    pub fn published(&mut self) -> Arc<Published> {
+    pub fn published(&mut self) -> Arc<PublishedState> {
         self.publication.seq += 1;
         let energy = self
             .meter
@@ -26,7 +26,7 @@ impl Engine {
             profiles: self.inference.profiles(),
             keys: self.keys.list(self.clock.unix()).into(),
         };
-        Arc::new(Published {
+        Arc::new(PublishedState {
             seq: self.publication.seq,
             snapshot: self.meter.snapshot.clone(),
             prefs: Arc::clone(&self.prefs),

@@ -9,7 +9,7 @@
 //!   not zero.
 //! - The wall clock labels samples and never moves energy; a step of it is said once.
 
-use crate::accounting::{Accounting, LocalWeek, Step};
+use crate::accounting::{Accounting, LocalWeek, SampleAdded};
 use crate::ring::{Ring, Shared};
 use crate::stages::calibration::Calibration;
 use serde::Serialize;
@@ -62,7 +62,7 @@ pub struct Energy {
 pub(crate) struct Sampled {
     pub at: Stamp,
     pub snapshot: Snapshot,
-    pub step: Step,
+    pub step: SampleAdded,
     /// Since the sample before; `None` for a first sample or after a gap.
     pub interval: Option<Interval>,
     /// Its length; 0 without one.

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 use wattbar_core::inference::resident::{
-    Loaded, Residency, ResidentCost, ResidentDay, SetBaseline, Step, Unload,
+    Loaded, Residency, ResidencyInterval, ResidentCost, ResidentDay, SetBaseline, Unload,
 };
 use wattbar_core::inference::Interval;
 
@@ -52,7 +52,7 @@ impl Resident {
         }
         self.followed = loaded.is_some();
         let (day, _) = wattbar_ledger::store::local_day_month(interval.unix_end);
-        self.residency.push(Step {
+        self.residency.push(ResidencyInterval {
             interval,
             loaded,
             busy,

@@ -18,7 +18,7 @@
 use super::{coverage, local_day_month, Store, StoreError};
 use rusqlite::{params, Connection};
 use std::collections::BTreeMap;
-use wattbar_core::inference::resident::{Kept, ResidentDay, SetBaseline, Unload};
+use wattbar_core::inference::resident::{ResidentDay, SetBaseline, StoredResidency, Unload};
 use wattbar_core::inference::{Baseline, Record};
 use wattbar_core::LowPowerState;
 
@@ -36,7 +36,7 @@ CREATE TABLE unloads (id INTEGER PRIMARY KEY, t REAL NOT NULL, server TEXT NOT N
 
 /// What a batch writes besides its rows.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct Also<'a> {
+pub struct BatchExtras<'a> {
     /// A new whole-machine idle baseline.
     pub baseline: Option<&'a Baseline>,
     pub set_baselines: &'a [SetBaseline],
@@ -81,7 +81,7 @@ pub(super) fn put_unload(conn: &Connection, u: &Unload) -> rusqlite::Result<()> 
 }
 
 /// Writes `also`'s residency rows; `conn` is the batch's transaction.
-pub(super) fn put(conn: &Connection, also: &Also<'_>) -> rusqlite::Result<()> {
+pub(super) fn put(conn: &Connection, also: &BatchExtras<'_>) -> rusqlite::Result<()> {
     for s in also.set_baselines {
         let b = &s.baseline;
         let (scope, covers) = coverage::columns(b.coverage.as_ref());
@@ -136,7 +136,7 @@ fn from_json<T: serde::de::DeserializeOwned + Default>(text: &str) -> T {
 impl Store {
     /// The set baselines, the rows of the local day of `now_unix`, and every model's resident
     /// idle energy.
-    pub fn resident_kept(&self, now_unix: f64) -> Result<Kept, StoreError> {
+    pub fn resident_kept(&self, now_unix: f64) -> Result<StoredResidency, StoreError> {
         let (day, _) = local_day_month(now_unix);
         let baselines = self
             .conn
@@ -197,7 +197,7 @@ impl Store {
             .into_iter()
             .filter(|b: &SetBaseline| b.models.len() == b.shares.len())
             .collect();
-        Ok(Kept {
+        Ok(StoredResidency {
             baselines,
             today,
             lifetime,
@@ -281,9 +281,9 @@ mod tests {
             .start_session(0.0, "EUR")
             .unwrap_or_else(|e| panic!("{e}"));
         let write = |store: &mut Store, days: &[ResidentDay]| {
-            let also = Also {
+            let also = BatchExtras {
                 resident_days: days,
-                ..Also::default()
+                ..BatchExtras::default()
             };
             store
                 .write_batch_with(id, &[], 0.0, 0.0, &also)

@@ -192,7 +192,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::resident::Also;
+    use crate::store::resident::BatchExtras;
     use crate::store::DB_FILE;
     use wattbar_core::Scope;
 
@@ -241,9 +241,9 @@ mod tests {
             let session = store
                 .start_session(1_000.0, "EUR")
                 .unwrap_or_else(|e| panic!("{e}"));
-            let also = Also {
+            let also = BatchExtras {
                 server_windows: windows,
-                ..Also::default()
+                ..BatchExtras::default()
             };
             store
                 .write_batch_with(session, &[], 0.0, 0.0, &also)
@@ -317,9 +317,9 @@ mod tests {
         let session = store
             .start_session(1_000.0, "EUR")
             .unwrap_or_else(|e| panic!("{e}"));
-        let also = Also {
+        let also = BatchExtras {
             server_windows: &[window(1_010.0, None, 50.0, Some(1_000.0))],
-            ..Also::default()
+            ..BatchExtras::default()
         };
         store
             .write_batch_with(session, &[], 0.0, 0.0, &also)

@@ -4,7 +4,7 @@
 //! program, inference records, unloads, low-power changes and the record ids reserved.
 
 use super::batch::BatchSums;
-use super::resident::Also;
+use super::resident::BatchExtras;
 use super::{
     domains, intervals, sql_at, Row, Step, Store, StoreError, MINUTES_KEEP_SECONDS,
     RAW_KEEP_SECONDS,
@@ -79,7 +79,7 @@ impl Store {
             rows,
             session_joules,
             session_cost,
-            &Also::default(),
+            &BatchExtras::default(),
         )
     }
 
@@ -91,7 +91,7 @@ impl Store {
         rows: &[Row],
         session_joules: f64,
         session_cost: f64,
-        also: &Also<'_>,
+        also: &BatchExtras<'_>,
     ) -> Result<(), StoreError> {
         let path = self.path.clone();
         let mut tx = self.conn.transaction().map_err(|e| sql_at(&path, e))?;

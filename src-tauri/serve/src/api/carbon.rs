@@ -6,7 +6,7 @@ use serde::Serialize;
 use wattbar_core::inference::server_totals::{ServerModel, Sourced};
 use wattbar_core::inference::ModelStats;
 use wattbar_core::JOULES_PER_KWH;
-use wattbar_engine::Published;
+use wattbar_engine::PublishedState;
 
 #[derive(Debug, Serialize, PartialEq)]
 pub(super) struct Carbon {
@@ -32,7 +32,7 @@ pub(super) fn per_1000_tokens(joules_per_token: f64, g_per_kwh: f64) -> f64 {
 }
 
 pub(super) fn carbon(
-    p: &Published,
+    p: &PublishedState,
     models: &[Sourced<ModelStats>],
     servers: &[Sourced<ServerModel>],
 ) -> Option<Carbon> {

@@ -19,7 +19,7 @@ use tokio::sync::watch;
 use tokio_stream::wrappers::WatchStream;
 use tokio_stream::Stream;
 use wattbar_engine::ledger_reader::LedgerReader;
-use wattbar_engine::{EngineReader, Published};
+use wattbar_engine::{EngineReader, PublishedState};
 
 pub const DEFAULT_PORT: u16 = 9471;
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9471";
@@ -155,7 +155,7 @@ pub(super) struct StateJson {
 }
 
 impl StateJson {
-    pub(super) fn get(&self, p: &Published) -> Result<Arc<str>, String> {
+    pub(super) fn get(&self, p: &PublishedState) -> Result<Arc<str>, String> {
         // Serializing under the lock makes clients woken by the same publication wait for the
         // first one's JSON instead of each making their own.
         let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
@@ -178,10 +178,10 @@ impl StateJson {
 
 /// Every state `states` publishes from now on (the current one first), as JSON from `cache`.
 pub(super) fn state_json_stream(
-    states: watch::Receiver<Arc<Published>>,
+    states: watch::Receiver<Arc<PublishedState>>,
     cache: Arc<StateJson>,
 ) -> impl Stream<Item = (u64, Result<Arc<str>, String>)> {
-    WatchStream::new(states).map(move |p: Arc<Published>| (p.seq, cache.get(&p)))
+    WatchStream::new(states).map(move |p: Arc<PublishedState>| (p.seq, cache.get(&p)))
 }
 
 pub(super) struct Usage {
@@ -261,7 +261,7 @@ mod tests {
     use std::time::Duration;
 
     /// A real published state with a sample in it, from an engine on a replayed trace.
-    async fn published() -> Arc<Published> {
+    async fn published() -> Arc<PublishedState> {
         use wattbar_core::{Chain, Preferences, Source};
         use wattbar_sources::{replay::parse_trace, ReplaySource};
         let trace = parse_trace("t,watts\n0,42.5\n").unwrap_or_else(|e| panic!("{e}"));
@@ -320,7 +320,7 @@ mod tests {
         // One allocation shared by all: serialized once, not once per client.
         assert!(seen.iter().all(|(_, j)| Arc::ptr_eq(j, &seen[0].1)));
 
-        let second = Arc::new(Published {
+        let second = Arc::new(PublishedState {
             seq: first.seq + 1,
             ..(*first).clone()
         });
@@ -341,7 +341,7 @@ mod tests {
     #[tokio::test]
     async fn a_client_behind_gets_its_own_state_and_keeps_the_newer_one_cached() {
         let first = published().await;
-        let second = Published {
+        let second = PublishedState {
             seq: first.seq + 1,
             ..(*first).clone()
         };

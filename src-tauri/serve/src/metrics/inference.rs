@@ -7,7 +7,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::{Registry, Unit};
 use wattbar_core::inference::server_totals::UNNAMED_MODEL;
-use wattbar_engine::Published;
+use wattbar_engine::PublishedState;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ModelLabels {
@@ -38,7 +38,7 @@ struct StatusLabels {
 /// range is `rate(energy) / rate(tokens{kind="completion"})`. Each is per `scope` of the
 /// records' energy (empty where not known), so that the joules and the tokens they were spent on
 /// pair up, and joules of two scopes are never one series.
-pub(super) fn inference(registry: &mut Registry, p: &Published) {
+pub(super) fn inference(registry: &mut Registry, p: &PublishedState) {
     let energy = Family::<ModelLabels, CounterF>::default();
     registry.register_with_unit(
         "wattbar_inference_energy",
@@ -119,7 +119,7 @@ struct ServerTokenLabels {
 /// where not known) and the parts it `covers` (`gpu:0` for a server's own share of a GPU):
 /// joules of two scopes are different quantities, and the tokens beside each are those its
 /// joules were spent on.
-fn servers(registry: &mut Registry, p: &Published) {
+fn servers(registry: &mut Registry, p: &PublishedState) {
     let totals = &p.kept.committed.server_totals;
     if totals.is_empty() && p.inference.servers.servers.is_empty() {
         return;
@@ -179,7 +179,7 @@ struct ProgramLabels {
 
 /// Energy per program since the engine started, with `idle` and `unattributed`, which close the
 /// sum to the headline's energy over the same windows; and Wattbar's own.
-fn programs(registry: &mut Registry, p: &Published) {
+fn programs(registry: &mut Registry, p: &PublishedState) {
     let view = &p.programs;
     if view.at.is_none() {
         return;
@@ -215,7 +215,7 @@ fn programs(registry: &mut Registry, p: &Published) {
 /// What keeping each model loaded costs: the energy priced so far, as the store committed it
 /// (it only grows, and a crash between batches never takes it back), and the draw, where
 /// measured.
-fn resident(registry: &mut Registry, p: &Published) {
+fn resident(registry: &mut Registry, p: &PublishedState) {
     let committed = &p.kept.committed.resident_idle;
     if p.inference.resident.is_empty() && committed.is_empty() {
         return;

@@ -7,7 +7,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::{Registry, Unit};
 use std::collections::BTreeMap;
-use wattbar_engine::Published;
+use wattbar_engine::PublishedState;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EnergyLabels {
@@ -24,7 +24,7 @@ struct OutcomeLabels {
 /// `wattbar_key_energy_joules_total{key,scope}`: what each key was charged, per scope of the
 /// records' energy (empty where not known); `wattbar_key_requests_total{key,outcome}`: its
 /// requests by outcome (`ok`, `cancelled`, `error`, `budget_exceeded`).
-pub(super) fn keys(registry: &mut Registry, p: &Published) {
+pub(super) fn keys(registry: &mut Registry, p: &PublishedState) {
     let totals = &p.kept.committed.keys;
     if totals.is_empty() {
         return;

@@ -5,7 +5,7 @@ use super::{label, GaugeF, Text};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
-use wattbar_engine::Published;
+use wattbar_engine::PublishedState;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PriceLabels {
@@ -19,7 +19,7 @@ struct CarbonLabels {
     source: Text,
 }
 
-pub(super) fn prices(registry: &mut Registry, p: &Published) {
+pub(super) fn prices(registry: &mut Registry, p: &PublishedState) {
     let price = Family::<PriceLabels, GaugeF>::default();
     registry.register(
         "wattbar_price_per_kwh",

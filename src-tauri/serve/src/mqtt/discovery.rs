@@ -13,7 +13,7 @@
 
 use serde_json::{json, Value};
 use wattbar_core::{Coverage, Scope, JOULES_PER_KWH};
-use wattbar_engine::Published;
+use wattbar_engine::PublishedState;
 
 /// Where everything is published.
 #[derive(Debug, Clone, PartialEq)]
@@ -212,7 +212,7 @@ fn merge(into: &mut Value, from: Value) {
 /// The state document: `{"at", "power_w", "energy_kwh", "cost", "currency", "price_per_kwh",
 /// "low_power"}`, `at` the sample's time (Unix seconds) the figures are of; `price_per_kwh` the
 /// price feed's slot in force, null without one.
-pub fn state(p: &Published) -> Value {
+pub fn state(p: &PublishedState) -> Value {
     let watts = p
         .snapshot
         .as_ref()
@@ -244,7 +244,7 @@ pub fn number(x: Option<f64>) -> Option<f64> {
 }
 
 /// The attributes every entity carries: what the headline covers and where it comes from.
-pub fn attributes(p: &Published) -> Value {
+pub fn attributes(p: &PublishedState) -> Value {
     let snapshot = p.snapshot.as_ref();
     let head = snapshot.and_then(|s| s.headline.as_ref());
     let coverage = snapshot.and_then(|s| s.coverage());

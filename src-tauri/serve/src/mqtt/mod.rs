@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
-use wattbar_engine::{Command, EngineReader, Error, Published};
+use wattbar_engine::{Command, EngineReader, Error, PublishedState};
 
 /// The default interval between states.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
@@ -419,7 +419,7 @@ struct Publisher {
 impl Publisher {
     /// After each connect: discovery, availability and the subscription to commands; the first
     /// state follows it.
-    fn announce(&mut self, p: &Arc<Published>) {
+    fn announce(&mut self, p: &Arc<PublishedState>) {
         let topics = self.config.topics.clone();
         let version = env!("CARGO_PKG_VERSION");
         for (topic, doc) in discovery::documents(
@@ -440,7 +440,7 @@ impl Publisher {
         }
     }
 
-    fn publish_state(&mut self, p: &Arc<Published>) {
+    fn publish_state(&mut self, p: &Arc<PublishedState>) {
         if !self.connected {
             return;
         }

@@ -73,7 +73,7 @@ fn gauge(
 /// The push of `p`, its points at `now` (ns since the Unix epoch: the sample's time), cumulative
 /// sums counted from `start`.
 pub fn request(
-    p: &Published,
+    p: &PublishedState,
     host_name: &str,
     start: u64,
     now: u64,

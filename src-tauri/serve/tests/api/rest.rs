@@ -4,7 +4,7 @@
 use super::*;
 use std::sync::Arc;
 use wattbar_core::{Domain, Joules, Quality, Reading, Stamp, Watts};
-use wattbar_engine::Published;
+use wattbar_engine::PublishedState;
 
 /// A GPU at 100 W counting its energy in real time: a headline from a counter.
 struct Counter(Instant);
@@ -42,8 +42,8 @@ async fn resting_server() -> Server {
 async fn published_after(
     server: &Server,
     seq: u64,
-    pred: impl Fn(&Published) -> bool,
-) -> Arc<Published> {
+    pred: impl Fn(&PublishedState) -> bool,
+) -> Arc<PublishedState> {
     let mut rx = server.engine.subscribe();
     let wait = async {
         loop {
@@ -62,9 +62,9 @@ async fn published_after(
 }
 
 /// The next sample's state after the current one.
-async fn next_sample(server: &Server) -> Arc<Published> {
+async fn next_sample(server: &Server) -> Arc<PublishedState> {
     let now = server.engine.current();
-    let at = |p: &Published| p.snapshot.as_ref().map(|s| s.at.monotonic);
+    let at = |p: &PublishedState| p.snapshot.as_ref().map(|s| s.at.monotonic);
     let before = at(&now);
     published_after(server, now.seq, |p| at(p) > before).await
 }

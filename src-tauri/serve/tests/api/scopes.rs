@@ -8,7 +8,7 @@ use super::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use wattbar_core::{Domain, Quality, Reading, Scope, Watts};
-use wattbar_engine::Published;
+use wattbar_engine::PublishedState;
 
 /// A plug that reads 3600 W from the moment it is switched on, and says why not before.
 struct Plug(Arc<AtomicBool>);
@@ -38,17 +38,17 @@ impl Source for Plug {
 }
 
 async fn wait_until(
-    rx: &mut tokio::sync::watch::Receiver<Arc<Published>>,
+    rx: &mut tokio::sync::watch::Receiver<Arc<PublishedState>>,
     what: &str,
-    f: impl FnMut(&Arc<Published>) -> bool,
-) -> Arc<Published> {
+    f: impl FnMut(&Arc<PublishedState>) -> bool,
+) -> Arc<PublishedState> {
     match tokio::time::timeout(Duration::from_secs(30), rx.wait_for(f)).await {
         Ok(Ok(p)) => p.clone(),
         _ => panic!("timed out waiting for {what}"),
     }
 }
 
-fn today_in(p: &Published, scope: Scope) -> f64 {
+fn today_in(p: &PublishedState, scope: Scope) -> f64 {
     p.kept
         .totals
         .as_ref()

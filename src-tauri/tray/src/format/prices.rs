@@ -1,7 +1,7 @@
 //! The menu's price line, from the price feed's view: where the next day's cheapest two hours
 //! lie and what they cost on average, in local time.
 
-use wattbar_engine::Published;
+use wattbar_engine::PublishedState;
 
 /// A price per kWh as people read it: cents or pence where the currency has them.
 pub fn per_kwh(value: f64, currency: &str) -> String {
@@ -28,7 +28,7 @@ fn clock(unix: f64) -> String {
 
 /// "Cheapest 2 h in the next 24 h: 13:00–15:00, 6.1 ct/kWh"; "" without a price feed (the line
 /// is not shown).
-pub fn cheapest_line(p: &Published) -> String {
+pub fn cheapest_line(p: &PublishedState) -> String {
     let Some(feed) = &p.prices.price else {
         return String::new();
     };
@@ -51,7 +51,7 @@ pub fn cheapest_line(p: &Published) -> String {
 /// Whether the price in force is above the `price_notify_above` limit, given whether it was
 /// (`was_above`), and what to say when it just crossed it either way. A price not known (no
 /// slot, no feed) keeps what was.
-pub fn price_alert(was_above: bool, p: &Published) -> (bool, Option<String>) {
+pub fn price_alert(was_above: bool, p: &PublishedState) -> (bool, Option<String>) {
     let (Some(limit), Some(feed)) = (p.prefs.price_notify_above, &p.prices.price) else {
         return (false, None);
     };
@@ -144,7 +144,7 @@ mod tests {
             price_notify_above: Some(0.20),
             ..Default::default()
         });
-        let with_now = |p: &mut Published, now: Option<f64>| {
+        let with_now = |p: &mut PublishedState, now: Option<f64>| {
             let mut v = p.prices.price.clone().unwrap_or_else(|| panic!("no feed"));
             v.now = now;
             v.error = None;

@@ -9,12 +9,12 @@ mod child;
 pub(crate) mod defer;
 mod events;
 mod gpu;
-mod kept;
 pub(crate) mod meter;
 mod output;
 mod report;
 pub(crate) mod samples;
 pub(crate) mod summary;
+mod trace;
 mod tree;
 
 use crate::args::RunArgs;
@@ -22,12 +22,12 @@ use anyhow::{bail, Result};
 use child::{Interrupts, Lifetime, Program};
 use defer::Deferred;
 use events::{Event, Tail};
-use kept::Kept;
 use meter::Meter;
 use serde_json::Map;
 use std::io::Write;
 use std::time::Duration;
 use summary::{Baseline, CommandResult, Pricing, RunContext, RunFigures, Summary};
+use trace::RunTrace;
 use wattbar_engine::unix_now;
 
 /// The events file is read once per sampling interval, within these bounds: a line without `ts`
@@ -136,7 +136,7 @@ async fn measure_with(
     gpus: &Gpus,
     pricing: &Pricing,
     interrupts: &mut Interrupts,
-) -> Result<(Summary, Kept)> {
+) -> Result<(Summary, RunTrace)> {
     let started = unix_now();
     meter.wait_past(started).await?;
     let baseline = if args.idle.is_zero() {
@@ -156,7 +156,7 @@ async fn measure_with(
                     results: Vec::new(),
                     exit_code: 128 + n,
                 };
-                return Ok((summary, Kept::nothing()));
+                return Ok((summary, RunTrace::nothing()));
             }
         }
         let to = unix_now();
@@ -213,7 +213,7 @@ async fn measure_with(
     };
     Ok((
         summary,
-        Kept {
+        RunTrace {
             events: measured.events,
             samples: meter.take_samples(),
             from: started,

@@ -9,15 +9,15 @@
 //!   the session's. The first state has no figure, nor has a reading that adds nothing that
 //!   counts (another source owns that domain).
 
-use super::kept::Kept;
 use super::samples::State;
 use super::summary::Summary;
+use super::trace::RunTrace;
 use anyhow::{Context, Result};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 
-pub fn write_all(dir: &Path, summary: &Summary, kept: &Kept) -> Result<()> {
+pub fn write_all(dir: &Path, summary: &Summary, kept: &RunTrace) -> Result<()> {
     let write = |name: &str, bytes: &[u8]| -> Result<()> {
         let path = dir.join(name);
         std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))

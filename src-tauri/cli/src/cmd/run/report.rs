@@ -2,9 +2,9 @@
 //! drawn, titled with what ran and what it drew.
 
 use super::events::{self, Event};
-use super::kept::Kept;
 use super::samples::State;
 use super::summary::Summary;
+use super::trace::RunTrace;
 use anyhow::Result;
 use chrono::Offset;
 use wattbar_report::{Line, Mark, Report, Span};
@@ -121,7 +121,7 @@ pub fn power_lines(
     std::iter::once(total).chain(lines).collect()
 }
 
-pub fn svg(summary: &Summary, kept: &Kept) -> Result<String> {
+pub fn svg(summary: &Summary, kept: &RunTrace) -> Result<String> {
     let events = &kept.events;
     let runs: Vec<_> = summary.results.iter().flat_map(|c| c.runs.iter()).collect();
     let several = runs.len() > 1;

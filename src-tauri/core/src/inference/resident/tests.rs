@@ -22,7 +22,7 @@ struct Trace {
 impl Trace {
     fn new() -> Trace {
         Trace {
-            r: Residency::new(SPAN, EVERY, Kept::default()),
+            r: Residency::new(SPAN, EVERY, StoredResidency::default()),
             t: 0.0,
             day: "2026-11-26".into(),
         }
@@ -46,7 +46,7 @@ impl Trace {
                 answered: None,
                 coverage: None,
             };
-            self.r.push(Step {
+            self.r.push(ResidencyInterval {
                 interval: &interval,
                 loaded,
                 busy,
@@ -226,7 +226,7 @@ fn what_the_store_kept_is_where_a_restart_goes_on_from() {
     let (baselines, today) = t.r.take_changes();
     assert_eq!(baselines.len(), 2, "{baselines:?}");
     let before = t.cost("gemma3:latest");
-    let kept = Kept {
+    let kept = StoredResidency {
         baselines,
         lifetime: [(before.model.clone(), before.idle_joules_total)].into(),
         today,

@@ -28,7 +28,7 @@ fn second(t: f64, watts: f64) -> Interval {
 
 /// One-second intervals at `watts` from 0 to `seconds`.
 fn book_at(watts: f64, seconds: usize) -> Book {
-    let mut book = Book::new(Restored::default(), 5.0);
+    let mut book = Book::new(StoredBook::default(), 5.0);
     for k in 0..seconds {
         book.push_interval(second(k as f64, watts), &[]);
     }
@@ -117,7 +117,7 @@ fn a_cloud_request_takes_no_energy_and_leaves_its_neighbours_whole() {
 #[test]
 fn the_baseline_comes_from_idle_intervals_and_nets_the_records() {
     // 12 idle seconds at 30 W, a request at 130 W for 2 s.
-    let mut book = Book::new(Restored::default(), 5.0);
+    let mut book = Book::new(StoredBook::default(), 5.0);
     for (k, w) in [30.0; 12].into_iter().chain([130.0, 130.0]).enumerate() {
         book.push_interval(second(k as f64, w), &[]);
         // Baselines are taken every 30 s: take one after the idle part.
@@ -138,7 +138,7 @@ fn the_baseline_comes_from_idle_intervals_and_nets_the_records() {
 #[test]
 fn an_idle_draw_taken_at_the_wall_nets_nothing_measured_on_the_package() {
     use wattbar_core::{Coverage, Domain, Scope};
-    let mut book = Book::new(Restored::default(), 5.0);
+    let mut book = Book::new(StoredBook::default(), 5.0);
     for k in 0..12 {
         let at_the_wall = Interval {
             coverage: Some(Coverage::of_domain(Domain::Wall, None)),

@@ -112,7 +112,7 @@ fn todays_energy_per_program_goes_to_the_ledger_and_comes_back_after_a_restart()
         .map(|(p, j)| ((hour, p.clone()), *j))
         .chain([((hour - 2 * 86_400, "p10".to_string()), 1_000.0)])
         .collect();
-    let also = wattbar_ledger::store::resident::Also {
+    let also = wattbar_ledger::store::resident::BatchExtras {
         program_hours: Some(&rows),
         ..Default::default()
     };

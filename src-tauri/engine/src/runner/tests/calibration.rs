@@ -57,7 +57,7 @@ fn rig(plugged: bool) -> (Chain, Arc<AtomicBool>) {
     (Chain::new(vec![source]), flag)
 }
 
-fn headline(p: &Published) -> Option<Reading> {
+fn headline(p: &PublishedState) -> Option<Reading> {
     p.snapshot.as_ref().and_then(|s| s.headline.clone())
 }
 

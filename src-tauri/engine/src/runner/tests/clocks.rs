@@ -10,7 +10,7 @@ fn gpu_engine(clock: &ManualClock, db: PathBuf) -> EngineHandle {
     start(Chain::new(vec![Box::new(Gpu(clock.clone()))]), config)
 }
 
-fn gpu_lifetime(p: &Published) -> f64 {
+fn gpu_lifetime(p: &PublishedState) -> f64 {
     p.kept
         .committed
         .by_domain

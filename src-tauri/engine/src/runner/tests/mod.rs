@@ -63,9 +63,9 @@ impl Source for Gpu {
 }
 
 async fn wait_for(
-    rx: &mut watch::Receiver<Arc<Published>>,
-    pred: impl Fn(&Published) -> bool,
-) -> Arc<Published> {
+    rx: &mut watch::Receiver<Arc<PublishedState>>,
+    pred: impl Fn(&PublishedState) -> bool,
+) -> Arc<PublishedState> {
     loop {
         let current = rx.borrow_and_update().clone();
         if pred(&current) {
@@ -171,13 +171,13 @@ async fn resets_between_samples_lose_no_energy_from_the_lifetime() {
         config(Preferences::default()).with_store(dir.path().join("wattbar.db")),
     );
     let mut rx = engine.subscribe();
-    let mono = |p: &Published| {
+    let mono = |p: &PublishedState| {
         p.snapshot
             .as_ref()
             .map_or(0.0, |s| s.at.monotonic.as_secs_f64())
     };
     // What the store committed plus what waits for the next batch (one scope here).
-    let system = |p: &Published| {
+    let system = |p: &PublishedState| {
         p.kept
             .committed
             .by_scope
@@ -264,7 +264,7 @@ async fn a_high_trace_engages_low_power_and_the_store_remembers_it() {
         Some("Low-power mode on: above 15 W for 30 s")
     );
     assert!(on.low_power.advice.recommendation.contains("qwen3:1b"));
-    let mono = |p: &Published| p.snapshot.as_ref().map(|s| s.at.monotonic.as_secs_f64());
+    let mono = |p: &PublishedState| p.snapshot.as_ref().map(|s| s.at.monotonic.as_secs_f64());
     let engaged_at = mono(&on).unwrap_or(0.0);
     assert!(
         (engaged_at - 30.0).abs() <= 1.0,
@@ -391,7 +391,7 @@ async fn sampling_never_goes_faster_than_the_slowest_source_updates() {
     };
     let engine = start(Chain::new(sources), config(prefs));
     let mut rx = engine.subscribe();
-    let mono = |p: &Published| p.snapshot.as_ref().map(|s| s.at.monotonic);
+    let mono = |p: &PublishedState| p.snapshot.as_ref().map(|s| s.at.monotonic);
     let a = wait_for(&mut rx, |p| p.snapshot.is_some()).await;
     let t0 = mono(&a).unwrap_or_default();
     let b = wait_for(&mut rx, |p| mono(p).is_some_and(|t| t > t0)).await;
@@ -410,7 +410,7 @@ async fn the_interval_can_change_while_running() {
     engine
         .send(Command::SetInterval(Duration::from_millis(100)))
         .unwrap_or_else(|e| panic!("{e}"));
-    let at = |p: &Published| {
+    let at = |p: &PublishedState| {
         p.snapshot
             .as_ref()
             .map(|s| s.at.monotonic)
@@ -441,7 +441,7 @@ async fn a_twelve_second_interval_accounts_every_interval() {
     };
     let engine = start(replay("t,watts\n0,100\n"), config(prefs));
     let mut rx = engine.subscribe();
-    let mono = |p: &Published| p.snapshot.as_ref().map(|s| s.at.monotonic);
+    let mono = |p: &PublishedState| p.snapshot.as_ref().map(|s| s.at.monotonic);
     let fourth = wait_for(&mut rx, |p| mono(p) >= Some(Duration::from_secs(36))).await;
     assert_eq!(fourth.energy.session.joules.0, 3_600.0);
     assert_eq!(fourth.energy.session.gaps, 0);

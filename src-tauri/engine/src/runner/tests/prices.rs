@@ -30,7 +30,7 @@ fn energy_charts() -> String {
 }
 
 /// The first state of a sample taken at `t` (Unix seconds) or later.
-async fn until(rx: &mut watch::Receiver<Arc<Published>>, t: f64) -> Arc<Published> {
+async fn until(rx: &mut watch::Receiver<Arc<PublishedState>>, t: f64) -> Arc<PublishedState> {
     wait_for(rx, |p| {
         p.snapshot.as_ref().is_some_and(|s| s.at.unix_seconds >= t)
     })
@@ -40,7 +40,7 @@ async fn until(rx: &mut watch::Receiver<Arc<Published>>, t: f64) -> Arc<Publishe
 /// The first state in which the price feed (`carbon`: the carbon feed) has answered, with slots
 /// or a reason. The engine's paused clock runs on meanwhile: the intervals before it are the
 /// fallback's.
-async fn fed(rx: &mut watch::Receiver<Arc<Published>>, carbon: bool) -> Arc<Published> {
+async fn fed(rx: &mut watch::Receiver<Arc<PublishedState>>, carbon: bool) -> Arc<PublishedState> {
     wait_for(rx, |p| {
         let feed = if carbon {
             &p.prices.carbon
@@ -339,7 +339,7 @@ async fn low_power_mode_engages_while_a_kwh_costs_more_than_the_limit() {
     let engine = start(replay("t,watts\n0,5\n"), config(prefs));
     let mut rx = engine.subscribe();
     // Within the first minutes (the clock starts at 1,800,000,000), not at some later time.
-    let soon = |p: &Published| {
+    let soon = |p: &PublishedState| {
         p.snapshot
             .as_ref()
             .is_some_and(|s| s.at.unix_seconds >= 1_800_000_120.0)

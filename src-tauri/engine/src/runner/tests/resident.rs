@@ -22,7 +22,7 @@ fn gemma() -> Vec<Loaded> {
         .collect()
 }
 
-fn gemma_cost(p: &Published) -> Option<ResidentCost> {
+fn gemma_cost(p: &PublishedState) -> Option<ResidentCost> {
     p.inference
         .resident
         .iter()
@@ -31,7 +31,7 @@ fn gemma_cost(p: &Published) -> Option<ResidentCost> {
 }
 
 /// Seconds since the engine's first sample: where the replayed trace is.
-fn trace_time(p: &Published, start: Duration) -> u64 {
+fn trace_time(p: &PublishedState, start: Duration) -> u64 {
     p.snapshot
         .as_ref()
         .map_or(0, |s| s.at.monotonic.saturating_sub(start).as_secs())
@@ -41,7 +41,7 @@ fn trace_time(p: &Published, start: Duration) -> u64 {
 /// for each second from `from` to `to` of the trace.
 async fn poll(
     reporter: &crate::inference::Reporter,
-    rx: &mut watch::Receiver<Arc<Published>>,
+    rx: &mut watch::Receiver<Arc<PublishedState>>,
     start: Duration,
     (from, to): (u64, u64),
     set: impl Fn(u64) -> Option<Vec<Loaded>>,

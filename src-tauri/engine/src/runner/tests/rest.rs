@@ -5,14 +5,14 @@ use super::*;
 use wattbar_core::inference::Route;
 
 /// The engine's clock at a published sample.
-fn at(p: &Published) -> Duration {
+fn at(p: &PublishedState) -> Duration {
     p.snapshot
         .as_ref()
         .map_or(Duration::ZERO, |s| s.at.monotonic)
 }
 
 /// The next two samples after `p`: the gap between them.
-async fn next_gap(rx: &mut watch::Receiver<Arc<Published>>, p: &Published) -> Duration {
+async fn next_gap(rx: &mut watch::Receiver<Arc<PublishedState>>, p: &PublishedState) -> Duration {
     let t0 = at(p);
     let a = wait_for(rx, |q| at(q) > t0).await;
     let t1 = at(&a);

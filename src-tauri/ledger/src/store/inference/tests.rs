@@ -373,7 +373,7 @@ fn a_refused_record_in_a_batch_is_dropped_alone_and_the_energy_beside_it_is_writ
         &rows,
         3600.0,
         0.0003,
-        &crate::store::resident::Also {
+        &crate::store::resident::BatchExtras {
             records: &records,
             reserve_ids_through: Some(1000),
             ..Default::default()

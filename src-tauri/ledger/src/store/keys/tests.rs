@@ -45,7 +45,7 @@ fn a_keys_totals_count_its_records_and_refusals_and_pruning_takes_nothing_back()
         &[],
         0.0,
         0.0,
-        &crate::store::resident::Also {
+        &crate::store::resident::BatchExtras {
             key_refusals: &refusals,
             ..Default::default()
         },

@@ -6,16 +6,16 @@ use super::samples::{Samples, State};
 
 /// What the output files are made of besides the summary: the events, and the samples from
 /// `from` to `to`.
-pub struct Kept {
+pub struct RunTrace {
     pub events: Vec<(usize, u32, Event)>,
     pub samples: Samples,
     pub from: f64,
     pub to: f64,
 }
 
-impl Kept {
-    pub(super) fn nothing() -> Kept {
-        Kept {
+impl RunTrace {
+    pub(super) fn nothing() -> RunTrace {
+        RunTrace {
             events: Vec::new(),
             samples: Samples::default(),
             from: 0.0,
