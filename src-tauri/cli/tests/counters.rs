@@ -38,6 +38,7 @@ use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use wattbar_serve::metrics::documented::{documented_series, undocumented};
 use wattbar_serve::metrics::SINCE_START_COUNTERS;
 
 const WATTS: f64 = 100.0;
@@ -337,6 +338,20 @@ fn ten_kill_9s_never_take_back_a_counter_prometheus_or_otlp_saw() {
         }
         std::thread::sleep(until.saturating_duration_since(Instant::now()));
         if kill == KILLS {
+            // Every family exported (keys, the feed, the servers, residency among them) is in
+            // the docs' list, with its type and labels.
+            let listed = documented_series(include_str!("../../../docs/api.md"))
+                .unwrap_or_else(|e| panic!("docs/api.md: {e}"));
+            let exposition = serve.text("/metrics");
+            for expected in EXPECTED {
+                let family = format!("# TYPE {expected} counter");
+                assert!(exposition.contains(&family), "{family} in {exposition}");
+            }
+            let problems = undocumented(&exposition, &listed);
+            assert!(
+                problems.is_empty(),
+                "docs/api.md's Metrics series and /metrics differ: {problems:#?}"
+            );
             // The last run ends cleanly: everything it measured is written.
             let session = session_joules(&serve);
             // Prometheus scrapes the last batch before the stop.

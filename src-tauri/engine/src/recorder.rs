@@ -5,6 +5,14 @@
 //!
 //! A failed write is logged, kept for the next batch and shown to the user; it never stops
 //! sampling. Without a store nothing is kept, and there are no lifetime counters.
+//!
+//! Three kinds of totals, each with its own readers, never mixed:
+//!
+//! | totals | what they are | kept in | read by |
+//! |---|---|---|---|
+//! | the session's | energy, cost and carbon since the session began (or was reset), per scope; in memory only | the meter's accounting ([`crate::accounting`]), published as `PublishedState::energy` | the tray's Session line, `/v1/snapshot` and `/v1/stream`, `watch`, `run` |
+//! | the menu's today, month and lifetime | what the store holds as of the last batch plus what was measured since, by local day and currency: session ≤ today ≤ month ≤ lifetime at every state | [`totals`]' stored and unwritten parts, published as `LedgerView::totals` | the tray's Today line, `/v1/totals`, `wattbar-cli totals`, the dashboard, budgets |
+//! | the committed counters | lifetime figures exactly as the store committed them (per scope, domain, currency, model, server, key), read back after each batch; what was measured since is the `unwritten_joules` gauge | [`committed`], published as `LedgerView::committed` | every exported counter: `/metrics`' `_total` series, OTLP sums, MQTT `total_increasing` sensors; none goes back after a crash |
 
 pub mod committed;
 mod totals;

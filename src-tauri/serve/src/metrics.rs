@@ -27,6 +27,7 @@ use std::sync::atomic::AtomicU64;
 use wattbar_core::{Coverage, Domain, Scope};
 use wattbar_engine::PublishedState;
 
+pub mod documented;
 mod inference;
 mod keys;
 mod prices;

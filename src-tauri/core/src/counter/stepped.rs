@@ -28,6 +28,27 @@
 //!   twice.
 //! - A rise beyond `max_watts` over the time since the last accepted answer, plus one resolution
 //!   step, is a broken reading: ignored, the baseline stays where it was.
+//!
+//! The band, and its three cases (`step` is the counter's resolution, `since` the seconds since
+//! its answer, `slack` what was drawn while the answer's own time is not known):
+//!
+//! ```text
+//!  joules
+//!    ^  ...................................  top = floor + step + watts x since + slack
+//!    |                      ______________   the total waits at the top while the power
+//!    |              _______/                 runs ahead of the counter
+//!    |      _______/                         between answers it runs at the plug's power
+//!    |  - - - - - - - - - - - - - - - - - -  floor = offset + counter - slack: the total is
+//!    |                                       raised to it where the power lagged
+//!    +---------------------------------------> time
+//!
+//!  anchor: the first step            reset: falls by more than 10 %   jitter: falls by less
+//!   counter  ____|-----               counter  -----|_____             counter  -----\_----
+//!   total    ___/                     total    ____/------             total    ____/------
+//!   offset set so the total stands    offset grows by the old          ignored: the baseline
+//!   half what was drawn since the     counter: what it counts from     stays where it was
+//!   answer before above the counter   0 is added, nothing twice
+//! ```
 
 use crate::units::Joules;
 use std::time::Duration;
