@@ -45,6 +45,9 @@ pub struct Pace {
     /// counter keeps the energy exact ([`crate::stages::rest`]), faster while an inference
     /// request is measured.
     pub period_ms: u64,
+    /// Why the engine samples at its awake pace rather than resting; `None` while it rests
+    /// ([`crate::stages::rest::Rest::awake_because`]).
+    pub awake_because: Option<&'static str>,
 }
 
 /// What the ledger keeps: totals, the committed counters and what it has to say.

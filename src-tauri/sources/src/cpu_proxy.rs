@@ -12,11 +12,17 @@
 //! 17.5 % of TDP and the worst 49 % (an EPYC that never reached its TDP). Real curves are
 //! concave: light loads draw more than the model says, heavy loads on big parts less. It is an
 //! estimate, labelled so, and only a fallback for when no sensor can be read.
+//!
+//! The estimate is a counter too ([`EstimateCounter`]): CPU time is one, and the model is linear
+//! in it, so the joules it gives over 5 s are the sum of those over five 1 s intervals. Each
+//! reading carries the estimated energy since the source started, which the meter takes deltas
+//! of, and an engine at rest may sample it as slowly as it samples a hardware counter.
 
 use crate::error::Error;
 use std::path::Path;
+use std::time::Duration;
 use sysinfo::{CpuRefreshKind, RefreshKind, System};
-use wattbar_core::{Domain, Quality, Reading, Source, Stamp, Watts};
+use wattbar_core::{Domain, Joules, Quality, Reading, Source, Stamp, Watts};
 
 /// Share of TDP drawn by an idle package.
 pub const IDLE_FRACTION: f64 = 0.10;
@@ -107,10 +113,44 @@ pub fn parse_power_limit_uw(text: &str) -> Result<Watts, Error> {
 
 pub const SOURCE_ID: &str = "cpu-proxy";
 
+/// The estimated energy since the source started: each read's power (the mean over the CPU time
+/// since the read before) times the time since that read. The first read only starts it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct EstimateCounter {
+    joules: f64,
+    last: Option<Duration>,
+}
+
+impl EstimateCounter {
+    /// Adds `watts`, the mean since the last read, up to `at`; the total after it. A clock that
+    /// went back adds nothing.
+    pub fn add(&mut self, watts: Watts, at: Duration) -> Joules {
+        if let Some(last) = self.last {
+            let seconds = at.saturating_sub(last).as_secs_f64();
+            if watts.0.is_finite() && watts.0 >= 0.0 {
+                self.joules += watts.0 * seconds;
+            }
+        }
+        if self.last.is_none_or(|l| at > l) {
+            self.last = Some(at);
+        }
+        Joules(self.joules)
+    }
+
+    /// `reading`, carrying this counter after `reading.watts` up to its time.
+    pub fn count(&mut self, mut reading: Reading) -> Reading {
+        if let Some(watts) = reading.watts {
+            reading.energy_counter = Some(self.add(watts, reading.at.monotonic));
+        }
+        reading
+    }
+}
+
 /// The proxy as a [`Source`], reading utilisation through `sysinfo`.
 pub struct CpuProxy {
     model: CpuPowerModel,
     system: System,
+    counted: EstimateCounter,
 }
 
 impl CpuProxy {
@@ -119,7 +159,11 @@ impl CpuProxy {
         let system = System::new_with_specifics(
             RefreshKind::nothing().with_cpu(CpuRefreshKind::nothing().with_cpu_usage()),
         );
-        CpuProxy { model, system }
+        CpuProxy {
+            model,
+            system,
+            counted: EstimateCounter::default(),
+        }
     }
 
     pub fn model(&self) -> CpuPowerModel {
@@ -143,13 +187,13 @@ impl Source for CpuProxy {
         }
         let percent = f64::from(self.system.global_cpu_usage());
         let watts = self.model.power_at(percent / 100.0);
-        Ok(vec![Reading::power(
+        Ok(vec![self.counted.count(Reading::power(
             Domain::Cpu,
             watts,
             SOURCE_ID,
             Quality::Estimated,
             at,
-        )])
+        ))])
     }
 
     fn domains(&self) -> Option<&'static [Domain]> {

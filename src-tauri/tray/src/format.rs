@@ -230,6 +230,7 @@ pub(crate) mod tests {
             pace: published::Pace {
                 interval_ms: 1000,
                 period_ms: 1000,
+                awake_because: None,
             },
             energy: published::Energy {
                 part_totals: Vec::new(),

@@ -33,6 +33,7 @@ impl Engine {
             pace: Pace {
                 interval_ms: self.prefs.interval_ms,
                 period_ms: u64::try_from(self.period().as_millis()).unwrap_or(u64::MAX),
+                awake_because: self.rest.awake_because(),
             },
             energy,
             kept,

@@ -4,9 +4,10 @@
 //! Rules:
 //! - The engine rests only where it was started to ([`EngineConfig::may_rest`]: `serve` and the
 //!   tray; never `run`, `watch` or `top`, which are watched by definition), and only while:
-//!   - the headline comes from an energy counter (RAPL, NVML, a plug's meter, a battery's
-//!     charge): its energy is exact at any pace. An integrated estimate keeps its pace, since its
-//!     error grows with the interval;
+//!   - the headline comes from a counter: a hardware energy counter (RAPL, NVML, a plug's
+//!     meter, a battery's charge) or an estimate built on one (CPU time, from `/proc/stat` or
+//!     the OS): its energy is exact at any pace. A headline integrated from power readings keeps
+//!     its pace, since its error grows with the interval;
 //!   - no proxy request is in flight or waiting to be settled;
 //!   - no event stream is open (a dashboard, the app's window, a router) ([`Watching`]);
 //!   - no API request came for [`DEFAULT_REST_AFTER`] (`/metrics` does not count: its counters
@@ -18,6 +19,8 @@
 //!   open streams, and whether the engine rests. The engine alone decides. Each side writes its
 //!   own and then reads the other's (sequentially consistent), and the engine looks again after
 //!   it starts to rest: a request that comes as it decides is never missed.
+//! - While awake, the first of these that keeps it so is said ([`Rest::awake_because`], in
+//!   `/v1/snapshot`'s `pace`).
 //!
 //! [`EngineConfig::may_rest`]: crate::EngineConfig::may_rest
 
@@ -73,8 +76,8 @@ pub struct Rest {
     attention: Arc<Attention>,
     /// The engine's clock when someone last asked (the start counts as asking).
     asked_at: Duration,
-    /// The last interval's headline came from a counter.
-    counted: bool,
+    /// Why it did not rest at the last sample; `None` while it rests.
+    awake_because: Option<&'static str>,
     resting: bool,
 }
 
@@ -87,7 +90,7 @@ impl Rest {
             after,
             attention: Arc::default(),
             asked_at: now,
-            counted: false,
+            awake_because: None,
             resting: false,
         }
     }
@@ -100,6 +103,7 @@ impl Rest {
     /// Someone looked at `now`: awake from here on.
     pub fn woken(&mut self, now: Duration) {
         self.asked_at = now;
+        self.awake_because = Some("an API request came within the quiet time");
         self.set(false);
     }
 
@@ -109,12 +113,25 @@ impl Rest {
         if self.attention.asked.swap(false, Ordering::SeqCst) {
             self.asked_at = now;
         }
-        self.counted = headline == Some(Method::Counter);
         let quiet = now.saturating_sub(self.asked_at) >= self.after;
-        self.set(self.may && self.counted && !busy && !self.watched() && quiet);
+        self.awake_because = if !self.may {
+            Some("this engine does not rest: it runs for someone watching (run, watch, top)")
+        } else if headline != Some(Method::Counter) {
+            Some("the headline is integrated from power readings, whose error grows with the interval")
+        } else if busy {
+            Some("a proxy request is in flight or waits to be settled")
+        } else if self.watched() {
+            Some("an event stream is open")
+        } else if !quiet {
+            Some("an API request came within the quiet time")
+        } else {
+            None
+        };
+        self.set(self.awake_because.is_none());
         // A reader that asked, or opened a stream, while this stage decided saw it awake and
         // sent no wake: look again now that resting is said.
         if self.resting && (self.attention.asked.load(Ordering::SeqCst) || self.watched()) {
+            self.awake_because = Some("an API request or a stream came as it decided");
             self.set(false);
         }
         self.resting
@@ -127,6 +144,11 @@ impl Rest {
     /// Whether the engine rests now.
     pub fn resting(&self) -> bool {
         self.resting
+    }
+
+    /// Why it did not rest at the last sample; `None` while it rests, or before the first.
+    pub fn awake_because(&self) -> Option<&'static str> {
+        self.awake_because
     }
 
     fn set(&mut self, resting: bool) {
@@ -150,11 +172,18 @@ mod tests {
             "not quiet for 30 s yet"
         );
         assert!(rest.observe(S(30), counter, false));
+        assert_eq!(rest.awake_because(), None);
         // An integrated headline keeps the pace: its error grows with the interval.
         assert!(!rest.observe(S(31), Some(Method::Trapezoid), false));
+        assert!(rest
+            .awake_because()
+            .is_some_and(|why| why.contains("integrated from power readings")));
         assert!(!rest.observe(S(32), None, false));
         // A proxy request in flight.
         assert!(!rest.observe(S(33), counter, true));
+        assert!(rest
+            .awake_because()
+            .is_some_and(|why| why.contains("proxy")));
         assert!(rest.observe(S(34), counter, false));
         // An API request: a reader is told to wake it, and the quiet starts again.
         assert!(rest.attention().ask(), "the engine rests: wake it");
@@ -178,6 +207,9 @@ mod tests {
     fn an_engine_not_started_to_rest_never_does() {
         let mut rest = Rest::new(false, S(30), S(0));
         assert!(!rest.observe(S(3600), Some(Method::Counter), false));
+        assert!(rest
+            .awake_because()
+            .is_some_and(|why| why.contains("does not rest")));
         assert!(!rest.attention().ask());
     }
 }

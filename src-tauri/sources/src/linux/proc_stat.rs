@@ -4,13 +4,15 @@
 //! and `guest_nice` are already counted inside `user` and `nice`, so they are never added.
 //! Utilisation is Δbusy / Δtotal between two reads (the first read uses the ticks since boot, so
 //! the very first sample already has an estimate); the power comes from the CPU model
-//! (`cpu_proxy::CpuPowerModel`), quality `estimated`.
+//! (`cpu_proxy::CpuPowerModel`), quality `estimated`, and each reading carries the estimated
+//! energy since the source started ([`EstimateCounter`]): CPU time is a counter, so the estimate
+//! over a slow pace is the sum of the estimates over a fast one.
 //!
 //! Cost: the source keeps the file open and reads its first 4 KiB at offset 0 each time (one
 //! `pread`, which makes the kernel write the file afresh), since the aggregate line comes first.
 //! Opening it every second cost an open, a stat, a close and a dozen reads of a growing buffer.
 
-use crate::cpu_proxy::CpuPowerModel;
+use crate::cpu_proxy::{CpuPowerModel, EstimateCounter};
 use crate::error::Error;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -82,6 +84,7 @@ pub struct ProcStat {
     /// `root/proc/stat`, open while reads succeed.
     file: Option<File>,
     buf: Vec<u8>,
+    counted: EstimateCounter,
 }
 
 impl ProcStat {
@@ -92,6 +95,7 @@ impl ProcStat {
             prev: None,
             file: None,
             buf: vec![0; HEAD_BYTES],
+            counted: EstimateCounter::default(),
         }
     }
 
@@ -138,13 +142,13 @@ impl ProcStat {
                 "no CPU time passed since the last read".into(),
             ));
         };
-        Ok(vec![Reading::power(
+        Ok(vec![self.counted.count(Reading::power(
             Domain::Cpu,
             self.model.power_at(u),
             SOURCE_ID,
             Quality::Estimated,
             at,
-        )])
+        ))])
     }
 }
 
@@ -200,5 +204,64 @@ mod tests {
         let b = CpuTicks { busy: 5, total: 50 };
         assert_eq!(utilisation(a, b), None);
         assert_eq!(utilisation(a, a), None);
+    }
+
+    /// `/proc/stat` under `root` after `busy` and `idle` ticks in all.
+    fn write_ticks(root: &Path, busy: u64, idle: u64) {
+        std::fs::create_dir_all(root.join("proc")).unwrap_or_else(|e| panic!("{e}"));
+        let line = format!("cpu  {busy} 0 0 {idle} 0 0 0 0 0 0\nintr 1\n");
+        std::fs::write(root.join("proc/stat"), line).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    fn counted(readings: Vec<Reading>) -> f64 {
+        readings
+            .first()
+            .and_then(|r| r.energy_counter)
+            .map_or(f64::NAN, |j| j.0)
+    }
+
+    #[test]
+    fn five_reads_a_second_apart_count_what_one_read_after_five_seconds_does() {
+        use std::time::Duration;
+        use wattbar_core::units::Watts;
+        // 4 CPUs at 100 ticks/s: 400 ticks a second, busy 40 %, 90 %, 10 %, 60 % and 20 %.
+        // TDP 65 W (idle 6.5 W): 6.5 × 5 + 58.5 × (0.4 + 0.9 + 0.1 + 0.6 + 0.2) = 161.2 J.
+        let model = crate::cpu_proxy::CpuPowerModel::with_tdp(
+            Watts(65.0),
+            crate::cpu_proxy::TdpOrigin::Configured,
+        );
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let at = |s: u64| Stamp::new(Duration::from_secs(s), 1.7e9 + s as f64);
+        let (mut every_second, mut after_five) = (
+            ProcStat::new(dir.path(), model),
+            ProcStat::new(dir.path(), model),
+        );
+        let (mut busy, mut idle) = (1_000, 9_000);
+        write_ticks(dir.path(), busy, idle);
+        let first = counted(
+            every_second
+                .read_root(dir.path(), at(0))
+                .unwrap_or_default(),
+        );
+        let start = counted(after_five.read_root(dir.path(), at(0)).unwrap_or_default());
+        assert_eq!(
+            (first, start),
+            (0.0, 0.0),
+            "the first read only starts the count"
+        );
+        let mut fast = 0.0;
+        for (second, share) in [(1, 40), (2, 90), (3, 10), (4, 60), (5, 20)] {
+            busy += 4 * share;
+            idle += 400 - 4 * share;
+            write_ticks(dir.path(), busy, idle);
+            fast = counted(
+                every_second
+                    .read_root(dir.path(), at(second))
+                    .unwrap_or_default(),
+            );
+        }
+        let slow = counted(after_five.read_root(dir.path(), at(5)).unwrap_or_default());
+        assert!((fast - 161.2).abs() < 1e-9, "{fast}");
+        assert!((slow - 161.2).abs() < 1e-9, "{slow}");
     }
 }
