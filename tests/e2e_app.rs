@@ -133,8 +133,25 @@ impl Drop for Proc {
 }
 
 fn gdbus(dest: &str, path: &str, method: &str, args: &[&str]) -> Option<String> {
-    let out = Command::new("gdbus")
-        .args(["call", "--session", "--timeout", "2", "--dest", dest])
+    gdbus_on(None, dest, path, method, args)
+}
+
+/// `gdbus call` on the session bus, or on the bus at `address`.
+fn gdbus_on(
+    address: Option<&str>,
+    dest: &str,
+    path: &str,
+    method: &str,
+    args: &[&str],
+) -> Option<String> {
+    let mut command = Command::new("gdbus");
+    command.arg("call");
+    match address {
+        Some(a) => command.args(["--address", a]),
+        None => command.arg("--session"),
+    };
+    let out = command
+        .args(["--timeout", "2", "--dest", dest])
         .args(["--object-path", path, "--method", method, "--"])
         .args(args)
         .output()
@@ -144,6 +161,28 @@ fn gdbus(dest: &str, path: &str, method: &str, args: &[&str]) -> Option<String> 
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// The stand-in StatusNotifierWatcher on the test run's session bus (`tests/desktop`), started
+/// once, before the first tray: with it each tray is a StatusNotifierItem, as on a desktop whose
+/// tray host has one. It ends with this test binary.
+fn sni_watcher() {
+    static WATCHER: std::sync::OnceLock<Mutex<Child>> = std::sync::OnceLock::new();
+    WATCHER.get_or_init(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/desktop/sni_watcher.py");
+        let mut child = Command::new("/usr/bin/python3")
+            .arg(script)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("the stand-in StatusNotifierWatcher: {e}"));
+        let mut ready = String::new();
+        if let Some(out) = child.stdout.take() {
+            let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut ready);
+        }
+        assert_eq!(ready.trim(), "ready", "the stand-in watcher did not start");
+        Mutex::new(child)
+    });
+}
+
 #[derive(Debug, Clone, PartialEq)]
 struct MenuItem {
     id: u32,
@@ -151,20 +190,53 @@ struct MenuItem {
     toggle: Option<u8>,
 }
 
+/// How the tray shows itself: a StatusNotifierItem of its own (ksni), or libappindicator's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Backend {
+    Sni,
+    AppIndicator,
+}
+
+impl Backend {
+    fn item_path(self) -> &'static str {
+        match self {
+            Backend::Sni => "/StatusNotifierItem",
+            Backend::AppIndicator => TRAY_PATH,
+        }
+    }
+
+    fn menu_path(self) -> String {
+        match self {
+            Backend::Sni => "/MenuBar".to_string(),
+            Backend::AppIndicator => format!("{TRAY_PATH}/Menu"),
+        }
+    }
+}
+
 /// The app's tray as a desktop's tray host sees it.
 struct Tray {
     dest: String,
+    backend: Backend,
+    /// The bus it is on, where not the session's.
+    address: Option<String>,
 }
 
 impl Tray {
     /// The tray item of the running `wattbar`: only connections of a process named `wattbar`
     /// are asked (the bus itself answers which process a connection is, at once).
     fn find() -> Tray {
+        Tray::find_on(None)
+    }
+
+    fn find_on(address: Option<&str>) -> Tray {
+        let bus = |dest: &str, path: &str, method: &str, args: &[&str]| {
+            gdbus_on(address, dest, path, method, args)
+        };
         wait_for(
             "the tray item on the session bus",
             Duration::from_secs(20),
             || {
-                let names = gdbus(
+                let names = bus(
                     "org.freedesktop.DBus",
                     "/org/freedesktop/DBus",
                     "org.freedesktop.DBus.ListNames",
@@ -174,7 +246,7 @@ impl Tray {
                     .split(['\'', ' ', ',', '[', ']', '(', ')'])
                     .filter(|n| n.starts_with(':'))
                     .filter(|n| {
-                        gdbus(
+                        bus(
                             "org.freedesktop.DBus",
                             "/org/freedesktop/DBus",
                             "org.freedesktop.DBus.GetConnectionUnixProcessID",
@@ -192,61 +264,82 @@ impl Tray {
                         })
                         .is_some_and(|comm| comm.trim() == "wattbar")
                     })
-                    .find(|n| {
-                        let t = Tray {
-                            dest: n.to_string(),
-                        };
-                        t.label().is_some()
-                    })
-                    .map(|n| Tray {
-                        dest: n.to_string(),
+                    .find_map(|n| {
+                        [Backend::Sni, Backend::AppIndicator]
+                            .into_iter()
+                            .map(|backend| Tray {
+                                dest: n.to_string(),
+                                backend,
+                                address: address.map(str::to_string),
+                            })
+                            .find(|t| t.id().is_some())
                     })
             },
         )
     }
 
-    /// The tray title (`XAyatanaLabel`).
-    fn label(&self) -> Option<String> {
-        let out = gdbus(
-            &self.dest,
-            TRAY_PATH,
+    fn call(&self, path: &str, method: &str, args: &[&str]) -> Option<String> {
+        gdbus_on(self.address.as_deref(), &self.dest, path, method, args)
+    }
+
+    fn property(&self, name: &str) -> Option<String> {
+        self.call(
+            self.backend.item_path(),
             "org.freedesktop.DBus.Properties.Get",
-            &["org.kde.StatusNotifierItem", "XAyatanaLabel"],
-        )?;
+            &["org.kde.StatusNotifierItem", name],
+        )
+    }
+
+    /// The item's `Id`, while it is on the bus.
+    fn id(&self) -> Option<String> {
+        let out = self.property("Id")?;
         let start = out.find("<'")? + 2;
         let end = out.rfind("'>")?;
         Some(out.get(start..end)?.to_string())
     }
 
-    /// The PNG the tray host is told to show (`IconName` is its path).
-    fn icon_path(&self) -> Option<String> {
-        let out = gdbus(
-            &self.dest,
-            TRAY_PATH,
-            "org.freedesktop.DBus.Properties.Get",
-            &["org.kde.StatusNotifierItem", "IconName"],
-        )?;
-        let start = out.find("<'")? + 2;
-        let end = out.rfind("'>")?;
-        Some(out.get(start..end)?.to_string())
-    }
-
-    /// The icon's pixels, as the tray host would load them.
+    /// The icon's pixels, as the tray host would draw them: the `IconPixmap` (ARGB32, network
+    /// order) of a StatusNotifierItem, or the PNG libappindicator names in `IconName`.
     fn icon(&self) -> Option<wattbar_tray::icon_render::Rgba> {
-        let file = std::fs::File::open(self.icon_path()?).ok()?;
-        let mut reader = png::Decoder::new(std::io::BufReader::new(file))
-            .read_info()
-            .ok()?;
-        let mut buf = vec![0; reader.output_buffer_size()?];
-        let info = reader.next_frame(&mut buf).ok()?;
-        if info.color_type != png::ColorType::Rgba || info.width != info.height {
-            return None;
+        match self.backend {
+            Backend::Sni => {
+                // "(<[(44, 44, [byte 0x00, 0xff, …])]>,)"
+                let out = self.property("IconPixmap")?;
+                let size: u32 = out.split(['(', ',']).nth(2)?.trim().parse().ok()?;
+                let bytes: Vec<u8> = out
+                    .split("0x")
+                    .skip(1)
+                    .filter_map(|b| u8::from_str_radix(b.get(..2)?, 16).ok())
+                    .collect();
+                if bytes.len() != (size * size * 4) as usize {
+                    return None;
+                }
+                let pixels = bytes
+                    .chunks_exact(4)
+                    .flat_map(|p| [p[1], p[2], p[3], p[0]])
+                    .collect();
+                Some(wattbar_tray::icon_render::Rgba { size, pixels })
+            }
+            Backend::AppIndicator => {
+                let out = self.property("IconName")?;
+                let start = out.find("<'")? + 2;
+                let end = out.rfind("'>")?;
+                let file = std::fs::File::open(out.get(start..end)?).ok()?;
+                let mut reader = png::Decoder::new(std::io::BufReader::new(file))
+                    .read_info()
+                    .ok()?;
+                let mut buf = vec![0; reader.output_buffer_size()?];
+                let info = reader.next_frame(&mut buf).ok()?;
+                if info.color_type != png::ColorType::Rgba || info.width != info.height {
+                    return None;
+                }
+                buf.truncate(info.buffer_size());
+                Some(wattbar_tray::icon_render::Rgba {
+                    size: info.width,
+                    pixels: buf,
+                })
+            }
         }
-        buf.truncate(info.buffer_size());
-        Some(wattbar_tray::icon_render::Rgba {
-            size: info.width,
-            pixels: buf,
-        })
     }
 
     /// Which of `watts` the icon shows drawn as a number (in low-power colours or not).
@@ -259,14 +352,24 @@ impl Tray {
             .find(|w| render(&icon_text(Some(*w)), icon.size, low_power) == icon)
     }
 
-    fn menu(&self) -> Vec<MenuItem> {
-        let out = gdbus(
-            &self.dest,
-            &format!("{TRAY_PATH}/Menu"),
-            "com.canonical.dbusmenu.GetLayout",
-            &["0", "-1", "[]"],
+    /// A left click on the icon, as the host sends it (`Activate`).
+    fn activate(&self) {
+        self.call(
+            self.backend.item_path(),
+            "org.kde.StatusNotifierItem.Activate",
+            &["0", "0"],
         )
-        .unwrap_or_default();
+        .unwrap_or_else(|| panic!("Activate over D-Bus failed"));
+    }
+
+    fn menu(&self) -> Vec<MenuItem> {
+        let out = self
+            .call(
+                &self.backend.menu_path(),
+                "com.canonical.dbusmenu.GetLayout",
+                &["0", "-1", "@as []"],
+            )
+            .unwrap_or_default();
         out.split("<(")
             .skip(1)
             .filter_map(|item| {
@@ -305,9 +408,8 @@ impl Tray {
 
     fn click(&self, label: &str) {
         let id = self.item(label).id.to_string();
-        gdbus(
-            &self.dest,
-            &format!("{TRAY_PATH}/Menu"),
+        self.call(
+            &self.backend.menu_path(),
             "com.canonical.dbusmenu.Event",
             &[&id, "clicked", "<int32 0>", "0"],
         )
@@ -319,13 +421,25 @@ impl Tray {
     /// that the app quit.
     fn click_quit(&self) {
         let id = self.item("Quit").id.to_string();
-        let _ = gdbus(
-            &self.dest,
-            &format!("{TRAY_PATH}/Menu"),
+        let _ = self.call(
+            &self.backend.menu_path(),
             "com.canonical.dbusmenu.Event",
             &[&id, "clicked", "<int32 0>", "0"],
         );
     }
+}
+
+/// The names of the threads of process `pid`.
+fn threads(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| {
+            tasks
+                .flatten()
+                .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn visible_dashboard() -> bool {
@@ -385,6 +499,7 @@ fn web_processes_of_the_app() -> usize {
 }
 
 fn launch(home: &Home, args: &[&str]) -> Proc {
+    sni_watcher();
     let mut cmd = Command::new(tray_exe());
     home.apply(&mut cmd);
     cmd.args(args)
@@ -423,9 +538,18 @@ fn the_tray_shows_live_watts_and_the_dashboard_opens_only_on_demand() {
             (seen.len() >= 2).then_some(())
         },
     );
-    if let (Some(icon), Ok(dir)) = (tray.icon_path(), e2e_dir()) {
-        let _ = std::fs::copy(icon, dir.join("tray-icon.png"));
-    }
+    assert_eq!(
+        tray.backend,
+        Backend::Sni,
+        "a watcher runs: the tray is its own item"
+    );
+    // No toolkit was started: GTK's own threads (GLib's main context, its D-Bus worker) run
+    // only once GTK is.
+    let names = threads(app.0.id());
+    assert!(
+        !names.iter().any(|t| t == "gmain" || t == "gdbus"),
+        "{names:?}"
+    );
 
     let menu = tray.menu();
     let labels: Vec<&str> = menu.iter().map(|i| i.label.as_str()).collect();
@@ -1105,7 +1229,7 @@ fn the_dashboard_shows_live_watts_prices_cost_and_follows_the_tray() {
     });
     tray.click_quit();
     wait_for("the app to quit", Duration::from_secs(30), || {
-        tray.label().is_none().then_some(())
+        tray.id().is_none().then_some(())
     });
     ui.end();
 
@@ -1635,5 +1759,96 @@ fn the_about_line_says_when_a_newer_signed_release_is_out() {
             "Wattbar 99.1.0 is out (this is {}): a new build from source: git pull && make release",
             env!("CARGO_PKG_VERSION")
         )
+    );
+}
+
+#[test]
+fn a_left_click_on_the_tray_icon_opens_the_dashboard() {
+    require_desktop();
+    let _one = ONE_APP_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let home = Home::new();
+    let mut app = launch(&home, &[]);
+    let tray = Tray::find();
+    assert_eq!(tray.backend, Backend::Sni);
+    assert!(!visible_dashboard());
+    tray.activate();
+    wait_for("the dashboard to open", Duration::from_secs(30), || {
+        (visible_dashboard() && web_processes_of_the_app() > 0).then_some(())
+    });
+    tray.click_quit();
+    let status = wait_for("the app to quit", Duration::from_secs(30), || {
+        app.0.try_wait().ok().flatten()
+    });
+    assert!(status.success(), "{status:?}");
+    wait_for("the windows to close", Duration::from_secs(30), || {
+        apps_running().is_empty().then_some(())
+    });
+}
+
+/// A session bus of this test's own, with no StatusNotifierWatcher on it; ended with the test.
+struct PrivateBus {
+    daemon: Child,
+    address: String,
+}
+
+impl PrivateBus {
+    fn start() -> PrivateBus {
+        let mut daemon = Command::new("dbus-daemon")
+            .args(["--session", "--nofork", "--print-address=1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("dbus-daemon: {e}"));
+        let mut address = String::new();
+        if let Some(out) = daemon.stdout.take() {
+            let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut address);
+        }
+        let address = address.trim().to_string();
+        assert!(!address.is_empty(), "dbus-daemon gave no address");
+        PrivateBus { daemon, address }
+    }
+}
+
+impl Drop for PrivateBus {
+    fn drop(&mut self) {
+        let _ = self.daemon.kill();
+        let _ = self.daemon.wait();
+    }
+}
+
+#[test]
+fn without_a_status_notifier_watcher_the_tray_falls_back_to_libappindicator() {
+    require_desktop();
+    let _one = ONE_APP_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let bus = PrivateBus::start();
+    let home = Home::new();
+    let mut cmd = Command::new(tray_exe());
+    home.apply(&mut cmd);
+    cmd.env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut app = Proc(cmd.spawn().unwrap_or_else(|e| panic!("the tray: {e}")));
+    let tray = Tray::find_on(Some(&bus.address));
+    assert_eq!(tray.backend, Backend::AppIndicator);
+    wait_for("a number in the icon", Duration::from_secs(30), || {
+        tray.icon_watts(&TRACE_WATTS, false)
+    });
+    let labels: Vec<String> = tray.menu().into_iter().map(|i| i.label).collect();
+    for wanted in ["Low-power mode", "Open dashboard", "Quit"] {
+        assert!(labels.iter().any(|l| l == wanted), "{wanted} in {labels:?}");
+    }
+    tray.click_quit();
+    let status = wait_for("the app to quit", Duration::from_secs(30), || {
+        app.0.try_wait().ok().flatten()
+    });
+    assert!(status.success(), "{status:?}");
+    let mut log = String::new();
+    if let Some(mut err) = app.0.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut err, &mut log);
+    }
+    assert!(
+        log.contains("the tray uses libappindicator: no StatusNotifierItem can be shown"),
+        "{log}"
     );
 }

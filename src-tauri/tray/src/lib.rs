@@ -10,10 +10,14 @@
 //! Threads: a small tokio runtime serves the API and the proxy and runs the tray's one deciding
 //! task ([`brain`]): it follows the engine's published state at most once a second and its
 //! low-power events as they happen, takes the clicks, posts the notifications, follows the
-//! launch-at-login preference and decides what the tray shows ([`display`]). The toolkit's event
-//! loop on the main thread passes the clicks on and is woken only to draw what changed, which at
-//! rest is once every few seconds, not every sample. At 10 Hz the tray still shows the latest
-//! state once a second, so nothing is lost.
+//! launch-at-login preference and decides what the tray shows ([`display`]). The main thread is
+//! woken only to draw what changed, which at rest is once every few seconds, not every sample.
+//! At 10 Hz the tray still shows the latest state once a second, so nothing is lost.
+//!
+//! The icon: on Linux a StatusNotifierItem of the tray's own ([`sni`], over D-Bus from the same
+//! runtime), so no toolkit is started, wherever a StatusNotifierWatcher answers (KDE, GNOME's
+//! AppIndicator extension, waybar, …); without one, libappindicator on GTK's event loop, and the
+//! log says which. On macOS the status bar, through `tray-icon` on the toolkit's event loop.
 
 mod about;
 mod autostart;
@@ -24,13 +28,15 @@ pub mod icon_render;
 mod menu;
 mod notify;
 mod serve;
+#[cfg(target_os = "linux")]
+mod sni;
 mod tray;
 mod windows;
 
 use menu::MenuId;
 use std::sync::Arc;
 use tao::event::{Event, StartCause};
-use tao::event_loop::{ControlFlow, EventLoopBuilder, EventLoopProxy};
+use tao::event_loop::{ControlFlow, EventLoopBuilder};
 use wattbar_engine::{build_chain, ChainOptions, EngineConfig, EngineHandle};
 
 /// How often the ledger is written (`WATTBAR_BATCH_INTERVAL`, e.g. `1s`; default 10 s).
@@ -60,6 +66,9 @@ enum Wake {
     Menu(String),
     /// The About line changed.
     About(String),
+    /// Quit was chosen in the StatusNotifierItem's menu: write the last batch, then leave.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    Quit,
     /// The engine has stopped (Quit, SIGTERM): leave.
     Exit,
 }
@@ -190,7 +199,83 @@ fn start(launch: &Launch) -> Result<Started, Box<dyn std::error::Error>> {
 }
 
 impl App {
+    /// On Linux the tray is a StatusNotifierItem where the desktop has a watcher for one, with no
+    /// toolkit in the process; elsewhere (and on macOS) the toolkit's tray and event loop.
     fn run(self) -> std::process::ExitCode {
+        #[cfg(target_os = "linux")]
+        let app = match self.run_sni() {
+            Ok(code) => return code,
+            Err(app) => app,
+        };
+        #[cfg(not(target_os = "linux"))]
+        let app = self;
+        app.run_toolkit()
+    }
+
+    /// The tray as a StatusNotifierItem ([`sni`]), the main thread waiting for what to draw;
+    /// `Err(self)` where no watcher answers, for the toolkit's tray to take over.
+    #[cfg(target_os = "linux")]
+    fn run_sni(self) -> Result<std::process::ExitCode, App> {
+        let (post, posted) = std::sync::mpsc::channel::<Wake>();
+        let (tell, told) = tokio::sync::mpsc::unbounded_channel();
+        let quit = post.clone();
+        let started = self.runtime.block_on(sni::start(tell.clone(), move || {
+            let _ = quit.send(Wake::Quit);
+        }));
+        let item = match started {
+            Ok(item) => item,
+            Err(why) => {
+                tracing::info!(
+                    "the tray uses libappindicator: no StatusNotifierItem can be shown ({why})"
+                );
+                return Err(self);
+            }
+        };
+        tracing::info!("the tray is a StatusNotifierItem (ksni): no GTK in this process");
+        let App {
+            runtime,
+            engine,
+            events,
+        } = self;
+        let on_exit = post.clone();
+        runtime.spawn(on_terminate(Arc::clone(&engine), move || {
+            let _ = on_exit.send(Wake::Exit);
+        }));
+        let (drawer, about_drawer) = (post.clone(), post);
+        runtime.spawn(brain::run(
+            Arc::clone(&engine),
+            events,
+            told,
+            move |next| drawer.send(Wake::Show(Box::new(next))).is_ok(),
+            move |line| about_drawer.send(Wake::About(line)).is_ok(),
+        ));
+        let _ = tell.send(brain::Told::Built);
+        let code = loop {
+            match posted.recv() {
+                Ok(Wake::Show(next)) => {
+                    runtime.block_on(item.update(move |i| i.show(*next)));
+                }
+                Ok(Wake::About(line)) => {
+                    runtime.block_on(item.update(move |i| i.set_about(line)));
+                }
+                Ok(Wake::Quit) => {
+                    let written = runtime.block_on(engine.shutdown());
+                    if let Err(e) = &written {
+                        tracing::error!("the last batch could not be written: {e}");
+                    }
+                    break u8::from(written.is_err());
+                }
+                Ok(Wake::Menu(_)) => {}
+                Ok(Wake::Exit) | Err(_) => break 0,
+            }
+        };
+        runtime.block_on(item.shutdown());
+        Ok(std::process::ExitCode::from(code))
+    }
+
+    /// The toolkit's tray (`tray-icon`: libappindicator on Linux, the status bar on macOS) on
+    /// its event loop.
+    fn run_toolkit(self) -> std::process::ExitCode {
         let event_loop = EventLoopBuilder::<Wake>::with_user_event().build();
         let proxy = event_loop.create_proxy();
         {
@@ -201,8 +286,14 @@ impl App {
             }));
         }
         #[cfg(unix)]
-        self.runtime
-            .spawn(on_terminate(Arc::clone(&self.engine), proxy.clone()));
+        {
+            let proxy = std::sync::Mutex::new(proxy.clone());
+            self.runtime
+                .spawn(on_terminate(Arc::clone(&self.engine), move || {
+                    let proxy = proxy.lock().unwrap_or_else(|e| e.into_inner());
+                    let _ = proxy.send_event(Wake::Exit);
+                }));
+        }
 
         let App {
             runtime,
@@ -272,7 +363,7 @@ impl App {
                         t.set_about(&line);
                     }
                 }
-                Event::UserEvent(Wake::Exit) => {
+                Event::UserEvent(Wake::Exit | Wake::Quit) => {
                     *control_flow = ControlFlow::ExitWithCode(0);
                     return;
                 }
@@ -289,15 +380,15 @@ fn report(opened: Result<(), windows::WindowError>) {
     }
 }
 
-/// A logout or `kill` sends SIGTERM: write the last batch, then exit cleanly.
+/// A logout or `kill` sends SIGTERM: write the last batch, then `exit` (tell the main thread).
 #[cfg(unix)]
-async fn on_terminate(engine: Arc<EngineHandle>, proxy: EventLoopProxy<Wake>) {
+async fn on_terminate(engine: Arc<EngineHandle>, exit: impl FnOnce() + Send + 'static) {
     use tokio::signal::unix::{signal, SignalKind};
     if let Ok(mut term) = signal(SignalKind::terminate()) {
         term.recv().await;
         if let Err(e) = engine.shutdown().await {
             tracing::error!("the last batch could not be written: {e}");
         }
-        let _ = proxy.send_event(Wake::Exit);
+        exit();
     }
 }
