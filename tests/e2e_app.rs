@@ -174,13 +174,22 @@ fn sni_watcher() {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap_or_else(|e| panic!("the stand-in StatusNotifierWatcher: {e}"));
-        let mut ready = String::new();
-        if let Some(out) = child.stdout.take() {
-            let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut ready);
-        }
-        assert_eq!(ready.trim(), "ready", "the stand-in watcher did not start");
+        assert_eq!(
+            first_line(&mut child),
+            "ready",
+            "the stand-in watcher did not start"
+        );
         Mutex::new(child)
     });
+}
+
+/// The first line `child` writes to its piped stdout, trimmed; the rest is not read.
+fn first_line(child: &mut Child) -> String {
+    let mut line = String::new();
+    if let Some(out) = child.stdout.take() {
+        let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line);
+    }
+    line.trim().to_string()
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -1799,11 +1808,7 @@ impl PrivateBus {
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("dbus-daemon: {e}"));
-        let mut address = String::new();
-        if let Some(out) = daemon.stdout.take() {
-            let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut address);
-        }
-        let address = address.trim().to_string();
+        let address = first_line(&mut daemon);
         assert!(!address.is_empty(), "dbus-daemon gave no address");
         PrivateBus { daemon, address }
     }

@@ -192,7 +192,7 @@ fn write_feed_tokens(path: &Path, prefs: &Preferences) -> Result<(), Error> {
 
 /// A secrets file of JSON: its contents, or the default where there is none.
 fn read_secret_json<T: serde::de::DeserializeOwned + Default>(path: &Path) -> Result<T, Error> {
-    match std::fs::read_to_string(path) {
+    match crate::home::paths::read_at_most(path, crate::home::paths::MAX_KEPT_FILE_BYTES) {
         Ok(text) => serde_json::from_str(&text).map_err(|e| Error::Parse {
             path: path.to_path_buf(),
             message: e.to_string(),

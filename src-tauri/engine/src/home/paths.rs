@@ -43,6 +43,28 @@ pub fn advice_path() -> Result<PathBuf, Error> {
     }
 }
 
+/// The most a preferences or secrets file Wattbar keeps may hold: a person's file of many
+/// tariffs is a few KiB.
+pub const MAX_KEPT_FILE_BYTES: u64 = 1024 * 1024;
+
+/// The text of the file at `path`, refused (`FileTooLarge`, naming `max_bytes`) where it holds
+/// more: no more than `max_bytes` and one byte are ever read, whatever the file says its size is
+/// (a FIFO, `/dev/zero`, a file still growing).
+pub fn read_at_most(path: &std::path::Path, max_bytes: u64) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(max_bytes.saturating_add(1))
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > max_bytes {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!("more than the {max_bytes} bytes it may hold"),
+        ));
+    }
+    Ok(text)
+}
+
 /// Writes `text` to `path` whole or not at all: a temporary file beside it (readable by its
 /// user alone, as the rename keeps it), synced, then renamed over it.
 pub fn write_whole(path: &std::path::Path, text: &str) -> std::io::Result<()> {
@@ -53,4 +75,29 @@ pub fn write_whole(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     file.as_file().sync_all()?;
     file.persist(path).map_err(|e| e.error)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_is_read_up_to_its_limit_and_refused_past_it() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("f");
+        std::fs::write(&path, "x".repeat(10)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(read_at_most(&path, 10).ok().map(|t| t.len()), Some(10));
+        let refused = read_at_most(&path, 9).err();
+        assert_eq!(
+            refused.as_ref().map(std::io::Error::kind),
+            Some(std::io::ErrorKind::FileTooLarge)
+        );
+        assert!(refused.is_some_and(|e| e.to_string().contains("9 bytes")));
+        // A file with no end is refused after its limit, never read whole.
+        let endless = read_at_most(std::path::Path::new("/dev/zero"), 1024).err();
+        assert_eq!(
+            endless.map(|e| e.kind()),
+            Some(std::io::ErrorKind::FileTooLarge)
+        );
+    }
 }

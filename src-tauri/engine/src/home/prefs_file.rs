@@ -4,7 +4,8 @@
 //! A missing file means defaults. A file that is not a JSON object (or not a regular file, such
 //! as a FIFO that would block the read) is an error naming the file; an engine about to start
 //! moves such a file aside and starts on defaults ([`load_or_set_aside`]), saying so, so that
-//! one stray comma stops nothing. A UTF-8 byte order mark is accepted.
+//! one stray comma stops nothing. A file over [`MAX_KEPT_FILE_BYTES`] (1 MiB) is such an error,
+//! found before more than that is read. A UTF-8 byte order mark is accepted.
 //! A field with an invalid value keeps its default and comes back as a problem to show. Loading
 //! never rewrites the file; saving a field changes that key alone and keeps every other key as
 //! written (unknown ones and refused ones too), so nothing the user wrote is lost. A save goes to
@@ -12,6 +13,8 @@
 //! symlinked file is written where the link points, and the link stays.
 
 use super::kept_apart;
+#[cfg(doc)]
+use super::paths::MAX_KEPT_FILE_BYTES;
 use crate::error::Error;
 use std::path::Path;
 use wattbar_core::Preferences;
@@ -24,10 +27,13 @@ pub fn load(path: &Path) -> Result<(Preferences, Vec<wattbar_core::Error>), Erro
     if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
         return Err(parse_error("not a regular file".into()));
     }
-    let text = match std::fs::read_to_string(path) {
+    let text = match super::paths::read_at_most(path, super::paths::MAX_KEPT_FILE_BYTES) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok((Preferences::default(), Vec::new()))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
+            return Err(parse_error(e.to_string()))
         }
         Err(source) => {
             return Err(Error::Io {
@@ -51,7 +57,8 @@ pub fn load(path: &Path) -> Result<(Preferences, Vec<wattbar_core::Error>), Erro
 /// (0600) and out of the preferences file. Only the engine, which owns the file, does this.
 fn load_moving_secrets(path: &Path) -> Result<(Preferences, Vec<wattbar_core::Error>), Error> {
     let (prefs, problems) = load(path)?;
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let text =
+        super::paths::read_at_most(path, super::paths::MAX_KEPT_FILE_BYTES).unwrap_or_default();
     let written: serde_json::Value = serde_json::from_str(text.trim_start_matches('\u{feff}'))
         .unwrap_or(serde_json::Value::Null);
     for key in SECRET_KEYS {
@@ -125,7 +132,7 @@ pub fn save_field(path: &Path, prefs: &Preferences, key: &str) -> Result<(), Err
         path: path.to_path_buf(),
         source,
     };
-    let mut map = match std::fs::read_to_string(path) {
+    let mut map = match super::paths::read_at_most(path, super::paths::MAX_KEPT_FILE_BYTES) {
         Ok(text) => match serde_json::from_str::<serde_json::Value>(&text) {
             Ok(serde_json::Value::Object(map)) => map,
             Ok(_) | Err(_) => {

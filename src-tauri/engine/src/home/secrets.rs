@@ -24,7 +24,7 @@ pub fn load_or_create(data_dir: &Path) -> Result<String, Error> {
         path: path.clone(),
         source,
     };
-    match std::fs::read_to_string(&path) {
+    match super::paths::read_at_most(&path, super::paths::MAX_KEPT_FILE_BYTES) {
         Ok(text) => {
             let token = text.trim();
             if token.len() < 32 || !token.bytes().all(|b| b.is_ascii_alphanumeric()) {
@@ -59,7 +59,7 @@ pub fn read_secret_file(path: &Path) -> Result<String, Error> {
         path: path.to_path_buf(),
         source,
     };
-    let text = std::fs::read_to_string(path).map_err(io)?;
+    let text = super::paths::read_at_most(path, super::paths::MAX_KEPT_FILE_BYTES).map_err(io)?;
     if let Some(mode) = open_to_others(path).map_err(io)? {
         return Err(Error::Parse {
             path: path.to_path_buf(),

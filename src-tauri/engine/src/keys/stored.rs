@@ -15,7 +15,7 @@ use wattbar_core::Scope;
 /// Where the keys are kept, in the data folder.
 pub const KEYS_FILE: &str = "keys.secret.json";
 /// Largest keys file read.
-pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+pub const MAX_FILE_BYTES: u64 = crate::home::paths::MAX_KEPT_FILE_BYTES;
 /// Most keys kept.
 pub const MAX_KEYS: usize = 1000;
 /// Longest key (and client) name.
@@ -118,16 +118,11 @@ pub fn load(path: &Path) -> Result<Vec<StoredKey>, Error> {
         path: path.to_path_buf(),
         message,
     };
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io(e)),
-    };
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(parse(format!(
-            "{} bytes, over the {MAX_FILE_BYTES} a keys file may hold",
-            meta.len()
-        )));
+    if let Err(e) = std::fs::metadata(path) {
+        return match e.kind() {
+            std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            _ => Err(io(e)),
+        };
     }
     if let Some(mode) = crate::home::secrets::open_to_others(path).map_err(io)? {
         return Err(parse(format!(
@@ -135,7 +130,7 @@ pub fn load(path: &Path) -> Result<Vec<StoredKey>, Error> {
              they could have"
         )));
     }
-    let text = std::fs::read_to_string(path).map_err(io)?;
+    let text = crate::home::paths::read_at_most(path, MAX_FILE_BYTES).map_err(io)?;
     let keys: Vec<StoredKey> =
         serde_json::from_str(&text).map_err(|e| parse(format!("not a keys file: {e}")))?;
     if keys.len() > MAX_KEYS {
@@ -223,6 +218,6 @@ mod tests {
         let big = std::fs::File::create(&path).and_then(|f| f.set_len(MAX_FILE_BYTES + 1));
         big.unwrap_or_else(|e| panic!("{e}"));
         let refused = load(&path).map_err(|e| e.to_string()).err();
-        assert!(refused.is_some_and(|m| m.contains("bytes, over")));
+        assert!(refused.is_some_and(|m| m.contains("1048576 bytes it may hold")));
     }
 }

@@ -168,6 +168,22 @@ fn an_unreadable_file_is_set_aside_and_the_engine_starts_on_defaults() {
     assert_eq!((p.currency.as_str(), notice), ("USD", None));
 }
 
+#[test]
+fn a_file_over_a_mebibyte_is_set_aside_unread() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("preferences.json");
+    // Valid JSON, 1 MiB and 9 bytes: `{"currency": "USD"}` after a mebibyte of spaces.
+    let big = format!("{}{{\"currency\": \"USD\"}}", " ".repeat(1024 * 1024 - 10));
+    std::fs::write(&path, &big).unwrap_or_else(|e| panic!("{e}"));
+    let (p, _, notice) = load_or_set_aside(&path, 7).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(p, Preferences::default());
+    assert!(
+        notice.is_some_and(|n| n.contains("more than the 1048576 bytes it may hold")),
+        "the notice says why"
+    );
+    assert!(dir.path().join("preferences.json.bad-7").exists());
+}
+
 #[cfg(unix)]
 #[test]
 fn a_fifo_is_refused_without_blocking() {
