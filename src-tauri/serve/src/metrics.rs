@@ -88,6 +88,7 @@ pub fn to_prometheus_text(openmetrics: &str) -> String {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SelfUsage {
     pub cpu_seconds: f64,
+    /// Resident on Linux; on macOS the physical footprint (`ri_phys_footprint`).
     pub resident_bytes: u64,
 }
 
@@ -471,7 +472,8 @@ pub fn render(p: &PublishedState, now_unix: f64, usage: Option<SelfUsage>) -> St
         rss.set(i64::try_from(u.resident_bytes).unwrap_or(i64::MAX));
         registry.register_with_unit(
             "wattbar_self_resident",
-            "Resident memory of Wattbar itself",
+            "Memory of Wattbar itself: resident on Linux, the physical footprint (what Activity \
+             Monitor shows) on macOS",
             Unit::Bytes,
             rss,
         );

@@ -206,9 +206,16 @@ impl Usage {
             ProcessRefreshKind::nothing().with_cpu().with_memory(),
         );
         let p = self.system.process(pid)?;
+        // On macOS the physical footprint, as Activity Monitor shows it: RSS there counts every
+        // shared framework page whole.
+        #[cfg(target_os = "macos")]
+        let resident_bytes = wattbar_sources::macos::rusage::read_rusage_v6(std::process::id())
+            .map_or_else(|_| p.memory(), |r| r.phys_footprint_bytes);
+        #[cfg(not(target_os = "macos"))]
+        let resident_bytes = p.memory();
         Some(SelfUsage {
             cpu_seconds: p.accumulated_cpu_time() as f64 / 1000.0,
-            resident_bytes: p.memory(),
+            resident_bytes,
         })
     }
 }

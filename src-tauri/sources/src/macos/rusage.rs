@@ -5,7 +5,7 @@
 //! libc declares the function but not the V6 structure, so the call fills a buffer of the
 //! structure's size and [`parse_rusage_v6`] reads the fields it needs at their offsets in
 //! Apple's `<sys/resource.h>` layout: a 16-byte UUID, then 56 64-bit fields (42 named, 14
-//! reserved); `ri_energy_nj` is the 41st. [`read_rusage_v6`] is the workspace's one piece of
+//! reserved); `ri_phys_footprint` is the 8th, `ri_energy_nj` the 41st. [`read_rusage_v6`] is the workspace's one piece of
 //! `unsafe` code (`scripts/unsafe-code` keeps it so).
 
 use crate::error::Error;
@@ -17,6 +17,7 @@ pub const RUSAGE_INFO_V6: i32 = 6;
 /// Field numbers after the UUID.
 const USER_TIME: usize = 0;
 const SYSTEM_TIME: usize = 1;
+const PHYS_FOOTPRINT: usize = 7;
 const ENERGY_NJ: usize = 40;
 
 /// What energy per program needs of one `rusage_info_v6`.
@@ -25,6 +26,9 @@ pub struct Rusage {
     /// CPU time in Mach absolute-time units (nanoseconds × the timebase).
     pub user_time: u64,
     pub system_time: u64,
+    /// `ri_phys_footprint`: the memory the process is charged for, bytes, as Activity Monitor
+    /// shows it (its dirty and compressed pages, not the shared ones RSS counts whole).
+    pub phys_footprint_bytes: u64,
     /// The energy the kernel counted for the process, nJ; `None` where it counts none.
     pub energy_nj: Option<u64>,
 }
@@ -47,6 +51,7 @@ pub fn parse_rusage_v6(bytes: &[u8]) -> Result<Rusage, Error> {
     Ok(Rusage {
         user_time: field(USER_TIME),
         system_time: field(SYSTEM_TIME),
+        phys_footprint_bytes: field(PHYS_FOOTPRINT),
         energy_nj: Some(field(ENERGY_NJ)).filter(|e| *e > 0),
     })
 }
@@ -100,9 +105,19 @@ mod tests {
     fn the_energy_is_read_from_the_41st_field_after_the_uuid() {
         // ri_user_time, ri_system_time, ri_penergy_nj (41) beside ri_energy_nj (40): only the
         // latter is the process's energy.
-        let bytes = laid_out(&[(0, 7), (1, 3), (40, 1_500_000_000), (41, 9)]);
+        // ri_resident_size (6) beside ri_phys_footprint (7): the footprint is what Activity
+        // Monitor shows.
+        let bytes = laid_out(&[
+            (0, 7),
+            (1, 3),
+            (6, 40 << 20),
+            (7, 9 << 20),
+            (40, 1_500_000_000),
+            (41, 9),
+        ]);
         let r = parse_rusage_v6(&bytes).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((r.user_time, r.system_time), (7, 3));
+        assert_eq!(r.phys_footprint_bytes, 9 << 20);
         assert_eq!(r.energy_nj, Some(1_500_000_000));
     }
 
