@@ -438,6 +438,15 @@ impl Tray {
     }
 }
 
+/// Quit from the tray's menu: the app ends with status 0.
+fn quits_cleanly(tray: &Tray, app: &mut Proc) {
+    tray.click_quit();
+    let status = wait_for("the app to quit", Duration::from_secs(30), || {
+        app.0.try_wait().ok().flatten()
+    });
+    assert!(status.success(), "{status:?}");
+}
+
 /// The names of the threads of process `pid`.
 fn threads(pid: u32) -> Vec<String> {
     std::fs::read_dir(format!("/proc/{pid}/task"))
@@ -645,11 +654,7 @@ fn the_tray_shows_live_watts_and_the_dashboard_opens_only_on_demand() {
     });
 
     // Quit ends the app cleanly, its windows with it.
-    tray.click_quit();
-    let status = wait_for("the app to quit", Duration::from_secs(30), || {
-        app.0.try_wait().ok().flatten()
-    });
-    assert!(status.success(), "{status:?}");
+    quits_cleanly(&tray, &mut app);
     wait_for("the windows to close", Duration::from_secs(30), || {
         apps_running().is_empty().then_some(())
     });
@@ -1784,11 +1789,7 @@ fn a_left_click_on_the_tray_icon_opens_the_dashboard() {
     wait_for("the dashboard to open", Duration::from_secs(30), || {
         (visible_dashboard() && web_processes_of_the_app() > 0).then_some(())
     });
-    tray.click_quit();
-    let status = wait_for("the app to quit", Duration::from_secs(30), || {
-        app.0.try_wait().ok().flatten()
-    });
-    assert!(status.success(), "{status:?}");
+    quits_cleanly(&tray, &mut app);
     wait_for("the windows to close", Duration::from_secs(30), || {
         apps_running().is_empty().then_some(())
     });
@@ -1843,11 +1844,7 @@ fn without_a_status_notifier_watcher_the_tray_falls_back_to_libappindicator() {
     for wanted in ["Low-power mode", "Open dashboard", "Quit"] {
         assert!(labels.iter().any(|l| l == wanted), "{wanted} in {labels:?}");
     }
-    tray.click_quit();
-    let status = wait_for("the app to quit", Duration::from_secs(30), || {
-        app.0.try_wait().ok().flatten()
-    });
-    assert!(status.success(), "{status:?}");
+    quits_cleanly(&tray, &mut app);
     let mut log = String::new();
     if let Some(mut err) = app.0.stderr.take() {
         let _ = std::io::Read::read_to_string(&mut err, &mut log);
