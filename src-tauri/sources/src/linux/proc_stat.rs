@@ -264,4 +264,47 @@ mod tests {
         assert!((fast - 161.2).abs() < 1e-9, "{fast}");
         assert!((slow - 161.2).abs() < 1e-9, "{slow}");
     }
+
+    #[test]
+    fn an_hour_at_a_steady_load_counts_the_same_at_the_rest_pace_as_at_one_second() {
+        use std::time::Duration;
+        use wattbar_core::units::Watts;
+        // 8 CPUs at 100 ticks/s (800 a second), busy 30 % with a ±10 % swing each second, for an
+        // hour, read every second and every 5 s. TDP 65 W, idle 6.5 W: the mean load is 30 %
+        // over the hour, so 3600 × (6.5 + 58.5 × 0.30) = 86,580 J either way.
+        let model = crate::cpu_proxy::CpuPowerModel::with_tdp(
+            Watts(65.0),
+            crate::cpu_proxy::TdpOrigin::Configured,
+        );
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let at = |s: u64| Stamp::new(Duration::from_secs(s), 1.7e9 + s as f64);
+        let mut every_second = ProcStat::new(dir.path(), model);
+        let mut at_rest = ProcStat::new(dir.path(), model);
+        let (mut busy, mut idle) = (50_000, 450_000);
+        write_ticks(dir.path(), busy, idle);
+        let _ = every_second.read_root(dir.path(), at(0));
+        let _ = at_rest.read_root(dir.path(), at(0));
+        let (mut fast, mut slow) = (0.0, 0.0);
+        for second in 1..=3600u64 {
+            // 240 ticks busy of 800 on average: 160, 320, 160, 320, …
+            let share = if second % 2 == 0 { 320 } else { 160 };
+            busy += share;
+            idle += 800 - share;
+            write_ticks(dir.path(), busy, idle);
+            fast = counted(
+                every_second
+                    .read_root(dir.path(), at(second))
+                    .unwrap_or_default(),
+            );
+            if second % 5 == 0 {
+                slow = counted(
+                    at_rest
+                        .read_root(dir.path(), at(second))
+                        .unwrap_or_default(),
+                );
+            }
+        }
+        assert!((fast - 86_580.0).abs() < 1e-6, "{fast}");
+        assert!((slow - fast).abs() < 1e-6, "{slow} against {fast}");
+    }
 }

@@ -2,6 +2,10 @@
 //! OpenAI-compatible `/v1/chat/completions` (Server-Sent Events, usage asked for). The text is
 //! gathered as it arrives, the first token is stamped, and the server's own figures are read by
 //! the same [`ResponseMeter`] the proxy uses.
+//!
+//! Limits: no overall time (a long answer takes as long as it takes), but an answer of at most
+//! [`MAX_ANSWER_BYTES`] and an error body of at most [`MAX_ERROR_BYTES`], counted as they are
+//! read: a server that streams without end is refused, saying so, before it fills the memory.
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
@@ -9,6 +13,11 @@ use std::io::Read;
 use wattbar_core::inference::response::{Framing, ResponseMeter, ServerFigures};
 use wattbar_core::inference::Route;
 use wattbar_engine::unix_now;
+
+/// The most of one answer read: a long answer of a real model is well under a MiB.
+pub const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
+/// The most of an error's body read, and shown.
+pub const MAX_ERROR_BYTES: u64 = 64 * 1024;
 
 /// The server's API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -148,7 +157,12 @@ pub fn ask(base: &str, api: Api, model: &str, prompt: &str, sampling: Sampling) 
         .with_context(|| format!("is the model server at {base}?"))?;
     let status = reply.status().as_u16();
     if status >= 400 {
-        let body = reply.into_body().read_to_string().unwrap_or_default();
+        let body = reply
+            .into_body()
+            .with_config()
+            .limit(MAX_ERROR_BYTES)
+            .read_to_string()
+            .unwrap_or_default();
         bail!("{url}: {status} {body}");
     }
     let content_type = reply
@@ -164,12 +178,17 @@ pub fn ask(base: &str, api: Api, model: &str, prompt: &str, sampling: Sampling) 
     let mut body = String::new();
     let mut text = String::new();
     let mut first_token = None;
+    let mut read = 0usize;
     loop {
         let n = reader
             .read(&mut buf)
             .with_context(|| format!("{url}: the answer broke off"))?;
         if n == 0 {
             break;
+        }
+        read += n;
+        if read > MAX_ANSWER_BYTES {
+            bail!("{url}: the answer ran past {MAX_ANSWER_BYTES} bytes: refused, not read further");
         }
         let chunk = &buf[..n];
         if meter.feed(chunk) > 0 && first_token.is_none() {
@@ -224,6 +243,50 @@ mod tests {
             .filter_map(line_json)
             .filter_map(|v| content(api, &v).map(str::to_string))
             .collect()
+    }
+
+    #[test]
+    fn an_answer_without_end_is_refused_at_its_cap() {
+        use std::io::Write;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+        let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
+        std::thread::spawn(move || {
+            let Ok((mut stream, _)) = listener.accept() else {
+                return;
+            };
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\n\r\n";
+            if stream.write_all(head.as_bytes()).is_err() {
+                return;
+            }
+            // One line that never ends: 1 MiB at a time, past the cap.
+            let chunk = vec![b'x'; 1 << 20];
+            for _ in 0..(MAX_ANSWER_BYTES >> 20) + 4 {
+                if stream.write_all(&chunk).is_err() {
+                    return;
+                }
+            }
+        });
+        let sampling = Sampling {
+            max_tokens: None,
+            temperature: None,
+        };
+        let refused = ask(
+            &format!("http://127.0.0.1:{port}"),
+            Api::Ollama,
+            "m",
+            "hi",
+            sampling,
+        )
+        .err()
+        .map(|e| e.to_string());
+        assert!(
+            refused
+                .as_deref()
+                .is_some_and(|e| e.contains("ran past 16777216 bytes")),
+            "{refused:?}"
+        );
     }
 
     #[test]
