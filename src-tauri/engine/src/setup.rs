@@ -1,6 +1,7 @@
 //! Builds the chain for this machine from the environment.
 
 use crate::error::Error;
+use crate::home::paths::{read_at_most, MAX_GIVEN_FILE_BYTES};
 use std::path::{Path, PathBuf};
 use wattbar_core::prefs::WallMeterPref;
 use wattbar_core::{Chain, Source};
@@ -52,7 +53,7 @@ impl ChainOptions {
 }
 
 pub fn load_trace(path: &Path) -> Result<replay::Trace, Error> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+    let text = read_at_most(path, MAX_GIVEN_FILE_BYTES).map_err(|source| Error::Io {
         path: path.to_path_buf(),
         source,
     })?;
@@ -102,5 +103,23 @@ pub fn wall_meter_of(pref: &WallMeterPref) -> WallMeter {
             .tls_pin_sha256
             .as_deref()
             .and_then(|p| wattbar_core::pin::Pin::parse(p).ok()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replay_trace_with_no_end_is_refused_at_its_limit() {
+        let refused = load_trace(Path::new("/dev/zero"))
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            refused
+                .as_deref()
+                .is_some_and(|e| e.contains("67108864 bytes it may hold")),
+            "{refused:?}"
+        );
     }
 }

@@ -21,8 +21,11 @@ pub fn calibrate(from_csv: Option<&Path>, json: bool) -> Result<()> {
 }
 
 fn from_file(file: &Path, json: bool) -> Result<()> {
-    let text =
-        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let text = wattbar_engine::home::paths::read_at_most(
+        file,
+        wattbar_engine::home::paths::MAX_GIVEN_FILE_BYTES,
+    )
+    .with_context(|| format!("cannot read {}", file.display()))?;
     let pairs = parse_trace(&text).with_context(|| format!("{}", file.display()))?;
     let windows = calibration::windows(&pairs);
     let fit = calibration::fit(&windows).map_err(|r| anyhow!("calibration refused: {r}"))?;

@@ -81,8 +81,11 @@ fn feeds() -> Vec<serde_json::Value> {
 }
 
 pub fn integrate_file(file: &std::path::Path) -> Result<()> {
-    let text =
-        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let text = wattbar_engine::home::paths::read_at_most(
+        file,
+        wattbar_engine::home::paths::MAX_GIVEN_FILE_BYTES,
+    )
+    .with_context(|| format!("cannot read {}", file.display()))?;
     match crate::integrate::integrate(&text) {
         Ok(report) => {
             crate::out!("{}", serde_json::to_string(&report)?)?;
@@ -148,7 +151,11 @@ pub fn probe(
 
 pub fn parse(kind: CaptureKind, file: &std::path::Path) -> Result<()> {
     use wattbar_sources::macos::{ioreg, macmon, pmset, powermetrics, top};
-    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let bytes = wattbar_engine::home::paths::read_bytes_at_most(
+        file,
+        wattbar_engine::home::paths::MAX_GIVEN_FILE_BYTES,
+    )
+    .with_context(|| format!("cannot read {}", file.display()))?;
     let text = String::from_utf8_lossy(&bytes);
     let at = wattbar_core::Stamp::default();
     let fail = |e: wattbar_sources::Error| anyhow::anyhow!("{}: {e}", file.display());

@@ -80,8 +80,11 @@ pub fn fleet(runtime: &tokio::runtime::Runtime, o: Options) -> Result<()> {
 
 /// The hosts of a host file: one per line, blank lines and `#` comments skipped.
 pub fn read_hostfile(path: &std::path::Path) -> Result<Vec<String>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = wattbar_engine::home::paths::read_at_most(
+        path,
+        wattbar_engine::home::paths::MAX_GIVEN_FILE_BYTES,
+    )
+    .with_context(|| format!("cannot read {}", path.display()))?;
     Ok(text
         .lines()
         .map(|l| l.split('#').next().unwrap_or_default().trim())

@@ -169,6 +169,16 @@ fn a_hostfile_skips_blank_lines_and_comments() {
         read_hostfile(&path).unwrap_or_else(|e| panic!("{e}")),
         ["a:9471", "b"]
     );
+    // A file with no end is refused at the limit of a file given on the command line.
+    let endless = read_hostfile(std::path::Path::new("/dev/zero"))
+        .err()
+        .map(|e| format!("{e:#}"));
+    assert!(
+        endless
+            .as_deref()
+            .is_some_and(|e| e.contains("67108864 bytes it may hold")),
+        "{endless:?}"
+    );
 }
 
 #[test]

@@ -9,8 +9,11 @@ use wattbar_core::eval::compare::{apart, compare, Group, Run};
 /// A run from its folder's `summary.json`.
 fn read_run(dir: &Path) -> Result<Run> {
     let path = dir.join("summary.json");
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
+    let text = wattbar_engine::home::paths::read_at_most(
+        &path,
+        wattbar_engine::home::paths::MAX_GIVEN_FILE_BYTES,
+    )
+    .with_context(|| format!("cannot read {}", path.display()))?;
     let s: Value =
         serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
     let label = dir.file_name().map_or_else(

@@ -110,8 +110,11 @@ pub struct QueryRecord {
 }
 
 pub fn profile(runtime: &tokio::runtime::Runtime, o: Options) -> Result<()> {
-    let text = std::fs::read_to_string(&o.prompts)
-        .with_context(|| format!("cannot read {}", o.prompts.display()))?;
+    let text = wattbar_engine::home::paths::read_at_most(
+        &o.prompts,
+        wattbar_engine::home::paths::MAX_GIVEN_FILE_BYTES,
+    )
+    .with_context(|| format!("cannot read {}", o.prompts.display()))?;
     let mut prompts =
         parse_prompts(&text, o.format).with_context(|| format!("{}", o.prompts.display()))?;
     let in_file = prompts.len();

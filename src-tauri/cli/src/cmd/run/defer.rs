@@ -239,8 +239,11 @@ pub(super) fn pricing(
 
 /// How long a job runs, from an earlier run's summary: the mean of its runs' seconds.
 fn estimate_from(path: &std::path::Path) -> Result<Duration> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let text = wattbar_engine::home::paths::read_at_most(
+        path,
+        wattbar_engine::home::paths::MAX_GIVEN_FILE_BYTES,
+    )
+    .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
     let v: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| anyhow::anyhow!("{} is not a run's summary: {e}", path.display()))?;
     let seconds: Vec<f64> = v["results"]
