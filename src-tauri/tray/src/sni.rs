@@ -16,12 +16,10 @@ use crate::brain::Told;
 use crate::display::Shown;
 use crate::icon_render;
 use crate::menu::MenuId;
+use crate::tray::{static_icon, ICON_PX};
 use ksni::menu::{CheckmarkItem, StandardItem};
 use ksni::{MenuItem, TrayMethods};
 use tokio::sync::mpsc::UnboundedSender;
-
-/// Rendered at 44 px, as the libappindicator tray's: crisp on HiDPI panels.
-const ICON_PX: u32 = 44;
 
 /// What the item shows, and where its clicks go.
 pub struct Item {
@@ -36,13 +34,8 @@ pub struct Item {
 /// The static icon, or the watts drawn as digits, for the host: ARGB32 in network byte order.
 fn icon_of(shown: &Shown) -> ksni::Icon {
     let rgba = if shown.icon_text.is_empty() {
-        let png: &[u8] = if shown.low_power {
-            include_bytes!("../../../icons/tray-low-power.png")
-        } else {
-            include_bytes!("../../../icons/tray.png")
-        };
-        icon_render::decode_png(png)
-            .unwrap_or_else(|_| icon_render::render(&shown.icon_text, ICON_PX, shown.low_power))
+        static_icon(shown.low_power)
+            .unwrap_or_else(|_| icon_render::render("", ICON_PX, shown.low_power))
     } else {
         icon_render::render(&shown.icon_text, ICON_PX, shown.low_power)
     };

@@ -47,21 +47,26 @@ pub struct Tray {
     low_power_clicked: bool,
 }
 
-/// The static icon: a template (monochrome, tinted by macOS) on macOS. In low-power mode a
-/// variant with a leaf mark.
-fn icon(low_power: bool) -> Result<Icon, TrayError> {
+/// The static icon's pixels: a template (monochrome, tinted by macOS) on macOS. In low-power
+/// mode a variant with a leaf mark.
+pub(crate) fn static_icon(low_power: bool) -> Result<icon_render::Rgba, String> {
     let png: &[u8] = match (cfg!(target_os = "macos"), low_power) {
         (true, false) => include_bytes!("../../../icons/tray-template.png"),
         (true, true) => include_bytes!("../../../icons/tray-template-low-power.png"),
         (false, false) => include_bytes!("../../../icons/tray.png"),
         (false, true) => include_bytes!("../../../icons/tray-low-power.png"),
     };
-    let image = icon_render::decode_png(png).map_err(TrayError)?;
+    icon_render::decode_png(png)
+}
+
+/// [`static_icon`] for the toolkit's tray.
+fn icon(low_power: bool) -> Result<Icon, TrayError> {
+    let image = static_icon(low_power).map_err(TrayError)?;
     Icon::from_rgba(image.pixels, image.size, image.size).map_err(tray_error)
 }
 
 /// Rendered at 44 px: crisp on HiDPI panels and when a host halves it.
-const ICON_PX: u32 = 44;
+pub(crate) const ICON_PX: u32 = 44;
 
 impl Tray {
     /// Builds the icon and its menu; must run on the thread of the event loop.
