@@ -5,6 +5,7 @@
 //! point them at fake sysfs trees.
 
 pub mod background;
+pub mod capped;
 pub mod cpu_proxy;
 pub mod error;
 pub mod linux;
@@ -18,6 +19,7 @@ pub mod replay;
 pub mod resolver;
 pub mod sample;
 pub mod server_metrics;
+pub mod tool;
 
 pub use cpu_proxy::{CpuPowerModel, CpuProxy};
 pub use error::Error;

@@ -6,14 +6,16 @@
 //! before anything is sent, and the profile is refused, saying which line and why.
 
 use anyhow::{bail, Result};
-use std::io::Write;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 use wattbar_core::eval::judge;
 use wattbar_core::eval::{grade, Grade, Grader, Verdict};
+use wattbar_sources::tool::run_bounded;
 
 /// How long a `cmd:` grader may take over one answer before it is unevaluated.
 const CMD_TIMEOUT: Duration = Duration::from_secs(60);
+/// The most of a `cmd:` grader's output read: its first line is what it extracted.
+const MAX_CMD_OUTPUT_BYTES: usize = 4096;
 
 /// The graders of a profile: the one asked for, and each line's own.
 pub struct Graders {
@@ -147,55 +149,23 @@ fn run_cmd(name: &str, program: &str, record: &serde_json::Value) -> Grade {
         verdict,
         why,
     };
-    let child = Command::new("sh")
-        .args(["-c", program])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn();
-    let mut child = match child {
-        Ok(c) => c,
+    let ran = run_bounded(
+        Command::new("sh").args(["-c", program]),
+        Some(format!("{record}\n").into_bytes()),
+        CMD_TIMEOUT,
+        MAX_CMD_OUTPUT_BYTES,
+    );
+    let ran = match ran {
+        Ok(ran) => ran,
         Err(e) => return made(Verdict::Unevaluated, None, format!("{program}: {e}")),
     };
-    // Written and read on threads of their own: a grader that reads nothing, or says much, never
-    // holds the wait below past its limit.
-    if let Some(mut stdin) = child.stdin.take() {
-        let line = format!("{record}\n");
-        std::thread::spawn(move || {
-            // A grader that reads nothing closes its stdin early: not an error of the answer's.
-            let _ = stdin.write_all(line.as_bytes());
-        });
-    }
-    let reader = child.stdout.take().map(|mut out| {
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = std::io::Read::read_to_string(&mut out, &mut text);
-            text.lines()
-                .next()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .map(String::from)
-        })
-    });
-    let started = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if started.elapsed() < CMD_TIMEOUT => {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-        }
-    };
-    // Its output ends when it exits (unless a child of its own keeps it open); after a kill it is
-    // not waited for.
-    let said = reader
-        .filter(|_| status.is_some())
-        .and_then(|r| r.join().ok().flatten());
+    let status = ran.status;
+    let said = String::from_utf8_lossy(&ran.stdout)
+        .lines()
+        .next()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(String::from);
     match status.and_then(|s| s.code()) {
         Some(0) => made(Verdict::Correct, said, format!("{program} exited 0")),
         Some(1) => made(Verdict::Incorrect, said, format!("{program} exited 1")),
@@ -245,6 +215,22 @@ mod tests {
             (got.verdict, got.why.as_str()),
             (Verdict::Unevaluated, "exit 3 exited 3")
         );
+    }
+
+    #[test]
+    fn a_grader_that_prints_20_mb_is_read_for_4_kib_and_its_verdict_stands() {
+        let g = Graders::new(
+            Some("cmd:head -c 20000000 /dev/zero | tr '\\0' 7; exit 0"),
+            false,
+            0.0,
+            true,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let got = g
+            .grade(None, "x", None, &serde_json::Value::Null)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(got.verdict, Verdict::Correct);
+        assert_eq!(got.extracted.map(|e| e.len()), Some(MAX_CMD_OUTPUT_BYTES));
     }
 
     #[test]
