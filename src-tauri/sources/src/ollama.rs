@@ -17,6 +17,9 @@
 //!   0 W. Transient rather than unavailable, because Ollama may start later.
 //!
 //! A GB here is 10⁹ bytes, as Ollama prints sizes.
+//!
+//! Limit: an answer is read up to [`MAX_PS_BYTES`] (a dozen loaded models take a few KiB); a
+//! longer one is refused, not read.
 
 use crate::error::Error;
 use crate::sample::Sample;
@@ -28,6 +31,8 @@ use wattbar_core::{Domain, Quality, Reading, Source, Stamp, Watts};
 pub const SOURCE_ID: &str = "ollama-heuristic";
 pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:11434";
 pub const DEFAULT_WATTS_PER_GB: f64 = 2.0;
+/// The most of an `/api/ps` answer read.
+pub const MAX_PS_BYTES: u64 = 1 << 20;
 /// Short: the sampler must not wait on a busy or absent server.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(300);
 pub const BYTES_PER_GB: f64 = 1e9;
@@ -173,12 +178,26 @@ impl OllamaHeuristic {
                 )),
                 false,
             )),
-            Ok(mut response) => response.body_mut().read_to_string().map_err(|e| {
-                (
-                    Error::Transient(format!("Ollama at {}: reading /api/ps: {e}", self.base_url)),
-                    false,
-                )
-            }),
+            Ok(mut response) => response
+                .body_mut()
+                .with_config()
+                .limit(MAX_PS_BYTES)
+                .read_to_string()
+                .map_err(|e| {
+                    let why = match e {
+                        ureq::Error::BodyExceedsLimit(_) => {
+                            format!("the answer is over {} KiB", MAX_PS_BYTES >> 10)
+                        }
+                        e => e.to_string(),
+                    };
+                    (
+                        Error::Transient(format!(
+                            "Ollama at {}: reading /api/ps: {why}",
+                            self.base_url
+                        )),
+                        false,
+                    )
+                }),
             Err(t) => Err((
                 Error::Transient(format!(
                     "Ollama is not answering at {} ({t}); is it running?",
@@ -360,5 +379,35 @@ mod tests {
         );
         let s = OllamaHeuristic::new("http://x:1/", 1.5);
         assert_eq!((s.base_url(), s.watts_per_gb()), ("http://x:1", 1.5));
+    }
+
+    #[test]
+    fn an_answer_over_1_mib_is_refused_not_read() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        let server = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap_or_else(|e| panic!("{e}"));
+            let mut request = [0u8; 4096];
+            let _ = conn.read(&mut request);
+            // A list of models 2 MiB long: valid JSON, each name the same.
+            let body = format!(
+                "{{\"models\":[{}{{\"name\":\"m\",\"size_vram\":1}}]}}",
+                "{\"name\":\"m\",\"size_vram\":1},".repeat((2 << 20) / 29)
+            );
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                body.len()
+            );
+            let _ = conn.write_all(head.as_bytes());
+            let _ = conn.write_all(body.as_bytes());
+        });
+        let ollama = OllamaHeuristic::new(format!("http://{addr}"), DEFAULT_WATTS_PER_GB);
+        let got = ollama.fetch_ps();
+        assert!(
+            matches!(&got, Err(Error::Transient(m)) if m.contains("over 1024 KiB")),
+            "{got:?}"
+        );
+        let _ = server.join();
     }
 }

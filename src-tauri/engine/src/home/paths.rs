@@ -52,29 +52,7 @@ pub const MAX_KEPT_FILE_BYTES: u64 = 1024 * 1024;
 /// 10 Hz is about 30 MB.
 pub const MAX_GIVEN_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
-/// The text of the file at `path`, refused (`FileTooLarge`, naming `max_bytes`) where it holds
-/// more: no more than `max_bytes` and one byte are ever read, whatever the file says its size is
-/// (a FIFO, `/dev/zero`, a file still growing).
-pub fn read_at_most(path: &std::path::Path, max_bytes: u64) -> std::io::Result<String> {
-    String::from_utf8(read_bytes_at_most(path, max_bytes)?)
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
-}
-
-/// [`read_at_most`]'s bytes, for a file that need not be UTF-8.
-pub fn read_bytes_at_most(path: &std::path::Path, max_bytes: u64) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)?
-        .take(max_bytes.saturating_add(1))
-        .read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max_bytes {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::FileTooLarge,
-            format!("more than the {max_bytes} bytes it may hold"),
-        ));
-    }
-    Ok(bytes)
-}
+pub use wattbar_sources::capped::{read_at_most, read_bytes_at_most};
 
 /// Writes `text` to `path` whole or not at all: a temporary file beside it (readable by its
 /// user alone, as the rename keeps it), synced, then renamed over it.

@@ -16,7 +16,7 @@
 //!   server: domain `system`. Other devices are skipped.
 //! - `name` may be NUL-padded: NULs and whitespace are trimmed.
 
-use super::sysfs::clean;
+use super::sysfs::{clean, read_attr_bytes};
 use crate::error::Error;
 use crate::sample::Sample;
 use std::collections::{BTreeMap, HashMap};
@@ -39,13 +39,13 @@ pub struct Device {
 }
 
 pub fn read_device(dir: &Path) -> Option<Device> {
-    let name = clean(&std::fs::read(dir.join("name")).ok()?);
+    let name = clean(&read_attr_bytes(&dir.join("name")).ok()?);
     let files = std::fs::read_dir(dir)
         .ok()?
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|f| f.starts_with("power") || f.starts_with("energy") || f == "in1_label")
-        .filter_map(|f| std::fs::read(dir.join(&f)).ok().map(|b| (f, clean(&b))))
+        .filter_map(|f| read_attr_bytes(&dir.join(&f)).ok().map(|b| (f, clean(&b))))
         .collect();
     Some(Device {
         dir: dir.file_name()?.to_string_lossy().into_owned(),
@@ -187,7 +187,7 @@ impl Layout {
                 let mut d = device.clone();
                 for (file, path) in values {
                     d.files
-                        .insert(file.clone(), clean(&std::fs::read(path).ok()?));
+                        .insert(file.clone(), clean(&read_attr_bytes(path).ok()?));
                 }
                 Some(d)
             })

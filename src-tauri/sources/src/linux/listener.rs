@@ -108,7 +108,7 @@ fn listening(root: &Path) -> Result<Vec<Socket>, Error> {
     let net = root.join("proc/net");
     let mut sockets = Vec::new();
     for file in ["tcp", "tcp6"] {
-        match std::fs::read_to_string(net.join(file)) {
+        match super::sysfs::read_proc_text(&net.join(file)) {
             Ok(text) => sockets.extend(parse_listening(&text)?),
             // A kernel without IPv6 has no tcp6.
             Err(_) if file == "tcp6" => {}

@@ -102,7 +102,7 @@ impl ProcStat {
     /// Reads `root/proc/stat` afresh (`probe` compares two roots).
     pub fn read_root(&mut self, root: &Path, at: Stamp) -> Result<Vec<Reading>, Error> {
         let path = root.join("proc/stat");
-        let text = std::fs::read_to_string(&path)
+        let text = super::sysfs::read_proc_text(&path)
             .map_err(|e| Error::Unavailable(format!("{}: {e}", path.display())))?;
         self.estimate(parse_proc_stat(&text)?, at)
     }

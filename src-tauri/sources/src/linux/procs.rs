@@ -145,7 +145,7 @@ impl ProcReader {
             }
         }
         let path = self.proc_dir.join(p.pid.to_string()).join("cmdline");
-        let cmd = std::fs::read(path)
+        let cmd = super::sysfs::read_cmdline_head(&path)
             .map(|b| parse_cmdline(&b))
             .unwrap_or_default();
         self.cmds
@@ -196,7 +196,7 @@ impl LinuxTable {
     pub fn read(&mut self) -> Result<TableRead, Error> {
         // The moment of the read is taken before the listing: a process that starts while
         // the listing runs then counts as new at the next read, not as already seen.
-        let uptime = std::fs::read_to_string(&self.uptime).map_err(|e| {
+        let uptime = super::sysfs::read_proc_text(&self.uptime).map_err(|e| {
             Error::Unavailable(format!(
                 "processes cannot be listed: {}: {e}",
                 self.uptime.display()
@@ -209,7 +209,7 @@ impl LinuxTable {
             .map(|s| (s * USER_HZ) as u64)
             .ok_or_else(|| parse_err(format!("{}: no uptime", self.uptime.display())))?;
         let procs = self.reader.read()?;
-        let stat = std::fs::read_to_string(&self.stat)
+        let stat = super::sysfs::read_proc_text(&self.stat)
             .map_err(|e| Error::Unavailable(format!("{}: {e}", self.stat.display())))?;
         let ticks = super::proc_stat::parse_proc_stat(&stat)?;
         Ok(TableRead {
@@ -244,7 +244,7 @@ pub fn parse_open_files_limit(text: &str) -> Option<u64> {
 /// cannot be read. Reopening a file at each read costs the kernel about 5 µs more than a
 /// `pread` on a kept one.
 pub fn kept_open_bound(root: &Path) -> usize {
-    std::fs::read_to_string(root.join("proc/self/limits"))
+    super::sysfs::read_proc_text(&root.join("proc/self/limits"))
         .ok()
         .and_then(|t| parse_open_files_limit(&t))
         .map_or(KEPT_OPEN_FALLBACK, |soft| {

@@ -18,7 +18,7 @@
 //!
 //! The first read has no watts yet: its readings carry only the energy counter.
 
-use super::sysfs::read_attr;
+use super::sysfs::{read_attr, read_attr_bytes};
 use crate::error::Error;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -92,7 +92,7 @@ pub fn read_zones(root: &Path) -> Result<Vec<Zone>, Error> {
         let Some(kind) = classify(name.as_deref(), top_level) else {
             continue;
         };
-        let energy_uj = match std::fs::read(path.join("energy_uj")) {
+        let energy_uj = match read_attr_bytes(&path.join("energy_uj")) {
             Ok(bytes) => parse_uj(&String::from_utf8_lossy(&bytes))?,
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
                 return Err(Error::Unavailable(UDEV_HINT.to_string()))
@@ -170,7 +170,7 @@ impl Layout {
         self.zones
             .iter()
             .map(|(path, zone)| {
-                let bytes = std::fs::read(path).map_err(|e| Error::Transient(e.to_string()))?;
+                let bytes = read_attr_bytes(path).map_err(|e| Error::Transient(e.to_string()))?;
                 Ok(Zone {
                     energy_uj: parse_uj(&String::from_utf8_lossy(&bytes))?,
                     ..zone.clone()

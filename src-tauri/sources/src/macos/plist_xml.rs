@@ -6,6 +6,12 @@
 //! as [`IoValue`]: integers (signed, or unsigned reinterpreted as i64 as ioreg means them),
 //! reals, booleans, strings (XML entities decoded) and nested dictionaries; arrays, data and
 //! dates are skipped as `Other`. Anything malformed is an error, never a guess.
+//!
+//! Limit: dictionaries and arrays nest at most [`MAX_NESTING`] deep (a battery's go three deep);
+//! deeper is refused before it is read, so that no file can exhaust the stack.
+
+/// The deepest nesting of dictionaries and arrays read, here and in the text reader.
+pub const MAX_NESTING: usize = 32;
 
 /// One registry value, as far as this parser needs to tell values apart.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,6 +47,8 @@ impl IoValue {
 struct Cursor<'a> {
     text: &'a str,
     pos: usize,
+    /// Dictionaries and arrays open around the value being read.
+    depth: usize,
 }
 
 enum Tag<'a> {
@@ -98,19 +106,19 @@ impl<'a> Cursor<'a> {
             Tag::Empty("dict") => Ok(IoValue::Dict(Vec::new())),
             Tag::Empty("string") => Ok(IoValue::Str(String::new())),
             Tag::Empty(_) => Ok(IoValue::Other),
-            Tag::Open("dict") => self.dict().map(IoValue::Dict),
-            Tag::Open("array") => {
+            Tag::Open("dict") => self.nested(|c| c.dict().map(IoValue::Dict)),
+            Tag::Open("array") => self.nested(|c| {
                 loop {
-                    match self.tag()? {
+                    match c.tag()? {
                         Tag::Close("array") => break,
                         Tag::Close(other) => return Err(format!("</{other}> inside an array")),
                         t => {
-                            self.value(t)?;
+                            c.value(t)?;
                         }
                     }
                 }
                 Ok(IoValue::Other)
-            }
+            }),
             Tag::Open("integer") => {
                 let t = self.text_until("integer")?.trim();
                 t.parse::<i64>()
@@ -132,6 +140,20 @@ impl<'a> Cursor<'a> {
             Tag::Open(other) => Err(format!("unknown element <{other}>")),
             Tag::Close(other) => Err(format!("unexpected </{other}>")),
         }
+    }
+
+    /// `read` one level deeper, refused past [`MAX_NESTING`].
+    fn nested(
+        &mut self,
+        read: impl FnOnce(&mut Self) -> Result<IoValue, String>,
+    ) -> Result<IoValue, String> {
+        if self.depth >= MAX_NESTING {
+            return Err(format!("nested more than {MAX_NESTING} deep"));
+        }
+        self.depth += 1;
+        let value = read(self);
+        self.depth -= 1;
+        value
     }
 
     /// The entries of a dictionary whose `<dict>` was just read.
@@ -166,9 +188,34 @@ fn unescape(s: &str) -> String {
         .replace("&amp;", "&")
 }
 
+/// Whether no dictionary or array of the XML plist `text` nests past [`MAX_NESTING`], read
+/// without building anything: the check before a reader that builds a tree.
+pub fn check_nesting(text: &str) -> Result<(), String> {
+    let mut c = Cursor {
+        text,
+        pos: 0,
+        depth: 0,
+    };
+    while c.text[c.pos..].contains('<') {
+        match c.tag()? {
+            Tag::Open("dict" | "array") if c.depth >= MAX_NESTING => {
+                return Err(format!("nested more than {MAX_NESTING} deep"));
+            }
+            Tag::Open("dict" | "array") => c.depth += 1,
+            Tag::Close("dict" | "array") => c.depth = c.depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// The first dictionary of an XML plist.
 pub fn first_dict(text: &str) -> Result<Vec<(String, IoValue)>, String> {
-    let mut c = Cursor { text, pos: 0 };
+    let mut c = Cursor {
+        text,
+        pos: 0,
+        depth: 1,
+    };
     loop {
         match c.tag()? {
             Tag::Open("plist") | Tag::Open("array") => continue,
@@ -226,5 +273,43 @@ mod tests {
         ] {
             assert!(first_dict(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_plist_nested_a_million_deep_is_refused_at_32_not_a_stack_overflow() {
+        let deep = format!(
+            "<plist><dict><key>k</key>{}</dict></plist>",
+            "<array>".repeat(1_000_000)
+        );
+        assert_eq!(
+            first_dict(&deep).err().as_deref(),
+            Some("nested more than 32 deep")
+        );
+        // 31 arrays inside the top dictionary are within the limit.
+        let ok = format!(
+            "<plist><dict><key>k</key>{}{}</dict></plist>",
+            "<array>".repeat(31),
+            "</array>".repeat(31)
+        );
+        assert!(first_dict(&ok).is_ok());
+    }
+
+    #[test]
+    fn nesting_is_checked_without_building_and_agrees_with_the_reader() {
+        let deep = format!(
+            "<plist>{}{}</plist>",
+            "<dict>".repeat(40),
+            "</dict>".repeat(40)
+        );
+        assert_eq!(
+            check_nesting(&deep).err().as_deref(),
+            Some("nested more than 32 deep")
+        );
+        let fine = format!(
+            "<plist>{}{}</plist>",
+            "<array>".repeat(32),
+            "</array>".repeat(32)
+        );
+        assert_eq!(check_nesting(&fine), Ok(()));
     }
 }

@@ -109,6 +109,8 @@ fn parse_plist_stream(text: &str) -> Result<Vec<PowerRecord>, Error> {
 }
 
 fn parse_plist_record(text: &str) -> Result<PowerRecord, String> {
+    // The plist crate builds without recursion but drops its tree recursively.
+    super::plist_xml::check_nesting(text)?;
     let value =
         plist::Value::from_reader_xml(text.as_bytes()).map_err(|e| format!("bad plist: {e}"))?;
     let root = value

@@ -110,3 +110,15 @@ fn garbage_is_a_parse_error() {
     assert!(parse_ioreg(&text_entry(&["\"Voltage\" 12"])).is_err());
     assert!(parse_ioreg("+-o X\n{\n\"Voltage\" = 1\n").is_err());
 }
+
+#[test]
+fn text_nested_a_million_deep_is_refused_at_32_not_a_stack_overflow() {
+    let deep = format!("\"Voltage\" = {}", "(".repeat(1_000_000));
+    let err = parse_ioreg(&text_entry(&[&deep]))
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("nested more than 32 deep"), "{err}");
+    let within = format!("\"Voltage\" = {}{}", "(".repeat(31), ")".repeat(31));
+    assert!(parse_ioreg(&text_entry(&[&within, "\"Voltage\" = 1"])).is_ok());
+}

@@ -2,6 +2,7 @@
 //! reader gives. Numbers the text prints as unsigned 64-bit are taken back as i64.
 
 use super::*;
+use crate::macos::plist_xml::MAX_NESTING;
 
 /// The text form: `+-o AppleSmartBattery <class …>`, then `{`, one `"Key" = value` per line
 /// (nested values inline), then `}`. Only the first entry is read.
@@ -46,9 +47,12 @@ pub(super) fn parse_text(text: &str) -> Result<Vec<(String, IoValue)>, Error> {
 
 /// Recursive descent over one line of ioreg text values: `123`, `Yes`/`No`, `"str"`, `<hex>`,
 /// `(a,b)`, `{"k"=v,…}`, and nothing at all (`"AdapterPower"=,`).
+/// Nests at most [`MAX_NESTING`] deep, as the plist reader.
 struct TextParser<'a> {
     s: &'a [u8],
     pos: usize,
+    /// Dictionaries and lists open around the value being read.
+    depth: usize,
 }
 
 impl<'a> TextParser<'a> {
@@ -56,6 +60,7 @@ impl<'a> TextParser<'a> {
         TextParser {
             s: s.as_bytes(),
             pos: 0,
+            depth: 1,
         }
     }
 
@@ -94,6 +99,20 @@ impl<'a> TextParser<'a> {
         None
     }
 
+    /// `read` one level deeper, refused past [`MAX_NESTING`].
+    fn nested(
+        &mut self,
+        read: impl FnOnce(&mut Self) -> Result<IoValue, String>,
+    ) -> Result<IoValue, String> {
+        if self.depth >= MAX_NESTING {
+            return Err(format!("nested more than {MAX_NESTING} deep"));
+        }
+        self.depth += 1;
+        let value = read(self);
+        self.depth -= 1;
+        value
+    }
+
     fn value(&mut self) -> Result<IoValue, String> {
         match self.peek() {
             None | Some(b',' | b')' | b'}') => Ok(IoValue::Other),
@@ -101,38 +120,38 @@ impl<'a> TextParser<'a> {
                 .string()
                 .map(IoValue::Str)
                 .ok_or_else(|| "unterminated string".to_string()),
-            Some(b'{') => {
-                self.pos += 1;
+            Some(b'{') => self.nested(|p| {
+                p.pos += 1;
                 let mut entries = Vec::new();
                 loop {
-                    if self.eat(b'}') {
+                    if p.eat(b'}') {
                         return Ok(IoValue::Dict(entries));
                     }
-                    let key = self
+                    let key = p
                         .string()
-                        .ok_or_else(|| format!("expected a key at byte {}", self.pos))?;
-                    if !self.eat(b'=') {
+                        .ok_or_else(|| format!("expected a key at byte {}", p.pos))?;
+                    if !p.eat(b'=') {
                         return Err(format!("no `=` after {key:?}"));
                     }
-                    let v = self.value()?;
+                    let v = p.value()?;
                     entries.push((key, v));
-                    if !self.eat(b',') && self.peek() != Some(b'}') {
-                        return Err(format!("expected `,` or `}}` at byte {}", self.pos));
+                    if !p.eat(b',') && p.peek() != Some(b'}') {
+                        return Err(format!("expected `,` or `}}` at byte {}", p.pos));
                     }
                 }
-            }
-            Some(b'(') => {
-                self.pos += 1;
+            }),
+            Some(b'(') => self.nested(|p| {
+                p.pos += 1;
                 loop {
-                    if self.eat(b')') {
+                    if p.eat(b')') {
                         return Ok(IoValue::Other);
                     }
-                    self.value()?;
-                    if !self.eat(b',') && self.peek() != Some(b')') {
-                        return Err(format!("expected `,` or `)` at byte {}", self.pos));
+                    p.value()?;
+                    if !p.eat(b',') && p.peek() != Some(b')') {
+                        return Err(format!("expected `,` or `)` at byte {}", p.pos));
                     }
                 }
-            }
+            }),
             Some(b'<') => {
                 match self.s[self.pos..].iter().position(|&c| c == b'>') {
                     Some(n) => self.pos += n + 1,
