@@ -3,18 +3,29 @@
 //! Header `t,watts` (power samples, trapezoid rule with the 10 s gap policy) or `t,joules`
 //! (an energy counter: deltas, with resets adding nothing), with an optional `domain` column;
 //! each domain is integrated on its own and the results added. `t` is in seconds.
+//!
+//! Limits: the file is read through the 64 MiB reader of files given on the command line; at
+//! most [`MAX_DOMAINS`] domains (each holds an integrator); every gap is counted, the first
+//! [`MAX_LISTED_GAPS`] (by time) are listed.
 
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use wattbar_core::counter::CounterIntegrator;
+use wattbar_core::energy::MAX_LISTED_GAPS;
 use wattbar_core::{Gap, Integrator, Joules, Watts};
+
+/// The most domains one file may name.
+pub const MAX_DOMAINS: usize = 1_000;
 
 #[derive(Debug, Serialize)]
 pub struct Report {
     pub joules: f64,
     pub kwh: f64,
+    /// The first [`MAX_LISTED_GAPS`] gaps by time.
     pub gaps: Vec<Gap>,
+    /// Every gap, listed or not.
+    pub gap_count: usize,
     pub samples: usize,
 }
 
@@ -77,6 +88,11 @@ pub fn integrate(text: &str) -> Result<Report, String> {
             ),
         };
         let domain = d_col.map(|c| cells[c]).unwrap_or("system").to_string();
+        if domains.len() >= MAX_DOMAINS && !domains.contains_key(&domain) {
+            return Err(format!(
+                "line {n}: more than {MAX_DOMAINS} domains; integrate them in parts"
+            ));
+        }
         let acc = domains.entry(domain).or_insert_with(|| match kind {
             Kind::Watts => Acc::Power(Integrator::default()),
             Kind::Joules => Acc::Counter(CounterIntegrator::new()),
@@ -95,20 +111,24 @@ pub fn integrate(text: &str) -> Result<Report, String> {
     }
     let mut joules = 0.0;
     let mut gaps = Vec::new();
+    let mut gap_count = 0;
     for acc in domains.values() {
         match acc {
             Acc::Power(i) => {
                 joules += i.total().0;
+                gap_count += i.gap_count();
                 gaps.extend_from_slice(i.gaps());
+                gaps.sort_by(|a, b| a.from.total_cmp(&b.from));
+                gaps.truncate(MAX_LISTED_GAPS);
             }
             Acc::Counter(c) => joules += c.total().0,
         }
     }
-    gaps.sort_by(|a, b| a.from.total_cmp(&b.from));
     Ok(Report {
         joules,
         kwh: Joules(joules).kwh(),
         gaps,
+        gap_count,
         samples,
     })
 }
@@ -167,5 +187,29 @@ mod tests {
                 Some(format!("line 3: t {t:?} is not a number of seconds").as_str())
             );
         }
+    }
+
+    #[test]
+    fn every_gap_is_counted_and_the_first_thousand_listed() {
+        // 1,501 samples 30 s apart: 1,500 gaps.
+        let mut csv = String::from("t,watts\n");
+        for k in 0..=1_500 {
+            csv.push_str(&format!("{},5\n", k * 30));
+        }
+        let r = integrate(&csv).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((r.gap_count, r.gaps.len()), (1_500, MAX_LISTED_GAPS));
+        assert_eq!(r.gaps[0].from, 0.0);
+    }
+
+    #[test]
+    fn a_file_naming_more_than_a_thousand_domains_is_refused_at_the_line_that_does() {
+        let mut csv = String::from("t,joules,domain\n");
+        for k in 0..=MAX_DOMAINS {
+            csv.push_str(&format!("0,1,d{k}\n"));
+        }
+        assert_eq!(
+            integrate(&csv).err().as_deref(),
+            Some("line 1002: more than 1000 domains; integrate them in parts")
+        );
     }
 }

@@ -6,13 +6,15 @@
 //! - Every call has a connect timeout ([`CONNECT_TIMEOUT`]) and an overall limit
 //!   ([`CALL_TIMEOUT`], longer than the API's own 10 s for a write the engine is slow to take);
 //!   only an event stream runs without an overall limit.
+//! - Answers read whole are at most [`MAX_BODY_BYTES`]; one event of a stream at most
+//!   [`MAX_EVENT_BYTES`] (a longer one ends the stream with [`Error::BadAnswer`]).
 //! - A refusal carries the engine's own `{"error", "field"}` answer; no answer at all is
 //!   [`Error::Unreachable`]: callers tell "refused" from "not there".
 //! - Calls block; async callers run them on a blocking pool.
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use wattbar_engine::home::lock::{EngineLock, Holder};
@@ -23,6 +25,8 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(12);
 /// Answers read whole are at most this large (a report's SVG is the largest).
 const MAX_BODY_BYTES: u64 = 64 << 20;
+/// One event of `/v1/stream` is at most this large (a published state is tens of KiB).
+const MAX_EVENT_BYTES: usize = 4 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -84,7 +88,9 @@ pub struct Client {
 /// The published states of an event stream, each as the engine wrote it (JSON), in order.
 pub struct Stream {
     url: String,
-    lines: std::io::Lines<BufReader<ureq::BodyReader<'static>>>,
+    reader: BufReader<ureq::BodyReader<'static>>,
+    /// An event was refused: the stream is over.
+    ended: bool,
 }
 
 impl Client {
@@ -287,7 +293,8 @@ impl Client {
         let reply = self.checked(&url, request.call())?;
         Ok(Stream {
             url,
-            lines: BufReader::new(reply.into_body().into_reader()).lines(),
+            reader: BufReader::new(reply.into_body().into_reader()),
+            ended: false,
         })
     }
 
@@ -344,20 +351,50 @@ impl Iterator for Stream {
 
     /// The next state's JSON; `None` once the engine closed the stream.
     fn next(&mut self) -> Option<Self::Item> {
+        if self.ended {
+            return None;
+        }
         let mut data = String::new();
+        let mut line = Vec::new();
+        // Within the rest of a line longer than an event may be, that is not data: dropped.
+        let mut skipping = false;
         loop {
-            let line = match self.lines.next()? {
-                Ok(line) => line,
+            line.clear();
+            // Room for the rest of the event, its `data:` and its line end: never more is read.
+            let room = MAX_EVENT_BYTES.saturating_sub(data.len()) + 8;
+            let room = u64::try_from(room).unwrap_or(u64::MAX);
+            match (&mut self.reader).take(room).read_until(b'\n', &mut line) {
+                Ok(0) => return None,
+                Ok(_) => {}
                 Err(e) => {
+                    self.ended = true;
                     return Some(Err(Error::Unreachable {
                         url: self.url.clone(),
                         why: format!("the stream broke: {e}"),
-                    }))
+                    }));
                 }
-            };
-            if let Some(d) = line.strip_prefix("data:") {
+            }
+            let cut = !line.ends_with(b"\n") && line.len() as u64 == room;
+            if skipping {
+                skipping = cut;
+                continue;
+            }
+            let text = String::from_utf8_lossy(&line);
+            let text = text.trim_end_matches(['\n', '\r']);
+            if let Some(d) = text.strip_prefix("data:") {
+                if cut || data.len() + d.len() > MAX_EVENT_BYTES {
+                    self.ended = true;
+                    return Some(Err(bad(
+                        &self.url,
+                        format!("an event over {} MiB", MAX_EVENT_BYTES >> 20),
+                    )));
+                }
                 data.push_str(d.trim_start());
-            } else if line.is_empty() && !data.is_empty() {
+            } else if cut {
+                skipping = true;
+                continue;
+            }
+            if text.is_empty() && !data.is_empty() {
                 return Some(Ok(data));
             }
         }

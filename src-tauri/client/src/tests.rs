@@ -109,3 +109,45 @@ fn no_engine_is_not_running_and_an_engine_that_never_answers_is_unreachable_not_
     drop(done);
     let _ = held.join();
 }
+
+#[test]
+fn a_stream_event_over_4_mib_ends_the_stream_saying_so_after_the_events_before_it() {
+    use std::io::{Read, Write};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    let peer = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap_or_else(|e| panic!("{e}"));
+        let mut request = [0u8; 4096];
+        let _ = conn.read(&mut request);
+        let _ = conn.write_all(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n\
+              : a comment line, skipped\r\ndata: {\"watts\":42}\r\n\r\n",
+        );
+        // A line that is not data, 5 MiB long: skipped without being held.
+        let _ = conn.write_all(&vec![b':'; 5 << 20]);
+        let _ = conn.write_all(b"\r\n");
+        // One `data:` line of 6 MiB with no end: the client must not wait for its end.
+        let _ = conn.write_all(b"data: ");
+        let chunk = vec![b'x'; 1 << 20];
+        for _ in 0..6 {
+            if conn.write_all(&chunk).is_err() {
+                break;
+            }
+        }
+    });
+    let mut stream = Client::at(&addr.to_string())
+        .stream()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        stream.next().map(|r| r.unwrap_or_else(|e| panic!("{e}"))),
+        Some("{\"watts\":42}".to_string())
+    );
+    let refused = stream.next();
+    assert!(
+        matches!(&refused, Some(Err(Error::BadAnswer { why, .. })) if why.contains("over 4 MiB")),
+        "{refused:?}"
+    );
+    assert!(stream.next().is_none());
+    drop(stream);
+    let _ = peer.join();
+}

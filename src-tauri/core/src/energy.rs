@@ -10,7 +10,9 @@
 //! - a sample that is absent, NaN, infinite or negative contributes nothing: it is skipped, and the
 //!   next valid sample is joined to the last valid one under the same threshold;
 //! - a time that does not move forward starts a new baseline and adds nothing;
-//! - power above [`MAX_POWER_WATTS`] is clamped to it and counted in `clamped`.
+//! - power above [`MAX_POWER_WATTS`] is clamped to it and counted in `clamped`;
+//! - every gap is counted; the first [`MAX_LISTED_GAPS`] are kept with their times, so that an
+//!   integrator that runs for months holds bounded memory.
 //!
 //! Non-goals: hardware energy counters (deltas of counters need no integration), persistence,
 //! and wall-clock handling. The caller passes a monotonic time and reports suspends it detected
@@ -26,6 +28,9 @@ pub const DEFAULT_GAP_THRESHOLD: Duration = Duration::from_secs(10);
 /// No machine Wattbar watches draws more than this; a larger value is a broken sensor.
 pub const MAX_POWER_WATTS: f64 = 100_000.0;
 
+/// The most gaps an integrator lists with their times; later ones are only counted.
+pub const MAX_LISTED_GAPS: usize = 1_000;
+
 /// An interval that added no energy.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Gap {
@@ -40,6 +45,7 @@ pub struct Integrator {
     last: Option<(Duration, Watts)>,
     total: Joules,
     gaps: Vec<Gap>,
+    gap_count: usize,
     clamped: u64,
 }
 
@@ -56,6 +62,7 @@ impl Integrator {
             last: None,
             total: Joules(0.0),
             gaps: Vec::new(),
+            gap_count: 0,
             clamped: 0,
         }
     }
@@ -75,7 +82,7 @@ impl Integrator {
             Some((t0, w0)) if t > t0 => {
                 let dt = t - t0;
                 if dt > self.gap_threshold {
-                    self.gaps.push(Gap {
+                    self.note_gap(Gap {
                         from: t0.as_secs_f64(),
                         seconds: dt.as_secs_f64(),
                     });
@@ -95,10 +102,17 @@ impl Integrator {
     /// nothing is integrated across it, and record the gap.
     pub fn interrupt(&mut self, t: Duration, seconds: f64) {
         self.last = None;
-        self.gaps.push(Gap {
+        self.note_gap(Gap {
             from: t.as_secs_f64(),
             seconds,
         });
+    }
+
+    fn note_gap(&mut self, gap: Gap) {
+        self.gap_count += 1;
+        if self.gaps.len() < MAX_LISTED_GAPS {
+            self.gaps.push(gap);
+        }
     }
 
     pub fn total(&self) -> Joules {
@@ -123,8 +137,14 @@ impl Integrator {
         self.last.map(|(t, _)| t)
     }
 
+    /// The first [`MAX_LISTED_GAPS`] gaps, in order.
     pub fn gaps(&self) -> &[Gap] {
         &self.gaps
+    }
+
+    /// Every gap so far, listed or not.
+    pub fn gap_count(&self) -> usize {
+        self.gap_count
     }
 
     /// How many samples were clamped to [`MAX_POWER_WATTS`].
@@ -265,5 +285,25 @@ mod tests {
         assert_eq!(i.push(secs(1.0), Some(Watts(50.0))), Joules(0.0));
         assert_eq!(i.gaps().len(), 1);
         assert_eq!(i.gaps()[0].seconds, 3600.0);
+    }
+
+    #[test]
+    fn a_month_of_gaps_is_counted_whole_and_listed_for_the_first_thousand() {
+        // A source that answers every 20 s against the 10 s threshold: 3,000 samples, 2,999 gaps
+        // of 20 s each, no energy.
+        let mut i = Integrator::default();
+        for k in 0..3_000 {
+            i.push(secs(f64::from(k) * 20.0), Some(Watts(10.0)));
+        }
+        assert_eq!(i.total(), Joules(0.0));
+        assert_eq!(i.gap_count(), 2_999);
+        assert_eq!(i.gaps().len(), MAX_LISTED_GAPS);
+        assert_eq!(
+            i.gaps()[999],
+            Gap {
+                from: 19_980.0,
+                seconds: 20.0
+            }
+        );
     }
 }

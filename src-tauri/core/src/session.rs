@@ -261,7 +261,7 @@ impl Session {
             fallback_kwh: shown.map_or(0.0, |t| t.fallback_kwh),
             currency: currency.clone(),
             carbon_g: shown.and_then(|t| t.carbon_g),
-            gaps: self.integrator.gaps().len(),
+            gaps: self.integrator.gap_count(),
             scope: self.scope,
             other_scopes: self
                 .tallies

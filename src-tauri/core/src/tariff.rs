@@ -3,7 +3,7 @@
 //! Times are local wall-clock times, `HH:MM`, `to` exclusive; `24:00` ends a day. A rule whose
 //! `to` is earlier than its `from` runs overnight into the next day (22:00–06:00 on Friday covers
 //! Friday night and early Saturday). Rules may not overlap and may not be empty; the error names
-//! the entry (1-based, in the order given).
+//! the entry (1-based, in the order given). At most [`MAX_TARIFF_RULES`] rules.
 //!
 //! Pricing: the caller passes the local time as seconds since Monday 00:00 of the current week
 //! (core reads no clock and knows no time zone). An interval that crosses a boundary is split,
@@ -18,6 +18,10 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
 #[serde(try_from = "f64", into = "f64")]
 pub struct Price(f64);
+
+/// The most rules a tariff may have: a week's price changes, every hour of every day, fit in
+/// 168.
+pub const MAX_TARIFF_RULES: usize = 200;
 
 /// Upper bound that catches a price typed in the wrong unit (per MWh, or cents).
 pub const MAX_PRICE_PER_KWH: f64 = 1000.0;
@@ -173,6 +177,12 @@ fn invalid(message: String) -> Error {
 
 impl Tariffs {
     pub fn new(default: Price, rules: Vec<TariffRule>) -> Result<Self, Error> {
+        if rules.len() > MAX_TARIFF_RULES {
+            return Err(invalid(format!(
+                "{} tariffs; at most {MAX_TARIFF_RULES}",
+                rules.len()
+            )));
+        }
         let mut spans: Vec<(f64, f64, Price, usize)> = Vec::new();
         for (i, rule) in rules.iter().enumerate() {
             let n = i + 1;
@@ -383,5 +393,42 @@ mod tests {
             r#"[{"weekdays":["sat"],"from":"26:00","to":"24:00","price":0.2}]"#
         )
         .is_err());
+    }
+
+    #[test]
+    fn a_price_for_every_hour_of_the_week_is_taken_and_more_than_200_rules_are_not() {
+        let day = |i: usize| {
+            [
+                Weekday::Mon,
+                Weekday::Tue,
+                Weekday::Wed,
+                Weekday::Thu,
+                Weekday::Fri,
+                Weekday::Sat,
+                Weekday::Sun,
+            ][i]
+        };
+        // 7 days × 24 hours = 168 one-hour rules, none overlapping.
+        let hourly: Vec<TariffRule> = (0..168)
+            .map(|k| {
+                let h = k % 24;
+                rule(
+                    &[day(k / 24)],
+                    &format!("{h:02}:00"),
+                    &format!("{:02}:00", h + 1),
+                    0.1,
+                )
+            })
+            .collect();
+        assert!(Tariffs::new(price(0.3), hourly).is_ok());
+        // 201 rules: refused by their count before any is looked at.
+        let many = vec![rule(&[], "07:00", "07:00", 0.4); MAX_TARIFF_RULES + 1];
+        assert_eq!(
+            Tariffs::new(price(0.3), many)
+                .err()
+                .map(|e| e.to_string())
+                .as_deref(),
+            Some("tariffs: 201 tariffs; at most 200")
+        );
     }
 }

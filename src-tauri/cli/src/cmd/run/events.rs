@@ -9,10 +9,22 @@
 //!   first phase is a phase of its own (`before first phase`), so the phases cover the run and
 //!   their energies add up to its energy.
 //! - A line that is not such an object is reported with its line number and skipped.
+//!
+//! Limits (the child is any program): a line is at most [`MAX_LINE_BYTES`] (a longer one is
+//! reported and skipped to its newline, never held whole); a run keeps at most [`MAX_EVENTS`]
+//! events (the rest are counted and said once); one poll reads at most [`MAX_POLL_BYTES`], so a
+//! child that writes without pause never holds the run's loop.
 
 use serde_json::{Map, Value};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
+
+/// The longest line of the events file that is read.
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+/// The most events one run keeps.
+pub const MAX_EVENTS: usize = 100_000;
+/// The most bytes one poll reads before the run's loop goes on; the rest waits for the next.
+pub const MAX_POLL_BYTES: u64 = 4 << 20;
 
 /// One event of a run.
 #[derive(Debug, Clone, PartialEq)]
@@ -115,9 +127,14 @@ pub struct Tail {
     /// and is read again from its start.
     offset: u64,
     /// Bytes of a line not ended yet: decoded only once whole, so that a character split
-    /// between two reads stays one character.
+    /// between two reads stays one character. Never longer than [`MAX_LINE_BYTES`].
     partial: Vec<u8>,
+    /// The line being read is past [`MAX_LINE_BYTES`]: its bytes are dropped up to its newline.
+    skipping: bool,
     line_no: usize,
+    /// Events handed out so far, and those past [`MAX_EVENTS`] that were not.
+    kept: usize,
+    dropped: usize,
 }
 
 impl Tail {
@@ -128,31 +145,77 @@ impl Tail {
             file: std::fs::File::open(path)?,
             offset: 0,
             partial: Vec::new(),
+            skipping: false,
             line_no: 0,
+            kept: 0,
+            dropped: 0,
         })
     }
 
-    /// The complete lines appended since the last call, as events or as problems.
+    /// The complete lines appended since the last call, as events or as problems. The last
+    /// poll reads to the end of the file and takes an unended last line too.
     pub fn poll(&mut self, now: f64, last: bool) -> Vec<Result<Event, String>> {
         if self.file.metadata().is_ok_and(|m| m.len() < self.offset)
             && self.file.seek(SeekFrom::Start(0)).is_ok()
         {
             self.offset = 0;
             self.partial.clear();
-        }
-        if let Ok(n) = self.file.read_to_end(&mut self.partial) {
-            self.offset += n as u64;
+            self.skipping = false;
         }
         let mut out = Vec::new();
-        while let Some(i) = self.partial.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = self.partial.drain(..=i).collect();
-            self.take(String::from_utf8_lossy(&line).trim(), now, &mut out);
+        let mut read: u64 = 0;
+        let mut chunk = vec![0u8; 64 * 1024];
+        while last || read < MAX_POLL_BYTES {
+            let n = match self.file.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            read += n as u64;
+            self.offset += n as u64;
+            for piece in chunk[..n].split_inclusive(|&b| b == b'\n') {
+                self.add(piece, now, &mut out);
+            }
         }
         if last {
             let rest = std::mem::take(&mut self.partial);
-            self.take(String::from_utf8_lossy(&rest).trim(), now, &mut out);
+            if !self.skipping {
+                self.take(String::from_utf8_lossy(&rest).trim(), now, &mut out);
+            }
+            if self.dropped > 0 {
+                out.push(Err(format!(
+                    "WATTBAR_RUN_EVENTS: {} events past the first {MAX_EVENTS} were not kept",
+                    self.dropped
+                )));
+            }
         }
         out
+    }
+
+    /// One piece of the file: bytes up to and including a newline, or the bytes after the last.
+    fn add(&mut self, piece: &[u8], now: f64, out: &mut Vec<Result<Event, String>>) {
+        let ended = piece.ends_with(b"\n");
+        if !self.skipping {
+            if self.partial.len() + piece.len() > MAX_LINE_BYTES + usize::from(ended) {
+                self.skipping = true;
+                self.partial.clear();
+                self.line_no += 1;
+                out.push(Err(format!(
+                    "WATTBAR_RUN_EVENTS line {}: longer than {} KiB",
+                    self.line_no,
+                    MAX_LINE_BYTES / 1024
+                )));
+            } else {
+                self.partial.extend_from_slice(piece);
+            }
+        }
+        if ended {
+            if self.skipping {
+                self.skipping = false;
+            } else {
+                let line = std::mem::take(&mut self.partial);
+                self.take(String::from_utf8_lossy(&line).trim(), now, out);
+            }
+        }
     }
 
     fn take(&mut self, line: &str, now: f64, out: &mut Vec<Result<Event, String>>) {
@@ -160,10 +223,14 @@ impl Tail {
         if line.is_empty() {
             return;
         }
-        out.push(
-            parse_line(line, now)
-                .map_err(|e| format!("WATTBAR_RUN_EVENTS line {}: {e}", self.line_no)),
-        );
+        let parsed = parse_line(line, now)
+            .map_err(|e| format!("WATTBAR_RUN_EVENTS line {}: {e}", self.line_no));
+        if parsed.is_ok() && self.kept >= MAX_EVENTS {
+            self.dropped += 1;
+            return;
+        }
+        self.kept += usize::from(parsed.is_ok());
+        out.push(parsed);
     }
 }
 
@@ -268,5 +335,65 @@ mod tests {
         assert_eq!(last.len(), 1);
         let e = last[0].clone().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((e.name(), e.ts), (Some("b"), 12.0));
+    }
+
+    #[test]
+    fn a_line_past_64_kib_is_skipped_to_its_newline_and_the_next_is_read() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("events.jsonl");
+        let mut tail = Tail::create(&path).unwrap_or_else(|e| panic!("{e}"));
+        // A phase whose name is 1 MiB long, written in two parts, then a good mark.
+        let long = format!("{{\"type\":\"phase\",\"name\":\"{}", "x".repeat(1 << 20));
+        std::fs::write(&path, &long).unwrap_or_else(|e| panic!("{e}"));
+        let first = tail.poll(1.0, false);
+        assert_eq!(first.len(), 1);
+        assert!(first[0]
+            .as_ref()
+            .is_err_and(|e| e.contains("line 1: longer than 64 KiB")));
+        assert!(tail.partial.len() <= MAX_LINE_BYTES);
+        let rest = format!("{long}\"}}\n{{\"type\":\"mark\",\"name\":\"after\"}}\n");
+        std::fs::write(&path, rest).unwrap_or_else(|e| panic!("{e}"));
+        let next = tail.poll(2.0, true);
+        assert_eq!(next.len(), 1, "{next:?}");
+        let e = next[0].clone().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(e.name(), Some("after"));
+    }
+
+    #[test]
+    fn a_run_keeps_100_000_events_and_says_how_many_more_it_dropped() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("events.jsonl");
+        let mut tail = Tail::create(&path).unwrap_or_else(|e| panic!("{e}"));
+        let line = "{\"type\":\"mark\"}\n";
+        std::fs::write(&path, line.repeat(MAX_EVENTS + 25)).unwrap_or_else(|e| panic!("{e}"));
+        let mut got = Vec::new();
+        while got.len() < MAX_EVENTS {
+            let polled = tail.poll(1.0, false);
+            if polled.is_empty() {
+                break;
+            }
+            got.extend(polled);
+        }
+        got.extend(tail.poll(1.0, true));
+        assert_eq!(got.iter().filter(|r| r.is_ok()).count(), MAX_EVENTS);
+        let said: Vec<&String> = got.iter().filter_map(|r| r.as_ref().err()).collect();
+        assert_eq!(said.len(), 1);
+        assert!(
+            said[0].contains("25 events past the first 100000"),
+            "{said:?}"
+        );
+    }
+
+    #[test]
+    fn one_poll_reads_at_most_4_mib_and_the_next_goes_on_from_there() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("events.jsonl");
+        let mut tail = Tail::create(&path).unwrap_or_else(|e| panic!("{e}"));
+        // 6 MiB of blank lines: nothing to hand out, but the read stops at 4 MiB.
+        std::fs::write(&path, "\n".repeat(6 << 20)).unwrap_or_else(|e| panic!("{e}"));
+        assert!(tail.poll(1.0, false).is_empty());
+        assert_eq!(tail.offset, MAX_POLL_BYTES);
+        assert!(tail.poll(1.0, false).is_empty());
+        assert_eq!(tail.offset, 6 << 20);
     }
 }
