@@ -416,7 +416,16 @@ fn a_carbon_feed_gives_the_intensity_in_force_and_grams_per_1000_tokens_per_mode
         .with_token(&crate::common::api_token(dir.path()))
         .post("/v1/inference", Some(&body))
         .unwrap_or_else(|e| panic!("{e}"));
-    let models = serve.get("/v1/models");
+    // The record reaches the models' table with the ledger's next batch.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let models = loop {
+        let models = serve.get("/v1/models");
+        if models["models"].as_array().is_some_and(|m| !m.is_empty()) {
+            break models;
+        }
+        assert!(std::time::Instant::now() < deadline, "{models}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
     let carbon = &models["carbon"];
     assert_eq!(carbon["g_per_kwh"], 200.0, "{models}");
     assert_eq!(
