@@ -147,13 +147,7 @@ impl<'a> Cursor<'a> {
         &mut self,
         read: impl FnOnce(&mut Self) -> Result<IoValue, String>,
     ) -> Result<IoValue, String> {
-        if self.depth >= MAX_NESTING {
-            return Err(format!("nested more than {MAX_NESTING} deep"));
-        }
-        self.depth += 1;
-        let value = read(self);
-        self.depth -= 1;
-        value
+        nested(self, |c| &mut c.depth, read)
     }
 
     /// The entries of a dictionary whose `<dict>` was just read.
@@ -186,6 +180,22 @@ fn unescape(s: &str) -> String {
         .replace("&quot;", "\"")
         .replace("&apos;", "'")
         .replace("&amp;", "&")
+}
+
+/// `read` one level deeper than `depth(reader)` says it is, refused past [`MAX_NESTING`]: the
+/// one guard of both readers.
+pub(super) fn nested<R>(
+    reader: &mut R,
+    depth: impl Fn(&mut R) -> &mut usize,
+    read: impl FnOnce(&mut R) -> Result<IoValue, String>,
+) -> Result<IoValue, String> {
+    if *depth(reader) >= MAX_NESTING {
+        return Err(format!("nested more than {MAX_NESTING} deep"));
+    }
+    *depth(reader) += 1;
+    let value = read(reader);
+    *depth(reader) -= 1;
+    value
 }
 
 /// Whether no dictionary or array of the XML plist `text` nests past [`MAX_NESTING`], read

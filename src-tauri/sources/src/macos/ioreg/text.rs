@@ -2,7 +2,6 @@
 //! reader gives. Numbers the text prints as unsigned 64-bit are taken back as i64.
 
 use super::*;
-use crate::macos::plist_xml::MAX_NESTING;
 
 /// The text form: `+-o AppleSmartBattery <class …>`, then `{`, one `"Key" = value` per line
 /// (nested values inline), then `}`. Only the first entry is read.
@@ -47,7 +46,7 @@ pub(super) fn parse_text(text: &str) -> Result<Vec<(String, IoValue)>, Error> {
 
 /// Recursive descent over one line of ioreg text values: `123`, `Yes`/`No`, `"str"`, `<hex>`,
 /// `(a,b)`, `{"k"=v,…}`, and nothing at all (`"AdapterPower"=,`).
-/// Nests at most [`MAX_NESTING`] deep, as the plist reader.
+/// Nests at most [`MAX_NESTING`](crate::macos::plist_xml::MAX_NESTING) deep, as the plist reader.
 struct TextParser<'a> {
     s: &'a [u8],
     pos: usize,
@@ -99,18 +98,12 @@ impl<'a> TextParser<'a> {
         None
     }
 
-    /// `read` one level deeper, refused past [`MAX_NESTING`].
+    /// `read` one level deeper, refused past [`MAX_NESTING`](crate::macos::plist_xml::MAX_NESTING).
     fn nested(
         &mut self,
         read: impl FnOnce(&mut Self) -> Result<IoValue, String>,
     ) -> Result<IoValue, String> {
-        if self.depth >= MAX_NESTING {
-            return Err(format!("nested more than {MAX_NESTING} deep"));
-        }
-        self.depth += 1;
-        let value = read(self);
-        self.depth -= 1;
-        value
+        crate::macos::plist_xml::nested(self, |p| &mut p.depth, read)
     }
 
     fn value(&mut self) -> Result<IoValue, String> {
