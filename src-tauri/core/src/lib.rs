@@ -4,6 +4,7 @@
 //! the preference schema with cost. Nothing here does I/O, reads a clock or knows about Tauri:
 //! callers pass in the time ([`Stamp`]) and the bytes.
 
+pub mod battery;
 pub mod calibration;
 pub mod chain;
 pub mod counter;

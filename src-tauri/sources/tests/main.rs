@@ -1,5 +1,6 @@
 //! Every source on genuine captures, linked as one test binary.
 
+mod battery_health;
 mod cpu_model_vs_rapl;
 mod kasa_device;
 mod linux_captures;

@@ -11,6 +11,7 @@
 //!   in one call), else the attribute files. Never a mix: they are read at different moments.
 //! - Discharging batteries (BAT0 + BAT1) add up into one system reading.
 //! - Peripheral batteries (`scope` = Device: a mouse, a headset) are not the machine's: skipped.
+//! - Health (full ÷ design, cycles, chemistry, maker) comes from the same read ([`health`]).
 //! - Strings are read lossily; a supply is a battery when `TYPE` says so or, without `TYPE`,
 //!   when it has a `STATUS`; an adapter when `TYPE` is Mains/USB or it has only `ONLINE`.
 
@@ -19,6 +20,7 @@ use crate::error::Error;
 use crate::sample::Sample;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use wattbar_core::battery::{Cycles, EnergyFrom, Health, Raw};
 use wattbar_core::{Domain, Quality, Reading, Source, Stamp, Watts};
 
 pub const SOURCE_ID: &str = "power-supply";
@@ -42,6 +44,16 @@ pub struct Supply {
     pub current_now_ua: Option<i64>,
     pub voltage_now_uv: Option<u64>,
     pub capacity_percent: Option<u8>,
+    /// What the battery holds when full, and was designed to: energy (µWh) or charge (µAh).
+    pub energy_full_uwh: Option<i64>,
+    pub energy_full_design_uwh: Option<i64>,
+    pub charge_full_uah: Option<i64>,
+    pub charge_full_design_uah: Option<i64>,
+    pub voltage_min_design_uv: Option<i64>,
+    pub cycle_count: Option<i64>,
+    pub technology: Option<String>,
+    pub manufacturer: Option<String>,
+    pub model_name: Option<String>,
 }
 
 /// Parses `uevent` (`POWER_SUPPLY_KEY=value` lines) into lowercase keys without the prefix.
@@ -59,6 +71,13 @@ pub fn parse_uevent(text: &str) -> BTreeMap<String, String> {
 /// Builds a supply from fields named as in sysfs (`status`, `power_now`, …).
 pub fn supply(name: &str, fields: &BTreeMap<String, String>) -> Supply {
     let num = |k: &str| fields.get(k).and_then(|v| v.trim().parse::<i64>().ok());
+    let text = |k: &str| {
+        fields
+            .get(k)
+            .map(|v| v.trim())
+            .filter(|v| !v.is_empty() && *v != "Unknown")
+            .map(str::to_string)
+    };
     let peripheral = fields.get("scope").is_some_and(|s| s == "Device");
     let kind = match fields.get("type").map(String::as_str) {
         // A mouse's or headset's battery is not the machine's.
@@ -79,10 +98,19 @@ pub fn supply(name: &str, fields: &BTreeMap<String, String>) -> Supply {
         current_now_ua: num("current_now"),
         voltage_now_uv: num("voltage_now").and_then(|v| u64::try_from(v).ok()),
         capacity_percent: num("capacity").and_then(|v| u8::try_from(v).ok()),
+        energy_full_uwh: num("energy_full"),
+        energy_full_design_uwh: num("energy_full_design"),
+        charge_full_uah: num("charge_full"),
+        charge_full_design_uah: num("charge_full_design"),
+        voltage_min_design_uv: num("voltage_min_design"),
+        cycle_count: num("cycle_count"),
+        technology: text("technology"),
+        manufacturer: text("manufacturer"),
+        model_name: text("model_name"),
     }
 }
 
-const ATTRIBUTES: [&str; 8] = [
+const ATTRIBUTES: [&str; 17] = [
     "type",
     "scope",
     "status",
@@ -91,6 +119,15 @@ const ATTRIBUTES: [&str; 8] = [
     "current_now",
     "voltage_now",
     "capacity",
+    "energy_full",
+    "energy_full_design",
+    "charge_full",
+    "charge_full_design",
+    "voltage_min_design",
+    "cycle_count",
+    "technology",
+    "manufacturer",
+    "model_name",
 ];
 
 /// The fields of a supply's `uevent`, when it has one that says anything.
@@ -148,6 +185,35 @@ pub fn battery_watts(s: &Supply) -> Option<Watts> {
         }
     };
     (w.0 > 0.0).then_some(w)
+}
+
+/// A battery's health (`wattbar_core::battery`): from `energy_full`/`energy_full_design` (µWh)
+/// where given, else `charge_full`/`charge_full_design` (µAh) at `voltage_min_design`. `None`
+/// for a supply that is not a battery.
+pub fn health(s: &Supply) -> Option<Health> {
+    if s.kind != Kind::Battery {
+        return None;
+    }
+    let micro = |v: Option<i64>| v.map(|v| v as f64 / 1e6);
+    let raw = if s.energy_full_uwh.is_some() || s.energy_full_design_uwh.is_some() {
+        Raw::Energy {
+            design_wh: micro(s.energy_full_design_uwh),
+            full_wh: micro(s.energy_full_uwh),
+        }
+    } else {
+        Raw::Charge {
+            design_ah: micro(s.charge_full_design_uah),
+            full_ah: micro(s.charge_full_uah),
+            from: EnergyFrom::ChargeAtDesignVoltage {
+                volts: micro(s.voltage_min_design_uv).unwrap_or(0.0),
+            },
+        }
+    };
+    let mut h = Health::from_raw(&s.name, raw, Cycles::from_count(s.cycle_count));
+    h.chemistry = s.technology.clone();
+    h.manufacturer = s.manufacturer.clone();
+    h.model = s.model_name.clone();
+    Some(h)
 }
 
 /// What the supplies say now (see the module rules).

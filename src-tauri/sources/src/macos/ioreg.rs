@@ -21,6 +21,8 @@
 //! - `BatteryInstalled` false is a desktop Mac's ghost battery: nothing here is a measurement
 //!   and the source is unavailable.
 //!
+//! - Health: [`SmartBattery::health`].
+//!
 //! Pitfalls: text `ioreg` prints negative numbers as unsigned 64-bit (`18446744073709550000`
 //! is −1616): every integer is reinterpreted as i64; plist prints them signed already. Nested
 //! dictionaries repeat key names (`BatteryData.Voltage` ≠ `Voltage`): only top-level keys are
@@ -29,6 +31,7 @@
 use crate::error::Error;
 use crate::sample::Sample;
 use serde_json::{json, Map, Value};
+use wattbar_core::battery::{Cycles, EnergyFrom, Health, Raw};
 use wattbar_core::{Domain, Quality, Reading, Stamp, Watts};
 
 use super::plist_xml;
@@ -78,6 +81,20 @@ pub struct SmartBattery {
     /// `AdapterDetails.Watts`: the adapter's rating, not its draw.
     pub adapter_rating_watts: Option<i64>,
     pub telemetry: Option<PowerTelemetry>,
+    /// What the battery was designed to hold, mAh.
+    pub design_capacity_mah: Option<i64>,
+    /// What it holds when full now, mAh, as the gauge measured it (`AppleRawMaxCapacity`).
+    pub raw_max_capacity_mah: Option<i64>,
+    /// The gauge's nominal full charge, mAh (`NominalChargeCapacity`).
+    pub nominal_charge_capacity_mah: Option<i64>,
+    pub cycle_count: Option<i64>,
+    /// `DesignCycleCount9C`: the cycles Apple rates the battery for.
+    pub design_cycle_count: Option<i64>,
+    /// Cells in the pack: the length of `BatteryData.CellVoltage`.
+    pub cells: Option<usize>,
+    /// The gauge's chip (`DeviceName`, e.g. bq40z651) and the maker (`Manufacturer`).
+    pub device_name: Option<String>,
+    pub manufacturer: Option<String>,
 }
 
 fn mw(v: i64) -> Watts {
@@ -105,6 +122,10 @@ impl SmartBattery {
     fn from_dict(d: &[(String, IoValue)]) -> Self {
         let int = |k: &str| get(d, k).and_then(IoValue::int);
         let flag = |k: &str| get(d, k).and_then(IoValue::bool);
+        let text = |k: &str| match get(d, k) {
+            Some(IoValue::Str(s)) if !s.trim().is_empty() => Some(s.trim().to_string()),
+            _ => None,
+        };
         let telemetry = get_dict(d, "PowerTelemetryData").map(|t| {
             let int = |k: &str| get(t, k).and_then(IoValue::int);
             PowerTelemetry {
@@ -130,7 +151,49 @@ impl SmartBattery {
                 .and_then(|a| get(a, "Watts"))
                 .and_then(IoValue::int),
             telemetry,
+            design_capacity_mah: int("DesignCapacity"),
+            raw_max_capacity_mah: int("AppleRawMaxCapacity"),
+            nominal_charge_capacity_mah: int("NominalChargeCapacity"),
+            cycle_count: int("CycleCount"),
+            design_cycle_count: int("DesignCycleCount9C"),
+            cells: get_dict(d, "BatteryData")
+                .and_then(|b| get(b, "CellVoltage"))
+                .and_then(|v| match v {
+                    IoValue::Array { len } if *len > 0 => Some(*len),
+                    _ => None,
+                }),
+            device_name: text("DeviceName"),
+            manufacturer: text("Manufacturer"),
         }
+    }
+
+    /// The battery's health (`wattbar_core::battery`): full = `AppleRawMaxCapacity` where
+    /// present, else `NominalChargeCapacity`, else `MaxCapacity` when it is in mAh (above 100:
+    /// on Apple Silicon it is a percentage); over `DesignCapacity`. Energy at 3.8 V for each
+    /// cell in `BatteryData.CellVoltage`. `None` without an installed battery.
+    pub fn health(&self) -> Option<Health> {
+        if !self.is_installed() {
+            return None;
+        }
+        let full = self
+            .raw_max_capacity_mah
+            .or(self.nominal_charge_capacity_mah)
+            .or(self.max_capacity.filter(|m| *m > 100));
+        let ah = |mah: Option<i64>| mah.map(|m| m as f64 / 1e3);
+        let from = match self.cells.and_then(|c| u32::try_from(c).ok()) {
+            Some(cells) => EnergyFrom::ChargeAtNominalCellVoltage { cells },
+            None => EnergyFrom::ChargeOnly,
+        };
+        let raw = Raw::Charge {
+            design_ah: ah(self.design_capacity_mah),
+            full_ah: ah(full),
+            from,
+        };
+        let name = self.device_name.as_deref().unwrap_or("battery");
+        let mut h = Health::from_raw(name, raw, Cycles::from_count(self.cycle_count));
+        h.manufacturer = self.manufacturer.clone();
+        h.model = self.device_name.clone();
+        Some(h)
     }
 
     /// False only for a desktop Mac's placeholder battery.
@@ -268,6 +331,7 @@ fn from_plist(v: &plist::Value) -> IoValue {
         plist::Value::Dictionary(d) => {
             IoValue::Dict(d.iter().map(|(k, v)| (k.clone(), from_plist(v))).collect())
         }
+        plist::Value::Array(a) => IoValue::Array { len: a.len() },
         _ => IoValue::Other,
     }
 }

@@ -4,8 +4,8 @@
 //!
 //! It reads the first dictionary (at the top, or first in a top-level array). Values are kept
 //! as [`IoValue`]: integers (signed, or unsigned reinterpreted as i64 as ioreg means them),
-//! reals, booleans, strings (XML entities decoded) and nested dictionaries; arrays, data and
-//! dates are skipped as `Other`. Anything malformed is an error, never a guess.
+//! reals, booleans, strings (XML entities decoded) and nested dictionaries; an array only as its
+//! length; data and dates are skipped as `Other`. Anything malformed is an error, never a guess.
 //!
 //! Limit: dictionaries and arrays nest at most [`MAX_NESTING`] deep (a battery's go three deep);
 //! deeper is refused before it is read, so that no file can exhaust the stack.
@@ -21,7 +21,9 @@ pub enum IoValue {
     Bool(bool),
     Str(String),
     Dict(Vec<(String, IoValue)>),
-    /// Arrays, data blobs, dates and empty values: kept but never read.
+    /// An array: how many values it holds (they are checked, never kept).
+    Array { len: usize },
+    /// Data blobs, dates and empty values: kept but never read.
     Other,
 }
 
@@ -105,19 +107,22 @@ impl<'a> Cursor<'a> {
             Tag::Empty("false") => Ok(IoValue::Bool(false)),
             Tag::Empty("dict") => Ok(IoValue::Dict(Vec::new())),
             Tag::Empty("string") => Ok(IoValue::Str(String::new())),
+            Tag::Empty("array") => Ok(IoValue::Array { len: 0 }),
             Tag::Empty(_) => Ok(IoValue::Other),
             Tag::Open("dict") => self.nested(|c| c.dict().map(IoValue::Dict)),
             Tag::Open("array") => self.nested(|c| {
+                let mut len = 0;
                 loop {
                     match c.tag()? {
                         Tag::Close("array") => break,
                         Tag::Close(other) => return Err(format!("</{other}> inside an array")),
                         t => {
                             c.value(t)?;
+                            len += 1;
                         }
                     }
                 }
-                Ok(IoValue::Other)
+                Ok(IoValue::Array { len })
             }),
             Tag::Open("integer") => {
                 let t = self.text_until("integer")?.trim();
@@ -263,7 +268,7 @@ mod tests {
         assert_eq!(d[2].1, IoValue::Str("A & B".into()));
         assert_eq!(d[3].1, IoValue::Bool(true));
         assert_eq!(d[4].1, IoValue::Other);
-        assert_eq!(d[5].1, IoValue::Other);
+        assert_eq!(d[5].1, IoValue::Array { len: 2 });
         assert_eq!(
             d[6].1,
             IoValue::Dict(vec![("SystemLoad".into(), IoValue::Int(18922))])

@@ -135,11 +135,13 @@ impl<'a> TextParser<'a> {
             }),
             Some(b'(') => self.nested(|p| {
                 p.pos += 1;
+                let mut len = 0;
                 loop {
                     if p.eat(b')') {
-                        return Ok(IoValue::Other);
+                        return Ok(IoValue::Array { len });
                     }
                     p.value()?;
+                    len += 1;
                     if !p.eat(b',') && p.peek() != Some(b')') {
                         return Err(format!("expected `,` or `)` at byte {}", p.pos));
                     }
