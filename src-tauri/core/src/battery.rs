@@ -175,6 +175,74 @@ fn ratio(design: Option<f64>, full: Option<f64>) -> Option<f64> {
     Some(full? / design?)
 }
 
+/// Days of history a trend needs: fewer, and a month's noise in the gauge would be read as wear.
+pub const MIN_TREND_DAYS: i64 = 30;
+/// The health a trend projects to: where makers and Apple call a battery worn (80 %).
+pub const WORN_RATIO: f64 = 0.8;
+
+/// A battery's health over time, as a straight line through its daily figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "state")]
+pub enum Trend {
+    /// The history spans fewer than [`MIN_TREND_DAYS`] days.
+    NotEnoughHistory { days: i64 },
+    /// Health falls: `per_year` (a ratio, negative) and the day it reaches [`WORN_RATIO`]
+    /// (days since 1970-01-01; today or earlier when it is there already).
+    Falling {
+        per_year: f64,
+        worn_on_day: i64,
+        days: i64,
+    },
+    /// Health holds or rises over the history: no date to give.
+    NotFalling { per_year: f64, days: i64 },
+}
+
+/// The least-squares line through `(day, ratio)` points (days since 1970-01-01; any order),
+/// and where it crosses [`WORN_RATIO`].
+pub fn trend(points: &[(i64, f64)]) -> Trend {
+    let points: Vec<(f64, f64)> = points
+        .iter()
+        .filter(|(_, r)| r.is_finite())
+        .map(|&(d, r)| (d as f64, r))
+        .collect();
+    let (first, last) = points
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (d, _)| {
+            (lo.min(*d), hi.max(*d))
+        });
+    let days = if points.is_empty() {
+        0
+    } else {
+        (last - first) as i64 + 1
+    };
+    if days < MIN_TREND_DAYS {
+        return Trend::NotEnoughHistory { days };
+    }
+    let n = points.len() as f64;
+    let mean_d = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let mean_r = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mean_d).powi(2)).sum();
+    let sxy: f64 = points
+        .iter()
+        .map(|p| (p.0 - mean_d) * (p.1 - mean_r))
+        .sum();
+    // Days all on one day cannot be: `days` ≥ 30 spans two at least, so Sxx > 0.
+    let slope = sxy / sxx;
+    let per_year = slope * 365.0;
+    if slope >= 0.0 || !slope.is_finite() {
+        return Trend::NotFalling {
+            per_year: if per_year.is_finite() { per_year } else { 0.0 },
+            days,
+        };
+    }
+    let crossing = mean_d + (WORN_RATIO - mean_r) / slope;
+    Trend::Falling {
+        per_year,
+        worn_on_day: crossing.floor() as i64,
+        days,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,6 +291,48 @@ mod tests {
         );
         assert_eq!((h.design, h.ratio), (None, None));
         assert!(h.full.is_some());
+    }
+
+    /// A made-up history (not a capture): 90 days from day 20,000 (2024-10-04), health falling
+    /// from 0.95 by 0.0002 a day: 0.95 − 0.0002·d. It reaches 0.8 at d = 0.15 / 0.0002 = 750,
+    /// day 20,750 (2026-10-24); −0.073 a year.
+    #[test]
+    fn a_90_day_history_reaches_80_percent_on_the_day_worked_by_hand() {
+        let history: Vec<(i64, f64)> = (0..90).map(|d| (20_000 + d, 0.95 - 0.0002 * d as f64)).collect();
+        match trend(&history) {
+            Trend::Falling {
+                per_year,
+                worn_on_day,
+                days,
+            } => {
+                assert_eq!(worn_on_day, 20_750);
+                assert!((per_year + 0.073).abs() < 1e-9, "{per_year}");
+                assert_eq!(days, 90);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn noise_around_the_line_moves_the_date_little_and_29_days_give_none() {
+        // ±0.005 alternating around the same line (+ on even days). The wiggle adds
+        // Σ(d − 44.5)·w = 45 pairs × −0.005 = −0.225 to Sxy; Sxx = 90·(90² − 1)/12 = 60,742.5;
+        // slope −0.0002 − 0.225/60,742.5 = −0.00020370; the mean 0.9411 at day 44.5, so 0.8 at
+        // 44.5 + 0.1411/0.00020370 = 737.2: day 20,737, two weeks before the clean line's.
+        let noisy: Vec<(i64, f64)> = (0..90)
+            .map(|d| {
+                let wiggle = if d % 2 == 0 { 0.005 } else { -0.005 };
+                (20_000 + d, 0.95 - 0.0002 * d as f64 + wiggle)
+            })
+            .collect();
+        match trend(&noisy) {
+            Trend::Falling { worn_on_day, .. } => assert_eq!(worn_on_day, 20_737),
+            other => panic!("{other:?}"),
+        }
+        let short: Vec<(i64, f64)> = (0..29).map(|d| (20_000 + d, 0.9)).collect();
+        assert_eq!(trend(&short), Trend::NotEnoughHistory { days: 29 });
+        let flat: Vec<(i64, f64)> = (0..40).map(|d| (20_000 + d, 0.9)).collect();
+        assert!(matches!(trend(&flat), Trend::NotFalling { .. }));
     }
 
     #[test]

@@ -221,6 +221,11 @@ pub trait Source: Send {
     fn battery(&self) -> Option<Battery> {
         None
     }
+    /// Each battery's health as the last successful read saw it, for sources that watch a
+    /// battery; the same `Arc` until a figure changes, so that readers can tell news cheaply.
+    fn battery_health(&self) -> Option<std::sync::Arc<[crate::battery::Health]>> {
+        None
+    }
     /// The domains this source can give, when it knows before its first read. The chain leaves
     /// a source unread while better ones cover all of them; `None` means "read me to find out".
     fn domains(&self) -> Option<&'static [Domain]> {

@@ -5,6 +5,7 @@
 //! A failed write is logged, kept for the next batch (up to [`MAX_PENDING`] rows and
 //! [`MAX_PENDING_RECORDS`] records) and shown to the user; it never stops sampling.
 
+use crate::store::battery::BatteryDay;
 use crate::store::feeds::FeedSlots;
 use crate::store::profiles::StoredProfile;
 use crate::store::resident::BatchExtras;
@@ -13,6 +14,8 @@ use crate::store::{MovedAside, Row, Store, StoreError, Total};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
+use wattbar_core::battery::Health;
 use wattbar_core::calibration::Learned;
 use wattbar_core::inference::resident::{ResidentDay, SetBaseline, Unload};
 use wattbar_core::inference::server_window::ServerWindow;
@@ -49,6 +52,8 @@ struct Batch {
     profiles: Vec<StoredProfile>,
     feed_slots: Vec<FeedSlots>,
     key_refusals: Vec<String>,
+    /// Batteries' figures by (battery, local day): the day's last wins.
+    battery_days: BTreeMap<(String, String), BatteryDay>,
 }
 
 /// What the UI and CLI show from the ledger.
@@ -67,6 +72,8 @@ pub struct Ledger {
     pruned_at: Option<f64>,
     /// How long inference records are kept, seconds.
     inference_keep_seconds: f64,
+    /// The batteries' health last kept, and the local day it was kept for.
+    batteries_kept: Option<(String, Arc<[Health]>)>,
 }
 
 /// Old rows are deleted this often, not at every batch: two deletes per batch were two more
@@ -96,6 +103,7 @@ impl Ledger {
                 pruned_at: None,
                 inference_keep_seconds: f64::from(crate::store::inference::DEFAULT_KEEP_DAYS)
                     * 86_400.0,
+                batteries_kept: None,
             },
             notice,
         ))
@@ -211,6 +219,24 @@ impl Ledger {
         self.batch.profiles.push(profile);
     }
 
+    /// The batteries' health at Unix time `t`: kept as their local day's figures when it is news
+    /// (another `Arc` than the last kept, or a new day), else nothing is done.
+    pub fn observe_batteries(&mut self, t: f64, health: &Arc<[Health]>) {
+        let (day, _) = crate::store::local_day_month(t);
+        if let Some((kept_day, kept)) = &self.batteries_kept {
+            if *kept_day == day && Arc::ptr_eq(kept, health) {
+                return;
+            }
+        }
+        for h in health.iter() {
+            self.batch.battery_days.insert(
+                (h.battery.clone(), day.clone()),
+                BatteryDay::of(&day, h),
+            );
+        }
+        self.batteries_kept = Some((day, Arc::clone(health)));
+    }
+
     /// Keeps a new fit for the next batch (the newest wins).
     pub fn record_calibration(&mut self, learned: Learned) {
         self.batch.calibration = Some(learned);
@@ -236,6 +262,7 @@ impl Ledger {
         let b = &self.batch;
         let sets: Vec<SetBaseline> = b.sets.values().cloned().collect();
         let days: Vec<ResidentDay> = b.days.values().cloned().collect();
+        let battery_days: Vec<BatteryDay> = b.battery_days.values().cloned().collect();
         self.store.write_batch_with(
             self.session_id,
             &b.rows,
@@ -256,6 +283,7 @@ impl Ledger {
                 profiles: &b.profiles,
                 feed_slots: &b.feed_slots,
                 key_refusals: &b.key_refusals,
+                battery_days: &battery_days,
             },
         )?;
         self.batch = Batch::default();

@@ -42,6 +42,7 @@
 //! - `server_windows.covered` (v21): how much of each window its energy covers.
 //! - `slot_costs.price_key` (v22): a row per slot and price ([`feeds`]).
 //! - `server_windows.gpu_processes` (v23): what priced each window ([`server_windows`]).
+//! - `battery_days` (v25): each battery's health by the local day, kept for good ([`battery`]).
 //!
 //! Writes come in batches, each one transaction: a kill -9 loses at most the batch in memory and
 //! never leaves a half-written one. A file that is not a database, or fails its integrity
@@ -56,6 +57,7 @@ use thiserror::Error;
 use wattbar_core::Scope;
 
 mod batch;
+pub mod battery;
 pub mod calibration;
 mod coverage;
 pub mod domains;

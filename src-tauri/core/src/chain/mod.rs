@@ -84,6 +84,9 @@ pub struct Snapshot {
     /// The supply as the first battery-aware source saw it; `None` without a battery source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub battery: Option<Battery>,
+    /// Each battery's health, from the same source as [`Snapshot::battery`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub battery_health: Option<std::sync::Arc<[crate::battery::Health]>>,
     /// The readings that count, one per (domain, device), from each domain's owner.
     #[serde(default)]
     pub owners: Vec<Part>,
@@ -112,6 +115,7 @@ impl Snapshot {
             breakdown,
             unavailable: Vec::new(),
             battery: None,
+            battery_health: None,
             owners,
             headline_parts,
             answer_period_seconds: None,
@@ -344,6 +348,7 @@ impl Chain {
         let mut breakdown: Vec<Reading> = Vec::new();
         let mut unavailable = Vec::new();
         let mut battery = None;
+        let mut battery_health = None;
         // Consumption domains the sources read so far in this sample gave usable readings of.
         let mut covered: Vec<Domain> = Vec::new();
         for (slot, counter) in self.slots.iter_mut().zip(self.counters.iter()) {
@@ -409,6 +414,7 @@ impl Chain {
             // cannot measure the draw on mains still knows it is on mains.
             if battery.is_none() && slot.gone.is_none() {
                 battery = slot.source.battery();
+                battery_health = slot.source.battery_health();
             }
         }
         let snapshot = Snapshot::of(at, breakdown);
@@ -424,6 +430,7 @@ impl Chain {
         Snapshot {
             unavailable,
             battery,
+            battery_health,
             answer_period_seconds,
             ..snapshot
         }

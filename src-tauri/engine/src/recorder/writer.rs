@@ -36,6 +36,11 @@ pub enum Write {
     KeyRefused(String),
     /// A new calibration fit (the newest wins).
     Calibration(Learned),
+    /// The batteries' health at a sample (the ledger keeps each local day's last).
+    Batteries {
+        unix: f64,
+        health: std::sync::Arc<[wattbar_core::battery::Health]>,
+    },
     /// A new idle baseline.
     Baseline(Baseline),
     /// Changed residency rows.
@@ -133,6 +138,7 @@ impl Writer {
                 self.urgent |= at_once;
             }
             Write::Calibration(learned) => ledger.record_calibration(learned),
+            Write::Batteries { unix, health } => ledger.observe_batteries(unix, &health),
             Write::Baseline(baseline) => ledger.record_baseline(baseline),
             Write::Residency { sets, days } => ledger.record_residency(sets, days),
             Write::Programs { unix, joules } => {

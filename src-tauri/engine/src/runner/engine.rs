@@ -140,6 +140,12 @@ impl Engine {
         if let Some(change) = s.step.headline.scope_change {
             self.recorder.write(Write::ScopeChange(change));
         }
+        if let Some(health) = &s.snapshot.battery_health {
+            self.recorder.write(Write::Batteries {
+                unix: at.unix_seconds,
+                health: std::sync::Arc::clone(health),
+            });
+        }
         self.recorder
             .write(Write::Row(s.row(self.prefs.currency.as_str())));
         // 10-14: processes when due; the sample kept; requests settled; the pace; the batch.

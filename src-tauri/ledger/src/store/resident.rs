@@ -63,6 +63,8 @@ pub struct BatchExtras<'a> {
     pub feed_slots: &'a [super::feeds::FeedSlots],
     /// Keys a request was refused for, once each request.
     pub key_refusals: &'a [String],
+    /// Batteries' figures of a day (the day's last wins).
+    pub battery_days: &'a [super::battery::BatteryDay],
 }
 
 /// Keeps one unload; `conn` may be the batch's transaction.

@@ -2,16 +2,16 @@
 //! each, and the version check that refuses a ledger a newer Wattbar wrote.
 
 use super::{
-    calibration, coverage, domains, feeds, inference, intervals, keys, money, profiles, programs,
+    battery, calibration, coverage, domains, feeds, inference, intervals, keys, money, profiles, programs,
     resident, scopes, server_windows, sql_at, Store, StoreError,
 };
 use rusqlite::Connection;
 use std::path::Path;
 
 /// The schema this build writes and reads (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 24;
+pub const SCHEMA_VERSION: i64 = 25;
 
-pub(super) const MIGRATIONS: [&str; 24] = [
+pub(super) const MIGRATIONS: [&str; 25] = [
     r#"
 CREATE TABLE lifetime (domain TEXT PRIMARY KEY, joules REAL NOT NULL);
 CREATE TABLE sessions (id INTEGER PRIMARY KEY, start REAL NOT NULL, end REAL,
@@ -71,6 +71,7 @@ ALTER TABLE monthly_v4 RENAME TO monthly;
     feeds::PRICE_KEY,
     server_windows::GPU_PROCESSES,
     keys::MIGRATION,
+    battery::MIGRATION,
 ];
 
 impl Store {

@@ -220,6 +220,9 @@ impl Store {
             if let Some(l) = also.calibration {
                 super::calibration::put(&tx, l)?;
             }
+            for day in also.battery_days {
+                super::battery::put(&tx, day)?;
+            }
             super::server_windows::put(&tx, also.server_windows)?;
             super::feeds::put_costs(&tx, &super::feeds::sum(rows))?;
             super::money::put(&tx, rows)?;

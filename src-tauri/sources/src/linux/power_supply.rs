@@ -20,6 +20,7 @@ use crate::error::Error;
 use crate::sample::Sample;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use wattbar_core::battery::{Cycles, EnergyFrom, Health, Raw};
 use wattbar_core::{Domain, Quality, Reading, Source, Stamp, Watts};
 
@@ -307,6 +308,8 @@ pub fn supply_state(supplies: &[Supply]) -> Option<wattbar_core::Battery> {
 pub struct PowerSupply {
     root: PathBuf,
     supply: Option<wattbar_core::Battery>,
+    /// The batteries' health at the last read; replaced only when a figure changes.
+    health: Option<Arc<[Health]>>,
     /// Supply folders, listed once and again every [`RESCAN_EVERY`] reads (a battery may be
     /// hot-swapped).
     dirs: Vec<PathBuf>,
@@ -320,6 +323,7 @@ impl PowerSupply {
         PowerSupply {
             root: root.to_path_buf(),
             supply: None,
+            health: None,
             dirs: Vec::new(),
             reads: 0,
         }
@@ -345,11 +349,19 @@ impl Source for PowerSupply {
     fn read(&mut self, at: Stamp) -> Result<Vec<Reading>, wattbar_core::Error> {
         let supplies = self.supplies()?;
         self.supply = supply_state(&supplies);
+        let health: Vec<Health> = supplies.iter().filter_map(health).collect();
+        if self.health.as_deref() != Some(health.as_slice()) {
+            self.health = (!health.is_empty()).then(|| health.into());
+        }
         Ok(interpret(&supplies, at)?.readings)
     }
 
     fn battery(&self) -> Option<wattbar_core::Battery> {
         self.supply
+    }
+
+    fn battery_health(&self) -> Option<Arc<[Health]>> {
+        self.health.clone()
     }
 
     fn domains(&self) -> Option<&'static [Domain]> {

@@ -385,12 +385,14 @@ pub fn read_smart_battery() -> Result<SmartBattery, Error> {
 #[derive(Debug, Default)]
 pub struct SmartBatterySource {
     supply: Option<wattbar_core::Battery>,
+    /// The battery's health at the last read; replaced only when a figure changes.
+    health: Option<std::sync::Arc<[Health]>>,
 }
 
 #[cfg(target_os = "macos")]
 impl SmartBatterySource {
     pub fn new() -> Self {
-        SmartBatterySource { supply: None }
+        SmartBatterySource::default()
     }
 }
 
@@ -407,6 +409,10 @@ impl wattbar_core::Source for SmartBatterySource {
     fn read(&mut self, at: Stamp) -> Result<Vec<Reading>, wattbar_core::Error> {
         let battery = read_smart_battery();
         self.supply = battery.as_ref().ok().and_then(SmartBattery::supply);
+        let health = battery.as_ref().ok().and_then(SmartBattery::health);
+        if self.health.as_deref().and_then(|h| h.first()) != health.as_ref() {
+            self.health = health.map(|h| std::sync::Arc::from(vec![h]));
+        }
         let readings = battery?.to_sample(at).readings;
         if readings.is_empty() {
             return Err(Error::Transient(
@@ -421,6 +427,10 @@ impl wattbar_core::Source for SmartBatterySource {
 
     fn battery(&self) -> Option<wattbar_core::Battery> {
         self.supply
+    }
+
+    fn battery_health(&self) -> Option<std::sync::Arc<[Health]>> {
+        self.health.clone()
     }
 
     fn domains(&self) -> Option<&'static [Domain]> {
