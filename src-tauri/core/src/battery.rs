@@ -197,6 +197,18 @@ pub enum Trend {
     NotFalling { per_year: f64, days: i64 },
 }
 
+/// Days since 1970-01-01 of a `YYYY-MM-DD` day; `None` for anything else.
+pub fn day_number(day: &str) -> Option<i64> {
+    let date = chrono::NaiveDate::parse_from_str(day, "%Y-%m-%d").ok()?;
+    Some(date.signed_duration_since(chrono::NaiveDate::default()).num_days())
+}
+
+/// The `YYYY-MM-DD` of a day number ([`day_number`]'s inverse); `None` past chrono's range.
+pub fn day_text(number: i64) -> Option<String> {
+    let date = chrono::NaiveDate::default().checked_add_signed(chrono::TimeDelta::try_days(number)?)?;
+    Some(date.format("%Y-%m-%d").to_string())
+}
+
 /// The least-squares line through `(day, ratio)` points (days since 1970-01-01; any order),
 /// and where it crosses [`WORN_RATIO`].
 pub fn trend(points: &[(i64, f64)]) -> Trend {
@@ -333,6 +345,15 @@ mod tests {
         assert_eq!(trend(&short), Trend::NotEnoughHistory { days: 29 });
         let flat: Vec<(i64, f64)> = (0..40).map(|d| (20_000 + d, 0.9)).collect();
         assert!(matches!(trend(&flat), Trend::NotFalling { .. }));
+    }
+
+    #[test]
+    fn day_numbers_count_from_1970() {
+        assert_eq!(day_number("1970-01-02"), Some(1));
+        assert_eq!(day_number("2024-10-04"), Some(20_000));
+        assert_eq!(day_text(20_750).as_deref(), Some("2026-10-24"));
+        assert_eq!(day_number("2024-13-01"), None);
+        assert_eq!(day_text(i64::MAX), None);
     }
 
     #[test]

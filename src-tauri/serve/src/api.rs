@@ -1,7 +1,8 @@
 //! The local HTTP API (axum), served by `wattbar-cli serve` and by the tray app.
 //!
 //! Routes: `GET /metrics` (OpenMetrics), `GET /v1/snapshot`, `/v1/dashboard`, `/v1/totals`,
-//! `/v1/summary` (one machine at a glance, for fleet views), `/v1/history?from=&to=&step=` (or
+//! `/v1/summary` (one machine at a glance, for fleet views), `/v1/battery` (health now, by the
+//! day, and its trend: [`battery`]), `/v1/history?from=&to=&step=` (or
 //! `?range=1h|24h|30d`), `/v1/stream` (Server-Sent Events, one
 //! `state` event per sample), `GET|PUT /v1/low-power`, `POST /v1/session/reset`,
 //! `GET /v1/preferences`, `PUT /v1/preferences/{key}` ([`preferences`]),
@@ -46,6 +47,7 @@ use tokio::sync::watch;
 use wattbar_engine::ledger_reader::LedgerReader;
 use wattbar_engine::EngineReader;
 
+mod battery;
 mod carbon;
 mod control;
 mod guard;
@@ -106,6 +108,7 @@ pub fn router(
         .route("/v1/totals", get(state::get_totals))
         .route("/v1/summary", get(state::get_summary))
         .route("/v1/calibration", get(state::get_calibration))
+        .route("/v1/battery", get(battery::get_battery))
         .route("/v1/history", get(history::get_history))
         .route("/v1/stream", get(state::get_stream))
         .route(

@@ -27,6 +27,7 @@ use std::sync::atomic::AtomicU64;
 use wattbar_core::{Coverage, Domain, Scope};
 use wattbar_engine::PublishedState;
 
+mod battery;
 pub mod documented;
 mod inference;
 mod keys;
@@ -458,6 +459,7 @@ pub fn render(p: &PublishedState, now_unix: f64, usage: Option<SelfUsage>) -> St
     inference::inference(&mut registry, p);
     keys::keys(&mut registry, p);
     prices::prices(&mut registry, p);
+    battery::battery(&mut registry, p);
 
     if let Some(u) = usage {
         let cpu = CounterF::default();

@@ -8,8 +8,10 @@
 //!   an older one.
 //! - Low-power notifications come from the engine's stream of events, one per event, never from
 //!   sampling the state: a switch and the unload it causes are two notifications.
-//! - The state is looked at once per [`REFRESH_PERIOD`] (the latest each time); a click's result
-//!   is shown as soon as the engine has published it, whatever the deadbands.
+//! - A state is looked at when the engine publishes one, at most once per [`REFRESH_PERIOD`]
+//!   (the latest each time: one sooner waits out the period); nothing wakes the tray between
+//!   states, so a resting engine's five seconds are five seconds here too. A click's result is
+//!   shown as soon as the engine has published it, whatever the deadbands.
 
 use crate::about::{self, About, Checked};
 use crate::display::{Display, Shown};
@@ -51,8 +53,9 @@ pub async fn run(
     let mut published = engine.subscribe();
     let mut display = Display::default();
     let mut follower = Follower::new(&published.borrow_and_update());
-    let mut ticks = tokio::time::interval(REFRESH_PERIOD);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // When a state was last looked at, and whether a newer one waits out the period since.
+    let mut looked_at: Option<tokio::time::Instant> = None;
+    let mut held = false;
     let mut built = false;
     let mut events_open = true;
     // The click in progress: what shows it taken, and until when to wait.
@@ -64,17 +67,22 @@ pub async fn run(
     let mut about_shown = String::new();
     loop {
         let deadline = waiting.as_ref().map(|(_, d)| *d);
+        let next_look = looked_at.map(|t| t + REFRESH_PERIOD);
         // A state to look at, and whether it must be shown whatever the deadbands.
         let look: Option<bool> = tokio::select! {
-            _ = ticks.tick() => match published.has_changed() {
-                Ok(true) => Some(false),
-                Ok(false) => None,
+            changed = published.changed(), if !held || waiting.is_some() => match changed {
+                Ok(()) if waiting.is_some()
+                    || next_look.is_none_or(|t| t <= tokio::time::Instant::now()) =>
+                {
+                    Some(false)
+                }
+                Ok(()) => {
+                    held = true;
+                    None
+                }
                 Err(_) => return,
             },
-            changed = published.changed(), if waiting.is_some() => match changed {
-                Ok(()) => Some(false),
-                Err(_) => return,
-            },
+            () = sleep_until(next_look), if held => Some(false),
             () = sleep_until(deadline), if deadline.is_some() => {
                 waiting = None;
                 Some(true)
@@ -120,6 +128,8 @@ pub async fn run(
             about_shown = line;
         }
         let Some(mut forced) = look else { continue };
+        held = false;
+        looked_at = Some(tokio::time::Instant::now());
         let p = Arc::clone(&published.borrow_and_update());
         follower.follow(&p);
         if let Some(url) = releases.due(p.prefs.update_manifest_url.as_deref(), Instant::now()) {
@@ -228,6 +238,7 @@ fn clicked(engine: &EngineHandle, id: MenuId) -> Option<Taken> {
         | MenuId::LastAnswer
         | MenuId::Top
         | MenuId::Cheapest
+        | MenuId::Battery
         | MenuId::About
         | MenuId::Quit => return None,
     };

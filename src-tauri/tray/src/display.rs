@@ -60,6 +60,8 @@ pub struct Shown {
     pub top: String,
     /// The cheapest two hours ahead; "" without a price feed (no line).
     pub cheapest: String,
+    /// Each battery's health and cycles; "" without a battery (no line).
+    pub battery: String,
     pub low_power: bool,
 }
 
@@ -135,6 +137,7 @@ impl Display {
             last_answer: format::last_answer_line(p),
             top: format::top_line(p),
             cheapest: format::cheapest_line(p),
+            battery: format::battery_line(p),
             low_power,
         };
         let lines = |s: &Shown| [&s.session, &s.today, &s.last_answer, &s.top].map(String::clone);

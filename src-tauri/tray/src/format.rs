@@ -5,7 +5,9 @@
 //! `title_above_w` preference the title is empty while the draw is at or below it; with
 //! `cost_in_menu_bar` the session cost follows.
 
+mod battery;
 mod prices;
+pub use battery::battery_line;
 pub use prices::{cheapest_line, price_alert};
 use wattbar_core::Quality;
 use wattbar_engine::PublishedState;
@@ -222,6 +224,7 @@ pub(crate) mod tests {
                 breakdown: Vec::new(),
                 unavailable: Vec::new(),
                 battery: None,
+                battery_health: None,
                 owners: Vec::new(),
                 headline_parts,
                 answer_period_seconds: None,

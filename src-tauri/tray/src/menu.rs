@@ -14,6 +14,8 @@ pub enum MenuId {
     Top,
     /// Disabled line, with a price feed only: the cheapest two hours ahead.
     Cheapest,
+    /// Disabled line, with a battery only: its health and cycles.
+    Battery,
     LowPower,
     ResetSession,
     OpenDashboard,
@@ -24,13 +26,14 @@ pub enum MenuId {
 }
 
 impl MenuId {
-    pub const ALL: [MenuId; 12] = [
+    pub const ALL: [MenuId; 13] = [
         MenuId::Now,
         MenuId::Session,
         MenuId::Today,
         MenuId::LastAnswer,
         MenuId::Top,
         MenuId::Cheapest,
+        MenuId::Battery,
         MenuId::LowPower,
         MenuId::ResetSession,
         MenuId::OpenDashboard,
@@ -47,6 +50,7 @@ impl MenuId {
             MenuId::LastAnswer => "last-answer",
             MenuId::Top => "top",
             MenuId::Cheapest => "cheapest",
+            MenuId::Battery => "battery",
             MenuId::LowPower => "low-power",
             MenuId::ResetSession => "reset-session",
             MenuId::OpenDashboard => "open-dashboard",

@@ -4,7 +4,8 @@
 //!
 //! Rules:
 //! - The item is what [`crate::display`] decided, whole: the icon with its digits, the tooltip,
-//!   every menu line (the cheapest-hours line only with a price feed), the low-power tick as the
+//!   every menu line (the cheapest-hours line only with a price feed, the battery's only with a
+//!   battery), the low-power tick as the
 //!   engine has it and the About line. The menu is built from that state each time the host
 //!   asks, so it never shows a tick the engine did not set.
 //! - A left click (`Activate`) opens the dashboard; the menu's items go to the deciding task as
@@ -121,8 +122,10 @@ impl ksni::Tray for Item {
             line(&s.last_answer),
             line(&s.top),
         ];
-        if !s.cheapest.is_empty() {
-            items.push(line(&s.cheapest));
+        for optional in [&s.cheapest, &s.battery] {
+            if !optional.is_empty() {
+                items.push(line(optional));
+            }
         }
         items.extend([
             MenuItem::Separator,
@@ -204,7 +207,7 @@ mod tests {
     }
 
     #[test]
-    fn the_menu_has_every_line_and_the_cheapest_hours_only_with_a_feed() {
+    fn the_menu_has_every_line_and_the_cheapest_hours_and_battery_only_when_known() {
         let (mut item, _told) = item();
         item.show(Shown {
             now: "42 W · measured".into(),
@@ -235,6 +238,16 @@ mod tests {
         with_feed.cheapest = "Cheapest 2 h: 13:00".into();
         item.show(with_feed);
         assert_eq!(labels(&item)[5], "Cheapest 2 h: 13:00");
+        assert_eq!(labels(&item).len(), expected.len() + 1);
+        let mut with_battery = item.shown.clone();
+        with_battery.battery = "Battery 87 % health · 194 cycles".into();
+        item.show(with_battery);
+        assert_eq!(labels(&item)[6], "Battery 87 % health · 194 cycles");
+        assert_eq!(labels(&item)[7], "—");
+        let mut no_feed = item.shown.clone();
+        no_feed.cheapest = String::new();
+        item.show(no_feed);
+        assert_eq!(labels(&item)[5], "Battery 87 % health · 194 cycles");
         assert_eq!(labels(&item).len(), expected.len() + 1);
     }
 

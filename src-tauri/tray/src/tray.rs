@@ -35,8 +35,9 @@ pub struct Tray {
     last_answer: MenuItem,
     top: MenuItem,
     /// Shown only with a price feed: inserted after `top`, removed without one.
-    cheapest: MenuItem,
-    cheapest_shown: bool,
+    cheapest: OptionalLine,
+    /// Shown only with a battery: after the price line where it is shown, else after `top`.
+    battery: OptionalLine,
     menu: Menu,
     about: MenuItem,
     low_power: CheckMenuItem,
@@ -45,6 +46,31 @@ pub struct Tray {
     /// Set when the low-power item was clicked: the toolkit ticks the box itself, so the next
     /// refresh makes it agree with the engine again, whether or not the engine's state changed.
     low_power_clicked: bool,
+}
+
+/// A line shown only while it has something to say: inserted when it has, removed for "".
+struct OptionalLine {
+    item: MenuItem,
+    shown: bool,
+}
+
+impl OptionalLine {
+    fn show(&mut self, menu: &Menu, text: &str, index: usize) -> Result<(), TrayError> {
+        match (text.is_empty(), self.shown) {
+            (true, true) => {
+                menu.remove(&self.item).map_err(tray_error)?;
+                self.shown = false;
+            }
+            (false, false) => {
+                self.item.set_text(text);
+                menu.insert(&self.item, index).map_err(tray_error)?;
+                self.shown = true;
+            }
+            (false, true) => self.item.set_text(text),
+            (true, false) => {}
+        }
+        Ok(())
+    }
 }
 
 /// The static icon's pixels: a template (monochrome, tinted by macOS) on macOS. In low-power
@@ -77,7 +103,10 @@ impl Tray {
         let today = info(MenuId::Today, "Today —");
         let last_answer = info(MenuId::LastAnswer, "No answer measured yet");
         let top = info(MenuId::Top, "Top: —");
-        let cheapest = info(MenuId::Cheapest, "");
+        let optional = |id: MenuId| OptionalLine {
+            item: info(id, ""),
+            shown: false,
+        };
         let about = info(
             MenuId::About,
             &format!("Wattbar {}", wattbar_release::LONG_VERSION),
@@ -123,8 +152,8 @@ impl Tray {
             today,
             last_answer,
             top,
-            cheapest,
-            cheapest_shown: false,
+            cheapest: optional(MenuId::Cheapest),
+            battery: optional(MenuId::Battery),
             menu,
             about,
             low_power,
@@ -133,24 +162,6 @@ impl Tray {
         })
     }
 
-    /// The price line after "Top", or none for "".
-    fn show_cheapest(&mut self, text: &str) -> Result<(), TrayError> {
-        match (text.is_empty(), self.cheapest_shown) {
-            (true, true) => {
-                self.menu.remove(&self.cheapest).map_err(tray_error)?;
-                self.cheapest_shown = false;
-            }
-            (false, false) => {
-                self.cheapest.set_text(text);
-                // After now, session, today, last answer and top.
-                self.menu.insert(&self.cheapest, 5).map_err(tray_error)?;
-                self.cheapest_shown = true;
-            }
-            (false, true) => self.cheapest.set_text(text),
-            (true, false) => {}
-        }
-        Ok(())
-    }
 
     /// Shows the About line (the version, and whether a newer release exists).
     pub fn set_about(&self, text: &str) {
@@ -206,8 +217,13 @@ impl Tray {
             if next.last_answer != shown.last_answer {
                 self.last_answer.set_text(&next.last_answer);
             }
+            // After now, session, today, last answer and top; the battery after the price.
             if next.cheapest != shown.cheapest {
-                self.show_cheapest(&next.cheapest)?;
+                self.cheapest.show(&self.menu, &next.cheapest, 5)?;
+            }
+            if next.battery != shown.battery {
+                let at = 5 + usize::from(self.cheapest.shown);
+                self.battery.show(&self.menu, &next.battery, at)?;
             }
             let clicked = std::mem::take(&mut self.low_power_clicked);
             if next.low_power != shown.low_power
