@@ -165,6 +165,12 @@ pub async fn get_history(range: String, state: State<'_, AppState>) -> Result<Va
     call(&state, move |e| e.get(&path)).await.map_err(text)
 }
 
+/// Each battery's health now, by the day and its trend (`/v1/battery`).
+#[tauri::command]
+pub async fn get_battery(state: State<'_, AppState>) -> Result<Value, String> {
+    call(&state, |e| e.get("/v1/battery")).await.map_err(text)
+}
+
 /// The proxy's keys and where each budget stands; never a secret.
 #[tauri::command]
 pub async fn get_keys(state: State<'_, AppState>) -> Result<Value, String> {

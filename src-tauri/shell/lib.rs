@@ -138,6 +138,7 @@ pub fn run() {
             commands::set_low_power,
             commands::reset_session,
             commands::get_history,
+            commands::get_battery,
             commands::save_report,
             commands::get_preferences,
             commands::set_preference,

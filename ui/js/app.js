@@ -6,6 +6,7 @@ import { renderInference, renderResident } from "./models.js";
 import { renderPrograms } from "./programs.js";
 import { renderKeys } from "./keys.js";
 import { renderPrices } from "./prices.js";
+import { renderBattery } from "./battery.js";
 
 const WINDOW_SECONDS = 5 * 60;
 let history = [];
@@ -383,6 +384,9 @@ async function start() {
     tab.addEventListener("click", () => selectRange(tab.dataset.range));
   }
   setInterval(() => { if (!document.hidden) loadHistory(); }, 30000);
+  // A battery's figures change by the day: asked at start and every ten minutes.
+  const loadBattery = () => transport.getBattery().then(renderBattery, () => renderBattery(null));
+  setInterval(() => { if (!document.hidden) loadBattery(); }, 600000);
   document.addEventListener("keydown", (event) => {
     // Ctrl+W (Linux) and Cmd+W (macOS) close the dashboard, as in any small utility window.
     if (transport.can.closeWindow && (event.ctrlKey || event.metaKey) && event.key.toLowerCase() === "w") {
@@ -400,6 +404,7 @@ async function start() {
   renderSpark();
   render(init.state);
   await loadHistory();
+  await loadBattery();
   document.body.dataset.ready = "true";
 }
 

@@ -5,6 +5,7 @@ export const CMD_SET_PRICE = "set_price";
 export const CMD_SET_LOW_POWER = "set_low_power";
 export const CMD_RESET_SESSION = "reset_session";
 export const CMD_GET_HISTORY = "get_history";
+export const CMD_GET_BATTERY = "get_battery";
 export const CMD_SAVE_REPORT = "save_report";
 export const CMD_GET_PREFERENCES = "get_preferences";
 export const CMD_SET_PREFERENCE = "set_preference";

@@ -3,6 +3,7 @@
 // same payloads; nothing else in the UI knows which one is in use.
 import {
   STATE_CHANGED, CMD_GET_DASHBOARD, CMD_SET_PRICE, CMD_SET_LOW_POWER, CMD_RESET_SESSION, CMD_GET_HISTORY,
+  CMD_GET_BATTERY,
   CMD_SAVE_REPORT,
   CMD_GET_PREFERENCES, CMD_SET_PREFERENCE, CMD_OPEN_PREFERENCES,
   CMD_GET_KEYS, CMD_ADD_KEY, CMD_REMOVE_KEY, CMD_ROTATE_KEY,
@@ -72,6 +73,11 @@ export function resetSession() {
 export function getHistory(range) {
   return ipc ? tauri.core.invoke(CMD_GET_HISTORY, { range })
     : http("GET", `/v1/history?range=${encodeURIComponent(range)}`);
+}
+
+// Resolves with { now, history, trends } (/v1/battery).
+export function getBattery() {
+  return ipc ? tauri.core.invoke(CMD_GET_BATTERY) : http("GET", "/v1/battery");
 }
 
 // Saves the report (the ledger's SVG) of the last `range` ("1h", "24h" or "30d"): in the app to

@@ -175,6 +175,35 @@ fn ratio(design: Option<f64>, full: Option<f64>) -> Option<f64> {
     Some(full? / design?)
 }
 
+/// What drawing a kWh from the batteries wears, in the price's currency: `price ÷ (rated_cycles
+/// × design capacity in kWh)`, the designs of every battery added (one price buys the machine's
+/// batteries). A €200, 70 Wh battery rated for 1,000 cycles: 200 ÷ (1,000 × 0.070) = 2.857 a
+/// kWh. `Err` says why it cannot be priced: no battery, or one whose design is not reported.
+pub fn wear_per_kwh(price: f64, rated_cycles: u32, batteries: &[Health]) -> Result<f64, String> {
+    if batteries.is_empty() {
+        return Err("no battery is known".into());
+    }
+    let mut design_kwh = 0.0;
+    for b in batteries {
+        match b.design {
+            Some(j) => design_kwh += j.0 / crate::units::JOULES_PER_KWH,
+            None => {
+                return Err(format!(
+                    "{} does not report its design capacity as energy ({})",
+                    b.battery,
+                    b.energy_from.describe()
+                ))
+            }
+        }
+    }
+    let per_kwh = price / (f64::from(rated_cycles) * design_kwh);
+    if per_kwh.is_finite() && per_kwh >= 0.0 {
+        Ok(per_kwh)
+    } else {
+        Err(format!("{price} ÷ ({rated_cycles} cycles × {design_kwh} kWh) is no price"))
+    }
+}
+
 /// Days of history a trend needs: fewer, and a month's noise in the gauge would be read as wear.
 pub const MIN_TREND_DAYS: i64 = 30;
 /// The health a trend projects to: where makers and Apple call a battery worn (80 %).
@@ -345,6 +374,34 @@ mod tests {
         assert_eq!(trend(&short), Trend::NotEnoughHistory { days: 29 });
         let flat: Vec<(i64, f64)> = (0..40).map(|d| (20_000 + d, 0.9)).collect();
         assert!(matches!(trend(&flat), Trend::NotFalling { .. }));
+    }
+
+    #[test]
+    fn a_200_eur_70_wh_battery_wears_2_86_a_kwh_and_unknown_design_is_said() {
+        let b = Health::from_raw(
+            "BAT0",
+            Raw::Energy {
+                design_wh: Some(70.0),
+                full_wh: Some(60.0),
+            },
+            Cycles::NotReported,
+        );
+        let rate = wear_per_kwh(200.0, 1000, std::slice::from_ref(&b)).unwrap_or(f64::NAN);
+        assert!((rate - 200.0 / 70.0).abs() < 1e-12, "{rate}");
+        // 20 W for 30 min = 0.010 kWh: 0.0286.
+        assert!((0.010 * rate - 0.028_571).abs() < 1e-6);
+        let charge_only = Health::from_raw(
+            "BAT1",
+            Raw::Charge {
+                design_ah: Some(5.0),
+                full_ah: Some(4.0),
+                from: EnergyFrom::ChargeOnly,
+            },
+            Cycles::NotReported,
+        );
+        let why = wear_per_kwh(200.0, 1000, &[b, charge_only]).err().unwrap_or_default();
+        assert!(why.contains("BAT1 does not report its design"), "{why}");
+        assert!(wear_per_kwh(200.0, 1000, &[]).is_err());
     }
 
     #[test]

@@ -176,6 +176,16 @@ impl Preferences {
                     optional_number("daily_budget_kwh", value)?,
                 )?;
             }
+            "battery_price" => {
+                self.battery_price =
+                    positive("battery_price", optional_number("battery_price", value)?)?;
+            }
+            "battery_rated_cycles" => {
+                let cycles = value.as_u64().ok_or_else(|| {
+                    wrong("battery_rated_cycles", "a whole number of cycles", value)
+                })?;
+                self.battery_rated_cycles = super::check_rated_cycles(cycles)?;
+            }
             "daily_budget_cost" => {
                 self.daily_budget_cost = positive(
                     "daily_budget_cost",
