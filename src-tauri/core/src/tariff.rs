@@ -27,6 +27,9 @@ pub const MAX_TARIFF_RULES: usize = 200;
 pub const MAX_PRICE_PER_KWH: f64 = 1000.0;
 
 impl Price {
+    /// Nothing a kWh: what the grid charges for energy that does not come from it.
+    pub const FREE: Price = Price(0.0);
+
     pub fn new(per_kwh: f64) -> Result<Self, Error> {
         if !per_kwh.is_finite() {
             return Err(Error::Invalid {

@@ -10,7 +10,9 @@
 //! - The gap threshold follows the sampling interval: max(10 s, 3 × interval). A longer interval
 //!   (a suspend, a stalled source) adds nothing anywhere, counters included.
 //! - Cost is priced at the tariff in force when the energy was drawn; carbon at the configured
-//!   intensity.
+//!   intensity. An interval that ends while the machine runs on its battery costs the grid
+//!   nothing and emits nothing: its energy is the battery's, priced as wear
+//!   ([`crate::stages::wear`]) and from the grid when the battery charges.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -83,6 +85,8 @@ pub struct Accounting {
     session: Session,
     meter: Meter,
     pricing: Pricing,
+    /// What prices an interval drawn from the battery: nothing.
+    on_battery: Pricing,
     gap: Duration,
     method: Option<Method>,
 }
@@ -94,6 +98,7 @@ impl Accounting {
             session: Session::new(started_unix, gap),
             meter: Meter::new(gap),
             pricing,
+            on_battery: Pricing::fixed(wattbar_core::Tariffs::flat(wattbar_core::Price::FREE), None),
             gap,
             method: None,
         }
@@ -118,12 +123,16 @@ impl Accounting {
         let counted = headline_counted(snapshot, &metered);
         let clamped_before = self.session.clamped();
         let scope = snapshot.coverage().map(|c| c.scope);
+        let pricing = match snapshot.battery {
+            Some(b) if b.on_battery => &self.on_battery,
+            _ => &self.pricing,
+        };
         let headline = self.session.push(
             snapshot.at,
             snapshot.headline_watts(),
             scope,
             counted,
-            &self.pricing,
+            pricing,
             week_seconds,
         );
         let method = match counted {

@@ -28,6 +28,8 @@ pub struct PublishedState {
     pub kept: LedgerView,
     pub sources: Sources,
     pub low_power: LowPowerNow,
+    /// The session's energy drawn from the battery and what it wore.
+    pub wear: crate::stages::wear::WearNow,
     pub inference: InferenceNow,
     /// Energy per program, as of the last process read.
     pub programs: Arc<crate::programs::ProgramsView>,

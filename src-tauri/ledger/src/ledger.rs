@@ -6,6 +6,7 @@
 //! [`MAX_PENDING_RECORDS`] records) and shown to the user; it never stops sampling.
 
 use crate::store::battery::BatteryDay;
+use crate::store::wear::Worn;
 use crate::store::feeds::FeedSlots;
 use crate::store::profiles::StoredProfile;
 use crate::store::resident::BatchExtras;
@@ -54,6 +55,8 @@ struct Batch {
     key_refusals: Vec<String>,
     /// Batteries' figures by (battery, local day): the day's last wins.
     battery_days: BTreeMap<(String, String), BatteryDay>,
+    /// Energy drawn from the battery and its wear, by (local day, currency).
+    wear: BTreeMap<(String, String), Worn>,
 }
 
 /// What the UI and CLI show from the ledger.
@@ -237,6 +240,20 @@ impl Ledger {
         self.batteries_kept = Some((day, Arc::clone(health)));
     }
 
+    /// Energy drawn from the battery at Unix time `t`, and its wear, for the next batch.
+    pub fn record_wear(&mut self, t: f64, worn: &Worn) {
+        let (day, _) = crate::store::local_day_month(t);
+        let key = (day, worn.currency.clone());
+        self.batch
+            .wear
+            .entry(key)
+            .or_insert_with(|| Worn {
+                currency: worn.currency.clone(),
+                ..Worn::default()
+            })
+            .add(worn);
+    }
+
     /// Keeps a new fit for the next batch (the newest wins).
     pub fn record_calibration(&mut self, learned: Learned) {
         self.batch.calibration = Some(learned);
@@ -263,6 +280,11 @@ impl Ledger {
         let sets: Vec<SetBaseline> = b.sets.values().cloned().collect();
         let days: Vec<ResidentDay> = b.days.values().cloned().collect();
         let battery_days: Vec<BatteryDay> = b.battery_days.values().cloned().collect();
+        let wear: Vec<(String, Worn)> = b
+            .wear
+            .iter()
+            .map(|((day, _), w)| (day.clone(), w.clone()))
+            .collect();
         self.store.write_batch_with(
             self.session_id,
             &b.rows,
@@ -284,6 +306,7 @@ impl Ledger {
                 feed_slots: &b.feed_slots,
                 key_refusals: &b.key_refusals,
                 battery_days: &battery_days,
+                wear: &wear,
             },
         )?;
         self.batch = Batch::default();

@@ -43,6 +43,8 @@
 //! - `slot_costs.price_key` (v22): a row per slot and price ([`feeds`]).
 //! - `server_windows.gpu_processes` (v23): what priced each window ([`server_windows`]).
 //! - `battery_days` (v25): each battery's health by the local day, kept for good ([`battery`]).
+//! - `battery_wear`, `lifetime_wear` (v26): energy drawn from the battery and what it wore
+//!   ([`wear`]).
 //!
 //! Writes come in batches, each one transaction: a kill -9 loses at most the batch in memory and
 //! never leaves a half-written one. A file that is not a database, or fails its integrity
@@ -74,6 +76,7 @@ pub mod schema;
 pub mod scopes;
 pub mod server_windows;
 mod total;
+pub mod wear;
 mod writes;
 
 pub use total::{AcrossScopes, CostRow, Money, Total};

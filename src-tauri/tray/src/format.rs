@@ -80,11 +80,23 @@ pub fn now_line(p: &PublishedState) -> String {
 /// The second menu line: session energy and cost, and what was measured in other scopes (never
 /// added to them).
 pub fn session_line(p: &PublishedState) -> String {
-    let line = format!(
+    let mut line = format!(
         "Session {} · {}",
         kwh(p.energy.session.kwh),
         money(p.energy.session.cost, p.energy.session.currency.as_str())
     );
+    let worn = &p.wear.session;
+    if worn.joules > 0.0 {
+        let wear = if worn.unpriced_joules > 0.0 {
+            "wear not priced".to_string()
+        } else {
+            format!("wear {}", money(worn.wear, &worn.currency))
+        };
+        line.push_str(&format!(
+            " · on battery {}, {wear}",
+            kwh(worn.joules / wattbar_core::JOULES_PER_KWH)
+        ));
+    }
     let apart: Vec<String> = p
         .energy
         .session
@@ -270,6 +282,7 @@ pub(crate) mod tests {
                 threshold_w: None,
                 rest_w: None,
             },
+            wear: Default::default(),
             inference: published::InferenceNow {
                 view: Default::default(),
                 inflight: 0,

@@ -15,6 +15,7 @@ use wattbar_core::inference::server_totals::ServerTotal;
 use wattbar_core::inference::ModelStats;
 use wattbar_core::Scope;
 use wattbar_ledger::store::money::LifetimeCost;
+use wattbar_ledger::store::wear::Worn;
 use wattbar_ledger::store::Total;
 
 /// What the store holds as of its last committed batch.
@@ -45,6 +46,10 @@ pub struct CommittedTotals {
     pub server_totals: Vec<ServerTotal>,
     /// Per proxy key, scope and outcome: its requests and the joules it was charged.
     pub keys: Vec<wattbar_ledger::store::keys::KeyTotal>,
+    /// Energy drawn from the battery and its wear over the store's life, per currency.
+    pub wear: Vec<Worn>,
+    /// The same over the local day of the newest sample committed.
+    pub wear_today: Vec<Worn>,
 }
 
 impl CommittedTotals {

@@ -184,6 +184,10 @@ impl Totals {
                 Some(t) => Some(t),
                 None => store.newest_sample()?,
             };
+            let wear_today = match through_unix {
+                Some(t) => store.wear_on(&wattbar_ledger::store::local_day_month(t).0)?,
+                None => Vec::new(),
+            };
             Ok::<_, StoreError>(CommittedTotals {
                 since_unix,
                 through_unix,
@@ -195,6 +199,8 @@ impl Totals {
                 models,
                 server_totals,
                 keys,
+                wear: store.lifetime_wear()?,
+                wear_today,
             })
         })();
         match read {

@@ -36,6 +36,11 @@ pub enum Write {
     KeyRefused(String),
     /// A new calibration fit (the newest wins).
     Calibration(Learned),
+    /// Energy drawn from the battery at a sample, and its wear.
+    Wear {
+        unix: f64,
+        worn: wattbar_ledger::store::wear::Worn,
+    },
     /// The batteries' health at a sample (the ledger keeps each local day's last).
     Batteries {
         unix: f64,
@@ -139,6 +144,7 @@ impl Writer {
             }
             Write::Calibration(learned) => ledger.record_calibration(learned),
             Write::Batteries { unix, health } => ledger.observe_batteries(unix, &health),
+            Write::Wear { unix, worn } => ledger.record_wear(unix, &worn),
             Write::Baseline(baseline) => ledger.record_baseline(baseline),
             Write::Residency { sets, days } => ledger.record_residency(sets, days),
             Write::Programs { unix, joules } => {

@@ -45,6 +45,7 @@ pub(super) struct Engine {
     pub servers: ServerMetrics,
     pub prices: Prices,
     pub low_power: LowPower,
+    pub wear: crate::stages::wear::Wear,
     pub rest: Rest,
     pub recorder: Recorder,
     /// The proxy's keys: the engine charges them as it makes records.
@@ -136,6 +137,13 @@ impl Engine {
         let (watts, battery) = (s.snapshot.headline_watts(), s.snapshot.battery);
         if let Some(t) = self.low_power.observe(at, watts, battery, Some(price)) {
             self.low_power_changed(&t);
+        }
+        let joules = s.step.headline.joules.0;
+        if let Some(worn) = self.wear.observe(joules, &s.snapshot, &self.prefs) {
+            self.recorder.write(Write::Wear {
+                unix: at.unix_seconds,
+                worn,
+            });
         }
         if let Some(change) = s.step.headline.scope_change {
             self.recorder.write(Write::ScopeChange(change));
@@ -339,6 +347,7 @@ impl Engine {
         let ended = self.meter.accounting.totals(&self.prefs.currency);
         self.recorder.new_session(&ended, now, currency.as_str());
         self.meter.accounting.reset(now);
+        self.wear.reset();
     }
 
     /// One field, from the engine's own preferences; saved before it is applied, so what is in

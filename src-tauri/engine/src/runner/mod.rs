@@ -167,6 +167,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
         servers,
         prices,
         low_power,
+        wear: Default::default(),
         rest: Rest::new(config.may_rest, config.rest_after, rest_from),
         recorder,
         keys: keys.clone(),

@@ -42,6 +42,7 @@ impl Engine {
                 reads: self.chain.counters(),
             },
             low_power: self.low_power.now(),
+            wear: self.wear.view().clone(),
             inference,
             programs: Arc::clone(&self.programs.view),
             prices: self.prices.view(),

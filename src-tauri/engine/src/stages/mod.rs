@@ -12,7 +12,7 @@
 //! | 6 | [`residency`] | the interval, the loaded models, 5's busy, 3's price | the resident models' idle cost (ledger) | 5 |
 //! | 7 | the model servers ([`crate::server_metrics`]), once a window | 5's intervals, the idle baseline, what the proxy saw, 4's GPU per process | server windows (ledger) | 4 and 5 |
 //! | 8 | [`low_power`] | the headline watts, the battery, 3's price | a transition (said, acted on) | 2 and 3 |
-//! | 9 | the recorder: the scope change, the batteries' health, then the row | 2's step, snapshot and row | ledger rows; a battery's day | 2; the scope change is written before the row it begins |
+//! | 9 | [`wear`], then the recorder: the scope change, the batteries' health, then the row | 2's step and snapshot, the preferences | the battery's energy and wear (ledger); ledger rows; a battery's day | 2; the scope change is written before the row it begins |
 //! | 10 | [`programs`]' read, when due | the process table, the proxy's upstream port | programs' joules (ledger); the model servers listening (to 7) | 9 |
 //! | 11 | [`meter`]'s keep | the sample | the session's totals | every row that reads the sample |
 //! | 12 | [`inference`]'s settle | the requests that ended, 3's price, the carbon in force | records (ledger), each key charged | 11 |
@@ -32,3 +32,4 @@ pub mod prices;
 pub(crate) mod programs;
 pub(crate) mod residency;
 pub mod rest;
+pub mod wear;

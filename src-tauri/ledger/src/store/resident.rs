@@ -65,6 +65,8 @@ pub struct BatchExtras<'a> {
     pub key_refusals: &'a [String],
     /// Batteries' figures of a day (the day's last wins).
     pub battery_days: &'a [super::battery::BatteryDay],
+    /// Energy drawn from the battery and its wear, per local day.
+    pub wear: &'a [(String, super::wear::Worn)],
 }
 
 /// Keeps one unload; `conn` may be the batch's transaction.

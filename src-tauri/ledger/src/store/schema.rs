@@ -3,15 +3,15 @@
 
 use super::{
     battery, calibration, coverage, domains, feeds, inference, intervals, keys, money, profiles, programs,
-    resident, scopes, server_windows, sql_at, Store, StoreError,
+    resident, scopes, server_windows, wear, sql_at, Store, StoreError,
 };
 use rusqlite::Connection;
 use std::path::Path;
 
 /// The schema this build writes and reads (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 25;
+pub const SCHEMA_VERSION: i64 = 26;
 
-pub(super) const MIGRATIONS: [&str; 25] = [
+pub(super) const MIGRATIONS: [&str; 26] = [
     r#"
 CREATE TABLE lifetime (domain TEXT PRIMARY KEY, joules REAL NOT NULL);
 CREATE TABLE sessions (id INTEGER PRIMARY KEY, start REAL NOT NULL, end REAL,
@@ -72,6 +72,7 @@ ALTER TABLE monthly_v4 RENAME TO monthly;
     server_windows::GPU_PROCESSES,
     keys::MIGRATION,
     battery::MIGRATION,
+    wear::MIGRATION,
 ];
 
 impl Store {

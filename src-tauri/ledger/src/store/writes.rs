@@ -223,6 +223,9 @@ impl Store {
             for day in also.battery_days {
                 super::battery::put(&tx, day)?;
             }
+            for (day, worn) in also.wear {
+                super::wear::put(&tx, day, worn)?;
+            }
             super::server_windows::put(&tx, also.server_windows)?;
             super::feeds::put_costs(&tx, &super::feeds::sum(rows))?;
             super::money::put(&tx, rows)?;

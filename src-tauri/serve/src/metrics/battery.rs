@@ -1,12 +1,17 @@
 //! Each battery's health as the latest sample saw it: absent, never 0, where the gauge does not
 //! report a figure (a cycle count of 0, a design capacity of 0, a charge with no voltage).
 
-use super::{label, GaugeF, Text};
+use super::{label, CounterF, GaugeF, Text};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 use wattbar_engine::PublishedState;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CurrencyLabels {
+    currency: Text,
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BatteryLabels {
@@ -15,6 +20,21 @@ struct BatteryLabels {
 }
 
 pub(super) fn battery(registry: &mut Registry, p: &PublishedState) {
+    let wear = Family::<CurrencyLabels, CounterF>::default();
+    registry.register(
+        "wattbar_battery_wear_cost",
+        "What drawing from the battery wore over the store's life, priced at battery_price over \
+         the rated cycles and the design capacity, as the store committed it; never goes back",
+        wear.clone(),
+    );
+    for w in &p.kept.committed.wear {
+        if w.wear.is_finite() && w.wear > 0.0 {
+            wear.get_or_create(&CurrencyLabels {
+                currency: label(&w.currency),
+            })
+            .inc_by(w.wear);
+        }
+    }
     let ratio = Family::<BatteryLabels, GaugeF>::default();
     registry.register(
         "wattbar_battery_health_ratio",

@@ -10,6 +10,7 @@ mod records;
 mod resident;
 mod rest;
 mod totals;
+mod wear;
 
 use super::*;
 use crate::command::External;
