@@ -363,6 +363,23 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn the_session_line_gives_the_battery_s_share_and_its_wear() {
+        let mut p = with_quality(Some(20.0), Quality::Measured);
+        assert_eq!(session_line(&p), "Session 0.00 Wh · 0.0000 EUR");
+        // 0.031 kWh drawn from the battery at 2.857 a kWh: 0.0886, shown to the cent.
+        let worn = &mut p.wear.session;
+        worn.currency = "EUR".into();
+        worn.joules = 0.031 * 3_600_000.0;
+        worn.wear = 0.031 * 200.0 / 70.0;
+        assert_eq!(
+            session_line(&p),
+            "Session 0.00 Wh · 0.0000 EUR · on battery 0.031 kWh, wear 0.09 EUR"
+        );
+        p.wear.session.unpriced_joules = 1.0;
+        assert!(session_line(&p).ends_with("on battery 0.031 kWh, wear not priced"));
+    }
+
+    #[test]
     fn menu_lines_name_quality_and_source() {
         assert_eq!(
             now_line(&published(Some(14.2))),

@@ -167,6 +167,7 @@ mod tests {
         let listed = documented_series(docs).unwrap_or_else(|e| panic!("{e}"));
         let sources = [
             include_str!("../metrics.rs"),
+            include_str!("battery.rs"),
             include_str!("inference.rs"),
             include_str!("keys.rs"),
             include_str!("prices.rs"),
