@@ -1,5 +1,6 @@
 //! `wattbar-cli` as a user runs it, one module per command or feature, linked as one test binary.
 
+mod battery;
 mod best;
 mod calibrate;
 mod common;

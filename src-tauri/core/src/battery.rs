@@ -95,7 +95,10 @@ impl EnergyFrom {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Raw {
     /// Watt-hours.
-    Energy { design_wh: Option<f64>, full_wh: Option<f64> },
+    Energy {
+        design_wh: Option<f64>,
+        full_wh: Option<f64>,
+    },
     /// Amp-hours, with the voltage to turn them into energy when there is one.
     Charge {
         design_ah: Option<f64>,
@@ -200,7 +203,9 @@ pub fn wear_per_kwh(price: f64, rated_cycles: u32, batteries: &[Health]) -> Resu
     if per_kwh.is_finite() && per_kwh >= 0.0 {
         Ok(per_kwh)
     } else {
-        Err(format!("{price} ÷ ({rated_cycles} cycles × {design_kwh} kWh) is no price"))
+        Err(format!(
+            "{price} ÷ ({rated_cycles} cycles × {design_kwh} kWh) is no price"
+        ))
     }
 }
 
@@ -229,12 +234,16 @@ pub enum Trend {
 /// Days since 1970-01-01 of a `YYYY-MM-DD` day; `None` for anything else.
 pub fn day_number(day: &str) -> Option<i64> {
     let date = chrono::NaiveDate::parse_from_str(day, "%Y-%m-%d").ok()?;
-    Some(date.signed_duration_since(chrono::NaiveDate::default()).num_days())
+    Some(
+        date.signed_duration_since(chrono::NaiveDate::default())
+            .num_days(),
+    )
 }
 
 /// The `YYYY-MM-DD` of a day number ([`day_number`]'s inverse); `None` past chrono's range.
 pub fn day_text(number: i64) -> Option<String> {
-    let date = chrono::NaiveDate::default().checked_add_signed(chrono::TimeDelta::try_days(number)?)?;
+    let date =
+        chrono::NaiveDate::default().checked_add_signed(chrono::TimeDelta::try_days(number)?)?;
     Some(date.format("%Y-%m-%d").to_string())
 }
 
@@ -263,10 +272,7 @@ pub fn trend(points: &[(i64, f64)]) -> Trend {
     let mean_d = points.iter().map(|p| p.0).sum::<f64>() / n;
     let mean_r = points.iter().map(|p| p.1).sum::<f64>() / n;
     let sxx: f64 = points.iter().map(|p| (p.0 - mean_d).powi(2)).sum();
-    let sxy: f64 = points
-        .iter()
-        .map(|p| (p.0 - mean_d) * (p.1 - mean_r))
-        .sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mean_d) * (p.1 - mean_r)).sum();
     // Days all on one day cannot be: `days` ≥ 30 spans two at least, so Sxx > 0.
     let slope = sxy / sxx;
     let per_year = slope * 365.0;
@@ -339,7 +345,9 @@ mod tests {
     /// day 20,750 (2026-10-24); −0.073 a year.
     #[test]
     fn a_90_day_history_reaches_80_percent_on_the_day_worked_by_hand() {
-        let history: Vec<(i64, f64)> = (0..90).map(|d| (20_000 + d, 0.95 - 0.0002 * d as f64)).collect();
+        let history: Vec<(i64, f64)> = (0..90)
+            .map(|d| (20_000 + d, 0.95 - 0.0002 * d as f64))
+            .collect();
         match trend(&history) {
             Trend::Falling {
                 per_year,
@@ -399,7 +407,9 @@ mod tests {
             },
             Cycles::NotReported,
         );
-        let why = wear_per_kwh(200.0, 1000, &[b, charge_only]).err().unwrap_or_default();
+        let why = wear_per_kwh(200.0, 1000, &[b, charge_only])
+            .err()
+            .unwrap_or_default();
         assert!(why.contains("BAT1 does not report its design"), "{why}");
         assert!(wear_per_kwh(200.0, 1000, &[]).is_err());
     }

@@ -98,7 +98,10 @@ impl Accounting {
             session: Session::new(started_unix, gap),
             meter: Meter::new(gap),
             pricing,
-            on_battery: Pricing::fixed(wattbar_core::Tariffs::flat(wattbar_core::Price::FREE), None),
+            on_battery: Pricing::fixed(
+                wattbar_core::Tariffs::flat(wattbar_core::Price::FREE),
+                None,
+            ),
             gap,
             method: None,
         }

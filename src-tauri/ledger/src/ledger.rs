@@ -6,11 +6,11 @@
 //! [`MAX_PENDING_RECORDS`] records) and shown to the user; it never stops sampling.
 
 use crate::store::battery::BatteryDay;
-use crate::store::wear::Worn;
 use crate::store::feeds::FeedSlots;
 use crate::store::profiles::StoredProfile;
 use crate::store::resident::BatchExtras;
 use crate::store::scopes::ScopeChange;
+use crate::store::wear::Worn;
 use crate::store::{MovedAside, Row, Store, StoreError, Total};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -232,10 +232,9 @@ impl Ledger {
             }
         }
         for h in health.iter() {
-            self.batch.battery_days.insert(
-                (h.battery.clone(), day.clone()),
-                BatteryDay::of(&day, h),
-            );
+            self.batch
+                .battery_days
+                .insert((h.battery.clone(), day.clone()), BatteryDay::of(&day, h));
         }
         self.batteries_kept = Some((day, Arc::clone(health)));
     }

@@ -168,19 +168,32 @@ fn every_linux_capture_gives_health_worked_by_hand() {
         .unwrap_or_else(|e| panic!("{e}"))
         .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
         .collect();
-    assert_eq!(listed.len(), cases.len(), "a capture without its case: {listed:?}");
+    assert_eq!(
+        listed.len(),
+        cases.len(),
+        "a capture without its case: {listed:?}"
+    );
     for e in &cases {
         let found = linux(e.case);
         assert_eq!(found.len(), 1, "{}: {found:?}", e.case);
         let h = &found[0];
         assert_eq!(h.battery, e.battery, "{}", e.case);
-        assert!(close(h.ratio.unwrap_or(f64::NAN), e.ratio), "{}: {h:?}", e.case);
+        assert!(
+            close(h.ratio.unwrap_or(f64::NAN), e.ratio),
+            "{}: {h:?}",
+            e.case
+        );
         assert!(close(wh(h.design), e.design_wh), "{}: {h:?}", e.case);
         assert!(close(wh(h.full), e.full_wh), "{}: {h:?}", e.case);
         assert_eq!(h.energy_from, e.energy_from, "{}", e.case);
         assert_eq!(h.cycles, e.cycles, "{}", e.case);
         assert_eq!(h.chemistry.as_deref(), Some(e.chemistry), "{}", e.case);
-        assert_eq!(h.manufacturer.as_deref(), Some(e.manufacturer), "{}", e.case);
+        assert_eq!(
+            h.manufacturer.as_deref(),
+            Some(e.manufacturer),
+            "{}",
+            e.case
+        );
     }
 }
 
@@ -203,7 +216,10 @@ fn the_60w_mac_is_at_87_percent_after_194_cycles() {
     assert_eq!(h.cycles, Cycles::Counted(194));
     assert!(close(wh(h.design), 69.255), "{h:?}");
     assert!(close(wh(h.full), 60.2718), "{h:?}");
-    assert_eq!(h.energy_from, EnergyFrom::ChargeAtNominalCellVoltage { cells: 3 });
+    assert_eq!(
+        h.energy_from,
+        EnergyFrom::ChargeAtNominalCellVoltage { cells: 3 }
+    );
     // "Apple Inc." in this capture is the adapter's maker (inside AdapterDetails), not the
     // battery's: the battery names none.
     assert_eq!(h.manufacturer, None);
@@ -225,7 +241,10 @@ fn the_m4_pro_plist_is_at_94_percent_after_171_cycles() {
     let h = macos("ioreg-a-applesilicon-m4pro-battery-1.plist");
     assert!(close(h.ratio.unwrap_or(f64::NAN), 5900.0 / 6249.0), "{h:?}");
     assert_eq!(h.cycles, Cycles::Counted(171));
-    assert_eq!(h.energy_from, EnergyFrom::ChargeAtNominalCellVoltage { cells: 3 });
+    assert_eq!(
+        h.energy_from,
+        EnergyFrom::ChargeAtNominalCellVoltage { cells: 3 }
+    );
 }
 
 #[test]

@@ -162,7 +162,6 @@ impl Tray {
         })
     }
 
-
     /// Shows the About line (the version, and whether a newer release exists).
     pub fn set_about(&self, text: &str) {
         // The menu reads "&x" as a mnemonic and shows "&&" as "&": the shell's "&&" is doubled.

@@ -37,7 +37,12 @@ pub struct Wear {
 impl Wear {
     /// Observes one sample's headline energy (`joules`) and what the snapshot says of the
     /// supply; what it drew from the battery, for the ledger, where it drew any.
-    pub fn observe(&mut self, joules: f64, snapshot: &Snapshot, prefs: &Preferences) -> Option<Worn> {
+    pub fn observe(
+        &mut self,
+        joules: f64,
+        snapshot: &Snapshot,
+        prefs: &Preferences,
+    ) -> Option<Worn> {
         let batteries = snapshot.battery_health.as_deref().unwrap_or_default();
         let rate = match prefs.battery_price {
             None => Err("no battery_price is set".to_string()),

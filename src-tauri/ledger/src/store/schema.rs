@@ -2,8 +2,8 @@
 //! each, and the version check that refuses a ledger a newer Wattbar wrote.
 
 use super::{
-    battery, calibration, coverage, domains, feeds, inference, intervals, keys, money, profiles, programs,
-    resident, scopes, server_windows, wear, sql_at, Store, StoreError,
+    battery, calibration, coverage, domains, feeds, inference, intervals, keys, money, profiles,
+    programs, resident, scopes, server_windows, sql_at, wear, Store, StoreError,
 };
 use rusqlite::Connection;
 use std::path::Path;

@@ -80,7 +80,10 @@ pub(super) async fn get_battery(State(shared): State<Arc<Shared>>) -> Response {
         .collect();
     let history = match shared.ledger.clone() {
         None => Vec::new(),
-        Some(ledger) => match ledger.read(|store| Ok(store.battery_days("0000-01-01")?)).await {
+        Some(ledger) => match ledger
+            .read(|store| Ok(store.battery_days("0000-01-01")?))
+            .await
+        {
             Ok(Some(days)) => days,
             Ok(None) => Vec::new(),
             Err(e) => return unavailable(&e),

@@ -54,7 +54,11 @@ pub(super) fn battery(registry: &mut Registry, p: &PublishedState) {
         Unit::Joules,
         full.clone(),
     );
-    let Some(batteries) = p.snapshot.as_ref().and_then(|s| s.battery_health.as_deref()) else {
+    let Some(batteries) = p
+        .snapshot
+        .as_ref()
+        .and_then(|s| s.battery_health.as_deref())
+    else {
         return;
     };
     for h in batteries {

@@ -22,7 +22,9 @@ pub enum IoValue {
     Str(String),
     Dict(Vec<(String, IoValue)>),
     /// An array: how many values it holds (they are checked, never kept).
-    Array { len: usize },
+    Array {
+        len: usize,
+    },
     /// Data blobs, dates and empty values: kept but never read.
     Other,
 }

@@ -44,7 +44,9 @@ fn a_year_of_days_survives_a_restart_in_under_64_kib() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let path = dir.path().join("wattbar.db");
     let mut ledger = open(&path, NOON);
-    ledger.flush(0.0, 0.0, NOON).unwrap_or_else(|e| panic!("{e}"));
+    ledger
+        .flush(0.0, 0.0, NOON)
+        .unwrap_or_else(|e| panic!("{e}"));
     let before = page_bytes(&path);
     // 365 days, full capacity falling 0.01 Wh a day from 66.5 Wh, one cycle a day.
     for d in 0..365 {
@@ -57,7 +59,10 @@ fn a_year_of_days_survives_a_restart_in_under_64_kib() {
     }
     drop(ledger);
     let grown = page_bytes(&path) - before;
-    assert!(grown < 64 * 1024, "a year of one battery took {grown} bytes");
+    assert!(
+        grown < 64 * 1024,
+        "a year of one battery took {grown} bytes"
+    );
 
     let reopened = open(&path, NOON + 366.0 * DAY);
     drop(reopened);
@@ -108,7 +113,12 @@ fn a_day_keeps_its_last_figures_and_unknown_stays_null() {
     assert!((days[0].full_joules.unwrap_or(0.0) - 65.0 * 3600.0).abs() < 1e-6);
     assert_eq!(days[1].battery, "BAT1");
     assert_eq!(
-        (days[1].design_joules, days[1].full_joules, days[1].ratio, days[1].cycles),
+        (
+            days[1].design_joules,
+            days[1].full_joules,
+            days[1].ratio,
+            days[1].cycles
+        ),
         (None, None, None, None)
     );
 }

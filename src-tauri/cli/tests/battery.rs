@@ -1,0 +1,76 @@
+//! A laptop's battery through `serve`, on a genuine power_supply capture: its health now, the
+//! day kept in the ledger, `/metrics` and the dashboard's panel in Chromium.
+
+use crate::common::{browser_json, cli, screenshots, Serve};
+use std::time::{Duration, Instant};
+
+fn capture(case: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/linux/power_supply")
+        .join(case)
+}
+
+#[test]
+fn serve_shows_a_thinkpads_battery_at_68_percent_and_keeps_the_day() {
+    // LGC 45N1153: energy_full 67.49 Wh ÷ energy_full_design 99.46 Wh = 67.86 %; cycle_count 0
+    // is not reported.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut c = cli(dir.path());
+    c.env(
+        "WATTBAR_SYSFS_ROOT",
+        capture("thinkpad-lgc-45n1153-discharging-power"),
+    )
+    .args(["serve", "--listen", "127.0.0.1:0", "--batch", "500ms"]);
+    let serve = Serve::spawn(c);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let body = loop {
+        let b = serve.get("/v1/battery");
+        if b["history"].as_array().is_some_and(|h| !h.is_empty()) {
+            break b;
+        }
+        assert!(Instant::now() < deadline, "no day kept: {b}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let now = &body["now"][0];
+    assert_eq!(now["battery"], "BAT0");
+    let percent = now["health_percent"].as_f64().unwrap_or_default();
+    assert!((percent - 6749.0 / 99.46).abs() < 1e-6, "{body}");
+    assert_eq!(now["cycles"]["state"], "not_reported");
+    assert_eq!(now["chemistry"], "Li-ion");
+    let day = &body["history"][0];
+    assert!((day["ratio"].as_f64().unwrap_or_default() - 67.49 / 99.46).abs() < 1e-9);
+    assert_eq!(day["cycles"], serde_json::Value::Null);
+    assert_eq!(body["trends"]["BAT0"]["state"], "not_enough_history");
+    assert_eq!(body["trends"]["BAT0"]["days"], 1);
+
+    let metrics = serve.text("/metrics");
+    assert!(
+        metrics.contains("wattbar_battery_health_ratio{battery=\"BAT0\"} 0.678564"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("wattbar_battery_cycles{"),
+        "0 cycles is not a count"
+    );
+
+    let shots = screenshots();
+    let r = browser_json(
+        "battery.mjs",
+        dir.path(),
+        &[
+            ("WATTBAR_URL", &serve.url),
+            ("SCREENSHOT", &shots.join("browser-battery.png")),
+        ],
+    );
+    assert_eq!(r["errors"], serde_json::json!([]), "{r}");
+    assert_eq!(
+        r["now"][0],
+        "BAT0 · 68 % health · cycles not reported · holds 67.5 of 99.5 Wh (the gauge's energy)",
+        "{r}"
+    );
+    assert_eq!(
+        r["trend"][0], "Not enough history for a trend: 1 of 30 days.",
+        "{r}"
+    );
+    assert_eq!(r["days"][0], 1, "{r}");
+}

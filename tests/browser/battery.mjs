@@ -1,0 +1,29 @@
+// Opens the dashboard `wattbar-cli serve` serves on a laptop's power_supply capture, in Debian's
+// Chromium, and prints what the battery panel shows as one JSON object; SCREENSHOT: where the
+// panel's picture goes. WATTBAR_URL comes from the Rust test.
+import { chromium } from "playwright-core";
+
+const url = process.env.WATTBAR_URL;
+const screenshot = process.env.SCREENSHOT;
+const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
+
+const browser = await chromium.launch({ executablePath, headless: true, args: ["--no-sandbox"] });
+const report = {};
+const errors = [];
+try {
+  const page = await browser.newPage({ viewport: { width: 520, height: 900 } });
+  page.on("pageerror", (e) => errors.push(String(e)));
+  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+  await page.goto(`${url}/`);
+  await page.waitForSelector("body[data-ready=true]", { timeout: 15000 });
+  await page.waitForSelector("#battery-panel:not([hidden]) .battery-now", { timeout: 15000 });
+  report.now = await page.$$eval(".battery-now", (els) => els.map((e) => e.textContent));
+  report.trend = await page.$$eval(".battery-trend", (els) => els.map((e) => e.textContent));
+  report.days = await page.$$eval(".battery-row .strip-box", (els) => els.map((e) => Number(e.dataset.days)));
+  const panel = await page.$("#battery-panel");
+  if (screenshot && panel) await panel.screenshot({ path: screenshot });
+} finally {
+  await browser.close();
+}
+report.errors = errors;
+console.log(JSON.stringify(report));
