@@ -35,14 +35,18 @@ function trendCaption(trend) {
   switch (trend.state) {
     case "not_enough_history":
       return `Not enough history for a trend: ${trend.days} of 30 days.`;
-    case "falling":
-      return `Falling ${(trend.per_year * -100).toFixed(1)} points a year: 80 % around ${trend.worn_on ?? "—"} (a straight line through ${trend.days} days).`;
+    case "falling": {
+      const passed = trend.worn_on_day <= Math.floor(Date.now() / 1000 / DAY);
+      const when = `${passed ? "passed" : "reaches"} 80 % around ${trend.worn_on ?? "—"}`;
+      return `Falling ${(trend.per_year * -100).toFixed(1)} points a year: ${when} (a straight line through ${trend.days} days).`;
+    }
     default:
       return `Not falling over ${trend.days} days: no date to give.`;
   }
 }
 
-// Health by the day from 70 % to the highest seen (at least 100 %), the trend line to 80 %.
+// Health by the day from 70 % (or below the lowest seen) to the highest seen (at least 100 %),
+// the trend line to 80 %.
 function chart(el, days, trend) {
   const points = days.filter((d) => d.ratio !== null && d.ratio !== undefined)
     .map((d) => ({ x: dayNumber(d.day), y: d.ratio }));
@@ -50,7 +54,7 @@ function chart(el, days, trend) {
   const worn = trend?.state === "falling" && trend.worn_on ? dayNumber(trend.worn_on) : null;
   const last = Math.max(first + 30, ...points.map((p) => p.x), worn ?? -Infinity);
   const high = Math.max(1, ...points.map((p) => p.y));
-  const low = 0.7;
+  const low = Math.min(0.7, ...points.map((p) => p.y - 0.02));
   const x = (d) => ((d - first) / (last - first || 1)) * WIDTH;
   const y = (r) => ((high - Math.max(r, low)) / (high - low)) * HEIGHT;
   const box = svg("svg", { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, preserveAspectRatio: "none", class: "strip" });
@@ -59,9 +63,11 @@ function chart(el, days, trend) {
     box.append(svg("circle", { cx: x(p.x), cy: y(p.y), r: 1.5, class: "slot" }));
   }
   if (worn !== null && points.length) {
-    const perDay = trend.per_year / 365;
-    const startY = 0.8 - perDay * (worn - first);
-    box.append(svg("line", { x1: x(first), y1: y(startY), x2: x(worn), y2: y(0.8), class: "now-line" }));
+    // The fitted line, through 80 % on the day it gets there, from the first day to the later
+    // of that day and the last.
+    const at = (d) => 0.8 + (trend.per_year / 365) * (d - worn);
+    const end = Math.max(worn, last);
+    box.append(svg("line", { x1: x(first), y1: y(at(first)), x2: x(end), y2: y(at(end)), class: "now-line" }));
   }
   el.replaceChildren(box);
   el.dataset.days = String(points.length);
