@@ -1,4 +1,5 @@
-//! The ledger's report: power over the period, energy and cost per local day, and energy per
+//! The ledger's report: power over the period, energy and cost per local day (with the
+//! battery's share and its wear beside the grid's cost), and energy per
 //! token per model, as figures for [`wattbar_report`] to draw; the engine draws nothing.
 //! `wattbar-cli report` and the API's `/v1/report.svg` (the dashboard's "Report") draw the same
 //! one.
@@ -105,8 +106,18 @@ pub fn from_store(
     let scope = store.last_scope()?;
     let mut elsewhere = 0.0;
     let mut days: Vec<Day> = Vec::new();
+    // The battery's share of the days shown, and what drawing it wore (its grid cost is 0).
+    let mut worn = wattbar_ledger::store::wear::Worn {
+        currency: currency.to_string(),
+        ..Default::default()
+    };
     for day in local_dates(from, to) {
         let label = day.format("%Y-%m-%d").to_string();
+        for w in store.wear_on(&label)? {
+            if w.currency == currency {
+                worn.add(&w);
+            }
+        }
         let total = store.recorded_day(&label, currency, scope)?;
         elsewhere += total
             .as_ref()
@@ -155,7 +166,20 @@ pub fn from_store(
         } else {
             String::new()
         };
-        format!("{kwh:.3} kWh{within} · {cost:.2} {currency} over the days shown{apart}")
+        let battery = if worn.joules > 0.0 {
+            let wear = if worn.unpriced_joules > 0.0 {
+                "wear not priced".to_string()
+            } else {
+                format!("wear {:.2} {currency}", worn.wear)
+            };
+            format!(
+                "; on battery {:.3} kWh, {wear}",
+                worn.joules / wattbar_core::JOULES_PER_KWH
+            )
+        } else {
+            String::new()
+        };
+        format!("{kwh:.3} kWh{within} · {cost:.2} {currency} over the days shown{battery}{apart}")
     } else {
         "no energy recorded on the days shown".to_string()
     };

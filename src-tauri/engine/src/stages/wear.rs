@@ -43,17 +43,24 @@ impl Wear {
         snapshot: &Snapshot,
         prefs: &Preferences,
     ) -> Option<Worn> {
+        self.now.on_battery = snapshot.battery.is_some_and(|b| b.on_battery);
         let batteries = snapshot.battery_health.as_deref().unwrap_or_default();
+        // A machine without a battery (most of them) allocates nothing here.
+        if batteries.is_empty() {
+            self.now.per_kwh = None;
+            self.now.unpriced_because = None;
+            return None;
+        }
         let rate = match prefs.battery_price {
             None => Err("no battery_price is set".to_string()),
             Some(price) => wear_per_kwh(price, prefs.battery_rated_cycles, batteries),
         };
-        self.now.on_battery = snapshot.battery.is_some_and(|b| b.on_battery);
-        self.now.session.currency = prefs.currency.as_str().to_string();
-        (self.now.per_kwh, self.now.unpriced_because) = match (&rate, batteries.is_empty()) {
-            (Ok(r), _) => (Some(*r), None),
-            (Err(_), true) => (None, None),
-            (Err(why), false) => (None, Some(why.clone())),
+        if self.now.session.currency != prefs.currency.as_str() {
+            self.now.session.currency = prefs.currency.as_str().to_string();
+        }
+        (self.now.per_kwh, self.now.unpriced_because) = match &rate {
+            Ok(r) => (Some(*r), None),
+            Err(why) => (None, Some(why.clone())),
         };
         if !self.now.on_battery || !joules.is_finite() || joules <= 0.0 {
             return None;

@@ -96,6 +96,21 @@ async fn thirty_minutes_at_20_w_on_battery_wear_0_0286_and_cost_the_grid_nothing
     let today = &p.kept.committed.wear_today[0];
     assert!(today.wear >= 0.010 * 200.0 / 70.0 - 1e-9, "{today:?}");
     assert_eq!(p.kept.totals.as_ref().map(|t| t.today.cost), Some(0.0));
+    // The report beside the grid's cost of 0: the battery's 0.010 kWh and its 0.03 EUR of wear
+    // (the second run's few samples add less than a rounding of either).
+    // The engine's clock starts at 1,800,000,000 (`config`); the first run's half hour after it.
+    let report = engine
+        .reader()
+        .report(1_800_000_000.0 - 60.0, 1_800_000_000.0 + 7200.0)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        report
+            .subtitle
+            .contains("· 0.00 EUR over the days shown; on battery 0.010 kWh, wear 0.03 EUR"),
+        "{}",
+        report.subtitle
+    );
     engine.stop();
 }
 
