@@ -167,14 +167,10 @@ pub fn from_store(
             String::new()
         };
         let battery = if worn.joules > 0.0 {
-            let wear = if worn.unpriced_joules > 0.0 {
-                "wear not priced".to_string()
-            } else {
-                format!("wear {:.2} {currency}", worn.wear)
-            };
             format!(
-                "; on battery {:.3} kWh, {wear}",
-                worn.joules / wattbar_core::JOULES_PER_KWH
+                "; on battery {:.3} kWh, {}",
+                worn.joules / wattbar_core::JOULES_PER_KWH,
+                worn.wear_text(|amount, currency| format!("{amount:.2} {currency}"))
             )
         } else {
             String::new()

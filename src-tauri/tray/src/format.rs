@@ -87,14 +87,10 @@ pub fn session_line(p: &PublishedState) -> String {
     );
     let worn = &p.wear.session;
     if worn.joules > 0.0 {
-        let wear = if worn.unpriced_joules > 0.0 {
-            "wear not priced".to_string()
-        } else {
-            format!("wear {}", money(worn.wear, &worn.currency))
-        };
         line.push_str(&format!(
-            " · on battery {}, {wear}",
-            kwh(worn.joules / wattbar_core::JOULES_PER_KWH)
+            " · on battery {}, {}",
+            kwh(worn.joules / wattbar_core::JOULES_PER_KWH),
+            worn.wear_text(money)
         ));
     }
     let apart: Vec<String> = p

@@ -37,6 +37,16 @@ pub struct Worn {
 }
 
 impl Worn {
+    /// "wear 0.09 EUR", or "wear not priced" where some of the energy had no rate to price it
+    /// (never a wear that leaves it out); `money` writes the amount as its reader does.
+    pub fn wear_text(&self, money: impl Fn(f64, &str) -> String) -> String {
+        if self.unpriced_joules > 0.0 {
+            "wear not priced".to_string()
+        } else {
+            format!("wear {}", money(self.wear, &self.currency))
+        }
+    }
+
     /// Adds another's figures, each only where it is a number ≥ 0.
     pub fn add(&mut self, other: &Worn) {
         let grow = |to: &mut f64, by: f64| {
