@@ -70,6 +70,9 @@ pub struct Preferences {
     pub battery_price: Option<f64>,
     /// The full cycles the battery is rated for ([`DEFAULT_BATTERY_RATED_CYCLES`]).
     pub battery_rated_cycles: u32,
+    /// The cost budgets count the battery's wear beside the grid's cost (off: the grid's bill
+    /// alone).
+    pub budgets_count_wear: bool,
     pub daily_budget_kwh: Option<f64>,
     pub daily_budget_cost: Option<f64>,
     pub monthly_budget_kwh: Option<f64>,
@@ -249,6 +252,7 @@ impl Default for Preferences {
             price_notify_above: None,
             battery_price: None,
             battery_rated_cycles: DEFAULT_BATTERY_RATED_CYCLES,
+            budgets_count_wear: false,
             daily_budget_kwh: None,
             daily_budget_cost: None,
             monthly_budget_kwh: None,
@@ -275,7 +279,7 @@ impl Default for Preferences {
 
 impl Preferences {
     /// The stored keys besides the low-power ones ([`POLICY_KEYS`]).
-    const OWN_KEYS: [&'static str; 31] = [
+    const OWN_KEYS: [&'static str; 32] = [
         "price_per_kwh",
         "currency",
         "interval_ms",
@@ -287,6 +291,7 @@ impl Preferences {
         "price_notify_above",
         "battery_price",
         "battery_rated_cycles",
+        "budgets_count_wear",
         "daily_budget_kwh",
         "daily_budget_cost",
         "monthly_budget_kwh",

@@ -50,8 +50,13 @@ impl Budgets {
         ledger: &mut Ledger,
     ) {
         let (day, month) = wattbar_ledger::store::local_day_month(now);
+        let wear = if prefs.budgets_count_wear {
+            wear_of(ledger, &day, &month, prefs.currency.as_str())
+        } else {
+            Wear::default()
+        };
         let mut fresh = Vec::new();
-        for alert in crossed(prefs, totals) {
+        for alert in crossed(prefs, totals, wear) {
             let period = if alert.kind.starts_with("daily") {
                 &day
             } else {
@@ -131,10 +136,40 @@ impl Budgets {
     }
 }
 
-/// Budgets crossed by these totals. `day` and `month` name the current local periods.
-pub fn crossed(prefs: &Preferences, totals: &LedgerTotals) -> Vec<BudgetAlert> {
+/// The battery's wear today and this month, in `currency`, as committed: what the cost budgets
+/// add when `budgets_count_wear` is on. A failed read adds nothing and is logged.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Wear {
+    pub today: f64,
+    pub month: f64,
+}
+
+fn wear_of(ledger: &Ledger, day: &str, month: &str, currency: &str) -> Wear {
+    let store = ledger.store();
+    let sum = |first: &str| match store.wear_between(first, day) {
+        Ok(worn) => worn
+            .iter()
+            .filter(|w| w.currency == currency && w.wear.is_finite())
+            .map(|w| w.wear)
+            .sum(),
+        Err(e) => {
+            tracing::warn!("could not read the battery's wear for the budgets: {e}");
+            0.0
+        }
+    };
+    Wear {
+        today: sum(day),
+        month: sum(&format!("{month}-01")),
+    }
+}
+
+/// Budgets crossed by these totals, the cost budgets with `wear` added (zero unless
+/// `budgets_count_wear`).
+pub fn crossed(prefs: &Preferences, totals: &LedgerTotals, wear: Wear) -> Vec<BudgetAlert> {
     let currency = prefs.currency.as_str();
-    let (today, month) = (totals.today.across_scopes(), totals.month.across_scopes());
+    let (mut today, mut month) = (totals.today.across_scopes(), totals.month.across_scopes());
+    today.cost += wear.today;
+    month.cost += wear.month;
     let checks = [
         (
             "daily-kwh",
@@ -209,15 +244,34 @@ mod tests {
             monthly_budget_cost: Some(30.0),
             ..Preferences::default()
         };
-        assert!(crossed(&prefs, &totals(1.99, 29.0)).is_empty());
-        let alerts = crossed(&prefs, &totals(2.0, 31.0));
+        let none = Wear::default();
+        assert!(crossed(&prefs, &totals(1.99, 29.0), none).is_empty());
+        let alerts = crossed(&prefs, &totals(2.0, 31.0), none);
         let kinds: Vec<&str> = alerts.iter().map(|a| a.kind).collect();
         assert_eq!(kinds, ["daily-kwh", "monthly-cost"]);
         assert_eq!(
             alerts[1].message,
             "Budget reached: 31.000 EUR used this month, of 30 EUR."
         );
-        assert!(crossed(&Preferences::default(), &totals(100.0, 100.0)).is_empty());
+        assert!(crossed(&Preferences::default(), &totals(100.0, 100.0), none).is_empty());
+    }
+
+    #[test]
+    fn a_month_of_29_eur_on_the_grid_and_1_50_of_wear_reaches_a_30_eur_budget() {
+        let prefs = Preferences {
+            monthly_budget_cost: Some(30.0),
+            ..Preferences::default()
+        };
+        let wear = Wear {
+            today: 0.2,
+            month: 1.5,
+        };
+        let alerts = crossed(&prefs, &totals(0.0, 29.0), wear);
+        assert_eq!(alerts.len(), 1);
+        assert_eq!(
+            alerts[0].message,
+            "Budget reached: 30.500 EUR used this month, of 30 EUR."
+        );
     }
 
     #[test]

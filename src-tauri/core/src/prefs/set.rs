@@ -50,8 +50,9 @@ impl Preferences {
                     positive("title_above_w", optional_number("title_above_w", value)?)?;
             }
             "cost_in_menu_bar" | "launch_at_login" | "api_enabled" | "llm_proxy_enabled"
-            | "find_model_servers" | "keys_required" => {
+            | "find_model_servers" | "keys_required" | "budgets_count_wear" => {
                 let field = match key {
+                    "budgets_count_wear" => "budgets_count_wear",
                     "keys_required" => "keys_required",
                     "cost_in_menu_bar" => "cost_in_menu_bar",
                     "launch_at_login" => "launch_at_login",
@@ -68,6 +69,7 @@ impl Preferences {
                     "llm_proxy_enabled" => self.llm_proxy_enabled = v,
                     "find_model_servers" => self.find_model_servers = v,
                     "keys_required" => self.keys_required = v,
+                    "budgets_count_wear" => self.budgets_count_wear = v,
                     _ => self.api_enabled = v,
                 }
             }

@@ -105,6 +105,30 @@ impl Store {
         )
     }
 
+    /// The figures of the local days from `first_day` through `last_day` (`YYYY-MM-DD`),
+    /// added, one per currency.
+    pub fn wear_between(&self, first_day: &str, last_day: &str) -> Result<Vec<Worn>, StoreError> {
+        if self.version < SINCE {
+            return Ok(Vec::new());
+        }
+        let read = || -> rusqlite::Result<Vec<Worn>> {
+            let mut stmt = self.conn.prepare_cached(
+                "SELECT currency, SUM(joules), SUM(unpriced_joules), SUM(wear) FROM battery_wear
+                 WHERE day >= ?1 AND day <= ?2 GROUP BY currency ORDER BY currency",
+            )?;
+            let rows = stmt.query_map(params![first_day, last_day], |r| {
+                Ok(Worn {
+                    currency: r.get(0)?,
+                    joules: r.get(1)?,
+                    unpriced_joules: r.get(2)?,
+                    wear: r.get(3)?,
+                })
+            })?;
+            rows.collect()
+        };
+        read().map_err(|e| self.sql(e))
+    }
+
     /// The lifetime figures, one per currency: counters that never go back.
     pub fn lifetime_wear(&self) -> Result<Vec<Worn>, StoreError> {
         self.worn(

@@ -134,3 +134,36 @@ async fn without_a_battery_price_the_energy_is_counted_and_its_wear_not_priced()
     );
     engine.stop();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_daily_cost_budget_counts_the_wear_only_when_asked() {
+    // 0.01 EUR a day: the grid costs 0 on battery, the wear 2.857 a kWh reaches it after
+    // 0.0035 kWh = 12,600 J, 630 s at 20 W; without budgets_count_wear 30 minutes give nothing.
+    for counts in [true, false] {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let engine = start(
+            laptop(),
+            config(Preferences {
+                daily_budget_cost: Some(0.01),
+                budgets_count_wear: counts,
+                ..prefs()
+            })
+            .with_store(dir.path().join("wattbar.db")),
+        );
+        let mut rx = engine.subscribe();
+        let p = wait_for(&mut rx, |p| {
+            !p.kept.alerts.is_empty() || p.wear.session.joules >= 36_000.0
+        })
+        .await;
+        let kinds: Vec<&str> = p.kept.alerts.iter().map(|a| a.kind).collect();
+        if counts {
+            assert_eq!(kinds, ["daily-cost"], "{:?}", p.kept.alerts);
+            let used = p.kept.alerts[0].used;
+            assert!((0.01..0.012).contains(&used), "{used}");
+            assert!(p.wear.session.joules >= 12_600.0 - 1e-6);
+        } else {
+            assert!(kinds.is_empty(), "{kinds:?}");
+        }
+        engine.stop();
+    }
+}
