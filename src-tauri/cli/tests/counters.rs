@@ -6,7 +6,9 @@
 //! The price feed gives +50 EUR/MWh for the first 25 s, then -50 (a sunny Sunday in DE), so
 //! money is paid, then credited; one run resets its session. The headline changes scope every
 //! 2 s: 100 W measured for the whole system, then 100 W on the CPU package alone (as a plug
-//! that drops out leaves the sensors), so every counter kept per scope is checked too. Each run
+//! that drops out leaves the sensors), so every counter kept per scope is checked too; the
+//! machine runs on mains in the first scope and on a 70 Wh battery in the second, so the
+//! battery's wear counter grows too. Each run
 //! proxies a model server (the genuine Ollama captures, `tests/llm/upstream.mjs`) whose
 //! `/api/ps` holds gemma3 loaded and idle; the ledger starts with its idle draw measured (10 W
 //! with nothing loaded, 30 W with gemma3), so its resident idle energy grows at 20 W. Each run
@@ -54,10 +56,11 @@ const ENERGY: &str = "wattbar_energy_joules_total{domain=\"system\"}";
 /// Seconds in each scope before the headline changes to the other.
 const SCOPE_S: f64 = 2.0;
 /// Counters that must be among those found: a run that exported none of them checked nothing.
-const EXPECTED: [&str; 10] = [
+const EXPECTED: [&str; 11] = [
     "wattbar_energy_joules_total",
     "wattbar_cost_total",
     "wattbar_credit_total",
+    "wattbar_battery_wear_cost_total",
     "wattbar_inference_requests_total",
     "wattbar_inference_energy_joules_total",
     "wattbar_model_resident_idle_joules_total",
@@ -178,7 +181,10 @@ fn start(data: &Path, to: &Outside) -> Serve {
     let trace = data.join("trace.csv");
     std::fs::write(
         &trace,
-        format!("t,watts,domain\n0,{WATTS},system\n{SCOPE_S},{WATTS},cpu\n"),
+        format!(
+            "t,watts,domain,on_battery,battery_design_wh\n0,{WATTS},system,0,70\n\
+             {SCOPE_S},{WATTS},cpu,1,70\n"
+        ),
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let mut c = cli(data);
@@ -305,7 +311,8 @@ fn ten_kill_9s_never_take_back_a_counter_prometheus_or_otlp_saw() {
     // The idle draw an earlier engine measured: 10 W with nothing loaded, 30 W with gemma3.
     crate::common::seed_resident(data.path(), &[("", 10.0), ("gemma3:latest", 30.0)], &[]);
     let prefs = serde_json::json!({
-        "price_feed": {"source": "energy-charts", "bzn": "DE-LU", "url": feed_turning_negative()}
+        "price_feed": {"source": "energy-charts", "bzn": "DE-LU", "url": feed_turning_negative()},
+        "battery_price": 200.0
     });
     std::fs::write(data.path().join("preferences.json"), prefs.to_string())
         .unwrap_or_else(|e| panic!("{e}"));

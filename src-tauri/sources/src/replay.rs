@@ -1,13 +1,17 @@
 //! Replay: a recorded trace stands in for the whole chain (`WATTBAR_REPLAY=trace.csv`).
 //!
 //! The CSV has a header with `t` (seconds) and `watts`, and optionally `domain` and `quality`
-//! columns, in any order. Rows are sorted by `t`. An empty `watts` cell is an absent reading.
+//! columns, and a laptop's supply: `on_battery` (`1` on its battery, `0` on mains) and
+//! `battery_design_wh` (its battery's design energy), in any order; an empty cell of either is
+//! not known. Rows are sorted by `t`. An empty `watts` cell is an absent reading.
 //! The trace plays in real time from the source's first read and loops; each loop lasts from the
 //! first `t` to the last plus the last step, so the last row gets its own interval. At each read
 //! the replay gives the latest row at or before the current position, as a sensor would.
 
 use crate::error::Error;
+use std::sync::Arc;
 use std::time::Duration;
+use wattbar_core::battery::{Cycles, Health, Raw};
 use wattbar_core::{Domain, Quality, Reading, Source, Stamp, Watts};
 
 pub const SOURCE_ID: &str = "replay";
@@ -18,6 +22,10 @@ pub struct TraceRow {
     pub watts: Option<Watts>,
     pub domain: Domain,
     pub quality: Quality,
+    /// The supply: on the battery (`true`) or mains; `None` without one.
+    pub on_battery: Option<bool>,
+    /// The battery's design energy, Wh.
+    pub battery_design_wh: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -87,6 +95,8 @@ pub fn parse_trace(text: &str) -> Result<Trace, Error> {
         find("watts").ok_or_else(|| parse_err(hline, "the header has no `watts` column".into()))?;
     let d_col = find("domain");
     let q_col = find("quality");
+    let b_col = find("on_battery");
+    let design_col = find("battery_design_wh");
 
     let mut rows: Vec<TraceRow> = Vec::new();
     for record in records {
@@ -128,6 +138,26 @@ pub fn parse_trace(text: &str) -> Result<Trace, Error> {
                 parse_quality(q).ok_or_else(|| parse_err(n, format!("unknown quality {q:?}")))?
             }
         };
+        let on_battery = match b_col.map(|c| cells[c]) {
+            None | Some("") => None,
+            Some("1") => Some(true),
+            Some("0") => Some(false),
+            Some(b) => return Err(parse_err(n, format!("on_battery {b:?} is not 0 or 1"))),
+        };
+        let battery_design_wh = match design_col.map(|c| cells[c]) {
+            None | Some("") => None,
+            Some(d) => Some(
+                d.parse::<f64>()
+                    .ok()
+                    .filter(|d| d.is_finite() && *d > 0.0)
+                    .ok_or_else(|| {
+                        parse_err(
+                            n,
+                            format!("battery_design_wh {d:?} is not a positive number"),
+                        )
+                    })?,
+            ),
+        };
         if let Some(prev) = rows.last() {
             if t < prev.t {
                 return Err(parse_err(n, format!("t {t} goes back before {}", prev.t)));
@@ -138,6 +168,8 @@ pub fn parse_trace(text: &str) -> Result<Trace, Error> {
             watts,
             domain,
             quality,
+            on_battery,
+            battery_design_wh,
         });
     }
     let (first, last) = match (rows.first(), rows.last()) {
@@ -185,11 +217,46 @@ impl Trace {
 pub struct ReplaySource {
     trace: Trace,
     start: Option<Duration>,
+    /// The supply at the last read, where the trace gives it.
+    battery: Option<wattbar_core::Battery>,
+    /// The battery's health at the last read; the same `Arc` while its design holds.
+    health: Option<Arc<[Health]>>,
 }
 
 impl ReplaySource {
     pub fn new(trace: Trace) -> Self {
-        ReplaySource { trace, start: None }
+        ReplaySource {
+            trace,
+            start: None,
+            battery: None,
+            health: None,
+        }
+    }
+
+    /// The replayed battery: `BAT0` of the row's design energy, full as designed, cycles not
+    /// reported.
+    fn follow_supply(&mut self, row: Option<&TraceRow>) {
+        self.battery = row
+            .and_then(|r| r.on_battery)
+            .map(|on_battery| wattbar_core::Battery {
+                on_battery,
+                percent: None,
+            });
+        let design = row.and_then(|r| r.battery_design_wh);
+        let kept = self
+            .health
+            .as_deref()
+            .and_then(|h| h.first())
+            .and_then(|h| h.design);
+        if design.map(|wh| wh * wattbar_core::battery::JOULES_PER_WH) != kept.map(|j| j.0) {
+            self.health = design.map(|wh| {
+                let raw = Raw::Energy {
+                    design_wh: Some(wh),
+                    full_wh: Some(wh),
+                };
+                Arc::from(vec![Health::from_raw("BAT0", raw, Cycles::NotReported)])
+            });
+        }
     }
 }
 
@@ -205,9 +272,9 @@ impl Source for ReplaySource {
     fn read(&mut self, at: Stamp) -> Result<Vec<Reading>, wattbar_core::Error> {
         let start = *self.start.get_or_insert(at.monotonic);
         let elapsed = at.monotonic.saturating_sub(start);
-        Ok(self
-            .trace
-            .at(elapsed)
+        let rows = self.trace.at(elapsed);
+        let supply = rows.first().map(|r| (*r).clone());
+        let readings = rows
             .into_iter()
             .map(|row| Reading {
                 domain: row.domain,
@@ -218,7 +285,17 @@ impl Source for ReplaySource {
                 quality: row.quality,
                 at,
             })
-            .collect())
+            .collect();
+        self.follow_supply(supply.as_ref());
+        Ok(readings)
+    }
+
+    fn battery(&self) -> Option<wattbar_core::Battery> {
+        self.battery
+    }
+
+    fn battery_health(&self) -> Option<Arc<[Health]>> {
+        self.health.clone()
     }
 }
 
@@ -228,6 +305,26 @@ mod tests {
 
     fn trace(text: &str) -> Trace {
         parse_trace(text).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_replayed_laptop_says_its_supply_and_its_batterys_design() {
+        let mut source = ReplaySource::new(trace(
+            "t,watts,on_battery,battery_design_wh\n0,20,0,70\n10,20,1,70\n",
+        ));
+        let _ = source.read(Stamp::new(Duration::from_secs(1), 0.0));
+        assert_eq!(source.battery().map(|b| b.on_battery), Some(false));
+        let first = source.battery_health();
+        let _ = source.read(Stamp::new(Duration::from_secs(11), 0.0));
+        assert_eq!(source.battery().map(|b| b.on_battery), Some(true));
+        // 70 Wh = 252,000 J, the same Arc while the design holds.
+        let h = source
+            .battery_health()
+            .unwrap_or_else(|| panic!("no health"));
+        assert_eq!(h[0].design.map(|j| j.0), Some(252_000.0));
+        assert!(first.is_some_and(|f| Arc::ptr_eq(&f, &h)));
+        let bad = parse_trace("t,watts,on_battery\n0,20,yes\n").err();
+        assert!(bad.is_some_and(|e| e.to_string().contains("on_battery \"yes\" is not 0 or 1")));
     }
 
     fn watts_at(source: &mut ReplaySource, secs: f64) -> Option<f64> {
