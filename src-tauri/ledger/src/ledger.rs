@@ -77,6 +77,9 @@ pub struct Ledger {
     inference_keep_seconds: f64,
     /// The batteries' health last kept, and the local day it was kept for.
     batteries_kept: Option<(String, Arc<[Health]>)>,
+    /// The minute (Unix seconds / 60) the kept health was last seen in: a day starts on a
+    /// whole minute, so the same health within it needs no look at the day.
+    batteries_seen_minute: Option<i64>,
 }
 
 /// Old rows are deleted this often, not at every batch: two deletes per batch were two more
@@ -107,6 +110,7 @@ impl Ledger {
                 inference_keep_seconds: f64::from(crate::store::inference::DEFAULT_KEEP_DAYS)
                     * 86_400.0,
                 batteries_kept: None,
+                batteries_seen_minute: None,
             },
             notice,
         ))
@@ -225,6 +229,15 @@ impl Ledger {
     /// The batteries' health at Unix time `t`: kept as their local day's figures when it is news
     /// (another `Arc` than the last kept, or a new day), else nothing is done.
     pub fn observe_batteries(&mut self, t: f64, health: &Arc<[Health]>) {
+        let minute = (t / 60.0).floor() as i64;
+        let same = self
+            .batteries_kept
+            .as_ref()
+            .is_some_and(|(_, kept)| Arc::ptr_eq(kept, health));
+        if same && self.batteries_seen_minute == Some(minute) {
+            return;
+        }
+        self.batteries_seen_minute = Some(minute);
         let (day, _) = crate::store::local_day_month(t);
         if let Some((kept_day, kept)) = &self.batteries_kept {
             if *kept_day == day && Arc::ptr_eq(kept, health) {

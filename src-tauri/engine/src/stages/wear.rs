@@ -11,6 +11,7 @@
 //!   not the grid's; charging it is priced from the grid later.
 
 use serde::Serialize;
+use std::borrow::Cow;
 use wattbar_core::battery::wear_per_kwh;
 use wattbar_core::{Preferences, Snapshot, JOULES_PER_KWH};
 use wattbar_ledger::store::wear::Worn;
@@ -25,7 +26,7 @@ pub struct WearNow {
     /// The rate in force, per kWh drawn; `None` where wear cannot be priced now.
     pub per_kwh: Option<f64>,
     /// Why wear is not priced now; `None` while it is (or without a battery).
-    pub unpriced_because: Option<String>,
+    pub unpriced_because: Option<Cow<'static, str>>,
 }
 
 /// The stage: owns the session's wear.
@@ -51,9 +52,11 @@ impl Wear {
             self.now.unpriced_because = None;
             return None;
         }
-        let rate = match prefs.battery_price {
-            None => Err("no battery_price is set".to_string()),
-            Some(price) => wear_per_kwh(price, prefs.battery_rated_cycles, batteries),
+        let rate: Result<f64, Cow<'static, str>> = match prefs.battery_price {
+            None => Err(Cow::Borrowed("no battery_price is set")),
+            Some(price) => {
+                wear_per_kwh(price, prefs.battery_rated_cycles, batteries).map_err(Cow::Owned)
+            }
         };
         if self.now.session.currency != prefs.currency.as_str() {
             self.now.session.currency = prefs.currency.as_str().to_string();
