@@ -31,6 +31,8 @@ mod serve;
 #[cfg(target_os = "linux")]
 mod sni;
 mod tray;
+#[cfg(target_os = "linux")]
+pub mod trim;
 mod windows;
 
 use menu::MenuId;
@@ -183,6 +185,8 @@ fn start(launch: &Launch) -> Result<Started, Box<dyn std::error::Error>> {
         },
         std::future::pending(),
     ));
+    #[cfg(target_os = "linux")]
+    runtime.spawn(trim::at_rest());
     for (asked, window) in [
         (launch.open_dashboard, windows::Window::Dashboard),
         (launch.open_preferences, windows::Window::Preferences),

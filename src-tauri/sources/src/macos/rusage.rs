@@ -5,8 +5,8 @@
 //! libc declares the function but not the V6 structure, so the call fills a buffer of the
 //! structure's size and [`parse_rusage_v6`] reads the fields it needs at their offsets in
 //! Apple's `<sys/resource.h>` layout: a 16-byte UUID, then 56 64-bit fields (42 named, 14
-//! reserved); `ri_phys_footprint` is the 8th, `ri_energy_nj` the 41st. [`read_rusage_v6`] is the workspace's one piece of
-//! `unsafe` code (`scripts/unsafe-code` keeps it so).
+//! reserved); `ri_phys_footprint` is the 8th, `ri_energy_nj` the 41st. [`read_rusage_v6`] is
+//! one of the workspace's two pieces of `unsafe` code (`scripts/unsafe-code` lists them).
 
 use crate::error::Error;
 

@@ -21,6 +21,7 @@ pub(crate) fn with_quality(watts: Option<f64>, quality: Quality) -> PublishedSta
             headline,
             breakdown: Vec::new(),
             unavailable: Vec::new(),
+            stalled: Vec::new(),
             battery: None,
             battery_health: None,
             owners: Vec::new(),
