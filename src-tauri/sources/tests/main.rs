@@ -12,6 +12,7 @@ mod plug_device;
 mod plug_properties;
 mod price_captures;
 mod server_metrics_captures;
+mod stall;
 
 /// A loopback port that refuses every connection and stays this test's: bound but not listening
 /// (one closed again could be taken by another program while the test runs). `listen` on the

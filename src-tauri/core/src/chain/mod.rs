@@ -25,16 +25,21 @@
 //! that cover what it gives leave it standing by ([`pace`] has the rules and the counters). A
 //! source that answers `Unavailable` is not asked again; its reason stays in every snapshot. A
 //! `Transient` failure is listed, and the source is asked again, sooner or later ([`pace`]).
+//!
+//! A measured reading whose counter stops while the machine is busy is left out as stalled, so
+//! its domain falls to the next source until it moves again ([`stall`] has the rule).
 
 mod pace;
 pub mod part;
 mod select;
+pub mod stall;
 #[cfg(test)]
 mod tests;
 
 pub use pace::{is_consumption, ReadCounter, SLOW_PACE};
 pub use part::Part;
 pub use select::{headline, owners};
+pub use stall::Stalled;
 
 use crate::error::Error;
 use crate::reading::Battery;
@@ -81,6 +86,9 @@ pub struct Snapshot {
     /// Every reading of this sample, best source first.
     pub breakdown: Vec<Reading>,
     pub unavailable: Vec<Unavailable>,
+    /// Readings left out because their counter stopped while the machine was busy ([`stall`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stalled: Vec<Stalled>,
     /// The supply as the first battery-aware source saw it; `None` without a battery source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub battery: Option<Battery>,
@@ -114,6 +122,7 @@ impl Snapshot {
             headline,
             breakdown,
             unavailable: Vec::new(),
+            stalled: Vec::new(),
             battery: None,
             battery_health: None,
             owners,
@@ -198,6 +207,7 @@ pub struct Chain {
     /// The counters of sources taken out, kept so that one set again counts on from them.
     retired: Vec<ReadCounter>,
     timer: Option<Timer>,
+    stalls: stall::StallWatch,
 }
 
 impl Chain {
@@ -217,6 +227,7 @@ impl Chain {
             counters,
             retired: Vec::new(),
             timer: None,
+            stalls: stall::StallWatch::default(),
         }
     }
 
@@ -320,11 +331,14 @@ impl Chain {
             .map(|slot| {
                 let id = slot.source.id();
                 let failure = snapshot.unavailable.iter().find(|u| u.source == id);
+                let stalled = snapshot.stalled.iter().find(|s| s.source == id);
                 SourceStatus {
                     id: id.to_string(),
                     quality: slot.source.quality(),
                     available: failure.is_none(),
-                    reason: failure.map(|u| u.reason.clone()),
+                    reason: failure
+                        .map(|u| u.reason.clone())
+                        .or_else(|| stalled.map(|s| s.reason.clone())),
                     readings: snapshot.breakdown.iter().filter(|r| r.source == id).count(),
                     standby: failure.is_none() && slot.pace.standby,
                     details: slot.source.details(),
@@ -349,6 +363,9 @@ impl Chain {
         let mut unavailable = Vec::new();
         let mut battery = None;
         let mut battery_health = None;
+        let mut stalled = Vec::new();
+        // A still counter's evidence: the CPU estimate is read in this sample.
+        let wants_evidence = self.stalls.wants_evidence();
         // Consumption domains the sources read so far in this sample gave usable readings of.
         let mut covered: Vec<Domain> = Vec::new();
         for (slot, counter) in self.slots.iter_mut().zip(self.counters.iter()) {
@@ -362,7 +379,9 @@ impl Chain {
                 continue;
             }
             let from = breakdown.len();
-            if slot.pace.due(at.monotonic, slot.source.domains(), &covered) || every {
+            let evidence = wants_evidence
+                && stall::is_cpu_estimate(slot.source.quality(), slot.source.domains());
+            if slot.pace.due(at.monotonic, slot.source.domains(), &covered) || every || evidence {
                 let started = self.timer.as_ref().map(|t| t());
                 let result = slot.source.read(at);
                 let took = match (&self.timer, started) {
@@ -374,7 +393,7 @@ impl Chain {
                     Ok(readings) => {
                         slot.pace
                             .read(at.monotonic, took, counter, Ok(&readings), has_battery);
-                        breakdown.extend(readings);
+                        breakdown.extend(self.stalls.screen(at.monotonic, readings, &mut stalled));
                     }
                     Err(Error::Unavailable(reason)) => {
                         slot.pace
@@ -417,6 +436,7 @@ impl Chain {
                 battery_health = slot.source.battery_health();
             }
         }
+        self.stalls.end_sample(at.monotonic, &breakdown);
         let snapshot = Snapshot::of(at, breakdown);
         let answer_period_seconds = snapshot
             .headline_parts
@@ -429,6 +449,7 @@ impl Chain {
             .map(|p| p.as_secs_f64());
         Snapshot {
             unavailable,
+            stalled,
             battery,
             battery_health,
             answer_period_seconds,
