@@ -248,7 +248,12 @@ function render(state) {
   setText($("source"), state.source ?? "no source");
   renderScope(state);
   renderGap(state);
-  renderUnavailable(state.unavailable);
+  // A stalled counter is listed with the sources that give nothing: its domain comes from the
+  // next source meanwhile.
+  renderUnavailable(state.unavailable.concat((state.stalled || []).map((s) => ({
+    source: `${s.source} (${s.domain}${s.device ? ` ${s.device}` : ""})`,
+    reason: s.reason,
+  }))));
   renderBreakdown(state.breakdown);
   setText($("session-kwh"), fmt.energy(state.session_kwh), state.session_kwh);
   setText($("session-cost"), fmt.money(state.session_cost, state.currency), state.session_cost);

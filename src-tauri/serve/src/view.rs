@@ -40,6 +40,9 @@ pub struct StatePayload {
     /// `None` for any other headline.
     pub bound_watts: Option<f64>,
     pub unavailable: Vec<Unavailable>,
+    /// Readings left out because their counter stopped while the machine was busy, with why.
+    #[serde(default)]
+    pub stalled: Vec<wattbar_core::chain::Stalled>,
     /// Every reading of the sample, best source first.
     pub breakdown: Vec<BreakdownItem>,
     pub session_kwh: f64,
@@ -187,6 +190,11 @@ impl From<&PublishedState> for StatePayload {
                 .snapshot
                 .as_ref()
                 .map(|s| s.unavailable.clone())
+                .unwrap_or_default(),
+            stalled: p
+                .snapshot
+                .as_ref()
+                .map(|s| s.stalled.clone())
                 .unwrap_or_default(),
             breakdown: p
                 .snapshot
