@@ -61,6 +61,8 @@ fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<
 /// local API listens on port 0; the engine's lock file names where it landed.
 struct Home {
     dir: tempfile::TempDir,
+    /// A sysfs capture the app reads instead of the replayed trace.
+    sysfs: Option<PathBuf>,
 }
 
 impl Home {
@@ -78,7 +80,18 @@ impl Home {
         }
         std::fs::write(dir.path().join("data/preferences.json"), prefs.to_string())
             .unwrap_or_else(|e| panic!("{e}"));
-        Home { dir }
+        Home { dir, sysfs: None }
+    }
+
+    /// The app on a genuine sysfs capture (`tests/fixtures/linux/…`), read in place.
+    fn on_capture(capture: &str, prefs: &Value) -> Home {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/linux")
+            .join(capture);
+        Home {
+            sysfs: Some(root),
+            ..Home::with("", prefs)
+        }
     }
 
     /// The running app's local API, found as the windows find it; `Null` while none runs.
@@ -103,9 +116,12 @@ impl Home {
             .env("XDG_CACHE_HOME", p.join("xdg-cache"))
             .env("XDG_RUNTIME_DIR", p.join("runtime"))
             .env("WATTBAR_API_LISTEN", "127.0.0.1:0")
-            .env("TMPDIR", p)
-            .env("WATTBAR_REPLAY", p.join("trace.csv"))
-            .env("WATTBAR_BATCH_INTERVAL", "1s")
+            .env("TMPDIR", p);
+        match &self.sysfs {
+            Some(root) => cmd.env("WATTBAR_SYSFS_ROOT", root),
+            None => cmd.env("WATTBAR_REPLAY", p.join("trace.csv")),
+        };
+        cmd.env("WATTBAR_BATCH_INTERVAL", "1s")
             // The machine's own model servers are never followed by the app under test.
             .env("WATTBAR_FIND_MODEL_SERVERS", "0")
             .env(
@@ -1793,6 +1809,38 @@ fn a_left_click_on_the_tray_icon_opens_the_dashboard() {
     wait_for("the windows to close", Duration::from_secs(30), || {
         apps_running().is_empty().then_some(())
     });
+}
+
+#[test]
+fn the_tray_shows_a_thinkpads_battery_health_and_what_running_on_it_wears() {
+    require_desktop();
+    let _one = ONE_APP_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // The LGC 45N1153 capture, discharging at power_now 15.453 W: energy_full 67.49 Wh ÷
+    // energy_full_design 99.46 Wh = 67.86 %, and a cycle_count of 0, which is not a count.
+    // Its energy is the battery's: priced at 200 EUR ÷ (1,000 cycles × 0.09946 kWh) = 2.011
+    // EUR a kWh of wear, and nothing for the grid.
+    let home = Home::on_capture(
+        "power_supply/thinkpad-lgc-45n1153-discharging-power",
+        &json!({"low_power_auto": false, "battery_price": 200.0, "currency": "EUR"}),
+    );
+    let mut app = launch(&home, &[]);
+    let tray = Tray::find();
+    let battery = wait_for("the battery line", Duration::from_secs(30), || {
+        Some(tray.item_starting("Battery ")).filter(|l| !l.is_empty())
+    });
+    assert_eq!(battery, "Battery 68 % health · cycles not reported");
+    // 36 J (3 s at 15.5 W) is the first hundredth of a watt-hour the line can show.
+    let session = wait_for("the battery's share", Duration::from_secs(30), || {
+        Some(tray.item_starting("Session "))
+            .filter(|l| l.contains(" · on battery ") && !l.contains("on battery 0.00 Wh"))
+    });
+    assert!(session.starts_with("Session "), "{session}");
+    assert!(session.contains(" · 0.0000 EUR · on battery "), "{session}");
+    assert!(session.ends_with(" EUR"), "{session}");
+    let now = tray.item_starting("15.5 W");
+    assert_eq!(now, "15.5 W · measured · power-supply · whole machine");
+    write_menu_picture(&tray, "tray-menu-battery.png");
+    quits_cleanly(&tray, &mut app);
 }
 
 /// A session bus of this test's own, with no StatusNotifierWatcher on it; ended with the test.

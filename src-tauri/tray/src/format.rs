@@ -77,6 +77,19 @@ pub fn now_line(p: &PublishedState) -> String {
     }
 }
 
+/// " · on battery 0.031 kWh, wear 0.09 EUR" where some energy came from the battery, else "".
+fn on_battery(worn: &wattbar_engine::store::wear::Worn) -> String {
+    if worn.joules > 0.0 {
+        format!(
+            " · on battery {}, {}",
+            kwh(worn.joules / wattbar_core::JOULES_PER_KWH),
+            worn.wear_text(money)
+        )
+    } else {
+        String::new()
+    }
+}
+
 /// The second menu line: session energy and cost, and what was measured in other scopes (never
 /// added to them).
 pub fn session_line(p: &PublishedState) -> String {
@@ -85,14 +98,7 @@ pub fn session_line(p: &PublishedState) -> String {
         kwh(p.energy.session.kwh),
         money(p.energy.session.cost, p.energy.session.currency.as_str())
     );
-    let worn = &p.wear.session;
-    if worn.joules > 0.0 {
-        line.push_str(&format!(
-            " · on battery {}, {}",
-            kwh(worn.joules / wattbar_core::JOULES_PER_KWH),
-            worn.wear_text(money)
-        ));
-    }
+    line.push_str(&on_battery(&p.wear.session));
     let apart: Vec<String> = p
         .energy
         .session
@@ -165,10 +171,20 @@ pub fn today_line(p: &PublishedState) -> String {
             } else {
                 ""
             };
+            let currency = p.energy.session.currency.as_str();
+            // The day's battery share as the ledger committed it (up to a batch behind).
+            let worn = p
+                .kept
+                .committed
+                .wear_today
+                .iter()
+                .find(|w| w.currency == currency)
+                .map(on_battery)
+                .unwrap_or_default();
             format!(
-                "Today {}{mixed} · {}",
+                "Today {}{mixed} · {}{worn}",
                 kwh(today.kwh),
-                money(today.cost, p.energy.session.currency.as_str())
+                money(today.cost, currency)
             )
         }
         None => "Today —".to_string(),

@@ -206,6 +206,29 @@ fn today_is_one_figure_across_the_scopes_it_was_measured_in() {
     assert_eq!(today_line(&p), "Today 0.420 kWh (mixed scopes) · 0.13 EUR");
 }
 
+#[test]
+fn the_today_line_gives_the_days_battery_share_and_its_wear_in_the_menus_currency() {
+    use wattbar_engine::store::wear::Worn;
+    let mut p = published(Some(1.0));
+    p.kept.totals = Some(wattbar_engine::ledger::LedgerTotals::default());
+    assert_eq!(today_line(&p), "Today 0.00 Wh · 0.0000 EUR");
+    // 0.010 kWh from a 70 Wh battery at 200 EUR for 1,000 cycles: 0.0286 EUR, to the cent;
+    // the same day's figure in another currency (an earlier preference) is not this one.
+    let worn = |currency: &str, kwh: f64| Worn {
+        currency: currency.into(),
+        joules: kwh * 3.6e6,
+        unpriced_joules: 0.0,
+        wear: kwh * 200.0 / 70.0,
+    };
+    let mut committed = (*p.kept.committed).clone();
+    committed.wear_today = vec![worn("USD", 0.5), worn("EUR", 0.010)];
+    p.kept.committed = std::sync::Arc::new(committed);
+    assert_eq!(
+        today_line(&p),
+        "Today 0.00 Wh · 0.0000 EUR · on battery 0.010 kWh, wear 0.03 EUR"
+    );
+}
+
 fn with_top(figure: Option<(&str, Option<f64>, Quality, &[&str])>) -> PublishedState {
     use wattbar_engine::programs::{ProgramFigure, ProgramsView};
     let mut p = published(Some(50.0));
