@@ -49,12 +49,12 @@ fn profile(
     upstream: &Upstream,
     api: &str,
     model: &str,
-    replay: bool,
+    replay: Option<&str>,
 ) -> Vec<serde_json::Value> {
     std::fs::write(dir.join("prompts.jsonl"), PROMPTS).unwrap_or_else(|e| panic!("{e}"));
     let mut c = cli(dir);
-    if replay {
-        std::fs::write(dir.join("trace.csv"), HUNDRED_WATTS).unwrap_or_else(|e| panic!("{e}"));
+    if let Some(trace) = replay {
+        std::fs::write(dir.join("trace.csv"), trace).unwrap_or_else(|e| panic!("{e}"));
         c.env("WATTBAR_REPLAY", dir.join("trace.csv"));
     }
     c.args([
@@ -82,7 +82,13 @@ fn profile(
 fn ollama_prompts_through_the_proxy_land_in_the_model_ledger_with_their_energy() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let upstream = Upstream::start(10);
-    let rs = profile(dir.path(), &upstream, "ollama", "llama3", true);
+    let rs = profile(
+        dir.path(),
+        &upstream,
+        "ollama",
+        "llama3",
+        Some(HUNDRED_WATTS),
+    );
     for r in &rs {
         // SOURCES.md: the llama3 generate stream, 17 prompt and 71 completion tokens,
         // 31.524983 tokens/s as the server timed it.
@@ -202,12 +208,48 @@ fn ollama_prompts_through_the_proxy_land_in_the_model_ledger_with_their_energy()
 }
 
 #[test]
+fn a_profile_on_a_laptops_battery_says_each_answers_share_and_wear() {
+    // 100 W from a 70 Wh battery priced 200 EUR for 1,000 cycles: each answer's energy all
+    // the battery's, wearing 200 ÷ 70 = 2.857 EUR a kWh of it.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        dir.path().join("preferences.json"),
+        r#"{"battery_price": 200, "currency": "EUR"}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let upstream = Upstream::start(10);
+    let trace = "t,watts,on_battery,battery_design_wh\n0,100,1,70\n1,100,1,70\n";
+    let rs = profile(dir.path(), &upstream, "ollama", "llama3", Some(trace));
+    let mut energy = 0.0;
+    for r in &rs {
+        let e = f(&r["energy_joules"]);
+        let b = &r["battery"];
+        assert!((f(&b["joules"]) - e).abs() < 1e-6, "{r}");
+        assert_eq!(f(&b["share_percent"]), 100.0);
+        assert!(
+            (f(&b["wear"]) - e / 3.6e6 * 200.0 / 70.0).abs() < 1e-12,
+            "{r}"
+        );
+        energy += e;
+    }
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out/summary.json"))
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let b = &summary["totals"]["battery"];
+    assert!((f(&b["joules"]) - energy).abs() < 1e-6, "{summary}");
+    assert!((f(&b["wear"]) - energy / 3.6e6 * 200.0 / 70.0).abs() < 1e-12);
+    assert_eq!(b["currency"], "EUR");
+}
+
+#[test]
 fn with_serve_running_openai_prompts_are_handed_to_its_ledger() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let upstream = Upstream::start(10);
     let serve = Serve::start(dir.path(), HUNDRED_WATTS, &["--interval", "100ms"]);
     // No trace for the profile itself: it must not sample, the running engine measures.
-    let rs = profile(dir.path(), &upstream, "openai", "gpt-oss", false);
+    let rs = profile(dir.path(), &upstream, "openai", "gpt-oss", None);
     for r in &rs {
         // SOURCES.md: the llama.cpp gpt-oss stream, usage 84 prompt and 57 completion tokens,
         // content "Olá!" after its reasoning.

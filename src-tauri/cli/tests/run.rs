@@ -459,3 +459,37 @@ fn a_busy_command_is_given_its_share_of_the_cpu_energy_and_a_sleeping_one_almost
     let (mine, cpu, run) = attributed("1s", &busy);
     assert!(mine.abs() < 1e-4 * cpu, "{mine} J of {cpu} J: {run}");
 }
+
+#[test]
+fn a_run_on_a_laptops_battery_says_its_share_and_wear_and_costs_the_grid_nothing() {
+    // 20 W drawn from a 70 Wh battery priced 200 EUR for 1,000 cycles: 2.857 EUR a kWh of
+    // wear, so 2 s (40 J) wears 40 ÷ 3.6e6 × 2.857 = 0.0000317 EUR, and the grid gives none.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        dir.path().join("preferences.json"),
+        r#"{"battery_price": 200, "currency": "EUR", "price_per_kwh": 0.30}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut c = replayed(
+        dir.path(),
+        "t,watts,on_battery,battery_design_wh\n0,20,1,70\n1,20,1,70\n",
+    );
+    c.args(["run", "--json", "--idle", "0", "--", "sleep", "2"]);
+    let out = output(c);
+    assert_ok(&out);
+    let v = json(&out);
+    let run = &v["results"][0]["runs"][0];
+    let gross = num(&run["gross_joules"]);
+    let battery = &run["battery"];
+    assert!((num(&battery["joules"]) - gross).abs() < 1e-6, "{run}");
+    assert_eq!(num(&battery["share_percent"]), 100.0);
+    let wear = num(&battery["wear"]);
+    assert!((wear - gross / 3.6e6 * 200.0 / 70.0).abs() < 1e-12, "{run}");
+    assert_eq!(battery["currency"], "EUR");
+    assert_eq!(num(&run["cost"]), 0.0);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("on battery") && stderr.contains("(100 %), wear 0.0000"),
+        "{stderr}"
+    );
+}

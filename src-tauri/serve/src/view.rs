@@ -40,6 +40,9 @@ pub struct StatePayload {
     /// `None` for any other headline.
     pub bound_watts: Option<f64>,
     pub unavailable: Vec<Unavailable>,
+    /// The session's energy drawn from the battery and its wear, where the machine has one.
+    #[serde(default)]
+    pub battery_drawn: Option<BatteryDrawn>,
     /// Readings left out because their counter stopped while the machine was busy, with why.
     #[serde(default)]
     pub stalled: Vec<wattbar_core::chain::Stalled>,
@@ -167,6 +170,20 @@ pub struct BreakdownItem {
     pub total_joules: Option<f64>,
 }
 
+/// The session's energy drawn from the battery so far and what it wore
+/// ([`wattbar_engine::stages::wear`]): counters that only grow, so a window's share is the
+/// difference of two.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BatteryDrawn {
+    /// The machine runs on its battery at this sample.
+    pub on_battery: bool,
+    pub joules: f64,
+    /// Drawn with no rate to price its wear.
+    pub unpriced_joules: f64,
+    pub wear: f64,
+    pub currency: String,
+}
+
 impl From<&PublishedState> for StatePayload {
     fn from(p: &PublishedState) -> Self {
         let head = p.snapshot.as_ref().and_then(|s| s.headline.as_ref());
@@ -196,6 +213,17 @@ impl From<&PublishedState> for StatePayload {
                 .as_ref()
                 .map(|s| s.stalled.clone())
                 .unwrap_or_default(),
+            battery_drawn: p
+                .snapshot
+                .as_ref()
+                .and_then(|s| s.battery)
+                .map(|_| BatteryDrawn {
+                    on_battery: p.wear.on_battery,
+                    joules: p.wear.session.joules,
+                    unpriced_joules: p.wear.session.unpriced_joules,
+                    wear: p.wear.session.wear,
+                    currency: p.wear.session.currency.clone(),
+                }),
             breakdown: p
                 .snapshot
                 .as_ref()

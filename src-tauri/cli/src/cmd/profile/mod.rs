@@ -87,6 +87,10 @@ pub struct QueryRecord {
     pub joules_per_token: Option<f64>,
     pub mean_watts: Option<f64>,
     pub peak_watts: Option<f64>,
+    /// What of its energy came from the battery and what it wore; absent on a machine without
+    /// one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub battery: Option<crate::cmd::run::summary::BatteryFigure>,
     pub quality: Option<wattbar_core::Quality>,
     /// What part of the machine the energy covers, and which parts where only some.
     pub scope: Option<wattbar_core::Scope>,
@@ -329,6 +333,9 @@ async fn measure(
                 .filter(|_| wall > 0.0)
                 .map(|e| e / wall),
             peak_watts: peak,
+            battery: record
+                .energy_joules
+                .and_then(|e| crate::cmd::run::summary::BatteryFigure::of(&states, e)),
             quality: record.quality,
             scope: record.scope,
             covers: record.covers.clone(),

@@ -3,6 +3,25 @@
 
 use super::*;
 
+/// The queries' energy drawn from the battery and its wear: `null` on a machine without one;
+/// the wear `null` where any query's was not priced.
+fn battery_totals(q: &[QueryRecord]) -> Value {
+    let on: Vec<&crate::cmd::run::summary::BatteryFigure> =
+        q.iter().filter_map(|r| r.battery.as_ref()).collect();
+    if on.is_empty() {
+        return Value::Null;
+    }
+    let joules: f64 = on.iter().map(|b| b.joules).sum();
+    let energy: f64 = q.iter().filter_map(|r| r.energy_joules).sum();
+    let wear: Option<f64> = on.iter().map(|b| b.wear).sum();
+    json!({
+        "joules": joules,
+        "share_percent": (energy > 0.0).then(|| joules / energy * 100.0),
+        "wear": wear,
+        "currency": on[0].currency,
+    })
+}
+
 pub(super) fn summary(
     o: &Options,
     q: &[QueryRecord],
@@ -47,6 +66,7 @@ pub(super) fn summary(
             "net_energy_joules": sum(|r| r.net_energy_joules),
             "prompt_tokens": tokens(|r| r.prompt_tokens),
             "completion_tokens": tokens(|r| r.completion_tokens),
+            "battery": battery_totals(q),
         },
         "graders": graders,
         "sources": sources,
@@ -136,6 +156,18 @@ pub(super) fn human(s: &Value) -> String {
         f(&s["totals"]["net_energy_joules"], 1),
         s["totals"]["completion_tokens"]
     ));
+    let b = &s["totals"]["battery"];
+    if !b.is_null() {
+        t.push_str(&format!(
+            "  on battery   {} J ({} % of it), {}\n",
+            f(&b["joules"], 1),
+            f(&b["share_percent"], 0),
+            match b["wear"].as_f64() {
+                Some(w) => format!("wear {w:.6} {}", b["currency"].as_str().unwrap_or("")),
+                None => "wear not priced".to_string(),
+            }
+        ));
+    }
     for (key, label, unit) in [
         ("joules_per_token", "J/token", "J"),
         ("tokens_per_second", "tokens/s", ""),

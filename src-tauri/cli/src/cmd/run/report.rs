@@ -238,6 +238,7 @@ mod tests {
             }],
             unavailable: Vec::new(),
             session_joules: 0.0,
+            battery: None,
             interval_ms: 100,
             period_ms: Some(100),
         }

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use wattbar_core::inference::{Answered, Interval};
 use wattbar_core::meter::Method;
 use wattbar_core::{Coverage, Quality, Unavailable};
-use wattbar_serve::view::StatePayload;
+use wattbar_serve::view::{BatteryDrawn, StatePayload};
 
 /// One reading of one sample, as the engine publishes it.
 #[derive(Debug, Clone)]
@@ -40,6 +40,8 @@ pub struct State {
     pub breakdown: Vec<Item>,
     pub unavailable: Vec<Unavailable>,
     pub session_joules: f64,
+    /// The session's battery energy and wear so far, where the machine has a battery.
+    pub battery: Option<BatteryDrawn>,
     /// The sampling interval the engine was asked for.
     pub interval_ms: u64,
     /// The period it samples at, which a source may make slower.
@@ -68,6 +70,7 @@ impl From<&StatePayload> for State {
                 .collect(),
             unavailable: p.unavailable.clone(),
             session_joules: p.session_joules,
+            battery: p.battery_drawn.clone(),
             interval_ms: p.interval_ms,
             period_ms: Some(p.period_ms),
         }
@@ -128,8 +131,19 @@ struct CompactState {
     domain: Option<u32>,
     breakdown: Box<[Reading]>,
     session_joules: f64,
+    battery: Option<CompactBattery>,
     interval_ms: u64,
     period_ms: u64,
+}
+
+/// [`BatteryDrawn`] with its currency by number.
+#[derive(Debug)]
+struct CompactBattery {
+    on_battery: bool,
+    joules: f64,
+    unpriced_joules: f64,
+    wear: f64,
+    currency: u32,
 }
 
 #[derive(Debug)]
@@ -191,6 +205,13 @@ impl Samples {
             domain: s.domain.as_deref().map(|n| names.id(n)),
             breakdown,
             session_joules: s.session_joules,
+            battery: s.battery.as_ref().map(|b| CompactBattery {
+                on_battery: b.on_battery,
+                joules: b.joules,
+                unpriced_joules: b.unpriced_joules,
+                wear: b.wear,
+                currency: names.id(&b.currency),
+            }),
             interval_ms: s.interval_ms,
             period_ms: s.period(),
         });
@@ -249,6 +270,13 @@ impl Samples {
                 .collect(),
             unavailable: Vec::new(),
             session_joules: c.session_joules,
+            battery: c.battery.as_ref().map(|b| BatteryDrawn {
+                on_battery: b.on_battery,
+                joules: b.joules,
+                unpriced_joules: b.unpriced_joules,
+                wear: b.wear,
+                currency: self.names.name(b.currency),
+            }),
             interval_ms: c.interval_ms,
             period_ms: Some(c.period_ms),
         }
@@ -348,6 +376,7 @@ mod tests {
             ],
             unavailable: Vec::new(),
             session_joules: at * 100.0,
+            battery: None,
             interval_ms: 100,
             period_ms: Some(250),
         }

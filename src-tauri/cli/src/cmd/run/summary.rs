@@ -101,6 +101,9 @@ pub struct RunFigures {
     pub cost: Option<f64>,
     pub currency: String,
     pub carbon_g: Option<f64>,
+    /// What of the run's energy came from the battery and what it wore; `None` on a machine
+    /// without one. `cost` is the grid's, of the rest.
+    pub battery: Option<BatteryFigure>,
     /// Mean share of all CPUs busy during the run, 0–100.
     pub cpu_busy_percent: Option<f64>,
     /// The energy of the command's own process tree, per domain ([`super::tree`]).
@@ -118,6 +121,53 @@ pub struct RunFigures {
     pub phases: Vec<PhaseFigure>,
     pub coarse: bool,
     pub warnings: Vec<String>,
+}
+
+/// A run's energy drawn from the battery, and its wear.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BatteryFigure {
+    pub joules: f64,
+    pub wh: f64,
+    /// Of the run's energy, 0–100.
+    pub share_percent: f64,
+    /// `None` where some of it had no rate to price it (no `battery_price`, no design
+    /// capacity): never a wear of 0.
+    pub wear: Option<f64>,
+    pub currency: String,
+}
+
+impl BatteryFigure {
+    /// The battery's part of `gross` joules over `states` (in time order): the session's
+    /// battery energy over the states' span as a share of the session's energy over it, applied
+    /// to the window's energy; the wear at the rate the span wore at.
+    pub fn of(states: &[State], gross: f64) -> Option<BatteryFigure> {
+        let first = states.iter().find(|s| s.battery.is_some())?;
+        let last = states.iter().rev().find(|s| s.battery.is_some())?;
+        let (b0, b1) = (first.battery.as_ref()?, last.battery.as_ref()?);
+        let session = last.session_joules - first.session_joules;
+        let drawn = (b1.joules - b0.joules).max(0.0);
+        let share = if session > 0.0 {
+            (drawn / session).clamp(0.0, 1.0)
+        } else if b1.on_battery {
+            1.0
+        } else {
+            0.0
+        };
+        let joules = gross * share;
+        let unpriced = b1.unpriced_joules > b0.unpriced_joules;
+        let wear = match drawn > 0.0 {
+            true if !unpriced => Some((b1.wear - b0.wear).max(0.0) / drawn * joules),
+            true => None,
+            false => Some(0.0),
+        };
+        Some(BatteryFigure {
+            joules,
+            wh: joules / 3600.0,
+            share_percent: share * 100.0,
+            wear,
+            currency: b1.currency.clone(),
+        })
+    }
 }
 
 /// What a run needs besides its energy window.
@@ -190,7 +240,10 @@ pub fn run_figures(
         Some(_) => {}
     }
     let week = wattbar_engine::accounting::local_week_seconds(window.from);
-    let priced = gross.map(|g| {
+    let battery = gross.and_then(|g| BatteryFigure::of(states, g));
+    // The battery's joules are not the grid's: the grid is priced for the rest.
+    let from_grid = gross.map(|g| g - battery.as_ref().map_or(0.0, |b| b.joules));
+    let priced = from_grid.map(|g| {
         cx.pricing
             .prices
             .price(window.from, week, covered, Joules(g))
@@ -212,6 +265,7 @@ pub fn run_figures(
         cost: priced.as_ref().map(|p| p.cost),
         currency: cx.pricing.currency.clone(),
         carbon_g: priced.as_ref().and_then(|p| p.carbon_g),
+        battery,
         cpu_busy_percent: cx.cpu_busy_percent,
         attributed_joules: cx.attributed.joules,
         attributed_note: cx.attributed.note,

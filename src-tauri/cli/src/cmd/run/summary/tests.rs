@@ -120,3 +120,101 @@ fn a_run_shorter_than_ten_periods_is_coarse() {
     );
     assert!(!r.coarse);
 }
+
+/// A state at `at` after `session` joules, `battery` of them from the battery, which wore
+/// `wear` EUR.
+fn state_on(at: f64, session: f64, battery: f64, wear: f64, on_battery: bool) -> State {
+    State {
+        at: Some(at),
+        watts: Some(20.0),
+        quality: Some(Quality::Measured),
+        source: Some("replay".into()),
+        domain: Some("system".into()),
+        breakdown: Vec::new(),
+        unavailable: Vec::new(),
+        session_joules: session,
+        battery: Some(wattbar_serve::view::BatteryDrawn {
+            on_battery,
+            joules: battery,
+            unpriced_joules: 0.0,
+            wear,
+            currency: "EUR".into(),
+        }),
+        interval_ms: 1000,
+        period_ms: Some(1000),
+    }
+}
+
+#[test]
+fn a_run_on_battery_wears_it_and_costs_the_grid_nothing() {
+    // 20 W × 1,800 s = 36,000 J = 0.010 kWh from a 70 Wh battery at 200 EUR for 1,000
+    // cycles: 0.010 × 200 ÷ 70 = 0.02857 EUR of wear, and 0 EUR of grid.
+    let wear = 0.010 * 200.0 / 70.0;
+    let states = [
+        state_on(100.0, 500.0, 500.0, 500.0 / 36_000.0 * wear, true),
+        state_on(1900.0, 36_500.0, 36_500.0, 36_500.0 / 36_000.0 * wear, true),
+    ];
+    let p = pricing();
+    let r = run_figures(
+        cx(None, &p, 1000),
+        &window(100.0, 1900.0, Some(36_000.0), 1.0),
+        &states,
+        vec![],
+    );
+    let b = r
+        .battery
+        .clone()
+        .unwrap_or_else(|| panic!("no battery figure"));
+    assert!((b.joules - 36_000.0).abs() < 1e-9, "{b:?}");
+    assert_eq!(b.share_percent, 100.0);
+    assert!((b.wear.unwrap_or_default() - wear).abs() < 1e-12, "{b:?}");
+    assert_eq!(r.cost, Some(0.0));
+    let text = text::run_text(&r, None);
+    assert!(
+        text.contains("  on battery   36.0 kJ (10.000 Wh) (100 %), wear 0.028571 EUR\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_run_plugged_in_halfway_splits_its_energy_by_what_the_battery_gave() {
+    // Over the run's states the session drew 2,000 J, 500 of them from the battery (25 %),
+    // which wore 0.001 EUR. The window's 1,800 J: 450 J from the battery, wearing 0.0009 EUR;
+    // the grid's 1,350 J = 0.000375 kWh at 0.36 EUR/kWh = 0.000135 EUR.
+    let states = [
+        state_on(0.0, 1_000.0, 200.0, 0.0004, true),
+        state_on(90.0, 3_000.0, 700.0, 0.0014, false),
+    ];
+    let p = pricing();
+    let r = run_figures(
+        cx(None, &p, 1000),
+        &window(0.0, 90.0, Some(1_800.0), 1.0),
+        &states,
+        vec![],
+    );
+    let b = r
+        .battery
+        .clone()
+        .unwrap_or_else(|| panic!("no battery figure"));
+    assert!((b.joules - 450.0).abs() < 1e-9, "{b:?}");
+    assert!((b.share_percent - 25.0).abs() < 1e-9);
+    assert!((b.wear.unwrap_or_default() - 0.0009).abs() < 1e-12, "{b:?}");
+    assert!(
+        (r.cost.unwrap_or_default() - 0.000135).abs() < 1e-12,
+        "{:?}",
+        r.cost
+    );
+    // A machine without a battery gives no figure at all.
+    let mains: Vec<State> = states
+        .iter()
+        .cloned()
+        .map(|s| State { battery: None, ..s })
+        .collect();
+    let r = run_figures(
+        cx(None, &p, 1000),
+        &window(0.0, 90.0, Some(1_800.0), 1.0),
+        &mains,
+        vec![],
+    );
+    assert_eq!(r.battery, None);
+}

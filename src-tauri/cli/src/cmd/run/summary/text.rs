@@ -21,7 +21,7 @@ fn stat_line(name: &str, s: &Stats, unit: &str) -> String {
     )
 }
 
-fn run_text(r: &RunFigures, baseline: Option<&Baseline>) -> String {
+pub(super) fn run_text(r: &RunFigures, baseline: Option<&Baseline>) -> String {
     let mut t = String::new();
     t.push_str(&format!("  duration     {:.3} s\n", r.seconds));
     match r.gross_joules {
@@ -65,6 +65,17 @@ fn run_text(r: &RunFigures, baseline: Option<&Baseline>) -> String {
             t.push_str(&format!(", CO₂ {g:.3} g"));
         }
         t.push('\n');
+    }
+    if let Some(b) = &r.battery {
+        let wear = match b.wear {
+            Some(w) => format!("wear {w:.6} {}", b.currency),
+            None => "wear not priced".to_string(),
+        };
+        t.push_str(&format!(
+            "  on battery   {} ({:.0} %), {wear}\n",
+            joules_text(b.joules),
+            b.share_percent
+        ));
     }
     match r.cpu_busy_percent {
         Some(c) => t.push_str(&format!("  cpu busy     {c:.1} % (mean)\n")),
