@@ -17,6 +17,7 @@
 
 use crate::units::Joules;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Joules in a watt-hour.
 pub const JOULES_PER_WH: f64 = 3600.0;
@@ -178,15 +179,37 @@ fn ratio(design: Option<f64>, full: Option<f64>) -> Option<f64> {
     Some(full? / design?)
 }
 
-/// What drawing a kWh from the batteries wears, in the price's currency: `price ÷ (rated_cycles
-/// × design capacity in kWh)`, the designs of every battery added (one price buys the machine's
-/// batteries). A €200, 70 Wh battery rated for 1,000 cycles: 200 ÷ (1,000 × 0.070) = 2.857 a
-/// kWh. `Err` says why it cannot be priced: no battery, or one whose design is not reported.
-pub fn wear_per_kwh(price: f64, rated_cycles: u32, batteries: &[Health]) -> Result<f64, String> {
+/// A battery's own price and rating, where it differs from the machine's (`battery_prices`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BatteryPricing {
+    /// What a new one costs, in the preferences' currency.
+    pub price: f64,
+    /// The full cycles it is rated for; `None`: the machine's `battery_rated_cycles`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rated_cycles: Option<u32>,
+}
+
+/// What drawing a kWh from the batteries wears, in the price's currency.
+///
+/// One battery: `price ÷ (rated_cycles × design capacity in kWh)`. A €200, 70 Wh battery rated
+/// for 1,000 cycles: 200 ÷ (1,000 × 0.070) = 2.857 a kWh. Several: a kWh is taken to come from
+/// each in proportion to its design capacity (they discharge to the same depth), so the rate
+/// is Σ (price ÷ cycles) ÷ Σ design kWh, where a battery named in `per_battery` has its own price
+/// and cycles and the rest together cost `price` (one price buys the machine's batteries) at
+/// `rated_cycles`. `Err` says why it cannot be priced: no battery, one whose design is not
+/// reported, or one with no price at all.
+pub fn wear_per_kwh(
+    price: Option<f64>,
+    rated_cycles: u32,
+    per_battery: &BTreeMap<String, BatteryPricing>,
+    batteries: &[Health],
+) -> Result<f64, String> {
     if batteries.is_empty() {
         return Err("no battery is known".into());
     }
     let mut design_kwh = 0.0;
+    let mut per_cycle = 0.0;
+    let mut unnamed: Option<&str> = None;
     for b in batteries {
         match b.design {
             Some(j) => design_kwh += j.0 / crate::units::JOULES_PER_KWH,
@@ -198,13 +221,30 @@ pub fn wear_per_kwh(price: f64, rated_cycles: u32, batteries: &[Health]) -> Resu
                 ))
             }
         }
+        match per_battery.get(&b.battery) {
+            Some(own) => {
+                per_cycle += own.price / f64::from(own.rated_cycles.unwrap_or(rated_cycles));
+            }
+            None => unnamed = unnamed.or(Some(b.battery.as_str())),
+        }
     }
-    let per_kwh = price / (f64::from(rated_cycles) * design_kwh);
+    if let Some(name) = unnamed {
+        match price {
+            Some(p) => per_cycle += p / f64::from(rated_cycles),
+            None if per_battery.is_empty() => return Err("no battery_price is set".into()),
+            None => {
+                return Err(format!(
+                "{name} has no price: battery_prices does not name it and no battery_price is set"
+            ))
+            }
+        }
+    }
+    let per_kwh = per_cycle / design_kwh;
     if per_kwh.is_finite() && per_kwh >= 0.0 {
         Ok(per_kwh)
     } else {
         Err(format!(
-            "{price} ÷ ({rated_cycles} cycles × {design_kwh} kWh) is no price"
+            "{per_cycle} a cycle over {design_kwh} kWh is no price"
         ))
     }
 }
@@ -291,142 +331,4 @@ pub fn trend(points: &[(i64, f64)]) -> Trend {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn energy_gauges_give_the_ratio_and_joules() {
-        // 67.49 Wh of 99.46 Wh: 67.86 %; 99.46 Wh = 358,056 J.
-        let h = Health::from_raw(
-            "BAT0",
-            Raw::Energy {
-                design_wh: Some(99.46),
-                full_wh: Some(67.49),
-            },
-            Cycles::from_count(Some(0)),
-        );
-        assert!((h.ratio.unwrap_or(0.0) - 0.678_564).abs() < 1e-6);
-        assert!((h.design.map(|j| j.0).unwrap_or(0.0) - 358_056.0).abs() < 1e-6);
-        assert_eq!(h.cycles, Cycles::NotReported);
-    }
-
-    #[test]
-    fn a_charge_gauge_without_voltage_knows_the_ratio_and_not_the_energy() {
-        let h = Health::from_raw(
-            "BAT0",
-            Raw::Charge {
-                design_ah: Some(3.6),
-                full_ah: Some(3.424),
-                from: EnergyFrom::ChargeAtDesignVoltage { volts: 0.0 },
-            },
-            Cycles::Counted(12),
-        );
-        assert!((h.ratio.unwrap_or(0.0) - 0.951_111).abs() < 1e-6);
-        assert_eq!(h.design, None);
-        assert_eq!(h.energy_from, EnergyFrom::ChargeOnly);
-    }
-
-    #[test]
-    fn a_design_of_zero_is_not_reported_and_neither_is_the_ratio() {
-        let h = Health::from_raw(
-            "BAT0",
-            Raw::Energy {
-                design_wh: Some(0.0),
-                full_wh: Some(40.0),
-            },
-            Cycles::from_count(None),
-        );
-        assert_eq!((h.design, h.ratio), (None, None));
-        assert!(h.full.is_some());
-    }
-
-    /// A made-up history (not a capture): 90 days from day 20,000 (2024-10-04), health falling
-    /// from 0.95 by 0.0002 a day: 0.95 − 0.0002·d. It reaches 0.8 at d = 0.15 / 0.0002 = 750,
-    /// day 20,750 (2026-10-24); −0.073 a year.
-    #[test]
-    fn a_90_day_history_reaches_80_percent_on_the_day_worked_by_hand() {
-        let history: Vec<(i64, f64)> = (0..90)
-            .map(|d| (20_000 + d, 0.95 - 0.0002 * d as f64))
-            .collect();
-        match trend(&history) {
-            Trend::Falling {
-                per_year,
-                worn_on_day,
-                days,
-            } => {
-                assert_eq!(worn_on_day, 20_750);
-                assert!((per_year + 0.073).abs() < 1e-9, "{per_year}");
-                assert_eq!(days, 90);
-            }
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn noise_around_the_line_moves_the_date_little_and_29_days_give_none() {
-        // ±0.005 alternating around the same line (+ on even days). The wiggle adds
-        // Σ(d − 44.5)·w = 45 pairs × −0.005 = −0.225 to Sxy; Sxx = 90·(90² − 1)/12 = 60,742.5;
-        // slope −0.0002 − 0.225/60,742.5 = −0.00020370; the mean 0.9411 at day 44.5, so 0.8 at
-        // 44.5 + 0.1411/0.00020370 = 737.2: day 20,737, two weeks before the clean line's.
-        let noisy: Vec<(i64, f64)> = (0..90)
-            .map(|d| {
-                let wiggle = if d % 2 == 0 { 0.005 } else { -0.005 };
-                (20_000 + d, 0.95 - 0.0002 * d as f64 + wiggle)
-            })
-            .collect();
-        match trend(&noisy) {
-            Trend::Falling { worn_on_day, .. } => assert_eq!(worn_on_day, 20_737),
-            other => panic!("{other:?}"),
-        }
-        let short: Vec<(i64, f64)> = (0..29).map(|d| (20_000 + d, 0.9)).collect();
-        assert_eq!(trend(&short), Trend::NotEnoughHistory { days: 29 });
-        let flat: Vec<(i64, f64)> = (0..40).map(|d| (20_000 + d, 0.9)).collect();
-        assert!(matches!(trend(&flat), Trend::NotFalling { .. }));
-    }
-
-    #[test]
-    fn a_200_eur_70_wh_battery_wears_2_86_a_kwh_and_unknown_design_is_said() {
-        let b = Health::from_raw(
-            "BAT0",
-            Raw::Energy {
-                design_wh: Some(70.0),
-                full_wh: Some(60.0),
-            },
-            Cycles::NotReported,
-        );
-        let rate = wear_per_kwh(200.0, 1000, std::slice::from_ref(&b)).unwrap_or(f64::NAN);
-        assert!((rate - 200.0 / 70.0).abs() < 1e-12, "{rate}");
-        // 20 W for 30 min = 0.010 kWh: 0.0286.
-        assert!((0.010 * rate - 0.028_571).abs() < 1e-6);
-        let charge_only = Health::from_raw(
-            "BAT1",
-            Raw::Charge {
-                design_ah: Some(5.0),
-                full_ah: Some(4.0),
-                from: EnergyFrom::ChargeOnly,
-            },
-            Cycles::NotReported,
-        );
-        let why = wear_per_kwh(200.0, 1000, &[b, charge_only])
-            .err()
-            .unwrap_or_default();
-        assert!(why.contains("BAT1 does not report its design"), "{why}");
-        assert!(wear_per_kwh(200.0, 1000, &[]).is_err());
-    }
-
-    #[test]
-    fn day_numbers_count_from_1970() {
-        assert_eq!(day_number("1970-01-02"), Some(1));
-        assert_eq!(day_number("2024-10-04"), Some(20_000));
-        assert_eq!(day_text(20_750).as_deref(), Some("2026-10-24"));
-        assert_eq!(day_number("2024-13-01"), None);
-        assert_eq!(day_text(i64::MAX), None);
-    }
-
-    #[test]
-    fn cycles_of_zero_or_below_are_not_reported() {
-        assert_eq!(Cycles::from_count(Some(0)), Cycles::NotReported);
-        assert_eq!(Cycles::from_count(Some(-1)), Cycles::NotReported);
-        assert_eq!(Cycles::from_count(Some(194)).count(), Some(194));
-    }
-}
+mod tests;

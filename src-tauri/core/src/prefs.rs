@@ -70,6 +70,10 @@ pub struct Preferences {
     pub battery_price: Option<f64>,
     /// The full cycles the battery is rated for ([`DEFAULT_BATTERY_RATED_CYCLES`]).
     pub battery_rated_cycles: u32,
+    /// A price and rating of its own for a battery the gauge names (`BAT1`), where a machine's
+    /// batteries differ; those not named share `battery_price`
+    /// ([`wear_per_kwh`](crate::battery::wear_per_kwh)). At most [`MAX_PRICED_BATTERIES`].
+    pub battery_prices: std::collections::BTreeMap<String, crate::battery::BatteryPricing>,
     /// The cost budgets count the battery's wear beside the grid's cost (off: the grid's bill
     /// alone).
     pub budgets_count_wear: bool,
@@ -252,6 +256,7 @@ impl Default for Preferences {
             price_notify_above: None,
             battery_price: None,
             battery_rated_cycles: DEFAULT_BATTERY_RATED_CYCLES,
+            battery_prices: std::collections::BTreeMap::new(),
             budgets_count_wear: false,
             daily_budget_kwh: None,
             daily_budget_cost: None,
@@ -279,7 +284,7 @@ impl Default for Preferences {
 
 impl Preferences {
     /// The stored keys besides the low-power ones ([`POLICY_KEYS`]).
-    const OWN_KEYS: [&'static str; 32] = [
+    const OWN_KEYS: [&'static str; 33] = [
         "price_per_kwh",
         "currency",
         "interval_ms",
@@ -291,6 +296,7 @@ impl Preferences {
         "price_notify_above",
         "battery_price",
         "battery_rated_cycles",
+        "battery_prices",
         "budgets_count_wear",
         "daily_budget_kwh",
         "daily_budget_cost",
@@ -356,6 +362,7 @@ impl Preferences {
         positive("title_above_w", self.title_above_w)?;
         positive("battery_price", self.battery_price)?;
         check_rated_cycles(u64::from(self.battery_rated_cycles))?;
+        check_battery_prices(&self.battery_prices)?;
         self.low_power.validate()?;
         check_listen(&self.llm_proxy_listen)?;
         check_upstream(self.llm_upstream.as_deref())?;
@@ -399,6 +406,47 @@ pub(crate) fn check_rated_cycles(cycles: u64) -> Result<u32, Error> {
             message: format!("{cycles} is not between 1 and {MAX_BATTERY_RATED_CYCLES} cycles"),
         }),
     }
+}
+
+/// The most batteries `battery_prices` names: laptops have one or two, a few handhelds three.
+pub const MAX_PRICED_BATTERIES: usize = 8;
+/// The longest battery name taken (`BAT0`, `CMB1`, `InternalBattery-0`).
+pub const MAX_BATTERY_NAME_CHARS: usize = 32;
+
+pub(crate) fn check_battery_prices(
+    prices: &std::collections::BTreeMap<String, crate::battery::BatteryPricing>,
+) -> Result<(), Error> {
+    let bad = |message: String| Error::Invalid {
+        field: "battery_prices",
+        message,
+    };
+    if prices.len() > MAX_PRICED_BATTERIES {
+        return Err(bad(format!(
+            "{} batteries named, at most {MAX_PRICED_BATTERIES}",
+            prices.len()
+        )));
+    }
+    for (name, p) in prices {
+        let fine = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+        if name.is_empty()
+            || name.chars().count() > MAX_BATTERY_NAME_CHARS
+            || !name.chars().all(fine)
+        {
+            return Err(bad(format!(
+                "{name:?} is not a battery's name (1–{MAX_BATTERY_NAME_CHARS} letters, digits, _ - .)"
+            )));
+        }
+        if !p.price.is_finite() || p.price <= 0.0 {
+            return Err(bad(format!("{name}: {} must be a positive price", p.price)));
+        }
+        if let Some(c) = p.rated_cycles {
+            check_rated_cycles(u64::from(c)).map_err(|e| match e {
+                Error::Invalid { message, .. } => bad(format!("{name}: {message}")),
+                other => other,
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// Parses a duration: a bare number is seconds (`5` is 5 s, `0.25` is 250 ms), anything else

@@ -188,6 +188,31 @@ impl Preferences {
                 })?;
                 self.battery_rated_cycles = super::check_rated_cycles(cycles)?;
             }
+            "battery_prices" => {
+                // Its size is checked before anything of it is copied.
+                let map = value.as_object().ok_or_else(|| {
+                    wrong("battery_prices", "an object of batteries by name", value)
+                })?;
+                if map.len() > super::MAX_PRICED_BATTERIES {
+                    return Err(Error::Invalid {
+                        field: "battery_prices",
+                        message: format!(
+                            "{} batteries named, at most {}",
+                            map.len(),
+                            super::MAX_PRICED_BATTERIES
+                        ),
+                    });
+                }
+                let next: std::collections::BTreeMap<String, crate::battery::BatteryPricing> =
+                    serde_json::from_value(value.clone()).map_err(|e| Error::Invalid {
+                        field: "battery_prices",
+                        message: format!(
+                            "{e}: each battery is {{\"price\": number, \"rated_cycles\": number}}"
+                        ),
+                    })?;
+                super::check_battery_prices(&next)?;
+                self.battery_prices = next;
+            }
             "daily_budget_cost" => {
                 self.daily_budget_cost = positive(
                     "daily_budget_cost",

@@ -341,3 +341,53 @@ fn the_update_manifest_url_is_off_by_default_and_only_http_or_https() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(p.update_manifest_url, None);
 }
+
+#[test]
+fn each_battery_may_have_its_own_price_within_stated_limits() {
+    let mut p = Preferences::default();
+    let ok = serde_json::json!({
+        "BAT0": {"price": 60.5, "rated_cycles": 500},
+        "BAT1": {"price": 90.0}
+    });
+    assert!(p.set_field("battery_prices", &ok).is_ok());
+    assert_eq!(p.battery_prices.len(), 2);
+    assert_eq!(p.battery_prices["BAT0"].rated_cycles, Some(500));
+    assert_eq!(p.battery_prices["BAT1"].rated_cycles, None);
+    // The file keeps them as written.
+    let stored = serde_json::to_value(&p).unwrap_or_default();
+    assert_eq!(stored["battery_prices"], ok);
+    let nine: serde_json::Map<String, serde_json::Value> = (0..9)
+        .map(|i| (format!("BAT{i}"), serde_json::json!({"price": 1})))
+        .collect();
+    for (bad, why) in [
+        (serde_json::json!(200), "an object of batteries by name"),
+        (
+            serde_json::json!({"BAT0": {"price": -1}}),
+            "must be a positive price",
+        ),
+        (
+            serde_json::json!({"BAT0": {"price": 50, "rated_cycles": 0}}),
+            "between 1 and",
+        ),
+        (serde_json::json!({"BAT0": 50}), "each battery is"),
+        (
+            serde_json::json!({"../etc": {"price": 5}}),
+            "is not a battery's name",
+        ),
+        (
+            serde_json::Value::Object(nine),
+            "9 batteries named, at most 8",
+        ),
+    ] {
+        let err = p
+            .set_field("battery_prices", &bad)
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            err.as_deref().is_some_and(|e| e.contains(why)),
+            "{bad}: {err:?}"
+        );
+        // A refused value leaves the last good one.
+        assert_eq!(p.battery_prices.len(), 2);
+    }
+}

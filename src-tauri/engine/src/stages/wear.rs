@@ -3,10 +3,11 @@
 //! Rules:
 //! - An interval counts as drawn from the battery when the snapshot that ends it says the
 //!   machine runs on its battery (no adapter supplies it): its headline energy is the battery's.
-//! - Its wear is that energy at `battery_price ÷ (battery_rated_cycles × design kWh)`
-//!   ([`wattbar_core::battery::wear_per_kwh`]), in the preferences' currency. Without a
-//!   `battery_price`, or a design capacity in energy, the energy is counted and not priced, and
-//!   why is said: never a wear of 0.
+//! - Its wear is that energy at `battery_price ÷ (battery_rated_cycles × design kWh)`, or with
+//!   a price of its own per battery (`battery_prices`), each battery's price over its cycles,
+//!   added, over the designs added ([`wattbar_core::battery::wear_per_kwh`]), in the
+//!   preferences' currency. Without a price for a battery, or a design capacity in energy, the
+//!   energy is counted and not priced, and why is said: never a wear of 0.
 //! - The grid's cost of such an interval is 0 (the meter prices it so): the battery's joules are
 //!   not the grid's; charging it is priced from the grid later.
 
@@ -53,10 +54,18 @@ impl Wear {
             return None;
         }
         let rate: Result<f64, Cow<'static, str>> = match prefs.battery_price {
-            None => Err(Cow::Borrowed("no battery_price is set")),
-            Some(price) => {
-                wear_per_kwh(price, prefs.battery_rated_cycles, batteries).map_err(Cow::Owned)
+            // Said without building a message each sample: the usual case of a laptop whose
+            // owner set no price.
+            None if prefs.battery_prices.is_empty() => {
+                Err(Cow::Borrowed("no battery_price is set"))
             }
+            price => wear_per_kwh(
+                price,
+                prefs.battery_rated_cycles,
+                &prefs.battery_prices,
+                batteries,
+            )
+            .map_err(Cow::Owned),
         };
         if self.now.session.currency != prefs.currency.as_str() {
             self.now.session.currency = prefs.currency.as_str().to_string();

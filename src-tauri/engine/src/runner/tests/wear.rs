@@ -136,6 +136,33 @@ async fn without_a_battery_price_the_energy_is_counted_and_its_wear_not_priced()
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_battery_priced_on_its_own_wears_at_its_own_rate() {
+    // BAT0 at 100 EUR for 500 cycles and no machine price: 100 ÷ (500 × 0.070 kWh) = 2.857 a
+    // kWh, the same as 200 EUR for 1,000; 20 W for 30 min wears 0.0286.
+    let mut own = std::collections::BTreeMap::new();
+    own.insert(
+        "BAT0".to_string(),
+        wattbar_core::battery::BatteryPricing {
+            price: 100.0,
+            rated_cycles: Some(500),
+        },
+    );
+    let engine = start(
+        laptop(),
+        config(Preferences {
+            battery_price: None,
+            battery_prices: own,
+            ..prefs()
+        }),
+    );
+    let mut rx = engine.subscribe();
+    let p = wait_for(&mut rx, |p| p.wear.session.joules >= 36_000.0 - 1e-6).await;
+    assert!((p.wear.session.wear - 0.010 * 100.0 / (500.0 * 0.070)).abs() < 1e-9);
+    assert_eq!(p.wear.unpriced_because, None);
+    engine.stop();
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_daily_cost_budget_counts_the_wear_only_when_asked() {
     // 0.01 EUR a day: the grid costs 0 on battery, the wear 2.857 a kWh reaches it after
     // 0.0035 kWh = 12,600 J, 630 s at 20 W; without budgets_count_wear 30 minutes give nothing.
