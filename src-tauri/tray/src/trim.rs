@@ -220,7 +220,10 @@ mod walk {
                 }
                 _ => SegmentKind::Other,
             };
-            if vdso != 0 && h.p_type == libc::PT_LOAD && (start..start + len).contains(&vdso) {
+            if vdso != 0
+                && h.p_type == libc::PT_LOAD
+                && (start..start.saturating_add(len)).contains(&vdso)
+            {
                 is_vdso = true;
             }
             segments.push(Segment { kind, start, len });

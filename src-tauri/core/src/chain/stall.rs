@@ -31,7 +31,6 @@ use super::pace::is_consumption;
 use crate::reading::{Domain, Quality, Reading};
 use crate::units::{Joules, Watts};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// How long a reading must be still before evidence can call it stalled: longer than any
@@ -108,7 +107,9 @@ impl Cause {
 /// What the chain knows of each measured reading's counter, across samples.
 #[derive(Debug, Default)]
 pub struct StallWatch {
-    watched: BTreeMap<Key, Watched>,
+    /// A few entries (one per measured reading of a sample): searched in place, so a sample
+    /// allocates nothing for readings already known.
+    watched: Vec<(Key, Watched)>,
     /// The CPU-time estimate's last watts and when.
     cpu_estimate: Option<(Duration, Watts)>,
     /// The lowest CPU estimate seen: the machine at idle, as far as it was seen.
@@ -153,7 +154,7 @@ impl StallWatch {
     pub fn screen(
         &mut self,
         now: Duration,
-        readings: Vec<Reading>,
+        mut readings: Vec<Reading>,
         stalled: &mut Vec<Stalled>,
     ) -> Vec<Reading> {
         let cpu = self
@@ -163,21 +164,34 @@ impl StallWatch {
                 watts: w.0,
                 busy: self.cpu_floor.is_some_and(|f| w.0 >= BUSY_OVER_IDLE * f),
             });
-        let mut kept = Vec::with_capacity(readings.len());
-        for r in readings {
-            if !watched(&r) {
-                kept.push(r);
-                continue;
+        readings.retain(|r| {
+            if !watched(r) {
+                return true;
             }
-            let key = (r.source.clone(), r.domain, r.device.clone());
-            let w = self.watched.entry(key).or_default();
-            if let Some(s) = w.observe(now, &r, cpu) {
-                stalled.push(s);
-            } else {
-                kept.push(r);
+            let known = self
+                .watched
+                .iter()
+                .position(|((s, d, dev), _)| *s == r.source && *d == r.domain && *dev == r.device);
+            let at = match known {
+                Some(at) => at,
+                None => {
+                    let key = (r.source.clone(), r.domain, r.device.clone());
+                    self.watched.push((key, Watched::default()));
+                    self.watched.len() - 1
+                }
+            };
+            let Some((_, w)) = self.watched.get_mut(at) else {
+                return true;
+            };
+            match w.observe(now, r, cpu) {
+                Some(s) => {
+                    stalled.push(s);
+                    false
+                }
+                None => true,
             }
-        }
-        kept
+        });
+        readings
     }
 
     /// Notes the CPU estimate among a sample's readings, and forgets readings not read for a
@@ -192,7 +206,7 @@ impl StallWatch {
             self.cpu_floor = Some(self.cpu_floor.map_or(w.0, |f| f.min(w.0)));
         }
         self.watched
-            .retain(|_, w| now.saturating_sub(w.read_at) <= EVIDENCE_FRESH);
+            .retain(|(_, w)| now.saturating_sub(w.read_at) <= EVIDENCE_FRESH);
     }
 }
 
