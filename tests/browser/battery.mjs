@@ -1,9 +1,11 @@
 // Opens the dashboard `wattbar-cli serve` serves on a laptop's power_supply capture, in Debian's
 // Chromium, and prints what the battery panel shows as one JSON object; SCREENSHOT: where the
-// panel's picture goes. WATTBAR_URL comes from the Rust test.
+// panel's picture goes. With WATTBAR_TOKEN it then gives BAT0 a price of its own in the
+// preferences tab, a wrong one first. WATTBAR_URL and WATTBAR_TOKEN come from the Rust test.
 import { chromium } from "playwright-core";
 
 const url = process.env.WATTBAR_URL;
+const token = process.env.WATTBAR_TOKEN;
 const screenshot = process.env.SCREENSHOT;
 const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
 
@@ -14,7 +16,7 @@ try {
   const page = await browser.newPage({ viewport: { width: 520, height: 900 } });
   page.on("pageerror", (e) => errors.push(String(e)));
   page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
-  await page.goto(`${url}/`);
+  await page.goto(token ? `${url}/#token=${token}` : `${url}/`);
   await page.waitForSelector("body[data-ready=true]", { timeout: 15000 });
   await page.waitForSelector("#battery-panel:not([hidden]) .battery-now", { timeout: 15000 });
   report.now = await page.$$eval(".battery-now", (els) => els.map((e) => e.textContent));
@@ -22,6 +24,24 @@ try {
   report.days = await page.$$eval(".battery-row .strip-box", (els) => els.map((e) => Number(e.dataset.days)));
   const panel = await page.$("#battery-panel");
   if (screenshot && panel) await panel.screenshot({ path: screenshot });
+  if (token) {
+    const [prefs] = await Promise.all([
+      page.waitForEvent("popup", { timeout: 10000 }),
+      page.click("#open-preferences"),
+    ]);
+    prefs.on("pageerror", (e) => errors.push(String(e)));
+    await prefs.waitForSelector("body[data-ready=true]", { timeout: 15000 });
+    report.prices_before = await prefs.inputValue("#battery_prices");
+    const setPrices = async (text, kind) => {
+      await prefs.fill("#battery_prices", text);
+      await prefs.press("#battery_prices", "Tab");
+      await prefs.waitForFunction((k) => document.getElementById("msg-battery_prices").dataset.kind === k,
+        kind, { timeout: 10000 });
+      return prefs.textContent("#msg-battery_prices");
+    };
+    report.prices_refused = await setPrices('{"BAT0": {"price": -5}}', "error");
+    report.prices_saved = await setPrices('{"BAT0": {"price": 120, "rated_cycles": 500}}', "ok");
+  }
 } finally {
   await browser.close();
 }

@@ -63,6 +63,7 @@ fn serve_shows_a_thinkpads_battery_at_68_percent_and_keeps_the_day() {
         dir.path(),
         &[
             ("WATTBAR_URL", &serve.url),
+            ("WATTBAR_TOKEN", &crate::common::api_token(dir.path())),
             ("SCREENSHOT", &shots.join("browser-battery.png")),
         ],
     );
@@ -79,4 +80,29 @@ fn serve_shows_a_thinkpads_battery_at_68_percent_and_keeps_the_day() {
         format!("Not enough history for a trend: {kept} of 30 days."),
         "{r}"
     );
+    // BAT0's own price, typed in the Preferences window: a wrong one is refused by its
+    // message; 120 EUR for 500 cycles of 99.46 Wh then wears 120 ÷ (500 × 0.09946 kWh)
+    // = 2.4131 EUR a kWh.
+    assert_eq!(r["prices_before"], "", "{r}");
+    assert!(
+        r["prices_refused"]
+            .as_str()
+            .is_some_and(|m| m.contains("BAT0: -5 must be a positive price")),
+        "{r}"
+    );
+    assert_eq!(r["prices_saved"], "Saved", "{r}");
+    let prefs = serve.get("/v1/preferences");
+    assert_eq!(
+        prefs["battery_prices"],
+        serde_json::json!({"BAT0": {"price": 120.0, "rated_cycles": 500}})
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let rate = serve.get("/v1/snapshot")["battery_drawn"]["per_kwh"].as_f64();
+        if rate.is_some_and(|r| (r - 120.0 / (500.0 * 0.09946)).abs() < 1e-9) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "wear rate {rate:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

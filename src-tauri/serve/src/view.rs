@@ -182,6 +182,12 @@ pub struct BatteryDrawn {
     pub unpriced_joules: f64,
     pub wear: f64,
     pub currency: String,
+    /// The rate in force, per kWh drawn; `None` where wear cannot be priced now.
+    #[serde(default)]
+    pub per_kwh: Option<f64>,
+    /// Why wear is not priced now; `None` while it is.
+    #[serde(default)]
+    pub unpriced_because: Option<String>,
 }
 
 impl From<&PublishedState> for StatePayload {
@@ -223,6 +229,8 @@ impl From<&PublishedState> for StatePayload {
                     unpriced_joules: p.wear.session.unpriced_joules,
                     wear: p.wear.session.wear,
                     currency: p.wear.session.currency.clone(),
+                    per_kwh: p.wear.per_kwh,
+                    unpriced_because: p.wear.unpriced_because.as_deref().map(str::to_string),
                 }),
             breakdown: p
                 .snapshot

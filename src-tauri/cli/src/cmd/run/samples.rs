@@ -276,6 +276,9 @@ impl Samples {
                 unpriced_joules: b.unpriced_joules,
                 wear: b.wear,
                 currency: self.names.name(b.currency),
+                // A run needs the counters only: the rate in force is not kept per sample.
+                per_kwh: None,
+                unpriced_because: None,
             }),
             interval_ms: c.interval_ms,
             period_ms: Some(c.period_ms),

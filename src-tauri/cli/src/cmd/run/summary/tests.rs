@@ -139,6 +139,8 @@ fn state_on(at: f64, session: f64, battery: f64, wear: f64, on_battery: bool) ->
             unpriced_joules: 0.0,
             wear,
             currency: "EUR".into(),
+            per_kwh: None,
+            unpriced_because: None,
         }),
         interval_ms: 1000,
         period_ms: Some(1000),
