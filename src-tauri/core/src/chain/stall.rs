@@ -141,11 +141,21 @@ pub fn is_cpu_estimate(quality: Quality, declared: Option<&[Domain]>) -> bool {
 }
 
 impl StallWatch {
-    /// Whether a reading is still and not yet judged: the chain then reads the CPU estimate in
-    /// this sample for the evidence.
+    /// Whether a reading that holds the CPU is still and not stalled, so the chain reads the CPU
+    /// estimate in this sample for the evidence: every sample for its first
+    /// [`EVIDENCE_FRESH`] still, then once an estimate is that old (a package counter that
+    /// reads 0 for good on an idle machine costs a `/proc/stat` read every 30 s, not each
+    /// sample).
     pub fn wants_evidence(&self) -> bool {
+        let estimated_at = self.cpu_estimate.map(|(at, _)| at);
         self.watched.iter().any(|((_, domain, _), w)| {
-            holds_cpu(*domain) && w.stalled.is_none() && w.moved_at.is_some_and(|m| m < w.read_at)
+            let Some(moved) = w.moved_at.filter(|m| *m < w.read_at) else {
+                return false;
+            };
+            let fresh_still = w.read_at.saturating_sub(moved) < EVIDENCE_FRESH;
+            let stale =
+                estimated_at.is_none_or(|at| w.read_at.saturating_sub(at) >= EVIDENCE_FRESH);
+            holds_cpu(*domain) && w.stalled.is_none() && (fresh_still || stale)
         })
     }
 
@@ -464,6 +474,31 @@ mod tests {
             s.reason,
             "stalled: it has read 0 W for 11 s while the CPU's load says 12.0 W"
         );
+    }
+
+    #[test]
+    fn a_counter_still_for_good_on_an_idle_machine_asks_for_the_estimate_every_30_s() {
+        // A package counter that reads the same for good while the CPU idles at 2 W (never
+        // stalled: a counter never seen to move needs a busy CPU).
+        let mut watch = StallWatch::default();
+        let mut asked = Vec::new();
+        for s in 0..120 {
+            let wants = watch.wants_evidence();
+            let mut stalled = Vec::new();
+            let r = counter("rapl", Domain::Cpu, 0.0, 0.0, s);
+            assert_eq!(watch.screen(at(s), vec![r], &mut stalled).len(), 1);
+            let read: &[Reading] = if wants { &[estimate(2.0, s)][..] } else { &[] };
+            watch.end_sample(at(s), read);
+            if wants {
+                asked.push(s);
+            }
+        }
+        // Each second while it has been still under 30 s (from 2 s: its first still read is
+        // at 1 s), then whenever the last estimate was 30 s old at the read before (decided
+        // before each sample): at 61 s (60 − 30) and 92 s (91 − 61).
+        let mut expected: Vec<u64> = (2..=30).collect();
+        expected.extend([61, 92]);
+        assert_eq!(asked, expected);
     }
 
     #[test]
