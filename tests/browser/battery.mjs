@@ -3,6 +3,7 @@
 // panel's picture goes. With WATTBAR_TOKEN it then gives BAT0 a price of its own in the
 // preferences tab, a wrong one first. WATTBAR_URL and WATTBAR_TOKEN come from the Rust test.
 import { chromium } from "playwright-core";
+import { openPreferences } from "./common.mjs";
 
 const url = process.env.WATTBAR_URL;
 const token = process.env.WATTBAR_TOKEN;
@@ -25,12 +26,7 @@ try {
   const panel = await page.$("#battery-panel");
   if (screenshot && panel) await panel.screenshot({ path: screenshot });
   if (token) {
-    const [prefs] = await Promise.all([
-      page.waitForEvent("popup", { timeout: 10000 }),
-      page.click("#open-preferences"),
-    ]);
-    prefs.on("pageerror", (e) => errors.push(String(e)));
-    await prefs.waitForSelector("body[data-ready=true]", { timeout: 15000 });
+    const prefs = await openPreferences(page, errors);
     report.prices_before = await prefs.inputValue("#battery_prices");
     const setPrices = async (text, kind) => {
       await prefs.fill("#battery_prices", text);

@@ -5,6 +5,7 @@
 // low-power mode, routed), and waits for it in the Models panel and the last requests, without a
 // reload.
 import { chromium } from "playwright-core";
+import { openPreferences } from "./common.mjs";
 import { execFile } from "node:child_process";
 import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
@@ -65,12 +66,7 @@ try {
   report.low_power_status = await page.textContent("#low-power-status");
   // With the token the preferences open in a tab of their own and save through the API: a
   // refused value is shown by its field and changes nothing; an accepted one is saved.
-  const [prefs] = await Promise.all([
-    page.waitForEvent("popup", { timeout: 10000 }),
-    page.click("#open-preferences"),
-  ]);
-  prefs.on("pageerror", (e) => errors.push(String(e)));
-  await prefs.waitForSelector("body[data-ready=true]", { timeout: 15000 });
+  const prefs = await openPreferences(page, errors);
   report.preferences_price_before = await prefs.inputValue("#price_per_kwh");
   await prefs.fill("#price_per_kwh", "-2");
   await prefs.press("#price_per_kwh", "Tab");

@@ -3,6 +3,7 @@
 // picture goes. With WATTBAR_TOKEN it then sets an ENTSO-E feed with its token in the
 // preferences tab. WATTBAR_URL and WATTBAR_TOKEN come from the Rust test.
 import { chromium } from "playwright-core";
+import { openPreferences } from "./common.mjs";
 
 const url = process.env.WATTBAR_URL;
 const token = process.env.WATTBAR_TOKEN;
@@ -28,12 +29,7 @@ try {
   const panel = await page.$("#prices-panel");
   if (screenshot && panel) await panel.screenshot({ path: screenshot });
   if (token) {
-    const [prefs] = await Promise.all([
-      page.waitForEvent("popup", { timeout: 10000 }),
-      page.click("#open-preferences"),
-    ]);
-    prefs.on("pageerror", (e) => errors.push(String(e)));
-    await prefs.waitForSelector("body[data-ready=true]", { timeout: 15000 });
+    const prefs = await openPreferences(page, errors);
     report.form_source_before = await prefs.inputValue("#price_feed_source");
     report.form_area_before = await prefs.inputValue("#price_feed_area0");
     await prefs.selectOption("#price_feed_source", "entsoe");

@@ -147,6 +147,23 @@ fn state_on(at: f64, session: f64, battery: f64, wear: f64, on_battery: bool) ->
     }
 }
 
+/// A run of `joules` from `from` to `to` over `states`, at the test's tariff, and its battery
+/// figure.
+fn on_battery(states: &[State], from: f64, to: f64, joules: f64) -> (RunFigures, BatteryFigure) {
+    let p = pricing();
+    let r = run_figures(
+        cx(None, &p, 1000),
+        &window(from, to, Some(joules), 1.0),
+        states,
+        vec![],
+    );
+    let b = r
+        .battery
+        .clone()
+        .unwrap_or_else(|| panic!("no battery figure"));
+    (r, b)
+}
+
 #[test]
 fn a_run_on_battery_wears_it_and_costs_the_grid_nothing() {
     // 20 W × 1,800 s = 36,000 J = 0.010 kWh from a 70 Wh battery at 200 EUR for 1,000
@@ -156,17 +173,7 @@ fn a_run_on_battery_wears_it_and_costs_the_grid_nothing() {
         state_on(100.0, 500.0, 500.0, 500.0 / 36_000.0 * wear, true),
         state_on(1900.0, 36_500.0, 36_500.0, 36_500.0 / 36_000.0 * wear, true),
     ];
-    let p = pricing();
-    let r = run_figures(
-        cx(None, &p, 1000),
-        &window(100.0, 1900.0, Some(36_000.0), 1.0),
-        &states,
-        vec![],
-    );
-    let b = r
-        .battery
-        .clone()
-        .unwrap_or_else(|| panic!("no battery figure"));
+    let (r, b) = on_battery(&states, 100.0, 1900.0, 36_000.0);
     assert!((b.joules - 36_000.0).abs() < 1e-9, "{b:?}");
     assert_eq!(b.share_percent, 100.0);
     assert!((b.wear.unwrap_or_default() - wear).abs() < 1e-12, "{b:?}");
@@ -187,17 +194,7 @@ fn a_run_plugged_in_halfway_splits_its_energy_by_what_the_battery_gave() {
         state_on(0.0, 1_000.0, 200.0, 0.0004, true),
         state_on(90.0, 3_000.0, 700.0, 0.0014, false),
     ];
-    let p = pricing();
-    let r = run_figures(
-        cx(None, &p, 1000),
-        &window(0.0, 90.0, Some(1_800.0), 1.0),
-        &states,
-        vec![],
-    );
-    let b = r
-        .battery
-        .clone()
-        .unwrap_or_else(|| panic!("no battery figure"));
+    let (r, b) = on_battery(&states, 0.0, 90.0, 1_800.0);
     assert!((b.joules - 450.0).abs() < 1e-9, "{b:?}");
     assert!((b.share_percent - 25.0).abs() < 1e-9);
     assert!((b.wear.unwrap_or_default() - 0.0009).abs() < 1e-12, "{b:?}");
@@ -212,6 +209,7 @@ fn a_run_plugged_in_halfway_splits_its_energy_by_what_the_battery_gave() {
         .cloned()
         .map(|s| State { battery: None, ..s })
         .collect();
+    let p = pricing();
     let r = run_figures(
         cx(None, &p, 1000),
         &window(0.0, 90.0, Some(1_800.0), 1.0),
