@@ -2,23 +2,17 @@
 // Chromium, and prints what the battery panel shows as one JSON object; SCREENSHOT: where the
 // panel's picture goes. With WATTBAR_TOKEN it then gives BAT0 a price of its own in the
 // preferences tab, a wrong one first. WATTBAR_URL and WATTBAR_TOKEN come from the Rust test.
-import { chromium } from "playwright-core";
-import { openPreferences } from "./common.mjs";
+import { launchBrowser, openDashboard, openPreferences } from "./common.mjs";
 
 const url = process.env.WATTBAR_URL;
 const token = process.env.WATTBAR_TOKEN;
 const screenshot = process.env.SCREENSHOT;
-const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
 
-const browser = await chromium.launch({ executablePath, headless: true, args: ["--no-sandbox"] });
+const browser = await launchBrowser();
 const report = {};
 const errors = [];
 try {
-  const page = await browser.newPage({ viewport: { width: 520, height: 900 } });
-  page.on("pageerror", (e) => errors.push(String(e)));
-  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
-  await page.goto(token ? `${url}/#token=${token}` : `${url}/`);
-  await page.waitForSelector("body[data-ready=true]", { timeout: 15000 });
+  const page = await openDashboard(browser, { url, token, width: 520 }, errors);
   await page.waitForSelector("#battery-panel:not([hidden]) .battery-now", { timeout: 15000 });
   report.now = await page.$$eval(".battery-now", (els) => els.map((e) => e.textContent));
   report.trend = await page.$$eval(".battery-trend", (els) => els.map((e) => e.textContent));

@@ -4,8 +4,7 @@
 // sends one request through the proxy with tests/llm/clients.mjs while the page is open (in
 // low-power mode, routed), and waits for it in the Models panel and the last requests, without a
 // reload.
-import { chromium } from "playwright-core";
-import { openPreferences } from "./common.mjs";
+import { launchBrowser, openDashboard, openPreferences } from "./common.mjs";
 import { execFile } from "node:child_process";
 import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
@@ -14,18 +13,13 @@ import { promisify } from "node:util";
 const url = process.env.WATTBAR_URL;
 const token = process.env.WATTBAR_TOKEN;
 const screenshot = process.env.SCREENSHOT;
-const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
 const llmProxy = process.env.WATTBAR_LLM_PROXY;
 
-const browser = await chromium.launch({ executablePath, headless: true, args: ["--no-sandbox"] });
+const browser = await launchBrowser();
 const report = {};
 const errors = [];
 try {
-  const page = await browser.newPage({ viewport: { width: 420, height: 900 } });
-  page.on("pageerror", (e) => errors.push(String(e)));
-  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
-  await page.goto(`${url}/#token=${token}`);
-  await page.waitForSelector("body[data-ready=true]", { timeout: 15000 });
+  const page = await openDashboard(browser, { url, token, width: 420 }, errors);
   await page.evaluate(() => { window.__loadedOnce = true; });
   // Every 100 ms while the page is open (batches are written every 10 s meanwhile): the session
   // never shows more than today, today than the month, the month than the lifetime.

@@ -2,23 +2,17 @@
 // and prints what the price strip shows as one JSON object; SCREENSHOT: where the panel's
 // picture goes. With WATTBAR_TOKEN it then sets an ENTSO-E feed with its token in the
 // preferences tab. WATTBAR_URL and WATTBAR_TOKEN come from the Rust test.
-import { chromium } from "playwright-core";
-import { openPreferences } from "./common.mjs";
+import { launchBrowser, openDashboard, openPreferences } from "./common.mjs";
 
 const url = process.env.WATTBAR_URL;
 const token = process.env.WATTBAR_TOKEN;
 const screenshot = process.env.SCREENSHOT;
-const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
 
-const browser = await chromium.launch({ executablePath, headless: true, args: ["--no-sandbox"] });
+const browser = await launchBrowser();
 const report = {};
 const errors = [];
 try {
-  const page = await browser.newPage({ viewport: { width: 520, height: 900 } });
-  page.on("pageerror", (e) => errors.push(String(e)));
-  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
-  await page.goto(token ? `${url}/#token=${token}` : `${url}/`);
-  await page.waitForSelector("body[data-ready=true]", { timeout: 15000 });
+  const page = await openDashboard(browser, { url, token, width: 520 }, errors);
   await page.waitForFunction(() => Number(document.getElementById("price-strip")?.dataset.slots) > 0,
     null, { timeout: 15000 });
   report.slots = Number(await page.getAttribute("#price-strip", "data-slots"));
