@@ -247,8 +247,9 @@ struct Tray {
 }
 
 impl Tray {
-    /// The tray item of the running `wattbar`: only connections of a process named `wattbar`
-    /// are asked (the bus itself answers which process a connection is, at once).
+    /// The tray item of the running `wattbar`: only connections of a process running `wattbar`
+    /// or the `wattbar-appindicator` it becomes are asked (the bus itself answers which process
+    /// a connection is, at once).
     fn find() -> Tray {
         Tray::find_on(None)
     }
@@ -285,9 +286,11 @@ impl Tray {
                                 .chars()
                                 .filter(|c| c.is_ascii_digit())
                                 .collect();
-                            std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()
+                            std::fs::read_link(format!("/proc/{pid}/exe")).ok()
                         })
-                        .is_some_and(|comm| comm.trim() == "wattbar")
+                        .is_some_and(|exe| {
+                            exe.ends_with("wattbar") || exe.ends_with("wattbar-appindicator")
+                        })
                     })
                     .find_map(|n| {
                         [Backend::Sni, Backend::AppIndicator]
@@ -502,7 +505,7 @@ fn apps_running() -> Vec<String> {
                 .filter(|pid| {
                     matches!(
                         proc_status(pid, "Name:").as_deref(),
-                        Some("wattbar" | "wattbar-window")
+                        Some("wattbar" | "wattbar-appindi" | "wattbar-window")
                     )
                 })
                 .filter(|pid| proc_status(pid, "State:").is_some_and(|s| !s.starts_with('Z')))
@@ -1800,6 +1803,12 @@ fn a_left_click_on_the_tray_icon_opens_the_dashboard() {
     let mut app = launch(&home, &[]);
     let tray = Tray::find();
     assert_eq!(tray.backend, Backend::Sni);
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", app.0.id()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        !maps.contains("libgtk-3"),
+        "the StatusNotifierItem mapped GTK"
+    );
     assert!(!visible_dashboard());
     tray.activate();
     wait_for("the dashboard to open", Duration::from_secs(30), || {
@@ -1843,32 +1852,10 @@ fn the_tray_shows_a_thinkpads_battery_health_and_what_running_on_it_wears() {
     quits_cleanly(&tray, &mut app);
 }
 
-/// A session bus of this test's own, with no StatusNotifierWatcher on it; ended with the test.
-struct PrivateBus {
-    daemon: Child,
-    address: String,
-}
-
-impl PrivateBus {
-    fn start() -> PrivateBus {
-        let mut daemon = Command::new("dbus-daemon")
-            .args(["--session", "--nofork", "--print-address=1"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("dbus-daemon: {e}"));
-        let address = first_line(&mut daemon);
-        assert!(!address.is_empty(), "dbus-daemon gave no address");
-        PrivateBus { daemon, address }
-    }
-}
-
-impl Drop for PrivateBus {
-    fn drop(&mut self) {
-        let _ = self.daemon.kill();
-        let _ = self.daemon.wait();
-    }
-}
+/// A session bus of this test's own, with no StatusNotifierWatcher on it.
+#[path = "desktop/private_bus.rs"]
+mod private_bus;
+use private_bus::PrivateBus;
 
 #[test]
 fn without_a_status_notifier_watcher_the_tray_falls_back_to_libappindicator() {
@@ -1885,6 +1872,10 @@ fn without_a_status_notifier_watcher_the_tray_falls_back_to_libappindicator() {
     let mut app = Proc(cmd.spawn().unwrap_or_else(|e| panic!("the tray: {e}")));
     let tray = Tray::find_on(Some(&bus.address));
     assert_eq!(tray.backend, Backend::AppIndicator);
+    // The process started as `wattbar` is now the fallback program, started from beside it.
+    let exe =
+        std::fs::read_link(format!("/proc/{}/exe", app.0.id())).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(exe, tray_exe().with_file_name("wattbar-appindicator"));
     wait_for("a number in the icon", Duration::from_secs(30), || {
         tray.icon_watts(&TRACE_WATTS, false)
     });

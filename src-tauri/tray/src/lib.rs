@@ -75,30 +75,128 @@ enum Wake {
     Exit,
 }
 
-/// Runs the tray until the user quits; returns the process's exit status.
+/// Runs the tray until the user quits; returns the process's exit status. On Linux the tray is
+/// a StatusNotifierItem, and where the desktop has no StatusNotifierWatcher this program becomes
+/// `wattbar-appindicator` (exec, before any engine starts), so no GTK is linked into this one.
 pub fn run() -> std::process::ExitCode {
+    let launch = begin();
+    #[cfg(target_os = "linux")]
+    return status_notifier_tray(&launch);
+    #[cfg(not(target_os = "linux"))]
+    toolkit_tray(&launch)
+}
+
+/// The toolkit's tray (`tray-icon`: libappindicator on Linux, the status bar on macOS) on its
+/// event loop: `wattbar-appindicator`'s whole program on Linux, the tray itself on macOS.
+pub fn run_toolkit() -> std::process::ExitCode {
+    toolkit_tray(&begin())
+}
+
+fn begin() -> Launch {
     let launch = <Launch as clap::Parser>::parse();
     wattbar_engine::logging::init("info");
+    launch
+}
+
+fn failed(e: &dyn std::fmt::Display) -> std::process::ExitCode {
+    eprintln!("wattbar: {e}");
+    std::process::ExitCode::FAILURE
+}
+
+fn toolkit_tray(launch: &Launch) -> std::process::ExitCode {
     // The tray draws through GTK but never through GL; GTK 3 would still open GL on X11 to pick
     // visuals, loading Mesa (and LLVM, in software). A value set by the user wins.
     #[cfg(target_os = "linux")]
     if std::env::var_os("GDK_GL").is_none() {
         std::env::set_var("GDK_GL", "disable");
     }
-    match start(&launch) {
-        Ok(Started::Tray(app)) => app.run(),
-        Ok(Started::HandedOver) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("wattbar: {e}");
-            std::process::ExitCode::FAILURE
+    let started = io_runtime().map_err(Into::into).and_then(|runtime| {
+        if hand_over(launch)? {
+            return Ok(None);
         }
+        start(launch, runtime).map(Some)
+    });
+    match started {
+        Ok(Some(app)) => app.run_toolkit(),
+        Ok(None) => std::process::ExitCode::SUCCESS,
+        Err(e) => failed(&e),
     }
 }
 
-enum Started {
-    Tray(App),
-    /// Another tray records into this data folder: its dashboard was asked for instead.
-    HandedOver,
+/// The tray as a StatusNotifierItem ([`sni`]): the item is registered before the engine starts,
+/// so a desktop without a watcher hands over to `wattbar-appindicator` having counted nothing.
+#[cfg(target_os = "linux")]
+fn status_notifier_tray(launch: &Launch) -> std::process::ExitCode {
+    let runtime = match io_runtime() {
+        Ok(r) => r,
+        Err(e) => return failed(&e),
+    };
+    match hand_over(launch) {
+        Ok(true) => return std::process::ExitCode::SUCCESS,
+        Ok(false) => {}
+        Err(e) => return failed(&e),
+    }
+    let (post, posted) = std::sync::mpsc::channel::<Wake>();
+    let (tell, told) = tokio::sync::mpsc::unbounded_channel();
+    let quit = post.clone();
+    let started = runtime.block_on(sni::start(tell.clone(), move || {
+        let _ = quit.send(Wake::Quit);
+    }));
+    let item = match started {
+        Ok(item) => item,
+        Err(why) => {
+            tracing::info!(
+                "the tray uses libappindicator: no StatusNotifierItem can be shown ({why})"
+            );
+            drop(runtime);
+            return failed(&become_fallback());
+        }
+    };
+    tracing::info!("the tray is a StatusNotifierItem (ksni): no GTK in this process");
+    match start(launch, runtime) {
+        Ok(app) => app.run_sni(
+            item,
+            Channels {
+                post,
+                posted,
+                tell,
+                told,
+            },
+        ),
+        Err(e) => failed(&e),
+    }
+}
+
+/// The program beside this one that shows the tray through libappindicator.
+#[cfg(target_os = "linux")]
+pub const FALLBACK_PROGRAM: &str = "wattbar-appindicator";
+
+/// Replaces this process with [`FALLBACK_PROGRAM`] from the same folder, with the same
+/// arguments, and returns only why it could not.
+#[cfg(target_os = "linux")]
+fn become_fallback() -> String {
+    use std::os::unix::process::CommandExt;
+    let program = match std::env::current_exe() {
+        Ok(me) => me.with_file_name(FALLBACK_PROGRAM),
+        Err(e) => return format!("cannot find {FALLBACK_PROGRAM}: this program's path: {e}"),
+    };
+    let e = std::process::Command::new(&program)
+        .args(std::env::args_os().skip(1))
+        .exec();
+    format!(
+        "no StatusNotifierItem can be shown and {} could not be started: {e}",
+        program.display()
+    )
+}
+
+/// The tray's one small runtime: the API, the proxy, the StatusNotifierItem and the deciding
+/// task.
+fn io_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("wattbar-io")
+        .enable_all()
+        .build()
 }
 
 struct App {
@@ -108,37 +206,49 @@ struct App {
     events: tokio::sync::broadcast::Receiver<wattbar_engine::stages::low_power::LowPowerEvent>,
 }
 
-fn start(launch: &Launch) -> Result<Started, Box<dyn std::error::Error>> {
-    wattbar_serve::net::raise_open_files_limit();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("wattbar-io")
-        .enable_all()
-        .build()?;
+/// What the StatusNotifierItem's main thread and its deciding task speak over.
+#[cfg(target_os = "linux")]
+struct Channels {
+    post: std::sync::mpsc::Sender<Wake>,
+    posted: std::sync::mpsc::Receiver<Wake>,
+    tell: tokio::sync::mpsc::UnboundedSender<brain::Told>,
+    told: tokio::sync::mpsc::UnboundedReceiver<brain::Told>,
+}
+
+/// Where another engine records into this data folder, a second launch (from a menu, say) shows
+/// the running engine's dashboard (a tray's, or `wattbar-cli serve`'s), or the preferences it
+/// names, and this one ends: `Ok(true)`. An engine without an API has no windows to offer: say
+/// who it is rather than count the machine twice.
+fn hand_over(launch: &Launch) -> Result<bool, Box<dyn std::error::Error>> {
     let data_dir = wattbar_engine::home::paths::data_dir()?;
-    if let Some(holder) = wattbar_engine::home::lock::EngineLock::holder(&data_dir) {
-        // A second launch (from a menu, say) shows the running engine's dashboard (a tray's, or
-        // `wattbar-cli serve`'s), or the preferences it names. An engine without an API has no
-        // windows to offer: say who it is rather than count the machine twice.
-        if holder.api.is_none() {
-            return Err(format!(
-                "another Wattbar engine{} records into {} and serves no API \
-                 (wattbar-cli watch?): stop it, then start wattbar again",
-                holder
-                    .pid
-                    .map(|p| format!(" (pid {p})"))
-                    .unwrap_or_default(),
-                data_dir.display()
-            )
-            .into());
-        }
-        windows::open(if launch.open_preferences {
-            windows::Window::Preferences
-        } else {
-            windows::Window::Dashboard
-        })?;
-        return Ok(Started::HandedOver);
+    let Some(holder) = wattbar_engine::home::lock::EngineLock::holder(&data_dir) else {
+        return Ok(false);
+    };
+    if holder.api.is_none() {
+        return Err(format!(
+            "another Wattbar engine{} records into {} and serves no API \
+             (wattbar-cli watch?): stop it, then start wattbar again",
+            holder
+                .pid
+                .map(|p| format!(" (pid {p})"))
+                .unwrap_or_default(),
+            data_dir.display()
+        )
+        .into());
     }
+    windows::open(if launch.open_preferences {
+        windows::Window::Preferences
+    } else {
+        windows::Window::Dashboard
+    })?;
+    Ok(true)
+}
+
+fn start(
+    launch: &Launch,
+    runtime: tokio::runtime::Runtime,
+) -> Result<App, Box<dyn std::error::Error>> {
+    wattbar_serve::net::raise_open_files_limit();
     let prefs_path = wattbar_engine::home::paths::preferences_path()?;
     // A value the schema refuses keeps its default and stays in the file as written; a file
     // that is not preferences at all is set aside, and the menu says so (the engine's notice).
@@ -195,47 +305,23 @@ fn start(launch: &Launch) -> Result<Started, Box<dyn std::error::Error>> {
             report(windows::open(window));
         }
     }
-    Ok(Started::Tray(App {
+    Ok(App {
         runtime,
         events: engine.reader().low_power_events(),
         engine: Arc::new(engine),
-    }))
+    })
 }
 
 impl App {
-    /// On Linux the tray is a StatusNotifierItem where the desktop has a watcher for one, with no
-    /// toolkit in the process; elsewhere (and on macOS) the toolkit's tray and event loop.
-    fn run(self) -> std::process::ExitCode {
-        #[cfg(target_os = "linux")]
-        let app = match self.run_sni() {
-            Ok(code) => return code,
-            Err(app) => app,
-        };
-        #[cfg(not(target_os = "linux"))]
-        let app = self;
-        app.run_toolkit()
-    }
-
-    /// The tray as a StatusNotifierItem ([`sni`]), the main thread waiting for what to draw;
-    /// `Err(self)` where no watcher answers, for the toolkit's tray to take over.
+    /// The StatusNotifierItem's main thread: it waits for what to draw, and for Quit.
     #[cfg(target_os = "linux")]
-    fn run_sni(self) -> Result<std::process::ExitCode, App> {
-        let (post, posted) = std::sync::mpsc::channel::<Wake>();
-        let (tell, told) = tokio::sync::mpsc::unbounded_channel();
-        let quit = post.clone();
-        let started = self.runtime.block_on(sni::start(tell.clone(), move || {
-            let _ = quit.send(Wake::Quit);
-        }));
-        let item = match started {
-            Ok(item) => item,
-            Err(why) => {
-                tracing::info!(
-                    "the tray uses libappindicator: no StatusNotifierItem can be shown ({why})"
-                );
-                return Err(self);
-            }
-        };
-        tracing::info!("the tray is a StatusNotifierItem (ksni): no GTK in this process");
+    fn run_sni(self, item: ksni::Handle<sni::Item>, channels: Channels) -> std::process::ExitCode {
+        let Channels {
+            post,
+            posted,
+            tell,
+            told,
+        } = channels;
         let App {
             runtime,
             engine,
@@ -274,7 +360,7 @@ impl App {
             }
         };
         runtime.block_on(item.shutdown());
-        Ok(std::process::ExitCode::from(code))
+        std::process::ExitCode::from(code)
     }
 
     /// The toolkit's tray (`tray-icon`: libappindicator on Linux, the status bar on macOS) on
