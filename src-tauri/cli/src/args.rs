@@ -371,6 +371,27 @@ pub enum Cmd {
         /// How often power is sampled when no running engine measures for us.
         #[arg(long, default_value = "100ms", value_parser = parse_interval)]
         interval: Duration,
+        /// Profile once at each setting of KNOB this machine allows, then put it back:
+        /// `powermode`, the OS power profile (power-profiles-daemon's; Low Power Mode on macOS).
+        /// Each step in --out/KNOB-VALUE, the table and the choice in --out/sweep.json.
+        #[arg(long, value_enum, value_name = "KNOB")]
+        sweep: Option<SweepKnob>,
+        /// How the sweep chooses: `slowdown<=P%`, the least energy at most P % slower (output
+        /// tokens/s) than the setting it started at.
+        #[arg(
+            long,
+            value_name = "RULE",
+            default_value = "slowdown<=5%",
+            requires = "sweep"
+        )]
+        choose: String,
+        /// Choose by Zeus's cost instead: η·energy + (1 − η)·max power·time, η from 0 (time
+        /// alone) to 1 (energy alone).
+        #[arg(long, value_name = "η", requires = "sweep")]
+        eta: Option<f64>,
+        /// How long each setting is left to settle before its step.
+        #[arg(long, default_value = "2s", value_parser = parse_idle, requires = "sweep")]
+        settle: Duration,
     },
     /// Draw the ledger's report: power over the period, energy and cost per day, energy per
     /// token per model. SVG or PNG (at least 1200×600), no system fonts needed.
@@ -402,6 +423,20 @@ pub enum Cmd {
         #[arg(long = "domain", value_name = "D")]
         domains: Vec<String>,
     },
+}
+
+/// A setting `profile --sweep` turns.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum SweepKnob {
+    Powermode,
+}
+
+impl From<SweepKnob> for wattbar_engine::knobs::KnobKind {
+    fn from(k: SweepKnob) -> Self {
+        match k {
+            SweepKnob::Powermode => wattbar_engine::knobs::KnobKind::Powermode,
+        }
+    }
 }
 
 #[derive(clap::Args, Clone)]

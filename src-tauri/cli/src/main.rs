@@ -71,6 +71,15 @@ fn run(cli: Cli) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    // A setting a sweep changed and could not put back (a kill -9, a power loss) is put back
+    // at the next start of any Wattbar program, which says so.
+    if let Ok(dir) = wattbar_engine::home::paths::data_dir() {
+        match runtime.block_on(wattbar_engine::knobs::restore_left_over(&dir)) {
+            Some(Ok(done)) => eprintln!("wattbar: {done}"),
+            Some(Err(e)) => eprintln!("wattbar: a sweep's setting is not back yet: {e}"),
+            None => {}
+        }
+    }
     match cli.command {
         Cmd::Watch {
             interval,
@@ -202,9 +211,25 @@ fn run(cli: Cli) -> Result<()> {
             allow_cmd_grader,
             tolerance,
             max_tokens,
+            sweep,
+            choose,
+            eta,
+            settle,
         } => {
             let (Some(model), Some(prompts)) = (model, prompts) else {
                 anyhow::bail!("profile needs --model and --prompts");
+            };
+            let sweep = match sweep {
+                Some(knob) => Some(profile::sweep::SweepOptions {
+                    knob: knob.into(),
+                    rule: match eta {
+                        Some(eta) => wattbar_core::sweep::Rule::cost(eta),
+                        None => wattbar_core::sweep::Rule::parse(&choose),
+                    }
+                    .map_err(anyhow::Error::msg)?,
+                    settle,
+                }),
+                None => None,
             };
             profile::profile(
                 &runtime,
@@ -223,6 +248,7 @@ fn run(cli: Cli) -> Result<()> {
                     allow_cmd_grader,
                     tolerance,
                     max_tokens,
+                    sweep,
                 },
             )
         }

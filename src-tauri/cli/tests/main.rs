@@ -29,6 +29,7 @@ mod serve;
 mod server_metrics;
 mod service;
 mod steady_state;
+mod sweep;
 mod version;
 mod wall;
 mod watch;

@@ -25,6 +25,7 @@ pub mod scope;
 pub mod secret;
 pub mod session;
 pub mod slots;
+pub mod sweep;
 pub mod tariff;
 pub mod units;
 

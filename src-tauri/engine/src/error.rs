@@ -41,6 +41,10 @@ pub enum Error {
     /// A request the engine refused, with its reason (a preference out of range, say).
     #[error("{0}")]
     Refused(String),
+    /// A machine setting (the power profile, a power limit) could not be read or changed: the
+    /// message says which, why, and what privilege it needs.
+    #[error("{0}")]
+    Setting(String),
     /// A value the preferences schema refused; the error names the field.
     #[error(transparent)]
     Invalid(wattbar_core::Error),

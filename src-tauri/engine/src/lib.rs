@@ -18,6 +18,7 @@ pub mod home;
 pub mod inbox;
 pub mod inference;
 pub mod keys;
+pub mod knobs;
 pub mod ledger_reader;
 pub mod logging;
 pub mod os_power;

@@ -118,7 +118,7 @@ fn pmset_low_power_mode() -> Result<Option<bool>, String> {
 }
 
 /// Sets macOS Low Power Mode through the administrator prompt.
-fn set_macos_low_power_mode(on: bool) -> Result<(), String> {
+pub(crate) fn set_macos_low_power_mode(on: bool) -> Result<(), String> {
     let script = format!(
         "do shell script \"pmset -a lowpowermode {}\" with prompt \"Wattbar would like to change Low Power Mode.\" with administrator privileges",
         u8::from(on)

@@ -1,9 +1,12 @@
-//! Accuracy against energy per query, one point per profile run, with the efficient front.
+//! A figure against energy, one point per profile run, with the efficient front: accuracy
+//! against energy per query (`profile compare`), or tokens/s against energy per unit (a sweep's
+//! steps).
 //!
-//! Rules: each group of runs that may be ranked together is its own colour; a run's accuracy
-//! carries its interval as a bar; the front is a line through its runs, cheapest first, and is
-//! named in the legend; a run whose accuracy or energy is unknown is not drawn (the table lists
-//! it).
+//! Rules: each group of runs that may be ranked together is its own colour; a run's figure
+//! carries its interval as a vertical bar and its energy's bound as a horizontal one; the front
+//! is a line through its runs, cheapest first, and is named in the legend; a run whose figure or
+//! energy is unknown is not drawn (the table lists it). The vertical axis runs to 1.05 for
+//! figures up to 1 (accuracy), else 15 % above the highest.
 
 use super::draw::{err, COLORS, FAMILY};
 use super::error::Error;
@@ -13,9 +16,13 @@ use plotters::prelude::*;
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParetoPoint {
     pub label: String,
-    pub joules_per_query: f64,
-    pub accuracy: f64,
-    /// The accuracy's interval.
+    /// Energy per query (or per unit), joules.
+    pub x: f64,
+    /// The energy is within this many joules of the truth.
+    pub x_bound: f64,
+    /// The figure: accuracy, tokens/s.
+    pub y: f64,
+    /// The figure's interval.
     pub low: f64,
     pub high: f64,
     pub efficient: bool,
@@ -32,6 +39,9 @@ pub struct ParetoGroup {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pareto {
     pub title: String,
+    /// What the axes are, in words with their units.
+    pub x_desc: String,
+    pub y_desc: String,
     pub groups: Vec<ParetoGroup>,
 }
 
@@ -39,19 +49,21 @@ pub(crate) fn pareto<DB: DrawingBackend>(backend: DB, p: &Pareto) -> Result<(), 
     let root = backend.into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let all = || p.groups.iter().flat_map(|g| g.points.iter());
-    let max_j = all().map(|q| q.joules_per_query).fold(0.0, f64::max);
+    let max_j = all().map(|q| q.x + q.x_bound).fold(0.0, f64::max);
     let x_max = if max_j > 0.0 { max_j * 1.15 } else { 1.0 };
+    let max_y = all().map(|q| q.high.max(q.y)).fold(0.0, f64::max);
+    let y_max = if max_y > 1.0 { max_y * 1.15 } else { 1.05 };
     let mut chart = ChartBuilder::on(&root)
         .caption(p.title.clone(), (FAMILY, 24))
         .margin(24)
         .x_label_area_size(50)
         .y_label_area_size(70)
-        .build_cartesian_2d(0.0..x_max, 0.0..1.05)
+        .build_cartesian_2d(0.0..x_max, 0.0..y_max)
         .map_err(err)?;
     chart
         .configure_mesh()
-        .x_desc("energy per query (J)")
-        .y_desc("accuracy")
+        .x_desc(p.x_desc.as_str())
+        .y_desc(p.y_desc.as_str())
         .label_style((FAMILY, 14))
         .axis_desc_style((FAMILY, 15))
         .light_line_style(RGBColor(235, 235, 235))
@@ -61,8 +73,13 @@ pub(crate) fn pareto<DB: DrawingBackend>(backend: DB, p: &Pareto) -> Result<(), 
         let color = COLORS[k % COLORS.len()];
         chart
             .draw_series(g.points.iter().map(|q| {
+                PathElement::new(vec![(q.x, q.low), (q.x, q.high)], color.stroke_width(1))
+            }))
+            .map_err(err)?;
+        chart
+            .draw_series(g.points.iter().filter(|q| q.x_bound > 0.0).map(|q| {
                 PathElement::new(
-                    vec![(q.joules_per_query, q.low), (q.joules_per_query, q.high)],
+                    vec![(q.x - q.x_bound, q.y), (q.x + q.x_bound, q.y)],
                     color.stroke_width(1),
                 )
             }))
@@ -71,7 +88,7 @@ pub(crate) fn pareto<DB: DrawingBackend>(backend: DB, p: &Pareto) -> Result<(), 
             .draw_series(
                 g.points
                     .iter()
-                    .map(|q| Circle::new((q.joules_per_query, q.accuracy), 5, color.filled())),
+                    .map(|q| Circle::new((q.x, q.y), 5, color.filled())),
             )
             .map_err(err)?
             .label(g.name.clone())
@@ -80,7 +97,7 @@ pub(crate) fn pareto<DB: DrawingBackend>(backend: DB, p: &Pareto) -> Result<(), 
             .draw_series(g.points.iter().map(|q| {
                 Text::new(
                     q.label.clone(),
-                    (q.joules_per_query, q.accuracy),
+                    (q.x, q.y),
                     (FAMILY, 13).into_font().color(&BLACK),
                 )
             }))
@@ -89,7 +106,7 @@ pub(crate) fn pareto<DB: DrawingBackend>(backend: DB, p: &Pareto) -> Result<(), 
             .points
             .iter()
             .filter(|q| q.efficient)
-            .map(|q| (q.joules_per_query, q.accuracy))
+            .map(|q| (q.x, q.y))
             .collect();
         front.sort_by(|a, b| a.0.total_cmp(&b.0));
         if !front.is_empty() {

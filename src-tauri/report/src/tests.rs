@@ -202,14 +202,17 @@ fn texts(svg: &str) -> Vec<String> {
 fn the_pareto_chart_names_each_run_and_marks_the_front() {
     let point = |label: &str, j: f64, a: f64, efficient: bool| ParetoPoint {
         label: label.into(),
-        joules_per_query: j,
-        accuracy: a,
+        x: j,
+        x_bound: 0.0,
+        y: a,
         low: (a - 0.1).max(0.0),
         high: (a + 0.1).min(1.0),
         efficient,
     };
     let chart = Pareto {
         title: "GSM8K, number: accuracy against energy".into(),
+        x_desc: "energy per query (J)".into(),
+        y_desc: "accuracy".into(),
         groups: vec![ParetoGroup {
             name: "this machine".into(),
             points: vec![

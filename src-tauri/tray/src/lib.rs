@@ -249,6 +249,14 @@ fn start(
     runtime: tokio::runtime::Runtime,
 ) -> Result<App, Box<dyn std::error::Error>> {
     wattbar_serve::net::raise_open_files_limit();
+    // A setting a sweep changed and could not put back (a kill -9, a power loss) is put back
+    // at the next start of any Wattbar program, which says so.
+    let data_dir = wattbar_engine::home::paths::data_dir()?;
+    match runtime.block_on(wattbar_engine::knobs::restore_left_over(&data_dir)) {
+        Some(Ok(done)) => tracing::warn!("{done}"),
+        Some(Err(e)) => tracing::warn!("a sweep's setting is not back yet: {e}"),
+        None => {}
+    }
     let prefs_path = wattbar_engine::home::paths::preferences_path()?;
     // A value the schema refuses keeps its default and stays in the file as written; a file
     // that is not preferences at all is set aside, and the menu says so (the engine's notice).

@@ -3,6 +3,8 @@
 #![allow(dead_code)]
 
 pub mod model_server;
+#[path = "../../../../tests/desktop/private_bus.rs"]
+pub mod private_bus;
 pub mod prometheus;
 
 pub use http::{http, Answer};

@@ -81,6 +81,8 @@ fn table(groups: &[Group]) -> String {
 fn chart(groups: &[Group]) -> wattbar_report::Pareto {
     wattbar_report::Pareto {
         title: "Accuracy against energy per query".into(),
+        x_desc: "energy per query (J)".into(),
+        y_desc: "accuracy".into(),
         groups: groups
             .iter()
             .map(|g| wattbar_report::ParetoGroup {
@@ -97,8 +99,9 @@ fn chart(groups: &[Group]) -> wattbar_report::Pareto {
                         let (a, j) = r.run.accuracy.zip(r.run.avg_per_query_energy_joules)?;
                         Some(wattbar_report::ParetoPoint {
                             label: r.run.label.clone(),
-                            joules_per_query: j,
-                            accuracy: a,
+                            x: j,
+                            x_bound: 0.0,
+                            y: a,
                             low: r.accuracy_low.unwrap_or(a),
                             high: r.accuracy_high.unwrap_or(a),
                             efficient: r.efficient,

@@ -22,6 +22,7 @@ pub mod compare;
 pub mod grading;
 pub mod prompts;
 mod summary;
+pub mod sweep;
 use summary::{human, summary};
 
 use ask::Api;
@@ -62,6 +63,8 @@ pub struct Options {
     pub tolerance: f64,
     /// At most this many generated tokens an answer, where set.
     pub max_tokens: Option<u32>,
+    /// A profile at each setting of a knob, where set.
+    pub sweep: Option<sweep::SweepOptions>,
 }
 
 /// One query's line of `records.jsonl`.
@@ -186,26 +189,63 @@ async fn profile_async(o: Options, prompts: Vec<Prompt>, graders: Graders) -> Re
             (meter, Route::Proxy { url }, Some(stop_tx))
         }
     };
-    let result = match measure(&o, &prompts, &graders, &meter, &route, &upstream_text).await {
-        Ok((records, summary)) => keep(&eval, &o.out, &summary, &meter, &route)
-            .await
-            .map(|()| (records, summary)),
-        Err(e) => Err(e),
+    let step = Step {
+        o: &o,
+        eval: &eval,
+        prompts: &prompts,
+        graders: &graders,
+        meter: &meter,
+        route: &route,
+        upstream: &upstream_text,
+    };
+    let result = match &o.sweep {
+        None => step.run(&o.out).await.map(|_| ()),
+        Some(s) => sweep::sweep(&o.out, s, async |dir: &Path| step.run(dir).await).await,
     };
     if let Some(stop) = stop {
         let _ = stop.send(true);
     }
     meter.stop().await;
-    let (records, summary) = result?;
-    eprint!("{}", human(&summary));
-    eprintln!(
-        "wattbar profile: wrote {} and {} ({} records added to the model ledger, the profile \
-         kept as {eval:?})",
-        o.out.join("records.jsonl").display(),
-        o.out.join("summary.json").display(),
-        records.len()
-    );
-    Ok(())
+    result
+}
+
+/// One profile run over the prompts: what it needs, whatever it is part of.
+struct Step<'a> {
+    o: &'a Options,
+    eval: &'a str,
+    prompts: &'a [Prompt],
+    graders: &'a Graders,
+    meter: &'a Meter,
+    route: &'a Route,
+    upstream: &'a str,
+}
+
+impl Step<'_> {
+    /// Measures the prompts into `out` and keeps the run as a profile; its summary.
+    async fn run(&self, out: &Path) -> Result<Value> {
+        std::fs::create_dir_all(out).with_context(|| format!("cannot make {}", out.display()))?;
+        let (records, summary) = measure(
+            self.o,
+            out,
+            self.prompts,
+            self.graders,
+            self.meter,
+            self.route,
+            self.upstream,
+        )
+        .await?;
+        keep(self.eval, out, &summary, self.meter, self.route).await?;
+        eprint!("{}", human(&summary));
+        eprintln!(
+            "wattbar profile: wrote {} and {} ({} records added to the model ledger, the profile \
+             kept as {:?})",
+            out.join("records.jsonl").display(),
+            out.join("summary.json").display(),
+            records.len(),
+            self.eval
+        );
+        Ok(summary)
+    }
 }
 
 /// The evaluation a prompts file is: its name without the extension, and how many of its
@@ -255,6 +295,7 @@ async fn keep(eval: &str, out: &Path, summary: &Value, meter: &Meter, route: &Ro
 
 async fn measure(
     o: &Options,
+    out_dir: &Path,
     prompts: &[Prompt],
     graders: &Graders,
     meter: &Meter,
@@ -271,7 +312,7 @@ async fn measure(
         meter.wait_past(to).await?;
         meter.energy(from, to)?.mean_watts
     };
-    let records_path = o.out.join("records.jsonl");
+    let records_path = out_dir.join("records.jsonl");
     let mut file = std::fs::File::create(&records_path)
         .with_context(|| format!("cannot write {}", records_path.display()))?;
     let mut seen: Vec<u64> = Vec::new();
@@ -388,7 +429,7 @@ async fn measure(
     }
     progress.done(prompts.len());
     let summary = summary(o, &out, idle_watts, meter.describe());
-    let path = o.out.join("summary.json");
+    let path = out_dir.join("summary.json");
     std::fs::write(&path, serde_json::to_string_pretty(&summary)?)
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok((out, summary))

@@ -1,0 +1,359 @@
+//! `profile --sweep powermode` as a user runs it: llama.cpp's real `llama-server` (SmolLM2), a
+//! replayed 100 W machine, and a stand-in power-profiles-daemon speaking the daemon's own D-Bus
+//! interface (`tests/desktop/power_profiles_daemon.py`) on a bus of the test's own, which
+//! `wattbar-cli` is given as its system bus. The daemon starts at `balanced` and offers
+//! `performance`, `balanced` and `power-saver`; it prints each change it is asked for, so the
+//! test sees every setting the sweep made, in order, and that `balanced` came back after
+//! success, a failing prompt, Ctrl+C, SIGTERM, and a kill -9 (at the next start of
+//! `wattbar-cli`).
+
+use crate::common::model_server::ModelServer;
+use crate::common::private_bus::PrivateBus;
+use crate::common::{cli, repo_root};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+const HUNDRED_WATTS: &str = "t,watts\n0,100\n1,100\n";
+const TWO_PROMPTS: &str = r#"{"prompt":"What is 2 plus 3? Answer with a number.","answer":"5"}
+{"prompt":"Name a colour of the sky.","answer":"blue"}
+"#;
+
+/// The stand-in daemon and every change it was asked for.
+struct Daemon {
+    child: Child,
+    lines: Receiver<String>,
+    sets: Vec<String>,
+}
+
+impl Daemon {
+    fn start(bus: &PrivateBus) -> Daemon {
+        let mut child = Command::new("/usr/bin/python3")
+            .arg(repo_root().join("tests/desktop/power_profiles_daemon.py"))
+            .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("the stand-in daemon: {e}"));
+        let out = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut d = Daemon {
+            child,
+            lines,
+            sets: Vec::new(),
+        };
+        d.wait_for("ready", Duration::from_secs(20));
+        d
+    }
+
+    /// Waits until the daemon has said `line`, keeping the changes it said before.
+    fn wait_for(&mut self, line: &str, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    if let Some(p) = l.strip_prefix("set ") {
+                        self.sets.push(p.to_string());
+                    }
+                    if l == line {
+                        return;
+                    }
+                }
+                Err(_) => panic!("the daemon never said {line:?}; it set {:?}", self.sets),
+            }
+        }
+    }
+
+    /// Every change so far, once what is under way has been said.
+    fn all_sets(&mut self) -> Vec<String> {
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(500)) {
+            if let Some(p) = l.strip_prefix("set ") {
+                self.sets.push(p.to_string());
+            }
+        }
+        self.sets.clone()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A test's folder, bus, daemon and model server.
+struct Setup {
+    dir: tempfile::TempDir,
+    bus: PrivateBus,
+    daemon: Daemon,
+    server: ModelServer,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join("trace.csv"), HUNDRED_WATTS)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let bus = PrivateBus::start();
+        let daemon = Daemon::start(&bus);
+        Setup {
+            dir,
+            bus,
+            daemon,
+            server: ModelServer::llama(),
+        }
+    }
+
+    fn out(&self) -> PathBuf {
+        self.dir.path().join("out")
+    }
+
+    fn journal(&self) -> PathBuf {
+        self.dir.path().join("knobs.json")
+    }
+
+    /// `wattbar-cli` with the test's bus as its system bus.
+    fn cli(&self) -> Command {
+        let mut c = cli(self.dir.path());
+        c.env("DBUS_SYSTEM_BUS_ADDRESS", &self.bus.address)
+            .env("WATTBAR_REPLAY", self.dir.path().join("trace.csv"));
+        c
+    }
+
+    /// `profile --sweep powermode` over `prompts`, each setting left `settle` first.
+    fn sweep(&self, prompts: &str, settle: &str, extra: &[&str]) -> Command {
+        let file = self.dir.path().join("prompts.jsonl");
+        std::fs::write(&file, prompts).unwrap_or_else(|e| panic!("{e}"));
+        let mut c = self.cli();
+        c.args(["profile", "--sweep", "powermode", "--model", "smollm2"])
+            .args(["--api", "openai", "--idle", "0", "--max-tokens", "8"])
+            .args(["--settle", settle, "--upstream", &self.server.url])
+            .arg("--prompts")
+            .arg(&file)
+            .arg("--out")
+            .arg(self.out())
+            .args(extra);
+        c
+    }
+}
+
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+fn read_json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn a_sweep_profiles_each_power_profile_chooses_by_its_rule_and_puts_balanced_back() {
+    let mut s = Setup::new();
+    let out = s
+        .sweep(TWO_PROMPTS, "0", &["--choose", "slowdown<=5%"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    // Each offered profile, the most power first, then the one it started at.
+    assert_eq!(
+        s.daemon.all_sets(),
+        ["performance", "balanced", "power-saver", "balanced"]
+    );
+    assert!(
+        said.contains("the power profile is back to balanced (from power-saver)"),
+        "{said}"
+    );
+    assert!(!s.journal().exists(), "the journal outlived the sweep");
+
+    let sweep = read_json(&s.out().join("sweep.json"));
+    assert_eq!(sweep["knob"], "powermode");
+    assert_eq!(sweep["original"], "balanced");
+    let steps = sweep["steps"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no steps: {sweep}"));
+    assert_eq!(steps.len(), 3);
+    // Worked again from each step's own summary: J per query (or per correct answer where every
+    // step had one right), tokens/s, the slowdown against balanced, and the least energy within
+    // 5 %.
+    let summaries: Vec<serde_json::Value> = ["performance", "balanced", "power-saver"]
+        .iter()
+        .map(|p| read_json(&s.out().join(format!("powermode-{p}/summary.json"))))
+        .collect();
+    let per_correct = summaries.iter().all(|m| {
+        m["unevaluated"].as_u64() == Some(0) && m["correct"].as_u64().is_some_and(|c| c > 0)
+    });
+    assert_eq!(
+        sweep["per"],
+        if per_correct {
+            "correct_answer"
+        } else {
+            "query"
+        }
+    );
+    let figures: Vec<(f64, f64)> = summaries
+        .iter()
+        .map(|m| {
+            assert_eq!(m["queries"], 2);
+            let units = if per_correct {
+                f(&m["correct"])
+            } else {
+                f(&m["queries"])
+            };
+            let wall = f(&m["totals"]["wall_seconds"]);
+            let joules = f(&m["totals"]["energy_joules"]);
+            // A replayed 100 W machine: each step's energy is 100 W over its queries' time.
+            assert!((joules - 100.0 * wall).abs() <= 0.03 * joules + 1.0, "{m}");
+            (joules / units, f(&m["totals"]["completion_tokens"]) / wall)
+        })
+        .collect();
+    for (step, (j, tps)) in steps.iter().zip(&figures) {
+        assert!((f(&step["joules_per_unit"]) - j).abs() < 1e-6 * j, "{step}");
+        assert!(
+            (f(&step["tokens_per_second"]) - tps).abs() < 1e-6 * tps,
+            "{step}"
+        );
+        let slower = (figures[1].1 / tps - 1.0) * 100.0;
+        assert!(
+            (f(&step["slowdown_percent"]) - slower).abs() < 1e-6,
+            "{step}"
+        );
+    }
+    let chosen = (0..3)
+        .filter(|&i| i == 1 || (figures[1].1 / figures[i].1 - 1.0) * 100.0 <= 5.0 + 1e-9)
+        .min_by(|&a, &b| figures[a].0.total_cmp(&figures[b].0))
+        .unwrap_or(1);
+    assert_eq!(
+        sweep["chosen"],
+        ["performance", "balanced", "power-saver"][chosen]
+    );
+    let saving = (1.0 - figures[chosen].0 / figures[1].0) * 100.0;
+    assert!((f(&sweep["saving"]["percent"]) - saving).abs() < 1e-6);
+    assert!(f(&sweep["saving"]["at_least_percent"]) <= saving + 1e-9);
+    assert!(f(&sweep["saving"]["at_most_percent"]) >= saving - 1e-9);
+    let svg = std::fs::read_to_string(s.out().join("sweep.svg")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(svg.contains("(chosen)"), "the chart marks no chosen step");
+}
+
+#[test]
+fn a_prompt_that_fails_mid_sweep_still_puts_the_profile_back() {
+    let mut s = Setup::new();
+    // The second prompt is longer than the server's 4,096-token context: refused with 400.
+    let long = "word ".repeat(6000);
+    let prompts = format!(
+        "{}{{\"prompt\":\"{long}\"}}\n",
+        TWO_PROMPTS.lines().next().unwrap_or_default().to_string() + "\n"
+    );
+    let out = s
+        .sweep(&prompts, "0", &[])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("the step at performance"), "{said}");
+    assert_eq!(s.daemon.all_sets(), ["performance", "balanced"]);
+    assert!(
+        said.contains("the power profile is back to balanced (from performance)"),
+        "{said}"
+    );
+    assert!(!s.journal().exists());
+}
+
+/// Starts a sweep, waits until it has switched to power-saver, and sends `signal`; its exit
+/// and what it said.
+fn interrupted_at_power_saver(s: &mut Setup, signal: &str) -> (std::process::ExitStatus, String) {
+    let mut child = s
+        .sweep(TWO_PROMPTS, "30s", &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut err = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+    let said = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut text);
+        text
+    });
+    // 30 s to settle at each setting: the signal comes while the sweep waits at performance.
+    s.daemon
+        .wait_for("set performance", Duration::from_secs(60));
+    assert!(s.journal().exists(), "nothing journalled before the change");
+    let sent = Command::new("kill")
+        .args(["-s", signal, &child.id().to_string()])
+        .status()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(sent.success());
+    let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
+    (status, said.join().unwrap_or_default())
+}
+
+#[test]
+fn ctrl_c_during_a_sweep_puts_the_profile_back() {
+    let mut s = Setup::new();
+    let (status, said) = interrupted_at_power_saver(&mut s, "INT");
+    assert!(!status.success(), "{said}");
+    assert!(said.contains("stopped by Ctrl+C (SIGINT)"), "{said}");
+    assert!(
+        said.contains("the power profile is back to balanced (from performance)"),
+        "{said}"
+    );
+    assert_eq!(s.daemon.all_sets(), ["performance", "balanced"]);
+    assert!(!s.journal().exists());
+}
+
+#[test]
+fn sigterm_during_a_sweep_puts_the_profile_back() {
+    let mut s = Setup::new();
+    let (status, said) = interrupted_at_power_saver(&mut s, "TERM");
+    assert!(!status.success(), "{said}");
+    assert!(said.contains("stopped by SIGTERM"), "{said}");
+    assert_eq!(s.daemon.all_sets(), ["performance", "balanced"]);
+    assert!(!s.journal().exists());
+}
+
+#[test]
+fn after_a_kill_9_the_next_wattbar_cli_puts_the_profile_back_and_says_so() {
+    let mut s = Setup::new();
+    let mut child = s
+        .sweep(TWO_PROMPTS, "30s", &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    s.daemon
+        .wait_for("set performance", Duration::from_secs(60));
+    let pid = child.id();
+    child.kill().unwrap_or_else(|e| panic!("{e}"));
+    let _ = child.wait();
+    // Nothing put it back: the journal says what to.
+    assert_eq!(s.daemon.all_sets(), ["performance"]);
+    let journal = read_json(&s.journal());
+    assert_eq!(journal["original"], "balanced");
+    assert_eq!(journal["pid"], pid);
+
+    let next = s
+        .cli()
+        .arg("version")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let said = String::from_utf8_lossy(&next.stderr);
+    assert!(next.status.success(), "{said}");
+    assert!(
+        said.contains(&format!(
+            "the power profile is back to balanced (performance before): a sweep (pid {pid}) \
+             ended without putting it back"
+        )),
+        "{said}"
+    );
+    assert_eq!(s.daemon.all_sets(), ["performance", "balanced"]);
+    assert!(!s.journal().exists());
+}

@@ -1,0 +1,70 @@
+//! A setting a sweep turns, reached: read, listed, set.
+
+use super::powermode::PowerMode;
+use crate::error::Error;
+use serde::{Deserialize, Serialize};
+
+/// A setting a sweep may turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KnobKind {
+    /// The OS power profile: power-profiles-daemon's on Linux, Low Power Mode on macOS.
+    Powermode,
+}
+
+impl KnobKind {
+    /// What the setting is, in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            KnobKind::Powermode => "the power profile",
+        }
+    }
+
+    /// The name on the command line and in the journal.
+    pub fn name(self) -> &'static str {
+        match self {
+            KnobKind::Powermode => "powermode",
+        }
+    }
+}
+
+/// A setting, reachable.
+#[derive(Debug, Clone)]
+pub enum Knob {
+    Powermode(PowerMode),
+}
+
+impl Knob {
+    /// The setting `kind` on this machine, found or said why not.
+    pub async fn open(kind: KnobKind) -> Result<Knob, Error> {
+        match kind {
+            KnobKind::Powermode => Ok(Knob::Powermode(PowerMode::connect().await?)),
+        }
+    }
+
+    pub fn kind(&self) -> KnobKind {
+        match self {
+            Knob::Powermode(_) => KnobKind::Powermode,
+        }
+    }
+
+    /// Its value now.
+    pub async fn current(&self) -> Result<String, Error> {
+        match self {
+            Knob::Powermode(p) => p.current().await,
+        }
+    }
+
+    /// The values a sweep takes, in the order it takes them: the most power first.
+    pub async fn steps(&self) -> Result<Vec<String>, Error> {
+        match self {
+            Knob::Powermode(p) => p.steps().await,
+        }
+    }
+
+    pub async fn set(&self, value: &str) -> Result<(), Error> {
+        match self {
+            Knob::Powermode(p) => p.set(value).await,
+        }
+    }
+}
