@@ -9,86 +9,16 @@
 
 use crate::common::model_server::ModelServer;
 use crate::common::private_bus::PrivateBus;
+use crate::common::profiles_daemon::Daemon;
 use crate::common::{cli, repo_root};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::Receiver;
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 const HUNDRED_WATTS: &str = "t,watts\n0,100\n1,100\n";
 const TWO_PROMPTS: &str = r#"{"prompt":"What is 2 plus 3? Answer with a number.","answer":"5"}
 {"prompt":"Name a colour of the sky.","answer":"blue"}
 "#;
-
-/// The stand-in daemon and every change it was asked for.
-struct Daemon {
-    child: Child,
-    lines: Receiver<String>,
-    sets: Vec<String>,
-}
-
-impl Daemon {
-    fn start(bus: &PrivateBus) -> Daemon {
-        let mut child = Command::new("/usr/bin/python3")
-            .arg(repo_root().join("tests/desktop/power_profiles_daemon.py"))
-            .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("the stand-in daemon: {e}"));
-        let out = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let mut d = Daemon {
-            child,
-            lines,
-            sets: Vec::new(),
-        };
-        d.wait_for("ready", Duration::from_secs(20));
-        d
-    }
-
-    /// Waits until the daemon has said `line`, keeping the changes it said before.
-    fn wait_for(&mut self, line: &str, within: Duration) {
-        let deadline = Instant::now() + within;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(l) => {
-                    if let Some(p) = l.strip_prefix("set ") {
-                        self.sets.push(p.to_string());
-                    }
-                    if l == line {
-                        return;
-                    }
-                }
-                Err(_) => panic!("the daemon never said {line:?}; it set {:?}", self.sets),
-            }
-        }
-    }
-
-    /// Every change so far, once what is under way has been said.
-    fn all_sets(&mut self) -> Vec<String> {
-        while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(500)) {
-            if let Some(p) = l.strip_prefix("set ") {
-                self.sets.push(p.to_string());
-            }
-        }
-        self.sets.clone()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A test's folder, bus, daemon and model server.
 struct Setup {
@@ -104,7 +34,7 @@ impl Setup {
         std::fs::write(dir.path().join("trace.csv"), HUNDRED_WATTS)
             .unwrap_or_else(|e| panic!("{e}"));
         let bus = PrivateBus::start();
-        let daemon = Daemon::start(&bus);
+        let daemon = Daemon::start(&bus, &repo_root());
         Setup {
             dir,
             bus,

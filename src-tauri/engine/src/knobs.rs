@@ -14,8 +14,6 @@
 
 mod journal;
 mod knob;
-mod powermode;
 
 pub use journal::{restore_left_over, Sweep, JOURNAL_FILE, LOCK_FILE};
 pub use knob::{Knob, KnobKind};
-pub use powermode::PowerMode;

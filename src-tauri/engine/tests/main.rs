@@ -2,5 +2,14 @@
 
 mod celeron;
 mod lock;
+#[cfg(target_os = "linux")]
+mod os_power;
 mod ui_format;
 mod vendor;
+
+#[cfg(target_os = "linux")]
+#[path = "../../../tests/desktop/private_bus.rs"]
+mod private_bus;
+#[cfg(target_os = "linux")]
+#[path = "../../../tests/desktop/profiles_daemon.rs"]
+mod profiles_daemon;

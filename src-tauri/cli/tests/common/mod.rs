@@ -5,6 +5,8 @@
 pub mod model_server;
 #[path = "../../../../tests/desktop/private_bus.rs"]
 pub mod private_bus;
+#[path = "../../../../tests/desktop/profiles_daemon.rs"]
+pub mod profiles_daemon;
 pub mod prometheus;
 
 pub use http::{http, Answer};

@@ -1,7 +1,7 @@
 //! A setting a sweep turns, reached: read, listed, set.
 
-use super::powermode::PowerMode;
 use crate::error::Error;
+use crate::os_power::PowerMode;
 use serde::{Deserialize, Serialize};
 
 /// A setting a sweep may turn.
@@ -38,7 +38,7 @@ impl Knob {
     /// The setting `kind` on this machine, found or said why not.
     pub async fn open(kind: KnobKind) -> Result<Knob, Error> {
         match kind {
-            KnobKind::Powermode => Ok(Knob::Powermode(PowerMode::connect().await?)),
+            KnobKind::Powermode => Ok(Knob::Powermode(PowerMode::connect(None).await?)),
         }
     }
 

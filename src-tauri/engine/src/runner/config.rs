@@ -32,8 +32,9 @@ pub struct EngineConfig {
     /// The SQLite ledger; `None` keeps everything in memory. Its folder is locked.
     pub store: Option<PathBuf>,
     pub batch_interval: Duration,
-    /// The client that switches the OS power profile when the `os_power_mode` preference is on.
-    pub os_power: crate::os_power::ProfilesCtl,
+    /// The bus power-profiles-daemon is on, for the `os_power_mode` preference; `None`: the
+    /// system bus.
+    pub os_power_bus: Option<String>,
     pub clock: Arc<dyn Clock>,
     /// The API address this engine serves, written in the lock file for clients to find.
     pub api: Option<String>,
@@ -70,7 +71,7 @@ impl EngineConfig {
             prefs,
             store: None,
             batch_interval: DEFAULT_BATCH_INTERVAL,
-            os_power: crate::os_power::ProfilesCtl::default(),
+            os_power_bus: None,
             clock: Arc::new(SystemClock::new()),
             api: None,
             advice_file: None,

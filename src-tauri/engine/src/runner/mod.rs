@@ -121,7 +121,7 @@ pub fn spawn(chain: Chain, config: EngineConfig) -> Result<EngineHandle, Error> 
     let low_power = LowPower::new(
         config.prefs.low_power.clone(),
         recorder.restored_low_power(),
-        config.os_power,
+        config.os_power_bus.clone(),
     );
     let mut chain = chain;
     // A plug named on the command line or in the environment comes first; else the preference's.

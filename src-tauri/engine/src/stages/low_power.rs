@@ -2,10 +2,10 @@
 //! profile that follows it, and macOS Low Power Mode as the system reports it.
 //!
 //! Rule: the advice is derived only when the policy's settings or state change. Anything that
-//! talks to the operating system (powerprofilesctl over D-Bus, `pmset`) runs on its own thread,
+//! talks to the operating system (power-profiles-daemon over D-Bus, `pmset`) runs on its own thread,
 //! never on the sampling path.
 
-use crate::os_power::{OsPowerMode, ProfilesCtl};
+use crate::os_power::OsPowerMode;
 use serde::Serialize;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -60,7 +60,12 @@ pub struct LowPower {
 
 impl LowPower {
     /// Starts from `restored`, the last state the store recorded.
-    pub fn new(config: PolicyConfig, restored: LowPowerState, os_power: ProfilesCtl) -> Self {
+    /// `os_power_bus`: where power-profiles-daemon is, where not on the system bus.
+    pub fn new(
+        config: PolicyConfig,
+        restored: LowPowerState,
+        os_power_bus: Option<String>,
+    ) -> Self {
         let policy = Policy::new(config.clone(), restored);
         let low_power = LowPower {
             advice: advice(&config, policy.state(), &Measured::default()),
@@ -68,7 +73,7 @@ impl LowPower {
             policy,
             recent: Arc::from([]),
             seq: 0,
-            os_power: Arc::new(Mutex::new(OsPowerMode::new(os_power))),
+            os_power: Arc::new(Mutex::new(OsPowerMode::new(os_power_bus))),
             os_low_power_mode: Arc::new(Mutex::new(None)),
             engaged: tokio::sync::watch::Sender::new(0),
             events: tokio::sync::broadcast::Sender::new(EVENTS_BUFFERED),
@@ -234,11 +239,7 @@ mod tests {
 
     #[test]
     fn a_burst_of_events_is_kept_for_a_reader_that_looks_later() {
-        let mut lp = LowPower::new(
-            PolicyConfig::default(),
-            LowPowerState::off(),
-            ProfilesCtl::default(),
-        );
+        let mut lp = LowPower::new(PolicyConfig::default(), LowPowerState::off(), None);
         lp.announce("Low-power mode on: manual".into());
         lp.announce("Low-power mode unloaded gemma3:latest".into());
         // One reading after both: both are there, in order, with their numbers.
@@ -265,11 +266,7 @@ mod tests {
 
     #[test]
     fn a_subscriber_hears_every_event_as_it_happens_in_order_however_close_together() {
-        let mut lp = LowPower::new(
-            PolicyConfig::default(),
-            LowPowerState::off(),
-            ProfilesCtl::default(),
-        );
+        let mut lp = LowPower::new(PolicyConfig::default(), LowPowerState::off(), None);
         let mut heard = lp.events().subscribe();
         lp.announce("Low-power mode on: manual".into());
         lp.announce("Low-power mode unloaded gemma3:latest".into());

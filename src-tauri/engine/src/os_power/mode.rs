@@ -1,17 +1,81 @@
-//! The OS power profile as a sweep's knob.
+//! The OS power mode, read and set: what low-power mode's switch and a sweep's `powermode` knob
+//! both turn.
 //!
 //! Linux: power-profiles-daemon over the system bus, in its own interface
 //! (`net.hadess.PowerProfiles` at `/net/hadess/PowerProfiles`: the `ActiveProfile` property read
 //! and written, `Profiles` listing what this machine offers), as `powerprofilesctl` speaks it;
-//! `DBUS_SYSTEM_BUS_ADDRESS` names another bus. Changing it is the daemon's polkit rule
+//! `DBUS_SYSTEM_BUS_ADDRESS` (or [`PowerMode::connect`]'s `bus`) names another bus. Changing it is the daemon's polkit rule
 //! (`org.freedesktop.UPower.PowerProfiles.switch-profile`), which lets an active local session.
 //! Limits on what the daemon answers: at most 16 profiles, each one lowercase word
 //! (`power-saver`) of at most 64 bytes, checked before any is used (the bus bounds a message).
 //!
 //! macOS: Low Power Mode, `off` and `on`, set through the administrator prompt as low-power
-//! mode's own switch does ([`crate::os_power`]).
+//! mode's own switch does ([`super`]).
 
 use crate::error::Error;
+use std::process::Command;
+
+/// A profile name as the daemon gives it (and `powerprofilesctl get` prints): one word such as
+/// `balanced`.
+pub fn parse_profile(output: &str) -> Option<String> {
+    let word = output.trim();
+    let valid = !word.is_empty()
+        && !word.contains(char::is_whitespace)
+        && word.bytes().all(|b| b.is_ascii_lowercase() || b == b'-');
+    valid.then(|| word.to_string())
+}
+
+/// macOS Low Power Mode now; `None` where the Mac does not report it. In process on macOS 12 and
+/// later, where the system has it for apps; from `pmset -g` before.
+#[cfg(target_os = "macos")]
+pub fn macos_low_power_mode() -> Result<Option<bool>, String> {
+    use objc2_foundation::{NSOperatingSystemVersion, NSProcessInfo};
+    let info = NSProcessInfo::processInfo();
+    let monterey = NSOperatingSystemVersion {
+        majorVersion: 12,
+        minorVersion: 0,
+        patchVersion: 0,
+    };
+    if info.isOperatingSystemAtLeastVersion(monterey) {
+        return Ok(Some(info.isLowPowerModeEnabled()));
+    }
+    pmset_low_power_mode()
+}
+
+#[cfg(not(target_os = "macos"))]
+pub fn macos_low_power_mode() -> Result<Option<bool>, String> {
+    Ok(None)
+}
+
+/// Low Power Mode as `pmset -g` prints it.
+#[cfg(target_os = "macos")]
+fn pmset_low_power_mode() -> Result<Option<bool>, String> {
+    let text = wattbar_sources::macos::command::run_command("pmset", &["-g"])
+        .map_err(|e| e.to_string())?;
+    wattbar_sources::macos::pmset::parse_pmset_g(&text)
+        .map(|s| s.current.low_power_mode)
+        .map_err(|e| e.to_string())
+}
+
+/// Sets macOS Low Power Mode through the administrator prompt.
+pub fn set_macos_low_power_mode(on: bool) -> Result<(), String> {
+    let script = format!(
+        "do shell script \"pmset -a lowpowermode {}\" with prompt \"Wattbar would like to change Low Power Mode.\" with administrator privileges",
+        u8::from(on)
+    );
+    let out = Command::new("osascript")
+        .args(["-e", &script])
+        .output()
+        .map_err(|e| format!("osascript: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "Low Power Mode unchanged: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
 
 #[cfg(target_os = "linux")]
 pub use linux::PowerMode;
@@ -45,7 +109,7 @@ mod linux {
                 name.len()
             )));
         }
-        crate::os_power::parse_profile(name).ok_or_else(|| {
+        parse_profile(name).ok_or_else(|| {
             Error::Setting(format!(
                 "power-profiles-daemon named a profile {name:?}, which is not one lowercase word"
             ))
@@ -104,8 +168,16 @@ mod linux {
     }
 
     impl PowerMode {
-        pub async fn connect() -> Result<PowerMode, Error> {
-            let bus = zbus::Connection::system().await.map_err(|e| {
+        /// The daemon on the system bus, or on the bus at `bus`.
+        pub async fn connect(bus: Option<&str>) -> Result<PowerMode, Error> {
+            let bus = match bus {
+                None => zbus::Connection::system().await,
+                Some(address) => match zbus::connection::Builder::address(address) {
+                    Ok(b) => b.build().await,
+                    Err(e) => Err(e),
+                },
+            }
+            .map_err(|e| {
                 Error::Setting(format!(
                     "cannot reach the power profile: no system bus to find \
                      power-profiles-daemon on ({e})"
@@ -192,14 +264,15 @@ mod other {
     }
 
     impl PowerMode {
-        pub async fn connect() -> Result<PowerMode, Error> {
+        /// Low Power Mode; `bus` is Linux's alone.
+        pub async fn connect(_bus: Option<&str>) -> Result<PowerMode, Error> {
             let mode = PowerMode;
             mode.current().await?;
             Ok(mode)
         }
 
         pub async fn current(&self) -> Result<String, Error> {
-            let now = tokio::task::spawn_blocking(crate::os_power::macos_low_power_mode)
+            let now = tokio::task::spawn_blocking(macos_low_power_mode)
                 .await
                 .map_err(|e| Error::Setting(e.to_string()))?
                 .map_err(Error::Setting)?;
@@ -221,7 +294,7 @@ mod other {
                     )))
                 }
             };
-            tokio::task::spawn_blocking(move || crate::os_power::set_macos_low_power_mode(on))
+            tokio::task::spawn_blocking(move || set_macos_low_power_mode(on))
                 .await
                 .map_err(|e| Error::Setting(e.to_string()))?
                 .map_err(Error::Setting)
@@ -229,10 +302,21 @@ mod other {
     }
 }
 
-#[cfg(all(test, target_os = "linux"))]
+#[cfg(test)]
 mod tests {
+    #[test]
+    fn the_profile_is_one_lowercase_word() {
+        use super::parse_profile;
+        assert_eq!(parse_profile("balanced\n").as_deref(), Some("balanced"));
+        assert_eq!(parse_profile("power-saver").as_deref(), Some("power-saver"));
+        assert_eq!(parse_profile(""), None);
+        assert_eq!(parse_profile("Error: no daemon"), None);
+    }
+
+    #[cfg(target_os = "linux")]
     use super::linux::*;
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn profiles_are_swept_from_the_most_power_down_and_bad_names_refused() {
         let listed = ["power-saver", "balanced", "performance"].map(String::from);
