@@ -11,11 +11,10 @@ Prints `ready`, then `set PROFILE` for each change of ActiveProfile, each on its
 exits when the process that started it does (its parent id changes), or on SIGTERM."""
 
 import argparse
-import os
-import signal
-import sys
 
-from gi.repository import Gio, GLib
+from gi.repository import GLib
+
+from stand_in import say, serve
 
 XML = """
 <node>
@@ -47,15 +46,6 @@ parser.add_argument("--active", default="balanced")
 options = parser.parse_args()
 profiles = options.profiles.split(",")
 state = {"active": options.active}
-parent = os.getppid()
-loop = GLib.MainLoop()
-
-
-def say(line):
-    try:
-        print(line, flush=True)
-    except (BrokenPipeError, ValueError):
-        pass
 
 
 def call(connection, sender, path, interface, method, args, invocation):
@@ -103,34 +93,4 @@ def set_property(connection, sender, path, interface, prop, value):
     return True
 
 
-def bus_acquired(connection, name):
-    info = Gio.DBusNodeInfo.new_for_xml(XML).interfaces[0]
-    connection.register_object(PATH, info, call, get, set_property)
-
-
-owned = False
-
-
-def name_acquired(connection, name):
-    global owned
-    owned = True
-    say("ready")
-
-
-def name_lost(connection, name):
-    if not owned:
-        print(f"cannot own {NAME}: another daemon runs", file=sys.stderr, flush=True)
-    loop.quit()
-
-
-def orphaned():
-    if os.getppid() != parent:
-        loop.quit()
-        return False
-    return True
-
-
-signal.signal(signal.SIGTERM, lambda *_: loop.quit())
-Gio.bus_own_name(Gio.BusType.SESSION, NAME, Gio.BusNameOwnerFlags.NONE, bus_acquired, name_acquired, name_lost)
-GLib.timeout_add(500, orphaned)
-loop.run()
+serve(NAME, PATH, XML, call, get, set_property)

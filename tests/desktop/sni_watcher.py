@@ -6,11 +6,9 @@ IsStatusNotifierHostRegistered, ProtocolVersion and the Registered signals), wit
 registered. Each item registered is printed as `registered BUS-NAME PATH` on its own line.
 It exits when the process that started it does (its parent id changes), or on SIGTERM."""
 
-import os
-import signal
-import sys
+from gi.repository import GLib
 
-from gi.repository import Gio, GLib
+from stand_in import say, serve
 
 XML = """
 <node>
@@ -29,8 +27,6 @@ XML = """
 PATH = "/StatusNotifierWatcher"
 NAME = "org.kde.StatusNotifierWatcher"
 items = []
-parent = os.getppid()
-loop = GLib.MainLoop()
 
 
 def call(connection, sender, path, interface, method, args, invocation):
@@ -48,14 +44,6 @@ def call(connection, sender, path, interface, method, args, invocation):
     invocation.return_value(None)
 
 
-def say(line):
-    # Whoever started it may have stopped reading: the watcher goes on all the same.
-    try:
-        print(line, flush=True)
-    except (BrokenPipeError, ValueError):
-        pass
-
-
 def get(connection, sender, path, interface, prop):
     return {
         "RegisteredStatusNotifierItems": GLib.Variant("as", items),
@@ -64,42 +52,4 @@ def get(connection, sender, path, interface, prop):
     }.get(prop)
 
 
-def bus_acquired(connection, name):
-    info = Gio.DBusNodeInfo.new_for_xml(XML).interfaces[0]
-    connection.register_object(PATH, info, call, get, None)
-
-
-owned = False
-
-
-def name_acquired(connection, name):
-    global owned
-    owned = True
-    say("ready")
-
-
-def name_lost(connection, name):
-    # Lost after it was owned: the bus is going away with the test run.
-    if not owned:
-        print(f"cannot own {NAME}: another watcher runs", file=sys.stderr, flush=True)
-    loop.quit()
-
-
-def orphaned():
-    if os.getppid() != parent:
-        loop.quit()
-        return False
-    return True
-
-
-signal.signal(signal.SIGTERM, lambda *_: loop.quit())
-Gio.bus_own_name(
-    Gio.BusType.SESSION,
-    NAME,
-    Gio.BusNameOwnerFlags.NONE,
-    bus_acquired,
-    name_acquired,
-    name_lost,
-)
-GLib.timeout_add(500, orphaned)
-loop.run()
+serve(NAME, PATH, XML, call, get)
