@@ -172,6 +172,9 @@ try {
       accuracy_value: tr.querySelector("[data-field=accuracy]")?.dataset.value,
       eval: tr.querySelector("[data-field=accuracy]")?.dataset.eval,
       joules_per_correct: tr.querySelector("[data-field=joules-per-correct]")?.dataset.value,
+      class: tr.querySelector("[data-field=class]")?.dataset.value,
+      class_title: tr.querySelector("[data-field=class]")?.title,
+      class_text: tr.querySelector("[data-field=class]")?.textContent,
     }));
     // The proxy reads the upstream's /api/ps: the loaded model is listed with its cost unknown.
     await page.waitForSelector('#resident li[data-model="gemma3:latest"]', { timeout: 10000 });

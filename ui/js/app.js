@@ -276,7 +276,8 @@ function render(state) {
   renderTotalsScope(state.totals);
   setText($("price-value"), `${state.price_per_kwh} ${state.currency}/kWh`, state.price_per_kwh);
   renderLowPower(state.low_power);
-  renderInference(state.inference, state.inflight, state.server_models, state.profiles);
+  renderInference(state.inference, state.inflight, state.server_models, state.profiles,
+    state.energy_classes);
   renderKeys(state.keys, state.currency);
   renderResident(state.resident, state.currency);
   renderPrograms(state.programs);

@@ -60,8 +60,25 @@ function profileCells(profile) {
   return [named(acc, "accuracy"), named(perCorrect, "joules-per-correct")];
 }
 
-function modelRow(m, best, profile) {
+// The model's energy class A–G (from its newest profile in the row's scope, else in any) as a
+// badge under its name, with what it rests on in its title; none for a model never profiled.
+function classBadge(c) {
+  if (!c) return null;
+  const per = c.per === "correct_answer" ? "a correct answer" : "a query";
+  const step = "ABCDEFG".indexOf(c.class ?? "");
+  const limit = step < 0 ? "" : step < 6 ? `${c.class} is up to ${fmt.figure(c.limits[step])} J`
+    : `G is above ${fmt.figure(c.limits[5])} J`;
+  return el("span", { class: "badge energy-class", "data-field": "class", "data-value": c.class ?? "",
+    title: c.class
+      ? `${fmt.figure(c.joules)} J ${per} on ${c.eval}, ${c.scope ?? "scope unrecorded"} (${limit})`
+      : c.why },
+  c.class ? `class ${c.class}` : "no class");
+}
+
+function modelRow(m, best, profile, classed) {
   const name = el("th", { scope: "row" }, m.model, " ", scopeBadge(m));
+  const badge = classBadge(classed);
+  if (badge) name.append(" ", badge);
   if (best) name.append(" ", el("span", { class: "badge best" }, "most efficient"));
   // Requests that did not end in a local answer, under the name (the narrow window has no room
   // beside the count).
@@ -165,7 +182,7 @@ function serverModelRow(m) {
     cell("—", null));
 }
 
-function renderModels(inference, serverModels, profiles) {
+function renderModels(inference, serverModels, profiles, classes) {
   const models = inference.models ?? [];
   const shown = models.length + serverModels.length;
   $("models-hint").hidden = shown > 0;
@@ -176,7 +193,9 @@ function renderModels(inference, serverModels, profiles) {
     ...models.map((m, i) => modelRow(m, m.model === inference.most_efficient_model
       && models.findIndex((o) => o.model === m.model) === i,
     // The profiles come newest first: the model's newest, of whichever evaluation.
-    profiles.find((p) => p.model === m.model))),
+    profiles.find((p) => p.model === m.model),
+    classes.find((c) => c.model === m.model && (c.scope ?? null) === (m.scope ?? null))
+      ?? classes.find((c) => c.model === m.model))),
     ...serverModels.map(serverModelRow));
   const scale = $("models-scale");
   scale.hidden = models.length === 0;
@@ -249,7 +268,7 @@ function renderRequests(recent) {
 // inference: the state's inference view (absent from an engine without one: the panel stays
 // hidden); inflight: requests now passing through the proxy; serverModels: the models counted
 // from their servers' own /metrics; profiles: each model's newest graded profile, newest first.
-export function renderInference(inference, inflight, serverModels, profiles) {
+export function renderInference(inference, inflight, serverModels, profiles, classes) {
   const panel = $("inference");
   panel.hidden = !inference;
   if (!inference) return;
@@ -259,10 +278,12 @@ export function renderInference(inference, inflight, serverModels, profiles) {
   setText(flying, `${n} ${n === 1 ? "request" : "requests"} in flight`, n);
   const servers = serverModels ?? [];
   const graded = profiles ?? [];
-  const key = JSON.stringify([inference.seq, inference.last?.id ?? "", servers, graded.map((p) => p.at)]);
+  const classed = classes ?? [];
+  const key = JSON.stringify([inference.seq, inference.last?.id ?? "", servers, graded.map((p) => p.at),
+    classed.map((c) => c.at)]);
   if (key === shownKey) return;
   shownKey = key;
-  renderModels(inference, servers, graded);
+  renderModels(inference, servers, graded, classed);
   renderBaseline(inference);
   renderRequests(inference.recent ?? []);
   panel.dataset.seq = String(inference.seq);

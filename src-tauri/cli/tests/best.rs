@@ -166,6 +166,55 @@ fn models_best_picks_the_cheapest_model_good_enough_and_says_so_when_none_is() {
         &["--interval", "100ms"],
     );
     assert_eq!(serve.get("/v1/low-power")["recommended_model"], "big");
+    let api = serve.client().with_token(&api_token(dir.path()));
+
+    // Each model's energy class A–G by its joules per correct answer on the GSM8K ladder
+    // (A up to 100 J, then 200, 400, 800, 1,600, 3,200; half that for the energy of some
+    // components only): small 12 × 40 ÷ 26 = 18.5 J, big 40 × 40 ÷ 30 = 53.3 J and tiny
+    // 5 × 40 ÷ 8 = 25 J are A; huge, measured on its GPU alone, 600 × 40 ÷ 26 = 923.1 J, is
+    // above 800 and up to 1,600: F.
+    let mut huge = summary("huge", 26, 600.0, 80.0);
+    huge["energy"] = json!({"scope": "components"});
+    api.post(
+        "/v1/profiles",
+        Some(&json!({"eval": "gsm8k", "summary": huge})),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let classes = |listed: &Value| -> Vec<(String, String)> {
+        listed["energy_classes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                (
+                    c["model"].as_str().unwrap_or_default().to_string(),
+                    c["class"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect()
+    };
+    let want: Vec<(String, String)> = [("big", "A"), ("huge", "F"), ("small", "A"), ("tiny", "A")]
+        .iter()
+        .map(|(m, c)| (m.to_string(), c.to_string()))
+        .collect();
+    let models = serve.get("/v1/models");
+    assert_eq!(classes(&models), want, "{models}");
+    let huge_class = &models["energy_classes"][1];
+    assert_eq!(huge_class["scope"], "components");
+    assert_eq!(huge_class["per"], "correct_answer");
+    assert!((huge_class["joules"].as_f64().unwrap_or(0.0) - 600.0 * 40.0 / 26.0).abs() < 1e-9);
     let (status, _) = serve.terminate();
     assert!(status.success());
+    // `models` reads the same from the ledger.
+    let listed: Value = serde_json::from_str(&run_cli(dir.path(), &["models", "--json"]))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(classes(&listed), want, "{listed}");
+    let table = run_cli(dir.path(), &["models"]);
+    assert!(
+        table.contains(
+            "energy class of huge: F: 923.1 J a correct answer on gsm8k, components (F is up to \
+             1600 J)"
+        ),
+        "{table}"
+    );
 }

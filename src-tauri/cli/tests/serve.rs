@@ -326,6 +326,15 @@ fn the_dashboard_in_chromium_follows_the_stream_and_switches_low_power_with_the_
         .and_then(|v| v.parse().ok())
         .unwrap_or(f64::NAN);
     assert!((per_correct - 480.0 / 26.0).abs() < 1e-9, "{report}");
+    // 18.5 J a correct answer on GSM8K, its scope not recorded (classed as the whole
+    // machine's): A is up to 100 J.
+    assert_eq!(profiled["class"], "A", "{report}");
+    assert_eq!(profiled["class_text"], "class A", "{report}");
+    assert_eq!(
+        profiled["class_title"],
+        "18.5 J a correct answer on gsm8k, scope unrecorded (A is up to 100 J)",
+        "{report}"
+    );
     assert!(
         report["routing"]
             .as_str()

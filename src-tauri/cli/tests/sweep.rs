@@ -5,7 +5,8 @@
 //! `performance`, `balanced` and `power-saver`; it prints each change it is asked for, so the
 //! test sees every setting the sweep made, in order, and that `balanced` came back after
 //! success, a failing prompt, Ctrl+C, SIGTERM, and a kill -9 (at the next start of
-//! `wattbar-cli`).
+//! `wattbar-cli`). The signals and the kill come while the first setting settles, before any
+//! prompt is sent, so those tests need no model server.
 
 use crate::common::model_server::ModelServer;
 use crate::common::private_bus::PrivateBus;
@@ -20,16 +21,30 @@ const TWO_PROMPTS: &str = r#"{"prompt":"What is 2 plus 3? Answer with a number."
 {"prompt":"Name a colour of the sky.","answer":"blue"}
 "#;
 
-/// A test's folder, bus, daemon and model server.
+/// One sweep test at a time: each runs a model server or waits on one, and four at once beside
+/// the other tests' servers would slow every answer on a 2-core machine.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// A test's folder, bus, daemon and, where prompts are answered, model server.
 struct Setup {
     dir: tempfile::TempDir,
     bus: PrivateBus,
     daemon: Daemon,
-    server: ModelServer,
+    server: Option<ModelServer>,
+    _one: std::sync::MutexGuard<'static, ()>,
 }
 
 impl Setup {
+    /// With llama.cpp's `llama-server` answering.
+    fn answering() -> Setup {
+        let mut s = Setup::new();
+        s.server = Some(ModelServer::llama());
+        s
+    }
+
+    /// With no model server: for a sweep stopped before its first prompt.
     fn new() -> Setup {
+        let one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         std::fs::write(dir.path().join("trace.csv"), HUNDRED_WATTS)
             .unwrap_or_else(|e| panic!("{e}"));
@@ -39,7 +54,8 @@ impl Setup {
             dir,
             bus,
             daemon,
-            server: ModelServer::llama(),
+            server: None,
+            _one: one,
         }
     }
 
@@ -66,7 +82,13 @@ impl Setup {
         let mut c = self.cli();
         c.args(["profile", "--sweep", "powermode", "--model", "smollm2"])
             .args(["--api", "openai", "--idle", "0", "--max-tokens", "8"])
-            .args(["--settle", settle, "--upstream", &self.server.url])
+            .args(["--settle", settle, "--upstream"])
+            // Never asked where no server answers: the sweep is stopped before its first prompt.
+            .arg(
+                self.server
+                    .as_ref()
+                    .map_or("http://127.0.0.1:9", |m| m.url.as_str()),
+            )
             .arg("--prompts")
             .arg(&file)
             .arg("--out")
@@ -87,7 +109,7 @@ fn read_json(path: &Path) -> serde_json::Value {
 
 #[test]
 fn a_sweep_profiles_each_power_profile_chooses_by_its_rule_and_puts_balanced_back() {
-    let mut s = Setup::new();
+    let mut s = Setup::answering();
     let out = s
         .sweep(TWO_PROMPTS, "0", &["--choose", "slowdown<=5%"])
         .output()
@@ -176,7 +198,7 @@ fn a_sweep_profiles_each_power_profile_chooses_by_its_rule_and_puts_balanced_bac
 
 #[test]
 fn a_prompt_that_fails_mid_sweep_still_puts_the_profile_back() {
-    let mut s = Setup::new();
+    let mut s = Setup::answering();
     // The second prompt is longer than the server's 4,096-token context: refused with 400.
     let long = "word ".repeat(6000);
     let prompts = format!(
@@ -198,9 +220,9 @@ fn a_prompt_that_fails_mid_sweep_still_puts_the_profile_back() {
     assert!(!s.journal().exists());
 }
 
-/// Starts a sweep, waits until it has switched to power-saver, and sends `signal`; its exit
-/// and what it said.
-fn interrupted_at_power_saver(s: &mut Setup, signal: &str) -> (std::process::ExitStatus, String) {
+/// Starts a sweep, waits until it has switched to its first step (performance), and sends
+/// `signal` while the setting settles; its exit and what it said.
+fn interrupted_at_performance(s: &mut Setup, signal: &str) -> (std::process::ExitStatus, String) {
     let mut child = s
         .sweep(TWO_PROMPTS, "30s", &[])
         .stdout(Stdio::null())
@@ -213,7 +235,6 @@ fn interrupted_at_power_saver(s: &mut Setup, signal: &str) -> (std::process::Exi
         let _ = std::io::Read::read_to_string(&mut err, &mut text);
         text
     });
-    // 30 s to settle at each setting: the signal comes while the sweep waits at performance.
     s.daemon
         .wait_for("set performance", Duration::from_secs(60));
     assert!(s.journal().exists(), "nothing journalled before the change");
@@ -229,7 +250,7 @@ fn interrupted_at_power_saver(s: &mut Setup, signal: &str) -> (std::process::Exi
 #[test]
 fn ctrl_c_during_a_sweep_puts_the_profile_back() {
     let mut s = Setup::new();
-    let (status, said) = interrupted_at_power_saver(&mut s, "INT");
+    let (status, said) = interrupted_at_performance(&mut s, "INT");
     assert!(!status.success(), "{said}");
     assert!(said.contains("stopped by Ctrl+C (SIGINT)"), "{said}");
     assert!(
@@ -243,7 +264,7 @@ fn ctrl_c_during_a_sweep_puts_the_profile_back() {
 #[test]
 fn sigterm_during_a_sweep_puts_the_profile_back() {
     let mut s = Setup::new();
-    let (status, said) = interrupted_at_power_saver(&mut s, "TERM");
+    let (status, said) = interrupted_at_performance(&mut s, "TERM");
     assert!(!status.success(), "{said}");
     assert!(said.contains("stopped by SIGTERM"), "{said}");
     assert_eq!(s.daemon.all_sets(), ["performance", "balanced"]);

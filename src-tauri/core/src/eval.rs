@@ -12,6 +12,7 @@
 //!   need a program or a model, which their callers run ([`Grader::Cmd`], [`Grader::Llm`]).
 
 pub mod best;
+pub mod class;
 pub mod compare;
 mod extract;
 pub mod judge;

@@ -18,7 +18,7 @@
 //!   1 − (E_c + b_c) ÷ (E_s − b_s), at most 1 − (E_c − b_c) ÷ (E_s + b_s).
 //! - A step with no measured energy or no tokens is never chosen, and says why.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A slowdown this close above the limit is the limit (42 s ÷ 40 s − 1 is 5.000000000000004 %).
 const ROUNDING: f64 = 1e-9;
@@ -40,7 +40,7 @@ pub struct Step {
 }
 
 /// What a step's energy is counted per.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Per {
     Query,

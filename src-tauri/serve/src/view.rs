@@ -84,6 +84,9 @@ pub struct StatePayload {
     /// Each model's newest graded profile per evaluation, newest first (`wattbar-cli profile`).
     #[serde(default)]
     pub profiles: Vec<wattbar_core::eval::best::KeptProfile>,
+    /// Each model's energy class A–G per scope, from its newest profile there.
+    #[serde(default)]
+    pub energy_classes: Vec<wattbar_core::eval::class::ModelClass>,
     /// Of the session's kWh, what a price feed had no slot for: priced by the fallback.
     #[serde(default)]
     pub session_fallback_kwh: f64,
@@ -286,6 +289,7 @@ impl From<&PublishedState> for StatePayload {
                 .top(SHOWN_PROGRAMS, wattbar_engine::programs::Sort::Watts),
             inflight: p.inference.inflight,
             profiles: wattbar_core::eval::best::newest_per_model(&p.inference.profiles),
+            energy_classes: wattbar_core::eval::class::classes(&p.inference.profiles),
             session_fallback_kwh: p.energy.session.fallback_kwh,
             prices: std::sync::Arc::clone(&p.prices),
             keys: std::sync::Arc::clone(&p.inference.keys),

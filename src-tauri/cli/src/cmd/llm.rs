@@ -40,7 +40,7 @@ fn resident(store: &Store, prefs: &Preferences) -> Result<Vec<ResidentCost>> {
 /// model costs by staying loaded.
 pub fn models(format: crate::args::TableFormat) -> Result<()> {
     let prefs = crate::engine::read_prefs()?;
-    let (mut models, servers, resident) = match crate::ledger::open_if_any()? {
+    let (mut models, servers, resident, classes) = match crate::ledger::open_if_any()? {
         Some(store) => (
             store.inference_models(prefs.score_ceiling)?,
             store
@@ -53,8 +53,15 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
                 eprintln!("what resident models cost could not be read: {e}");
                 Vec::new()
             }),
+            wattbar_core::eval::class::classes(
+                &store
+                    .profiles()?
+                    .into_iter()
+                    .map(|p| p.profile)
+                    .collect::<Vec<_>>(),
+            ),
         ),
-        None => (Vec::new(), Vec::new(), Vec::new()),
+        None => (Vec::new(), Vec::new(), Vec::new(), Vec::new()),
     };
     models.sort_by(|a, b| b.last.total_cmp(&a.last));
     let proxied: Vec<Sourced<&ModelStats>> = models
@@ -69,7 +76,8 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
             crate::out!(
                 "{}",
                 serde_json::json!({
-                    "models": proxied, "server_models": servers, "resident": resident
+                    "models": proxied, "server_models": servers, "resident": resident,
+                    "energy_classes": classes
                 })
             )?;
         }
@@ -131,6 +139,10 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
         }
         crate::args::TableFormat::Human => {
             print_resident(&resident, prefs.currency.as_str())?;
+            // Each profiled model's class, measured through a proxy or not.
+            for c in &classes {
+                crate::out!("energy class of {}: {}", c.model, c.in_words())?;
+            }
             if models.is_empty() && servers.is_empty() {
                 crate::out!(
                     "No inference measured yet: run `wattbar-cli serve --llm-proxy 127.0.0.1:11435` \

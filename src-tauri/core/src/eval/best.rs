@@ -261,6 +261,7 @@ mod tests {
                 machine: Some("desk".into()),
                 sources: vec!["rapl".into()],
                 graders: vec!["number".into()],
+                scope: None,
                 correct,
                 incorrect: 10 - correct,
                 accuracy: Some(correct as f64 / 10.0),

@@ -23,6 +23,10 @@ pub struct Run {
     pub sources: Vec<String>,
     /// The graders, sorted.
     pub graders: Vec<String>,
+    /// What the energy covers (`energy.scope` of the summary); `None` where one scope was not
+    /// recorded.
+    #[serde(default)]
+    pub scope: Option<crate::scope::Scope>,
     pub correct: u64,
     pub incorrect: u64,
     pub accuracy: Option<f64>,
@@ -53,6 +57,9 @@ impl Run {
             machine: s["machine"].as_str().map(String::from),
             sources: strings(&s["sources"]),
             graders: strings(&s["graders"]),
+            scope: s["energy"]["scope"]
+                .as_str()
+                .and_then(crate::scope::Scope::named),
             correct: s["correct"].as_u64().unwrap_or(0),
             incorrect: s["incorrect"].as_u64().unwrap_or(0),
             accuracy: s["accuracy"].as_f64().filter(|a| (0.0..=1.0).contains(a)),
@@ -175,6 +182,7 @@ mod tests {
             machine: Some("m".into()),
             sources: vec!["rapl".into()],
             graders: vec!["number".into()],
+            scope: None,
             correct,
             incorrect: n - correct,
             accuracy: Some(correct as f64 / n as f64),

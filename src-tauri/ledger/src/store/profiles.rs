@@ -140,6 +140,14 @@ fn split(s: &str) -> Vec<String> {
     serde_json::from_str(s).unwrap_or_default()
 }
 
+/// The energy's scope the kept `summary.json` names (`energy.scope`); `None` where it names none.
+fn scope_of(summary: &str) -> Option<wattbar_core::Scope> {
+    let s: serde_json::Value = serde_json::from_str(summary).ok()?;
+    s["energy"]["scope"]
+        .as_str()
+        .and_then(wattbar_core::Scope::named)
+}
+
 fn count(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
@@ -204,6 +212,7 @@ impl Store {
                             machine: r.get(4)?,
                             sources: split(&r.get::<_, String>(5)?),
                             graders: split(&r.get::<_, String>(6)?),
+                            scope: scope_of(&r.get::<_, String>(15)?),
                             correct: n(8)?,
                             incorrect: n(9)?,
                             accuracy: r.get(10)?,
@@ -241,6 +250,7 @@ mod tests {
                     machine: Some("desk".into()),
                     sources: vec!["proc-stat".into(), "rapl".into()],
                     graders: vec!["cmd:grade --ok 0,1".into(), "regex:\\d{1,3}".into()],
+                    scope: None,
                     correct,
                     incorrect: 10 - correct,
                     accuracy: Some(correct as f64 / 10.0),

@@ -175,6 +175,8 @@ struct Models {
     /// Each model's newest graded profile per evaluation, newest first: accuracy and joules per
     /// correct answer beside the figures above.
     profiles: Vec<KeptProfile>,
+    /// Each model's energy class A–G per scope, from its newest profile there.
+    energy_classes: Vec<wattbar_core::eval::class::ModelClass>,
     /// gCO₂ per 1,000 tokens per model at the intensity in force now; `None` without one.
     carbon: Option<super::carbon::Carbon>,
 }
@@ -204,6 +206,7 @@ pub(super) async fn get_models(State(shared): State<Arc<Shared>>) -> Json<impl s
         server_models,
         resident: current.inference.resident.to_vec(),
         profiles: newest_per_model(&current.inference.profiles),
+        energy_classes: wattbar_core::eval::class::classes(&current.inference.profiles),
     })
 }
 

@@ -20,6 +20,7 @@ fn profile(model: &str, at: f64, correct: u64, joules: f64) -> StoredProfile {
                 machine: Some("desk".into()),
                 sources: vec!["rapl".into()],
                 graders: vec!["number".into()],
+                scope: None,
                 correct,
                 incorrect: 40 - correct,
                 accuracy: Some(correct as f64 / 40.0),
