@@ -208,6 +208,11 @@ pub enum Cmd {
         /// per query among those that meet the targets, with the evidence.
         #[arg(long, conflicts_with = "csv")]
         best: bool,
+        /// Each model's newest profile per evaluation in the public leaderboards' units (AI
+        /// Energy Score, ML.ENERGY, Intelligence per Watt, SCI for AI, MLPerf Power), each with
+        /// its scope and bound, or why its scope cannot give it.
+        #[arg(long, conflicts_with_all = ["csv", "best"])]
+        standards: bool,
         /// With --best: the lowest accuracy, a fraction.
         #[arg(long, requires = "best", value_name = "FRACTION", value_parser = parse_fraction,
               default_value_t = wattbar_core::eval::best::DEFAULT_MIN_ACCURACY)]
@@ -389,6 +394,11 @@ pub enum Cmd {
         /// alone) to 1 (energy alone).
         #[arg(long, value_name = "η", requires = "sweep")]
         eta: Option<f64>,
+        /// Also give the run's figures as the public leaderboards define them (`standards`: AI
+        /// Energy Score, ML.ENERGY, Intelligence per Watt, SCI for AI, MLPerf Power), each with
+        /// its scope and bound or why this run cannot give it; written to --out/standards.json.
+        #[arg(long, value_enum, value_name = "KIND")]
+        report: Option<ProfileReport>,
         /// How long each setting is left to settle before its step.
         #[arg(long, default_value = "2s", value_parser = parse_idle, requires = "sweep")]
         settle: Duration,
@@ -423,6 +433,12 @@ pub enum Cmd {
         #[arg(long = "domain", value_name = "D")]
         domains: Vec<String>,
     },
+}
+
+/// What `profile --report` adds.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ProfileReport {
+    Standards,
 }
 
 /// A setting `profile --sweep` turns.

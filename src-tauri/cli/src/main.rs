@@ -132,6 +132,11 @@ fn run(cli: Cli) -> Result<()> {
             },
             json,
         ),
+        Cmd::Models {
+            json,
+            standards: true,
+            ..
+        } => best::models_standards(json),
         Cmd::Models { json, csv, .. } => llm::models(match (json, csv) {
             (true, _) => args::TableFormat::Json,
             (_, true) => args::TableFormat::Csv,
@@ -215,6 +220,7 @@ fn run(cli: Cli) -> Result<()> {
             choose,
             eta,
             settle,
+            report,
         } => {
             let (Some(model), Some(prompts)) = (model, prompts) else {
                 anyhow::bail!("profile needs --model and --prompts");
@@ -249,6 +255,7 @@ fn run(cli: Cli) -> Result<()> {
                     tolerance,
                     max_tokens,
                     sweep,
+                    standards: matches!(report, Some(args::ProfileReport::Standards)),
                 },
             )
         }

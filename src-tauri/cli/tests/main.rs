@@ -28,6 +28,7 @@ mod run;
 mod serve;
 mod server_metrics;
 mod service;
+mod standards;
 mod steady_state;
 mod sweep;
 mod version;

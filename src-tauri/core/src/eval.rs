@@ -16,6 +16,7 @@ pub mod class;
 pub mod compare;
 mod extract;
 pub mod judge;
+pub mod standards;
 pub mod summary;
 
 pub use extract::{gsm8k_reference, last_number, mcq_letter, normalise};

@@ -76,3 +76,49 @@ pub fn models_best(targets: &Targets, json: bool) -> Result<()> {
     }
     Ok(())
 }
+
+/// `models --standards`: each model's newest profile per evaluation, its figures by the public
+/// leaderboards' definitions ([`wattbar_core::eval::standards`]), from the summary the ledger
+/// kept whole.
+pub fn models_standards(json: bool) -> Result<()> {
+    use wattbar_core::eval::standards::{standards, table, Inputs};
+    let stored = match crate::ledger::open_if_any()? {
+        Some(store) => store.profiles()?,
+        None => Vec::new(),
+    };
+    let newest = wattbar_core::eval::best::newest_per_model(
+        &stored.iter().map(|p| p.profile.clone()).collect::<Vec<_>>(),
+    );
+    let rows: Vec<serde_json::Value> = newest
+        .iter()
+        .filter_map(|k| {
+            let kept = stored.iter().find(|p| &p.profile == k)?;
+            let summary: serde_json::Value = serde_json::from_str(&kept.summary).ok()?;
+            Some(serde_json::json!({
+                "model": k.run.model,
+                "eval": k.eval,
+                "at": k.at,
+                "figures": standards(&Inputs::from_summary(&summary)),
+            }))
+        })
+        .collect();
+    if json {
+        crate::out!("{}", serde_json::json!({ "models": rows }))?;
+        return Ok(());
+    }
+    if rows.is_empty() {
+        crate::out!("No profile kept yet: `wattbar-cli profile` makes one.")?;
+        return Ok(());
+    }
+    for r in &rows {
+        let figures: Vec<wattbar_core::eval::standards::Figure> =
+            serde_json::from_value(r["figures"].clone())?;
+        crate::out!(
+            "{} on {}:\n{}",
+            r["model"].as_str().unwrap_or_default(),
+            r["eval"].as_str().unwrap_or_default(),
+            table(&figures).trim_end()
+        )?;
+    }
+    Ok(())
+}

@@ -65,6 +65,8 @@ pub struct Options {
     pub max_tokens: Option<u32>,
     /// A profile at each setting of a knob, where set.
     pub sweep: Option<sweep::SweepOptions>,
+    /// `--report standards`: each run's figures by the leaderboards' definitions too.
+    pub standards: bool,
 }
 
 /// One query's line of `records.jsonl`.
@@ -86,6 +88,9 @@ pub struct QueryRecord {
     pub energy_joules: Option<f64>,
     /// The energy is within this many joules of the truth over the measured part.
     pub energy_bound_joules: Option<f64>,
+    /// Its energy's grams of CO₂e at the grid intensity in force (the carbon feed's slot, else
+    /// `carbon_g_per_kwh`); `None` without one.
+    pub carbon_g: Option<f64>,
     pub net_energy_joules: Option<f64>,
     pub joules_per_token: Option<f64>,
     pub mean_watts: Option<f64>,
@@ -236,6 +241,18 @@ impl Step<'_> {
         .await?;
         keep(self.eval, out, &summary, self.meter, self.route).await?;
         eprint!("{}", human(&summary));
+        if self.o.standards {
+            let figures = wattbar_core::eval::standards::standards(
+                &wattbar_core::eval::standards::Inputs::from_summary(&summary),
+            );
+            let path = out.join("standards.json");
+            std::fs::write(&path, serde_json::to_string_pretty(&figures)?)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            eprint!(
+                "wattbar profile: by the standards' definitions\n{}",
+                wattbar_core::eval::standards::table(&figures)
+            );
+        }
         eprintln!(
             "wattbar profile: wrote {} and {} ({} records added to the model ledger, the profile \
              kept as {:?})",
@@ -364,6 +381,7 @@ async fn measure(
             covered: record.covered,
             energy_joules: record.energy_joules,
             energy_bound_joules: record.energy_bound_joules,
+            carbon_g: record.carbon_g,
             net_energy_joules: record
                 .energy_joules
                 .zip(idle_watts)

@@ -64,6 +64,7 @@ pub(super) fn summary(
             "wall_seconds": sum(|r| Some(r.wall_seconds)),
             "energy_joules": sum(|r| r.energy_joules),
             "net_energy_joules": sum(|r| r.net_energy_joules),
+            "carbon_g": sum(|r| r.carbon_g),
             "prompt_tokens": tokens(|r| r.prompt_tokens),
             "completion_tokens": tokens(|r| r.completion_tokens),
             "battery": battery_totals(q),
