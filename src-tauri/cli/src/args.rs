@@ -377,7 +377,9 @@ pub enum Cmd {
         #[arg(long, default_value = "100ms", value_parser = parse_interval)]
         interval: Duration,
         /// Profile once at each setting of KNOB this machine allows, then put it back:
-        /// `powermode`, the OS power profile (power-profiles-daemon's; Low Power Mode on macOS).
+        /// `powermode`, the OS power profile (power-profiles-daemon's; Low Power Mode on macOS);
+        /// `rapl-limit`, RAPL's package power limit (Linux, as root), from the limit in force
+        /// down to half the package's rated power.
         /// Each step in --out/KNOB-VALUE, the table and the choice in --out/sweep.json.
         #[arg(long, value_enum, value_name = "KNOB")]
         sweep: Option<SweepKnob>,
@@ -445,12 +447,14 @@ pub enum ProfileReport {
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum SweepKnob {
     Powermode,
+    RaplLimit,
 }
 
 impl From<SweepKnob> for wattbar_engine::knobs::KnobKind {
     fn from(k: SweepKnob) -> Self {
         match k {
             SweepKnob::Powermode => wattbar_engine::knobs::KnobKind::Powermode,
+            SweepKnob::RaplLimit => wattbar_engine::knobs::KnobKind::RaplLimit,
         }
     }
 }

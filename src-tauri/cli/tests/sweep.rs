@@ -308,3 +308,66 @@ fn after_a_kill_9_the_next_wattbar_cli_puts_the_profile_back_and_says_so() {
     assert_eq!(s.daemon.all_sets(), ["performance", "balanced"]);
     assert!(!s.journal().exists());
 }
+
+#[test]
+fn a_sweep_of_rapls_package_limit_steps_down_to_half_the_rated_power_and_puts_it_back() {
+    let s = Setup::answering();
+    // A copy of a real Intel machine's powercap tree (the capture itself is never written):
+    // its package's long-term limit is firmware's 4,090 W "no limit", its rated power 95 W.
+    let sys = s.dir.path().join("sysfs");
+    let copied = Command::new("cp")
+        .arg("-r")
+        .arg(repo_root().join("tests/fixtures/linux/powercap/procfs-testdata-intel"))
+        .arg(&sys)
+        .status()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(copied.success());
+    let limit = sys.join("sys/class/powercap/intel-rapl:0/constraint_0_power_limit_uw");
+    let file = s.dir.path().join("prompts.jsonl");
+    std::fs::write(&file, TWO_PROMPTS).unwrap_or_else(|e| panic!("{e}"));
+    let out = s
+        .cli()
+        .env("WATTBAR_SYSFS_ROOT", &sys)
+        .args(["profile", "--sweep", "rapl-limit", "--model", "smollm2"])
+        .args([
+            "--api",
+            "openai",
+            "--idle",
+            "0",
+            "--max-tokens",
+            "8",
+            "--settle",
+            "0",
+        ])
+        .args([
+            "--upstream",
+            s.server.as_ref().map_or("", |m| m.url.as_str()),
+        ])
+        .arg("--prompts")
+        .arg(&file)
+        .arg("--out")
+        .arg(s.out())
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    let sweep = read_json(&s.out().join("sweep.json"));
+    let settings: Vec<&str> = sweep["steps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|st| st["setting"].as_str())
+        .collect();
+    // 4,090 W, then 95 W, 75 % and 50 % of it.
+    assert_eq!(settings, ["4090W", "95W", "71.25W", "47.5W"]);
+    assert_eq!(sweep["original"], "4090W");
+    assert_eq!(
+        std::fs::read_to_string(&limit).unwrap_or_default().trim(),
+        "4090000000"
+    );
+    assert!(
+        said.contains("RAPL's package power limit is back to 4090W (from 47.5W)"),
+        "{said}"
+    );
+    assert!(!s.journal().exists());
+}

@@ -14,6 +14,8 @@
 
 mod journal;
 mod knob;
+mod rapl;
 
 pub use journal::{restore_left_over, Sweep, JOURNAL_FILE, LOCK_FILE};
 pub use knob::{Knob, KnobKind};
+pub use rapl::RaplLimit;

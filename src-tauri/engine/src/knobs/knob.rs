@@ -1,5 +1,6 @@
 //! A setting a sweep turns, reached: read, listed, set.
 
+use super::rapl::RaplLimit;
 use crate::error::Error;
 use crate::os_power::PowerMode;
 use serde::{Deserialize, Serialize};
@@ -10,6 +11,8 @@ use serde::{Deserialize, Serialize};
 pub enum KnobKind {
     /// The OS power profile: power-profiles-daemon's on Linux, Low Power Mode on macOS.
     Powermode,
+    /// RAPL's package power limit (long-term), on Linux where it may be written.
+    RaplLimit,
 }
 
 impl KnobKind {
@@ -17,6 +20,7 @@ impl KnobKind {
     pub fn describe(self) -> &'static str {
         match self {
             KnobKind::Powermode => "the power profile",
+            KnobKind::RaplLimit => "RAPL's package power limit",
         }
     }
 
@@ -24,6 +28,7 @@ impl KnobKind {
     pub fn name(self) -> &'static str {
         match self {
             KnobKind::Powermode => "powermode",
+            KnobKind::RaplLimit => "rapl-limit",
         }
     }
 }
@@ -32,6 +37,7 @@ impl KnobKind {
 #[derive(Debug, Clone)]
 pub enum Knob {
     Powermode(PowerMode),
+    RaplLimit(RaplLimit),
 }
 
 impl Knob {
@@ -39,12 +45,18 @@ impl Knob {
     pub async fn open(kind: KnobKind) -> Result<Knob, Error> {
         match kind {
             KnobKind::Powermode => Ok(Knob::Powermode(PowerMode::connect(None).await?)),
+            KnobKind::RaplLimit => {
+                let root = std::env::var_os(crate::setup::SYSFS_ROOT_ENV)
+                    .map_or_else(|| std::path::PathBuf::from("/"), std::path::PathBuf::from);
+                Ok(Knob::RaplLimit(RaplLimit::open(&root)?))
+            }
         }
     }
 
     pub fn kind(&self) -> KnobKind {
         match self {
             Knob::Powermode(_) => KnobKind::Powermode,
+            Knob::RaplLimit(_) => KnobKind::RaplLimit,
         }
     }
 
@@ -52,6 +64,7 @@ impl Knob {
     pub async fn current(&self) -> Result<String, Error> {
         match self {
             Knob::Powermode(p) => p.current().await,
+            Knob::RaplLimit(r) => r.current(),
         }
     }
 
@@ -59,12 +72,14 @@ impl Knob {
     pub async fn steps(&self) -> Result<Vec<String>, Error> {
         match self {
             Knob::Powermode(p) => p.steps().await,
+            Knob::RaplLimit(r) => r.steps(),
         }
     }
 
     pub async fn set(&self, value: &str) -> Result<(), Error> {
         match self {
             Knob::Powermode(p) => p.set(value).await,
+            Knob::RaplLimit(r) => r.set(value),
         }
     }
 }

@@ -26,7 +26,8 @@ use wattbar_core::counter::CounterTotal;
 use wattbar_core::{Domain, Joules, Quality, Reading, Source, Stamp};
 
 pub const SOURCE_ID: &str = "rapl";
-const POWERCAP: &str = "sys/class/powercap";
+/// Where powercap zones are, under a sysfs root.
+pub const POWERCAP: &str = "sys/class/powercap";
 /// No RAPL zone of any CPU made draws more than this; more means the counter lies.
 pub const MAX_ZONE_WATTS: f64 = 1000.0;
 
