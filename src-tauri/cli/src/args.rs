@@ -379,7 +379,8 @@ pub enum Cmd {
         /// Profile once at each setting of KNOB this machine allows, then put it back:
         /// `powermode`, the OS power profile (power-profiles-daemon's; Low Power Mode on macOS);
         /// `rapl-limit`, RAPL's package power limit (Linux, as root), from the limit in force
-        /// down to half the package's rated power.
+        /// down to half the package's rated power; `power-limit`, GPU 0's power limit through
+        /// NVML (as root), from its default down to its minimum.
         /// Each step in --out/KNOB-VALUE, the table and the choice in --out/sweep.json.
         #[arg(long, value_enum, value_name = "KNOB")]
         sweep: Option<SweepKnob>,
@@ -448,6 +449,7 @@ pub enum ProfileReport {
 pub enum SweepKnob {
     Powermode,
     RaplLimit,
+    PowerLimit,
 }
 
 impl From<SweepKnob> for wattbar_engine::knobs::KnobKind {
@@ -455,6 +457,7 @@ impl From<SweepKnob> for wattbar_engine::knobs::KnobKind {
         match k {
             SweepKnob::Powermode => wattbar_engine::knobs::KnobKind::Powermode,
             SweepKnob::RaplLimit => wattbar_engine::knobs::KnobKind::RaplLimit,
+            SweepKnob::PowerLimit => wattbar_engine::knobs::KnobKind::PowerLimit,
         }
     }
 }

@@ -77,10 +77,15 @@ impl Setup {
 
     /// `profile --sweep powermode` over `prompts`, each setting left `settle` first.
     fn sweep(&self, prompts: &str, settle: &str, extra: &[&str]) -> Command {
+        self.sweep_of("powermode", prompts, settle, extra)
+    }
+
+    /// `profile --sweep KNOB` over `prompts`, each setting left `settle` first.
+    fn sweep_of(&self, knob: &str, prompts: &str, settle: &str, extra: &[&str]) -> Command {
         let file = self.dir.path().join("prompts.jsonl");
         std::fs::write(&file, prompts).unwrap_or_else(|e| panic!("{e}"));
         let mut c = self.cli();
-        c.args(["profile", "--sweep", "powermode", "--model", "smollm2"])
+        c.args(["profile", "--sweep", knob, "--model", "smollm2"])
             .args(["--api", "openai", "--idle", "0", "--max-tokens", "8"])
             .args(["--settle", settle, "--upstream"])
             // Never asked where no server answers: the sweep is stopped before its first prompt.
@@ -323,30 +328,9 @@ fn a_sweep_of_rapls_package_limit_steps_down_to_half_the_rated_power_and_puts_it
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(copied.success());
     let limit = sys.join("sys/class/powercap/intel-rapl:0/constraint_0_power_limit_uw");
-    let file = s.dir.path().join("prompts.jsonl");
-    std::fs::write(&file, TWO_PROMPTS).unwrap_or_else(|e| panic!("{e}"));
     let out = s
-        .cli()
+        .sweep_of("rapl-limit", TWO_PROMPTS, "0", &[])
         .env("WATTBAR_SYSFS_ROOT", &sys)
-        .args(["profile", "--sweep", "rapl-limit", "--model", "smollm2"])
-        .args([
-            "--api",
-            "openai",
-            "--idle",
-            "0",
-            "--max-tokens",
-            "8",
-            "--settle",
-            "0",
-        ])
-        .args([
-            "--upstream",
-            s.server.as_ref().map_or("", |m| m.url.as_str()),
-        ])
-        .arg("--prompts")
-        .arg(&file)
-        .arg("--out")
-        .arg(s.out())
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     let said = String::from_utf8_lossy(&out.stderr);
@@ -370,4 +354,26 @@ fn a_sweep_of_rapls_package_limit_steps_down_to_half_the_rated_power_and_puts_it
         "{said}"
     );
     assert!(!s.journal().exists());
+}
+
+#[test]
+fn without_nvml_a_power_limit_sweep_is_refused_before_anything_changes() {
+    if std::path::Path::new("/proc/driver/nvidia").exists() {
+        // A machine with the NVIDIA driver: scripts/gpu-check sweeps its GPU for real.
+        eprintln!("skipped: this machine has an NVIDIA driver");
+        return;
+    }
+    let s = Setup::new();
+    let out = s
+        .sweep_of("power-limit", TWO_PROMPTS, "0", &[])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("the NVIDIA management library libnvidia-ml.so.1 could not be loaded"),
+        "{said}"
+    );
+    assert!(!s.journal().exists());
+    assert!(!s.out().join("sweep.json").exists());
 }

@@ -61,12 +61,14 @@ use wattbar_core::{Domain, Joules, Quality, Reading, Source, Stamp, Watts};
 pub const SOURCE_ID: &str = "nvml";
 
 mod counter;
+mod limits;
 mod nvml;
 mod processes;
 mod runtime_pm;
 mod smi_csv;
 mod state;
 pub use counter::*;
+pub use limits::*;
 pub use nvml::*;
 pub use processes::ProcessSample;
 pub use runtime_pm::*;

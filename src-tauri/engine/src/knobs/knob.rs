@@ -1,5 +1,6 @@
 //! A setting a sweep turns, reached: read, listed, set.
 
+use super::gpu_limit::GpuLimit;
 use super::rapl::RaplLimit;
 use crate::error::Error;
 use crate::os_power::PowerMode;
@@ -13,6 +14,8 @@ pub enum KnobKind {
     Powermode,
     /// RAPL's package power limit (long-term), on Linux where it may be written.
     RaplLimit,
+    /// An NVIDIA GPU's power limit, through NVML, as root.
+    PowerLimit,
 }
 
 impl KnobKind {
@@ -21,6 +24,7 @@ impl KnobKind {
         match self {
             KnobKind::Powermode => "the power profile",
             KnobKind::RaplLimit => "RAPL's package power limit",
+            KnobKind::PowerLimit => "GPU 0's power limit",
         }
     }
 
@@ -29,15 +33,17 @@ impl KnobKind {
         match self {
             KnobKind::Powermode => "powermode",
             KnobKind::RaplLimit => "rapl-limit",
+            KnobKind::PowerLimit => "power-limit",
         }
     }
 }
 
 /// A setting, reachable.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Knob {
     Powermode(PowerMode),
     RaplLimit(RaplLimit),
+    PowerLimit(GpuLimit),
 }
 
 impl Knob {
@@ -50,6 +56,7 @@ impl Knob {
                     .map_or_else(|| std::path::PathBuf::from("/"), std::path::PathBuf::from);
                 Ok(Knob::RaplLimit(RaplLimit::open(&root)?))
             }
+            KnobKind::PowerLimit => Ok(Knob::PowerLimit(GpuLimit::open()?)),
         }
     }
 
@@ -57,6 +64,7 @@ impl Knob {
         match self {
             Knob::Powermode(_) => KnobKind::Powermode,
             Knob::RaplLimit(_) => KnobKind::RaplLimit,
+            Knob::PowerLimit(_) => KnobKind::PowerLimit,
         }
     }
 
@@ -65,6 +73,7 @@ impl Knob {
         match self {
             Knob::Powermode(p) => p.current().await,
             Knob::RaplLimit(r) => r.current(),
+            Knob::PowerLimit(g) => g.current(),
         }
     }
 
@@ -73,6 +82,7 @@ impl Knob {
         match self {
             Knob::Powermode(p) => p.steps().await,
             Knob::RaplLimit(r) => r.steps(),
+            Knob::PowerLimit(g) => g.steps(),
         }
     }
 
@@ -80,6 +90,7 @@ impl Knob {
         match self {
             Knob::Powermode(p) => p.set(value).await,
             Knob::RaplLimit(r) => r.set(value),
+            Knob::PowerLimit(g) => g.set(value),
         }
     }
 }

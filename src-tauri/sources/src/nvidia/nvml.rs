@@ -15,7 +15,7 @@ impl NvmlGpus {
             .map_err(|e| Error::Unavailable(init_reason(&e)))
     }
 
-    fn device(&self, index: u32) -> Result<nvml_wrapper::Device<'_>, Error> {
+    pub(super) fn device(&self, index: u32) -> Result<nvml_wrapper::Device<'_>, Error> {
         self.nvml
             .device_by_index(index)
             .map_err(|e| query_error(index, "open", e))
@@ -53,7 +53,7 @@ fn init_reason(e: &NvmlError) -> String {
     }
 }
 
-fn query_error(index: u32, what: &str, e: NvmlError) -> Error {
+pub(super) fn query_error(index: u32, what: &str, e: NvmlError) -> Error {
     nvml_error(format!("NVML {what} on GPU {index}: {e}"), e)
 }
 
