@@ -438,30 +438,6 @@ pub enum Cmd {
     },
 }
 
-/// What `profile --report` adds.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum ProfileReport {
-    Standards,
-}
-
-/// A setting `profile --sweep` turns.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum SweepKnob {
-    Powermode,
-    RaplLimit,
-    PowerLimit,
-}
-
-impl From<SweepKnob> for wattbar_engine::knobs::KnobKind {
-    fn from(k: SweepKnob) -> Self {
-        match k {
-            SweepKnob::Powermode => wattbar_engine::knobs::KnobKind::Powermode,
-            SweepKnob::RaplLimit => wattbar_engine::knobs::KnobKind::RaplLimit,
-            SweepKnob::PowerLimit => wattbar_engine::knobs::KnobKind::PowerLimit,
-        }
-    }
-}
-
 #[derive(clap::Args, Clone)]
 pub struct RunArgs {
     /// How often power is sampled when no running engine measures for us (100 ms – 60 s).

@@ -1,4 +1,5 @@
-//! The actions of `profile` and `key`, and the groups `usage` sums by.
+//! The actions of `profile` and `key`, what `profile` sweeps and reports, and the groups `usage`
+//! sums by.
 
 use super::*;
 
@@ -59,4 +60,28 @@ pub struct AddKey {
 pub fn parse_group(text: &str) -> Result<wattbar_engine::store::keys::Group, String> {
     wattbar_engine::store::keys::Group::parse(text)
         .ok_or_else(|| format!("{text:?} is not day, week, month, key, client, model or all"))
+}
+
+/// What `profile --report` adds.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ProfileReport {
+    Standards,
+}
+
+/// A setting `profile --sweep` turns.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum SweepKnob {
+    Powermode,
+    RaplLimit,
+    PowerLimit,
+}
+
+impl From<SweepKnob> for wattbar_engine::knobs::KnobKind {
+    fn from(k: SweepKnob) -> Self {
+        match k {
+            SweepKnob::Powermode => wattbar_engine::knobs::KnobKind::Powermode,
+            SweepKnob::RaplLimit => wattbar_engine::knobs::KnobKind::RaplLimit,
+            SweepKnob::PowerLimit => wattbar_engine::knobs::KnobKind::PowerLimit,
+        }
+    }
 }

@@ -20,9 +20,11 @@ pub mod ask;
 mod asked;
 pub mod compare;
 pub mod grading;
+mod progress;
 pub mod prompts;
 mod summary;
 pub mod sweep;
+use progress::Progress;
 use summary::{human, summary};
 
 use ask::Api;
@@ -36,7 +38,7 @@ use crate::cmd::run::summary::Stats;
 use anyhow::{Context, Result};
 use serde::Serialize;
 use serde_json::{json, Value};
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wattbar_core::eval::summary::{summarise, Query};
@@ -451,43 +453,6 @@ async fn measure(
     std::fs::write(&path, serde_json::to_string_pretty(&summary)?)
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok((out, summary))
-}
-
-/// A progress bar on a terminal, a line per prompt elsewhere.
-struct Progress {
-    total: usize,
-    terminal: bool,
-}
-
-impl Progress {
-    fn new(total: usize) -> Progress {
-        Progress {
-            total,
-            terminal: std::io::stderr().is_terminal(),
-        }
-    }
-
-    fn show(&self, done: usize, model: &str) {
-        if self.terminal {
-            const WIDTH: usize = 30;
-            let filled = WIDTH * done / self.total.max(1);
-            eprint!(
-                "\r[{}{}] {done}/{} {model}",
-                "#".repeat(filled),
-                "-".repeat(WIDTH - filled),
-                self.total
-            );
-            let _ = std::io::stderr().flush();
-        } else {
-            eprintln!("wattbar profile: prompt {} of {}", done + 1, self.total);
-        }
-    }
-
-    fn done(&self, total: usize) {
-        if self.terminal {
-            eprintln!("\r[{}] {total}/{}", "#".repeat(30), self.total);
-        }
-    }
 }
 
 /// The folder a profile writes to when none is named.
