@@ -380,7 +380,8 @@ pub enum Cmd {
         /// `powermode`, the OS power profile (power-profiles-daemon's; Low Power Mode on macOS);
         /// `rapl-limit`, RAPL's package power limit (Linux, as root), from the limit in force
         /// down to half the package's rated power; `power-limit`, GPU 0's power limit through
-        /// NVML (as root), from its default down to its minimum.
+        /// NVML (as root), from its default down to its minimum; `clocks`, GPU 0's graphics
+        /// clock unlocked, then locked at 85, 70 and 55 % of its highest (as root).
         /// Each step in --out/KNOB-VALUE, the table and the choice in --out/sweep.json.
         #[arg(long, value_enum, value_name = "KNOB")]
         sweep: Option<SweepKnob>,

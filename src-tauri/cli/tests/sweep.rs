@@ -357,23 +357,25 @@ fn a_sweep_of_rapls_package_limit_steps_down_to_half_the_rated_power_and_puts_it
 }
 
 #[test]
-fn without_nvml_a_power_limit_sweep_is_refused_before_anything_changes() {
+fn without_nvml_a_gpu_power_limit_or_clock_sweep_is_refused_before_anything_changes() {
     if std::path::Path::new("/proc/driver/nvidia").exists() {
         // A machine with the NVIDIA driver: scripts/gpu-check sweeps its GPU for real.
         eprintln!("skipped: this machine has an NVIDIA driver");
         return;
     }
     let s = Setup::new();
-    let out = s
-        .sweep_of("power-limit", TWO_PROMPTS, "0", &[])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let said = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{said}");
-    assert!(
-        said.contains("the NVIDIA management library libnvidia-ml.so.1 could not be loaded"),
-        "{said}"
-    );
-    assert!(!s.journal().exists());
-    assert!(!s.out().join("sweep.json").exists());
+    for knob in ["power-limit", "clocks"] {
+        let out = s
+            .sweep_of(knob, TWO_PROMPTS, "0", &[])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{knob}: {said}");
+        assert!(
+            said.contains("the NVIDIA management library libnvidia-ml.so.1 could not be loaded"),
+            "{knob}: {said}"
+        );
+        assert!(!s.journal().exists());
+        assert!(!s.out().join("sweep.json").exists());
+    }
 }

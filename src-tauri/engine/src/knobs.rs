@@ -12,12 +12,13 @@
 //!   (its lock held) nobody touches its journal.
 //! - A setting that cannot be read or changed says why and what privilege it needs.
 
-mod gpu_limit;
+mod gpu;
 mod journal;
 mod knob;
 mod rapl;
+mod values;
 
-pub use gpu_limit::GpuLimit;
+pub use gpu::{GpuClock, GpuLimit};
 pub use journal::{restore_left_over, Sweep, JOURNAL_FILE, LOCK_FILE};
 pub use knob::{Knob, KnobKind};
 pub use rapl::RaplLimit;

@@ -74,6 +74,7 @@ pub enum SweepKnob {
     Powermode,
     RaplLimit,
     PowerLimit,
+    Clocks,
 }
 
 impl From<SweepKnob> for wattbar_engine::knobs::KnobKind {
@@ -82,6 +83,7 @@ impl From<SweepKnob> for wattbar_engine::knobs::KnobKind {
             SweepKnob::Powermode => wattbar_engine::knobs::KnobKind::Powermode,
             SweepKnob::RaplLimit => wattbar_engine::knobs::KnobKind::RaplLimit,
             SweepKnob::PowerLimit => wattbar_engine::knobs::KnobKind::PowerLimit,
+            SweepKnob::Clocks => wattbar_engine::knobs::KnobKind::Clocks,
         }
     }
 }

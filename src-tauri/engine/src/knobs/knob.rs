@@ -1,6 +1,6 @@
 //! A setting a sweep turns, reached: read, listed, set.
 
-use super::gpu_limit::GpuLimit;
+use super::gpu::{GpuClock, GpuLimit};
 use super::rapl::RaplLimit;
 use crate::error::Error;
 use crate::os_power::PowerMode;
@@ -16,6 +16,8 @@ pub enum KnobKind {
     RaplLimit,
     /// An NVIDIA GPU's power limit, through NVML, as root.
     PowerLimit,
+    /// An NVIDIA GPU's graphics clock, locked or not, through NVML, as root.
+    Clocks,
 }
 
 impl KnobKind {
@@ -25,6 +27,7 @@ impl KnobKind {
             KnobKind::Powermode => "the power profile",
             KnobKind::RaplLimit => "RAPL's package power limit",
             KnobKind::PowerLimit => "GPU 0's power limit",
+            KnobKind::Clocks => "GPU 0's graphics clock",
         }
     }
 
@@ -34,6 +37,7 @@ impl KnobKind {
             KnobKind::Powermode => "powermode",
             KnobKind::RaplLimit => "rapl-limit",
             KnobKind::PowerLimit => "power-limit",
+            KnobKind::Clocks => "clocks",
         }
     }
 }
@@ -44,6 +48,7 @@ pub enum Knob {
     Powermode(PowerMode),
     RaplLimit(RaplLimit),
     PowerLimit(GpuLimit),
+    Clocks(GpuClock),
 }
 
 impl Knob {
@@ -57,6 +62,7 @@ impl Knob {
                 Ok(Knob::RaplLimit(RaplLimit::open(&root)?))
             }
             KnobKind::PowerLimit => Ok(Knob::PowerLimit(GpuLimit::open()?)),
+            KnobKind::Clocks => Ok(Knob::Clocks(GpuClock::open()?)),
         }
     }
 
@@ -65,6 +71,7 @@ impl Knob {
             Knob::Powermode(_) => KnobKind::Powermode,
             Knob::RaplLimit(_) => KnobKind::RaplLimit,
             Knob::PowerLimit(_) => KnobKind::PowerLimit,
+            Knob::Clocks(_) => KnobKind::Clocks,
         }
     }
 
@@ -74,6 +81,7 @@ impl Knob {
             Knob::Powermode(p) => p.current().await,
             Knob::RaplLimit(r) => r.current(),
             Knob::PowerLimit(g) => g.current(),
+            Knob::Clocks(c) => c.current(),
         }
     }
 
@@ -83,6 +91,7 @@ impl Knob {
             Knob::Powermode(p) => p.steps().await,
             Knob::RaplLimit(r) => r.steps(),
             Knob::PowerLimit(g) => g.steps(),
+            Knob::Clocks(c) => c.steps(),
         }
     }
 
@@ -91,6 +100,7 @@ impl Knob {
             Knob::Powermode(p) => p.set(value).await,
             Knob::RaplLimit(r) => r.set(value),
             Knob::PowerLimit(g) => g.set(value),
+            Knob::Clocks(c) => c.set(value),
         }
     }
 }

@@ -49,17 +49,12 @@ fn parse_uw(text: &str, file: &Path) -> Result<u64, Error> {
 
 /// Watts as the sweep names them: `95W`, `71.25W`.
 fn watts_of(uw: u64) -> String {
-    let w = uw as f64 / 1e6;
-    let text = format!("{w:.3}");
-    format!("{}W", text.trim_end_matches('0').trim_end_matches('.'))
+    super::values::named(uw as f64 / 1e6, "W")
 }
 
 /// The microwatts a value names.
 fn uw_of(value: &str) -> Result<u64, Error> {
-    let w: f64 = value
-        .strip_suffix('W')
-        .and_then(|n| n.parse().ok())
-        .filter(|w: &f64| w.is_finite() && *w > 0.0)
+    let w = super::values::number_named(value, "W")
         .ok_or_else(|| said(format!("{value:?} is not a power limit such as 95W")))?;
     let uw = (w * 1e6).round() as u64;
     if uw > MAX_LIMIT_UW {
