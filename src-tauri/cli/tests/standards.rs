@@ -155,5 +155,21 @@ fn smollm2_on_gsm8k_in_each_leaderboards_units_worked_from_its_records() {
     let kept = &listed["models"][0];
     assert_eq!(kept["model"], "smollm2");
     assert_eq!(kept["eval"], "gsm8k-test-first40 (first 20)");
-    assert_eq!(kept["figures"].as_array(), Some(&figures));
+    // The same figures, each number to the last digit JSON keeps (serde_json reads a float
+    // back within one unit in the last place).
+    let again = kept["figures"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no figures: {listed}"));
+    assert_eq!(again.len(), figures.len());
+    for (a, b) in again.iter().zip(&figures) {
+        for key in ["standard", "figure", "scope", "quality", "why", "source"] {
+            assert_eq!(a[key], b[key], "{key}: {a} against {b}");
+        }
+        for key in ["value", "bound"] {
+            match (a[key].as_f64(), b[key].as_f64()) {
+                (Some(x), Some(y)) => assert!((x - y).abs() <= 1e-12 * y.abs(), "{a} against {b}"),
+                _ => assert_eq!(a[key], b[key], "{key}: {a} against {b}"),
+            }
+        }
+    }
 }
