@@ -65,11 +65,12 @@ impl Step {
         .filter(|n| *n > 0)
     }
 
-    /// Energy per unit, and its bound.
-    pub fn joules_per(&self, per: Per) -> Option<(f64, f64)> {
+    /// Energy per unit, and its bound where the step knew one.
+    pub fn joules_per(&self, per: Per) -> Option<(f64, Option<f64>)> {
         let n = self.units(per)? as f64;
         let e = self.energy_joules.filter(|e| e.is_finite() && *e >= 0.0)?;
-        Some((e / n, self.bound_joules.unwrap_or(0.0).max(0.0) / n))
+        let b = self.bound_joules.filter(|b| b.is_finite() && *b >= 0.0);
+        Some((e / n, b.map(|b| b / n)))
     }
 
     /// Output tokens per second over the step.
@@ -140,12 +141,13 @@ impl Rule {
     }
 }
 
-/// The saving against the start, in percent of its energy, with its bound.
+/// The saving against the start, in percent of its energy, with its bound: `None` where a
+/// step's bound is not known (or the start's bound reaches down to 0 J), never a guess.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Saving {
     pub percent: f64,
-    pub at_least_percent: f64,
-    pub at_most_percent: f64,
+    pub at_least_percent: Option<f64>,
+    pub at_most_percent: Option<f64>,
 }
 
 /// The step chosen and why.
@@ -172,12 +174,15 @@ pub fn choose(steps: &[Step], start: usize, rule: Rule) -> Result<Choice, String
     } else {
         Per::Query
     };
-    let (base_j, base_b) = base.joules_per(per).ok_or_else(|| {
-        format!(
-            "the starting setting {} has no measured energy: nothing to compare against",
-            base.setting
-        )
-    })?;
+    let (base_j, base_b) = base
+        .joules_per(per)
+        .filter(|(j, _)| *j > 0.0)
+        .ok_or_else(|| {
+            format!(
+                "the starting setting {} has no measured energy: nothing to compare against",
+                base.setting
+            )
+        })?;
     let base_tps = base.tokens_per_second().ok_or_else(|| {
         format!(
             "the starting setting {} generated no tokens: no speed to compare against",
@@ -222,17 +227,12 @@ pub fn choose(steps: &[Step], start: usize, rule: Rule) -> Result<Choice, String
         }
     };
     let (j, b) = steps[chosen].joules_per(per).unwrap_or((base_j, base_b));
-    let ratio = |num: f64, den: f64| {
-        if den > 0.0 {
-            (1.0 - num / den) * 100.0
-        } else {
-            f64::NEG_INFINITY
-        }
-    };
+    let ratio = |num: f64, den: f64| (den > 0.0).then(|| (1.0 - num / den) * 100.0);
+    let bounds = b.zip(base_b);
     let saving = Saving {
-        percent: ratio(j, base_j),
-        at_least_percent: ratio(j + b, base_j - base_b),
-        at_most_percent: ratio((j - b).max(0.0), base_j + base_b),
+        percent: (1.0 - j / base_j) * 100.0,
+        at_least_percent: bounds.and_then(|(b, bb)| ratio(j + b, base_j - bb)),
+        at_most_percent: bounds.and_then(|(b, bb)| ratio((j - b).max(0.0), base_j + bb)),
     };
     Ok(Choice {
         chosen,
@@ -284,8 +284,19 @@ mod tests {
         // 75 J a query against 100: 25 %; bounds of 1 J a query each:
         // 1 − 76/99 = 23.23 %, 1 − 74/101 = 26.73 %.
         assert!((five.saving.percent - 25.0).abs() < 1e-9);
-        assert!((five.saving.at_least_percent - (1.0 - 76.0 / 99.0) * 100.0).abs() < 1e-9);
-        assert!((five.saving.at_most_percent - (1.0 - 74.0 / 101.0) * 100.0).abs() < 1e-9);
+        let (least, most) = (five.saving.at_least_percent, five.saving.at_most_percent);
+        assert!((least.unwrap_or(0.0) - (1.0 - 76.0 / 99.0) * 100.0).abs() < 1e-9);
+        assert!((most.unwrap_or(0.0) - (1.0 - 74.0 / 101.0) * 100.0).abs() < 1e-9);
+        // A step whose bound is not known: the saving stands, its interval is not stated.
+        let mut unbounded = three([None; 3]);
+        unbounded[2].bound_joules = None;
+        let c = choose(&unbounded, 1, Rule::Slowdown { percent: 5.0 })
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!((c.saving.percent - 25.0).abs() < 1e-9);
+        assert_eq!(
+            (c.saving.at_least_percent, c.saving.at_most_percent),
+            (None, None)
+        );
         // Allowing 4 %: power-saver is out, balanced itself the least left.
         let four =
             choose(&steps, 1, Rule::Slowdown { percent: 4.0 }).unwrap_or_else(|e| panic!("{e}"));

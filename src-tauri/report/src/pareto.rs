@@ -18,8 +18,8 @@ pub struct ParetoPoint {
     pub label: String,
     /// Energy per query (or per unit), joules.
     pub x: f64,
-    /// The energy is within this many joules of the truth.
-    pub x_bound: f64,
+    /// The energy is within this many joules of the truth; `None` where not known (no bar).
+    pub x_bound: Option<f64>,
     /// The figure: accuracy, tokens/s.
     pub y: f64,
     /// The figure's interval.
@@ -49,7 +49,9 @@ pub(crate) fn pareto<DB: DrawingBackend>(backend: DB, p: &Pareto) -> Result<(), 
     let root = backend.into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let all = || p.groups.iter().flat_map(|g| g.points.iter());
-    let max_j = all().map(|q| q.x + q.x_bound).fold(0.0, f64::max);
+    let max_j = all()
+        .map(|q| q.x + q.x_bound.unwrap_or(0.0))
+        .fold(0.0, f64::max);
     let x_max = if max_j > 0.0 { max_j * 1.15 } else { 1.0 };
     let max_y = all().map(|q| q.high.max(q.y)).fold(0.0, f64::max);
     let y_max = if max_y > 1.0 { max_y * 1.15 } else { 1.05 };
@@ -77,12 +79,17 @@ pub(crate) fn pareto<DB: DrawingBackend>(backend: DB, p: &Pareto) -> Result<(), 
             }))
             .map_err(err)?;
         chart
-            .draw_series(g.points.iter().filter(|q| q.x_bound > 0.0).map(|q| {
-                PathElement::new(
-                    vec![(q.x - q.x_bound, q.y), (q.x + q.x_bound, q.y)],
-                    color.stroke_width(1),
-                )
-            }))
+            .draw_series(
+                g.points
+                    .iter()
+                    .filter_map(|q| Some((q, q.x_bound?)))
+                    .map(|(q, b)| {
+                        PathElement::new(
+                            vec![(q.x - b, q.y), (q.x + b, q.y)],
+                            color.stroke_width(1),
+                        )
+                    }),
+            )
             .map_err(err)?;
         chart
             .draw_series(

@@ -203,7 +203,7 @@ fn the_pareto_chart_names_each_run_and_marks_the_front() {
     let point = |label: &str, j: f64, a: f64, efficient: bool| ParetoPoint {
         label: label.into(),
         x: j,
-        x_bound: 0.0,
+        x_bound: None,
         y: a,
         low: (a - 0.1).max(0.0),
         high: (a + 0.1).min(1.0),

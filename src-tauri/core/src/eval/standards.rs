@@ -16,7 +16,8 @@
 //!   each (the carbon feed's slot, else `carbon_g_per_kwh`) ÷ completion tokens; operational
 //!   emissions only, the embodied share (SCI's M) left out and said.
 //! - MLPerf Power: J per query at the wall, only where a plug measured it (scope `wall`).
-//! - Each energy figure's bound is the run's bound divided as the figure is.
+//! - Each energy figure's bound is the run's bound divided as the figure is; a figure whose bound
+//!   is not known (the accuracy ratios, a run without bounds) has none, never 0.
 
 use crate::scope::Scope;
 use crate::Quality;
@@ -98,12 +99,13 @@ const SCI: &str =
 const MLPERF: &str = "MLPerf Inference: Power (MLCommons), mlcommons.org";
 
 impl Inputs {
-    fn per_query(&self) -> Option<(f64, f64)> {
-        let n = (self.queries > 0).then_some(self.queries as f64)?;
-        Some((
-            self.energy_joules? / n,
-            self.bound_joules.unwrap_or(0.0) / n,
-        ))
+    /// The energy over `n` units, and its bound where the run knew one.
+    fn per(&self, n: f64) -> Option<(f64, Option<f64>)> {
+        Some((self.energy_joules? / n, self.bound_joules.map(|b| b / n)))
+    }
+
+    fn per_query(&self) -> Option<(f64, Option<f64>)> {
+        self.per((self.queries > 0).then_some(self.queries as f64)?)
     }
 
     fn figure(&self, standard: &str, figure: &str, definition: &str, source: &str) -> Figure {
@@ -128,11 +130,12 @@ impl Inputs {
     }
 }
 
-fn valued(mut f: Figure, value: Option<(f64, f64)>, missing: &str) -> Figure {
+/// `f` with its value and bound (`None`: not known, never 0), or why there is none.
+fn valued(mut f: Figure, value: Option<(f64, Option<f64>)>, missing: &str) -> Figure {
     match value {
         Some((v, b)) => {
             f.value = Some(v);
-            f.bound = Some(b);
+            f.bound = b;
         }
         None => f.why = Some(missing.to_string()),
     }
@@ -155,7 +158,7 @@ pub fn standards(i: &Inputs) -> Vec<Figure> {
         valued(
             aes,
             i.per_query()
-                .map(|(j, b)| (j * 1000.0 / 3600.0, b * 1000.0 / 3600.0)),
+                .map(|(j, b)| (j * 1000.0 / 3600.0, b.map(|b| b * 1000.0 / 3600.0))),
             no_energy,
         )
     } else {
@@ -185,7 +188,7 @@ pub fn standards(i: &Inputs) -> Vec<Figure> {
             "the energy of a response ÷ the tokens it generated, in J",
             ML_ENERGY,
         ),
-        tokens.and_then(|n| Some((i.energy_joules? / n, i.bound_joules.unwrap_or(0.0) / n))),
+        tokens.and_then(|n| i.per(n)),
         if tokens.is_none() {
             "no output token counted"
         } else {
@@ -223,7 +226,7 @@ pub fn standards(i: &Inputs) -> Vec<Figure> {
             "accuracy ÷ the mean energy of an evaluated query, per J",
             IPW,
         ),
-        i.intelligence_per_joule.map(|v| (v, 0.0)),
+        i.intelligence_per_joule.map(|v| (v, None)),
         if i.accuracy.is_none() {
             ungraded
         } else {
@@ -237,7 +240,7 @@ pub fn standards(i: &Inputs) -> Vec<Figure> {
             "accuracy ÷ the mean power of an evaluated query, per W",
             IPW,
         ),
-        i.intelligence_per_watt.map(|v| (v, 0.0)),
+        i.intelligence_per_watt.map(|v| (v, None)),
         if i.accuracy.is_none() {
             ungraded
         } else {
@@ -254,9 +257,10 @@ pub fn standards(i: &Inputs) -> Vec<Figure> {
             SCI,
         ),
         tokens.zip(i.carbon_g).map(|(n, g)| {
+            // The grams carry the energy's bound in proportion.
             let b = match (i.energy_joules, i.bound_joules) {
-                (Some(e), Some(b)) if e > 0.0 => g * b / e / n,
-                _ => 0.0,
+                (Some(e), Some(b)) if e > 0.0 => Some(g * b / e / n),
+                _ => None,
             };
             (g / n, b)
         }),
@@ -378,6 +382,14 @@ mod tests {
             Some("it counts the GPU's energy alone; this run measured system")
         );
         assert_eq!(named(&fs, "J per query at the wall").value, None);
+        // The accuracy ratios carry no bound of their energy: unknown, not 0.
+        assert_eq!(named(&fs, "accuracy per joule").bound, None);
+        let mut unbounded = inputs();
+        unbounded.bound_joules = None;
+        let fs = standards(&unbounded);
+        assert_eq!(named(&fs, "J per response").value, Some(20.0));
+        assert_eq!(named(&fs, "J per response").bound, None);
+        assert_eq!(named(&fs, "gCO₂e per output token").bound, None);
     }
 
     #[test]

@@ -100,7 +100,7 @@ fn chart(groups: &[Group]) -> wattbar_report::Pareto {
                         Some(wattbar_report::ParetoPoint {
                             label: r.run.label.clone(),
                             x: j,
-                            x_bound: 0.0,
+                            x_bound: None,
                             y: a,
                             low: r.accuracy_low.unwrap_or(a),
                             high: r.accuracy_high.unwrap_or(a),

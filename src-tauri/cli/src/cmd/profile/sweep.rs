@@ -113,7 +113,7 @@ pub async fn sweep(
             "dir": step_dir(out, s.knob, &f.setting),
             "figures": f,
             "joules_per_unit": f.joules_per(choice.per).map(|(j, _)| j),
-            "bound_joules_per_unit": f.joules_per(choice.per).map(|(_, b)| b),
+            "bound_joules_per_unit": f.joules_per(choice.per).and_then(|(_, b)| b),
             "tokens_per_second": f.tokens_per_second(),
             "mean_watts": f.mean_watts(),
             "slowdown_percent": choice.slowdown_percent[i],
@@ -200,14 +200,20 @@ fn table(ran: &[Figures], c: &Choice, start: usize) -> String {
             "  {:<16} {:>14} {:>10} {:>10} {:>10}{mark}\n",
             f.setting,
             cell(per.map(|p| p.0), 2),
-            cell(per.map(|p| p.1), 2),
+            cell(per.and_then(|p| p.1), 2),
             cell(f.tokens_per_second(), 2),
             cell(c.slowdown_percent[i], 1),
         ));
     }
+    let within = match (c.saving.at_least_percent, c.saving.at_most_percent) {
+        (Some(least), Some(most)) => {
+            format!("between {least:.1} and {most:.1} % within the bounds")
+        }
+        _ => "a step's bound is not known".to_string(),
+    };
     t.push_str(&format!(
-        "  saving against the start: {:.1} % (between {:.1} and {:.1} % within the bounds)\n",
-        c.saving.percent, c.saving.at_least_percent, c.saving.at_most_percent
+        "  saving against the start: {:.1} % ({within})\n",
+        c.saving.percent
     ));
     t
 }
