@@ -21,6 +21,13 @@ use crate::error::Error;
 use std::sync::Mutex;
 use wattbar_sources::nvidia::{LimitRange, PowerLimits};
 
+/// NVML itself, loaded.
+fn nvml() -> Result<Box<dyn PowerLimits>, Error> {
+    Ok(Box::new(
+        wattbar_sources::nvidia::NvmlGpus::open().map_err(said)?,
+    ))
+}
+
 /// NVML's GPU 0, where there is one; a machine with more GPUs is told the others keep theirs.
 fn first_gpu(nvml: &dyn PowerLimits) -> Result<(), Error> {
     let gpus = nvml.gpus().map_err(said)?;
@@ -37,14 +44,6 @@ fn first_gpu(nvml: &dyn PowerLimits) -> Result<(), Error> {
 pub struct GpuLimit {
     nvml: Mutex<Box<dyn PowerLimits>>,
     range: LimitRange,
-}
-
-impl std::fmt::Debug for GpuLimit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GpuLimit")
-            .field("range", &self.range)
-            .finish()
-    }
 }
 
 fn said(e: impl std::fmt::Display) -> Error {
@@ -83,8 +82,7 @@ fn steps_of(range: &LimitRange) -> Vec<String> {
 impl GpuLimit {
     /// GPU 0 through NVML itself.
     pub fn open() -> Result<GpuLimit, Error> {
-        let nvml = wattbar_sources::nvidia::NvmlGpus::open().map_err(said)?;
-        GpuLimit::over(Box::new(nvml))
+        GpuLimit::over(nvml()?)
     }
 
     /// GPU 0 through `nvml`: its range read, and its limit set to itself, so a process that may
@@ -169,19 +167,10 @@ pub struct GpuClock {
     now: Mutex<String>,
 }
 
-impl std::fmt::Debug for GpuClock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GpuClock")
-            .field("supported_mhz", &self.supported_mhz)
-            .finish()
-    }
-}
-
 impl GpuClock {
     /// GPU 0 through NVML itself.
     pub fn open() -> Result<GpuClock, Error> {
-        let nvml = wattbar_sources::nvidia::NvmlGpus::open().map_err(said)?;
-        GpuClock::over(Box::new(nvml))
+        GpuClock::over(nvml()?)
     }
 
     /// GPU 0 through `nvml`: its clocks read, and unlocked, so a process that may not lock

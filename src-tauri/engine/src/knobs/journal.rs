@@ -126,7 +126,6 @@ async fn put_back_journalled(path: &Path) -> Result<Option<String>, Error> {
 /// A sweep under way: its lock held, the setting as it was journalled. [`Sweep::restore`]
 /// puts it back; a sweep that ends without (a panic, a kill) leaves the journal for the next
 /// start.
-#[derive(Debug)]
 pub struct Sweep {
     _lock: File,
     journal: PathBuf,

@@ -43,7 +43,6 @@ impl KnobKind {
 }
 
 /// A setting, reachable.
-#[derive(Debug)]
 pub enum Knob {
     Powermode(PowerMode),
     RaplLimit(RaplLimit),
