@@ -4,6 +4,7 @@
 //! Rule: the ledger is read as it is, beside a running engine or none; an unknown figure is
 //! shown as "—", never 0.
 
+use crate::cmd::cell::cell;
 use anyhow::Result;
 use wattbar_core::eval::best::{best, Choice, KeptProfile, Targets};
 
@@ -13,10 +14,6 @@ fn kept() -> Result<Vec<KeptProfile>> {
         Some(store) => store.profiles()?.into_iter().map(|p| p.profile).collect(),
         None => Vec::new(),
     })
-}
-
-fn cell(v: Option<f64>, digits: usize) -> String {
-    v.map_or_else(|| "—".to_string(), |x| format!("{x:.digits$}"))
 }
 
 fn percent(v: Option<f64>) -> String {

@@ -1,5 +1,6 @@
 //! `models` and `inference`: the inference ledger, read-only beside a running engine.
 
+use crate::cmd::cell::cell;
 use anyhow::Result;
 use wattbar_core::inference::resident::{Residency, ResidentCost};
 use wattbar_core::inference::server_totals::{ServerTotal, Sourced, SOURCE_PROXY};
@@ -9,10 +10,6 @@ use wattbar_engine::accounting::local_week_seconds;
 use wattbar_engine::inference::book::{BASELINE_EVERY, BASELINE_SPAN};
 use wattbar_engine::store::Store;
 use wattbar_engine::unix_now;
-
-fn fmt(v: Option<f64>, digits: usize) -> String {
-    v.map_or_else(|| "—".to_string(), |x| format!("{x:.digits$}"))
-}
 
 fn csv_cell(v: Option<f64>) -> String {
     v.map(|x| x.to_string()).unwrap_or_default()
@@ -172,11 +169,11 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
                     wattbar_core::Scope::shown(m.scope),
                     m.requests,
                     m.completion_tokens,
-                    fmt(m.joules_per_token, 3),
-                    fmt(m.net_joules_per_token, 3),
-                    fmt(m.tokens_per_second, 1),
-                    fmt(m.tokens_per_second_per_watt, 3),
-                    fmt(m.score, 1),
+                    cell(m.joules_per_token, 3),
+                    cell(m.net_joules_per_token, 3),
+                    cell(m.tokens_per_second, 1),
+                    cell(m.tokens_per_second_per_watt, 3),
+                    cell(m.score, 1),
                 )?;
             }
             for Sourced { source, figures: m } in &servers {
@@ -187,7 +184,7 @@ pub fn models(format: crate::args::TableFormat) -> Result<()> {
                     scoped(m.scope, &m.covers),
                     "—",
                     m.completion_tokens,
-                    fmt(m.joules_per_token, 3),
+                    cell(m.joules_per_token, 3),
                     "—",
                     "—",
                     "—",
@@ -273,10 +270,10 @@ pub fn inference(since: &str, limit: usize, json: bool) -> Result<()> {
             r.status.as_str(),
             r.completion_tokens
                 .map_or_else(|| "—".to_string(), |n| n.to_string()),
-            fmt(r.energy_joules, 1),
-            fmt(r.energy_bound_joules, 1),
-            fmt(r.joules_per_token, 3),
-            fmt(r.tokens_per_second, 1),
+            cell(r.energy_joules, 1),
+            cell(r.energy_bound_joules, 1),
+            cell(r.joules_per_token, 3),
+            cell(r.tokens_per_second, 1),
             format!("{:.2}", r.wall_seconds),
             r.route.as_str(),
         )?;

@@ -3,6 +3,7 @@
 
 pub mod best;
 pub mod calibrate;
+pub mod cell;
 pub mod export;
 pub mod fleet;
 pub mod inspect;

@@ -1,6 +1,7 @@
 //! `wattbar-cli profile compare DIR…`: profile runs side by side, ranked only where they may be
 //! ([`wattbar_core::eval::compare`]), as a table, JSON, or a Pareto chart.
 
+use crate::cmd::cell::cell;
 use anyhow::{Context, Result};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -30,10 +31,6 @@ fn sources(g: &Group) -> String {
     } else {
         g.sources.join(", ")
     }
-}
-
-fn cell(v: Option<f64>, digits: usize) -> String {
-    v.map_or_else(|| "—".to_string(), |x| format!("{x:.digits$}"))
 }
 
 /// The table: each group, the first ranked, the others listed apart with why.

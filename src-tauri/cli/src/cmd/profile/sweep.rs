@@ -12,6 +12,7 @@
 //!   saving against the starting setting ([`wattbar_core::sweep`]); `--out/sweep.svg` the chart of
 //!   energy per unit against tokens/s.
 
+use crate::cmd::cell::cell;
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -168,10 +169,6 @@ async fn steps(
         ran.push(figures(setting, &summary));
     }
     Ok(ran)
-}
-
-fn cell(v: Option<f64>, digits: usize) -> String {
-    v.map_or_else(|| "—".to_string(), |x| format!("{x:.digits$}"))
 }
 
 fn table(ran: &[Figures], c: &Choice, start: usize) -> String {
