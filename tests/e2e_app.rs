@@ -1856,6 +1856,52 @@ fn the_tray_shows_a_thinkpads_battery_health_and_what_running_on_it_wears() {
 #[path = "desktop/private_bus.rs"]
 mod private_bus;
 use private_bus::PrivateBus;
+#[path = "desktop/profiles_daemon.rs"]
+mod profiles_daemon;
+
+#[test]
+fn the_tray_puts_back_the_power_profile_a_killed_sweep_left_and_says_so() {
+    require_desktop();
+    let _one = ONE_APP_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // A sweep (pid 4242) was killed at power-saver; its journal says the profile was balanced.
+    let bus = PrivateBus::start();
+    let mut daemon = profiles_daemon::Daemon::start_at(
+        &bus,
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+        "power-saver",
+    );
+    let home = Home::new();
+    let journal = home.dir.path().join("data/knobs.json");
+    std::fs::write(
+        &journal,
+        r#"{"knob":"powermode","original":"balanced","pid":4242,"since":1765000000.0}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    sni_watcher();
+    let mut cmd = Command::new(tray_exe());
+    home.apply(&mut cmd);
+    cmd.env("DBUS_SYSTEM_BUS_ADDRESS", &bus.address)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut app = Proc(cmd.spawn().unwrap_or_else(|e| panic!("the tray: {e}")));
+    daemon.wait_for("set balanced", Duration::from_secs(30));
+    let tray = Tray::find();
+    assert!(!journal.exists(), "the journal outlived its restore");
+    quits_cleanly(&tray, &mut app);
+    let mut log = String::new();
+    if let Some(mut err) = app.0.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut err, &mut log);
+    }
+    assert!(
+        log.contains(
+            "the power profile is back to balanced (power-saver before): a sweep (pid 4242) \
+             ended without putting it back"
+        ),
+        "{log}"
+    );
+    assert_eq!(daemon.all_sets(), ["balanced"]);
+}
 
 #[test]
 fn without_a_status_notifier_watcher_the_tray_falls_back_to_libappindicator() {

@@ -16,10 +16,11 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// The daemon at `balanced` on `bus`, from the repository at `repo`.
-    pub fn start(bus: &PrivateBus, repo: &Path) -> Daemon {
+    /// The daemon at `active` on `bus`, from the repository at `repo`.
+    pub fn start_at(bus: &PrivateBus, repo: &Path, active: &str) -> Daemon {
         let mut child = Command::new("/usr/bin/python3")
             .arg(repo.join("tests/desktop/power_profiles_daemon.py"))
+            .args(["--active", active])
             .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -49,7 +49,7 @@ impl Setup {
         std::fs::write(dir.path().join("trace.csv"), HUNDRED_WATTS)
             .unwrap_or_else(|e| panic!("{e}"));
         let bus = PrivateBus::start();
-        let daemon = Daemon::start(&bus, &repo_root());
+        let daemon = Daemon::start_at(&bus, &repo_root(), "balanced");
         Setup {
             dir,
             bus,

@@ -14,7 +14,7 @@ fn repo() -> PathBuf {
 #[test]
 fn engaging_saves_the_profile_and_releasing_restores_it() {
     let bus = PrivateBus::start();
-    let mut daemon = Daemon::start(&bus, &repo());
+    let mut daemon = Daemon::start_at(&bus, &repo(), "balanced");
     let mut mode = OsPowerMode::new(Some(bus.address.clone()));
     assert_eq!(
         mode.follow(true).as_deref(),
@@ -30,7 +30,7 @@ fn engaging_saves_the_profile_and_releasing_restores_it() {
 #[test]
 fn a_profile_the_user_chose_meanwhile_is_kept() {
     let bus = PrivateBus::start();
-    let mut daemon = Daemon::start(&bus, &repo());
+    let mut daemon = Daemon::start_at(&bus, &repo(), "balanced");
     let mut mode = OsPowerMode::new(Some(bus.address.clone()));
     assert!(mode.follow(true).is_ok());
     // The user switches to performance with GLib's own D-Bus client, as a desktop's menu does.
