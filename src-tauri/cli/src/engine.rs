@@ -81,25 +81,45 @@ pub fn read_prefs() -> Result<wattbar_core::Preferences> {
     })
 }
 
-/// Resolves on Ctrl+C or SIGTERM, so that the last batch is written before exit.
-pub async fn terminated() {
+/// Resolves on Ctrl+C or SIGTERM, so that the last batch is written before exit. The signals are
+/// caught from this call on, not from the first poll: a Ctrl+C between the call and the first
+/// `.await` (a message printed, a deferred start chosen) still ends the command its own way
+/// instead of by the signal's default.
+pub fn terminated() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
+        let term = signal(SignalKind::terminate()).ok();
+        let interrupt = signal(SignalKind::interrupt()).ok();
+        async move {
+            let term = async {
+                match term {
+                    Some(mut s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending().await,
                 }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
+            };
+            let interrupt = async {
+                match interrupt {
+                    Some(mut s) => {
+                        s.recv().await;
+                    }
+                    None => {
+                        let _ = tokio::signal::ctrl_c().await;
+                    }
+                }
+            };
+            tokio::select! {
+                _ = term => {}
+                _ = interrupt => {}
             }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }

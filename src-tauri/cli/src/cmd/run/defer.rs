@@ -190,6 +190,7 @@ pub(super) async fn deferred(args: &crate::args::RunArgs, prefs: &Preferences) -
     };
     let greenest = by == crate::args::DeferArg::Greenest;
     let c = choose(prefs, greenest, args.within, duration, unix_now())?;
+    let interrupted = crate::engine::terminated();
     eprintln!("{}", said(&c));
     if args.dry_run {
         if args.json {
@@ -198,7 +199,7 @@ pub(super) async fn deferred(args: &crate::args::RunArgs, prefs: &Preferences) -
         }
         return Ok(Deferred::Exit(0));
     }
-    if !wait_until(c.start).await {
+    if !wait_until(c.start, interrupted).await {
         eprintln!("wattbar run: interrupted while waiting; nothing ran");
         return Ok(Deferred::Exit(130));
     }
@@ -282,8 +283,8 @@ pub(super) fn outcome(c: &Choice, s: &super::summary::Summary) -> String {
     }
 }
 
-/// Waits until `start` (Unix seconds); false when Ctrl+C or SIGTERM came first.
-pub async fn wait_until(start: f64) -> bool {
+/// Waits until `start` (Unix seconds); false when `interrupted` (Ctrl+C or SIGTERM) came first.
+pub async fn wait_until(start: f64, interrupted: impl std::future::Future<Output = ()>) -> bool {
     let wait = async {
         loop {
             let left = start - unix_now();
@@ -295,7 +296,7 @@ pub async fn wait_until(start: f64) -> bool {
     };
     tokio::select! {
         _ = wait => true,
-        _ = crate::engine::terminated() => false,
+        _ = interrupted => false,
     }
 }
 
