@@ -7,7 +7,8 @@
 //!   the engine's loop never waits for a server, and llama.cpp's gauges have one reader.
 //! - A window runs from one good scrape to the next, timed by the scrapes themselves; its energy
 //!   is the headline's over the same span, from the intervals the engine keeps, and net of the
-//!   idle baseline where one is known ([`server_windows`]). Where the server's process is known
+//!   idle baseline where one is known ([`server_windows`]). A window closes only once the
+//!   intervals reach its end: a scrape answered after the newest waits for the next sample. Where the server's process is known
 //!   (found listening, or the process listening on a followed loopback port) and the programs'
 //!   reads saw it draw on GPUs that tell their use per process, it is that process's share of
 //!   the GPUs' energy instead ([`on_process_gpus`]).
@@ -290,12 +291,14 @@ impl ServerMetrics {
             .filter_map(|s| s.last.as_ref().map(|l| l.at))
             .fold(f64::INFINITY, f64::min);
         // Only the intervals the windows can reach, newest first, then in time order.
-        let mut kept: Vec<Interval> = intervals
-            .rev()
+        let mut newest_first = intervals.rev().peekable();
+        let reached = newest_first.peek().map(|i| i.unix_end);
+        let mut kept: Vec<Interval> = newest_first
             .take_while(|i| i.unix_end > oldest)
             .cloned()
             .collect();
         kept.reverse();
+        let mut again_soon = false;
         for (s, scraped) in self.servers.iter_mut().zip(newest) {
             let Some((answered, metrics)) = scraped else {
                 continue;
@@ -305,6 +308,13 @@ impl ServerMetrics {
                 models: metrics.models,
             };
             if s.last.as_ref().is_some_and(|l| l.at >= now.at) {
+                continue;
+            }
+            // Answered after the newest interval (the sample was stamped before the scrape
+            // came back): its window's energy is not all measured yet. It waits for the next
+            // sample, which reaches it; the counters lose nothing by waiting.
+            if s.last.is_some() && reached.is_some_and(|r| now.at > r) {
+                again_soon = true;
                 continue;
             }
             if let Some(kind) = s.config.kind.filter(|k| *k != metrics.family) {
@@ -368,6 +378,9 @@ impl ServerMetrics {
                 }
             }
             s.last = Some(now);
+        }
+        if again_soon {
+            self.due = Some(at.monotonic);
         }
         self.windows.extend(made_all.iter().cloned());
         while self.windows.len() > KEPT {

@@ -103,6 +103,17 @@ fn first_windows(
     }
 }
 
+/// The stage following the server on `port`, asked every half second.
+fn follow(port: u16) -> ServerMetrics {
+    let config = ServerMetricsConfig {
+        url: format!("http://127.0.0.1:{port}"),
+        token: None,
+        kind: None,
+    };
+    let unix: Arc<dyn Fn() -> f64 + Send + Sync> = Arc::new(crate::unix_now);
+    ServerMetrics::new(&[config], &[], Duration::from_millis(500), unix)
+}
+
 /// A plug reads 300 W at the wall, 200 W of it the GPU's, and the process listening on the
 /// server's port had 3 parts of the GPU's use to another process's 1: each window is the
 /// server's 150 W over its span (0.75 × 200 W), covering GPU 0 alone, with no net figure. The
@@ -122,16 +133,6 @@ fn a_server_whose_process_draws_on_a_gpu_is_given_its_share_of_the_gpus_energy()
         all_joules: 4000.0,
         ancestors: Default::default(),
     }];
-    let follow = |port: u16| {
-        let config = ServerMetricsConfig {
-            url: format!("http://127.0.0.1:{port}"),
-            token: None,
-            kind: None,
-        };
-        let unix: Arc<dyn Fn() -> f64 + Send + Sync> = Arc::new(crate::unix_now);
-        ServerMetrics::new(&[config], &[], Duration::from_millis(500), unix)
-    };
-
     let port = stand_in();
     let mut stage = follow(port);
     stage.follow_listening(&[Listener {
@@ -166,4 +167,30 @@ fn a_server_whose_process_draws_on_a_gpu_is_given_its_share_of_the_gpus_energy()
     );
     assert_eq!(w.scope, Some(Scope::Wall));
     assert_eq!(w.gpu_processes, None, "priced by the headline");
+}
+
+/// A busy machine stamps its sample, then the scrape comes back: a window ending after the
+/// newest interval would have energy for only part of its span. While the intervals end before
+/// every scrape, no window closes; once they reach it, the window has all its energy: the
+/// wall's 300 W over its span, covered whole.
+#[test]
+fn a_scrape_answered_after_the_newest_interval_waits_for_the_sample_that_reaches_it() {
+    let t0 = crate::unix_now() - 10.0;
+    // Ending now: every scrape from here on is answered after it.
+    let ended = at_the_wall(t0, 10);
+    let mut stage = follow(stand_in());
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(3) {
+        let at = Stamp::new(started.elapsed(), crate::unix_now());
+        let made = stage.observe(at, ended.iter(), None, &ProxySeen::default(), &[]);
+        assert!(made.is_empty(), "a window past the intervals: {made:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let w = &first_windows(&mut stage, &at_the_wall(t0, 120), &[])[0];
+    assert_eq!(w.covered, Some(1.0), "{w:?}");
+    let joules = w.energy_joules.unwrap_or(f64::NAN);
+    assert!(
+        (joules - 300.0 * (w.to - w.from)).abs() < 1e-6 * joules,
+        "{w:?}"
+    );
 }
