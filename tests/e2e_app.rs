@@ -909,10 +909,12 @@ impl Driver {
     }
 }
 
-/// WebDriver's client: its errors come back as answers, with their bodies.
+/// WebDriver's client: its errors come back as answers, with their bodies. A new session starts
+/// the app and its WebKit, which on a loaded 2-core machine was seen to take over a minute: the
+/// timeout only guards against a hang.
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(60)))
+        .timeout_global(Some(Duration::from_secs(180)))
         .http_status_as_error(false)
         .build()
         .into()
