@@ -1620,6 +1620,66 @@ fn the_windows_without_a_running_tray_say_so_and_exit() {
     );
 }
 
+/// The dashboard opened again the moment the last window quits: the single-instance name is
+/// still on the bus, and the window holding it leaves without taking the launch's arguments.
+/// The launch starts again in its place instead of failing.
+#[test]
+fn a_window_opened_as_the_last_one_leaves_starts_in_its_place() {
+    require_desktop();
+    let _one = ONE_APP_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let home = Home::new();
+    let mut app = launch(&home, &[]);
+    let tray = Tray::find();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/desktop/leaving_instance.py");
+    let mut leaving = Proc(
+        Command::new("/usr/bin/python3")
+            .arg(script)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("the leaving window: {e}")),
+    );
+    assert_eq!(first_line(&mut leaving.0), "ready");
+
+    let mut cmd = Command::new(WINDOW);
+    home.apply(&mut cmd);
+    let mut window = Proc(
+        cmd.arg("--open-dashboard")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
+    // Asked, it left without answering: only being asked ends it.
+    let left = wait_for(
+        "the leaving window to be asked",
+        Duration::from_secs(30),
+        || leaving.0.try_wait().ok().flatten(),
+    );
+    assert!(left.success(), "{left:?}");
+    wait_for("the dashboard", Duration::from_secs(60), || {
+        visible_dashboard().then_some(())
+    });
+    assert!(
+        window.0.try_wait().ok().flatten().is_none(),
+        "the window ended"
+    );
+
+    quits_cleanly(&tray, &mut app);
+    let ended = wait_for(
+        "the window to go with the tray",
+        Duration::from_secs(30),
+        || window.0.try_wait().ok().flatten(),
+    );
+    let mut said = String::new();
+    if let Some(mut err) = window.0.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut err, &mut said);
+    }
+    assert!(ended.success(), "{ended:?}: {said}");
+    assert!(said.contains("starting again (2 of 5)"), "{said}");
+    assert!(!said.contains("cannot start"), "{said}");
+}
+
 #[test]
 fn a_second_engine_without_an_api_keeps_the_tray_from_starting_with_its_pid() {
     // Another test's clean-up ends every wattbar it finds: not this one's while it runs.

@@ -3,10 +3,11 @@
 //!
 //! The tray (`wattbar`) starts this process when a window is asked for; it ends when its last
 //! window closes, so an idle tray holds no web view. It is single-instance: started again, it
-//! shows the window asked for in the running one. Presentation only: the engine is the tray's
-//! (or `wattbar-cli serve`'s), reached through its local API ([`engine::Engine`]); commands ask
-//! it, and its `/v1/stream` becomes the dashboard's [`events::STATE_CHANGED`] events. When the
-//! engine goes away (Quit in the tray), the windows go with it.
+//! shows the window asked for in the running one; where that one was quitting and never took the
+//! arguments, the new start takes its place (`start_again`). Presentation only: the engine is the
+//! tray's (or `wattbar-cli serve`'s), reached through its local API ([`engine::Engine`]);
+//! commands ask it, and its `/v1/stream` becomes the dashboard's [`events::STATE_CHANGED`]
+//! events. When the engine goes away (Quit in the tray), the windows go with it.
 
 mod commands;
 mod engine;
@@ -154,8 +155,55 @@ pub fn run() {
         // The last window closed: the process ends, and with it the web view.
         Ok(app) => app.run(|_app, _event: RunEvent| {}),
         Err(e) => {
+            #[cfg(unix)]
+            if e.to_string().contains(FORWARD_FAILED) {
+                start_again();
+            }
             eprintln!("wattbar-window: cannot start: {e}");
             std::process::exit(1);
         }
     }
+}
+
+/// What the single-instance plugin says when the instance that holds its name on the session bus
+/// did not take this launch's arguments.
+#[cfg(unix)]
+const FORWARD_FAILED: &str = "failed to forward arguments to the running instance";
+/// How many times a launch starts again in the place of an instance that left without answering.
+#[cfg(unix)]
+const STARTS: u32 = 5;
+/// How long it lets that instance go first.
+#[cfg(unix)]
+const LEAVING_GRACE: std::time::Duration = std::time::Duration::from_millis(300);
+/// Which start this is, handed to the next one.
+#[cfg(unix)]
+const START_VAR: &str = "WATTBAR_WINDOW_START";
+
+/// The instance found was quitting (its name still on the bus while it went, as when the
+/// dashboard is opened again right after Quit): this process becomes a new start of itself, the
+/// same pid and arguments, a moment later. Returns only where it may not (the tries are spent:
+/// a live instance that never answers is then said).
+#[cfg(unix)]
+fn start_again() {
+    use std::os::unix::process::CommandExt;
+    let this: u32 = std::env::var(START_VAR)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    if this >= STARTS {
+        return;
+    }
+    eprintln!(
+        "wattbar-window: the running window left without answering: starting again ({} of {STARTS})",
+        this + 1
+    );
+    std::thread::sleep(LEAVING_GRACE);
+    let again = std::env::current_exe().map(|exe| {
+        std::process::Command::new(exe)
+            .args(std::env::args_os().skip(1))
+            .env(START_VAR, (this + 1).to_string())
+            .exec()
+    });
+    let (Ok(e) | Err(e)) = again;
+    eprintln!("wattbar-window: cannot start again: {e}");
 }
