@@ -194,7 +194,8 @@ fn start_again() {
         return;
     }
     eprintln!(
-        "wattbar-window: the running window left without answering: starting again ({} of {STARTS})",
+        "wattbar-window: the running window left without answering: starting again \
+         ({} of {STARTS})",
         this + 1
     );
     std::thread::sleep(LEAVING_GRACE);

@@ -8,10 +8,10 @@
 //! - A window runs from one good scrape to the next, timed by the scrapes themselves; its energy
 //!   is the headline's over the same span, from the intervals the engine keeps, and net of the
 //!   idle baseline where one is known ([`server_windows`]). A window closes only once the
-//!   intervals reach its end: a scrape answered after the newest waits for the next sample. Where the server's process is known
-//!   (found listening, or the process listening on a followed loopback port) and the programs'
-//!   reads saw it draw on GPUs that tell their use per process, it is that process's share of
-//!   the GPUs' energy instead ([`on_process_gpus`]).
+//!   intervals reach its end: a scrape answered after the newest waits for the next sample.
+//!   Where the server's process is known (found listening, or the process listening on a
+//!   followed loopback port) and the programs' reads saw it draw on GPUs that tell their use per
+//!   process, it is that process's share of the GPUs' energy instead ([`on_process_gpus`]).
 //! - A failed scrape is said once per new reason; the window then waits for the next good scrape
 //!   and spans the failures (the counters are cumulative: nothing is lost). A server restart
 //!   costs the window across it, and is said.
